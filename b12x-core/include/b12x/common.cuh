@@ -1,0 +1,126 @@
+// common.cuh — shared device helpers for every b12x kernel.                crate: b12x-core
+//   Vector types and 16-byte loads/stores, type conversions, warp/block reductions, arch guards.
+// Device code only; include from kernels/*.cu as #include "b12x/common.cuh".
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace b12x {
+
+// SM120/SM121-only instructions (block-scaled mma.sync) must sit behind this guard.
+// __CUDA_ARCH_FAMILY_SPECIFIC__ alone is not enough: it is also defined for sm_90a.
+#if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#define B12X_SM120_FEATURES 1
+#else
+#define B12X_SM120_FEATURES 0
+#endif
+
+using bf16 = __nv_bfloat16;
+using fp16 = __half;
+
+// 16 bytes, the unit of every vectorized global access.
+struct alignas(16) Vec16 {
+  uint32_t w[4];
+};
+
+// Number of elements of T in one 16-byte vector.
+template <typename T>
+struct VecN {
+  static constexpr int value = 16 / sizeof(T);
+};
+
+__device__ __forceinline__ Vec16 ld_global_v16(const void* p) {
+  Vec16 v;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(p));
+  return v;
+}
+
+// Streaming load: data read once (weights), do not keep it in L1.
+__device__ __forceinline__ Vec16 ld_global_stream_v16(const void* p) {
+  Vec16 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(p));
+  return v;
+}
+
+// Coherent load (data this grid may have written earlier, e.g. split-K partials).
+__device__ __forceinline__ Vec16 ld_global_cg_v16(const void* p) {
+  Vec16 v;
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void st_global_v16(void* p, const Vec16& v) {
+  asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.w[0]), "r"(v.w[1]),
+               "r"(v.w[2]), "r"(v.w[3])
+               : "memory");
+}
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T v);
+template <>
+__device__ __forceinline__ float to_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_f32<bf16>(bf16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_f32<fp16>(fp16 v) { return __half2float(v); }
+
+// Round-to-nearest-even conversion from f32 (the one rounding of every op's output).
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ fp16 from_f32<fp16>(float v) { return __float2half_rn(v); }
+
+// Unpack a 16-byte vector of T into floats (N = 16 / sizeof(T)).
+template <typename T>
+__device__ __forceinline__ void unpack_f32(const Vec16& v, float (&out)[16 / sizeof(T)]) {
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int i = 0; i < int(16 / sizeof(T)); ++i) out[i] = to_f32<T>(e[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ Vec16 pack_from_f32(const float (&in)[16 / sizeof(T)]) {
+  Vec16 v;
+  T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+  for (int i = 0; i < int(16 / sizeof(T)); ++i) e[i] = from_f32<T>(in[i]);
+  return v;
+}
+
+// Butterfly sum over a full warp; every lane gets the same value, in the same order.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Deterministic block sum: warp butterflies, then warp 0 sums the per-warp values in order.
+// `s_red` must hold 33 floats. Every thread returns the total. Contains __syncthreads().
+__device__ __forceinline__ float block_sum(float v, float* s_red) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  if (lane == 0) s_red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float t = lane < nwarps ? s_red[lane] : 0.0f;
+    t = warp_sum(t);
+    if (lane == 0) s_red[32] = t;
+  }
+  __syncthreads();
+  return s_red[32];
+}
+
+}  // namespace b12x

@@ -1,0 +1,77 @@
+// mma.cuh — warp-level tensor-core and async-copy wrappers.                crate: b12x-core
+//   mma.sync (BF16/FP16 m16n8k16, f32 accumulate), ldmatrix, cp.async. Portable to SM80+,
+//   in particular SM90 and SM120/SM121 (no wgmma, no tcgen05). Device code only.
+// Fragment layouts are the PTX ISA's; each wrapper links the section that defines them.
+#pragma once
+#include <stdint.h>
+
+namespace b12x {
+
+// D = A * B + C, m16n8k16, A row-major bf16, B column-major bf16, C/D f32.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-mma
+// Fragments (https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-fragment-mma-16816-float),
+// with g = lane / 4, t = lane % 4:
+//   a[0] = A[g][2t..2t+1]    a[1] = A[g+8][2t..2t+1]  a[2] = A[g][2t+8..2t+9]  a[3] = A[g+8][2t+8..2t+9]
+//   b[0] = B[2t..2t+1][g]    b[1] = B[2t+8..2t+9][g]
+//   c[0..1] = C[g][2t..2t+1]  c[2..3] = C[g+8][2t..2t+1]
+// (lower k index in the low 16 bits of each register).
+__device__ __forceinline__ void mma_m16n8k16_bf16_f32(float (&d)[4], const uint32_t (&a)[4],
+                                                      const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Same shape with FP16 inputs.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-mma
+__device__ __forceinline__ void mma_m16n8k16_f16_f32(float (&d)[4], const uint32_t (&a)[4],
+                                                     const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Converts a generic pointer to shared memory into a 32-bit shared-space address.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 b16 matrices from shared memory; lane i supplies the row address of matrix i / 8.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-ldmatrix
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t s_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s_addr));
+}
+
+// Same, transposed on load (for a row-major B operand).
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-ldmatrix
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t s_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s_addr));
+}
+
+// 16-byte global -> shared asynchronous copy, bypassing L1.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async
+__device__ __forceinline__ void cp_async_cg_16(uint32_t s_addr, const void* g_ptr) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s_addr), "l"(g_ptr) : "memory");
+}
+
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-commit-group
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Waits until at most kPending committed groups are still in flight.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-wait-group
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+}  // namespace b12x

@@ -1,0 +1,227 @@
+//! Benchmark helpers: one method everywhere (DESIGN.md §7).
+//!
+//! Each timed sample replays a CUDA graph holding the op call(s), with the L2 flushed (a memset
+//! of 2× the L2 size) before the sample and outside the timed events; the median of the
+//! samples is reported. The ceiling is [`read_bandwidth`], measured the same way in the same run.
+
+use crate::autotune::median;
+use crate::kernel::{KernelModule, LaunchDims};
+use crate::{Device, Error, Result};
+use cudarc::driver::sys::{CUevent_flags, CUstreamCaptureMode};
+use cudarc::driver::{result, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Times single enqueued pieces of work between events, flushing L2 before each sample.
+pub struct EventTimer {
+    flush: CudaSlice<u8>,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl EventTimer {
+    pub fn new(device: &Arc<Device>) -> Result<Self> {
+        let ctx = device.context();
+        let flush = device.stream().alloc_zeros::<u8>(2 * device.l2_bytes().max(1 << 20) as usize)?;
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        Ok(Self { flush, start: ctx.new_event(flags)?, end: ctx.new_event(flags)? })
+    }
+    /// Overwrites 2× the L2 size so the next sample starts with a cold cache.
+    pub fn flush_l2(&mut self, stream: &CudaStream) -> Result<()> {
+        let n = self.flush.len();
+        let (ptr, _g) = self.flush.device_ptr_mut(stream);
+        unsafe { result::memset_d8_async(ptr, 0x5a, n, stream.cu_stream()) }?;
+        Ok(())
+    }
+    /// One sample: flush, event, `work`, event, wait. Returns µs.
+    pub fn time_us(&mut self, stream: &CudaStream, work: impl FnOnce() -> Result<()>) -> Result<f64> {
+        self.flush_l2(stream)?;
+        self.start.record(stream)?;
+        work()?;
+        self.end.record(stream)?;
+        self.end.synchronize()?;
+        Ok(self.start.elapsed_ms(&self.end)? as f64 * 1e3)
+    }
+}
+
+/// Captures `work` on the device stream into a graph, replays it `warmup` times, then returns
+/// `samples` timed replays (µs) with L2 flushed before each.
+pub fn time_graph(
+    device: &Arc<Device>,
+    samples: usize,
+    mut work: impl FnMut(&Arc<CudaStream>) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let stream = device.stream().clone();
+    let mut timer = EventTimer::new(device)?;
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let body = work(&stream);
+    let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+    body?;
+    let graph = graph?.ok_or_else(|| Error::InvalidQuery { op: "bench", field: "work", reason: "captured nothing".into() })?;
+    for _ in 0..3 {
+        graph.launch()?;
+    }
+    stream.synchronize()?;
+    (0..samples).map(|_| timer.time_us(&stream, || Ok(graph.launch()?))).collect()
+}
+
+/// Samples per benchmark row (≥ 20; `B12X_BENCH_SAMPLES` overrides).
+pub fn samples() -> usize {
+    std::env::var("B12X_BENCH_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(30).max(20)
+}
+
+include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
+
+static READ_BW: KernelModule = KernelModule { name: "b12x-core/read_bw", fatbin: READ_BW_FATBIN, hash: READ_BW_HASH };
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ReadBwParams {
+    src: u64,
+    sink: u64,
+    n_vec: u64,
+    magic: u32,
+    pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<ReadBwParams>() == 32);
+
+/// Measured HBM read bandwidth (TB/s, 1e12 B/s): median of graph-replayed, L2-flushed reads of
+/// a `bytes`-sized buffer (use ≥ 1 GB) by the project's read kernel.
+pub fn read_bandwidth(device: &Arc<Device>, bytes: usize) -> Result<f64> {
+    let stream = device.stream().clone();
+    let n_vec = bytes / 16;
+    let mut src = stream.alloc_zeros::<u8>(n_vec * 16)?;
+    {
+        let (p, _g) = src.device_ptr_mut(&stream);
+        crate::memset_u32(&stream, p, 0x3c00_4000, n_vec * 4)?;
+    }
+    let sink = stream.alloc_zeros::<u32>(1)?;
+    let k = device.kernel(&READ_BW, "b12x_read_bw")?;
+    let params = ReadBwParams {
+        src: src.device_ptr(&stream).0,
+        sink: sink.device_ptr(&stream).0,
+        n_vec: n_vec as u64,
+        magic: 0x9e37_79b9,
+        pad: 0,
+    };
+    let dims = LaunchDims { grid: (device.sm_count() * 4, 1, 1), block: (512, 1, 1), smem_bytes: 0 };
+    let t = time_graph(device, samples(), |s| unsafe { k.launch(s, dims, &params) })?;
+    Ok(bytes as f64 / (median(&t) * 1e-6) / 1e12)
+}
+
+/// One benchmark row (DESIGN.md §7).
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    pub case: String,
+    pub time_us: f64,
+    pub bytes: f64,
+    pub flops: f64,
+    pub tbps: f64,
+    pub tflops: f64,
+    pub pct_of_ceiling: f64,
+    pub peer: Option<String>,
+    pub peer_us: Option<f64>,
+    /// peer time / our time: > 1 means b12x is faster.
+    pub ratio_vs_peer: Option<f64>,
+    pub config: String,
+}
+
+/// A benchmark's rows, written to `bench-results/<name>.{json,md}`.
+#[derive(Debug, Serialize)]
+pub struct BenchReport {
+    pub name: String,
+    pub gpu: String,
+    pub ceiling_tbps: f64,
+    pub command: String,
+    pub commit: String,
+    pub samples: usize,
+    pub rows: Vec<BenchRow>,
+    #[serde(skip)]
+    peers: serde_json::Map<String, serde_json::Value>,
+}
+
+impl BenchReport {
+    /// Measures the read ceiling now; loads peer timings from `B12X_PEER_JSON` if set (an object
+    /// `{ "<case>": {"name": "...", "us": 12.3} }` written by `bench/peers.py` in the same job).
+    pub fn new(name: &str, device: &Arc<Device>) -> Result<Self> {
+        let ceiling_tbps = read_bandwidth(device, 2 << 30)?;
+        let peers = std::env::var("B12X_PEER_JSON")
+            .ok()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        Ok(Self {
+            name: name.to_string(),
+            gpu: device.name().to_string(),
+            ceiling_tbps,
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            commit: std::env::var("B12X_COMMIT").unwrap_or_else(|_| "unknown".into()),
+            samples: samples(),
+            rows: Vec::new(),
+            peers,
+        })
+    }
+    /// Adds a row from our sample times; the peer is looked up by `case`.
+    pub fn add(&mut self, case: &str, config: &str, times_us: &[f64], bytes: f64, flops: f64) -> &BenchRow {
+        let t = median(times_us);
+        let tbps = bytes / (t * 1e-6) / 1e12;
+        let peer = self.peers.get(case);
+        let peer_us = peer.and_then(|p| p.get("us")).and_then(|v| v.as_f64());
+        self.rows.push(BenchRow {
+            case: case.to_string(),
+            time_us: t,
+            bytes,
+            flops,
+            tbps,
+            tflops: flops / (t * 1e-6) / 1e12,
+            pct_of_ceiling: 100.0 * tbps / self.ceiling_tbps,
+            peer: peer.and_then(|p| p.get("name")).and_then(|v| v.as_str()).map(str::to_string),
+            peer_us,
+            ratio_vs_peer: peer_us.map(|p| p / t),
+            config: config.to_string(),
+        });
+        let row = self.rows.last().expect("just pushed");
+        println!(
+            "{:<44} {:>9.2} us {:>7.3} TB/s {:>6.1}% peer {:>9} ratio {:>6}  [{}]",
+            row.case,
+            row.time_us,
+            row.tbps,
+            row.pct_of_ceiling,
+            row.peer_us.map(|p| format!("{p:.2}")).unwrap_or("-".into()),
+            row.ratio_vs_peer.map(|r| format!("{r:.2}x")).unwrap_or("-".into()),
+            row.config
+        );
+        row
+    }
+    /// Writes `<dir>/<name>.json` and `<dir>/<name>.md` (dir: `B12X_BENCH_OUT` or `bench-results`).
+    pub fn write(&self) -> Result<std::path::PathBuf> {
+        let dir = std::path::PathBuf::from(std::env::var("B12X_BENCH_OUT").unwrap_or_else(|_| "bench-results".into()));
+        let io = |p: &std::path::Path, source| Error::Io { path: p.display().to_string(), source };
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let json = dir.join(format!("{}.json", self.name));
+        std::fs::write(&json, serde_json::to_string_pretty(self).unwrap_or_default()).map_err(|e| io(&json, e))?;
+        let mut md = format!(
+            "# {}\n\nGPU: {} · commit {} · read ceiling {:.3} TB/s (b12x read kernel, same run) · median of {} graph replays, L2 flushed\n\nCommand: `{}`\n\n| case | config | time (µs) | bytes | TB/s | TFLOP/s | % ceiling | peer | peer (µs) | peer/b12x |\n|---|---|---|---|---|---|---|---|---|---|\n",
+            self.name, self.gpu, self.commit, self.ceiling_tbps, self.samples, self.command
+        );
+        for r in &self.rows {
+            md += &format!(
+                "| {} | {} | {:.2} | {:.3e} | {:.3} | {:.2} | {:.1} | {} | {} | {} |\n",
+                r.case,
+                r.config,
+                r.time_us,
+                r.bytes,
+                r.tbps,
+                r.tflops,
+                r.pct_of_ceiling,
+                r.peer.clone().unwrap_or("-".into()),
+                r.peer_us.map(|p| format!("{p:.2}")).unwrap_or("-".into()),
+                r.ratio_vs_peer.map(|p| format!("{p:.2}")).unwrap_or("-".into())
+            );
+        }
+        let mdp = dir.join(format!("{}.md", self.name));
+        std::fs::write(&mdp, md).map_err(|e| io(&mdp, e))?;
+        Ok(json)
+    }
+}

@@ -1,0 +1,227 @@
+//! Device tensor views: pointer, shape, strides (in elements) and dtype, borrowed for `'a`.
+//!
+//! Views come from cudarc `CudaSlice`/`CudaView` (safe) or from raw device pointers (unsafe),
+//! so an engine on cudarc (candle, mistral.rs) can run ops on its own buffers:
+//!
+//! ```no_run
+//! # use b12x_core::{Device, TensorRef, TensorMut};
+//! # fn main() -> b12x_core::Result<()> {
+//! let dev = Device::new(0)?;
+//! let x = dev.stream().alloc_zeros::<half::bf16>(4 * 4096)?;
+//! let mut y = dev.stream().alloc_zeros::<half::bf16>(4 * 4096)?;
+//! let xv = TensorRef::from_slice(&x, &[4, 4096])?;     // row-major, contiguous
+//! let yv = TensorMut::from_slice(&mut y, &[4, 4096])?;
+//! assert_eq!(xv.shape(), &[4, 4096]);
+//! # let _ = yv; Ok(()) }
+//! ```
+
+use crate::{DType, Element, Error, Result};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceSlice};
+use std::marker::PhantomData;
+
+/// Maximum tensor rank a view carries.
+pub const MAX_RANK: usize = 6;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    ptr: u64,
+    rank: usize,
+    shape: [usize; MAX_RANK],
+    strides: [isize; MAX_RANK],
+    dtype: DType,
+}
+
+impl Layout {
+    fn new(ptr: u64, shape: &[usize], strides: &[isize], dtype: DType) -> Result<Self> {
+        if shape.len() > MAX_RANK || strides.len() != shape.len() {
+            return Err(Error::Stride {
+                tensor: "view",
+                strides: strides.to_vec(),
+                reason: format!("rank {} (max {MAX_RANK}) with {} strides", shape.len(), strides.len()),
+            });
+        }
+        let mut l = Layout { ptr, rank: shape.len(), shape: [0; MAX_RANK], strides: [0; MAX_RANK], dtype };
+        l.shape[..shape.len()].copy_from_slice(shape);
+        l.strides[..shape.len()].copy_from_slice(strides);
+        Ok(l)
+    }
+    fn contiguous(ptr: u64, shape: &[usize], dtype: DType, len: usize) -> Result<Self> {
+        let numel: usize = shape.iter().product();
+        if numel > len {
+            return Err(Error::Shape {
+                tensor: "view",
+                expected: format!("at most {len} elements (the buffer's length)"),
+                actual: shape.to_vec(),
+            });
+        }
+        Self::new(ptr, shape, &contiguous_strides(shape), dtype)
+    }
+}
+
+/// Row-major strides (in elements) of a contiguous tensor of `shape`.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
+    let mut s = vec![1isize; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1] as isize;
+    }
+    s
+}
+
+macro_rules! view_common {
+    ($t:ident) => {
+        impl<'a> $t<'a> {
+            /// Device address of element 0.
+            pub fn ptr(&self) -> u64 {
+                self.l.ptr
+            }
+            pub fn shape(&self) -> &[usize] {
+                &self.l.shape[..self.l.rank]
+            }
+            /// Strides in elements.
+            pub fn strides(&self) -> &[isize] {
+                &self.l.strides[..self.l.rank]
+            }
+            pub fn dtype(&self) -> DType {
+                self.l.dtype
+            }
+            pub fn rank(&self) -> usize {
+                self.l.rank
+            }
+            pub fn numel(&self) -> usize {
+                self.shape().iter().product()
+            }
+            /// Returns the same view with other strides (elements), e.g. a padded row stride.
+            pub fn with_strides(self, strides: &[isize]) -> Result<Self> {
+                let l = Layout::new(self.l.ptr, self.shape(), strides, self.l.dtype)?;
+                Ok(Self { l, _p: PhantomData })
+            }
+            /// Checks dtype and exact shape; `name` and `dims` (e.g. "[T, D]") go into the error.
+            pub fn expect(&self, name: &'static str, dims: &str, dtype: DType, shape: &[usize]) -> Result<()> {
+                if self.shape() != shape {
+                    return Err(Error::Shape { tensor: name, expected: format!("{dims} = {shape:?}"), actual: self.shape().to_vec() });
+                }
+                if self.dtype() != dtype {
+                    return Err(Error::DType { tensor: name, expected: dtype, actual: self.dtype() });
+                }
+                Ok(())
+            }
+            /// For a rank-2 view with unit inner stride: the row stride in elements.
+            /// Rows may be padded (stride > cols), never overlapping or negative.
+            pub fn row_stride(&self, name: &'static str) -> Result<usize> {
+                let s = self.strides();
+                if self.rank() != 2 || s[1] != 1 || s[0] < self.shape()[1] as isize {
+                    return Err(Error::Stride {
+                        tensor: name,
+                        strides: s.to_vec(),
+                        reason: "expected rank 2 with unit inner stride and row stride >= columns".into(),
+                    });
+                }
+                Ok(s[0] as usize)
+            }
+            /// True when the pointer and every non-unit stride are multiples of `bytes`.
+            pub fn is_aligned(&self, bytes: usize) -> bool {
+                let es = self.dtype().size_bytes() as isize;
+                self.ptr() % bytes as u64 == 0
+                    && self.strides().iter().zip(self.shape()).all(|(&s, &n)| n <= 1 || s == 1 || (s * es) % bytes as isize == 0)
+            }
+            /// Errors with [`Error::Misaligned`] unless [`Self::is_aligned`].
+            pub fn require_aligned(&self, name: &'static str, bytes: usize) -> Result<()> {
+                if self.is_aligned(bytes) {
+                    return Ok(());
+                }
+                let rs = if self.rank() >= 2 { self.strides()[0] as usize * self.dtype().size_bytes() } else { 0 };
+                Err(Error::Misaligned { tensor: name, align: bytes, ptr: self.ptr(), row_stride_bytes: rs })
+            }
+        }
+    };
+}
+
+/// A read-only device tensor view.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorRef<'a> {
+    l: Layout,
+    _p: PhantomData<&'a ()>,
+}
+
+/// A writable device tensor view.
+#[derive(Debug)]
+pub struct TensorMut<'a> {
+    l: Layout,
+    _p: PhantomData<&'a mut ()>,
+}
+
+view_common!(TensorRef);
+view_common!(TensorMut);
+
+impl<'a> TensorRef<'a> {
+    /// Contiguous row-major view of a cudarc slice.
+    pub fn from_slice<T: Element>(s: &'a CudaSlice<T>, shape: &[usize]) -> Result<Self> {
+        let (ptr, _sync) = s.device_ptr(s.stream());
+        Ok(Self { l: Layout::contiguous(ptr, shape, T::DTYPE, s.len())?, _p: PhantomData })
+    }
+    /// Contiguous row-major view of a cudarc view.
+    pub fn from_view<T: Element>(s: &'a CudaView<'_, T>, shape: &[usize]) -> Result<Self> {
+        let (ptr, _sync) = s.device_ptr(s.stream());
+        Ok(Self { l: Layout::contiguous(ptr, shape, T::DTYPE, s.len())?, _p: PhantomData })
+    }
+    /// View of raw device memory.
+    ///
+    /// # Safety
+    /// `ptr` must address device memory of this context, valid for every element the shape and
+    /// strides reach, for as long as the view (and any launch using it) lives.
+    pub unsafe fn from_raw(ptr: u64, shape: &[usize], strides: &[isize], dtype: DType) -> Result<Self> {
+        Ok(Self { l: Layout::new(ptr, shape, strides, dtype)?, _p: PhantomData })
+    }
+}
+
+impl<'a> TensorMut<'a> {
+    pub fn from_slice<T: Element>(s: &'a mut CudaSlice<T>, shape: &[usize]) -> Result<Self> {
+        let len = s.len();
+        let stream = s.stream().clone();
+        let (ptr, _sync) = s.device_ptr_mut(&stream);
+        Ok(Self { l: Layout::contiguous(ptr, shape, T::DTYPE, len)?, _p: PhantomData })
+    }
+    pub fn from_view<T: Element>(s: &'a mut CudaViewMut<'_, T>, shape: &[usize]) -> Result<Self> {
+        let len = s.len();
+        let stream = s.stream().clone();
+        let (ptr, _sync) = s.device_ptr_mut(&stream);
+        Ok(Self { l: Layout::contiguous(ptr, shape, T::DTYPE, len)?, _p: PhantomData })
+    }
+    /// Writable view of raw device memory.
+    ///
+    /// # Safety
+    /// As [`TensorRef::from_raw`], and nothing else may access the memory while the view lives.
+    pub unsafe fn from_raw(ptr: u64, shape: &[usize], strides: &[isize], dtype: DType) -> Result<Self> {
+        Ok(Self { l: Layout::new(ptr, shape, strides, dtype)?, _p: PhantomData })
+    }
+    /// Reborrows as a read-only view.
+    pub fn as_ref(&self) -> TensorRef<'_> {
+        TensorRef { l: self.l, _p: PhantomData }
+    }
+    /// Reborrows mutably for a shorter lifetime.
+    pub fn reborrow(&mut self) -> TensorMut<'_> {
+        TensorMut { l: self.l, _p: PhantomData }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strides_and_alignment() {
+        assert_eq!(contiguous_strides(&[3, 4, 5]), vec![20, 5, 1]);
+        let v = unsafe { TensorRef::from_raw(0x1000, &[4, 8], &[8, 1], DType::BF16) }.unwrap();
+        assert!(v.is_aligned(16));
+        assert_eq!(v.row_stride("x").unwrap(), 8);
+        let odd = v.with_strides(&[9, 1]).unwrap();
+        assert!(!odd.is_aligned(16));
+        assert!(matches!(odd.require_aligned("x", 16), Err(Error::Misaligned { row_stride_bytes: 18, .. })));
+        let bad = v.with_strides(&[4, 1]).unwrap();
+        assert!(matches!(bad.row_stride("x"), Err(Error::Stride { .. })));
+        assert!(matches!(v.expect("x", "[T, D]", DType::BF16, &[4, 9]), Err(Error::Shape { .. })));
+        assert!(matches!(v.expect("x", "[T, D]", DType::F32, &[4, 8]), Err(Error::DType { .. })));
+        let msg = v.expect("x", "[T, D]", DType::BF16, &[4, 9]).unwrap_err().to_string();
+        assert_eq!(msg, "`x` must have shape [T, D] = [4, 9], got [4, 8]");
+    }
+}

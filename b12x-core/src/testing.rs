@@ -1,0 +1,398 @@
+//! Shared test helpers: GPU discovery, poisoned allocations, seeded fills, comparisons that
+//! report coordinates, model shape tables and (feature `testing`) the GPU trial harness.
+
+use crate::{Device, Element, Result};
+use cudarc::driver::{result, CudaSlice, CudaStream, DevicePtrMut};
+use rand::{Rng, SeedableRng};
+use std::sync::{Arc, OnceLock};
+
+/// Device 0, or `None` when no CUDA driver/device is present (GPU tests are then ignored).
+pub fn gpu() -> Option<Arc<Device>> {
+    static DEV: OnceLock<Option<Arc<Device>>> = OnceLock::new();
+    DEV.get_or_init(|| if crate::cuda_available() { Device::new(0).ok() } else { None }).clone()
+}
+
+/// `B12X_TEST_PROFILE=reduced` selects the reduced-shape profile (used under compute-sanitizer).
+pub fn reduced_profile() -> bool {
+    std::env::var("B12X_TEST_PROFILE").is_ok_and(|v| v == "reduced")
+}
+
+/// Fills `s` with 0xFF bytes: NaN for bf16/f16/f32, -1 for integers.
+pub fn poison<T>(stream: &CudaStream, s: &mut CudaSlice<T>) -> Result<()> {
+    let bytes = std::mem::size_of_val(&0u8) * s.num_bytes();
+    let (p, _g) = s.device_ptr_mut(stream);
+    unsafe { result::memset_d8_async(p, 0xff, bytes, stream.cu_stream()) }?;
+    Ok(())
+}
+
+/// A poisoned device allocation of `n` elements.
+pub fn alloc_poisoned<T: Element>(stream: &Arc<CudaStream>, n: usize) -> Result<CudaSlice<T>> {
+    let mut s = unsafe { stream.alloc::<T>(n.max(1)) }?;
+    poison(stream, &mut s)?;
+    Ok(s)
+}
+
+/// `n` values uniform in `[lo, hi)` from a fixed seed.
+pub fn uniform(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(lo..hi)).collect()
+}
+
+/// `0, 1, 2, ...` scaled by `scale` and wrapped at `modulo` (structured fill: exposes layout bugs).
+pub fn arange(n: usize, modulo: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|i| (i % modulo.max(1)) as f32 * scale).collect()
+}
+
+/// Host element types tests compare in f64.
+pub trait HostFloat: Copy + 'static {
+    fn to_f64(self) -> f64;
+    fn from_f32(v: f32) -> Self;
+    fn bits(self) -> u64;
+}
+impl HostFloat for half::bf16 {
+    fn to_f64(self) -> f64 {
+        self.to_f32() as f64
+    }
+    fn from_f32(v: f32) -> Self {
+        half::bf16::from_f32(v)
+    }
+    fn bits(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+impl HostFloat for half::f16 {
+    fn to_f64(self) -> f64 {
+        self.to_f32() as f64
+    }
+    fn from_f32(v: f32) -> Self {
+        half::f16::from_f32(v)
+    }
+    fn bits(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+impl HostFloat for f32 {
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn bits(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+/// Converts f32 values to `T` (round to nearest even).
+pub fn cast<T: HostFloat>(v: &[f32]) -> Vec<T> {
+    v.iter().map(|&x| T::from_f32(x)).collect()
+}
+
+/// Multi-index of flat index `i` in a row-major `shape`.
+pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        let n = shape[d].max(1);
+        idx[d] = i % n;
+        i /= n;
+    }
+    idx
+}
+
+/// Bitwise equality; the error names the first differing coordinate and the count.
+pub fn check_bitwise<T: HostFloat>(name: &str, got: &[T], want: &[T], shape: &[usize]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{name}: length {} != {}", got.len(), want.len()));
+    }
+    let bad: Vec<usize> = (0..got.len()).filter(|&i| got[i].bits() != want[i].bits()).collect();
+    match bad.first() {
+        None => Ok(()),
+        Some(&i) => Err(format!(
+            "{name}: {} of {} elements differ bitwise; first at {:?}: got {} (0x{:x}), want {} (0x{:x})",
+            bad.len(),
+            got.len(),
+            unravel(i, shape),
+            got[i].to_f64(),
+            got[i].bits(),
+            want[i].to_f64(),
+            want[i].bits()
+        )),
+    }
+}
+
+/// Distance in units in the last place between two values of `T` (NaN vs NaN = 0; NaN vs
+/// number = u64::MAX). Counts across zero (+0 and -0 are 0 apart).
+pub fn ulp_distance<T: HostFloat>(a: T, b: T, total_bits: u32) -> u64 {
+    let (fa, fb) = (a.to_f64(), b.to_f64());
+    if fa.is_nan() || fb.is_nan() {
+        return if fa.is_nan() && fb.is_nan() { 0 } else { u64::MAX };
+    }
+    let ordered = |bits: u64| -> i128 {
+        let sign = 1u64 << (total_bits - 1);
+        if bits & sign != 0 {
+            -((bits & !sign) as i128)
+        } else {
+            bits as i128
+        }
+    };
+    (ordered(a.bits()) - ordered(b.bits())).unsigned_abs() as u64
+}
+
+/// Every element within `max_ulp` of the oracle (already rounded to `T`); NaN positions must
+/// match. Returns the largest distance seen.
+pub fn check_ulp<T: HostFloat>(name: &str, got: &[T], want: &[T], shape: &[usize], max_ulp: u64) -> Result<u64, String> {
+    let bits = (std::mem::size_of::<T>() * 8) as u32;
+    let mut worst = (0u64, 0usize);
+    let mut bad = 0usize;
+    for i in 0..got.len().min(want.len()) {
+        let d = ulp_distance(got[i], want[i], bits);
+        if d > max_ulp {
+            bad += 1;
+        }
+        if d > worst.0 {
+            worst = (d, i);
+        }
+    }
+    if got.len() != want.len() {
+        return Err(format!("{name}: length {} != {}", got.len(), want.len()));
+    }
+    if bad > 0 {
+        let i = worst.1;
+        return Err(format!(
+            "{name}: {bad} of {} elements more than {max_ulp} ULP from the oracle; worst {} ULP at {:?}: got {}, want {}",
+            got.len(),
+            worst.0,
+            unravel(i, shape),
+            got[i].to_f64(),
+            want[i].to_f64()
+        ));
+    }
+    Ok(worst.0)
+}
+
+/// `|got - want| <= bound(i)` everywhere, NaN/Inf positions equal. Returns max |err|/bound.
+pub fn check_close(
+    name: &str,
+    got: &[f64],
+    want: &[f64],
+    shape: &[usize],
+    bound: impl Fn(usize) -> f64,
+) -> Result<f64, String> {
+    if got.len() != want.len() {
+        return Err(format!("{name}: length {} != {}", got.len(), want.len()));
+    }
+    let mut worst = (0.0f64, 0usize);
+    for i in 0..got.len() {
+        let (g, w) = (got[i], want[i]);
+        if g.is_nan() || w.is_nan() || g.is_infinite() || w.is_infinite() {
+            let same = (g.is_nan() && w.is_nan()) || g == w;
+            if !same {
+                return Err(format!("{name}: non-finite mismatch at {:?}: got {g}, want {w}", unravel(i, shape)));
+            }
+            continue;
+        }
+        let b = bound(i);
+        let r = (g - w).abs() / b.max(f64::MIN_POSITIVE);
+        if r > worst.0 {
+            worst = (r, i);
+        }
+    }
+    if worst.0 > 1.0 {
+        let i = worst.1;
+        return Err(format!(
+            "{name}: error {:.3e} exceeds bound {:.3e} at {:?} (got {}, want {}; {:.2}x the bound)",
+            (got[i] - want[i]).abs(),
+            bound(i),
+            unravel(i, shape),
+            got[i],
+            want[i],
+            worst.0
+        ));
+    }
+    Ok(worst.0)
+}
+
+/// Cosine difference `1 - <a,b> / (|a| |b|)` (0 for identical directions).
+pub fn cosine_diff(a: &[f64], b: &[f64]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if na == 0.0 && nb == 0.0 {
+        return 0.0;
+    }
+    1.0 - dot / (na * nb).max(f64::MIN_POSITIVE)
+}
+
+/// Real model shapes shared by every op's tests and benchmarks.
+pub mod shapes {
+    /// Dense and MoE geometry of a model (0 where not applicable).
+    #[derive(Clone, Copy, Debug)]
+    pub struct Model {
+        pub name: &'static str,
+        pub hidden: usize,
+        pub intermediate: usize,
+        pub heads: usize,
+        pub kv_heads: usize,
+        pub head_dim: usize,
+        pub vocab: usize,
+        pub experts: usize,
+        pub moe_intermediate: usize,
+    }
+
+    pub const LLAMA3_8B: Model = Model { name: "llama3_8b", hidden: 4096, intermediate: 14336, heads: 32, kv_heads: 8, head_dim: 128, vocab: 128256, experts: 0, moe_intermediate: 0 };
+    pub const QWEN3_30B_A3B: Model = Model { name: "qwen3_30b_a3b", hidden: 2048, intermediate: 6144, heads: 32, kv_heads: 4, head_dim: 128, vocab: 151936, experts: 128, moe_intermediate: 768 };
+    pub const GPT_OSS_120B: Model = Model { name: "gpt_oss_120b", hidden: 2880, intermediate: 2880, heads: 64, kv_heads: 8, head_dim: 64, vocab: 201088, experts: 128, moe_intermediate: 2880 };
+    pub const DEEPSEEK_V4_FLASH: Model = Model { name: "deepseek_v4_flash", hidden: 4096, intermediate: 0, heads: 64, kv_heads: 1, head_dim: 512, vocab: 129280, experts: 256, moe_intermediate: 2048 };
+    pub const DEEPSEEK_V4: Model = Model { name: "deepseek_v4", hidden: 7168, intermediate: 18432, heads: 128, kv_heads: 1, head_dim: 512, vocab: 129280, experts: 384, moe_intermediate: 3072 };
+
+    pub const MODELS: &[Model] = &[LLAMA3_8B, QWEN3_30B_A3B, GPT_OSS_120B, DEEPSEEK_V4_FLASH, DEEPSEEK_V4];
+}
+
+/// Target archs every shipped kernel must be built for.
+pub const REQUIRED_ARCHS: &[&str] = &["sm_90a", "sm_120a", "sm_121a"];
+
+/// Checks a crate's `KERNEL_MANIFEST` (from `b12x-build`): the kernels were built, every symbol
+/// in `symbols` exists for every required arch, and no kernel spills registers or uses a stack
+/// frame for spills. Set `B12X_ALLOW_PARTIAL_ARCHS=1` for bundles built for one arch only.
+pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), String> {
+    let m: serde_json::Value = serde_json::from_str(manifest_json).map_err(|e| format!("manifest: {e}"))?;
+    if m["built"] != serde_json::Value::Bool(true) {
+        return Err("kernels not built (no nvcc at build time): run `cargo xtask toolchain` and rebuild".into());
+    }
+    let built: Vec<&str> = m["archs"].as_array().into_iter().flatten().filter_map(|a| a.as_str()).filter(|a| a.starts_with("sm_")).collect();
+    let partial = std::env::var("B12X_ALLOW_PARTIAL_ARCHS").is_ok_and(|v| v == "1");
+    let required: Vec<&str> = if partial { built.clone() } else { REQUIRED_ARCHS.to_vec() };
+    let mut kernels: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+    for unit in m["units"].as_object().into_iter().flat_map(|u| u.values()) {
+        for (k, v) in unit["kernels"].as_object().into_iter().flatten() {
+            kernels.insert(k.clone(), v.clone());
+        }
+    }
+    let mut errs = Vec::new();
+    for sym in symbols {
+        for arch in &required {
+            if kernels.get(sym).and_then(|k| k.get(*arch)).is_none() {
+                errs.push(format!("{sym} missing for {arch}"));
+            }
+        }
+    }
+    for (k, per_arch) in &kernels {
+        for (arch, r) in per_arch.as_object().into_iter().flatten() {
+            let spill = r["spill_store_bytes"].as_u64().unwrap_or(0) + r["spill_load_bytes"].as_u64().unwrap_or(0);
+            if spill > 0 {
+                errs.push(format!("{k} spills {spill} bytes on {arch}"));
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+/// One GPU test case for [`run_gpu_trials`].
+#[cfg(feature = "testing")]
+pub struct GpuTrial {
+    pub name: String,
+    pub run: Box<dyn FnOnce(&Arc<Device>) -> Result<(), String> + Send>,
+}
+
+#[cfg(feature = "testing")]
+impl GpuTrial {
+    pub fn new(name: impl Into<String>, run: impl FnOnce(&Arc<Device>) -> Result<(), String> + Send + 'static) -> Self {
+        Self { name: name.into(), run: Box::new(run) }
+    }
+}
+
+/// The `main` of every `tests/gpu_*.rs` (libtest-mimic): runs the trials on device 0 one at a
+/// time, or lists them as ignored when no CUDA device is present. Never returns.
+#[cfg(feature = "testing")]
+pub fn run_gpu_trials(trials: Vec<GpuTrial>) -> ! {
+    let mut args = libtest_mimic::Arguments::from_args();
+    // One GPU, one context: run sequentially.
+    args.test_threads = Some(1);
+    let dev = gpu();
+    if dev.is_none() {
+        eprintln!("b12x: no CUDA device; GPU trials are listed as ignored");
+    }
+    let tests = trials
+        .into_iter()
+        .map(|t| {
+            let dev = dev.clone();
+            let ignored = dev.is_none();
+            let run = t.run;
+            libtest_mimic::Trial::test(t.name, move || match dev {
+                Some(d) => run(&d).map_err(Into::into),
+                None => Ok(()),
+            })
+            .with_ignored_flag(ignored)
+        })
+        .collect();
+    libtest_mimic::run(&args, tests).exit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+
+    #[test]
+    fn comparisons_report_coordinates() {
+        let want = cast::<bf16>(&[1.0, 2.0, 3.0, 4.0]);
+        let mut got = want.clone();
+        assert!(check_bitwise("y", &got, &want, &[2, 2]).is_ok());
+        got[3] = bf16::from_bits(want[3].to_bits() + 2);
+        let e = check_bitwise("y", &got, &want, &[2, 2]).unwrap_err();
+        assert!(e.contains("[1, 1]"), "{e}");
+        assert_eq!(check_ulp("y", &got, &want, &[2, 2], 2).unwrap(), 2);
+        let e = check_ulp("y", &got, &want, &[2, 2], 1).unwrap_err();
+        assert!(e.contains("[1, 1]") && e.contains("2 ULP"), "{e}");
+    }
+
+    #[test]
+    fn ulp_distance_crosses_zero_and_flags_nan() {
+        let p = bf16::from_bits(0x0001);
+        let n = bf16::from_bits(0x8001);
+        assert_eq!(ulp_distance(p, n, 16), 2);
+        assert_eq!(ulp_distance(bf16::ZERO, bf16::NEG_ZERO, 16), 0);
+        assert_eq!(ulp_distance(bf16::NAN, bf16::ONE, 16), u64::MAX);
+        assert_eq!(ulp_distance(bf16::NAN, bf16::NAN, 16), 0);
+    }
+
+    #[test]
+    fn close_and_cosine() {
+        let want = [1.0, 2.0, f64::NAN];
+        assert!(check_close("y", &[1.05, 2.0, f64::NAN], &want, &[3], |_| 0.1).is_ok());
+        let e = check_close("y", &[1.2, 2.0, f64::NAN], &want, &[3], |_| 0.1).unwrap_err();
+        assert!(e.contains("[0]"), "{e}");
+        assert!(check_close("y", &[1.0, 2.0, 0.0], &want, &[3], |_| 0.1).is_err());
+        assert!(cosine_diff(&[1.0, 2.0], &[2.0, 4.0]).abs() < 1e-12);
+        assert!((cosine_diff(&[1.0, 0.0], &[0.0, 1.0]) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn manifest_check_finds_missing_and_spilling_kernels() {
+        let ok = r#"{"built":true,"archs":["sm_90a","sm_120a","sm_121a","compute_120"],"units":{"u":{"hash":"h","kernels":{
+            "k1":{"sm_90a":{"spill_store_bytes":0,"spill_load_bytes":0},"sm_120a":{"spill_store_bytes":0,"spill_load_bytes":0},"sm_121a":{"spill_store_bytes":0,"spill_load_bytes":0}},
+            "k2":{"sm_90a":{"spill_store_bytes":8,"spill_load_bytes":8}}}}}}"#;
+        let e = check_manifest(ok, &["k1".into(), "k2".into(), "k3".into()]).unwrap_err();
+        assert!(e.contains("k2 spills 16 bytes on sm_90a"), "{e}");
+        assert!(e.contains("k3 missing for sm_120a"), "{e}");
+        assert!(e.contains("k2 missing for sm_121a"), "{e}");
+        assert!(check_manifest(r#"{"built":false,"archs":[],"units":{}}"#, &[]).is_err());
+    }
+
+    #[test]
+    fn own_kernels_are_built_for_every_arch() {
+        check_manifest(crate::bench::KERNEL_MANIFEST, &["b12x_read_bw".to_string()]).unwrap();
+    }
+
+    #[test]
+    fn seeded_fills_are_reproducible() {
+        assert_eq!(uniform(7, 5, -1.0, 1.0), uniform(7, 5, -1.0, 1.0));
+        assert_ne!(uniform(7, 5, -1.0, 1.0), uniform(8, 5, -1.0, 1.0));
+        assert_eq!(arange(5, 3, 0.5), vec![0.0, 0.5, 1.0, 0.0, 0.5]);
+        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
+    }
+}
