@@ -40,15 +40,8 @@ pub const DEFAULT_ARCHS: &[&str] = &["sm_90a", "sm_120a", "sm_121a", "compute_12
 pub const LOCAL_TOOLCHAIN_NVCC: &str = ".b12x/toolchain/nvidia/cu13/bin/nvcc";
 
 /// Flags shared by every translation unit.
-const NVCC_FLAGS: &[&str] = &[
-    "-std=c++17",
-    "-O3",
-    "--expt-relaxed-constexpr",
-    "-Xptxas",
-    "-v",
-    "-Xptxas",
-    "-warn-spills",
-];
+const NVCC_FLAGS: &[&str] =
+    &["-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xptxas", "-v", "-Xptxas", "-warn-spills"];
 
 /// Resource usage of one kernel on one arch, as ptxas reported it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -212,11 +205,7 @@ pub fn build_kernels() {
     let crate_dir = PathBuf::from(env("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env("OUT_DIR").expect("OUT_DIR"));
     // OUT_DIR is <target>/<profile>/build/<pkg>/out: share one cache across profiles.
-    let cache_dir = out_dir
-        .ancestors()
-        .nth(4)
-        .map(|t| t.join("b12x-kernels"))
-        .unwrap_or_else(|| out_dir.join("cache"));
+    let cache_dir = out_dir.ancestors().nth(4).map(|t| t.join("b12x-kernels")).unwrap_or_else(|| out_dir.join("cache"));
     let mut include_dirs = vec![crate_dir.join("kernels")];
     let own_include = crate_dir.join("include");
     if own_include.is_dir() {
@@ -342,7 +331,8 @@ pub fn build_kernels_in(req: &BuildRequest) -> Result<Manifest, String> {
         "/// Kernel resource manifest (JSON): kernels per unit, resources per arch.\npub const KERNEL_MANIFEST: &str = include_str!({:?});\n",
         manifest_path.display().to_string()
     );
-    generated += &format!("/// Targets the kernels were built for.\npub const KERNEL_ARCHS: &[&str] = &{:?};\n", req.archs);
+    generated +=
+        &format!("/// Targets the kernels were built for.\npub const KERNEL_ARCHS: &[&str] = &{:?};\n", req.archs);
     fs::write(req.out_dir.join("b12x_kernels.rs"), generated).map_err(|e| e.to_string())?;
     Ok(manifest)
 }
@@ -418,7 +408,13 @@ ptxas info    : Used 38 registers, used 0 barriers
         let k = &m["b12x_rmsnorm_bf16"];
         assert_eq!(
             k["sm_90a"],
-            KernelResources { registers: 40, smem_bytes: 128, stack_bytes: 8, spill_store_bytes: 4, spill_load_bytes: 4 }
+            KernelResources {
+                registers: 40,
+                smem_bytes: 128,
+                stack_bytes: 8,
+                spill_store_bytes: 4,
+                spill_load_bytes: 4
+            }
         );
         assert_eq!(k["sm_120a"].registers, 38);
         assert_eq!(k["sm_120a"].smem_bytes, 0);

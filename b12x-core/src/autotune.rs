@@ -74,11 +74,8 @@ pub fn race(
     }
     let scores_us: Vec<f64> =
         round_scores.iter().map(|r| if r.is_empty() { f64::INFINITY } else { median(r) }).collect();
-    let winner = alive
-        .iter()
-        .copied()
-        .min_by(|&a, &b| scores_us[a].total_cmp(&scores_us[b]).then(a.cmp(&b)))
-        .unwrap_or(0);
+    let winner =
+        alive.iter().copied().min_by(|&a, &b| scores_us[a].total_cmp(&scores_us[b]).then(a.cmp(&b))).unwrap_or(0);
     Ok(RaceResult { winner, scores_us, rounds_run: round_scores.iter().map(Vec::len).collect() })
 }
 
@@ -96,10 +93,14 @@ mod tests {
     fn slow_candidates_are_eliminated_after_one_round() {
         let times = [10.0, 9.0, 20.0, 9.5];
         let mut warmed = vec![0; 4];
-        let r = race(4, |i| {
-            warmed[i] += 1;
-            Ok(())
-        }, |i| Ok(times[i]))
+        let r = race(
+            4,
+            |i| {
+                warmed[i] += 1;
+                Ok(())
+            },
+            |i| Ok(times[i]),
+        )
         .unwrap();
         assert_eq!(r.winner, 1);
         assert_eq!(warmed, vec![WARMUP; 4]);
@@ -111,10 +112,22 @@ mod tests {
     fn noise_is_absorbed_by_medians() {
         // Candidate 0 has one terrible outlier per round; its median still wins.
         let mut k = 0usize;
-        let r = race(2, |_| Ok(()), |i| {
-            k += 1;
-            Ok(if i == 0 { if k % 5 == 0 { 1000.0 } else { 5.0 } } else { 6.0 })
-        })
+        let r = race(
+            2,
+            |_| Ok(()),
+            |i| {
+                k += 1;
+                Ok(if i == 0 {
+                    if k % 5 == 0 {
+                        1000.0
+                    } else {
+                        5.0
+                    }
+                } else {
+                    6.0
+                })
+            },
+        )
         .unwrap();
         assert_eq!(r.winner, 0);
     }

@@ -57,7 +57,8 @@ pub fn time_graph(
     let body = work(&stream);
     let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
     body?;
-    let graph = graph?.ok_or_else(|| Error::InvalidQuery { op: "bench", field: "work", reason: "captured nothing".into() })?;
+    let graph =
+        graph?.ok_or_else(|| Error::InvalidQuery { op: "bench", field: "work", reason: "captured nothing".into() })?;
     for _ in 0..3 {
         graph.launch()?;
     }

@@ -47,7 +47,10 @@ impl SelectionCache {
                 None
             }
             Err(err) => {
-                eprintln!("b12x: warning: corrupt selection cache file {} ({err}); ignoring and rewriting it", path.display());
+                eprintln!(
+                    "b12x: warning: corrupt selection cache file {} ({err}); ignoring and rewriting it",
+                    path.display()
+                );
                 None
             }
         }
@@ -57,8 +60,13 @@ impl SelectionCache {
         let io = |path: &Path, source| Error::Io { path: path.display().to_string(), source };
         std::fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, e))?;
         let path = self.path(&entry.key);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let tmp = self.dir.join(format!(".{}.{}.{nanos}.tmp", std::process::id(), path.file_name().and_then(|n| n.to_str()).unwrap_or("x")));
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let tmp = self.dir.join(format!(
+            ".{}.{}.{nanos}.tmp",
+            std::process::id(),
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("x")
+        ));
         let text = serde_json::to_string_pretty(entry).unwrap_or_default();
         std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| {
@@ -120,7 +128,10 @@ mod tests {
             h.join().unwrap();
         }
         assert!(SelectionCache::new(&dir).get("shared").is_some());
-        let leftovers = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp")).count();
+        let leftovers = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+            .count();
         assert_eq!(leftovers, 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -45,12 +45,12 @@ pub use scratch::{BoundScratch, Region, Scratch, ScratchLayout, SCRATCH_ALIGN};
 pub use session::{CapturedGraph, PreparationSession, SelectionRecord, SessionState};
 pub use tensor::{contiguous_strides, TensorMut, TensorRef, MAX_RANK};
 
-/// Re-exported so op crates can `b12x_core::inventory::submit!` their [`OpInfo`].
-pub use inventory;
 /// Re-exported cudarc (the pinned version b12x is built against).
 pub use cudarc;
 /// Re-exported `half` (bf16 / f16 host types).
 pub use half;
+/// Re-exported so op crates can `b12x_core::inventory::submit!` their [`OpInfo`].
+pub use inventory;
 
 /// Sets `count` 32-bit words at device address `ptr` to `value`, enqueued on `stream`
 /// (capturable; used e.g. to reset split-K arrival counters inside `run`).

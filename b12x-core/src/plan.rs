@@ -173,7 +173,8 @@ pub fn resolve(plan: &dyn OpPlan, bucket: usize, stream: &CudaStream) -> Result<
     if let Some(s) = plan.slot().get(bucket) {
         return Ok(s);
     }
-    let key = || format!("{} bucket {}", plan.query_key(), plan.buckets().get(bucket).map(Bucket::label).unwrap_or_default());
+    let key =
+        || format!("{} bucket {}", plan.query_key(), plan.buckets().get(bucket).map(Bucket::label).unwrap_or_default());
     if plan.device().is_frozen() || device::is_capturing(stream)? {
         return Err(Error::KernelResolutionFrozen { op: plan.op(), key: key() });
     }

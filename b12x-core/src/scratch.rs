@@ -61,7 +61,12 @@ impl ScratchLayout {
             }
         }
         if !scratch.ptr.is_multiple_of(SCRATCH_ALIGN as u64) && !self.regions.is_empty() {
-            return Err(Error::Misaligned { tensor: "scratch", align: SCRATCH_ALIGN, ptr: scratch.ptr, row_stride_bytes: 0 });
+            return Err(Error::Misaligned {
+                tensor: "scratch",
+                align: SCRATCH_ALIGN,
+                ptr: scratch.ptr,
+                row_stride_bytes: 0,
+            });
         }
         Ok(BoundScratch { base: scratch.ptr, layout: self.clone() })
     }

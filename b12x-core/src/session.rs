@@ -195,17 +195,21 @@ impl PreparationSession {
                 let (idx, source, race) = {
                     let timer = &mut self.timer;
                     let device = &self.device;
-                    choose(&cands, pinned.as_deref(), cached.as_deref(), autotune, || race(device, timer, plan, b, cands.len()))
-                        .map_err(|e| match e {
-                            Error::UnknownConfig { config, .. } => Error::UnknownConfig { op: plan.op(), bucket: label.clone(), config },
-                            e => e,
-                        })?
+                    choose(&cands, pinned.as_deref(), cached.as_deref(), autotune, || {
+                        race(device, timer, plan, b, cands.len())
+                    })
+                    .map_err(|e| match e {
+                        Error::UnknownConfig { config, .. } => {
+                            Error::UnknownConfig { op: plan.op(), bucket: label.clone(), config }
+                        }
+                        e => e,
+                    })?
                 };
-                let scores_us: Vec<(String, f64)> = race
-                    .map(|r| cands.iter().cloned().zip(r.scores_us).collect())
-                    .unwrap_or_default();
+                let scores_us: Vec<(String, f64)> =
+                    race.map(|r| cands.iter().cloned().zip(r.scores_us).collect()).unwrap_or_default();
                 if source == SelectionSource::Raced {
-                    let entry = CacheEntry { key: key.clone(), config: cands[idx].clone(), scores_us: scores_us.clone() };
+                    let entry =
+                        CacheEntry { key: key.clone(), config: cands[idx].clone(), scores_us: scores_us.clone() };
                     if let Err(e) = self.cache.put(&entry) {
                         eprintln!("b12x: warning: could not write selection cache: {e}");
                     }
@@ -261,7 +265,8 @@ impl PreparationSession {
         let body = f(stream);
         let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
         body?;
-        let graph = graph?.ok_or_else(|| Error::SessionState { state: self.state.name(), what: "captured an empty graph".into() })?;
+        let graph = graph?
+            .ok_or_else(|| Error::SessionState { state: self.state.name(), what: "captured an empty graph".into() })?;
         Ok(CapturedGraph { graph, _session: std::marker::PhantomData })
     }
 

@@ -98,7 +98,11 @@ macro_rules! view_common {
             /// Checks dtype and exact shape; `name` and `dims` (e.g. "[T, D]") go into the error.
             pub fn expect(&self, name: &'static str, dims: &str, dtype: DType, shape: &[usize]) -> Result<()> {
                 if self.shape() != shape {
-                    return Err(Error::Shape { tensor: name, expected: format!("{dims} = {shape:?}"), actual: self.shape().to_vec() });
+                    return Err(Error::Shape {
+                        tensor: name,
+                        expected: format!("{dims} = {shape:?}"),
+                        actual: self.shape().to_vec(),
+                    });
                 }
                 if self.dtype() != dtype {
                     return Err(Error::DType { tensor: name, expected: dtype, actual: self.dtype() });
@@ -122,7 +126,11 @@ macro_rules! view_common {
             pub fn is_aligned(&self, bytes: usize) -> bool {
                 let es = self.dtype().size_bytes() as isize;
                 self.ptr() % bytes as u64 == 0
-                    && self.strides().iter().zip(self.shape()).all(|(&s, &n)| n <= 1 || s == 1 || (s * es) % bytes as isize == 0)
+                    && self
+                        .strides()
+                        .iter()
+                        .zip(self.shape())
+                        .all(|(&s, &n)| n <= 1 || s == 1 || (s * es) % bytes as isize == 0)
             }
             /// Errors with [`Error::Misaligned`] unless [`Self::is_aligned`].
             pub fn require_aligned(&self, name: &'static str, bytes: usize) -> Result<()> {

@@ -140,7 +140,13 @@ pub fn ulp_distance<T: HostFloat>(a: T, b: T, total_bits: u32) -> u64 {
 
 /// Every element within `max_ulp` of the oracle (already rounded to `T`); NaN positions must
 /// match. Returns the largest distance seen.
-pub fn check_ulp<T: HostFloat>(name: &str, got: &[T], want: &[T], shape: &[usize], max_ulp: u64) -> Result<u64, String> {
+pub fn check_ulp<T: HostFloat>(
+    name: &str,
+    got: &[T],
+    want: &[T],
+    shape: &[usize],
+    max_ulp: u64,
+) -> Result<u64, String> {
     let bits = (std::mem::size_of::<T>() * 8) as u32;
     let mut worst = (0u64, 0usize);
     let mut bad = 0usize;
@@ -239,11 +245,61 @@ pub mod shapes {
         pub moe_intermediate: usize,
     }
 
-    pub const LLAMA3_8B: Model = Model { name: "llama3_8b", hidden: 4096, intermediate: 14336, heads: 32, kv_heads: 8, head_dim: 128, vocab: 128256, experts: 0, moe_intermediate: 0 };
-    pub const QWEN3_30B_A3B: Model = Model { name: "qwen3_30b_a3b", hidden: 2048, intermediate: 6144, heads: 32, kv_heads: 4, head_dim: 128, vocab: 151936, experts: 128, moe_intermediate: 768 };
-    pub const GPT_OSS_120B: Model = Model { name: "gpt_oss_120b", hidden: 2880, intermediate: 2880, heads: 64, kv_heads: 8, head_dim: 64, vocab: 201088, experts: 128, moe_intermediate: 2880 };
-    pub const DEEPSEEK_V4_FLASH: Model = Model { name: "deepseek_v4_flash", hidden: 4096, intermediate: 0, heads: 64, kv_heads: 1, head_dim: 512, vocab: 129280, experts: 256, moe_intermediate: 2048 };
-    pub const DEEPSEEK_V4: Model = Model { name: "deepseek_v4", hidden: 7168, intermediate: 18432, heads: 128, kv_heads: 1, head_dim: 512, vocab: 129280, experts: 384, moe_intermediate: 3072 };
+    pub const LLAMA3_8B: Model = Model {
+        name: "llama3_8b",
+        hidden: 4096,
+        intermediate: 14336,
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        vocab: 128256,
+        experts: 0,
+        moe_intermediate: 0,
+    };
+    pub const QWEN3_30B_A3B: Model = Model {
+        name: "qwen3_30b_a3b",
+        hidden: 2048,
+        intermediate: 6144,
+        heads: 32,
+        kv_heads: 4,
+        head_dim: 128,
+        vocab: 151936,
+        experts: 128,
+        moe_intermediate: 768,
+    };
+    pub const GPT_OSS_120B: Model = Model {
+        name: "gpt_oss_120b",
+        hidden: 2880,
+        intermediate: 2880,
+        heads: 64,
+        kv_heads: 8,
+        head_dim: 64,
+        vocab: 201088,
+        experts: 128,
+        moe_intermediate: 2880,
+    };
+    pub const DEEPSEEK_V4_FLASH: Model = Model {
+        name: "deepseek_v4_flash",
+        hidden: 4096,
+        intermediate: 0,
+        heads: 64,
+        kv_heads: 1,
+        head_dim: 512,
+        vocab: 129280,
+        experts: 256,
+        moe_intermediate: 2048,
+    };
+    pub const DEEPSEEK_V4: Model = Model {
+        name: "deepseek_v4",
+        hidden: 7168,
+        intermediate: 18432,
+        heads: 128,
+        kv_heads: 1,
+        head_dim: 512,
+        vocab: 129280,
+        experts: 384,
+        moe_intermediate: 3072,
+    };
 
     pub const MODELS: &[Model] = &[LLAMA3_8B, QWEN3_30B_A3B, GPT_OSS_120B, DEEPSEEK_V4_FLASH, DEEPSEEK_V4];
 }
@@ -259,7 +315,13 @@ pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), Str
     if m["built"] != serde_json::Value::Bool(true) {
         return Err("kernels not built (no nvcc at build time): run `cargo xtask toolchain` and rebuild".into());
     }
-    let built: Vec<&str> = m["archs"].as_array().into_iter().flatten().filter_map(|a| a.as_str()).filter(|a| a.starts_with("sm_")).collect();
+    let built: Vec<&str> = m["archs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .filter(|a| a.starts_with("sm_"))
+        .collect();
     let partial = std::env::var("B12X_ALLOW_PARTIAL_ARCHS").is_ok_and(|v| v == "1");
     let required: Vec<&str> = if partial { built.clone() } else { REQUIRED_ARCHS.to_vec() };
     let mut kernels: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
