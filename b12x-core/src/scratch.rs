@@ -60,7 +60,7 @@ impl ScratchLayout {
                 return Err(Error::ScratchTooSmall { region: r.name, need, have: scratch.bytes });
             }
         }
-        if !scratch.ptr.is_multiple_of(SCRATCH_ALIGN as u64) && !self.regions.is_empty() {
+        if scratch.ptr % SCRATCH_ALIGN as u64 != 0 && !self.regions.is_empty() {
             return Err(Error::Misaligned {
                 tensor: "scratch",
                 align: SCRATCH_ALIGN,

@@ -353,11 +353,15 @@ pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), Str
     }
 }
 
+/// The body of a GPU trial: gets the device, returns a failure message.
+#[cfg(feature = "testing")]
+pub type TrialFn = Box<dyn FnOnce(&Arc<Device>) -> Result<(), String> + Send>;
+
 /// One GPU test case for [`run_gpu_trials`].
 #[cfg(feature = "testing")]
 pub struct GpuTrial {
     pub name: String,
-    pub run: Box<dyn FnOnce(&Arc<Device>) -> Result<(), String> + Send>,
+    pub run: TrialFn,
 }
 
 #[cfg(feature = "testing")]

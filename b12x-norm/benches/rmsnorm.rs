@@ -1,0 +1,104 @@
+//! Benchmark of `norm.rmsnorm` (bf16), plain and fused with the residual add, over
+//! T ∈ {1, 8, 128, 4096, 32768} × D ∈ {4096, 7168}, with the method of DESIGN.md §7: one op call
+//! per CUDA graph replay, L2 flushed before each sample, median of `bench::samples()` (≥ 20),
+//! the oracle checked on sampled rows before timing.
+//!
+//! Bytes are the compulsory traffic: plain reads x and w and writes y; fused also reads and
+//! writes the residual. Peers come from `B12X_PEER_JSON` (bench/peers.py), keyed by the case
+//! names `rmsnorm/T{t}_D{d}_bf16` (torch `F.rms_norm`) and `rmsnorm_add/T{t}_D{d}_bf16`.
+//! `B12X_BENCH_QUICK=1` keeps T ∈ {1, 4096}.
+//!
+//! Run: `cargo bench -p b12x-norm --bench rmsnorm` (rows go to `bench-results/rmsnorm.{json,md}`).
+
+use b12x_core::bench::{samples, time_graph, BenchReport};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::testing::{cast, check_bitwise, check_ulp, gpu, uniform};
+use b12x_core::{Device, Element, PreparationSession, Result, Scratch, TensorMut, TensorRef};
+use b12x_norm::rmsnorm::{self, reference, Args, Query};
+use std::sync::Arc;
+
+const TOKENS: [usize; 5] = [1, 8, 128, 4096, 32768];
+const COLS: [usize; 2] = [4096, 7168];
+/// `B12X_BENCH_QUICK=1`: one decode and one prefill size.
+const QUICK_TOKENS: [usize; 2] = [1, 4096];
+/// The eps of bench/peers.py.
+const EPS: f32 = 1e-6;
+/// Distinct host rows; larger inputs repeat them (values do not change the speed).
+const DISTINCT_ROWS: usize = 61;
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else {
+        eprintln!("rmsnorm bench: no CUDA device, nothing to measure");
+        return Ok(());
+    };
+    let quick = std::env::var("B12X_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let mut report = BenchReport::new("rmsnorm", &dev)?;
+    println!("read ceiling {:.3} TB/s; {} samples per row", report.ceiling_tbps, samples());
+    for residual in [false, true] {
+        for d in COLS {
+            for t in TOKENS.into_iter().filter(|t| !quick || QUICK_TOKENS.contains(t)) {
+                bench_case(&dev, &mut report, t, d, residual)?;
+            }
+        }
+    }
+    println!("wrote {}", report.write()?.display());
+    Ok(())
+}
+
+fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, t: usize, d: usize, residual: bool) -> Result<()> {
+    // The keys of bench/peers.py.
+    let form = if residual { "rmsnorm_add" } else { "rmsnorm" };
+    let case = format!("{form}/T{t}_D{d}_bf16");
+    let stream = dev.stream();
+    let rows = |seed| -> Vec<bf16> {
+        let block = cast::<bf16>(&uniform(seed, DISTINCT_ROWS * d, -2.0, 2.0));
+        block.iter().copied().cycle().take(t * d).collect()
+    };
+    let (x_h, r_h) = (rows(1), rows(2));
+    let w_h = cast::<bf16>(&uniform(3, d, 0.5, 1.5));
+    let x = stream.clone_htod(&x_h)?;
+    let w = stream.clone_htod(&w_h)?;
+    let mut r = stream.clone_htod(&r_h)?;
+    let mut y = stream.alloc_zeros::<bf16>(t * d)?;
+
+    let q = Query { cols: d, dtype: bf16::DTYPE, max_tokens: t, eps: EPS, residual };
+    let plan = rmsnorm::plan(&q, dev)?;
+    let mut session = PreparationSession::new(dev)?;
+    // max_tokens = T: the call's bucket is the last one.
+    let config = session.prepare(&[&plan])?.last().map(|s| s.config.clone()).unwrap_or_default();
+
+    let call = |y: &mut CudaSlice<bf16>, r: &mut CudaSlice<bf16>, s: &Arc<CudaStream>| -> Result<()> {
+        let args = Args {
+            x: TensorRef::from_slice(&x, &[t, d])?,
+            residual: if residual { Some(TensorMut::from_slice(r, &[t, d])?) } else { None },
+            w: TensorRef::from_slice(&w, &[d])?,
+            y: TensorMut::from_slice(y, &[t, d])?,
+        };
+        rmsnorm::run(&plan, args, Scratch::none(), s)
+    };
+    call(&mut y, &mut r, stream)?;
+    let (y_got, r_got) = (stream.clone_dtoh(&y)?, stream.clone_dtoh(&r)?);
+    // Oracle on the first, middle and last rows.
+    for row in [0, t / 2, t - 1] {
+        let span = row * d..(row + 1) * d;
+        let mut want_r = r_h[span.clone()].to_vec();
+        let want_y = match residual {
+            true => reference::rmsnorm_add(&x_h[span.clone()], &mut want_r, &w_h, EPS),
+            false => reference::rmsnorm(&x_h[span.clone()], &w_h, EPS),
+        };
+        let check = check_ulp(&format!("{case} y row {row}"), &y_got[span.clone()], &want_y, &[1, d], 1)
+            .and_then(|_| check_bitwise(&format!("{case} residual row {row}"), &r_got[span], &want_r, &[1, d]));
+        if let Err(e) = check {
+            panic!("oracle check failed before timing: {e}");
+        }
+    }
+
+    // Each replay of the fused form adds x into the residual again; values stay far from overflow.
+    let times = time_graph(dev, samples(), |s| call(&mut y, &mut r, s))?;
+    let tensors = if residual { 4 } else { 2 };
+    let bytes = ((tensors * t * d + d) * size_of::<bf16>()) as f64;
+    report.add(&case, &config, &times, bytes, 0.0);
+    session.close();
+    Ok(())
+}

@@ -1,0 +1,14 @@
+//! `b12x-norm`: normalization ops for LLM inference.
+//!
+//! | op | module | what |
+//! |---|---|---|
+//! | `norm.rmsnorm` | [`rmsnorm`] | `y = x · rsqrt(mean(x²) + eps) · w`, optionally fused with a residual add |
+
+pub mod rmsnorm;
+
+// Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
+include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
+
+/// The embedded `kernels/rmsnorm.cu`, loaded once per device.
+pub static RMSNORM_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-norm/rmsnorm", fatbin: RMSNORM_FATBIN, hash: RMSNORM_HASH };
