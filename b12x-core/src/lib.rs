@@ -7,7 +7,7 @@
 //!   one config per bucket (pin > cached > race > default) and fills plans; `freeze()` turns any
 //!   later kernel resolution into [`Error::KernelResolutionFrozen`].
 //! * [`ScratchLayout`] / [`Scratch`]: caller-owned scratch, named 1024-byte-aligned regions.
-//! * [`bench`] and [`testing`]: the one benchmark method and the shared test helpers.
+//! * [`mod@bench`] and [`testing`]: the one benchmark method and the shared test helpers.
 //! * [`list_ops`]: every linked op with its dtypes, archs and validation status.
 //!
 //! The lifecycle, with any op (here `norm.rmsnorm` from `b12x-norm`):

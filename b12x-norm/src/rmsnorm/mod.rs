@@ -269,6 +269,19 @@ impl Plan {
     }
 }
 
+/// The plans `cargo xtask prepare` tunes by default: bf16, plain and fused, for the hidden
+/// sizes of the shared model table (2048, 2880, 4096, 7168), capacity 4096 tokens.
+pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn OpPlan>>> {
+    let mut out: Vec<Box<dyn OpPlan>> = Vec::new();
+    for cols in [2048, 2880, 4096, 7168] {
+        for residual in [false, true] {
+            let q = Query { cols, dtype: DType::BF16, max_tokens: 4096, eps: 1e-6, residual };
+            out.push(Box::new(plan(&q, device)?));
+        }
+    }
+    Ok(out)
+}
+
 /// The tensors of one call. Shapes and dtypes as in the module docs.
 #[derive(Debug)]
 pub struct Args<'a> {

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""PyTorch peers for the b12x benchmarks, timed with the project's method (DESIGN.md §7).
+
+    python3 peers.py OUT.json [--quick] [--only SUBSTRING]
+
+Each sample is one replay of a CUDA graph holding one op call; before each sample (outside the
+timed events) the L2 is flushed by zero-filling a buffer of max(256 MiB, 2 x L2) bytes; the
+result is the median of the samples. Inputs are random normal (seeded), never zeros.
+
+The case keys are the b12x bench case names, so `B12X_PEER_JSON=OUT.json` lets the Rust benches
+put the peer next to each row:
+
+    { "<case>": {"name": "<peer>", "us": <median us>, "samples": n}, ..., "_meta": {...} }
+
+--quick keeps every case (the benches pick their own subset) and takes 30 samples instead of 50.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+GEMV_M = [1, 2, 4, 8, 16]
+GEMV_NK_BF16 = [(4096, 7168), (7168, 4096), (18432, 7168), (1024, 4096), (129280, 7168)]
+GEMV_NK_F32 = [(384, 7168)]  # the FP32-output router GEMV
+RMS_T = [1, 8, 128, 4096, 32768]
+RMS_D = [4096, 7168]
+RMS_EPS = 1e-6
+
+LINEAR = "torch.nn.functional.linear (cuBLAS)"
+MM_F32 = "torch.mm(bf16, out_dtype=float32) (cuBLAS)"
+LINEAR_F32 = "torch.nn.functional.linear(x.float(), W_f32) (cuBLAS fp32; W cast once)"
+RMS = "torch.nn.functional.rms_norm"
+
+
+class Timer:
+    """Graph replay between CUDA events, L2 flushed before each sample."""
+
+    def __init__(self, samples):
+        props = torch.cuda.get_device_properties(0)
+        l2 = getattr(props, "L2_cache_size", 0) or 0
+        self.flush = torch.empty(max(256 << 20, 2 * l2), dtype=torch.uint8, device="cuda")
+        self.samples = samples
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def time_us(self, fn):
+        # Warm up on a side stream (cuBLAS handles/workspaces), then capture one call.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                out = fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn()
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+        if not torch.isfinite(out).all():
+            raise RuntimeError("peer produced non-finite output")
+        times = []
+        for _ in range(self.samples):
+            self.flush.zero_()
+            self.start.record()
+            graph.replay()
+            self.end.record()
+            self.end.synchronize()
+            times.append(self.start.elapsed_time(self.end) * 1e3)
+        del graph, out
+        return statistics.median(times)
+
+
+def router_fn(x, w):
+    """FP32-output GEMV as cuBLAS does it: bf16 inputs, fp32 output (falls back to fp32 GEMM)."""
+    try:
+        out = torch.mm(x, w.t(), out_dtype=torch.float32)
+        if out.dtype == torch.float32:
+            return MM_F32, lambda: torch.mm(x, w.t(), out_dtype=torch.float32)
+    except (TypeError, RuntimeError, NotImplementedError):
+        pass
+    w32 = w.float()
+    return LINEAR_F32, lambda: F.linear(x.float(), w32)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", help="output JSON path")
+    ap.add_argument("--quick", action="store_true", help="30 samples instead of 50 (same cases)")
+    ap.add_argument("--only", default="", help="only cases whose key contains this substring")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("peers.py: no CUDA device visible to torch")
+    torch.manual_seed(0)
+    timer = Timer(30 if args.quick else 50)
+    dev = "cuda"
+    results = {}
+
+    def add(key, name, fn):
+        if args.only and args.only not in key:
+            return
+        us = timer.time_us(fn)
+        results[key] = {"name": name, "us": us, "samples": timer.samples}
+        print(f"{key:<40} {us:>10.2f} us  {name}", flush=True)
+
+    with torch.no_grad():
+        for n, k in GEMV_NK_BF16 + GEMV_NK_F32:
+            f32 = (n, k) in GEMV_NK_F32
+            w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+            for m in GEMV_M:
+                key = f"bf16_gemv/M{m}_N{n}_K{k}_{'f32' if f32 else 'bf16'}"
+                x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+                if f32:
+                    name, fn = router_fn(x, w)
+                else:
+                    name, fn = LINEAR, (lambda x=x, w=w: F.linear(x, w))
+                add(key, name, fn)
+            del w
+            torch.cuda.empty_cache()
+        for d in RMS_D:
+            weight = torch.randn(d, device=dev, dtype=torch.bfloat16)
+            for t in RMS_T:
+                x = torch.randn(t, d, device=dev, dtype=torch.bfloat16)
+                add(f"rmsnorm/T{t}_D{d}_bf16", RMS, lambda x=x, d=d, weight=weight: F.rms_norm(x, (d,), weight, eps=RMS_EPS))
+                del x
+    results["_meta"] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0),
+        "samples": timer.samples,
+        "l2_flush_bytes": timer.flush.numel(),
+        "method": "median of CUDA-graph replays (one op call each), L2 flushed before each sample",
+    }
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+    print(f"{len(results) - 1} peer cases -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
