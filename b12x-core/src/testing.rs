@@ -101,10 +101,22 @@ pub fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
 
 /// Bitwise equality; the error names the first differing coordinate and the count.
 pub fn check_bitwise<T: HostFloat>(name: &str, got: &[T], want: &[T], shape: &[usize]) -> Result<(), String> {
+    bitwise(name, got, want, shape, false)
+}
+
+/// Bitwise equality except that any NaN equals any NaN: arithmetic on NaN gives an
+/// implementation-defined payload (CUDA returns the canonical all-ones NaN, the CPU propagates
+/// the input's quiet NaN), so computed values compare NaN *positions*, data movement all bits.
+pub fn check_bitwise_nan_eq<T: HostFloat>(name: &str, got: &[T], want: &[T], shape: &[usize]) -> Result<(), String> {
+    bitwise(name, got, want, shape, true)
+}
+
+fn bitwise<T: HostFloat>(name: &str, got: &[T], want: &[T], shape: &[usize], nan_eq: bool) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!("{name}: length {} != {}", got.len(), want.len()));
     }
-    let bad: Vec<usize> = (0..got.len()).filter(|&i| got[i].bits() != want[i].bits()).collect();
+    let same = |a: T, b: T| a.bits() == b.bits() || (nan_eq && a.to_f64().is_nan() && b.to_f64().is_nan());
+    let bad: Vec<usize> = (0..got.len()).filter(|&i| !same(got[i], want[i])).collect();
     match bad.first() {
         None => Ok(()),
         Some(&i) => Err(format!(
@@ -411,6 +423,10 @@ mod tests {
         got[3] = bf16::from_bits(want[3].to_bits() + 2);
         let e = check_bitwise("y", &got, &want, &[2, 2]).unwrap_err();
         assert!(e.contains("[1, 1]"), "{e}");
+        let (qnan, canon) = (cast::<bf16>(&[f32::NAN]), vec![bf16::from_bits(0x7fff)]);
+        assert!(check_bitwise("n", &qnan, &canon, &[1]).is_err());
+        assert!(check_bitwise_nan_eq("n", &qnan, &canon, &[1]).is_ok());
+        assert!(check_bitwise_nan_eq("n", &qnan, &cast::<bf16>(&[1.0]), &[1]).is_err());
         assert_eq!(check_ulp("y", &got, &want, &[2, 2], 2).unwrap(), 2);
         let e = check_ulp("y", &got, &want, &[2, 2], 1).unwrap_err();
         assert!(e.contains("[1, 1]") && e.contains("2 ULP"), "{e}");

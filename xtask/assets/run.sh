@@ -178,8 +178,8 @@ fi
 
 # archive + summary
 cd "$OUT" || exit 1
-tar -czf "$OUT/.results.tar.gz.tmp" --exclude='./results.tar.gz' --exclude='./.results.tar.gz.tmp' . \
-  && mv "$OUT/.results.tar.gz.tmp" "$OUT/results.tar.gz"
+TMPTAR="$(mktemp /tmp/b12x-results.XXXXXX)"
+tar -czf "$TMPTAR" --exclude='./results.tar.gz' . && mv "$TMPTAR" "$OUT/results.tar.gz"
 echo
 echo "=== summary (this run; all runs in $OUT/summary.txt)"
 for l in "${RESULTS[@]+"${RESULTS[@]}"}"; do echo "$l"; done
