@@ -97,7 +97,6 @@ pub fn read_bandwidth(device: &Arc<Device>, bytes: usize) -> Result<f64> {
         crate::memset_u32(&stream, p, 0x3c00_4000, n_vec * 4)?;
     }
     let sink = stream.alloc_zeros::<u32>(1)?;
-    let k = device.kernel(&READ_BW, "b12x_read_bw")?;
     let params = ReadBwParams {
         src: src.device_ptr(&stream).0,
         sink: sink.device_ptr(&stream).0,
@@ -105,9 +104,18 @@ pub fn read_bandwidth(device: &Arc<Device>, bytes: usize) -> Result<f64> {
         magic: 0x9e37_79b9,
         pad: 0,
     };
-    let dims = LaunchDims { grid: (device.sm_count() * 4, 1, 1), block: (512, 1, 1), smem_bytes: 0 };
-    let t = time_graph(device, samples(), |s| unsafe { k.launch(s, dims, &params) })?;
-    Ok(bytes as f64 / (median(&t) * 1e-6) / 1e12)
+    // The ceiling is the best of a few shapes of the probe: 4 or 8 loads in flight per thread,
+    // 1-4 CTAs of 512 threads per SM.
+    let mut best = f64::INFINITY;
+    for symbol in ["b12x_read_bw", "b12x_read_bw_u8"] {
+        let k = device.kernel(&READ_BW, symbol)?;
+        for ctas_per_sm in [1, 2, 4] {
+            let dims = LaunchDims { grid: (device.sm_count() * ctas_per_sm, 1, 1), block: (512, 1, 1), smem_bytes: 0 };
+            let t = time_graph(device, samples(), |s| unsafe { k.launch(s, dims, &params) })?;
+            best = best.min(median(&t));
+        }
+    }
+    Ok(bytes as f64 / (best * 1e-6) / 1e12)
 }
 
 /// One benchmark row (DESIGN.md §7).

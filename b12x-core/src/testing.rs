@@ -467,7 +467,8 @@ mod tests {
 
     #[test]
     fn own_kernels_are_built_for_every_arch() {
-        check_manifest(crate::bench::KERNEL_MANIFEST, &["b12x_read_bw".to_string()]).unwrap();
+        check_manifest(crate::bench::KERNEL_MANIFEST, &["b12x_read_bw".to_string(), "b12x_read_bw_u8".to_string()])
+            .unwrap();
     }
 
     #[test]
