@@ -15,6 +15,9 @@ use std::sync::Arc;
 /// Times single enqueued pieces of work between events, flushing L2 before each sample.
 pub struct EventTimer {
     flush: CudaSlice<u8>,
+    sink: CudaSlice<u32>,
+    read: crate::Kernel,
+    grid: u32,
     start: CudaEvent,
     end: CudaEvent,
 }
@@ -23,15 +26,23 @@ impl EventTimer {
     pub fn new(device: &Arc<Device>) -> Result<Self> {
         let ctx = device.context();
         let flush = device.stream().alloc_zeros::<u8>(2 * device.l2_bytes().max(1 << 20) as usize)?;
+        let sink = device.stream().alloc_zeros::<u32>(1)?;
+        let read = device.kernel(&READ_BW, "b12x_read_bw")?;
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        Ok(Self { flush, start: ctx.new_event(flags)?, end: ctx.new_event(flags)? })
+        let (start, end) = (ctx.new_event(flags)?, ctx.new_event(flags)?);
+        Ok(Self { flush, sink, read, grid: device.sm_count() * 4, start, end })
     }
-    /// Overwrites 2× the L2 size so the next sample starts with a cold cache.
+    /// Evicts the sample's data from L2: writes 2× the L2 size, then reads it back, so the
+    /// cache holds only clean lines of the flush buffer and the timed work pays no write-backs.
     pub fn flush_l2(&mut self, stream: &CudaStream) -> Result<()> {
         let n = self.flush.len();
         let (ptr, _g) = self.flush.device_ptr_mut(stream);
         unsafe { result::memset_d8_async(ptr, 0x5a, n, stream.cu_stream()) }?;
-        Ok(())
+        let sink = self.sink.device_ptr(stream).0;
+        let params = ReadBwParams { src: ptr, sink, n_vec: (n / 16) as u64, magic: 0x9e37_79b9, pad: 0 };
+        let dims = LaunchDims { grid: (self.grid, 1, 1), block: (512, 1, 1), smem_bytes: 0 };
+        // SAFETY: ReadBwParams mirrors the kernel's struct; the buffer holds n_vec vectors.
+        unsafe { self.read.launch(stream, dims, &params) }
     }
     /// One sample: flush, event, `work`, event, wait. Returns µs.
     pub fn time_us(&mut self, stream: &CudaStream, work: impl FnOnce() -> Result<()>) -> Result<f64> {

@@ -107,14 +107,25 @@ impl Kernel {
         &self.symbol
     }
 
-    /// Allows `bytes` of dynamic shared memory (needed above 48 KB). Call while preparing.
-    pub fn set_max_dynamic_smem(&self, bytes: u32) -> Result<()> {
+    /// Raises the kernel's dynamic shared-memory limit to everything the device allows beside
+    /// its static shared memory (`smem_optin` is the device's opt-in maximum per block). The
+    /// attribute belongs to the function, which several configs and buckets may share, so it
+    /// is only ever set to this maximum, never lowered; occupancy still follows each launch's
+    /// actual request. Call while preparing.
+    pub fn allow_max_dynamic_smem(&self, smem_optin: u32) -> Result<()> {
         self.module.ctx.bind_to_thread()?;
+        let static_bytes = unsafe {
+            result::function::get_function_attribute(
+                self.func,
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+            )
+        }?;
+        let max_dynamic = (smem_optin as i32 - static_bytes).max(0);
         unsafe {
             result::function::set_function_attribute(
                 self.func,
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                bytes as i32,
+                max_dynamic,
             )
         }?;
         Ok(())

@@ -41,7 +41,7 @@ pub use error::{Error, Result};
 pub use kernel::{Kernel, KernelModule, LaunchDims, LoadedModule};
 pub use plan::{pow2_buckets, resolve, BenchCase, Bucket, OpPlan, PlanSlot, Selected, SelectionSource};
 pub use registry::{list_ops, OpInfo, Validation};
-pub use scratch::{BoundScratch, Region, Scratch, ScratchLayout, SCRATCH_ALIGN};
+pub use scratch::{BoundScratch, Region, Scratch, ScratchLayout, SCRATCH_ALIGN, SCRATCH_BASE_ALIGN};
 pub use session::{CapturedGraph, PreparationSession, SelectionRecord, SessionState};
 pub use tensor::{contiguous_strides, TensorMut, TensorRef, MAX_RANK};
 

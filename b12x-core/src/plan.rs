@@ -156,8 +156,8 @@ pub fn prime(plan: &dyn OpPlan, bucket: usize, config_index: usize, source: Sele
     let mut kernels = Vec::new();
     for sym in plan.symbols(bucket, config_index) {
         let k = dev.kernel(plan.module(), &sym)?;
-        if smem > 48 * 1024 {
-            k.set_max_dynamic_smem(smem)?;
+        if smem > 0 {
+            k.allow_max_dynamic_smem(dev.smem_optin())?;
         }
         kernels.push(k);
     }

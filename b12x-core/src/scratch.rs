@@ -18,8 +18,11 @@ use crate::{Error, Result};
 use cudarc::driver::{CudaSlice, DevicePtrMut};
 use std::marker::PhantomData;
 
-/// Alignment of every region.
+/// Alignment of every region's offset from the buffer's start.
 pub const SCRATCH_ALIGN: usize = 1024;
+/// Alignment the buffer itself must have: what every CUDA allocation guarantees (cudarc's
+/// pooled allocations are 256- or 512-byte aligned), so any fresh allocation binds.
+pub const SCRATCH_BASE_ALIGN: usize = 256;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Region {
@@ -60,10 +63,10 @@ impl ScratchLayout {
                 return Err(Error::ScratchTooSmall { region: r.name, need, have: scratch.bytes });
             }
         }
-        if scratch.ptr % SCRATCH_ALIGN as u64 != 0 && !self.regions.is_empty() {
+        if scratch.ptr % SCRATCH_BASE_ALIGN as u64 != 0 && !self.regions.is_empty() {
             return Err(Error::Misaligned {
                 tensor: "scratch",
-                align: SCRATCH_ALIGN,
+                align: SCRATCH_BASE_ALIGN,
                 ptr: scratch.ptr,
                 row_stride_bytes: 0,
             });

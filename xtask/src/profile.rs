@@ -6,6 +6,7 @@ use crate::util::{print_table, Result};
 use b12x_core::{Device, OpPlan, PreparationSession};
 use std::sync::Arc;
 // Linked for their `inventory` op registrations (`cargo xtask ops`).
+use b12x_gemm as _;
 use b12x_norm as _;
 
 /// The default profile: the plans every op crate wants prepared (and tuned) on this device.
@@ -15,6 +16,7 @@ use b12x_norm as _;
 pub fn default_profile_plans(device: &Arc<Device>) -> b12x_core::Result<Vec<Box<dyn OpPlan>>> {
     let mut plans: Vec<Box<dyn OpPlan>> = Vec::new();
     plans.extend(b12x_norm::rmsnorm::default_profile_plans(device)?);
+    plans.extend(b12x_gemm::bf16_gemv::default_profile_plans(device)?);
     Ok(plans)
 }
 

@@ -1,0 +1,128 @@
+//! Benchmark of `gemm.bf16_gemv` with the method of DESIGN.md §7: one op call per CUDA graph
+//! replay, L2 flushed before each sample, median of `bench::samples()` (≥ 20), the oracle
+//! checked on sampled rows before timing, configs chosen by the session's autotune race.
+//!
+//! Grid: M ∈ {1, 2, 4, 8, 16} × (N, K) ∈ {(4096, 7168), (7168, 4096), (18432, 7168),
+//! (1024, 4096), (129280, 7168)} with bf16 x and y, plus the DeepSeek-V4 router (384, 7168) with
+//! bf16 x and f32 y. Bytes are the compulsory traffic (W, x and y once); FLOPs 2·M·N·K. Peers come
+//! from `B12X_PEER_JSON` (bench/peers.py: torch `F.linear` / `torch.mm(out_dtype=f32)`), keyed
+//! `bf16_gemv/M{m}_N{n}_K{k}_{bf16|f32}`. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8}.
+//!
+//! Run: `cargo bench -p b12x-gemm --bench bf16_gemv` (rows go to `bench-results/bf16_gemv.{json,md}`).
+
+use b12x_core::bench::{samples, time_graph, BenchReport};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::testing::{cast, gpu, uniform};
+use b12x_core::{DType, Device, OpPlan, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
+use b12x_gemm::bf16_gemv::{self, reference, Args, Query};
+use std::sync::Arc;
+
+const ROWS: [usize; 5] = [1, 2, 4, 8, 16];
+const QUICK_ROWS: [usize; 2] = [1, 8];
+/// (N, K, f32 output).
+const SHAPES: [(usize, usize, bool); 6] = [
+    (4096, 7168, false),
+    (7168, 4096, false),
+    (18432, 7168, false),
+    (1024, 4096, false),
+    (129280, 7168, false),
+    (384, 7168, true),
+];
+/// Distinct host rows of W; larger W repeat them (values do not change the speed).
+const DISTINCT_ROWS: usize = 509;
+/// Every SAMPLE-th row of W is checked against the oracle before timing.
+const SAMPLE: usize = 97;
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else {
+        eprintln!("bf16_gemv bench: no CUDA device, nothing to measure");
+        return Ok(());
+    };
+    let quick = std::env::var("B12X_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let mut report = BenchReport::new("bf16_gemv", &dev)?;
+    println!("read ceiling {:.3} TB/s; {} samples per row", report.ceiling_tbps, samples());
+    for (n, k, f32_out) in SHAPES {
+        bench_shape(&dev, &mut report, n, k, f32_out, quick)?;
+    }
+    println!("wrote {}", report.write()?.display());
+    Ok(())
+}
+
+enum Out {
+    Bf16(CudaSlice<bf16>),
+    F32(CudaSlice<f32>),
+}
+
+fn out_ptr(y: &Out) -> Result<u64> {
+    Ok(match y {
+        Out::Bf16(b) => TensorRef::from_slice(b, &[b.len()])?.ptr(),
+        Out::F32(b) => TensorRef::from_slice(b, &[b.len()])?.ptr(),
+    })
+}
+
+fn bench_shape(
+    dev: &Arc<Device>,
+    report: &mut BenchReport,
+    n: usize,
+    k: usize,
+    f32_out: bool,
+    quick: bool,
+) -> Result<()> {
+    let stream = dev.stream();
+    let out_dtype = if f32_out { DType::F32 } else { DType::BF16 };
+    let block = cast::<bf16>(&uniform(1, DISTINCT_ROWS * k, -1.0, 1.0));
+    let w_h: Vec<bf16> = block.iter().copied().cycle().take(n * k).collect();
+    let w = stream.clone_htod(&w_h)?;
+    let mx = *ROWS.iter().max().unwrap_or(&1);
+    let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
+    let x = stream.clone_htod(&x_h)?;
+    let y = if f32_out { Out::F32(stream.alloc_zeros(mx * n)?) } else { Out::Bf16(stream.alloc_zeros(mx * n)?) };
+    let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: mx, aligned: true };
+    let plan = bf16_gemv::plan(&q, dev)?;
+    let scratch_bytes = plan.scratch_layout().total_bytes();
+    // Scratch regions start on a SCRATCH_ALIGN boundary; allocations are only 256-byte aligned.
+    let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;
+    let sp = TensorRef::from_slice(&scratch, &[scratch.len()])?.ptr().next_multiple_of(SCRATCH_ALIGN as u64);
+    let mut session = PreparationSession::new(dev)?;
+    session.prepare(&[&plan])?;
+    let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
+    for m in ROWS.into_iter().filter(|m| !quick || QUICK_ROWS.contains(m)) {
+        let case = format!("bf16_gemv/M{m}_N{n}_K{k}_{}", out_dtype.name());
+        let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).unwrap_or(0);
+        let config = plan.slot().get(bucket).map(|s| s.config.clone()).unwrap_or_default();
+        let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), out_ptr(&y)?);
+        let call = |s: &Arc<CudaStream>| -> Result<()> {
+            // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the
+            // calls and the graph, and nothing else touches them meanwhile.
+            let (xv, yv) = unsafe {
+                (
+                    TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
+                    TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], out_dtype)?,
+                )
+            };
+            let args = Args { x: xv, w: TensorRef::from_slice(&w, &[n, k])?, bias: None, y: yv };
+            // SAFETY: the plan's scratch buffer, used by nothing else.
+            let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
+            bf16_gemv::run(&plan, args, scratch, s)
+        };
+        call(stream)?;
+        stream.synchronize()?;
+        let got: Vec<f64> = match &y {
+            Out::Bf16(b) => stream.clone_dtoh(b)?.iter().map(|v| v.to_f64()).collect(),
+            Out::F32(b) => stream.clone_dtoh(b)?.iter().map(|&v| f64::from(v)).collect(),
+        };
+        let none: Option<&[f32]> = None;
+        let want = reference::exact(&x_h[..m * k], &w_h, none, m, k, &rows);
+        let got: Vec<f64> =
+            (0..m).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
+        if let Err(e) = reference::check_bound(&case, out_dtype, k, &got, &want, &[m, rows.len()]) {
+            panic!("oracle check failed before timing: {e}");
+        }
+        let times = time_graph(dev, samples(), call)?;
+        let bytes = (n * k * 2 + m * k * 2 + m * n * out_dtype.size_bytes()) as f64;
+        report.add(&case, &config, &times, bytes, (2 * m * n * k) as f64);
+    }
+    session.close();
+    Ok(())
+}

@@ -1,0 +1,528 @@
+// bf16_gemv.cu — skinny GEMM (decode GEMV) against BF16 weights.        crate: b12x-gemm
+//   y[m,n] = sum_k x[m,k] * W[n,k] (+ bias[n])   (f32 accumulate, bias added in f32, one rounding to TOut)
+// Tensors (row-major, strides in elements):  W [N, K] bf16   x [M, K] bf16|f32   bias [N] bf16|f32
+//   y [M, N] bf16|f32
+// Constraints: M <= tokens of the variant (MMA: 8*NT; SIMT: any, MT per pass); any N, K >= 1;
+//   variants without _unaligned need 16-byte aligned W/x base pointers and 16-byte row strides.
+// Strategy: BF16 x -> swap-AB mma.sync m16n8k16 (16 W rows are the MMA rows, 8 tokens the
+//   MMA columns); each warp streams W rows contiguously through its own swizzled cp.async ring
+//   (S-1 stages in flight), K split across the warps of a CTA and across CTAs;
+//   f32 x -> SIMT f32 FMAs from 16-byte register loads (x is never rounded to bf16).
+//   Partials are merged in a fixed order (warps through shared memory, CTAs by the
+//   last-arriving CTA of each row block), so results are bitwise reproducible.
+// Entry points: b12x_bf16_gemv_mma_nt{N}_rt{R}_u{U}_s{S}_{bf16,f32}out, ..._mma_nt{N}_unaligned_*,
+//   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*.   Oracle: src/bf16_gemv/reference.rs
+#include "b12x/common.cuh"
+#include "b12x/mma.cuh"
+
+namespace b12x {
+namespace bf16_gemv {
+
+// Shared-memory row padding of the per-warp partial tile: makes the fragment stores
+// (lanes g, t -> row g, token 2t) and the row-contiguous reads bank-conflict free.
+constexpr int kRowPad = 4;
+// Every CTA has at most 8 warps (256 threads): lets the heavy variants use up to 255 registers.
+constexpr int kMaxThreads = 256;
+// K elements covered by one warp step of the MMA kernel: 4 lanes x 8 elements.
+constexpr int kMmaStepK = 32;
+// K elements covered by one warp step of the SIMT kernel: 32 lanes x 8 elements.
+constexpr int kSimtStepK = 256;
+
+}  // namespace bf16_gemv
+
+// Mirrored by `Bf16GemvParams` in src/bf16_gemv/params.rs (size and offsets asserted there).
+struct Bf16GemvParams {
+  const bf16* w;         // [N, K] bf16, row stride ldw
+  const void* x;         // [M, K] bf16 (mma) or f32 (simt), row stride ldx
+  const void* bias;      // [N] bf16 or f32 (see bias_f32), nullptr for no bias
+  void* y;               // [M, N] TOut, row stride ldy
+  float* partials;       // [ksplit, m_pad, n_pad] f32 split-K partials (scratch); ksplit > 1 only
+  unsigned int* counters;  // [gridDim.x] u32 arrival counters (scratch, zero at launch); ksplit > 1 only
+  long long ldw;         // W row stride, elements
+  long long ldx;         // x row stride, elements
+  long long ldy;         // y row stride, elements
+  int n;                 // N
+  int k;                 // K
+  int m;                 // live M (rows of x / y)
+  int k_per_split;       // K elements per CTA split, multiple of 32 (the last split may be shorter)
+  int ksplit;            // == gridDim.y
+  int warps_k;           // warps of a CTA along K
+  int warps_r;           // warps of a CTA along N; blockDim.x == 32 * warps_k * warps_r
+  int n_pad;             // gridDim.x * rows per CTA (row stride of partials)
+  int m_pad;             // token capacity of partials (>= m)
+  int bias_f32;          // 1: bias is f32, 0: bias is bf16
+};
+static_assert(sizeof(Bf16GemvParams) == 112, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, bias) == 16, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, partials) == 32, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, counters) == 40, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, ldw) == 48, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, ldy) == 64, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, n) == 72, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, m) == 80, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, k_per_split) == 84, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, ksplit) == 88, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, warps_k) == 92, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, warps_r) == 96, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, n_pad) == 100, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, m_pad) == 104, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, bias_f32) == 108, "mirror of params.rs");
+
+namespace bf16_gemv {
+
+__device__ __forceinline__ uint32_t ld_nc_u16(const void* p) {
+  unsigned short v;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t ld_nc_u32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Eight bf16 at p (elements k .. k+7), zero beyond k_end. kVector: one 16-byte load when the
+// whole chunk is in bounds (caller guarantees 16-byte alignment); otherwise 2-byte loads.
+template <bool kVector, bool kStream>
+__device__ __forceinline__ Vec16 load_bf16x8(const bf16* p, int k, int k_end) {
+  if (kVector && k + 8 <= k_end) return kStream ? ld_global_stream_v16(p) : ld_global_v16(p);
+  Vec16 v;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = (k + 2 * i < k_end) ? ld_nc_u16(p + 2 * i) : 0u;
+    const uint32_t hi = (k + 2 * i + 1 < k_end) ? ld_nc_u16(p + 2 * i + 1) : 0u;
+    v.w[i] = lo | (hi << 16);
+  }
+  return v;
+}
+
+// Eight f32 at p (elements k .. k+7) as two vectors, zero beyond k_end.
+template <bool kVector>
+__device__ __forceinline__ void load_f32x8(const float* p, int k, int k_end, Vec16 (&v)[2]) {
+  if (kVector && k + 8 <= k_end) {
+    v[0] = ld_global_v16(p);
+    v[1] = ld_global_v16(p + 4);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i / 4].w[i % 4] = (k + i < k_end) ? ld_nc_u32(p + i) : 0u;
+}
+
+// Two k16 MMAs over one 32-wide k step. The lane holds W[g][kb+8t .. +8] (w_lo),
+// W[g+8][same] (w_hi) and x[token g][same] (xv). A dot product does not care about k order,
+// so those eight k values are fed as this lane's slots {2t,2t+1,2t+8,2t+9} of two MMAs, with
+// the same permutation on A and B: the sum is exactly the 32-term dot product.
+__device__ __forceinline__ void mma_step(float (&acc)[4], const Vec16& w_lo, const Vec16& w_hi,
+                                         const Vec16& xv) {
+  const uint32_t a0[4] = {w_lo.w[0], w_hi.w[0], w_lo.w[1], w_hi.w[1]};
+  const uint32_t b0[2] = {xv.w[0], xv.w[1]};
+  mma_m16n8k16_bf16_f32(acc, a0, b0);
+  const uint32_t a1[4] = {w_lo.w[2], w_hi.w[2], w_lo.w[3], w_hi.w[3]};
+  const uint32_t b1[2] = {xv.w[2], xv.w[3]};
+  mma_m16n8k16_bf16_f32(acc, a1, b1);
+}
+
+template <typename TOut>
+__device__ __forceinline__ void store_out(const Bf16GemvParams& p, int row, int tok, float v) {
+  if (p.bias != nullptr) {
+    v += p.bias_f32 ? reinterpret_cast<const float*>(p.bias)[row]
+                    : to_f32<bf16>(reinterpret_cast<const bf16*>(p.bias)[row]);
+  }
+  reinterpret_cast<TOut*>(p.y)[(long long)tok * p.ldy + row] = from_f32<TOut>(v);
+}
+
+// s_part: [warps_k][mt][rows_cta + kRowPad] f32, every warp's partial tile of this CTA.
+// Sums it over warps (in warp order), then stores y (ksplit == 1) or this split's partials.
+template <typename TOut>
+__device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float* s_part,
+                                            int rows_cta, int mt, int m0) {
+  const int stride_r = rows_cta + kRowPad;
+  const int row_base = blockIdx.x * rows_cta;
+  const int mt_live = min(mt, p.m - m0);
+  for (int idx = threadIdx.x; idx < rows_cta * mt_live; idx += blockDim.x) {
+    const int r = idx % rows_cta;
+    const int tok = idx / rows_cta;
+    float v = 0.0f;
+    for (int kw = 0; kw < p.warps_k; ++kw) v += s_part[(kw * mt + tok) * stride_r + r];
+    const int row = row_base + r;
+    if (p.ksplit == 1) {
+      if (row < p.n) store_out<TOut>(p, row, m0 + tok, v);
+    } else {
+      p.partials[((long long)blockIdx.y * p.m_pad + m0 + tok) * p.n_pad + row] = v;
+    }
+  }
+}
+
+// Split-K merge: the last CTA of a row block to arrive sums the ksplit partials in split order.
+template <typename TOut>
+__device__ __forceinline__ void merge_splits(const Bf16GemvParams& p, int rows_cta) {
+  __shared__ int s_is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int prev = atomicAdd(&p.counters[blockIdx.x], 1u);
+    s_is_last = (prev == unsigned(p.ksplit - 1));
+  }
+  __syncthreads();
+  if (!s_is_last) return;
+  __threadfence();
+  const int row_base = blockIdx.x * rows_cta;
+  for (int idx = threadIdx.x; idx < rows_cta * p.m; idx += blockDim.x) {
+    const int r = idx % rows_cta;
+    const int tok = idx / rows_cta;
+    const int row = row_base + r;
+    if (row >= p.n) continue;
+    float v = 0.0f;
+    for (int ks = 0; ks < p.ksplit; ++ks)
+      v += __ldcg(&p.partials[((long long)ks * p.m_pad + tok) * p.n_pad + row]);
+    store_out<TOut>(p, row, tok, v);
+  }
+}
+
+// ---- BF16 x: tensor-core swap-AB GEMV. ----
+// A warp owns RT 16-row tiles and all 8*NT tokens; it walks its CTA's K range in groups of
+// U 32-wide steps, interleaved with the other warps_k warps of its row group so that the
+// CTA streams one contiguous stretch of each W row at a time.
+// Aligned variants stage W through a kStages-deep cp.async ring private to each warp,
+// keeping kStages-1 groups in flight (ptxas cannot sink these copies next to their MMAs the
+// way it does with register loads). The copies walk each W row contiguously (a warp copy
+// instruction covers 512/(64U) rows x 64U bytes, like a streaming read), and the lanes then
+// read their fragment pieces back from a swizzled tile. x pieces are copied by the lane that
+// consumes them. Unaligned variants load through registers with 2-byte loads.
+//   ring stage = W tile [ROWS_W rows][4U chunks of 16 B] (chunk c of row r stored at
+//                c ^ ((r & 1) << 2): conflict-free for both the row-wise copies and the
+//                fragment reads of lanes g, g+1)  then  x [U steps][NT][32 lanes] 16 B.
+template <int NT, int RT, int U>
+struct MmaRing {
+  static constexpr int kRows = 16 * RT;
+  static constexpr int kChunksPerRow = 4 * U;                  // 16-byte chunks, 32U k values
+  static constexpr int kWBytes = kRows * kChunksPerRow * 16;   // W tile of one stage
+  static constexpr int kXBytes = U * NT * 32 * 16;             // x pieces of one stage
+  static constexpr int kGroupBytes = kWBytes + kXBytes;        // one ring stage
+  static constexpr int kWCopiesPerLane = kRows * kChunksPerRow / 32;
+  static_assert(U >= 2, "the swizzle flips chunk bit 2: rows of at least 8 chunks");
+};
+
+template <int NT, int RT, int U, int kStages, typename TOut, bool kAligned>
+__device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
+  constexpr int MT = 8 * NT;
+  constexpr int ROWS_W = 16 * RT;
+  using Ring = MmaRing<NT, RT, U>;
+  static_assert(!kAligned || kStages >= 2, "the cp.async ring needs at least two stages");
+  extern __shared__ __align__(16) unsigned char s_raw[];
+  float* s_part = reinterpret_cast<float*>(s_raw);  // [warps_k][MT][rows_cta + kRowPad], after the loop
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int wk = warp % p.warps_k;
+  const int wr = warp / p.warps_k;
+  const int rows_cta = ROWS_W * p.warps_r;
+  const int row0 = blockIdx.x * rows_cta + wr * ROWS_W;
+  const int k_begin = blockIdx.y * p.k_per_split;
+  const int k_end = min(p.k, k_begin + p.k_per_split);
+
+  // Rows past N are clamped to N-1 (valid memory); their results are never stored.
+  const bf16* r_w[RT][2];
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = min(row0 + rt * 16 + h * 8 + g, p.n - 1);
+      r_w[rt][h] = p.w + (long long)row * p.ldw + 8 * t;
+    }
+  const bf16* r_x[NT];
+  bool r_xok[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int tok = nt * 8 + g;
+    r_xok[nt] = tok < p.m;
+    r_x[nt] = reinterpret_cast<const bf16*>(p.x) + (long long)min(tok, p.m - 1) * p.ldx + 8 * t;
+  }
+  float acc[RT][NT][4];
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.0f;
+
+  const int span = max(k_end - k_begin, 0);
+  const int groups = span / (kMmaStepK * U);
+  if constexpr (kAligned) {
+    unsigned char* s_ring = s_raw + warp * kStages * Ring::kGroupBytes;
+    const uint32_t s_ring_addr = smem_addr(s_ring);
+    // This lane's row-contiguous W copies: source pointers (+ k0 per group) and tile offsets.
+    const bf16* r_wc[Ring::kWCopiesPerLane];
+    uint32_t r_wc_off[Ring::kWCopiesPerLane];
+#pragma unroll
+    for (int i = 0; i < Ring::kWCopiesPerLane; ++i) {
+      const int idx = i * 32 + lane;
+      const int r = idx / Ring::kChunksPerRow;
+      const int c = idx % Ring::kChunksPerRow;
+      r_wc[i] = p.w + (long long)min(row0 + r, p.n - 1) * p.ldw + c * 8;
+      r_wc_off[i] = (r * Ring::kChunksPerRow + (c ^ ((r & 1) << 2))) * 16;
+    }
+    // Issues the copies of group gi into ring stage `stage` (nothing past the last group) and
+    // commits a cp.async group either way, so wait_group counts stay uniform.
+    auto issue = [&](int gi, int stage) {
+      if (gi < groups) {
+        const int k0 = k_begin + gi * kMmaStepK * U;
+        const uint32_t s_stage = s_ring_addr + stage * Ring::kGroupBytes;
+#pragma unroll
+        for (int i = 0; i < Ring::kWCopiesPerLane; ++i) cp_async_cg_16(s_stage + r_wc_off[i], r_wc[i] + k0);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            cp_async_ca_16_zfill(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16,
+                                 r_x[nt] + k0 + u * kMmaStepK, r_xok[nt]);
+      }
+      cp_async_commit();
+    };
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
+    int stage = 0;
+    for (int gi = wk; gi < groups; gi += p.warps_k) {
+      cp_async_wait<kStages - 2>();
+      // Other lanes copied parts of this tile; this also orders last iteration's reads of the
+      // stage refilled below before the refill.
+      __syncwarp();
+      const unsigned char* s_stage = s_ring + stage * Ring::kGroupBytes;
+      Vec16 v_w[U][RT][2];
+      Vec16 v_x[U][NT];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = rt * 16 + h * 8 + g;
+            const int c = (4 * u + t) ^ ((g & 1) << 2);
+            v_w[u][rt][h] = *reinterpret_cast<const Vec16*>(s_stage + (r * Ring::kChunksPerRow + c) * 16);
+          }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          v_x[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16);
+      }
+      // Refill the stage consumed in the previous iteration.
+      issue(gi + (kStages - 1) * p.warps_k, stage == 0 ? kStages - 1 : stage - 1);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
+      stage = stage == kStages - 1 ? 0 : stage + 1;
+    }
+    cp_async_wait<0>();
+  } else {
+    for (int gi = wk; gi < groups; gi += p.warps_k) {
+      const int k0 = k_begin + gi * kMmaStepK * U;
+      Vec16 v_w[U][RT][2];
+      Vec16 v_x[U][NT];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            v_w[u][rt][h] = load_bf16x8<false, true>(r_w[rt][h] + k0 + u * kMmaStepK, 0, 8);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          v_x[u][nt] = load_bf16x8<false, false>(r_x[nt] + k0 + u * kMmaStepK, 0, 8);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) v_x[u][nt].w[i] = r_xok[nt] ? v_x[u][nt].w[i] : 0u;
+        }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
+    }
+  }
+  // Tail (< U steps, the last may be partial): one 32-wide step per warp, bounds-checked loads.
+  const int k_tail = k_begin + groups * kMmaStepK * U;
+  const int tail_steps = (k_end - k_tail + kMmaStepK - 1) / kMmaStepK;
+  for (int s = wk; s < tail_steps; s += p.warps_k) {
+    const int kl = k_tail + s * kMmaStepK + 8 * t;  // this lane's first k
+    const int off = k_tail + s * kMmaStepK;
+    Vec16 v_w[RT][2];
+    Vec16 v_x[NT];
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) v_w[rt][h] = load_bf16x8<kAligned, true>(r_w[rt][h] + off, kl, k_end);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      v_x[nt] = r_xok[nt] ? load_bf16x8<kAligned, false>(r_x[nt] + off, kl, k_end)
+                          : Vec16{{0u, 0u, 0u, 0u}};
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_step(acc[rt][nt], v_w[rt][0], v_w[rt][1], v_x[nt]);
+  }
+
+  // The partial tile overlays the ring: every warp must be done reading its ring first.
+  __syncthreads();
+  // Fragment c[0..1] = (row g, tokens 2t, 2t+1), c[2..3] = (row g+8, same tokens).
+  const int stride_r = rows_cta + kRowPad;
+  float* s_mine = s_part + wk * MT * stride_r;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int r = wr * ROWS_W + rt * 16 + g;
+      const int tok = nt * 8 + 2 * t;
+      s_mine[tok * stride_r + r] = acc[rt][nt][0];
+      s_mine[(tok + 1) * stride_r + r] = acc[rt][nt][1];
+      s_mine[tok * stride_r + r + 8] = acc[rt][nt][2];
+      s_mine[(tok + 1) * stride_r + r + 8] = acc[rt][nt][3];
+    }
+  __syncthreads();
+  finish_tile<TOut>(p, s_part, rows_cta, MT, 0);
+  if (p.ksplit > 1) merge_splits<TOut>(p, rows_cta);
+}
+
+// ---- f32 x: SIMT GEMV (x is never rounded to bf16). ----
+// A warp owns RS rows; lane l covers k = k0 + 8l .. +8 of each 256-wide step; tokens are
+// processed MT at a time (the W stretch is re-read from L2/L1 for every further pass).
+template <int MT, int RS, typename TOut, bool kAligned>
+__device__ __forceinline__ void gemv_simt(const Bf16GemvParams& p) {
+  extern __shared__ float s_part[];  // [warps_k][MT][rows_cta + kRowPad]
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int wk = warp % p.warps_k;
+  const int wr = warp / p.warps_k;
+  const int rows_cta = RS * p.warps_r;
+  const int row0 = blockIdx.x * rows_cta + wr * RS;
+  const int k_begin = blockIdx.y * p.k_per_split;
+  const int k_end = min(p.k, k_begin + p.k_per_split);
+  const int span = max(k_end - k_begin, 0);
+  const int groups = span / kSimtStepK;
+  const int k_tail = k_begin + groups * kSimtStepK;
+  const bool has_tail = k_tail < k_end;
+  const int stride_r = rows_cta + kRowPad;
+  const float* g_x = reinterpret_cast<const float*>(p.x);
+
+  const bf16* r_w[RS];
+#pragma unroll
+  for (int r = 0; r < RS; ++r) {
+    const int row = min(row0 + r, p.n - 1);
+    r_w[r] = p.w + (long long)row * p.ldw + 8 * lane;
+  }
+
+  for (int m0 = 0; m0 < p.m; m0 += MT) {
+    float acc[RS][MT];
+#pragma unroll
+    for (int r = 0; r < RS; ++r)
+#pragma unroll
+      for (int j = 0; j < MT; ++j) acc[r][j] = 0.0f;
+    const float* r_x[MT];
+    bool r_xok[MT];
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      r_xok[j] = m0 + j < p.m;
+      r_x[j] = g_x + (long long)min(m0 + j, p.m - 1) * p.ldx + 8 * lane;
+    }
+    // Full steps round-robin over the warps_k warps, then the tail on the next warp in turn.
+    const int steps = groups + (has_tail ? 1 : 0);
+    for (int gi = wk; gi < steps; gi += p.warps_k) {
+      const int off = k_begin + gi * kSimtStepK;
+      const int kl = off + 8 * lane;
+      const int kb = gi < groups ? kl + 8 : k_end;  // full step: every chunk in bounds
+      Vec16 v_w[RS];
+#pragma unroll
+      for (int r = 0; r < RS; ++r) v_w[r] = load_bf16x8<kAligned, true>(r_w[r] + off, kl, kb);
+      float wf[RS][8];
+#pragma unroll
+      for (int r = 0; r < RS; ++r) unpack_f32<bf16>(v_w[r], wf[r]);
+#pragma unroll
+      for (int j = 0; j < MT; ++j) {
+        Vec16 v_x[2] = {Vec16{{0u, 0u, 0u, 0u}}, Vec16{{0u, 0u, 0u, 0u}}};
+        if (r_xok[j]) load_f32x8<kAligned>(r_x[j] + off, kl, kb, v_x);
+        const float* xf = reinterpret_cast<const float*>(v_x);
+#pragma unroll
+        for (int r = 0; r < RS; ++r)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r][j] = fmaf(wf[r][e], xf[e], acc[r][j]);
+      }
+    }
+    float* s_mine = s_part + wk * MT * stride_r;
+#pragma unroll
+    for (int r = 0; r < RS; ++r)
+#pragma unroll
+      for (int j = 0; j < MT; ++j) {
+        const float v = warp_sum(acc[r][j]);
+        if (lane == 0) s_mine[j * stride_r + wr * RS + r] = v;
+      }
+    __syncthreads();
+    finish_tile<TOut>(p, s_part, rows_cta, MT, m0);
+    __syncthreads();
+  }
+  if (p.ksplit > 1) merge_splits<TOut>(p, rows_cta);
+}
+
+}  // namespace bf16_gemv
+}  // namespace b12x
+
+using b12x::Bf16GemvParams;
+using b12x::bf16;
+
+#define B12X_GEMV_MMA(NT, RT, U, S, TOUT, OUTNAME)                                               \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_##OUTNAME##out(                       \
+          const __grid_constant__ Bf16GemvParams p) {                                          \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, true>(p);                                    \
+  }
+
+// Unaligned fallback: register path with 2-byte loads, one per token tile count.
+#define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_unaligned_##OUTNAME##out(const __grid_constant__ Bf16GemvParams p) { \
+    b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, false>(p);                                    \
+  }
+
+#define B12X_GEMV_SIMT(MT, RS, TOUT, OUTNAME)                                                   \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_simt_mt##MT##_rs##RS##_##OUTNAME##out(const __grid_constant__ Bf16GemvParams p) { \
+    b12x::bf16_gemv::gemv_simt<MT, RS, TOUT, true>(p);                                         \
+  }
+
+#define B12X_GEMV_SIMT_UNALIGNED(MT, TOUT, OUTNAME)                                             \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_simt_mt##MT##_unaligned_##OUTNAME##out(const __grid_constant__ Bf16GemvParams p) { \
+    b12x::bf16_gemv::gemv_simt<MT, 2, TOUT, false>(p);                                         \
+  }
+
+// The variant table in src/bf16_gemv/mod.rs lists exactly these.
+#define B12X_GEMV_ALL_OUT(MACRO, ...) MACRO(__VA_ARGS__, bf16, bf16) MACRO(__VA_ARGS__, float, f32)
+
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 1, 1, 4, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 1, 1, 8, 3)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 1, 2, 4, 3)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 2, 1, 4, 3)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 2, 2, 2, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 1, 2, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 2, 2, 3)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 1, 2, 3)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 2, 2, 3)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 1)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 8)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT, 1, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT, 1, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT, 2, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT, 4, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT, 8, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 1)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 8)

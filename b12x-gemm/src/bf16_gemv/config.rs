@@ -1,0 +1,224 @@
+//! The variant table of `kernels/bf16_gemv.cu`, configs and their enumeration per bucket.
+
+use b12x_core::DType;
+
+/// Tensor-core variants (BF16 x, 16-byte aligned): `(NT, RT, U, STAGES)` as instantiated.
+/// NT: 8-token n-tiles (M ≤ 8·NT); RT: 16-row tiles per warp; U: 32-wide k steps per ring
+/// stage; STAGES: cp.async ring depth (STAGES−1 stages in flight per warp).
+pub const MMA_VARIANTS: [(u32, u32, u32, u32); 9] = [
+    (1, 1, 4, 4),
+    (1, 1, 8, 3),
+    (1, 2, 4, 3),
+    (2, 1, 4, 3),
+    (2, 2, 2, 4),
+    (4, 1, 2, 4),
+    (4, 2, 2, 3),
+    (8, 1, 2, 3),
+    (8, 2, 2, 3),
+];
+/// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
+pub const SIMT_VARIANTS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (4, 2), (8, 2)];
+/// Token tiles of the unaligned fallbacks (MMA: NT with RT = 1, U = 2; SIMT: MT with RS = 2).
+pub const UNALIGNED_TILES: [u32; 4] = [1, 2, 4, 8];
+/// Largest M a plan accepts (8 n-tiles of 8 tokens).
+pub const MAX_ROWS: usize = 64;
+/// Launch bound of every entry point (`kMaxThreads`).
+pub const MAX_THREADS: u32 = 256;
+/// K split granularity: k_per_split is a multiple of this (`kMmaStepK`).
+const K_GRANULE: usize = 32;
+/// Shared-memory row padding of the partial tile (`kRowPad`).
+const ROW_PAD: u32 = 4;
+/// Static shared memory of the kernels (the merge flag) plus headroom, kept off the opt-in limit.
+const STATIC_SMEM_RESERVE: u32 = 1024;
+/// Split counts the enumeration considers.
+const KSPLITS: [u32; 6] = [1, 2, 4, 8, 16, 32];
+/// CTA shapes (warps_r, warps_k) considered, first = default.
+const MMA_WARPS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (2, 4), (1, 8)];
+const SIMT_WARPS: [(u32, u32); 3] = [(1, 4), (2, 4), (1, 8)];
+
+/// Which kernel family and template instance a config launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    Mma { nt: u32, rt: u32, u: u32, stages: u32 },
+    MmaUnaligned { nt: u32 },
+    Simt { mt: u32, rs: u32 },
+    SimtUnaligned { mt: u32 },
+}
+
+impl Variant {
+    /// Rows of W one warp owns.
+    pub fn rows_per_warp(self) -> u32 {
+        match self {
+            Variant::Mma { rt, .. } => 16 * rt,
+            Variant::MmaUnaligned { .. } => 16,
+            Variant::Simt { rs, .. } => rs,
+            Variant::SimtUnaligned { .. } => 2,
+        }
+    }
+    /// Tokens of one pass (the partial tile's width).
+    pub fn tokens(self) -> u32 {
+        match self {
+            Variant::Mma { nt, .. } | Variant::MmaUnaligned { nt } => 8 * nt,
+            Variant::Simt { mt, .. } | Variant::SimtUnaligned { mt } => mt,
+        }
+    }
+    fn id(self) -> String {
+        match self {
+            Variant::Mma { nt, rt, u, stages } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}"),
+            Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
+            Variant::Simt { mt, rs } => format!("simt_mt{mt}_rs{rs}"),
+            Variant::SimtUnaligned { mt } => format!("simt_mt{mt}_unaligned"),
+        }
+    }
+    /// The kernel symbol for an output dtype, e.g. `b12x_bf16_gemv_mma_nt1_rt1_u4_s4_bf16out`.
+    pub fn symbol(self, out: DType) -> String {
+        format!("b12x_bf16_gemv_{}_{}out", self.id(), out.name())
+    }
+}
+
+/// Every symbol the variant table names (both output dtypes): the manifest test checks them.
+pub fn all_symbols() -> Vec<String> {
+    let mut v: Vec<Variant> =
+        MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }).collect();
+    v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
+    v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
+    v.extend(UNALIGNED_TILES.iter().map(|&mt| Variant::SimtUnaligned { mt }));
+    v.iter().flat_map(|v| [v.symbol(DType::BF16), v.symbol(DType::F32)]).collect()
+}
+
+/// One launch configuration: a variant, the CTA shape and the number of K splits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    pub variant: Variant,
+    /// Warps of a CTA along N (row groups).
+    pub warps_r: u32,
+    /// Warps of a CTA along K (merged through shared memory in warp order).
+    pub warps_k: u32,
+    /// CTAs along K (merged by the last-arriving CTA in split order).
+    pub ksplit: u32,
+}
+
+/// The geometry `enumerate` needs (from the query and the device).
+#[derive(Clone, Copy, Debug)]
+pub struct Geometry {
+    pub n: usize,
+    pub k: usize,
+    pub x_f32: bool,
+    pub aligned: bool,
+    /// Largest M of the bucket.
+    pub rows_hi: usize,
+    pub sm_count: u32,
+    pub smem_optin: u32,
+}
+
+impl Config {
+    /// The stable config id used in pins and caches: `"mma_nt1_rt1_u4_s4_wr1_wk2_ks1"`.
+    pub fn id(&self) -> String {
+        format!("{}_wr{}_wk{}_ks{}", self.variant.id(), self.warps_r, self.warps_k, self.ksplit)
+    }
+    pub fn threads(&self) -> u32 {
+        32 * self.warps_r * self.warps_k
+    }
+    /// Rows of W per CTA.
+    pub fn rows_per_cta(&self) -> u32 {
+        self.variant.rows_per_warp() * self.warps_r
+    }
+    pub fn row_blocks(&self, n: usize) -> usize {
+        n.div_ceil(self.rows_per_cta() as usize)
+    }
+    /// K elements per split (multiple of 32) and the number of non-empty splits.
+    pub fn k_split(&self, k: usize) -> (usize, usize) {
+        let per = k.div_ceil(K_GRANULE).div_ceil(self.ksplit as usize) * K_GRANULE;
+        (per, k.div_ceil(per))
+    }
+    /// Token capacity of the partials for a bucket ending at `rows_hi`.
+    pub fn m_pad(&self, rows_hi: usize) -> usize {
+        rows_hi.next_multiple_of(self.variant.tokens() as usize)
+    }
+    /// Dynamic shared memory, exactly as the kernel lays it out: the per-warp partial tile
+    /// `[warps_k][tokens][rows_per_cta + 4]` f32, overlaid (MMA) on the cp.async ring.
+    pub fn dynamic_smem(&self) -> u32 {
+        let tile = self.warps_k * self.variant.tokens() * (self.rows_per_cta() + ROW_PAD) * 4;
+        let ring = match self.variant {
+            Variant::Mma { nt, rt, u, stages } => {
+                let stage = 16 * rt * 4 * u * 16 + u * nt * 32 * 16;
+                self.warps_r * self.warps_k * stages * stage
+            }
+            _ => 0,
+        };
+        tile.max(ring)
+    }
+    /// `(partials bytes, counters bytes)` this config needs; zero without split-K.
+    pub fn scratch_bytes(&self, n: usize, k: usize, rows_hi: usize) -> (usize, usize) {
+        let (_, splits) = self.k_split(k);
+        if splits <= 1 {
+            return (0, 0);
+        }
+        let n_pad = self.row_blocks(n) * self.rows_per_cta() as usize;
+        (splits * self.m_pad(rows_hi) * n_pad * 4, self.row_blocks(n) * 4)
+    }
+}
+
+/// The variants that serve a bucket: the token tile is the smallest that covers `rows_hi`.
+fn variants(g: &Geometry) -> Vec<Variant> {
+    let nt = (g.rows_hi.div_ceil(8).next_power_of_two() as u32).min(8);
+    let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
+    match (g.x_f32, g.aligned) {
+        (false, true) => MMA_VARIANTS
+            .iter()
+            .filter(|v| v.0 == nt)
+            .map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages })
+            .collect(),
+        (false, false) => vec![Variant::MmaUnaligned { nt }],
+        (true, true) => SIMT_VARIANTS.iter().filter(|v| v.0 == mt).map(|&(mt, rs)| Variant::Simt { mt, rs }).collect(),
+        (true, false) => vec![Variant::SimtUnaligned { mt }],
+    }
+}
+
+/// Legal configs of one bucket, default first. Pruning rules, one line each:
+/// - shared memory within the device's opt-in limit (minus the static reserve);
+/// - a K split must give every warp of the CTA at least two 32·U-wide groups (else the ring
+///   never fills and splitting only adds merge traffic);
+/// - more splits only while the grid with half as many splits is under two waves of CTAs
+///   (beyond that every SM is already busy and splits only add partial traffic).
+///
+/// The default is the first variant, the first CTA shape, and the fewest splits whose grid
+/// covers every SM once.
+pub fn enumerate(g: &Geometry) -> Vec<Config> {
+    let mut out = Vec::new();
+    let mut default = None;
+    for variant in variants(g) {
+        let (shapes, step) = match variant {
+            Variant::Mma { u, .. } => (&MMA_WARPS[..], 32 * u as usize),
+            Variant::MmaUnaligned { .. } => (&MMA_WARPS[..3], 64),
+            _ => (&SIMT_WARPS[..], 256),
+        };
+        for &(warps_r, warps_k) in shapes.iter() {
+            for ksplit in KSPLITS {
+                let c = Config { variant, warps_r, warps_k, ksplit };
+                if c.threads() > MAX_THREADS || c.dynamic_smem() + STATIC_SMEM_RESERVE > g.smem_optin {
+                    continue;
+                }
+                let blocks = c.row_blocks(g.n);
+                let (per, splits) = c.k_split(g.k);
+                if ksplit > 1 && (splits < ksplit as usize || per < 2 * step * warps_k as usize) {
+                    continue;
+                }
+                if ksplit > 1 && blocks * (ksplit as usize / 2) >= 2 * g.sm_count as usize {
+                    continue;
+                }
+                if default.is_none() && blocks * splits >= g.sm_count as usize {
+                    default = Some(out.len());
+                }
+                out.push(c);
+            }
+        }
+    }
+    // No config fills the device (tiny N and K): the one with the most CTAs of the first shape.
+    if let Some(first) = out.first().copied() {
+        let same = |c: &Config| c.variant == first.variant && (c.warps_r, c.warps_k) == (first.warps_r, first.warps_k);
+        let d = default.unwrap_or_else(|| out.iter().rposition(same).unwrap_or(0));
+        out[..=d].rotate_right(1);
+    }
+    out
+}

@@ -1,0 +1,142 @@
+//! Launch, the session-facing [`OpPlan`] implementation and the autotune race case.
+
+use super::{Bf16GemvParams, Config, Plan, KERNEL_STATIC_SMEM, OP};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::{
+    memset_u32, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, Result, Scratch,
+    Selected, SCRATCH_ALIGN,
+};
+use std::sync::Arc;
+
+pub(super) fn launch(
+    plan: &Plan,
+    bucket: usize,
+    sel: &Selected,
+    p: &mut Bf16GemvParams,
+    stream: &CudaStream,
+) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
+    let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
+    let kernel = sel.kernels.first().ok_or_else(unknown)?;
+    let (q, rows_hi) = (&plan.query, plan.buckets[bucket].hi);
+    let (per, splits) = c.k_split(q.k);
+    let blocks = c.row_blocks(q.n);
+    p.k_per_split = per as i32;
+    p.ksplit = splits as i32;
+    p.warps_k = c.warps_k as i32;
+    p.warps_r = c.warps_r as i32;
+    p.n_pad = (blocks * c.rows_per_cta() as usize) as i32;
+    p.m_pad = c.m_pad(rows_hi) as i32;
+    if splits > 1 {
+        memset_u32(stream, p.counters, 0, blocks)?;
+    }
+    let dims = LaunchDims {
+        grid: (blocks as u32, splits as u32, 1),
+        block: (c.threads(), 1, 1),
+        smem_bytes: c.dynamic_smem(),
+    };
+    // SAFETY: Bf16GemvParams mirrors the kernel's struct (asserted on both sides); the tensors
+    // passed `Query::kernel_params`, the scratch regions were bound at the plan's sizes (or
+    // belong to the race's own buffer).
+    unsafe { kernel.launch(stream, dims, p) }
+}
+
+impl OpPlan for Plan {
+    fn op(&self) -> &'static str {
+        OP
+    }
+    fn query_key(&self) -> String {
+        let q = &self.query;
+        let bias = q.bias.map_or("none", DType::name);
+        format!(
+            "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}",
+            q.n, q.k, q.x_dtype, q.out_dtype, q.max_rows, q.aligned
+        )
+    }
+    fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+    fn module(&self) -> &'static KernelModule {
+        &crate::BF16_GEMV_MODULE
+    }
+    fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+    fn candidates(&self, bucket: usize) -> Vec<String> {
+        self.configs(bucket).iter().map(Config::id).collect()
+    }
+    fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
+        self.configs(bucket).get(config_index).map(|c| vec![c.variant.symbol(self.query.out_dtype)]).unwrap_or_default()
+    }
+    fn dynamic_smem(&self, bucket: usize, config_index: usize) -> u32 {
+        // The opt-in limit is an attribute of the kernel function, shared by every config (of
+        // every bucket) that launches it, and the last one set wins: report the largest need
+        // of the variant so a later bucket never lowers it below an earlier bucket's config.
+        // Plus the static shared memory: the launch limit covers static + dynamic, so exactly
+        // 48 KB of dynamic memory needs the opt-in too.
+        let Some(v) = self.configs(bucket).get(config_index).map(|c| c.variant) else { return 0 };
+        let need = self.configs.iter().flatten().filter(|c| c.variant == v).map(Config::dynamic_smem).max();
+        need.unwrap_or(0) + KERNEL_STATIC_SMEM
+    }
+    fn slot(&self) -> &PlanSlot {
+        &self.slot
+    }
+    fn bench_case(&self, bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
+        // One zeroed buffer holds scratch, W, x, y and bias at the bucket's largest M (speed does
+        // not depend on values). Note: this is a second copy of W's size while racing.
+        let q = &self.query;
+        let m = self.buckets.get(bucket).map_or(1, |b| b.hi);
+        let sizes = [
+            self.scratch.total_bytes(),
+            q.n * q.k * 2,
+            m * q.k * q.x_dtype.size_bytes(),
+            m * q.n * q.out_dtype.size_bytes(),
+            q.bias.map_or(0, |b| q.n * b.size_bytes()),
+        ];
+        let stream = self.device.stream();
+        let total = sizes.iter().map(|s| s.next_multiple_of(256)).sum::<usize>() + SCRATCH_ALIGN;
+        let mut buffer = stream.alloc_zeros::<u8>(total)?;
+        // Scratch regions must start on a SCRATCH_ALIGN boundary; allocations are only 256-aligned.
+        let base = buffer.device_ptr_mut(stream).0.next_multiple_of(SCRATCH_ALIGN as u64);
+        let mut at = [0u64; 5];
+        let mut off = 0u64;
+        for (a, s) in at.iter_mut().zip(sizes) {
+            *a = base + off;
+            off += s.next_multiple_of(256) as u64;
+        }
+        // SAFETY: the first region of `buffer`, owned by the race case and used by nothing else.
+        let bound = self.scratch.bind(&unsafe { Scratch::from_raw(at[0], sizes[0]) })?;
+        let params = Bf16GemvParams {
+            w: at[1],
+            x: at[2],
+            y: at[3],
+            bias: if q.bias.is_some() { at[4] } else { 0 },
+            partials: bound.ptr("partials"),
+            counters: bound.ptr("counters"),
+            ldw: q.k as i64,
+            ldx: q.k as i64,
+            ldy: q.n as i64,
+            n: q.n as i32,
+            k: q.k as i32,
+            m: m as i32,
+            bias_f32: i32::from(q.bias == Some(DType::F32)),
+            ..Bf16GemvParams::default()
+        };
+        Ok(Box::new(RaceCase { plan: self, bucket, params, _buffer: buffer }))
+    }
+}
+
+/// What the autotune race launches each candidate on.
+struct RaceCase<'p> {
+    plan: &'p Plan,
+    bucket: usize,
+    params: Bf16GemvParams,
+    _buffer: CudaSlice<u8>,
+}
+
+impl BenchCase for RaceCase<'_> {
+    fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
+        let mut p = self.params;
+        launch(self.plan, self.bucket, selected, &mut p, stream)
+    }
+}

@@ -1,0 +1,299 @@
+//! `gemm.bf16_gemv`: `y = x · Wᵀ (+ bias)` for a few rows of x against BF16 weights (decode).
+//!
+//! - Tensors (row-major, strides in elements): `x [M, K]` bf16 or f32, `w [N, K]` bf16,
+//!   `bias [N]` bf16 or f32 (contiguous, optional), `y [M, N]` bf16 or f32. Rows may be padded.
+//! - Math: f32 accumulation; the bias (either dtype, independent of the output's) is added in
+//!   f32 before the one rounding to the output dtype. f32 x is never rounded to bf16.
+//!   [`reference`](mod@reference) is the oracle and states the GPU tolerance.
+//! - Capacity and buckets: `Query::max_rows` (≤ 64) splits into `{1}, {2}, {3-4}, {5-8},
+//!   {9-16}, {17-32}, {33-64}` (cut at capacity); each bucket gets one tuned config; the live M
+//!   of a call picks its bucket.
+//! - Alignment: `Query::aligned` promises 16-byte aligned `x`/`w` base pointers and row
+//!   strides (checked at run); otherwise slower fallbacks with 2/4-byte loads are used.
+//! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
+//!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
+//!   to arrive (u32 arrival counter in scratch, zeroed by a `cuMemsetD32Async` inside `run`)
+//!   sums the partials in split order. Same inputs and config → same bits, eager or replayed.
+//!
+//! Configs (`Config::id`, e.g. `mma_nt1_rt1_u4_s4_wr1_wk2_ks1`):
+//! - `mma_nt{NT}_rt{RT}_u{U}_s{S}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16
+//!   W rows are the MMA's M, 8 tokens its N). A warp owns 16·RT rows and 8·NT tokens and walks
+//!   K in groups of U 32-wide steps through an S-stage cp.async ring of its own (W copied
+//!   row-contiguously into a swizzled tile, x pieces by the lanes that use them), S−1 groups
+//!   in flight. NT is the smallest tile covering the bucket (M ≤ 8 → NT = 1, …).
+//! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
+//!   16-byte loads, MT tokens per pass (larger M loops over passes).
+//! - `*_unaligned` — the same math with 2/4-byte loads for unaligned views.
+//! - `wr{R}_wk{W}`: warps per CTA along N (R) and K (W); `ks{S}`: CTAs along K. Split-K keeps
+//!   every SM busy when N is small (the (384, 7168) router runs 24 row blocks × 8 splits).
+//!
+//! ```no_run
+//! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
+//! use b12x_gemm::bf16_gemv::{self, Args, Query};
+//! # fn main() -> b12x_core::Result<()> {
+//! let dev = Device::new(0)?;
+//! let query = Query { n: 4096, k: 7168, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 8, aligned: true };
+//! let plan = bf16_gemv::plan(&query, &dev)?;
+//! let mut session = PreparationSession::new(&dev)?;
+//! session.prepare(&[&plan])?;
+//! let s = dev.stream();
+//! let (w, x) = (s.alloc_zeros::<b12x_core::half::bf16>(4096 * 7168)?, s.alloc_zeros::<b12x_core::half::bf16>(7168)?);
+//! let mut y = s.alloc_zeros::<b12x_core::half::bf16>(4096)?;
+//! let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1))?;
+//! let args = Args {
+//!     x: TensorRef::from_slice(&x, &[1, 7168])?,
+//!     w: TensorRef::from_slice(&w, &[4096, 7168])?,
+//!     bias: None,
+//!     y: TensorMut::from_slice(&mut y, &[1, 4096])?,
+//! };
+//! bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), s)?;
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod dispatch;
+mod params;
+pub mod reference;
+
+pub use config::{all_symbols, enumerate, Config, Geometry, Variant, MAX_ROWS};
+pub use params::Bf16GemvParams;
+
+use b12x_core::cudarc::driver::CudaStream;
+use b12x_core::plan::bucket_of;
+use b12x_core::{
+    pow2_buckets, resolve, Bucket, DType, Device, Error, PlanSlot, Result, Scratch, ScratchLayout, TensorMut, TensorRef,
+};
+use std::sync::Arc;
+
+/// The op id.
+pub const OP: &str = "gemm.bf16_gemv";
+/// Static shared memory of every entry point (`s_is_last` of the split-K merge, padded).
+const KERNEL_STATIC_SMEM: u32 = 16;
+
+b12x_core::inventory::submit! {
+    b12x_core::OpInfo {
+        name: OP,
+        group: "gemm",
+        entry_points: &["plan", "run"],
+        dtypes: &["bf16 w; bf16|f32 x; bf16|f32 y"],
+        archs: &[
+            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_120a", b12x_core::Validation::CompiledOnly),
+            ("sm_121a", b12x_core::Validation::CompiledOnly),
+        ],
+        krate: "b12x-gemm",
+        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic",
+    }
+}
+
+/// The static problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// N: rows of W, columns of y.
+    pub n: usize,
+    /// K: the reduction length.
+    pub k: usize,
+    /// dtype of x: bf16 (tensor cores) or f32 (CUDA cores).
+    pub x_dtype: DType,
+    /// dtype of y: bf16 or f32.
+    pub out_dtype: DType,
+    /// dtype of the bias (bf16 or f32), `None` for no bias.
+    pub bias: Option<DType>,
+    /// Capacity: the largest M `run` accepts (1..=64).
+    pub max_rows: usize,
+    /// `x` and `w` have 16-byte aligned base pointers and row strides (checked at run).
+    pub aligned: bool,
+}
+
+impl Query {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        let float = |d: DType| matches!(d, DType::BF16 | DType::F32);
+        // Row indices, K offsets and the padded row count are 32-bit in the kernel.
+        let limit = i32::MAX as usize - 64;
+        if self.n == 0 || self.n > limit {
+            return bad("n", format!("(N) must be in 1..={limit}, got {}", self.n));
+        }
+        if self.k == 0 || self.k > limit {
+            return bad("k", format!("(K) must be in 1..={limit}, got {}", self.k));
+        }
+        if !float(self.x_dtype) {
+            return bad("x_dtype", format!("must be bf16 or f32, got {}", self.x_dtype));
+        }
+        if !float(self.out_dtype) {
+            return bad("out_dtype", format!("must be bf16 or f32, got {}", self.out_dtype));
+        }
+        if let Some(b) = self.bias.filter(|&b| !float(b)) {
+            return bad("bias", format!("must be bf16 or f32, got {b}"));
+        }
+        if self.max_rows == 0 || self.max_rows > MAX_ROWS {
+            return bad("max_rows", format!("(M capacity) must be in 1..={MAX_ROWS}, got {}", self.max_rows));
+        }
+        Ok(())
+    }
+
+    /// Checks `args` against the query and builds the kernel parameters (without the launch
+    /// geometry); nothing is launched.
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<Bf16GemvParams> {
+        let (n, k) = (self.n, self.k);
+        let m = args.x.shape().first().copied().unwrap_or(0);
+        args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?;
+        args.w.expect("w", "[N, K]", DType::BF16, &[n, k])?;
+        args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?;
+        if m > self.max_rows {
+            return Err(Error::Capacity { what: "M (rows of x)", got: m, capacity: self.max_rows });
+        }
+        if args.bias.is_some() != self.bias.is_some() {
+            let expected = match self.bias {
+                Some(d) => format!("[N] = [{n}] {d} (the plan has a bias)"),
+                None => "no tensor (the plan has no bias)".into(),
+            };
+            let actual = args.bias.as_ref().map(|b| b.shape().to_vec()).unwrap_or_default();
+            return Err(Error::Shape { tensor: "bias", expected, actual });
+        }
+        let mut p = Bf16GemvParams {
+            w: args.w.ptr(),
+            x: args.x.ptr(),
+            y: args.y.ptr(),
+            ldw: args.w.row_stride("w")? as i64,
+            ldx: args.x.row_stride("x")? as i64,
+            ldy: args.y.row_stride("y")? as i64,
+            n: n as i32,
+            k: k as i32,
+            m: m as i32,
+            ..Bf16GemvParams::default()
+        };
+        if let (Some(b), Some(dtype)) = (&args.bias, self.bias) {
+            b.expect("bias", "[N]", dtype, &[n])?;
+            if n > 1 && b.strides() != [1] {
+                let reason = "bias must be contiguous".into();
+                return Err(Error::Stride { tensor: "bias", strides: b.strides().to_vec(), reason });
+            }
+            b.require_aligned("bias", dtype.size_bytes())?;
+            p.bias = b.ptr();
+            p.bias_f32 = i32::from(dtype == DType::F32);
+        }
+        // Aligned variants move 16-byte vectors of x and W rows; every path needs element alignment.
+        let (ax, aw) = if self.aligned { (16, 16) } else { (self.x_dtype.size_bytes(), 2) };
+        args.x.require_aligned("x", ax)?;
+        args.w.require_aligned("w", aw)?;
+        args.y.require_aligned("y", self.out_dtype.size_bytes())?;
+        Ok(p)
+    }
+
+    fn geometry(&self, device: &Device, bucket: &Bucket) -> Geometry {
+        Geometry {
+            n: self.n,
+            k: self.k,
+            x_f32: self.x_dtype == DType::F32,
+            aligned: self.aligned,
+            rows_hi: bucket.hi,
+            sm_count: device.sm_count(),
+            smem_optin: device.smem_optin(),
+        }
+    }
+}
+
+/// A validated query bound to a device; a cheap handle whose prepared state a session fills.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    query: Query,
+    device: Arc<Device>,
+    buckets: Vec<Bucket>,
+    /// Legal configs per bucket, default first.
+    configs: Vec<Vec<Config>>,
+    scratch: ScratchLayout,
+    slot: PlanSlot,
+}
+
+/// Validates `query` and enumerates its configs per bucket. Allocates, compiles and launches
+/// nothing.
+pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    query.validate()?;
+    let buckets = pow2_buckets(query.max_rows);
+    let configs: Vec<Vec<Config>> = buckets.iter().map(|b| enumerate(&query.geometry(device, b))).collect();
+    if configs.iter().any(Vec::is_empty) {
+        let reason = format!("no config fits {} bytes of shared memory per CTA", device.smem_optin());
+        return Err(Error::Unsupported { op: OP, device: device.name().to_string(), reason });
+    }
+    // Scratch for whichever config a session selects: the largest of every candidate.
+    let (mut partials, mut counters) = (0, 0);
+    for (b, cs) in buckets.iter().zip(&configs) {
+        for c in cs {
+            let (p, n) = c.scratch_bytes(query.n, query.k, b.hi);
+            (partials, counters) = (partials.max(p), counters.max(n));
+        }
+    }
+    let mut scratch = ScratchLayout::new();
+    if partials > 0 {
+        // f32 [ksplit, m_pad, n_pad]: one partial tile per (row block, split).
+        scratch.add("partials", partials);
+        // u32 [row blocks]: arrival counters of the split-K merge, zeroed by `run` before each launch.
+        scratch.add("counters", counters);
+    }
+    let slot = PlanSlot::default();
+    Ok(Plan { query: query.clone(), device: device.clone(), buckets, configs, scratch, slot })
+}
+
+impl Plan {
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+    /// Legal configs of bucket `bucket`, default first.
+    pub fn configs(&self, bucket: usize) -> &[Config] {
+        self.configs.get(bucket).map_or(&[], Vec::as_slice)
+    }
+    /// The scratch every call needs: `partials` (f32 split-K partial tiles) and `counters` (u32
+    /// arrival counters), or nothing when no candidate splits K.
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        self.scratch.clone()
+    }
+}
+
+/// The tensors of one call. Shapes and dtypes as in the module docs.
+#[derive(Debug)]
+pub struct Args<'a> {
+    /// `[M, K]`, bf16 or f32 (`Query::x_dtype`).
+    pub x: TensorRef<'a>,
+    /// `[N, K]` bf16.
+    pub w: TensorRef<'a>,
+    /// `[N]` contiguous, `Some` exactly when the query has a bias.
+    pub bias: Option<TensorRef<'a>>,
+    /// `[M, N]`, the output.
+    pub y: TensorMut<'a>,
+}
+
+/// Computes `args.y` on `stream`. Every check happens before any launch; no allocation, no
+/// synchronization. `M = 0` launches nothing.
+pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
+    let mut params = plan.query.kernel_params(&args)?;
+    let bound = plan.scratch.bind(&scratch)?;
+    if stream.context().ordinal() != plan.device.ordinal() {
+        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
+    }
+    if params.m == 0 {
+        return Ok(());
+    }
+    let m = params.m as usize;
+    let capacity = Error::Capacity { what: "M (rows of x)", got: m, capacity: plan.query.max_rows };
+    let bucket = bucket_of(&plan.buckets, m).ok_or(capacity)?;
+    let selected = resolve(plan, bucket, stream)?;
+    params.partials = bound.ptr("partials");
+    params.counters = bound.ptr("counters");
+    dispatch::launch(plan, bucket, &selected, &mut params, stream)
+}
+
+/// The plans `cargo xtask prepare` tunes by default: the issue's decode shapes (BF16 out:
+/// (4096, 7168), (7168, 4096), (18432, 7168), (1024, 4096), the 129280×7168 LM head; FP32 out:
+/// the 384×7168 router), bf16 x, no bias, capacity 16 rows.
+pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn b12x_core::OpPlan>>> {
+    let bf16 = [(4096, 7168), (7168, 4096), (18432, 7168), (1024, 4096), (129280, 7168)];
+    let shapes = bf16.iter().map(|&(n, k)| (n, k, DType::BF16)).chain([(384, 7168, DType::F32)]);
+    let mut out: Vec<Box<dyn b12x_core::OpPlan>> = Vec::new();
+    for (n, k, out_dtype) in shapes {
+        let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: 16, aligned: true };
+        out.push(Box::new(plan(&q, device)?));
+    }
+    Ok(out)
+}

@@ -1,0 +1,76 @@
+//! Kernel parameters of `kernels/bf16_gemv.cu`, mirrored field for field.
+//!
+//! The C struct `b12x::Bf16GemvParams` asserts the same size and offsets with `static_assert`;
+//! a change on one side that is not made on the other fails the build on that side.
+
+use std::mem::{offset_of, size_of};
+
+/// The one `__grid_constant__` argument of every `b12x_bf16_gemv_*` entry point.
+///
+/// Pointers are CUDA device addresses; strides are in elements. The grid is
+/// `(row blocks, ksplit)`, the block `32 * warps_k * warps_r` threads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Bf16GemvParams {
+    /// `[N, K]` bf16, row stride `ldw`.
+    pub w: u64,
+    /// `[M, K]` bf16 (MMA variants) or f32 (SIMT variants), row stride `ldx`.
+    pub x: u64,
+    /// `[N]` bf16 or f32 (`bias_f32`), contiguous; 0 for no bias.
+    pub bias: u64,
+    /// `[M, N]` bf16 or f32 (the entry point's output type), row stride `ldy`.
+    pub y: u64,
+    /// `[ksplit, m_pad, n_pad]` f32 split-K partial sums (scratch); unused when `ksplit == 1`.
+    pub partials: u64,
+    /// `[row blocks]` u32 arrival counters (scratch), zero at launch; unused when `ksplit == 1`.
+    pub counters: u64,
+    /// Elements between rows of `w`.
+    pub ldw: i64,
+    /// Elements between rows of `x`.
+    pub ldx: i64,
+    /// Elements between rows of `y`.
+    pub ldy: i64,
+    /// N.
+    pub n: i32,
+    /// K.
+    pub k: i32,
+    /// M, the live row count of x and y.
+    pub m: i32,
+    /// K elements per split, a multiple of 32 (the last split may be shorter).
+    pub k_per_split: i32,
+    /// Number of K splits (`gridDim.y`).
+    pub ksplit: i32,
+    /// Warps of a CTA along K.
+    pub warps_k: i32,
+    /// Warps of a CTA along N.
+    pub warps_r: i32,
+    /// Row blocks × rows per CTA: the row stride of `partials`.
+    pub n_pad: i32,
+    /// Token capacity of `partials` (≥ m).
+    pub m_pad: i32,
+    /// 1 when `bias` is f32, 0 when bf16.
+    pub bias_f32: i32,
+}
+
+const _: () = {
+    assert!(size_of::<Bf16GemvParams>() == 112);
+    assert!(offset_of!(Bf16GemvParams, w) == 0);
+    assert!(offset_of!(Bf16GemvParams, x) == 8);
+    assert!(offset_of!(Bf16GemvParams, bias) == 16);
+    assert!(offset_of!(Bf16GemvParams, y) == 24);
+    assert!(offset_of!(Bf16GemvParams, partials) == 32);
+    assert!(offset_of!(Bf16GemvParams, counters) == 40);
+    assert!(offset_of!(Bf16GemvParams, ldw) == 48);
+    assert!(offset_of!(Bf16GemvParams, ldx) == 56);
+    assert!(offset_of!(Bf16GemvParams, ldy) == 64);
+    assert!(offset_of!(Bf16GemvParams, n) == 72);
+    assert!(offset_of!(Bf16GemvParams, k) == 76);
+    assert!(offset_of!(Bf16GemvParams, m) == 80);
+    assert!(offset_of!(Bf16GemvParams, k_per_split) == 84);
+    assert!(offset_of!(Bf16GemvParams, ksplit) == 88);
+    assert!(offset_of!(Bf16GemvParams, warps_k) == 92);
+    assert!(offset_of!(Bf16GemvParams, warps_r) == 96);
+    assert!(offset_of!(Bf16GemvParams, n_pad) == 100);
+    assert!(offset_of!(Bf16GemvParams, m_pad) == 104);
+    assert!(offset_of!(Bf16GemvParams, bias_f32) == 108);
+};

@@ -1,0 +1,134 @@
+//! CPU oracle of `gemm.bf16_gemv`: straight loops, the executable spec.
+//!
+//! ```text
+//! acc[m][n] = Σ_k f64(x[m][k]) · f64(w[n][k])        (exact products, f64 accumulation in k order)
+//! acc[m][n] += f64(bias[n])                          (when there is a bias)
+//! y[m][n]   = round_to_nearest_even(acc[m][n] as TOut)   (f64 → f32 → TOut, see below)
+//! ```
+//!
+//! Rounding points: inputs are exact in f64 (bf16 and f32 both widen exactly); the products of
+//! a bf16 and a bf16 or f32 are exact in f64 (≤ 8 + 24 significant bits); the k-sum in f64
+//! loses at most K·2⁻⁵³·Σ|x·w| (negligible next to the kernel's f32 accumulation); the one
+//! rounding to the output is f64 → f32 (RNE), then f32 → bf16 (RNE) for bf16 output. That double
+//! rounding can differ from a direct f64 → bf16 rounding only on exact f32 ties, which the
+//! tolerance below (≥ 1 ULP of the output) absorbs.
+//!
+//! The kernel accumulates in f32 in its own (fixed) order, so GPU results are compared with
+//! [`check_bound`]: `|y − acc| ≤ ulp_out(|acc|) + C_ACC · K · 2⁻²⁴ · Σ_k |x·w|` per element, plus
+//! a cosine-difference bound over the whole output ([`cosine_bound`]).
+
+use b12x_core::half::bf16;
+use b12x_core::testing::HostFloat;
+use b12x_core::DType;
+
+/// Factor on the worst-case f32 summation error `K · 2⁻²⁴ · Σ|x·w|` (any order of additions).
+/// Decision: 2, because tensor-core f32 accumulation on SM90 truncates rather than rounds each
+/// addition (up to twice the error of a round-to-nearest add); the SIMT path rounds and needs 1.
+pub const C_ACC: f64 = 2.0;
+
+/// Unrounded result and the per-element magnitude `Σ_k |x·w|` (for the error bound).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exact {
+    /// `[M, N]` row-major: Σ_k x·w (+ bias), in f64.
+    pub acc: Vec<f64>,
+    /// `[M, N]` row-major: Σ_k |x·w|.
+    pub abs: Vec<f64>,
+}
+
+/// The exact (f64) result for the rows `rows` of W only (all of them: `0..n`).
+///
+/// `x`: `[M, K]` contiguous; `w`: `[N, K]` contiguous bf16; `bias`: `[N]` or empty.
+/// The result is `[M, rows.len()]`.
+pub fn exact<X: HostFloat, B: HostFloat>(
+    x: &[X],
+    w: &[bf16],
+    bias: Option<&[B]>,
+    m: usize,
+    k: usize,
+    rows: &[usize],
+) -> Exact {
+    let mut acc = vec![0.0f64; m * rows.len()];
+    let mut abs = vec![0.0f64; m * rows.len()];
+    for i in 0..m {
+        let xr = &x[i * k..(i + 1) * k];
+        for (j, &n) in rows.iter().enumerate() {
+            let wr = &w[n * k..(n + 1) * k];
+            let (mut s, mut a) = (0.0f64, 0.0f64);
+            for kk in 0..k {
+                let p = xr[kk].to_f64() * wr[kk].to_f64();
+                s += p;
+                a += p.abs();
+            }
+            if let Some(b) = bias {
+                s += b[n].to_f64();
+            }
+            acc[i * rows.len() + j] = s;
+            abs[i * rows.len() + j] = a;
+        }
+    }
+    Exact { acc, abs }
+}
+
+/// Rounds an exact result once to the output type (f64 → f32 → `O`).
+pub fn round<O: HostFloat>(acc: &[f64]) -> Vec<O> {
+    acc.iter().map(|&v| O::from_f32(v as f32)).collect()
+}
+
+/// `y = x · Wᵀ (+ bias)` rounded to `O`: the whole output, `[M, N]`.
+pub fn gemv<X: HostFloat, B: HostFloat, O: HostFloat>(
+    x: &[X],
+    w: &[bf16],
+    bias: Option<&[B]>,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Vec<O> {
+    let rows: Vec<usize> = (0..n).collect();
+    round(&exact(x, w, bias, m, k, &rows).acc)
+}
+
+/// One ULP of `out` at magnitude `v` (the spacing of representable values just above |v|).
+pub fn ulp(out: DType, v: f64) -> f64 {
+    let mant_bits = if out == DType::BF16 { 8 } else { 24 };
+    let v = v.abs().max(f64::from(f32::MIN_POSITIVE));
+    let e = v.log2().floor();
+    2f64.powf(e - (mant_bits - 1) as f64)
+}
+
+/// The per-element bound of the module docs.
+pub fn bound(out: DType, k: usize, acc: f64, abs: f64) -> f64 {
+    ulp(out, acc) + C_ACC * k as f64 * 2f64.powi(-24) * abs
+}
+
+/// Largest allowed `1 − cos(y, acc)` over a whole output. Decision: bf16 output rounds each
+/// element with relative error ≤ 2⁻⁹, so `1 − cos ≤ (2⁻⁹)² / 2 ≈ 1.9e-6`; 1e-5 leaves room for
+/// the f32 accumulation on top. f32 output: relative errors of a few 1e-6 give `1 − cos` of
+/// ~1e-11; 1e-6 still catches any misplaced or missing term of a sum.
+pub fn cosine_bound(out: DType) -> f64 {
+    if out == DType::BF16 {
+        1e-5
+    } else {
+        1e-6
+    }
+}
+
+/// Checks `got` (`[M, cols]`, already widened to f64) against an exact result: every element
+/// within [`bound`], NaN/Inf positions equal, and the cosine difference within [`cosine_bound`].
+/// Returns the worst error as a fraction of its bound.
+pub fn check_bound(
+    name: &str,
+    out: DType,
+    k: usize,
+    got: &[f64],
+    want: &Exact,
+    shape: &[usize],
+) -> Result<f64, String> {
+    let worst =
+        b12x_core::testing::check_close(name, got, &want.acc, shape, |i| bound(out, k, want.acc[i], want.abs[i]))?;
+    let finite = |v: &[f64]| v.iter().map(|x| if x.is_finite() { *x } else { 0.0 }).collect::<Vec<_>>();
+    let cd = b12x_core::testing::cosine_diff(&finite(got), &finite(&want.acc));
+    if cd > cosine_bound(out) {
+        return Err(format!("{name}: cosine difference {cd:.3e} exceeds {:.1e}", cosine_bound(out)));
+    }
+    Ok(worst)
+}

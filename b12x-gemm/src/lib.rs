@@ -1,0 +1,14 @@
+//! `b12x-gemm`: GEMM ops for LLM inference.
+//!
+//! | op | module | what |
+//! |---|---|---|
+//! | `gemm.bf16_gemv` | [`bf16_gemv`] | `y = x · Wᵀ (+ bias)` for few rows of x (decode), BF16 weights |
+
+pub mod bf16_gemv;
+
+// Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
+include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
+
+/// The embedded `kernels/bf16_gemv.cu`, loaded once per device.
+pub static BF16_GEMV_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-gemm/bf16_gemv", fatbin: BF16_GEMV_FATBIN, hash: BF16_GEMV_HASH };

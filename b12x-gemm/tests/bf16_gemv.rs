@@ -1,0 +1,331 @@
+//! CPU tests of `gemm.bf16_gemv`: the oracle against hand-computed values and identities, the
+//! tolerance, query validation, argument checks (on views of fake device addresses: nothing is
+//! dereferenced), config enumeration per bucket, and the variant table against the built kernels.
+
+use b12x_core::half::bf16;
+use b12x_core::testing::{cast, check_bitwise, check_manifest};
+use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
+use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, ulp};
+use b12x_gemm::bf16_gemv::{all_symbols, enumerate, Args, Config, Geometry, Query, Variant};
+use rstest::rstest;
+
+const H200_SMS: u32 = 132;
+const H200_SMEM: u32 = 232_448;
+/// SM120 (RTX 5090) / SM121 (GB10): 99 KB of opt-in shared memory per CTA.
+const SM120_SMEM: u32 = 101_376;
+
+fn query(n: usize, k: usize) -> Query {
+    Query { n, k, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 64, aligned: true }
+}
+
+fn geometry(n: usize, k: usize, rows_hi: usize, x_f32: bool, aligned: bool) -> Geometry {
+    Geometry { n, k, x_f32, aligned, rows_hi, sm_count: H200_SMS, smem_optin: H200_SMEM }
+}
+
+// ---- oracle -------------------------------------------------------------------------------
+
+#[test]
+fn oracle_matches_hand_computed_values() {
+    // x = [[1, 2, 3, 4], [-1, 0.5, 0, 2]], W = [[1, 0, 0, 0], [1, 1, 1, 1], [0.5, -1, 2, 0.25]]
+    let x = cast::<bf16>(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.5, 0.0, 2.0]);
+    let w = cast::<bf16>(&[1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.5, -1.0, 2.0, 0.25]);
+    let bias = [0.0f32, 0.5, -1.0];
+    // Row 0: [1, 10, 0.5 - 2 + 6 + 1 = 5.5] + bias = [1, 10.5, 4.5]
+    // Row 1: [-1, 1.5, -0.5 - 0.5 + 0 + 0.5 = -0.5] + bias = [-1, 2, -1.5]
+    let want = [1.0f32, 10.5, 4.5, -1.0, 2.0, -1.5];
+    let y: Vec<f32> = gemv(&x, &w, Some(&bias), 2, 3, 4);
+    check_bitwise("y", &y, &want, &[2, 3]).unwrap();
+    let y: Vec<bf16> = gemv(&x, &w, Some(&cast::<bf16>(&bias)), 2, 3, 4);
+    check_bitwise("y", &y, &cast::<bf16>(&want), &[2, 3]).unwrap();
+    let none: Option<&[f32]> = None;
+    let y: Vec<f32> = gemv(&x, &w, none, 2, 3, 4);
+    check_bitwise("y", &y, &[1.0, 10.0, 5.5, -1.0, 1.5, -0.5], &[2, 3]).unwrap();
+}
+
+#[test]
+fn oracle_rounds_once_at_the_end() {
+    // 1 + 2^-8 + 2^-8: rounding to bf16 after each add would tie to 1 twice; rounding once at
+    // the end gives 1 + 2^-7 (one bf16 ULP above 1).
+    let x = cast::<bf16>(&[1.0, 1.0, 1.0]);
+    let w = cast::<bf16>(&[1.0, 2f32.powi(-8), 2f32.powi(-8)]);
+    let none: Option<&[f32]> = None;
+    let y: Vec<bf16> = gemv(&x, &w, none, 1, 1, 3);
+    assert_eq!(y[0].to_f32(), 1.0 + 2f32.powi(-7));
+    // f32 x is not rounded to bf16: 1 + 2^-12 survives into an f32 output.
+    let xf = [1.0f32 + 2f32.powi(-12)];
+    let y: Vec<f32> = gemv(&xf, &cast::<bf16>(&[1.0]), none, 1, 1, 1);
+    assert_eq!(y[0], 1.0 + 2f32.powi(-12));
+}
+
+#[rstest]
+#[case::first_column(0)]
+#[case::middle_column(37)]
+#[case::last_column(99)]
+fn one_hot_x_selects_a_column_of_w(#[case] j: usize) {
+    let (n, k) = (13, 100);
+    let w: Vec<bf16> = cast(&b12x_core::testing::uniform(1, n * k, -3.0, 3.0));
+    let mut x = vec![0.0f32; k];
+    x[j] = 1.0;
+    let none: Option<&[f32]> = None;
+    let y: Vec<bf16> = gemv(&cast::<bf16>(&x), &w, none, 1, n, k);
+    let want: Vec<bf16> = (0..n).map(|r| w[r * k + j]).collect();
+    check_bitwise("y", &y, &want, &[1, n]).unwrap();
+}
+
+#[test]
+fn exact_on_a_row_subset_matches_the_full_result() {
+    let (m, n, k) = (3, 17, 40);
+    let x: Vec<f32> = b12x_core::testing::uniform(2, m * k, -1.0, 1.0);
+    let w: Vec<bf16> = cast(&b12x_core::testing::uniform(3, n * k, -1.0, 1.0));
+    let none: Option<&[f32]> = None;
+    let full = exact(&x, &w, none, m, k, &(0..n).collect::<Vec<_>>());
+    let rows = [0, 5, 16];
+    let part = exact(&x, &w, none, m, k, &rows);
+    for i in 0..m {
+        for (j, &r) in rows.iter().enumerate() {
+            assert_eq!(part.acc[i * rows.len() + j], full.acc[i * n + r]);
+            assert!(part.abs[i * rows.len() + j] >= part.acc[i * rows.len() + j].abs());
+        }
+    }
+}
+
+#[rstest]
+#[case::bf16_one(DType::BF16, 1.0, 2f64.powi(-7))]
+#[case::bf16_just_below_two(DType::BF16, 1.99, 2f64.powi(-7))]
+#[case::bf16_minus_eight(DType::BF16, -8.0, 2f64.powi(-4))]
+#[case::f32_one(DType::F32, 1.0, 2f64.powi(-23))]
+fn ulp_of_the_output_type(#[case] out: DType, #[case] v: f64, #[case] want: f64) {
+    assert_eq!(ulp(out, v), want);
+}
+
+#[test]
+fn bound_grows_with_k_and_magnitude() {
+    assert_eq!(bound(DType::F32, 0, 1.0, 5.0), 2f64.powi(-23));
+    assert!(bound(DType::F32, 7168, 1.0, 100.0) > bound(DType::F32, 4096, 1.0, 100.0));
+    assert!(bound(DType::BF16, 4096, 1.0, 100.0) > bound(DType::F32, 4096, 1.0, 100.0));
+}
+
+// ---- query validation ---------------------------------------------------------------------
+
+#[rstest]
+#[case::zero_n(Query { n: 0, ..query(8, 8) }, "n")]
+#[case::zero_k(Query { k: 0, ..query(8, 8) }, "k")]
+#[case::huge_k(Query { k: 1 << 31, ..query(8, 8) }, "k")]
+#[case::f16_x(Query { x_dtype: DType::F16, ..query(8, 8) }, "x_dtype")]
+#[case::i32_out(Query { out_dtype: DType::I32, ..query(8, 8) }, "out_dtype")]
+#[case::u8_bias(Query { bias: Some(DType::U8), ..query(8, 8) }, "bias")]
+#[case::zero_rows(Query { max_rows: 0, ..query(8, 8) }, "max_rows")]
+#[case::too_many_rows(Query { max_rows: 65, ..query(8, 8) }, "max_rows")]
+fn bad_queries_name_the_field(#[case] q: Query, #[case] field: &str) {
+    match q.validate() {
+        Err(Error::InvalidQuery { field: f, .. }) => assert_eq!(f, field),
+        other => panic!("expected InvalidQuery({field}), got {other:?}"),
+    }
+}
+
+#[rstest]
+#[case::llama3_8b_gate(query(14336, 4096))]
+#[case::prime_n(query(4099, 4104))]
+#[case::one_by_one(Query { max_rows: 1, ..query(1, 1) })]
+#[case::f32_everything(Query { x_dtype: DType::F32, out_dtype: DType::F32, bias: Some(DType::F32), ..query(384, 7168) })]
+fn good_queries_validate(#[case] q: Query) {
+    q.validate().unwrap();
+}
+
+// ---- argument checks ----------------------------------------------------------------------
+
+const BASE: u64 = 0x7f00_0000_0000;
+
+fn view(ptr: u64, shape: &[usize], row_stride: usize, dtype: DType) -> TensorRef<'static> {
+    let strides: Vec<isize> = if shape.len() == 2 { vec![row_stride as isize, 1] } else { vec![1] };
+    // SAFETY: never dereferenced: kernel_params only inspects the views.
+    unsafe { TensorRef::from_raw(ptr, shape, &strides, dtype) }.unwrap()
+}
+fn view_mut(ptr: u64, shape: &[usize], row_stride: usize, dtype: DType) -> TensorMut<'static> {
+    // SAFETY: as above.
+    unsafe { TensorMut::from_raw(ptr, shape, &[row_stride as isize, 1], dtype) }.unwrap()
+}
+
+struct Views {
+    x: (u64, usize, usize, DType),
+    w: (u64, usize, DType),
+    y: (u64, usize, usize, DType),
+    bias: Option<(u64, DType)>,
+}
+
+fn good(m: usize) -> Views {
+    Views {
+        x: (BASE, m, 4096, DType::BF16),
+        w: (BASE + (1 << 30), 4096, DType::BF16),
+        y: (BASE + (2 << 30), m, 1024, DType::BF16),
+        bias: None,
+    }
+}
+
+fn params(q: &Query, v: &Views) -> Result<b12x_gemm::bf16_gemv::Bf16GemvParams, Error> {
+    let args = Args {
+        x: view(v.x.0, &[v.x.1, q.k], v.x.2, v.x.3),
+        w: view(v.w.0, &[q.n, q.k], v.w.1, v.w.2),
+        bias: v.bias.map(|(p, d)| view(p, &[q.n], 1, d)),
+        y: view_mut(v.y.0, &[v.y.1, q.n], v.y.2, v.y.3),
+    };
+    q.kernel_params(&args)
+}
+
+#[test]
+fn good_args_fill_the_params() {
+    let q = Query { bias: Some(DType::F32), max_rows: 8, ..query(1024, 4096) };
+    let v = Views { bias: Some((BASE + (3 << 30), DType::F32)), x: (BASE, 5, 4104, DType::BF16), ..good(5) };
+    let p = params(&q, &v).unwrap();
+    assert_eq!((p.n, p.k, p.m, p.ldx, p.ldw, p.ldy, p.bias_f32), (1024, 4096, 5, 4104, 4096, 1024, 1));
+    assert_eq!((p.x, p.w, p.bias), (BASE, BASE + (1 << 30), BASE + (3 << 30)));
+}
+
+/// A short tag of an error: its variant, and the tensor it names, e.g. `"Misaligned:x"`.
+fn kind(e: &Error) -> String {
+    match e {
+        Error::Capacity { .. } => "Capacity".into(),
+        Error::Shape { tensor, .. } => format!("Shape:{tensor}"),
+        Error::DType { tensor, .. } => format!("DType:{tensor}"),
+        Error::Stride { tensor, .. } => format!("Stride:{tensor}"),
+        Error::Misaligned { tensor, .. } => format!("Misaligned:{tensor}"),
+        other => format!("{other:?}"),
+    }
+}
+
+const Y: u64 = BASE + (2 << 30);
+const W: u64 = BASE + (1 << 30);
+
+#[rstest]
+#[case::above_capacity(Views { x: (BASE, 9, 4096, DType::BF16), y: (Y, 9, 1024, DType::BF16), ..good(1) }, "Capacity")]
+#[case::x_wrong_dtype(Views { x: (BASE, 1, 4096, DType::F32), ..good(1) }, "DType:x")]
+#[case::w_wrong_dtype(Views { w: (W, 4096, DType::F16), ..good(1) }, "DType:w")]
+#[case::y_wrong_rows(Views { y: (Y, 2, 1024, DType::BF16), ..good(1) }, "Shape:y")]
+#[case::y_wrong_dtype(Views { y: (Y, 1, 1024, DType::F32), ..good(1) }, "DType:y")]
+#[case::unexpected_bias(Views { bias: Some((BASE, DType::BF16)), ..good(1) }, "Shape:bias")]
+#[case::misaligned_x(Views { x: (BASE + 2, 1, 4096, DType::BF16), ..good(1) }, "Misaligned:x")]
+#[case::odd_x_stride(Views { x: (BASE, 2, 4097, DType::BF16), y: (Y, 2, 1024, DType::BF16), ..good(2) }, "Misaligned:x")]
+#[case::misaligned_w(Views { w: (W + 8, 4096, DType::BF16), ..good(1) }, "Misaligned:w")]
+#[case::overlapping_w_rows(Views { w: (W, 4000, DType::BF16), ..good(1) }, "Stride:w")]
+#[case::odd_y_pointer(Views { y: (BASE + 1, 1, 1024, DType::BF16), ..good(1) }, "Misaligned:y")]
+fn bad_args_are_typed_errors(#[case] v: Views, #[case] expected: &str) {
+    let q = Query { max_rows: 8, ..query(1024, 4096) };
+    match params(&q, &v) {
+        Err(e) => assert_eq!(kind(&e), expected, "{e}"),
+        Ok(p) => panic!("expected {expected}, got {p:?}"),
+    }
+}
+
+#[test]
+fn missing_or_wrong_bias_is_a_typed_error() {
+    let q = Query { bias: Some(DType::BF16), max_rows: 8, ..query(1024, 4096) };
+    assert!(matches!(params(&q, &good(1)), Err(Error::Shape { tensor: "bias", .. })));
+    let v = Views { bias: Some((BASE + (3 << 30), DType::F32)), ..good(1) };
+    assert!(matches!(params(&q, &v), Err(Error::DType { tensor: "bias", .. })));
+}
+
+#[test]
+fn unaligned_plans_accept_unaligned_views() {
+    let q = Query { aligned: false, max_rows: 8, ..query(1024, 4095) };
+    let v = Views { x: (BASE + 2, 2, 4097, DType::BF16), w: (BASE + 6, 4095, DType::BF16), ..good(2) };
+    let v = Views { y: (BASE + (2 << 30) + 2, 2, 1025, DType::BF16), ..v };
+    params(&q, &v).unwrap();
+    // Element alignment is still required.
+    let v = Views { w: (BASE + 7, 4095, DType::BF16), ..good(2) };
+    assert!(matches!(params(&q, &v), Err(Error::Misaligned { tensor: "w", .. })));
+}
+
+// ---- configs ------------------------------------------------------------------------------
+
+#[rstest]
+#[case::decode_1(1, 1)]
+#[case::decode_8(8, 1)]
+#[case::rows_9_16(16, 2)]
+#[case::rows_17_32(32, 4)]
+#[case::rows_33_64(64, 8)]
+fn buckets_pick_the_smallest_token_tile(#[case] rows_hi: usize, #[case] nt: u32) {
+    for c in enumerate(&geometry(4096, 7168, rows_hi, false, true)) {
+        match c.variant {
+            Variant::Mma { nt: got, .. } => assert_eq!(got, nt, "{}", c.id()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for c in enumerate(&geometry(4096, 7168, rows_hi, true, true)) {
+        match c.variant {
+            Variant::Simt { mt, .. } => assert_eq!(mt as usize, rows_hi.next_power_of_two().min(8)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(matches!(enumerate(&geometry(4096, 7168, rows_hi, false, false))[0].variant, Variant::MmaUnaligned { .. }));
+    assert!(matches!(enumerate(&geometry(4096, 7168, rows_hi, true, false))[0].variant, Variant::SimtUnaligned { .. }));
+}
+
+#[rstest]
+#[case::dsv4_router(384, 7168, 8)]
+#[case::llama3_8b_o(4096, 4096, 1)]
+#[case::dsv4_up(18432, 7168, 1)]
+#[case::small(1024, 4096, 4)]
+fn default_config_fills_every_sm(#[case] n: usize, #[case] k: usize, #[case] ksplit: u32) {
+    let cs = enumerate(&geometry(n, k, 1, false, true));
+    let d = cs[0];
+    assert_eq!(d.ksplit, ksplit, "{}", d.id());
+    assert!(d.row_blocks(n) * d.k_split(k).1 >= H200_SMS as usize);
+}
+
+#[rstest]
+#[case::llama3_8b(4096, 4096)]
+#[case::dsv4_router(384, 7168)]
+#[case::dsv4_lm_head(129280, 7168)]
+#[case::prime_n_odd_k(4099, 4097)]
+#[case::tiny(1, 1)]
+fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
+    for b in pow2_buckets(64) {
+        for (x_f32, aligned) in [(false, true), (false, false), (true, true), (true, false)] {
+            let g = Geometry { smem_optin: SM120_SMEM, ..geometry(n, k, b.hi, x_f32, aligned) };
+            let cs = enumerate(&g);
+            assert!(!cs.is_empty(), "bucket {} x_f32={x_f32} aligned={aligned}", b.label());
+            let mut ids: Vec<String> = cs.iter().map(Config::id).collect();
+            ids.sort();
+            ids.dedup();
+            assert_eq!(ids.len(), cs.len(), "duplicate config ids");
+            for c in &cs {
+                assert!(c.dynamic_smem() + 1024 <= SM120_SMEM && c.threads() <= 256, "{}", c.id());
+                let (per, splits) = c.k_split(k);
+                assert!(per % 32 == 0 && per * splits >= k && per * (splits - 1) < k, "{}", c.id());
+                let (partials, counters) = c.scratch_bytes(n, k, b.hi);
+                assert_eq!(partials > 0, splits > 1);
+                assert_eq!(counters, if splits > 1 { c.row_blocks(n) * 4 } else { 0 });
+            }
+        }
+    }
+}
+
+#[test]
+fn config_ids_are_stable() {
+    let c = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4 }, warps_r: 1, warps_k: 2, ksplit: 8 };
+    assert_eq!(c.id(), "mma_nt1_rt1_u4_s4_wr1_wk2_ks8");
+    assert_eq!(c.variant.symbol(DType::F32), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_f32out");
+    let s = Config { variant: Variant::SimtUnaligned { mt: 8 }, warps_r: 2, warps_k: 4, ksplit: 1 };
+    assert_eq!(s.id(), "simt_mt8_unaligned_wr2_wk4_ks1");
+    assert_eq!(s.variant.symbol(DType::BF16), "b12x_bf16_gemv_simt_mt8_unaligned_bf16out");
+}
+
+#[test]
+fn every_enumerated_symbol_is_in_the_variant_table() {
+    let all = all_symbols();
+    for rows_hi in [1, 2, 4, 8, 16, 32, 64] {
+        for (x_f32, aligned) in [(false, true), (false, false), (true, true), (true, false)] {
+            for c in enumerate(&geometry(4096, 7168, rows_hi, x_f32, aligned)) {
+                for out in [DType::BF16, DType::F32] {
+                    assert!(all.contains(&c.variant.symbol(out)), "{}", c.variant.symbol(out));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn variant_table_matches_the_built_kernels() {
+    // Every symbol exists for sm_90a, sm_120a and sm_121a, and no kernel spills.
+    check_manifest(b12x_gemm::KERNEL_MANIFEST, &all_symbols()).unwrap();
+}

@@ -1,0 +1,457 @@
+//! GPU validation of `gemm.bf16_gemv` against the CPU oracle (libtest-mimic; every trial is
+//! listed as ignored when no CUDA device is present).
+//!
+//! Each shape × M trial runs every legal config of M's bucket (pinned one at a time; the
+//! largest shapes only the default), with `y` and the scratch poisoned (0xFF) before each launch
+//! and y's row padding checked untouched after it. Results must be within
+//! `reference::bound` of the f64 oracle element-wise and within `reference::cosine_bound` in
+//! cosine difference; NaN/Inf positions equal. The LM head checks sampled rows of W only.
+//! Further trials: graph replay equals eager bitwise (split-K included), repeated eager runs
+//! are bitwise equal, a frozen session (or a capture) rejects an unprepared plan, `run`
+//! allocates nothing, bad inputs are typed errors that launch nothing.
+//! `B12X_TEST_PROFILE=reduced` drops the large shapes (sanitizer runs).
+
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::testing::{
+    alloc_poisoned, arange, cast, poison, reduced_profile, run_gpu_trials, shapes, uniform, GpuTrial,
+};
+use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
+use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query};
+use std::sync::Arc;
+
+type TrialResult = Result<(), String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Fill {
+    /// Seeded uniform values in [-1, 1).
+    Uniform,
+    /// `arange` wrapped at a prime, offset to mix signs: exposes layout bugs.
+    Arange,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    name: &'static str,
+    n: usize,
+    k: usize,
+    ms: &'static [usize],
+    x: DType,
+    out: DType,
+    bias: Option<DType>,
+    aligned: bool,
+    /// Extra elements at the end of each row of x, w and y.
+    pad: usize,
+    fill: Fill,
+    /// Check every `sample`-th row of W (and the last one) instead of all (huge N·K).
+    sample: usize,
+    /// Run only the default config (large shapes), and skip in the reduced profile.
+    large: bool,
+}
+
+const fn case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> Case {
+    Case {
+        name,
+        n,
+        k,
+        ms,
+        x: DType::BF16,
+        out: DType::BF16,
+        bias: None,
+        aligned: true,
+        pad: 0,
+        fill: Fill::Uniform,
+        sample: 1,
+        large: false,
+    }
+}
+
+const ALL_BUCKETS: &[usize] = &[1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64];
+const DECODE: &[usize] = &[1, 8];
+const F32: DType = DType::F32;
+const L3: shapes::Model = shapes::LLAMA3_8B;
+const Q3: shapes::Model = shapes::QWEN3_30B_A3B;
+const DF: shapes::Model = shapes::DEEPSEEK_V4_FLASH;
+const D4: shapes::Model = shapes::DEEPSEEK_V4;
+
+const CASES: &[Case] = &[
+    case("llama3_8b_o_proj", L3.hidden, L3.hidden, ALL_BUCKETS),
+    case("llama3_8b_gate", L3.intermediate, L3.hidden, DECODE),
+    Case { bias: Some(DType::BF16), ..case("llama3_8b_down_bias", L3.hidden, L3.intermediate, &[1, 4]) },
+    case("qwen3_30b_a3b_qkv", (Q3.heads + 2 * Q3.kv_heads) * Q3.head_dim, Q3.hidden, &[1, 3]),
+    Case { out: F32, ..case("qwen3_30b_a3b_router", Q3.experts, Q3.hidden, DECODE) },
+    Case { out: F32, ..case("deepseek_v4_flash_router", DF.experts, DF.hidden, DECODE) },
+    case("deepseek_v4_flash_expert_up", DF.moe_intermediate, DF.hidden, &[1, 16]),
+    case("deepseek_v4_up", D4.intermediate, D4.hidden, &[1, 8, 16]),
+    Case { large: true, ..case("deepseek_v4_down", D4.hidden, D4.intermediate, &[2]) },
+    Case { out: F32, ..case("deepseek_v4_router", D4.experts, D4.hidden, &[1, 2, 4, 8, 64]) },
+    Case {
+        x: F32,
+        out: F32,
+        bias: Some(F32),
+        ..case("deepseek_v4_router_f32_x", D4.experts, D4.hidden, &[1, 3, 8, 9])
+    },
+    Case { sample: 61, large: true, ..case("deepseek_v4_lm_head", D4.vocab, D4.hidden, DECODE) },
+    Case { fill: Fill::Arange, ..case("awkward_prime_n", 4099, 4104, &[1, 3]) },
+    Case { fill: Fill::Arange, ..case("awkward_k40", 129, 40, &[1, 7, 33]) },
+    Case { fill: Fill::Arange, ..case("awkward_tiny", 7, 8, &[1, 2]) },
+    Case { aligned: false, fill: Fill::Arange, ..case("unaligned_odd_k", 1031, 4097, &[1, 5, 17]) },
+    Case { aligned: false, pad: 3, ..case("unaligned_padded", 515, 1001, &[2, 9]) },
+    Case { aligned: false, ..case("unaligned_one_by_one", 1, 1, &[1]) },
+    Case { x: F32, aligned: false, pad: 1, ..case("unaligned_f32_x", 515, 1001, &[1, 9]) },
+    Case { pad: 8, bias: Some(F32), ..case("padded_rows_f32_bias", 2048, 2048, &[2, 12]) },
+    Case { out: F32, bias: Some(DType::BF16), ..case("f32_out_bf16_bias", 1000, 3072, &[1, 6]) },
+];
+
+/// A device buffer of either float dtype.
+enum Buf {
+    Bf16(CudaSlice<bf16>),
+    F32(CudaSlice<f32>),
+}
+
+impl Buf {
+    fn upload(stream: &Arc<CudaStream>, v: &[f32], dtype: DType) -> Result<Self, String> {
+        Ok(match dtype {
+            DType::BF16 => Buf::Bf16(stream.clone_htod(&cast::<bf16>(v)).map_err(err)?),
+            _ => Buf::F32(stream.clone_htod(v).map_err(err)?),
+        })
+    }
+    fn poisoned(stream: &Arc<CudaStream>, n: usize, dtype: DType) -> Result<Self, String> {
+        Ok(match dtype {
+            DType::BF16 => Buf::Bf16(alloc_poisoned(stream, n).map_err(err)?),
+            _ => Buf::F32(alloc_poisoned(stream, n).map_err(err)?),
+        })
+    }
+    fn poison(&mut self, stream: &CudaStream) -> TrialResult {
+        match self {
+            Buf::Bf16(s) => poison(stream, s),
+            Buf::F32(s) => poison(stream, s),
+        }
+        .map_err(err)
+    }
+    fn download(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, String> {
+        Ok(match self {
+            Buf::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_f64()).collect(),
+            Buf::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|&v| f64::from(v)).collect(),
+        })
+    }
+    fn bits(&self, stream: &Arc<CudaStream>) -> Result<Vec<u32>, String> {
+        Ok(match self {
+            Buf::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| u32::from(v.to_bits())).collect(),
+            Buf::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_bits()).collect(),
+        })
+    }
+    fn ptr(&self) -> u64 {
+        match self {
+            Buf::Bf16(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0),
+            Buf::F32(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0),
+        }
+    }
+    /// A `[rows, cols]` view with row stride `stride` (`cols == 0`: a 1-D `[rows]` view).
+    fn view(&self, rows: usize, cols: usize, stride: usize, dtype: DType) -> TensorRef<'_> {
+        let (shape, strides): (Vec<usize>, Vec<isize>) =
+            if cols == 0 { (vec![rows], vec![1]) } else { (vec![rows, cols], vec![stride as isize, 1]) };
+        // SAFETY: every caller allocated at least rows * stride elements of `dtype`.
+        unsafe { TensorRef::from_raw(self.ptr(), &shape, &strides, dtype) }.expect("view")
+    }
+    fn view_mut(&mut self, rows: usize, cols: usize, stride: usize, dtype: DType) -> TensorMut<'_> {
+        // SAFETY: as above; the buffer is borrowed mutably for the view's lifetime.
+        unsafe { TensorMut::from_raw(self.ptr(), &[rows, cols], &[stride as isize, 1], dtype) }.expect("view")
+    }
+}
+
+/// Host values exactly representable in `dtype`.
+fn values(fill: Fill, seed: u64, n: usize, dtype: DType) -> Vec<f32> {
+    let v = match fill {
+        Fill::Uniform => uniform(seed, n, -1.0, 1.0),
+        Fill::Arange => arange(n, 97 + seed as usize, 1.0 / 64.0).iter().map(|v| v - 0.75).collect(),
+    };
+    if dtype == DType::BF16 {
+        cast::<bf16>(&v).iter().map(|b| b.to_f32()).collect()
+    } else {
+        v
+    }
+}
+
+/// Rows of `[rows, cols]` with row stride `stride`, gathered contiguous.
+fn gather(v: &[f32], rows: usize, cols: usize, stride: usize) -> Vec<f32> {
+    (0..rows).flat_map(|r| v[r * stride..r * stride + cols].iter().copied()).collect()
+}
+
+/// A poisoned scratch buffer for `plan`, with room to align its start (see [`scratch_of`]).
+fn scratch_buffer(stream: &Arc<CudaStream>, plan: &Plan) -> Result<CudaSlice<u8>, String> {
+    alloc_poisoned::<u8>(stream, plan.scratch_layout().total_bytes() + SCRATCH_ALIGN).map_err(err)
+}
+
+/// The first `bytes` of `buf` after its first SCRATCH_ALIGN boundary (allocations are only
+/// 256-byte aligned; scratch regions must be 1024-byte aligned).
+fn scratch_of(buf: &mut CudaSlice<u8>, bytes: usize) -> Scratch<'_> {
+    let ptr = TensorRef::from_slice(buf, &[buf.len()]).map(|v| v.ptr()).unwrap_or(0);
+    // SAFETY: [aligned, aligned + bytes) lies inside `buf` (allocated with SCRATCH_ALIGN spare
+    // bytes), which the returned value borrows mutably.
+    unsafe { Scratch::from_raw(ptr.next_multiple_of(SCRATCH_ALIGN as u64), bytes) }
+}
+
+/// Prepares `plan` with `config` pinned in bucket `label` (others: default, no race).
+fn session_pinned(dev: &Arc<Device>, plan: &Plan, label: &str, config: &str) -> Result<PreparationSession, String> {
+    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    s.pin(plan, label, config);
+    s.prepare(&[plan]).map_err(err)?;
+    Ok(s)
+}
+
+fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
+    let (n, k) = (c.n, c.k);
+    let (lx, lw, ly) = (k + c.pad, k + c.pad, n + c.pad);
+    let stream = dev.stream();
+    let x_h = values(c.fill, 1, m * lx, c.x);
+    let w_h = values(c.fill, 2, n * lw, DType::BF16);
+    let b_h = c.bias.map(|d| values(Fill::Uniform, 3, n, d));
+    let rows: Vec<usize> = (0..n).filter(|r| r % c.sample == 0 || *r == n - 1).collect();
+    let w_c = cast::<bf16>(&gather(&w_h, n, k, lw));
+    let want = reference::exact(&gather(&x_h, m, k, lx), &w_c, b_h.as_deref(), m, k, &rows);
+    let x = Buf::upload(stream, &x_h, c.x)?;
+    let w = Buf::upload(stream, &w_h, DType::BF16)?;
+    let bias = match (&b_h, c.bias) {
+        (Some(v), Some(d)) => Some(Buf::upload(stream, v, d)?),
+        _ => None,
+    };
+    let mut y = Buf::poisoned(stream, m * ly, c.out)?;
+    let q = Query { n, k, x_dtype: c.x, out_dtype: c.out, bias: c.bias, max_rows: 64, aligned: c.aligned };
+    let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
+    let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
+    let label = plan.buckets()[bucket].label();
+    let mut scratch = scratch_buffer(stream, &plan)?;
+    let configs = plan.candidates(bucket);
+    let take = if c.large { 1 } else { configs.len() };
+    for id in configs.iter().take(take) {
+        let session = session_pinned(dev, &plan, &label, id)?;
+        y.poison(stream)?;
+        poison(stream, &mut scratch).map_err(err)?;
+        let args = Args {
+            x: x.view(m, k, lx, c.x),
+            w: w.view(n, k, lw, DType::BF16),
+            bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
+            y: y.view_mut(m, n, ly, c.out),
+        };
+        bf16_gemv::run(&plan, args, scratch_of(&mut scratch, plan.scratch_layout().total_bytes()), stream)
+            .map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        let all = y.download(stream)?;
+        let got: Vec<f64> =
+            (0..m).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| all[i * ly + r]).collect();
+        reference::check_bound(&format!("y [{id}]"), c.out, k, &got, &want, &[m, rows.len()])?;
+        // Row padding of y stays poisoned.
+        if (0..m).any(|i| all[i * ly + n..(i + 1) * ly].iter().any(|v| !v.is_nan())) {
+            return Err(format!("y padding written [{id}]"));
+        }
+        session.close();
+    }
+    Ok(())
+}
+
+/// A split-K router plan (every SM busy through 8 splits) and its inputs.
+struct Router {
+    plan: Plan,
+    x: Buf,
+    w: Buf,
+    y: Buf,
+    scratch: CudaSlice<u8>,
+}
+
+const RN: usize = 384;
+const RK: usize = 7168;
+
+fn router(dev: &Arc<Device>, m: usize) -> Result<Router, String> {
+    let stream = dev.stream();
+    let q = Query { n: RN, k: RK, x_dtype: DType::BF16, out_dtype: F32, bias: None, max_rows: 8, aligned: true };
+    let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
+    let x = Buf::upload(stream, &uniform(11, m * RK, -1.0, 1.0), DType::BF16)?;
+    let w = Buf::upload(stream, &uniform(12, RN * RK, -1.0, 1.0), DType::BF16)?;
+    let y = Buf::poisoned(stream, m * RN, F32)?;
+    let scratch = scratch_buffer(stream, &plan)?;
+    Ok(Router { plan, x, w, y, scratch })
+}
+
+impl Router {
+    fn run(&mut self, m: usize, stream: &Arc<CudaStream>) -> b12x_core::Result<()> {
+        let args = Args {
+            x: self.x.view(m, RK, RK, DType::BF16),
+            w: self.w.view(RN, RK, RK, DType::BF16),
+            bias: None,
+            y: self.y.view_mut(m, RN, RN, F32),
+        };
+        let bytes = self.plan.scratch_layout().total_bytes();
+        bf16_gemv::run(&self.plan, args, scratch_of(&mut self.scratch, bytes), stream)
+    }
+}
+
+/// Eager run, then the same call captured into a graph and replayed twice, and a second eager
+/// run: all bitwise equal (the default router config splits K, so the counter reset is captured).
+fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
+    let m = 4;
+    let stream = dev.stream();
+    let mut r = router(dev, m)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&r.plan]).map_err(err)?;
+    let default = &r.plan.configs(2)[0];
+    if default.ksplit < 2 {
+        return Err(format!("expected a split-K default for the router, got {}", default.id()));
+    }
+    r.run(m, stream).map_err(err)?;
+    let eager = r.y.bits(stream)?;
+    for again in 0..2 {
+        r.y.poison(stream)?;
+        r.run(m, stream).map_err(err)?;
+        same_bits(&format!("eager run {again}"), &r.y.bits(stream)?, &eager)?;
+    }
+    let graph = session.capture(stream, |s| r.run(m, s)).map_err(err)?;
+    for replay in 0..2 {
+        r.y.poison(stream)?;
+        graph.launch().map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        same_bits(&format!("replay {replay}"), &r.y.bits(stream)?, &eager)?;
+    }
+    Ok(())
+}
+
+fn same_bits(name: &str, got: &[u32], want: &[u32]) -> TrialResult {
+    match got.iter().zip(want).position(|(a, b)| a != b) {
+        None if got.len() == want.len() => Ok(()),
+        None => Err(format!("{name}: length {} != {}", got.len(), want.len())),
+        Some(i) => Err(format!("{name}: element {i} differs: 0x{:x} vs 0x{:x}", got[i], want[i])),
+    }
+}
+
+/// Frozen session and graph capture reject an unprepared plan and launch nothing; without either,
+/// an unprepared plan prepares its default config and computes the right answer.
+fn unprepared_plans(dev: &Arc<Device>) -> TrialResult {
+    let m = 1;
+    let stream = dev.stream();
+    let mut r = router(dev, m)?;
+    let mut frozen = PreparationSession::new(dev).map_err(err)?;
+    frozen.freeze();
+    match r.run(m, stream) {
+        Err(Error::KernelResolutionFrozen { op: "gemm.bf16_gemv", .. }) => {}
+        other => return Err(format!("frozen: expected KernelResolutionFrozen, got {other:?}")),
+    }
+    frozen.close();
+    let open = PreparationSession::new(dev).map_err(err)?;
+    match open.capture(stream, |s| r.run(m, s)) {
+        Err(Error::KernelResolutionFrozen { .. }) => {}
+        Err(e) => return Err(format!("capture: expected KernelResolutionFrozen, got {e}")),
+        Ok(_) => return Err("capture: expected KernelResolutionFrozen, got a graph".into()),
+    }
+    stream.synchronize().map_err(err)?;
+    if r.y.download(stream)?.iter().any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    r.run(m, stream).map_err(err)?;
+    let x_h = values(Fill::Uniform, 11, m * RK, DType::BF16);
+    let w_h = cast::<bf16>(&uniform(12, RN * RK, -1.0, 1.0));
+    let none: Option<&[f32]> = None;
+    let want = reference::exact(&x_h, &w_h, none, m, RK, &(0..RN).collect::<Vec<_>>());
+    reference::check_bound("y (unprepared)", F32, RK, &r.y.download(stream)?, &want, &[m, RN])?;
+    Ok(())
+}
+
+/// 100 prepared runs (after a warm-up) change the device's free memory by nothing.
+fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
+    let m = 8;
+    let stream = dev.stream();
+    let mut r = router(dev, m)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&r.plan]).map_err(err)?;
+    let mut before = 0;
+    // One warm-up launch: lazy loading may page in kernel code on first launch (a driver cost).
+    for i in 0..101 {
+        if i == 1 {
+            stream.synchronize().map_err(err)?;
+            before = dev.mem_free().map_err(err)?;
+        }
+        r.run(m, stream).map_err(err)?;
+    }
+    stream.synchronize().map_err(err)?;
+    let after = dev.mem_free().map_err(err)?;
+    if before != after {
+        return Err(format!("free device memory changed from {before} to {after} bytes"));
+    }
+    Ok(())
+}
+
+type IsExpected = fn(&Error) -> bool;
+
+/// Bad inputs on real buffers: typed errors, and `y` stays poisoned (nothing launched).
+fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let stream = dev.stream();
+    let mut r = router(dev, 8)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&r.plan]).map_err(err)?;
+    let need = r.plan.scratch_layout().total_bytes();
+    let x_ptr = r.x.ptr();
+    let raw = |ptr: u64, rows: usize, stride: usize, dtype| {
+        // SAFETY: every view stays inside `r.x` (8 rows of K); all are rejected before a launch.
+        unsafe { TensorRef::from_raw(ptr, &[rows, RK], &[stride as isize, 1], dtype) }.map_err(err)
+    };
+    let cases: [(&str, TensorRef<'_>, usize, usize, IsExpected); 5] = [
+        ("misaligned x", raw(x_ptr + 2, 2, RK, DType::BF16)?, 2, need, |e| {
+            matches!(e, Error::Misaligned { tensor: "x", .. })
+        }),
+        ("odd x row stride", raw(x_ptr, 2, RK + 1, DType::BF16)?, 2, need, |e| {
+            matches!(e, Error::Misaligned { tensor: "x", .. })
+        }),
+        ("wrong x dtype", raw(x_ptr, 2, RK, DType::F16)?, 2, need, |e| matches!(e, Error::DType { tensor: "x", .. })),
+        ("scratch too small", raw(x_ptr, 2, RK, DType::BF16)?, 2, need.saturating_sub(1024), |e| {
+            matches!(e, Error::ScratchTooSmall { .. })
+        }),
+        ("y rows differ from x rows", raw(x_ptr, 2, RK, DType::BF16)?, 3, need, |e| {
+            matches!(e, Error::Shape { tensor: "y", .. })
+        }),
+    ];
+    let scratch_ptr = TensorRef::from_slice(&r.scratch, &[r.scratch.len()]).map_err(err)?.ptr();
+    let scratch_ptr = scratch_ptr.next_multiple_of(SCRATCH_ALIGN as u64);
+    for (name, x, y_rows, scratch_bytes, is_expected) in cases {
+        // SAFETY: a prefix of the router's own scratch buffer, used by nothing else meanwhile.
+        let scratch = unsafe { Scratch::from_raw(scratch_ptr, scratch_bytes) };
+        let args = Args { x, w: r.w.view(RN, RK, RK, DType::BF16), bias: None, y: r.y.view_mut(y_rows, RN, RN, F32) };
+        match bf16_gemv::run(&r.plan, args, scratch, stream) {
+            Err(e) if is_expected(&e) => {}
+            other => return Err(format!("{name}: unexpected {other:?}")),
+        }
+    }
+    // Above capacity: a 9-row view of a 9-row buffer.
+    let x9 = Buf::upload(stream, &uniform(13, 9 * RK, -1.0, 1.0), DType::BF16)?;
+    let mut y9 = Buf::poisoned(stream, 9 * RN, F32)?;
+    let args = Args {
+        x: x9.view(9, RK, RK, DType::BF16),
+        w: r.w.view(RN, RK, RK, DType::BF16),
+        bias: None,
+        y: y9.view_mut(9, RN, RN, F32),
+    };
+    if !matches!(bf16_gemv::run(&r.plan, args, scratch_of(&mut r.scratch, need), stream), Err(Error::Capacity { .. })) {
+        return Err("9 rows on a max_rows = 8 plan: expected Capacity".into());
+    }
+    stream.synchronize().map_err(err)?;
+    if r.y.download(stream)?.iter().chain(y9.download(stream)?.iter()).any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let mut trials = Vec::new();
+    for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
+        for &m in c.ms {
+            trials.push(GpuTrial::new(format!("{}::m{m}", c.name), move |d| check_case(d, c, m)));
+        }
+    }
+    trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
+    trials.push(GpuTrial::new("unprepared_plans", unprepared_plans));
+    trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
+    trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
+    run_gpu_trials(trials)
+}
