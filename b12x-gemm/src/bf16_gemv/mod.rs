@@ -77,7 +77,7 @@ b12x_core::inventory::submit! {
         entry_points: &["plan", "run"],
         dtypes: &["bf16 w; bf16|f32 x; bf16|f32 y"],
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],

@@ -74,7 +74,7 @@ b12x_core::inventory::submit! {
         entry_points: &["plan", "run"],
         dtypes: &["bf16", "f16", "f32"],
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
