@@ -10,7 +10,7 @@
 //   f32 x -> SIMT f32 FMAs from 16-byte register loads (x is never rounded to bf16).
 //   Partials are merged in a fixed order (warps through shared memory, CTAs by the
 //   last-arriving CTA of each row block), so results are bitwise reproducible.
-// Entry points: b12x_bf16_gemv_mma_nt{N}_rt{R}_u{U}_s{S}[_xd]_{bf16,f32}out, ..._mma_nt{N}_unaligned_*,
+// Entry points: b12x_bf16_gemv_mma_nt{N}_rt{R}_u{U}_s{S}_{bf16,f32}out, ..._mma_nt{N}_unaligned_*,
 //   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*.   Oracle: src/bf16_gemv/reference.rs
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
@@ -193,26 +193,22 @@ __device__ __forceinline__ void merge_splits(const Bf16GemvParams& p, int rows_c
 //   ring stage = W tile [ROWS_W rows][4U chunks of 16 B] (chunk c of row r stored at
 //                c ^ ((r & 1) << 2): conflict-free for both the row-wise copies and the
 //                fragment reads of lanes g, g+1)  then  x [U steps][NT][32 lanes] 16 B.
-// kXDirect ("_xd" variants): x is not staged; each lane loads its x pieces straight from
-// global memory (x is small and L1/L2 resident) before waiting on the ring, so the whole ring
-// holds W and a deeper ring (more W bytes in flight per SM) fits the same shared memory.
-template <int NT, int RT, int U, bool kXDirect>
+template <int NT, int RT, int U>
 struct MmaRing {
   static constexpr int kRows = 16 * RT;
   static constexpr int kChunksPerRow = 4 * U;                  // 16-byte chunks, 32U k values
   static constexpr int kWBytes = kRows * kChunksPerRow * 16;   // W tile of one stage
-  static constexpr int kXBytes = kXDirect ? 0 : U * NT * 32 * 16;  // x pieces of one stage
+  static constexpr int kXBytes = U * NT * 32 * 16;             // x pieces of one stage
   static constexpr int kGroupBytes = kWBytes + kXBytes;        // one ring stage
   static constexpr int kWCopiesPerLane = kRows * kChunksPerRow / 32;
   static_assert(U >= 2, "the swizzle flips chunk bit 2: rows of at least 8 chunks");
 };
 
-template <int NT, int RT, int U, int kStages, typename TOut, bool kAligned, bool kXDirect = false>
+template <int NT, int RT, int U, int kStages, typename TOut, bool kAligned>
 __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   constexpr int MT = 8 * NT;
   constexpr int ROWS_W = 16 * RT;
-  using Ring = MmaRing<NT, RT, U, kXDirect>;
-  static_assert(kAligned || !kXDirect, "direct x loads are 16-byte vector loads");
+  using Ring = MmaRing<NT, RT, U>;
   static_assert(!kAligned || kStages >= 2, "the cp.async ring needs at least two stages");
   extern __shared__ __align__(16) unsigned char s_raw[];
   float* s_part = reinterpret_cast<float*>(s_raw);  // [warps_k][MT][rows_cta + kRowPad], after the loop
@@ -276,14 +272,12 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
         const uint32_t s_stage = s_ring_addr + stage * Ring::kGroupBytes;
 #pragma unroll
         for (int i = 0; i < Ring::kWCopiesPerLane; ++i) cp_async_cg_16(s_stage + r_wc_off[i], r_wc[i] + k0);
-        if constexpr (!kXDirect) {
 #pragma unroll
-          for (int u = 0; u < U; ++u)
+        for (int u = 0; u < U; ++u)
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              cp_async_ca_16_zfill(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16,
-                                   r_x[nt] + k0 + u * kMmaStepK, r_xok[nt]);
-        }
+          for (int nt = 0; nt < NT; ++nt)
+            cp_async_ca_16_zfill(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16,
+                                 r_x[nt] + k0 + u * kMmaStepK, r_xok[nt]);
       }
       cp_async_commit();
     };
@@ -291,22 +285,13 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
     int stage = 0;
     for (int gi = wk; gi < groups; gi += p.warps_k) {
-      Vec16 v_x[U][NT];
-      if constexpr (kXDirect) {
-        // Issued before the wait so their latency overlaps it (volatile asm keeps the order).
-        const int k0 = k_begin + gi * kMmaStepK * U;
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            v_x[u][nt] = r_xok[nt] ? ld_global_v16(r_x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
-      }
       cp_async_wait<kStages - 2>();
       // Other lanes copied parts of this tile; this also orders last iteration's reads of the
       // stage refilled below before the refill.
       __syncwarp();
       const unsigned char* s_stage = s_ring + stage * Ring::kGroupBytes;
       Vec16 v_w[U][RT][2];
+      Vec16 v_x[U][NT];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
 #pragma unroll
@@ -317,11 +302,9 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
             const int c = (4 * u + t) ^ ((g & 1) << 2);
             v_w[u][rt][h] = *reinterpret_cast<const Vec16*>(s_stage + (r * Ring::kChunksPerRow + c) * 16);
           }
-        if constexpr (!kXDirect) {
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            v_x[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16);
-        }
+        for (int nt = 0; nt < NT; ++nt)
+          v_x[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16);
       }
       // Refill the stage consumed in the previous iteration.
       issue(gi + (kStages - 1) * p.warps_k, stage == 0 ? kStages - 1 : stage - 1);
@@ -499,14 +482,6 @@ using b12x::bf16;
     b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, true>(p);                                    \
   }
 
-// Direct-x variants: the ring holds W only (see MmaRing).
-#define B12X_GEMV_MMA_XD(NT, RT, U, S, TOUT, OUTNAME)                                            \
-  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
-      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_xd_##OUTNAME##out(                    \
-          const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, true, true>(p);                              \
-  }
-
 // Unaligned fallback: register path with 2-byte loads, one per token tile count.
 #define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
@@ -538,10 +513,6 @@ B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 1, 2, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 2, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 1, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 2, 2, 3)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_XD, 1, 1, 2, 12)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_XD, 1, 1, 4, 8)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_XD, 1, 1, 8, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_XD, 2, 1, 4, 6)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 1)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 4)
