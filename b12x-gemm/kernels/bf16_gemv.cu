@@ -10,7 +10,7 @@
 //   f32 x -> SIMT f32 FMAs from 16-byte register loads (x is never rounded to bf16).
 //   Partials are merged in a fixed order (warps through shared memory, CTAs by the
 //   last-arriving CTA of each row block), so results are bitwise reproducible.
-// Entry points: b12x_bf16_gemv_mma_nt{N}_rt{R}_u{U}_s{S}[_st]_{bf16,f32}out, ..._mma_nt{N}_unaligned_*,
+// Entry points: b12x_bf16_gemv_mma_nt{N}_rt{R}_u{U}_s{S}_{bf16,f32}out, ..._mma_nt{N}_unaligned_*,
 //   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*.   Oracle: src/bf16_gemv/reference.rs
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
@@ -204,12 +204,7 @@ struct MmaRing {
   static_assert(U >= 2, "the swizzle flips chunk bit 2: rows of at least 8 chunks");
 };
 
-// kStagger ("_st" variants): CTA b starts its walk over the K groups at group
-// b * groups / gridDim.x and wraps around, so at any moment the CTAs read different K columns
-// of W instead of all reading the same column band of every row in lockstep (a DRAM channel
-// hot spot when the grid is one wave). Every group is still read exactly once by the same warp
-// set; only the (fixed, deterministic) summation order changes.
-template <int NT, int RT, int U, int kStages, typename TOut, bool kAligned, bool kStagger = false>
+template <int NT, int RT, int U, int kStages, typename TOut, bool kAligned>
 __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   constexpr int MT = 8 * NT;
   constexpr int ROWS_W = 16 * RT;
@@ -255,7 +250,6 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 
   const int span = max(k_end - k_begin, 0);
   const int groups = span / (kMmaStepK * U);
-  const int rot = kStagger && groups > 0 ? int(((long long)blockIdx.x * groups) / gridDim.x) % groups : 0;
   if constexpr (kAligned) {
     unsigned char* s_ring = s_raw + warp * kStages * Ring::kGroupBytes;
     const uint32_t s_ring_addr = smem_addr(s_ring);
@@ -274,7 +268,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     // commits a cp.async group either way, so wait_group counts stay uniform.
     auto issue = [&](int gi, int stage) {
       if (gi < groups) {
-        const int k0 = k_begin + (kStagger ? (gi + rot) % groups : gi) * kMmaStepK * U;
+        const int k0 = k_begin + gi * kMmaStepK * U;
         const uint32_t s_stage = s_ring_addr + stage * Ring::kGroupBytes;
 #pragma unroll
         for (int i = 0; i < Ring::kWCopiesPerLane; ++i) cp_async_cg_16(s_stage + r_wc_off[i], r_wc[i] + k0);
@@ -488,14 +482,6 @@ using b12x::bf16;
     b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, true>(p);                                    \
   }
 
-// K-staggered variants (see gemv_mma).
-#define B12X_GEMV_MMA_ST(NT, RT, U, S, TOUT, OUTNAME)                                            \
-  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
-      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_st_##OUTNAME##out(                    \
-          const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, true, true>(p);                              \
-  }
-
 // Unaligned fallback: register path with 2-byte loads, one per token tile count.
 #define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
@@ -527,10 +513,6 @@ B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 1, 2, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 2, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 1, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 2, 2, 3)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_ST, 1, 1, 4, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_ST, 1, 1, 8, 3)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_ST, 1, 2, 4, 3)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_ST, 2, 1, 4, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 1)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 4)

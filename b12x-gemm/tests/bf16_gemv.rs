@@ -302,12 +302,7 @@ fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
 
 #[test]
 fn config_ids_are_stable() {
-    let c = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, st: false },
-        warps_r: 1,
-        warps_k: 2,
-        ksplit: 8,
-    };
+    let c = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4 }, warps_r: 1, warps_k: 2, ksplit: 8 };
     assert_eq!(c.id(), "mma_nt1_rt1_u4_s4_wr1_wk2_ks8");
     assert_eq!(c.variant.symbol(DType::F32), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_f32out");
     let s = Config { variant: Variant::SimtUnaligned { mt: 8 }, warps_r: 2, warps_k: 4, ksplit: 1 };

@@ -2,24 +2,19 @@
 
 use b12x_core::DType;
 
-/// Tensor-core variants (BF16 x, 16-byte aligned): `(NT, RT, U, STAGES, ST)` as instantiated.
+/// Tensor-core variants (BF16 x, 16-byte aligned): `(NT, RT, U, STAGES)` as instantiated.
 /// NT: 8-token n-tiles (M ≤ 8·NT); RT: 16-row tiles per warp; U: 32-wide k steps per ring
-/// stage; STAGES: cp.async ring depth (STAGES−1 stages in flight per warp); ST: each CTA
-/// starts its K walk at a different group ("_st", spreads a one-wave grid over DRAM).
-pub const MMA_VARIANTS: [(u32, u32, u32, u32, bool); 13] = [
-    (1, 1, 4, 4, false),
-    (1, 1, 8, 3, false),
-    (1, 2, 4, 3, false),
-    (2, 1, 4, 3, false),
-    (2, 2, 2, 4, false),
-    (4, 1, 2, 4, false),
-    (4, 2, 2, 3, false),
-    (8, 1, 2, 3, false),
-    (8, 2, 2, 3, false),
-    (1, 1, 4, 4, true),
-    (1, 1, 8, 3, true),
-    (1, 2, 4, 3, true),
-    (2, 1, 4, 3, true),
+/// stage; STAGES: cp.async ring depth (STAGES−1 stages in flight per warp).
+pub const MMA_VARIANTS: [(u32, u32, u32, u32); 9] = [
+    (1, 1, 4, 4),
+    (1, 1, 8, 3),
+    (1, 2, 4, 3),
+    (2, 1, 4, 3),
+    (2, 2, 2, 4),
+    (4, 1, 2, 4),
+    (4, 2, 2, 3),
+    (8, 1, 2, 3),
+    (8, 2, 2, 3),
 ];
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
 pub const SIMT_VARIANTS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (4, 2), (8, 2)];
@@ -44,7 +39,7 @@ const SIMT_WARPS: [(u32, u32); 3] = [(1, 4), (2, 4), (1, 8)];
 /// Which kernel family and template instance a config launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    Mma { nt: u32, rt: u32, u: u32, stages: u32, st: bool },
+    Mma { nt: u32, rt: u32, u: u32, stages: u32 },
     MmaUnaligned { nt: u32 },
     Simt { mt: u32, rs: u32 },
     SimtUnaligned { mt: u32 },
@@ -69,9 +64,7 @@ impl Variant {
     }
     fn id(self) -> String {
         match self {
-            Variant::Mma { nt, rt, u, stages, st } => {
-                format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}{}", if st { "_st" } else { "" })
-            }
+            Variant::Mma { nt, rt, u, stages } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
             Variant::Simt { mt, rs } => format!("simt_mt{mt}_rs{rs}"),
             Variant::SimtUnaligned { mt } => format!("simt_mt{mt}_unaligned"),
@@ -86,7 +79,7 @@ impl Variant {
 /// Every symbol the variant table names (both output dtypes): the manifest test checks them.
 pub fn all_symbols() -> Vec<String> {
     let mut v: Vec<Variant> =
-        MMA_VARIANTS.iter().map(|&(nt, rt, u, stages, st)| Variant::Mma { nt, rt, u, stages, st }).collect();
+        MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }).collect();
     v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
     v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
     v.extend(UNALIGNED_TILES.iter().map(|&mt| Variant::SimtUnaligned { mt }));
@@ -147,7 +140,7 @@ impl Config {
     pub fn dynamic_smem(&self) -> u32 {
         let tile = self.warps_k * self.variant.tokens() * (self.rows_per_cta() + ROW_PAD) * 4;
         let ring = match self.variant {
-            Variant::Mma { nt, rt, u, stages, .. } => {
+            Variant::Mma { nt, rt, u, stages } => {
                 let stage = 16 * rt * 4 * u * 16 + u * nt * 32 * 16;
                 self.warps_r * self.warps_k * stages * stage
             }
@@ -174,7 +167,7 @@ fn variants(g: &Geometry) -> Vec<Variant> {
         (false, true) => MMA_VARIANTS
             .iter()
             .filter(|v| v.0 == nt)
-            .map(|&(nt, rt, u, stages, st)| Variant::Mma { nt, rt, u, stages, st })
+            .map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages })
             .collect(),
         (false, false) => vec![Variant::MmaUnaligned { nt }],
         (true, true) => SIMT_VARIANTS.iter().filter(|v| v.0 == mt).map(|&(mt, rs)| Variant::Simt { mt, rs }).collect(),
