@@ -12,3 +12,9 @@ include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 /// The embedded `kernels/rmsnorm.cu`, loaded once per device.
 pub static RMSNORM_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-norm/rmsnorm", fatbin: RMSNORM_FATBIN, hash: RMSNORM_HASH };
+
+// The workspace README's plan → prepare → run example compiles as a doc-test of this crate
+// (it uses `norm.rmsnorm`), so the front-page example cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
