@@ -32,6 +32,30 @@ pub fn alloc_poisoned<T: Element>(stream: &Arc<CudaStream>, n: usize) -> Result<
     Ok(s)
 }
 
+/// Checks that `run` allocates no device memory: one warm-up call (with CUDA lazy loading the
+/// driver may page in a kernel's code on its first launch, a one-time driver cost rather than an
+/// allocation by `run`), then `calls` more; the device's free memory must not change.
+pub fn check_run_allocates_nothing(
+    dev: &Device,
+    stream: &CudaStream,
+    calls: usize,
+    mut run: impl FnMut() -> Result<()>,
+) -> Result<(), String> {
+    let err = |e: crate::Error| e.to_string();
+    run().map_err(err)?;
+    stream.synchronize().map_err(|e| e.to_string())?;
+    let before = dev.mem_free().map_err(err)?;
+    for _ in 0..calls {
+        run().map_err(err)?;
+    }
+    stream.synchronize().map_err(|e| e.to_string())?;
+    let after = dev.mem_free().map_err(err)?;
+    if before != after {
+        return Err(format!("free device memory changed from {before} to {after} bytes over {calls} runs"));
+    }
+    Ok(())
+}
+
 /// `n` values uniform in `[lo, hi)` from a fixed seed.
 pub fn uniform(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);

@@ -14,7 +14,8 @@
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{
-    alloc_poisoned, arange, cast, poison, reduced_profile, run_gpu_trials, shapes, uniform, GpuTrial,
+    alloc_poisoned, arange, cast, check_run_allocates_nothing, poison, reduced_profile, run_gpu_trials, shapes,
+    uniform, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
 use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query};
@@ -366,21 +367,7 @@ fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
     let mut r = router(dev, m)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&r.plan]).map_err(err)?;
-    let mut before = 0;
-    // One warm-up launch: lazy loading may page in kernel code on first launch (a driver cost).
-    for i in 0..101 {
-        if i == 1 {
-            stream.synchronize().map_err(err)?;
-            before = dev.mem_free().map_err(err)?;
-        }
-        r.run(m, stream).map_err(err)?;
-    }
-    stream.synchronize().map_err(err)?;
-    let after = dev.mem_free().map_err(err)?;
-    if before != after {
-        return Err(format!("free device memory changed from {before} to {after} bytes"));
-    }
-    Ok(())
+    check_run_allocates_nothing(dev, stream, 100, || r.run(m, stream))
 }
 
 type IsExpected = fn(&Error) -> bool;

@@ -11,8 +11,8 @@
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{
-    alloc_poisoned, arange, cast, check_bitwise, check_bitwise_nan_eq, check_ulp, reduced_profile, run_gpu_trials,
-    shapes, uniform, GpuTrial, HostFloat,
+    alloc_poisoned, arange, cast, check_bitwise, check_bitwise_nan_eq, check_run_allocates_nothing, check_ulp,
+    reduced_profile, run_gpu_trials, shapes, uniform, GpuTrial, HostFloat,
 };
 use b12x_core::{Device, Element, Error, PreparationSession, Scratch, TensorMut, TensorRef};
 use b12x_norm::rmsnorm::{self, reference, Args, Plan, Query};
@@ -255,28 +255,15 @@ fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
     let plan = rmsnorm::plan(&q, dev).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&plan]).map_err(err)?;
-    let mut before = 0;
-    // One warm-up launch: with CUDA lazy loading the driver may page in the kernel's code on its
-    // first launch, a one-time driver cost rather than an allocation by `run`.
-    for i in 0..101 {
-        if i == 1 {
-            stream.synchronize().map_err(err)?;
-            before = dev.mem_free().map_err(err)?;
-        }
+    check_run_allocates_nothing(dev, stream, 100, || {
         let args = Args {
             x: view(&x, t, d, d),
             residual: Some(view_mut(&mut r, t, d, d)),
-            w: TensorRef::from_slice(&w, &[d]).map_err(err)?,
+            w: TensorRef::from_slice(&w, &[d])?,
             y: view_mut(&mut y, t, d, d),
         };
-        rmsnorm::run(&plan, args, Scratch::none(), stream).map_err(err)?;
-    }
-    stream.synchronize().map_err(err)?;
-    let after = dev.mem_free().map_err(err)?;
-    if before != after {
-        return Err(format!("free device memory changed from {before} to {after} bytes"));
-    }
-    Ok(())
+        rmsnorm::run(&plan, args, Scratch::none(), stream)
+    })
 }
 
 /// Recognizes the error a bad input must produce.
