@@ -179,7 +179,7 @@ fn all_headers(dir: &Path, out: &mut Vec<PathBuf>) {
         let p = entry.path();
         if p.is_dir() {
             all_headers(&p, out);
-        } else if p.extension().and_then(|e| e.to_str()).is_some_and(|e| e == "cuh" || e == "h") {
+        } else if p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "cuh" | "h" | "hpp" | "inc")) {
             out.push(p);
         }
     }
@@ -215,16 +215,34 @@ pub fn build_kernels() {
     if let Some(core_inc) = env("DEP_B12X_CORE_INCLUDE") {
         include_dirs.push(PathBuf::from(core_inc));
     }
-    for var in ["B12X_NVCC", "NVCC", "CUDA_HOME", "B12X_CUDA_ARCHS", "B12X_PRINT_COMPILE_PROGRESS"] {
+    // NVCC_PREPEND_FLAGS / NVCC_APPEND_FLAGS change what nvcc does.
+    for var in [
+        "B12X_NVCC",
+        "NVCC",
+        "CUDA_HOME",
+        "NVCC_PREPEND_FLAGS",
+        "NVCC_APPEND_FLAGS",
+        "B12X_CUDA_ARCHS",
+        "B12X_PRINT_COMPILE_PROGRESS",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     for d in &include_dirs {
         println!("cargo:rerun-if-changed={}", d.display());
     }
     let nvcc = find_nvcc(&crate_dir, &env);
+    // PATH decides which nvcc only when nothing more specific did (or none was found).
+    let from_path = nvcc
+        .as_ref()
+        .is_some_and(|n| env("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("nvcc") == *n)));
+    if nvcc.is_none() || from_path {
+        println!("cargo:rerun-if-env-changed=PATH");
+    }
     if let Some(n) = &nvcc {
         println!("cargo:rerun-if-changed={}", n.display());
     } else {
+        // Watching the (missing) project-local toolchain makes cargo rerun this script on every
+        // build until a compiler exists, so `cargo xtask toolchain` is picked up without a clean.
         for dir in crate_dir.ancestors() {
             if dir.join("Cargo.toml").is_file() {
                 println!("cargo:rerun-if-changed={}", dir.join(".b12x/toolchain").display());
@@ -280,6 +298,14 @@ pub fn build_kernels_in(req: &BuildRequest) -> Result<Manifest, String> {
     common.extend(gencodes.join(" ").as_bytes());
     if let Some(n) = &req.nvcc {
         common.extend(n.display().to_string().as_bytes());
+        // The same path can hold another toolkit after a reinstall: key on what nvcc says it is,
+        // and on the flags it would add from the environment.
+        if let Ok(out) = Command::new(n).arg("--version").output() {
+            common.extend(out.stdout);
+        }
+        for var in ["NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"] {
+            common.extend(std::env::var(var).unwrap_or_default().as_bytes());
+        }
     }
     fs::create_dir_all(&req.cache_dir).map_err(|e| format!("{}: {e}", req.cache_dir.display()))?;
 

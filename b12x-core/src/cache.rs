@@ -60,13 +60,12 @@ impl SelectionCache {
         let io = |path: &Path, source| Error::Io { path: path.display().to_string(), source };
         std::fs::create_dir_all(&self.dir).map_err(|e| io(&self.dir, e))?;
         let path = self.path(&entry.key);
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let tmp = self.dir.join(format!(
-            ".{}.{}.{nanos}.tmp",
-            std::process::id(),
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("x")
-        ));
+        // Unique per process (pid) and per write within it (counter): two writers never share a
+        // temporary file, so a rename always publishes one complete write.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("x");
+        let tmp = self.dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
         let text = serde_json::to_string_pretty(entry).unwrap_or_default();
         std::fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| {

@@ -78,12 +78,19 @@ impl Device {
         }
         let ctx = CudaContext::new(ordinal)?;
         let stream = ctx.new_stream()?;
-        Self::from_parts(ctx, stream)
+        // SAFETY: a fresh context and stream of our own; see `from_parts` for the contract.
+        unsafe { Self::from_parts(ctx, stream) }
     }
 
     /// Wraps an engine's own context and stream (candle, mistral.rs, ...).
-    pub fn from_parts(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Arc<Self>> {
-        // SAFETY: b12x synchronizes through streams and events it records itself.
+    ///
+    /// # Safety
+    /// This disables cudarc's event tracking on `ctx` (CUDA-graph capture fails with it on), for
+    /// every buffer of that context, the engine's own included: from then on cudarc no longer
+    /// makes one stream wait for another's writes, and the engine must order its streams itself
+    /// (or use one stream). Buffers allocated before this call keep the events they have.
+    pub unsafe fn from_parts(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Arc<Self>> {
+        // SAFETY: the caller accepted the contract above.
         unsafe { ctx.disable_event_tracking() };
         let attr = |a: Attr| ctx.attribute(a).map(|v| v as u32);
         let cc = (

@@ -44,21 +44,25 @@ impl fmt::Display for DType {
 }
 
 /// Host element types that map to a [`DType`].
-pub trait Element: cudarc::driver::DeviceRepr + Copy + Default + 'static {
+///
+/// # Safety
+/// `size_of::<Self>()` must equal `Self::DTYPE.size_bytes()` and the bit layouts must agree:
+/// views built from a `CudaSlice<Self>` trust it to size their bounds.
+pub unsafe trait Element: cudarc::driver::DeviceRepr + Copy + Default + 'static {
     const DTYPE: DType;
 }
-impl Element for half::bf16 {
+unsafe impl Element for half::bf16 {
     const DTYPE: DType = DType::BF16;
 }
-impl Element for half::f16 {
+unsafe impl Element for half::f16 {
     const DTYPE: DType = DType::F16;
 }
-impl Element for f32 {
+unsafe impl Element for f32 {
     const DTYPE: DType = DType::F32;
 }
-impl Element for i32 {
+unsafe impl Element for i32 {
     const DTYPE: DType = DType::I32;
 }
-impl Element for u8 {
+unsafe impl Element for u8 {
     const DTYPE: DType = DType::U8;
 }

@@ -29,7 +29,8 @@ unsafe impl Sync for LoadedModule {}
 
 impl Drop for LoadedModule {
     fn drop(&mut self) {
-        if self.ctx.bind_to_thread().is_ok() {
+        // Work already enqueued (or a graph replay) may still run this module's kernels.
+        if self.ctx.bind_to_thread().is_ok() && self.ctx.synchronize().is_ok() {
             // SAFETY: the module was loaded by us and no Kernel handle outlives this (they hold an Arc).
             let _ = unsafe { result::module::unload(self.module) };
         }
@@ -47,7 +48,18 @@ impl Device {
         let start = Instant::now();
         self.context().bind_to_thread()?;
         // The driver wants the image to outlive the call only; `image` is 'static anyway.
-        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }?;
+        let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(|e| {
+            if e.0 == sys::cudaError_enum::CUDA_ERROR_NO_BINARY_FOR_GPU {
+                let (major, minor) = self.cc();
+                Error::Unsupported {
+                    op: m.name,
+                    device: format!("{} (sm_{major}{minor})", self.name()),
+                    reason: "the fatbin has no cubin or PTX this GPU can run (built for sm_90a, sm_120a, sm_121a + compute_120 PTX; see B12X_CUDA_ARCHS)".into(),
+                }
+            } else {
+                Error::Driver(e)
+            }
+        })?;
         let loaded = Arc::new(LoadedModule { module, ctx: self.context().clone() });
         if env::print_compile_progress() {
             eprintln!(

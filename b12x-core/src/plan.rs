@@ -99,6 +99,27 @@ impl PlanSlot {
         }
         g[bucket] = Some(s);
     }
+    /// Stores `s` unless the bucket is already prepared; returns what the bucket holds after.
+    pub(crate) fn set_if_empty(&self, bucket: usize, s: Arc<Selected>) -> Arc<Selected> {
+        let mut g = self.0.buckets.write().unwrap_or_else(|p| p.into_inner());
+        if g.len() <= bucket {
+            g.resize(bucket + 1, None);
+        }
+        g[bucket].get_or_insert(s).clone()
+    }
+    /// Clears `bucket` only if it still holds `s` (another session may have re-prepared it).
+    pub(crate) fn clear_if(&self, bucket: usize, s: &Arc<Selected>) {
+        let mut g = self.0.buckets.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = g.get_mut(bucket) {
+            if slot.as_ref().is_some_and(|cur| Arc::ptr_eq(cur, s)) {
+                *slot = None;
+            }
+        }
+    }
+    /// True when both handles share one prepared state (clones of one plan).
+    pub fn same_as(&self, other: &PlanSlot) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
     /// Drops every prepared bucket.
     pub fn clear(&self) {
         self.0.buckets.write().unwrap_or_else(|p| p.into_inner()).clear();
@@ -186,13 +207,39 @@ pub fn resolve(plan: &dyn OpPlan, bucket: usize, stream: &CudaStream) -> Result<
         );
     }
     let s = prime(plan, bucket, 0, SelectionSource::Unprepared)?;
-    plan.slot().set(bucket, s.clone());
-    Ok(s)
+    // A session may have prepared (or frozen) the plan while we were loading: never overwrite
+    // its selection with the untuned default, and never resolve after a freeze.
+    if plan.device().is_frozen() {
+        return plan.slot().get(bucket).ok_or_else(|| Error::KernelResolutionFrozen { op: plan.op(), key: key() });
+    }
+    Ok(plan.slot().set_if_empty(bucket, s))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sel(config: &str) -> Arc<Selected> {
+        Arc::new(Selected { config_index: 0, config: config.into(), kernels: vec![], source: SelectionSource::Raced })
+    }
+
+    #[test]
+    fn slots_keep_the_first_selection_and_release_only_their_own() {
+        let slot = PlanSlot::default();
+        let tuned = sel("tuned");
+        slot.set(1, tuned.clone());
+        // A late unprepared default never replaces a session's selection.
+        assert!(Arc::ptr_eq(&slot.set_if_empty(1, sel("default")), &tuned));
+        assert_eq!(slot.set_if_empty(0, sel("default")).config, "default");
+        assert!(slot.is_prepared());
+        // A session releases only what it stored.
+        slot.clear_if(1, &sel("other"));
+        assert_eq!(slot.get(1).map(|s| s.config.clone()).as_deref(), Some("tuned"));
+        slot.clear_if(1, &tuned);
+        assert!(slot.get(1).is_none());
+        assert!(!slot.is_prepared());
+        assert!(slot.same_as(&slot.clone()) && !slot.same_as(&PlanSlot::default()));
+    }
 
     #[test]
     fn buckets_come_from_capacity() {

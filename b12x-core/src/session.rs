@@ -12,12 +12,15 @@
 //!
 //! States: `Open` → (`prepare`) `Ready` → (`freeze`) `Frozen` → (`close`) `Closed`.
 //! While any session of a device is frozen, running an unprepared plan on that device is
-//! [`Error::KernelResolutionFrozen`]; so is running one while its stream captures a graph.
+//! [`Error::KernelResolutionFrozen`]; so is running one while its stream captures a graph, and
+//! so is `prepare` in any other session of that device. Plans and sessions must share one
+//! [`Device`] object (not just an ordinal). `release` and `close` drop only the selections this
+//! session made, so another session's preparation of a shared plan survives them.
 
 use crate::autotune::{self, RaceResult};
 use crate::bench::EventTimer;
 use crate::cache::{CacheEntry, SelectionCache};
-use crate::plan::{prime, OpPlan, PlanSlot, SelectionSource};
+use crate::plan::{prime, OpPlan, PlanSlot, Selected, SelectionSource};
 use crate::{device, env, Device, Error, Result};
 use cudarc::driver::sys::CUstreamCaptureMode;
 use cudarc::driver::{CudaGraph, CudaStream};
@@ -108,7 +111,9 @@ pub struct PreparationSession {
     cache: SelectionCache,
     autotune: bool,
     pins: HashMap<String, String>,
-    prepared: Vec<PlanSlot>,
+    /// Every bucket selection this session stored: released on `release`/`close` only if the
+    /// plan still holds it (another session may have re-prepared the plan since).
+    prepared: Vec<(PlanSlot, usize, Arc<Selected>)>,
     records: Vec<SelectionRecord>,
     timer: Option<EventTimer>,
 }
@@ -172,9 +177,16 @@ impl PreparationSession {
     /// Prepares every bucket of every plan. Returns the records of this call.
     pub fn prepare(&mut self, plans: &[&dyn OpPlan]) -> Result<Vec<SelectionRecord>> {
         let next = self.state.after_prepare()?;
+        // Another session froze the device: nothing new may resolve on it.
+        if self.device.is_frozen() {
+            let key = "prepare while another session on this device is frozen".to_string();
+            return Err(Error::KernelResolutionFrozen { op: plans.first().map_or("session", |p| p.op()), key });
+        }
         let mut out = Vec::new();
         for &plan in plans {
-            if plan.device().ordinal() != self.device.ordinal() {
+            // The same Device object, not just the same ordinal: freeze state and loaded modules
+            // live on it.
+            if !Arc::ptr_eq(plan.device(), &self.device) {
                 return Err(Error::WrongDevice { expected: self.device.ordinal(), actual: plan.device().ordinal() });
             }
             for (b, bucket) in plan.buckets().iter().enumerate() {
@@ -215,7 +227,8 @@ impl PreparationSession {
                     }
                 }
                 let sel = prime(plan, b, idx, source)?;
-                plan.slot().set(b, sel);
+                plan.slot().set(b, sel.clone());
+                self.prepared.push((plan.slot().clone(), b, sel));
                 let rec = SelectionRecord {
                     op: plan.op(),
                     query: plan.query_key(),
@@ -233,7 +246,6 @@ impl PreparationSession {
                 }
                 out.push(rec);
             }
-            self.prepared.push(plan.slot().clone());
         }
         self.records.extend(out.iter().cloned());
         self.state = next;
@@ -252,7 +264,8 @@ impl PreparationSession {
 
     /// Captures `f`'s work on `stream` into a CUDA graph. Unprepared plans fail inside `f` with
     /// [`Error::KernelResolutionFrozen`]. The graph borrows the session, so plans it replays
-    /// cannot be released while it lives.
+    /// cannot be released (nor the session closed) while it lives; the device buffers it
+    /// replays are the caller's to keep alive (see [`CapturedGraph::launch`]).
     pub fn capture<'s>(
         &'s self,
         stream: &Arc<CudaStream>,
@@ -262,7 +275,18 @@ impl PreparationSession {
             return Err(Error::SessionState { state: "closed", what: "cannot capture".into() });
         }
         stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        // Ends the capture even if `f` panics, so the stream is not left capturing.
+        struct EndOnUnwind<'a>(&'a Arc<CudaStream>, bool);
+        impl Drop for EndOnUnwind<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    let _ = self.0.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+                }
+            }
+        }
+        let mut guard = EndOnUnwind(stream, false);
         let body = f(stream);
+        guard.1 = true;
         let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
         body?;
         let graph = graph?
@@ -270,10 +294,15 @@ impl PreparationSession {
         Ok(CapturedGraph { graph, _session: std::marker::PhantomData })
     }
 
-    /// Drops `plan`'s prepared state (it will need preparing again).
+    /// Drops the prepared state this session gave `plan` (it will need preparing again).
     pub fn release(&mut self, plan: &dyn OpPlan) {
-        plan.slot().clear();
-        self.prepared.retain(|s| !Arc::ptr_eq(&s.0, &plan.slot().0));
+        self.prepared.retain(|(slot, b, sel)| {
+            let mine = slot.same_as(plan.slot());
+            if mine {
+                slot.clear_if(*b, sel);
+            }
+            !mine
+        });
     }
 
     /// Releases every plan this session prepared and ends the session.
@@ -282,8 +311,8 @@ impl PreparationSession {
     }
 
     fn shutdown(&mut self) {
-        for s in self.prepared.drain(..) {
-            s.clear();
+        for (slot, b, sel) in self.prepared.drain(..) {
+            slot.clear_if(b, &sel);
         }
         if self.state == SessionState::Frozen {
             self.device.frozen.fetch_sub(1, Ordering::AcqRel);
@@ -309,7 +338,12 @@ pub struct CapturedGraph<'s> {
 
 impl CapturedGraph<'_> {
     /// Enqueues one replay on the stream it was captured on.
-    pub fn launch(&self) -> Result<()> {
+    ///
+    /// # Safety
+    /// The graph holds the raw device addresses of every tensor and scratch buffer the captured
+    /// calls used: all of them must still be allocated (and not in use by other work that would
+    /// race with the replay) whenever a replay runs.
+    pub unsafe fn launch(&self) -> Result<()> {
         Ok(self.graph.launch()?)
     }
     pub fn graph(&self) -> &CudaGraph {

@@ -1,7 +1,19 @@
 //! Device tensor views: pointer, shape, strides (in elements) and dtype, borrowed for `'a`.
 //!
 //! Views come from cudarc `CudaSlice`/`CudaView` (safe) or from raw device pointers (unsafe),
-//! so an engine on cudarc (candle, mistral.rs) can run ops on its own buffers:
+//! so an engine on cudarc (candle, mistral.rs) can run ops on its own buffers.
+//!
+//! A view made from a cudarc buffer can never reach outside that buffer: any shape or
+//! strides that would (including after [`TensorRef::with_strides`]) are an error.
+//!
+//! **Ordering is the caller's.** A view carries no event: an op launches on the stream given to
+//! its `run`, so work that produces an input must be ordered before that launch (same stream,
+//! or an event the stream waits on), and every buffer must outlive the launch. A [`Device`]
+//! disables cudarc's per-buffer event tracking on its context (graph capture requires it), so
+//! cudarc does not insert these waits either.
+//!
+//! [`Device`]: crate::Device
+//!
 //!
 //! ```no_run
 //! # use b12x_core::{Device, TensorRef, TensorMut};
@@ -29,40 +41,61 @@ struct Layout {
     shape: [usize; MAX_RANK],
     strides: [isize; MAX_RANK],
     dtype: DType,
+    /// Elements addressable from `ptr`: the buffer's length for views of cudarc buffers,
+    /// `None` (trusted) for raw views. Every view stays inside it, whatever its strides.
+    extent: Option<usize>,
 }
 
 impl Layout {
-    fn new(ptr: u64, shape: &[usize], strides: &[isize], dtype: DType) -> Result<Self> {
+    fn new(ptr: u64, shape: &[usize], strides: &[isize], dtype: DType, extent: Option<usize>) -> Result<Self> {
+        let bad = |reason: String| Error::Stride { tensor: "view", strides: strides.to_vec(), reason };
         if shape.len() > MAX_RANK || strides.len() != shape.len() {
-            return Err(Error::Stride {
-                tensor: "view",
-                strides: strides.to_vec(),
-                reason: format!("rank {} (max {MAX_RANK}) with {} strides", shape.len(), strides.len()),
-            });
+            return Err(bad(format!("rank {} (max {MAX_RANK}) with {} strides", shape.len(), strides.len())));
         }
-        let mut l = Layout { ptr, rank: shape.len(), shape: [0; MAX_RANK], strides: [0; MAX_RANK], dtype };
+        if strides.iter().any(|&s| s < 0) {
+            return Err(bad("negative strides are not supported".into()));
+        }
+        // Elements spanned: 1 + sum((n_i - 1) * s_i), 0 for an empty view; checked, so no
+        // shape or stride can wrap around into a small (passing) number.
+        let numel =
+            shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n)).ok_or_else(|| bad("shape overflows".into()))?;
+        let span = if numel == 0 {
+            Some(0)
+        } else {
+            shape
+                .iter()
+                .zip(strides)
+                .try_fold(1usize, |a, (&n, &s)| (n - 1).checked_mul(s as usize).and_then(|x| a.checked_add(x)))
+        };
+        let span = span.ok_or_else(|| bad("the view's extent overflows".into()))?;
+        if span.checked_mul(dtype.size_bytes()).is_none() {
+            return Err(bad("the view's extent overflows".into()));
+        }
+        if let Some(len) = extent {
+            if span > len {
+                return Err(Error::Shape {
+                    tensor: "view",
+                    expected: format!("a view within the buffer's {len} elements (this one spans {span})"),
+                    actual: shape.to_vec(),
+                });
+            }
+        }
+        let mut l = Layout { ptr, rank: shape.len(), shape: [0; MAX_RANK], strides: [0; MAX_RANK], dtype, extent };
         l.shape[..shape.len()].copy_from_slice(shape);
         l.strides[..shape.len()].copy_from_slice(strides);
         Ok(l)
     }
     fn contiguous(ptr: u64, shape: &[usize], dtype: DType, len: usize) -> Result<Self> {
-        let numel: usize = shape.iter().product();
-        if numel > len {
-            return Err(Error::Shape {
-                tensor: "view",
-                expected: format!("at most {len} elements (the buffer's length)"),
-                actual: shape.to_vec(),
-            });
-        }
-        Self::new(ptr, shape, &contiguous_strides(shape), dtype)
+        Self::new(ptr, shape, &contiguous_strides(shape), dtype, Some(len))
     }
 }
 
-/// Row-major strides (in elements) of a contiguous tensor of `shape`.
+/// Row-major strides (in elements) of a contiguous tensor of `shape` (saturating: a shape whose
+/// size overflows is rejected when a view is made from it).
 pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
     let mut s = vec![1isize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1] as isize;
+        s[i] = s[i + 1].saturating_mul(shape[i + 1].min(isize::MAX as usize) as isize);
     }
     s
 }
@@ -91,8 +124,9 @@ macro_rules! view_common {
                 self.shape().iter().product()
             }
             /// Returns the same view with other strides (elements), e.g. a padded row stride.
+            /// The new view must still lie inside the buffer the view was made from.
             pub fn with_strides(self, strides: &[isize]) -> Result<Self> {
-                let l = Layout::new(self.l.ptr, self.shape(), strides, self.l.dtype)?;
+                let l = Layout::new(self.l.ptr, self.shape(), strides, self.l.dtype, self.l.extent)?;
                 Ok(Self { l, _p: PhantomData })
             }
             /// Checks dtype and exact shape; `name` and `dims` (e.g. "[T, D]") go into the error.
@@ -178,7 +212,7 @@ impl<'a> TensorRef<'a> {
     /// `ptr` must address device memory of this context, valid for every element the shape and
     /// strides reach, for as long as the view (and any launch using it) lives.
     pub unsafe fn from_raw(ptr: u64, shape: &[usize], strides: &[isize], dtype: DType) -> Result<Self> {
-        Ok(Self { l: Layout::new(ptr, shape, strides, dtype)?, _p: PhantomData })
+        Ok(Self { l: Layout::new(ptr, shape, strides, dtype, None)?, _p: PhantomData })
     }
 }
 
@@ -200,7 +234,7 @@ impl<'a> TensorMut<'a> {
     /// # Safety
     /// As [`TensorRef::from_raw`], and nothing else may access the memory while the view lives.
     pub unsafe fn from_raw(ptr: u64, shape: &[usize], strides: &[isize], dtype: DType) -> Result<Self> {
-        Ok(Self { l: Layout::new(ptr, shape, strides, dtype)?, _p: PhantomData })
+        Ok(Self { l: Layout::new(ptr, shape, strides, dtype, None)?, _p: PhantomData })
     }
     /// Reborrows as a read-only view.
     pub fn as_ref(&self) -> TensorRef<'_> {
@@ -227,9 +261,25 @@ mod tests {
         assert!(matches!(odd.require_aligned("x", 16), Err(Error::Misaligned { row_stride_bytes: 18, .. })));
         let bad = v.with_strides(&[4, 1]).unwrap();
         assert!(matches!(bad.row_stride("x"), Err(Error::Stride { .. })));
+        assert!(matches!(v.with_strides(&[-8, 1]), Err(Error::Stride { .. })));
+        assert!(matches!(v.with_strides(&[isize::MAX, 1]), Err(Error::Stride { .. })));
         assert!(matches!(v.expect("x", "[T, D]", DType::BF16, &[4, 9]), Err(Error::Shape { .. })));
         assert!(matches!(v.expect("x", "[T, D]", DType::F32, &[4, 8]), Err(Error::DType { .. })));
         let msg = v.expect("x", "[T, D]", DType::BF16, &[4, 9]).unwrap_err().to_string();
         assert_eq!(msg, "`x` must have shape [T, D] = [4, 9], got [4, 8]");
+    }
+
+    #[test]
+    fn views_of_buffers_stay_inside_them() {
+        // A buffer of 16 elements: a [4, 4] view fits, any wider stride does not.
+        let l = Layout::contiguous(0x1000, &[4, 4], DType::BF16, 16).unwrap();
+        let v = TensorRef { l, _p: PhantomData };
+        assert!(v.with_strides(&[4, 1]).is_ok());
+        assert!(matches!(v.with_strides(&[5, 1]), Err(Error::Shape { .. })));
+        assert!(matches!(v.with_strides(&[1 << 40, 1]), Err(Error::Shape { .. })));
+        assert!(matches!(Layout::contiguous(0, &[4, 5], DType::BF16, 16), Err(Error::Shape { .. })));
+        assert!(matches!(Layout::contiguous(0, &[usize::MAX, 4], DType::BF16, 16), Err(Error::Stride { .. })));
+        // Empty views span nothing.
+        assert!(Layout::contiguous(0, &[0, 4096], DType::BF16, 0).is_ok());
     }
 }

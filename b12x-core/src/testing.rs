@@ -35,6 +35,8 @@ pub fn alloc_poisoned<T: Element>(stream: &Arc<CudaStream>, n: usize) -> Result<
 /// Checks that `run` allocates no device memory: one warm-up call (with CUDA lazy loading the
 /// driver may page in a kernel's code on its first launch, a one-time driver cost rather than an
 /// allocation by `run`), then `calls` more; the device's free memory must not change.
+/// Limits: an allocation freed again inside `run` (stream-ordered pools) and host-side syncs
+/// are not visible to this check; `run` code paths are kept free of both by review.
 pub fn check_run_allocates_nothing(
     dev: &Device,
     stream: &CudaStream,

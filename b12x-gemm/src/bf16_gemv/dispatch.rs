@@ -86,10 +86,15 @@ impl OpPlan for Plan {
         // not depend on values). Note: this is a second copy of W's size while racing.
         let q = &self.query;
         let m = self.buckets.get(bucket).map_or(1, |b| b.hi);
+        // Rows padded to 16 bytes: an `aligned` query promises 16-byte row strides, which K
+        // itself need not be (e.g. K = 4100 with a row stride of 4104): the aligned kernels'
+        // vector loads must never see a misaligned row here.
+        let ldw = q.k.next_multiple_of(8);
+        let ldx = q.k.next_multiple_of(16 / q.x_dtype.size_bytes());
         let sizes = [
             self.scratch.total_bytes(),
-            q.n * q.k * 2,
-            m * q.k * q.x_dtype.size_bytes(),
+            q.n * ldw * 2,
+            m * ldx * q.x_dtype.size_bytes(),
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
         ];
@@ -113,8 +118,8 @@ impl OpPlan for Plan {
             bias: if q.bias.is_some() { at[4] } else { 0 },
             partials: bound.ptr("partials"),
             counters: bound.ptr("counters"),
-            ldw: q.k as i64,
-            ldx: q.k as i64,
+            ldw: ldw as i64,
+            ldx: ldx as i64,
             ldy: q.n as i64,
             n: q.n as i32,
             k: q.k as i32,

@@ -111,7 +111,9 @@ impl Query {
         let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
         let float = |d: DType| matches!(d, DType::BF16 | DType::F32);
         // Row indices, K offsets and the padded row count are 32-bit in the kernel.
-        let limit = i32::MAX as usize - 64;
+        // The kernel forms k_begin + k_per_split in 32-bit: K plus up to 32 splits of 32-wide
+        // granules (and a 16-byte vector) must still fit.
+        let limit = i32::MAX as usize - 32 * 32 - 8;
         if self.n == 0 || self.n > limit {
             return bad("n", format!("(N) must be in 1..={limit}, got {}", self.n));
         }

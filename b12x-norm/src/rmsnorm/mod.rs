@@ -63,6 +63,8 @@ pub const COL_MULTIPLE: usize = 8;
 /// The variant table: `kVecsPerThread` values instantiated in `kernels/rmsnorm.cu`.
 pub const VECS_PER_THREAD: [usize; 4] = [1, 2, 4, 8];
 const MAX_BLOCK_THREADS: usize = 1024;
+/// Most rows the autotune race allocates (see `bench_case`).
+const RACE_MAX_ROWS: usize = 16384;
 /// Upper edges of the buckets of T: up to 128 rows the grid is one partial wave and latency
 /// decides; up to 2048 a few waves; beyond, sustained bandwidth.
 const BUCKET_EDGES: [usize; 2] = [128, 2048];
@@ -356,7 +358,9 @@ impl OpPlan for Plan {
         &self.slot
     }
     fn bench_case(&self, bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
-        let rows = self.buckets.get(bucket).map_or(1, |b| b.hi);
+        // The bucket's largest T, capped: at 16384 rows every config already runs many full
+        // waves (its steady state), and a huge capacity must not make the race allocate GBs.
+        let rows = self.buckets.get(bucket).map_or(1, |b| b.hi.min(RACE_MAX_ROWS));
         let (d, residual) = (self.query.cols, self.query.residual);
         // One zeroed buffer holds w, then x, y (and residual) as contiguous [rows, D] tensors.
         // Zeros are a valid input (rsqrt(eps) is finite); speed does not depend on values.
