@@ -32,6 +32,9 @@ pub enum Error {
     DType { tensor: &'static str, expected: DType, actual: DType },
     #[error("`{tensor}` has unsupported strides {strides:?}: {reason}")]
     Stride { tensor: &'static str, strides: Vec<isize>, reason: String },
+    /// Two tensors share memory where the op needs them apart (an output over an input).
+    #[error("`{a}` and `{b}` overlap in device memory: {reason}")]
+    Aliasing { a: &'static str, b: &'static str, reason: String },
     #[error("`{tensor}` must be {align}-byte aligned (pointer 0x{ptr:x}, row stride {row_stride_bytes} bytes)")]
     Misaligned { tensor: &'static str, align: usize, ptr: u64, row_stride_bytes: usize },
     /// A live count exceeds the capacity the plan was made for.

@@ -43,7 +43,7 @@ pub use plan::{pow2_buckets, resolve, BenchCase, Bucket, OpPlan, PlanSlot, Selec
 pub use registry::{list_ops, OpInfo, Validation};
 pub use scratch::{BoundScratch, Region, Scratch, ScratchLayout, SCRATCH_ALIGN, SCRATCH_BASE_ALIGN};
 pub use session::{CapturedGraph, PreparationSession, SelectionRecord, SessionState};
-pub use tensor::{contiguous_strides, TensorMut, TensorRef, MAX_RANK};
+pub use tensor::{contiguous_strides, require_disjoint, TensorMut, TensorRef, MAX_RANK};
 
 /// Re-exported cudarc (the pinned version b12x is built against).
 pub use cudarc;

@@ -156,6 +156,15 @@ macro_rules! view_common {
                 }
                 Ok(s[0] as usize)
             }
+            /// The byte range `[start, end)` the view's elements lie in (empty for no elements).
+            pub fn byte_span(&self) -> (u64, u64) {
+                let es = self.dtype().size_bytes() as u64;
+                if self.numel() == 0 {
+                    return (self.ptr(), self.ptr());
+                }
+                let last: u64 = self.shape().iter().zip(self.strides()).map(|(&n, &s)| (n as u64 - 1) * s as u64).sum();
+                (self.ptr(), self.ptr() + (last + 1) * es)
+            }
             /// True when the pointer and every non-unit stride are multiples of `bytes`.
             pub fn is_aligned(&self, bytes: usize) -> bool {
                 let es = self.dtype().size_bytes() as isize;
@@ -246,6 +255,17 @@ impl<'a> TensorMut<'a> {
     }
 }
 
+/// Errors with [`Error::Aliasing`] when the byte ranges of `a` and `b` overlap. Ops call it for
+/// every output against every input (and output) it must not share memory with.
+pub fn require_disjoint(a: (&'static str, (u64, u64)), b: (&'static str, (u64, u64))) -> Result<()> {
+    let ((na, (a0, a1)), (nb, (b0, b1))) = (a, b);
+    if a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1 {
+        let reason = format!("[0x{a0:x}, 0x{a1:x}) and [0x{b0:x}, 0x{b1:x})");
+        return Err(Error::Aliasing { a: na, b: nb, reason });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +287,18 @@ mod tests {
         assert!(matches!(v.expect("x", "[T, D]", DType::F32, &[4, 8]), Err(Error::DType { .. })));
         let msg = v.expect("x", "[T, D]", DType::BF16, &[4, 9]).unwrap_err().to_string();
         assert_eq!(msg, "`x` must have shape [T, D] = [4, 9], got [4, 8]");
+    }
+
+    #[test]
+    fn overlap_is_detected_on_byte_ranges() {
+        let a = unsafe { TensorRef::from_raw(0x1000, &[2, 8], &[16, 1], DType::BF16) }.unwrap();
+        assert_eq!(a.byte_span(), (0x1000, 0x1000 + 2 * (16 + 7 + 1)));
+        let b = unsafe { TensorRef::from_raw(0x1000 + 48, &[1, 8], &[8, 1], DType::BF16) }.unwrap();
+        assert!(require_disjoint(("a", a.byte_span()), ("b", b.byte_span())).is_ok());
+        let c = unsafe { TensorRef::from_raw(0x1000 + 46, &[1, 8], &[8, 1], DType::BF16) }.unwrap();
+        assert!(matches!(require_disjoint(("a", a.byte_span()), ("c", c.byte_span())), Err(Error::Aliasing { .. })));
+        let empty = unsafe { TensorRef::from_raw(0x1000, &[0, 8], &[8, 1], DType::BF16) }.unwrap();
+        assert!(require_disjoint(("a", a.byte_span()), ("e", empty.byte_span())).is_ok());
     }
 
     #[test]

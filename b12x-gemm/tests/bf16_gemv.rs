@@ -329,3 +329,14 @@ fn variant_table_matches_the_built_kernels() {
     // Every symbol exists for sm_90a, sm_120a and sm_121a, and no kernel spills.
     check_manifest(b12x_gemm::KERNEL_MANIFEST, &all_symbols()).unwrap();
 }
+
+#[test]
+fn output_must_not_overlap_inputs() {
+    let q = query(1024, 4096);
+    let mut v = good(2);
+    assert!(params(&q, &v).is_ok());
+    v.y.0 = BASE + 4096; // inside x's first rows
+    assert!(matches!(params(&q, &v), Err(Error::Aliasing { a: "y", b: "x", .. })));
+    v.y.0 = BASE + (1 << 30) + 64; // inside W
+    assert!(matches!(params(&q, &v), Err(Error::Aliasing { a: "y", b: "w", .. })));
+}

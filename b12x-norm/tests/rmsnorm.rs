@@ -337,3 +337,20 @@ fn variant_table_matches_built_kernels_without_spills() {
     table.sort();
     assert_eq!(built, table);
 }
+
+#[test]
+fn aliasing_rules() {
+    let q = query(4096, DType::BF16);
+    // y exactly over x (same address and strides): in place, allowed.
+    let mut a = args(4, false);
+    a.y = view_mut(BASE, &[4, 4096], &[4096, 1], DType::BF16);
+    assert!(q.kernel_params(&a).is_ok());
+    // y one row into x: a partial overlap, rejected.
+    a.y = view_mut(BASE + 2 * 4096, &[4, 4096], &[4096, 1], DType::BF16);
+    assert!(matches!(q.kernel_params(&a), Err(Error::Aliasing { a: "y", b: "x", .. })));
+    // residual over y, rejected.
+    let qr = Query { residual: true, ..query(4096, DType::BF16) };
+    let mut a = args(4, true);
+    a.residual = Some(view_mut(BASE + (3 << 30), &[4, 4096], &[4096, 1], DType::BF16));
+    assert!(matches!(qr.kernel_params(&a), Err(Error::Aliasing { a: "residual", b: "y", .. })));
+}

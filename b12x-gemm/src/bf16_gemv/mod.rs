@@ -61,7 +61,8 @@ pub use params::Bf16GemvParams;
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::plan::bucket_of;
 use b12x_core::{
-    pow2_buckets, resolve, Bucket, DType, Device, Error, PlanSlot, Result, Scratch, ScratchLayout, TensorMut, TensorRef,
+    pow2_buckets, require_disjoint, resolve, Bucket, DType, Device, Error, PlanSlot, Result, Scratch, ScratchLayout,
+    TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -181,6 +182,13 @@ impl Query {
         args.x.require_aligned("x", ax)?;
         args.w.require_aligned("w", aw)?;
         args.y.require_aligned("y", self.out_dtype.size_bytes())?;
+        // y is written while x, W (and bias) are still being read by other CTAs.
+        let y = ("y", args.y.byte_span());
+        require_disjoint(y, ("x", args.x.byte_span()))?;
+        require_disjoint(y, ("w", args.w.byte_span()))?;
+        if let Some(b) = &args.bias {
+            require_disjoint(y, ("bias", b.byte_span()))?;
+        }
         Ok(p)
     }
 

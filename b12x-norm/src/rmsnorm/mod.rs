@@ -49,8 +49,8 @@ pub use params::RmsnormParams;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use b12x_core::plan::bucket_of;
 use b12x_core::{
-    resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, Result, Scratch,
-    ScratchLayout, Selected, TensorMut, TensorRef,
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
+    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -167,7 +167,17 @@ impl Query {
             p.residual = r.ptr();
             p.residual_stride = r.row_stride("residual")? as i64;
             r.require_aligned("residual", 16)?;
+            // residual is read and rewritten row by row: it must not share memory with x or y.
+            require_disjoint(("residual", r.byte_span()), ("x", args.x.byte_span()))?;
+            require_disjoint(("residual", r.byte_span()), ("y", args.y.byte_span()))?;
         }
+        // y may be x itself (same address and strides: each row is read before it is written),
+        // never a partial overlap; nor may y overlap the weight.
+        let exact_alias = args.y.ptr() == args.x.ptr() && args.y.strides() == args.x.strides();
+        if !exact_alias {
+            require_disjoint(("y", args.y.byte_span()), ("x", args.x.byte_span()))?;
+        }
+        require_disjoint(("y", args.y.byte_span()), ("w", args.w.byte_span()))?;
         Ok(p)
     }
 
