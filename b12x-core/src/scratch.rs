@@ -56,7 +56,7 @@ impl ScratchLayout {
     }
     /// Binds to `scratch`: every region must fit, else [`Error::ScratchTooSmall`] naming the first
     /// region that does not.
-    pub fn bind(&self, scratch: &Scratch<'_>) -> Result<BoundScratch> {
+    pub fn bind(&self, scratch: &Scratch<'_>) -> Result<BoundScratch<'_>> {
         for r in &self.regions {
             let need = (r.offset + r.bytes).div_ceil(SCRATCH_ALIGN) * SCRATCH_ALIGN;
             if need > scratch.bytes {
@@ -71,18 +71,18 @@ impl ScratchLayout {
                 row_stride_bytes: 0,
             });
         }
-        Ok(BoundScratch { base: scratch.ptr, layout: self.clone() })
+        Ok(BoundScratch { base: scratch.ptr, layout: self })
     }
 }
 
-/// A layout bound to a buffer: region addresses.
-#[derive(Clone, Debug)]
-pub struct BoundScratch {
+/// A layout bound to a buffer: region addresses. Borrows the layout (binding allocates nothing).
+#[derive(Clone, Copy, Debug)]
+pub struct BoundScratch<'l> {
     base: u64,
-    layout: ScratchLayout,
+    layout: &'l ScratchLayout,
 }
 
-impl BoundScratch {
+impl BoundScratch<'_> {
     /// Device address of region `name` (0 if the layout has no such region).
     pub fn ptr(&self, name: &str) -> u64 {
         self.layout.regions.iter().find(|r| r.name == name).map(|r| self.base + r.offset as u64).unwrap_or(0)
