@@ -123,6 +123,18 @@ __device__ __forceinline__ void mma_step(float (&acc)[4], const Vec16& w_lo, con
   mma_m16n8k16_bf16_f32(acc, a1, b1);
 }
 
+// All MMAs of one group: U k-steps x RT row tiles x NT token tiles.
+template <int U, int RT, int NT>
+__device__ __forceinline__ void mma_group(float (&acc)[RT][NT][4], const Vec16 (&v_w)[U][RT][2],
+                                          const Vec16 (&v_x)[U][NT]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
+}
+
 template <typename TOut>
 __device__ __forceinline__ void store_out(const Bf16GemvParams& p, int row, int tok, float v) {
   if (p.bias != nullptr) {
@@ -308,13 +320,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
       }
       // Refill the stage consumed in the previous iteration.
       issue(gi + (kStages - 1) * p.warps_k, stage == 0 ? kStages - 1 : stage - 1);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
+      mma_group<U, RT, NT>(acc, v_w, v_x);
       stage = stage == kStages - 1 ? 0 : stage + 1;
     }
     cp_async_wait<0>();
@@ -338,13 +344,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) v_x[u][nt].w[i] = r_xok[nt] ? v_x[u][nt].w[i] : 0u;
         }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-            mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
+      mma_group<U, RT, NT>(acc, v_w, v_x);
     }
   }
   // Tail (< U steps, the last may be partial): one 32-wide step per warp, bounds-checked loads.
