@@ -77,6 +77,11 @@ pub fn time_graph(
     (0..samples).map(|_| timer.time_us(&stream, || Ok(graph.launch()?))).collect()
 }
 
+/// `B12X_BENCH_QUICK=1`: benchmarks run a reduced set of shapes (smoke runs).
+pub fn quick() -> bool {
+    std::env::var("B12X_BENCH_QUICK").is_ok_and(|v| v == "1")
+}
+
 /// Samples per benchmark row (≥ 20; `B12X_BENCH_SAMPLES` overrides).
 pub fn samples() -> usize {
     std::env::var("B12X_BENCH_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(30).max(20)
@@ -171,6 +176,7 @@ impl BenchReport {
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
+        println!("read ceiling {ceiling_tbps:.3} TB/s; {} samples per row", samples());
         Ok(Self {
             name: name.to_string(),
             gpu: device.name().to_string(),

@@ -39,9 +39,8 @@ fn main() -> Result<()> {
         eprintln!("bf16_gemv bench: no CUDA device, nothing to measure");
         return Ok(());
     };
-    let quick = std::env::var("B12X_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let quick = b12x_core::bench::quick();
     let mut report = BenchReport::new("bf16_gemv", &dev)?;
-    println!("read ceiling {:.3} TB/s; {} samples per row", report.ceiling_tbps, samples());
     for (n, k, f32_out) in SHAPES {
         bench_shape(&dev, &mut report, n, k, f32_out, quick)?;
     }

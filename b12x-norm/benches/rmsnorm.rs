@@ -32,9 +32,8 @@ fn main() -> Result<()> {
         eprintln!("rmsnorm bench: no CUDA device, nothing to measure");
         return Ok(());
     };
-    let quick = std::env::var("B12X_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let quick = b12x_core::bench::quick();
     let mut report = BenchReport::new("rmsnorm", &dev)?;
-    println!("read ceiling {:.3} TB/s; {} samples per row", report.ceiling_tbps, samples());
     for residual in [false, true] {
         for d in COLS {
             for t in TOKENS.into_iter().filter(|t| !quick || QUICK_TOKENS.contains(t)) {
