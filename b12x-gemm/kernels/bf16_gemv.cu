@@ -5,12 +5,14 @@
 // Constraints: M <= tokens of the variant (MMA: 8*NT; SIMT: any, MT per pass); any N, K >= 1;
 //   variants without _unaligned need 16-byte aligned W/x base pointers and 16-byte row strides.
 // Strategy: BF16 x -> swap-AB mma.sync m16n8k16 (16 W rows are the MMA rows, 8 tokens the
-//   MMA columns); each warp streams W rows contiguously through its own swizzled cp.async ring
-//   (S-1 stages in flight), K split across the warps of a CTA and across CTAs;
+//   MMA columns); each warp streams its W rows either straight into registers one group of
+//   U k-steps ahead (mmad) or through its own swizzled cp.async ring (mma, S-1 stages in
+//   flight), K split across the warps of a CTA and across CTAs;
 //   f32 x -> SIMT f32 FMAs from 16-byte register loads (x is never rounded to bf16).
 //   Partials are merged in a fixed order (warps through shared memory, CTAs by the
 //   last-arriving CTA of each row block), so results are bitwise reproducible.
-// Entry points: b12x_bf16_gemv_mma_nt{N}_rt{R}_u{U}_s{S}_{bf16,f32}out, ..._mma_nt{N}_unaligned_*,
+// Entry points: b12x_bf16_gemv_mmad_nt{N}_rt{R}_u{U}_{bf16,f32}out, ..._mma_nt{N}_rt{R}_u{U}_s{S}_*,
+//   ..._mma_nt{N}_unaligned_*,
 //   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*.   Oracle: src/bf16_gemv/reference.rs
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
@@ -216,12 +218,20 @@ struct MmaRing {
   static_assert(U >= 2, "the swizzle flips chunk bit 2: rows of at least 8 chunks");
 };
 
-template <int NT, int RT, int U, int kStages, typename TOut, bool kAligned>
+// How a warp of gemv_mma gets its W and x fragments.
+enum class Feed {
+  kRing,       // aligned: per-warp cp.async ring through shared memory (kStages deep)
+  kDirect,     // aligned: 16-byte register loads straight from global, one group ahead
+  kUnaligned,  // any alignment: 2-byte register loads
+};
+
+template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed>
 __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   constexpr int MT = 8 * NT;
   constexpr int ROWS_W = 16 * RT;
+  constexpr bool kAligned = kFeed != Feed::kUnaligned;
   using Ring = MmaRing<NT, RT, U>;
-  static_assert(!kAligned || kStages >= 2, "the cp.async ring needs at least two stages");
+  static_assert(kFeed != Feed::kRing || kStages >= 2, "the cp.async ring needs at least two stages");
   extern __shared__ __align__(16) unsigned char s_raw[];
   float* s_part = reinterpret_cast<float*>(s_raw);  // [warps_k][MT][rows_cta + kRowPad], after the loop
   const int lane = threadIdx.x & 31;
@@ -262,7 +272,34 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 
   const int span = max(k_end - k_begin, 0);
   const int groups = span / (kMmaStepK * U);
-  if constexpr (kAligned) {
+  if constexpr (kFeed == Feed::kDirect) {
+    // Group gi + warps_k is loaded into the registers group gi's MMAs just read. The loop is
+    // kept rolled, so the loads issue right after the MMAs and stay in flight across the
+    // back-edge (ptxas cannot sink them next to their uses, which would serialize latency).
+    // W streams past L1 (no_allocate); x is re-read by every warp of the SM and stays in L1.
+    Vec16 v_w[U][RT][2];
+    Vec16 v_x[U][NT];
+    auto load = [&](int gi) {
+      const int k0 = k_begin + gi * kMmaStepK * U;
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) v_w[u][rt][h] = ld_global_stream_v16(r_w[rt][h] + k0 + u * kMmaStepK);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          v_x[u][nt] = r_xok[nt] ? ld_global_v16(r_x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+    };
+    if (wk < groups) load(wk);
+#pragma unroll 1
+    for (int gi = wk; gi < groups; gi += p.warps_k) {
+      mma_group<U, RT, NT>(acc, v_w, v_x);
+      if (gi + p.warps_k < groups) load(gi + p.warps_k);
+    }
+  } else if constexpr (kFeed == Feed::kRing) {
     unsigned char* s_ring = s_raw + warp * kStages * Ring::kGroupBytes;
     const uint32_t s_ring_addr = smem_addr(s_ring);
     // This lane's row-contiguous W copies: source pointers (+ k0 per group) and tile offsets.
@@ -479,14 +516,23 @@ using b12x::bf16;
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_##OUTNAME##out(                       \
           const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, true>(p);                                    \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing>(p);            \
+  }
+
+// Direct register feed. MINB: CTAs of kMaxThreads per SM the register budget must allow
+// (2 caps the light variants at 128 registers, so two full CTAs fit on an SM).
+#define B12X_GEMV_MMAD(NT, RT, U, MINB, TOUT, OUTNAME)                                          \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, MINB)                \
+      b12x_bf16_gemv_mmad_nt##NT##_rt##RT##_u##U##_##OUTNAME##out(                               \
+          const __grid_constant__ Bf16GemvParams p) {                                          \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect>(p);          \
   }
 
 // Unaligned fallback: register path with 2-byte loads, one per token tile count.
 #define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_unaligned_##OUTNAME##out(const __grid_constant__ Bf16GemvParams p) { \
-    b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, false>(p);                                    \
+    b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, b12x::bf16_gemv::Feed::kUnaligned>(p);        \
   }
 
 #define B12X_GEMV_SIMT(MT, RS, TOUT, OUTNAME)                                                   \
@@ -504,6 +550,16 @@ using b12x::bf16;
 // The variant table in src/bf16_gemv/mod.rs lists exactly these.
 #define B12X_GEMV_ALL_OUT(MACRO, ...) MACRO(__VA_ARGS__, bf16, bf16) MACRO(__VA_ARGS__, float, f32)
 
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 4, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 8, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 2, 4, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 2, 1, 4, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 2, 1, 8, 1)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 2, 2, 4, 1)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 4, 1, 4, 1)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 4, 2, 2, 1)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 8, 1, 2, 1)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 8, 2, 2, 1)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 1, 1, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 1, 1, 8, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 1, 2, 4, 3)

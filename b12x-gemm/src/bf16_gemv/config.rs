@@ -16,6 +16,11 @@ pub const MMA_VARIANTS: [(u32, u32, u32, u32); 9] = [
     (8, 1, 2, 3),
     (8, 2, 2, 3),
 ];
+/// Tensor-core variants with the direct register feed (BF16 x, 16-byte aligned): `(NT, RT, U)`.
+/// Each warp keeps one group of U 32-wide k steps of its 16·RT rows (and x) in flight in
+/// registers; no shared-memory ring.
+pub const DIRECT_VARIANTS: [(u32, u32, u32); 10] =
+    [(1, 1, 4), (1, 1, 8), (1, 2, 4), (2, 1, 4), (2, 1, 8), (2, 2, 4), (4, 1, 4), (4, 2, 2), (8, 1, 2), (8, 2, 2)];
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
 pub const SIMT_VARIANTS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (4, 2), (8, 2)];
 /// Token tiles of the unaligned fallbacks (MMA: NT with RT = 1, U = 2; SIMT: MT with RS = 2).
@@ -34,12 +39,14 @@ const STATIC_SMEM_RESERVE: u32 = 1024;
 const KSPLITS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 /// CTA shapes (warps_r, warps_k) considered, first = default.
 const MMA_WARPS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (2, 4), (1, 8)];
+const DIRECT_WARPS: [(u32, u32); 7] = [(1, 8), (1, 4), (2, 4), (4, 2), (8, 1), (2, 2), (1, 2)];
 const SIMT_WARPS: [(u32, u32); 3] = [(1, 4), (2, 4), (1, 8)];
 
 /// Which kernel family and template instance a config launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
     Mma { nt: u32, rt: u32, u: u32, stages: u32 },
+    MmaDirect { nt: u32, rt: u32, u: u32 },
     MmaUnaligned { nt: u32 },
     Simt { mt: u32, rs: u32 },
     SimtUnaligned { mt: u32 },
@@ -49,7 +56,7 @@ impl Variant {
     /// Rows of W one warp owns.
     pub fn rows_per_warp(self) -> u32 {
         match self {
-            Variant::Mma { rt, .. } => 16 * rt,
+            Variant::Mma { rt, .. } | Variant::MmaDirect { rt, .. } => 16 * rt,
             Variant::MmaUnaligned { .. } => 16,
             Variant::Simt { rs, .. } => rs,
             Variant::SimtUnaligned { .. } => 2,
@@ -58,13 +65,14 @@ impl Variant {
     /// Tokens of one pass (the partial tile's width).
     pub fn tokens(self) -> u32 {
         match self {
-            Variant::Mma { nt, .. } | Variant::MmaUnaligned { nt } => 8 * nt,
+            Variant::Mma { nt, .. } | Variant::MmaDirect { nt, .. } | Variant::MmaUnaligned { nt } => 8 * nt,
             Variant::Simt { mt, .. } | Variant::SimtUnaligned { mt } => mt,
         }
     }
     fn id(self) -> String {
         match self {
             Variant::Mma { nt, rt, u, stages } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}"),
+            Variant::MmaDirect { nt, rt, u } => format!("mmad_nt{nt}_rt{rt}_u{u}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
             Variant::Simt { mt, rs } => format!("simt_mt{mt}_rs{rs}"),
             Variant::SimtUnaligned { mt } => format!("simt_mt{mt}_unaligned"),
@@ -78,8 +86,8 @@ impl Variant {
 
 /// Every symbol the variant table names (both output dtypes): the manifest test checks them.
 pub fn all_symbols() -> Vec<String> {
-    let mut v: Vec<Variant> =
-        MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }).collect();
+    let mut v: Vec<Variant> = DIRECT_VARIANTS.iter().map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u }).collect();
+    v.extend(MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }));
     v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
     v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
     v.extend(UNALIGNED_TILES.iter().map(|&mt| Variant::SimtUnaligned { mt }));
@@ -164,10 +172,16 @@ fn variants(g: &Geometry) -> Vec<Variant> {
     let nt = (g.rows_hi.div_ceil(8).next_power_of_two() as u32).min(8);
     let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
     match (g.x_f32, g.aligned) {
-        (false, true) => MMA_VARIANTS
+        (false, true) => DIRECT_VARIANTS
             .iter()
             .filter(|v| v.0 == nt)
-            .map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages })
+            .map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u })
+            .chain(MMA_VARIANTS.iter().filter(|v| v.0 == nt).map(|&(nt, rt, u, stages)| Variant::Mma {
+                nt,
+                rt,
+                u,
+                stages,
+            }))
             .collect(),
         (false, false) => vec![Variant::MmaUnaligned { nt }],
         (true, true) => SIMT_VARIANTS.iter().filter(|v| v.0 == mt).map(|&(mt, rs)| Variant::Simt { mt, rs }).collect(),
@@ -189,6 +203,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
     let mut default = None;
     for variant in variants(g) {
         let (shapes, step) = match variant {
+            Variant::MmaDirect { u, .. } => (&DIRECT_WARPS[..], 32 * u as usize),
             Variant::Mma { u, .. } => (&MMA_WARPS[..], 32 * u as usize),
             Variant::MmaUnaligned { .. } => (&MMA_WARPS[..3], 64),
             _ => (&SIMT_WARPS[..], 256),
