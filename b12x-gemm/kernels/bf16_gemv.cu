@@ -194,6 +194,88 @@ __device__ __forceinline__ void merge_splits(const Bf16GemvParams& p, int rows_c
   }
 }
 
+// One lane's operand pointers: W rows (rt*16 + h*8 + g) of the warp's tile and x rows
+// (tokens nt*8 + g), each already offset to the lane's k chunk 8t. Rows past N are clamped to
+// N-1 (valid memory; their results are never stored); tokens past M read nothing (xok false).
+template <int NT, int RT>
+struct MmaOperands {
+  const bf16* w[RT][2];
+  const bf16* x[NT];
+  bool xok[NT];
+  __device__ __forceinline__ MmaOperands(const Bf16GemvParams& p, int row0, int g, int t) {
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = min(row0 + rt * 16 + h * 8 + g, p.n - 1);
+        w[rt][h] = p.w + (long long)row * p.ldw + 8 * t;
+      }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int tok = nt * 8 + g;
+      xok[nt] = tok < p.m;
+      x[nt] = reinterpret_cast<const bf16*>(p.x) + (long long)min(tok, p.m - 1) * p.ldx + 8 * t;
+    }
+  }
+};
+
+// K range [k_tail, k_end) one 32-wide step at a time, steps round-robin over `nwarps` warps
+// (this is warp `wk`), bounds-checked loads (the last step may be partial).
+template <int NT, int RT, bool kAligned>
+__device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOperands<NT, RT>& o, int k_tail,
+                                         int k_end, int wk, int nwarps) {
+  const int t = (threadIdx.x & 31) & 3;
+  const int tail_steps = (k_end - k_tail + kMmaStepK - 1) / kMmaStepK;
+  for (int s = wk; s < tail_steps; s += nwarps) {
+    const int off = k_tail + s * kMmaStepK;
+    const int kl = off + 8 * t;  // this lane's first k
+    Vec16 v_w[RT][2];
+    Vec16 v_x[NT];
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) v_w[rt][h] = load_bf16x8<kAligned, true>(o.w[rt][h] + off, kl, k_end);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      v_x[nt] = o.xok[nt] ? load_bf16x8<kAligned, false>(o.x[nt] + off, kl, k_end) : Vec16{{0u, 0u, 0u, 0u}};
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_step(acc[rt][nt], v_w[rt][0], v_w[rt][1], v_x[nt]);
+  }
+}
+
+// Epilogue of the MMA kernels (call after a __syncthreads that frees s_part's memory): every
+// warp stores its fragments into the partial tile [warps_k][MT][rows_cta + kRowPad] at row
+// offset r0, then the CTA sums over warps and stores y or this split's partials.
+template <int NT, int RT, typename TOut>
+__device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float (&acc)[RT][NT][4], float* s_part,
+                                           int wk, int r0, int rows_cta) {
+  constexpr int MT = 8 * NT;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  // Fragment c[0..1] = (row g, tokens 2t, 2t+1), c[2..3] = (row g+8, same tokens).
+  const int stride_r = rows_cta + kRowPad;
+  if (wk < p.warps_k) {
+    float* s_mine = s_part + wk * MT * stride_r;
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int r = r0 + rt * 16 + g;
+        const int tok = nt * 8 + 2 * t;
+        s_mine[tok * stride_r + r] = acc[rt][nt][0];
+        s_mine[(tok + 1) * stride_r + r] = acc[rt][nt][1];
+        s_mine[tok * stride_r + r + 8] = acc[rt][nt][2];
+        s_mine[(tok + 1) * stride_r + r + 8] = acc[rt][nt][3];
+      }
+  }
+  __syncthreads();
+  finish_tile<TOut>(p, s_part, rows_cta, MT, 0);
+  if (p.ksplit > 1) merge_splits<TOut>(p, rows_cta);
+}
+
 // ---- BF16 x: tensor-core swap-AB GEMV. ----
 // A warp owns RT 16-row tiles and all 8*NT tokens; it walks its CTA's K range in groups of
 // U 32-wide steps, interleaved with the other warps_k warps of its row group so that the
@@ -245,23 +327,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   const int k_begin = blockIdx.y * p.k_per_split;
   const int k_end = min(p.k, k_begin + p.k_per_split);
 
-  // Rows past N are clamped to N-1 (valid memory); their results are never stored.
-  const bf16* r_w[RT][2];
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = min(row0 + rt * 16 + h * 8 + g, p.n - 1);
-      r_w[rt][h] = p.w + (long long)row * p.ldw + 8 * t;
-    }
-  const bf16* r_x[NT];
-  bool r_xok[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int tok = nt * 8 + g;
-    r_xok[nt] = tok < p.m;
-    r_x[nt] = reinterpret_cast<const bf16*>(p.x) + (long long)min(tok, p.m - 1) * p.ldx + 8 * t;
-  }
+  const MmaOperands<NT, RT> o(p, row0, g, t);
   float acc[RT][NT][4];
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt)
@@ -286,12 +352,12 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) v_w[u][rt][h] = ld_global_stream_v16(r_w[rt][h] + k0 + u * kMmaStepK);
+          for (int h = 0; h < 2; ++h) v_w[u][rt][h] = ld_global_stream_v16(o.w[rt][h] + k0 + u * kMmaStepK);
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
-          v_x[u][nt] = r_xok[nt] ? ld_global_v16(r_x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+          v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
     };
     if (wk < groups) load(wk);
 #pragma unroll 1
@@ -326,7 +392,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt)
             cp_async_ca_16_zfill(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16,
-                                 r_x[nt] + k0 + u * kMmaStepK, r_xok[nt]);
+                                 o.x[nt] + k0 + u * kMmaStepK, o.xok[nt]);
       }
       cp_async_commit();
     };
@@ -372,59 +438,127 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
         for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
           for (int h = 0; h < 2; ++h)
-            v_w[u][rt][h] = load_bf16x8<false, true>(r_w[rt][h] + k0 + u * kMmaStepK, 0, 8);
+            v_w[u][rt][h] = load_bf16x8<false, true>(o.w[rt][h] + k0 + u * kMmaStepK, 0, 8);
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          v_x[u][nt] = load_bf16x8<false, false>(r_x[nt] + k0 + u * kMmaStepK, 0, 8);
+          v_x[u][nt] = load_bf16x8<false, false>(o.x[nt] + k0 + u * kMmaStepK, 0, 8);
 #pragma unroll
-          for (int i = 0; i < 4; ++i) v_x[u][nt].w[i] = r_xok[nt] ? v_x[u][nt].w[i] : 0u;
+          for (int i = 0; i < 4; ++i) v_x[u][nt].w[i] = o.xok[nt] ? v_x[u][nt].w[i] : 0u;
         }
       mma_group<U, RT, NT>(acc, v_w, v_x);
     }
   }
   // Tail (< U steps, the last may be partial): one 32-wide step per warp, bounds-checked loads.
-  const int k_tail = k_begin + groups * kMmaStepK * U;
-  const int tail_steps = (k_end - k_tail + kMmaStepK - 1) / kMmaStepK;
-  for (int s = wk; s < tail_steps; s += p.warps_k) {
-    const int kl = k_tail + s * kMmaStepK + 8 * t;  // this lane's first k
-    const int off = k_tail + s * kMmaStepK;
-    Vec16 v_w[RT][2];
-    Vec16 v_x[NT];
-#pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) v_w[rt][h] = load_bf16x8<kAligned, true>(r_w[rt][h] + off, kl, k_end);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      v_x[nt] = r_xok[nt] ? load_bf16x8<kAligned, false>(r_x[nt] + off, kl, k_end)
-                          : Vec16{{0u, 0u, 0u, 0u}};
-#pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mma_step(acc[rt][nt], v_w[rt][0], v_w[rt][1], v_x[nt]);
-  }
-
+  mma_tail<NT, RT, kAligned>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k);
   // The partial tile overlays the ring: every warp must be done reading its ring first.
   __syncthreads();
-  // Fragment c[0..1] = (row g, tokens 2t, 2t+1), c[2..3] = (row g+8, same tokens).
-  const int stride_r = rows_cta + kRowPad;
-  float* s_mine = s_part + wk * MT * stride_r;
+  mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta);
+}
+
+// ---- BF16 x, bulk-copy feed: a producer warp streams W through a CTA-wide stage ring. ----
+// The CTA owns 16*RT rows and its split's K range; stage it holds K columns
+// [k_begin + it*KS, +KS) of every row, one bulk copy (cp.async.bulk, no L1, no registers) per
+// row, tracked by mbarrier full[s]; kC consumer warps each take a KS/kC-wide slice of the
+// stage (U = KS/32/kC steps), read their fragments from shared memory, release the stage on
+// empty[s] and run the MMAs. W bytes in flight per CTA: up to S*16*RT*KS*2, independent of
+// registers. K columns past the last full stage go through mma_tail with global loads.
+//   layout: [full[S], empty[S] mbarriers | pad to kBarBytes] [S stages][16*RT rows][kRowBytes]
+//   rows padded by 64 B: the 8-lane phases of a 16-byte read (rows g, g+1) hit opposite bank halves.
+template <int RT, int KS, int S>
+struct BulkRing {
+  static constexpr int kRows = 16 * RT;
+  static constexpr int kRowBytes = KS * 2 + 64;
+  static constexpr int kStageBytes = kRows * kRowBytes;
+  static constexpr int kBarBytes = 128;
+  static constexpr int kBytes = kBarBytes + S * kStageBytes;
+  static_assert(2 * S * 8 <= kBarBytes, "mbarriers must fit before the ring");
+  static_assert((KS * 2) % 128 == 0, "the bank-half padding needs rows of whole 128-byte lines");
+};
+
+template <int NT, int RT, int KS, int S, int kC, typename TOut>
+__device__ __forceinline__ void gemv_mma_bulk(const Bf16GemvParams& p) {
+  constexpr int ROWS = 16 * RT;
+  constexpr int KW = KS / kC;  // K columns of one consumer per stage
+  constexpr int U = KW / kMmaStepK;
+  static_assert(KW % kMmaStepK == 0 && U >= 1, "a consumer slice is whole 32-wide steps");
+  using Ring = BulkRing<RT, KS, S>;
+  extern __shared__ __align__(128) unsigned char s_raw[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;  // 0..kC-1 consumers, kC the producer
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int row0 = blockIdx.x * ROWS;
+  const int k_begin = blockIdx.y * p.k_per_split;
+  const int k_end = min(p.k, k_begin + p.k_per_split);
+  const int stages = max(k_end - k_begin, 0) / KS;
+  const uint32_t s_bar = smem_addr(s_raw);
+  const uint32_t s_ring = s_bar + Ring::kBarBytes;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      mbar_init(s_bar + 8 * s, 1);            // full: the producer's arrive + the copies' bytes
+      mbar_init(s_bar + 8 * (S + s), kC);     // empty: one arrive per consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  const MmaOperands<NT, RT> o(p, row0, g, t);
+  float acc[RT][NT][4];
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int r = wr * ROWS_W + rt * 16 + g;
-      const int tok = nt * 8 + 2 * t;
-      s_mine[tok * stride_r + r] = acc[rt][nt][0];
-      s_mine[(tok + 1) * stride_r + r] = acc[rt][nt][1];
-      s_mine[tok * stride_r + r + 8] = acc[rt][nt][2];
-      s_mine[(tok + 1) * stride_r + r + 8] = acc[rt][nt][3];
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.0f;
+
+  if (warp == kC) {
+    // Producer: lane r copies rows r, r + 32, ... of each stage.
+    for (int it = 0; it < stages; ++it) {
+      const int s = it % S;
+      if (it >= S) mbar_wait(s_bar + 8 * (S + s), ((it / S) - 1) & 1);
+      if (lane == 0) mbar_arrive_expect_tx(s_bar + 8 * s, ROWS * KS * 2);
+      __syncwarp();
+      const int k0 = k_begin + it * KS;
+      for (int r = lane; r < ROWS; r += 32) {
+        const int row = min(row0 + r, p.n - 1);
+        bulk_copy_g2s(s_ring + s * Ring::kStageBytes + r * Ring::kRowBytes, p.w + (long long)row * p.ldw + k0,
+                      KS * 2, s_bar + 8 * s);
+      }
     }
+  } else {
+    const uint32_t s_lane = s_ring + (warp * KW + 8 * t) * 2;
+    for (int it = 0; it < stages; ++it) {
+      const int s = it % S;
+      const int k0 = k_begin + it * KS + warp * KW;
+      Vec16 v_x[U][NT];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+      mbar_wait(s_bar + 8 * s, (it / S) & 1);
+      Vec16 v_w[U][RT][2];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            v_w[u][rt][h] = ld_shared_v16(s_lane + s * Ring::kStageBytes + (rt * 16 + h * 8 + g) * Ring::kRowBytes +
+                                          u * kMmaStepK * 2);
+      // Every lane's reads of the stage are done (their values are in registers): release it.
+      __syncwarp();
+      if (lane == 0) mbar_arrive(s_bar + 8 * (S + s));
+      mma_group<U, RT, NT>(acc, v_w, v_x);
+    }
+    mma_tail<NT, RT, true>(acc, o, k_begin + stages * KS, k_end, warp, kC);
+  }
+  // All stages were consumed, so every copy has landed: the partial tile may overlay the ring.
   __syncthreads();
-  finish_tile<TOut>(p, s_part, rows_cta, MT, 0);
-  if (p.ksplit > 1) merge_splits<TOut>(p, rows_cta);
+  mma_finish<NT, RT, TOut>(p, acc, reinterpret_cast<float*>(s_raw + Ring::kBarBytes), warp, 0, ROWS);
 }
 
 // ---- f32 x: SIMT GEMV (x is never rounded to bf16). ----
@@ -528,6 +662,14 @@ using b12x::bf16;
     b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect>(p);          \
   }
 
+// Bulk-copy feed: kC consumer warps + 1 producer warp per CTA.
+#define B12X_GEMV_MMAB(NT, RT, KS, S, C, TOUT, OUTNAME)                                          \
+  extern "C" __global__ void __launch_bounds__(32 * (C + 1), 1)                                   \
+      b12x_bf16_gemv_mmab_nt##NT##_rt##RT##_ks##KS##_s##S##_c##C##_##OUTNAME##out(                \
+          const __grid_constant__ Bf16GemvParams p) {                                          \
+    b12x::bf16_gemv::gemv_mma_bulk<NT, RT, KS, S, C, TOUT>(p);                                 \
+  }
+
 // Unaligned fallback: register path with 2-byte loads, one per token tile count.
 #define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
@@ -550,6 +692,13 @@ using b12x::bf16;
 // The variant table in src/bf16_gemv/mod.rs lists exactly these.
 #define B12X_GEMV_ALL_OUT(MACRO, ...) MACRO(__VA_ARGS__, bf16, bf16) MACRO(__VA_ARGS__, float, f32)
 
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 512, 6, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 1024, 4, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 2, 512, 4, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 256, 8, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 2, 1, 512, 6, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 4, 1, 256, 6, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 8, 1, 256, 4, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 4, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 8, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 2, 4, 2)
