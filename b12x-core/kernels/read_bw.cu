@@ -5,8 +5,13 @@
 // Constraints: src 16-byte aligned.   Strategy: grid-stride loop, kUnroll independent 16-byte
 //   streaming loads in flight per thread; bench.rs tries both unrolls and several grid sizes
 //   and reports the fastest (the ceiling should be the best this GPU does).
-// Entry points: b12x_read_bw (4 loads in flight), b12x_read_bw_u8 (8).   Oracle: none (a probe).
+//   b12x_read_bw_bulk: one thread per CTA streams kBulkChunk-byte pieces through a
+//   kBulkStages-deep shared-memory ring with cp.async.bulk (the copy engine path, no L1, no
+//   registers; the way TMA-fed kernels and cuBLAS read), xoring one word of each landed piece.
+// Entry points: b12x_read_bw (4 loads in flight), b12x_read_bw_u8 (8), b12x_read_bw_bulk.
+//   Oracle: none (a probe).
 #include "b12x/common.cuh"
+#include "b12x/mma.cuh"
 
 struct ReadBwParams {
   const b12x::Vec16* src;  // [n_vec]
@@ -41,4 +46,38 @@ extern "C" __global__ void __launch_bounds__(512) b12x_read_bw(const __grid_cons
 }
 extern "C" __global__ void __launch_bounds__(512) b12x_read_bw_u8(const __grid_constant__ ReadBwParams p) {
   read_bw<8>(p);
+}
+
+constexpr int kBulkStages = 4;
+constexpr int kBulkChunk = 8192;  // bytes; 4 x 8 KB = 32 KB of static shared memory per CTA
+
+// n_vec must be a multiple of kBulkChunk / 16 (the host rounds the buffer).
+extern "C" __global__ void __launch_bounds__(32) b12x_read_bw_bulk(const __grid_constant__ ReadBwParams p) {
+  __shared__ __align__(128) unsigned char s_ring[kBulkStages][kBulkChunk];
+  __shared__ __align__(8) unsigned long long s_full[kBulkStages];
+  if (threadIdx.x != 0) return;
+  const uint32_t bar0 = b12x::smem_addr(&s_full[0]);
+#pragma unroll
+  for (int s = 0; s < kBulkStages; ++s) b12x::mbar_init(bar0 + 8 * s, 1);
+  b12x::mbar_fence_init();
+  const unsigned long long chunks = p.n_vec * 16 / kBulkChunk;
+  const unsigned char* src = reinterpret_cast<const unsigned char*>(p.src);
+  unsigned int acc = 0;
+  int it = 0;
+  for (unsigned long long c = blockIdx.x; c < chunks; c += gridDim.x, ++it) {
+    const int s = it % kBulkStages;
+    if (it >= kBulkStages) {
+      b12x::mbar_wait(bar0 + 8 * s, ((it / kBulkStages) - 1) & 1);
+      acc ^= *reinterpret_cast<const unsigned int*>(&s_ring[s][0]);
+    }
+    b12x::mbar_arrive_expect_tx(bar0 + 8 * s, kBulkChunk);
+    b12x::bulk_copy_g2s(b12x::smem_addr(&s_ring[s][0]), src + c * kBulkChunk, kBulkChunk, bar0 + 8 * s);
+  }
+  // Drain: the last min(it, kBulkStages) pieces.
+  for (int j = max(it - kBulkStages, 0); j < it; ++j) {
+    const int s = j % kBulkStages;
+    b12x::mbar_wait(bar0 + 8 * s, (j / kBulkStages) & 1);
+    acc ^= *reinterpret_cast<const unsigned int*>(&s_ring[s][0]);
+  }
+  if (acc == p.magic) p.sink[0] = acc;
 }

@@ -82,6 +82,12 @@ pub fn quick() -> bool {
     std::env::var("B12X_BENCH_QUICK").is_ok_and(|v| v == "1")
 }
 
+/// `B12X_BENCH_FILTER=SUBSTRING`: benchmarks run only the cases whose name contains it (for
+/// profiling one case, e.g. under ncu); unset, every case runs.
+pub fn selected(case: &str) -> bool {
+    std::env::var("B12X_BENCH_FILTER").map_or(true, |f| case.contains(&f))
+}
+
 /// Samples per benchmark row (≥ 20; `B12X_BENCH_SAMPLES` overrides).
 pub fn samples() -> usize {
     std::env::var("B12X_BENCH_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(30).max(20)
@@ -103,10 +109,12 @@ struct ReadBwParams {
 const _: () = assert!(std::mem::size_of::<ReadBwParams>() == 32);
 
 /// Measured HBM read bandwidth (TB/s, 1e12 B/s): median of graph-replayed, L2-flushed reads of
-/// a `bytes`-sized buffer (use ≥ 1 GB) by the project's read kernel.
+/// a `bytes`-sized buffer (use ≥ 1 GB; rounded down to 8 KB) by the project's read kernels,
+/// the best of their shapes.
 pub fn read_bandwidth(device: &Arc<Device>, bytes: usize) -> Result<f64> {
     let stream = device.stream().clone();
-    let n_vec = bytes / 16;
+    // Whole 8 KB pieces (the bulk probe's unit).
+    let n_vec = bytes / 8192 * 512;
     let mut src = stream.alloc_zeros::<u8>(n_vec * 16)?;
     {
         let (p, _g) = src.device_ptr_mut(&stream);
@@ -120,18 +128,22 @@ pub fn read_bandwidth(device: &Arc<Device>, bytes: usize) -> Result<f64> {
         magic: 0x9e37_79b9,
         pad: 0,
     };
-    // The ceiling is the best of a few shapes of the probe: 4 or 8 loads in flight per thread,
-    // 1-4 CTAs of 512 threads per SM.
+    // The ceiling is the best of a few shapes of the probe: register loads (4 or 8 in flight per
+    // thread, 1-4 CTAs of 512 threads per SM) and bulk copies (2-6 single-thread CTAs per SM,
+    // each with a 32 KB ring).
     let mut best = f64::INFINITY;
-    for symbol in ["b12x_read_bw", "b12x_read_bw_u8"] {
+    let shapes =
+        [("b12x_read_bw", 512, [1, 2, 4]), ("b12x_read_bw_u8", 512, [1, 2, 4]), ("b12x_read_bw_bulk", 32, [2, 4, 6])];
+    for (symbol, threads, per_sm) in shapes {
         let k = device.kernel(&READ_BW, symbol)?;
-        for ctas_per_sm in [1, 2, 4] {
-            let dims = LaunchDims { grid: (device.sm_count() * ctas_per_sm, 1, 1), block: (512, 1, 1), smem_bytes: 0 };
+        for ctas_per_sm in per_sm {
+            let dims =
+                LaunchDims { grid: (device.sm_count() * ctas_per_sm, 1, 1), block: (threads, 1, 1), smem_bytes: 0 };
             let t = time_graph(device, samples(), |s| unsafe { k.launch(s, dims, &params) })?;
             best = best.min(median(&t));
         }
     }
-    Ok(bytes as f64 / (best * 1e-6) / 1e12)
+    Ok((n_vec * 16) as f64 / (best * 1e-6) / 1e12)
 }
 
 /// One benchmark row (DESIGN.md §7).

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `B12X_CACHE_DIR` | selection-cache directory (default `$XDG_CACHE_HOME/b12x` or `~/.cache/b12x`) |
 //! | `B12X_AUTOTUNE` | `0` disables races: pinned > cached > default |
-//! | `B12X_PRINT_COMPILE_PROGRESS` | `1` prints one line per module load and per selection, with key and duration |
+//! | `B12X_PRINT_COMPILE_PROGRESS` | `1` prints one line per module load and per selection, with key and duration (and a raced selection's six fastest candidates) |
 //! | `B12X_TIMING` | `1` times every launch with events and prints it (synchronizes: debugging only) |
 //! | `B12X_CUDA_ARCHS` | build time: targets, e.g. `sm_90a` (see `b12x-build`) |
 

@@ -243,6 +243,12 @@ impl PreparationSession {
                         "b12x: {} [{}] bucket {} -> {} ({:?}, {:.1} ms)",
                         rec.op, rec.query, rec.bucket, rec.config, rec.source, rec.millis
                     );
+                    if !rec.scores_us.is_empty() {
+                        let mut by_time = rec.scores_us.clone();
+                        by_time.sort_by(|a, b| a.1.total_cmp(&b.1));
+                        let best: Vec<String> = by_time.iter().take(6).map(|(c, us)| format!("{c} {us:.2}")).collect();
+                        eprintln!("b12x:   race ({} candidates, µs): {}", by_time.len(), best.join(", "));
+                    }
                 }
                 out.push(rec);
             }

@@ -68,8 +68,17 @@ fn bench_shape(
     f32_out: bool,
     quick: bool,
 ) -> Result<()> {
-    let stream = dev.stream();
     let out_dtype = if f32_out { DType::F32 } else { DType::BF16 };
+    let case_name = |m: usize| format!("bf16_gemv/M{m}_N{n}_K{k}_{}", out_dtype.name());
+    let ms: Vec<usize> = ROWS
+        .into_iter()
+        .filter(|m| !quick || QUICK_ROWS.contains(m))
+        .filter(|&m| b12x_core::bench::selected(&case_name(m)))
+        .collect();
+    if ms.is_empty() {
+        return Ok(());
+    }
+    let stream = dev.stream();
     let block = cast::<bf16>(&uniform(1, DISTINCT_ROWS * k, -1.0, 1.0));
     let w_h: Vec<bf16> = block.iter().copied().cycle().take(n * k).collect();
     let w = stream.clone_htod(&w_h)?;
@@ -86,8 +95,8 @@ fn bench_shape(
     let mut session = PreparationSession::new(dev)?;
     session.prepare(&[&plan])?;
     let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
-    for m in ROWS.into_iter().filter(|m| !quick || QUICK_ROWS.contains(m)) {
-        let case = format!("bf16_gemv/M{m}_N{n}_K{k}_{}", out_dtype.name());
+    for m in ms {
+        let case = case_name(m);
         let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).unwrap_or(0);
         let config = plan.slot().get(bucket).map(|s| s.config.clone()).unwrap_or_default();
         let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), out_ptr(&y)?);

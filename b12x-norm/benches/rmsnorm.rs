@@ -49,6 +49,9 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, t: usize, d: usize, r
     // The keys of bench/peers.py.
     let form = if residual { "rmsnorm_add" } else { "rmsnorm" };
     let case = format!("{form}/T{t}_D{d}_bf16");
+    if !b12x_core::bench::selected(&case) {
+        return Ok(());
+    }
     let stream = dev.stream();
     let rows = |seed| -> Vec<bf16> {
         let block = cast::<bf16>(&uniform(seed, DISTINCT_ROWS * d, -2.0, 2.0));
