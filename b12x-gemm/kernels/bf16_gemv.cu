@@ -530,15 +530,20 @@ __device__ __forceinline__ void gemv_mma_bulk(const Bf16GemvParams& p) {
     }
   } else {
     const uint32_t s_lane = s_ring + (warp * KW + 8 * t) * 2;
-    for (int it = 0; it < stages; ++it) {
-      const int s = it % S;
+    // x of stage `it` (from L1/L2, not through the ring), loaded one stage ahead.
+    auto load_x = [&](Vec16(&v_x)[U][NT], int it) {
       const int k0 = k_begin + it * KS + warp * KW;
-      Vec16 v_x[U][NT];
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
           v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+    };
+    Vec16 v_x[U][NT];
+    if (stages > 0) load_x(v_x, 0);
+#pragma unroll 1
+    for (int it = 0; it < stages; ++it) {
+      const int s = it % S;
       mbar_wait(s_bar + 8 * s, (it / S) & 1);
       Vec16 v_w[U][RT][2];
 #pragma unroll
@@ -552,7 +557,13 @@ __device__ __forceinline__ void gemv_mma_bulk(const Bf16GemvParams& p) {
       // Every lane's reads of the stage are done (their values are in registers): release it.
       __syncwarp();
       if (lane == 0) mbar_arrive(s_bar + 8 * (S + s));
+      Vec16 v_xn[U][NT];
+      if (it + 1 < stages) load_x(v_xn, it + 1);
       mma_group<U, RT, NT>(acc, v_w, v_x);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) v_x[u][nt] = v_xn[u][nt];
     }
     mma_tail<NT, RT, true>(acc, o, k_begin + stages * KS, k_end, warp, kC);
   }
@@ -697,8 +708,10 @@ B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 1024, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 2, 512, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 256, 8, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 2, 1, 512, 6, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 4, 1, 256, 6, 2)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 8, 1, 256, 4, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 4, 1, 256, 6, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 8, 1, 256, 4, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 4, 256, 4, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 2, 4, 256, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 4, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 8, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 2, 4, 2)

@@ -25,14 +25,16 @@ pub const DIRECT_VARIANTS: [(u32, u32, u32); 10] =
 /// A producer warp streams each CTA's 16·RT rows through an S-stage shared-memory ring of
 /// KS-wide stages (one `cp.async.bulk` per row and stage, mbarrier-tracked); C consumer warps
 /// split each stage's K. The CTA shape is fixed: `warps_r = 1`, `warps_k = C`, plus the producer.
-pub const BULK_VARIANTS: [(u32, u32, u32, u32, u32); 7] = [
+pub const BULK_VARIANTS: [(u32, u32, u32, u32, u32); 9] = [
     (1, 1, 512, 6, 4),
     (1, 1, 1024, 4, 4),
     (1, 2, 512, 4, 4),
     (1, 1, 256, 8, 2),
     (2, 1, 512, 6, 4),
-    (4, 1, 256, 6, 2),
-    (8, 1, 256, 4, 2),
+    (4, 1, 256, 6, 4),
+    (8, 1, 256, 4, 4),
+    (1, 4, 256, 4, 4),
+    (2, 4, 256, 4, 4),
 ];
 /// Shared-memory bytes before the bulk ring (its mbarriers), `BulkRing::kBarBytes`.
 const BULK_BAR_BYTES: u32 = 128;
