@@ -457,121 +457,6 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta);
 }
 
-// ---- BF16 x, bulk-copy feed: a producer warp streams W through a CTA-wide stage ring. ----
-// The CTA owns 16*RT rows and its split's K range; stage it holds K columns
-// [k_begin + it*KS, +KS) of every row, one bulk copy (cp.async.bulk, no L1, no registers) per
-// row, tracked by mbarrier full[s]; kC consumer warps each take a KS/kC-wide slice of the
-// stage (U = KS/32/kC steps), read their fragments from shared memory, release the stage on
-// empty[s] and run the MMAs. W bytes in flight per CTA: up to S*16*RT*KS*2, independent of
-// registers. K columns past the last full stage go through mma_tail with global loads.
-//   layout: [full[S], empty[S] mbarriers | pad to kBarBytes] [S stages][16*RT rows][kRowBytes]
-//   rows padded by 64 B: the 8-lane phases of a 16-byte read (rows g, g+1) hit opposite bank halves.
-template <int RT, int KS, int S>
-struct BulkRing {
-  static constexpr int kRows = 16 * RT;
-  static constexpr int kRowBytes = KS * 2 + 64;
-  static constexpr int kStageBytes = kRows * kRowBytes;
-  static constexpr int kBarBytes = 128;
-  static constexpr int kBytes = kBarBytes + S * kStageBytes;
-  static_assert(2 * S * 8 <= kBarBytes, "mbarriers must fit before the ring");
-  static_assert((KS * 2) % 128 == 0, "the bank-half padding needs rows of whole 128-byte lines");
-};
-
-template <int NT, int RT, int KS, int S, int kC, typename TOut>
-__device__ __forceinline__ void gemv_mma_bulk(const Bf16GemvParams& p) {
-  constexpr int ROWS = 16 * RT;
-  constexpr int KW = KS / kC;  // K columns of one consumer per stage
-  constexpr int U = KW / kMmaStepK;
-  static_assert(KW % kMmaStepK == 0 && U >= 1, "a consumer slice is whole 32-wide steps");
-  using Ring = BulkRing<RT, KS, S>;
-  extern __shared__ __align__(128) unsigned char s_raw[];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;  // 0..kC-1 consumers, kC the producer
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  const int row0 = blockIdx.x * ROWS;
-  const int k_begin = blockIdx.y * p.k_per_split;
-  const int k_end = min(p.k, k_begin + p.k_per_split);
-  const int stages = max(k_end - k_begin, 0) / KS;
-  const uint32_t s_bar = smem_addr(s_raw);
-  const uint32_t s_ring = s_bar + Ring::kBarBytes;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      mbar_init(s_bar + 8 * s, 1);            // full: the producer's arrive + the copies' bytes
-      mbar_init(s_bar + 8 * (S + s), kC);     // empty: one arrive per consumer warp
-    }
-    mbar_fence_init();
-  }
-  __syncthreads();
-
-  const MmaOperands<NT, RT> o(p, row0, g, t);
-  float acc[RT][NT][4];
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.0f;
-
-  if (warp == kC) {
-    // Producer: lane r copies rows r, r + 32, ... of each stage.
-    for (int it = 0; it < stages; ++it) {
-      const int s = it % S;
-      if (it >= S) mbar_wait(s_bar + 8 * (S + s), ((it / S) - 1) & 1);
-      if (lane == 0) mbar_arrive_expect_tx(s_bar + 8 * s, ROWS * KS * 2);
-      __syncwarp();
-      const int k0 = k_begin + it * KS;
-      for (int r = lane; r < ROWS; r += 32) {
-        const int row = min(row0 + r, p.n - 1);
-        bulk_copy_g2s(s_ring + s * Ring::kStageBytes + r * Ring::kRowBytes, p.w + (long long)row * p.ldw + k0,
-                      KS * 2, s_bar + 8 * s);
-      }
-    }
-  } else {
-    const uint32_t s_lane = s_ring + (warp * KW + 8 * t) * 2;
-    // x of stage `it` (from L1/L2, not through the ring), loaded one stage ahead.
-    auto load_x = [&](Vec16(&v_x)[U][NT], int it) {
-      const int k0 = k_begin + it * KS + warp * KW;
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
-    };
-    Vec16 v_x[U][NT];
-    if (stages > 0) load_x(v_x, 0);
-#pragma unroll 1
-    for (int it = 0; it < stages; ++it) {
-      const int s = it % S;
-      mbar_wait(s_bar + 8 * s, (it / S) & 1);
-      Vec16 v_w[U][RT][2];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            v_w[u][rt][h] = ld_shared_v16(s_lane + s * Ring::kStageBytes + (rt * 16 + h * 8 + g) * Ring::kRowBytes +
-                                          u * kMmaStepK * 2);
-      // Every lane's reads of the stage are done (their values are in registers): release it.
-      __syncwarp();
-      if (lane == 0) mbar_arrive(s_bar + 8 * (S + s));
-      Vec16 v_xn[U][NT];
-      if (it + 1 < stages) load_x(v_xn, it + 1);
-      mma_group<U, RT, NT>(acc, v_w, v_x);
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) v_x[u][nt] = v_xn[u][nt];
-    }
-    mma_tail<NT, RT, true>(acc, o, k_begin + stages * KS, k_end, warp, kC);
-  }
-  // All stages were consumed, so every copy has landed: the partial tile may overlay the ring.
-  __syncthreads();
-  mma_finish<NT, RT, TOut>(p, acc, reinterpret_cast<float*>(s_raw + Ring::kBarBytes), warp, 0, ROWS);
-}
-
 // ---- f32 x: SIMT GEMV (x is never rounded to bf16). ----
 // A warp owns RS rows; lane l covers k = k0 + 8l .. +8 of each 256-wide step; tokens are
 // processed MT at a time (the W stretch is re-read from L2/L1 for every further pass).
@@ -673,14 +558,6 @@ using b12x::bf16;
     b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect>(p);          \
   }
 
-// Bulk-copy feed: kC consumer warps + 1 producer warp per CTA.
-#define B12X_GEMV_MMAB(NT, RT, KS, S, C, TOUT, OUTNAME)                                          \
-  extern "C" __global__ void __launch_bounds__(32 * (C + 1), 1)                                   \
-      b12x_bf16_gemv_mmab_nt##NT##_rt##RT##_ks##KS##_s##S##_c##C##_##OUTNAME##out(                \
-          const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma_bulk<NT, RT, KS, S, C, TOUT>(p);                                 \
-  }
-
 // Unaligned fallback: register path with 2-byte loads, one per token tile count.
 #define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
@@ -703,15 +580,6 @@ using b12x::bf16;
 // The variant table in src/bf16_gemv/mod.rs lists exactly these.
 #define B12X_GEMV_ALL_OUT(MACRO, ...) MACRO(__VA_ARGS__, bf16, bf16) MACRO(__VA_ARGS__, float, f32)
 
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 512, 6, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 1024, 4, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 2, 512, 4, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 1, 256, 8, 2)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 2, 1, 512, 6, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 4, 1, 256, 6, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 8, 1, 256, 4, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 1, 4, 256, 4, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_MMAB, 2, 4, 256, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 4, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 1, 8, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMAD, 1, 2, 4, 2)

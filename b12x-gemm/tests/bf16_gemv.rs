@@ -246,9 +246,7 @@ fn unaligned_plans_accept_unaligned_views() {
 fn buckets_pick_the_smallest_token_tile(#[case] rows_hi: usize, #[case] nt: u32) {
     for c in enumerate(&geometry(4096, 7168, rows_hi, false, true)) {
         match c.variant {
-            Variant::Mma { nt: got, .. } | Variant::MmaDirect { nt: got, .. } | Variant::MmaBulk { nt: got, .. } => {
-                assert_eq!(got, nt, "{}", c.id())
-            }
+            Variant::Mma { nt: got, .. } | Variant::MmaDirect { nt: got, .. } => assert_eq!(got, nt, "{}", c.id()),
             other => panic!("unexpected {other:?}"),
         }
     }

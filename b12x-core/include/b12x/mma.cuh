@@ -129,13 +129,4 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t s_dst, const void* g_src,
                : "memory");
 }
 
-// 16 bytes from shared memory.
-__device__ __forceinline__ Vec16 ld_shared_v16(uint32_t s_addr) {
-  Vec16 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-               : "r"(s_addr));
-  return v;
-}
-
 }  // namespace b12x

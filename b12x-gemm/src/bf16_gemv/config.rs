@@ -21,25 +21,6 @@ pub const MMA_VARIANTS: [(u32, u32, u32, u32); 9] = [
 /// registers; no shared-memory ring.
 pub const DIRECT_VARIANTS: [(u32, u32, u32); 10] =
     [(1, 1, 4), (1, 1, 8), (1, 2, 4), (2, 1, 4), (2, 1, 8), (2, 2, 4), (4, 1, 4), (4, 2, 2), (8, 1, 2), (8, 2, 2)];
-/// Tensor-core variants with the bulk-copy feed (BF16 x, 16-byte aligned): `(NT, RT, KS, S, C)`.
-/// A producer warp streams each CTA's 16·RT rows through an S-stage shared-memory ring of
-/// KS-wide stages (one `cp.async.bulk` per row and stage, mbarrier-tracked); C consumer warps
-/// split each stage's K. The CTA shape is fixed: `warps_r = 1`, `warps_k = C`, plus the producer.
-pub const BULK_VARIANTS: [(u32, u32, u32, u32, u32); 9] = [
-    (1, 1, 512, 6, 4),
-    (1, 1, 1024, 4, 4),
-    (1, 2, 512, 4, 4),
-    (1, 1, 256, 8, 2),
-    (2, 1, 512, 6, 4),
-    (4, 1, 256, 6, 4),
-    (8, 1, 256, 4, 4),
-    (1, 4, 256, 4, 4),
-    (2, 4, 256, 4, 4),
-];
-/// Shared-memory bytes before the bulk ring (its mbarriers), `BulkRing::kBarBytes`.
-const BULK_BAR_BYTES: u32 = 128;
-/// Padding of each bulk ring row, `BulkRing::kRowBytes - 2 * KS`.
-const BULK_ROW_PAD: u32 = 64;
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
 pub const SIMT_VARIANTS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (4, 2), (8, 2)];
 /// Token tiles of the unaligned fallbacks (MMA: NT with RT = 1, U = 2; SIMT: MT with RS = 2).
@@ -66,7 +47,6 @@ const SIMT_WARPS: [(u32, u32); 3] = [(1, 4), (2, 4), (1, 8)];
 pub enum Variant {
     Mma { nt: u32, rt: u32, u: u32, stages: u32 },
     MmaDirect { nt: u32, rt: u32, u: u32 },
-    MmaBulk { nt: u32, rt: u32, ks: u32, stages: u32, c: u32 },
     MmaUnaligned { nt: u32 },
     Simt { mt: u32, rs: u32 },
     SimtUnaligned { mt: u32 },
@@ -76,7 +56,7 @@ impl Variant {
     /// Rows of W one warp owns.
     pub fn rows_per_warp(self) -> u32 {
         match self {
-            Variant::Mma { rt, .. } | Variant::MmaDirect { rt, .. } | Variant::MmaBulk { rt, .. } => 16 * rt,
+            Variant::Mma { rt, .. } | Variant::MmaDirect { rt, .. } => 16 * rt,
             Variant::MmaUnaligned { .. } => 16,
             Variant::Simt { rs, .. } => rs,
             Variant::SimtUnaligned { .. } => 2,
@@ -85,10 +65,7 @@ impl Variant {
     /// Tokens of one pass (the partial tile's width).
     pub fn tokens(self) -> u32 {
         match self {
-            Variant::Mma { nt, .. }
-            | Variant::MmaDirect { nt, .. }
-            | Variant::MmaBulk { nt, .. }
-            | Variant::MmaUnaligned { nt } => 8 * nt,
+            Variant::Mma { nt, .. } | Variant::MmaDirect { nt, .. } | Variant::MmaUnaligned { nt } => 8 * nt,
             Variant::Simt { mt, .. } | Variant::SimtUnaligned { mt } => mt,
         }
     }
@@ -96,7 +73,6 @@ impl Variant {
         match self {
             Variant::Mma { nt, rt, u, stages } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}"),
             Variant::MmaDirect { nt, rt, u } => format!("mmad_nt{nt}_rt{rt}_u{u}"),
-            Variant::MmaBulk { nt, rt, ks, stages, c } => format!("mmab_nt{nt}_rt{rt}_ks{ks}_s{stages}_c{c}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
             Variant::Simt { mt, rs } => format!("simt_mt{mt}_rs{rs}"),
             Variant::SimtUnaligned { mt } => format!("simt_mt{mt}_unaligned"),
@@ -111,7 +87,6 @@ impl Variant {
 /// Every symbol the variant table names (both output dtypes): the manifest test checks them.
 pub fn all_symbols() -> Vec<String> {
     let mut v: Vec<Variant> = DIRECT_VARIANTS.iter().map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u }).collect();
-    v.extend(BULK_VARIANTS.iter().map(|&(nt, rt, ks, stages, c)| Variant::MmaBulk { nt, rt, ks, stages, c }));
     v.extend(MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }));
     v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
     v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
@@ -150,8 +125,7 @@ impl Config {
         format!("{}_wr{}_wk{}_ks{}", self.variant.id(), self.warps_r, self.warps_k, self.ksplit)
     }
     pub fn threads(&self) -> u32 {
-        let producer = u32::from(matches!(self.variant, Variant::MmaBulk { .. }));
-        32 * (self.warps_r * self.warps_k + producer)
+        32 * self.warps_r * self.warps_k
     }
     /// Rows of W per CTA.
     pub fn rows_per_cta(&self) -> u32 {
@@ -162,12 +136,7 @@ impl Config {
     }
     /// K elements per split (multiple of 32) and the number of non-empty splits.
     pub fn k_split(&self, k: usize) -> (usize, usize) {
-        // Bulk variants split on whole stages (columns past the last full stage take the slow tail).
-        let granule = match self.variant {
-            Variant::MmaBulk { ks, .. } => ks as usize,
-            _ => K_GRANULE,
-        };
-        let per = k.div_ceil(granule).div_ceil(self.ksplit as usize) * granule;
+        let per = k.div_ceil(K_GRANULE).div_ceil(self.ksplit as usize) * K_GRANULE;
         (per, k.div_ceil(per))
     }
     /// Token capacity of the partials for a bucket ending at `rows_hi`.
@@ -182,9 +151,6 @@ impl Config {
             Variant::Mma { nt, rt, u, stages } => {
                 let stage = 16 * rt * 4 * u * 16 + u * nt * 32 * 16;
                 self.warps_r * self.warps_k * stages * stage
-            }
-            Variant::MmaBulk { rt, ks, stages, .. } => {
-                return (BULK_BAR_BYTES + tile).max(BULK_BAR_BYTES + stages * 16 * rt * (2 * ks + BULK_ROW_PAD));
             }
             _ => 0,
         };
@@ -208,9 +174,8 @@ fn variants(g: &Geometry) -> Vec<Variant> {
     match (g.x_f32, g.aligned) {
         (false, true) => {
             let direct = DIRECT_VARIANTS.iter().map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u });
-            let bulk = BULK_VARIANTS.iter().map(|&(nt, rt, ks, stages, c)| Variant::MmaBulk { nt, rt, ks, stages, c });
             let ring = MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages });
-            direct.chain(bulk).chain(ring).filter(|v| v.tokens() == 8 * nt).collect()
+            direct.chain(ring).filter(|v| v.tokens() == 8 * nt).collect()
         }
         (false, false) => vec![Variant::MmaUnaligned { nt }],
         (true, true) => SIMT_VARIANTS.iter().filter(|v| v.0 == mt).map(|&(mt, rs)| Variant::Simt { mt, rs }).collect(),
@@ -233,7 +198,6 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
     for variant in variants(g) {
         let (shapes, step) = match variant {
             Variant::MmaDirect { u, .. } => (&DIRECT_WARPS[..], 32 * u as usize),
-            Variant::MmaBulk { ks, c, .. } => (&[(1, c)][..], (ks / c) as usize),
             Variant::Mma { u, .. } => (&MMA_WARPS[..], 32 * u as usize),
             Variant::MmaUnaligned { .. } => (&MMA_WARPS[..3], 64),
             _ => (&SIMT_WARPS[..], 256),

@@ -15,12 +15,17 @@
 //!   to arrive (u32 arrival counter in scratch, zeroed by a `cuMemsetD32Async` inside `run`)
 //!   sums the partials in split order. Same inputs and config → same bits, eager or replayed.
 //!
-//! Configs (`Config::id`, e.g. `mma_nt1_rt1_u4_s4_wr1_wk2_ks1`):
-//! - `mma_nt{NT}_rt{RT}_u{U}_s{S}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16
-//!   W rows are the MMA's M, 8 tokens its N). A warp owns 16·RT rows and 8·NT tokens and walks
-//!   K in groups of U 32-wide steps through an S-stage cp.async ring of its own (W copied
-//!   row-contiguously into a swizzled tile, x pieces by the lanes that use them), S−1 groups
-//!   in flight. NT is the smallest tile covering the bucket (M ≤ 8 → NT = 1, …).
+//! Configs (`Config::id`, e.g. `mmad_nt1_rt1_u4_wr1_wk8_ks1`):
+//! - `mmad_nt{NT}_rt{RT}_u{U}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16 W
+//!   rows are the MMA's M, 8 tokens its N). A warp owns 16·RT rows and 8·NT tokens and walks
+//!   K in groups of U 32-wide steps, loading the next group of W (16-byte streaming loads
+//!   that skip L1) and x (through L1, shared by the SM's warps) straight into registers while
+//!   the current group's MMAs run. Wins the 58 MB shapes on the H200.
+//! - `mma_nt{NT}_rt{RT}_u{U}_s{S}` — the same MMAs fed through an S-stage cp.async ring per
+//!   warp in shared memory (W copied row-contiguously into a swizzled tile, x pieces by the
+//!   lanes that use them), S−1 groups in flight. Wins the LM head, 18432×7168 at M ≤ 8 and
+//!   the small shapes on the H200.
+//! - NT is the smallest token tile covering the bucket (M ≤ 8 → NT = 1, …).
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
 //! - `*_unaligned` — the same math with 2/4-byte loads for unaligned views.
