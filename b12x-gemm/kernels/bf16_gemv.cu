@@ -309,12 +309,14 @@ enum class Feed {
 
 template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed>
 __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
-  constexpr int MT = 8 * NT;
   constexpr int ROWS_W = 16 * RT;
   constexpr bool kAligned = kFeed != Feed::kUnaligned;
   using Ring = MmaRing<NT, RT, U>;
   static_assert(kFeed != Feed::kRing || kStages >= 2, "the cp.async ring needs at least two stages");
-  extern __shared__ __align__(16) unsigned char s_raw[];
+  // 128-byte aligned dynamic shared memory (after the 16-byte static merge flag): with the
+  // default 16-byte alignment the ring starts at byte 16 and the LM-head GEMV runs 14% slower
+  // on the H200 (474 vs 415 µs, same SASS otherwise).
+  extern __shared__ __align__(128) unsigned char s_raw[];
   float* s_part = reinterpret_cast<float*>(s_raw);  // [warps_k][MT][rows_cta + kRowPad], after the loop
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -462,7 +464,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 // processed MT at a time (the W stretch is re-read from L2/L1 for every further pass).
 template <int MT, int RS, typename TOut, bool kAligned>
 __device__ __forceinline__ void gemv_simt(const Bf16GemvParams& p) {
-  extern __shared__ float s_part[];  // [warps_k][MT][rows_cta + kRowPad]
+  extern __shared__ __align__(128) float s_part[];  // [warps_k][MT][rows_cta + kRowPad]
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int wk = warp % p.warps_k;

@@ -138,6 +138,11 @@ if want sanitizer; then
         res="$(grep -E '^test result:' "$LOGTMP" | tail -n 1)"
         if [[ $rc == 0 ]]; then
           record sanitizer "$b:$tool" PASS "$summary $res"
+        elif [[ $rc == 124 || $rc == 137 ]]; then
+          last="$(grep -E '^test ' "$LOGTMP" | tail -n 1)"
+          echo "SANITIZER TIMEOUT ($tool, after ${STEP_TIMEOUT}s; last: $last)" | tee -a "$OUT/sanitizer.log"
+          record sanitizer "$b:$tool" TIMEOUT "after ${STEP_TIMEOUT}s, last: $last"
+          FAILED=1
         elif [[ -z $summary ]]; then
           why="$(grep -m1 -iE 'error|not supported|unable|fail' "$LOGTMP" | sed 's/^=* *//' | cut -c1-160)"
           echo "SANITIZER REFUSED ($tool, exit $rc): $why" | tee -a "$OUT/sanitizer.log"

@@ -73,8 +73,9 @@ use std::sync::Arc;
 
 /// The op id.
 pub const OP: &str = "gemm.bf16_gemv";
-/// Static shared memory of every entry point (`s_is_last` of the split-K merge, padded).
-const KERNEL_STATIC_SMEM: u32 = 16;
+/// Static shared memory of every entry point (`s_is_last` of the split-K merge), padded to the
+/// 128-byte alignment of the dynamic region that follows it.
+const KERNEL_STATIC_SMEM: u32 = 128;
 
 b12x_core::inventory::submit! {
     b12x_core::OpInfo {
