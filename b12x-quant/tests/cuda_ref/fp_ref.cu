@@ -1,0 +1,66 @@
+// fp_ref.cu — CUDA's own host conversions, compiled for the CPU: the reference the CPU codecs of
+// b12x-quant are checked against (tests/cuda_host_reference.rs builds and runs this).
+//
+//   fp_ref IN.f32 OUT.bin
+//
+// IN: n little-endian f32. OUT: n bytes of E4M3 codes, n of E5M2, n of E2M1 (all
+// __nv_cvt_float_to_fp8/_fp4 with __NV_SATFINITE / cudaRoundNearest), then the decode of every
+// code as f32 through the header's halfraw conversions: 256 E4M3, 256 E5M2, 16 E2M1.
+#include <cuda_fp4.h>
+#include <cuda_fp8.h>
+#include <cuda_fp16.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+static float half_to_float(__half_raw h) {
+  // IEEE binary16 -> binary32 by hand (host code; every half value is exact in f32).
+  const unsigned s = (h.x >> 15) & 1u, e = (h.x >> 10) & 0x1Fu, m = h.x & 0x3FFu;
+  unsigned bits;
+  if (e == 0x1F) {
+    bits = (s << 31) | 0x7F800000u | (m << 13);
+  } else if (e != 0) {
+    bits = (s << 31) | ((e - 15 + 127) << 23) | (m << 13);
+  } else if (m == 0) {
+    bits = s << 31;
+  } else {
+    // subnormal half: m * 2^-24
+    float v = (float)m / 16777216.0f;
+    std::memcpy(&bits, &v, 4);
+    bits |= s << 31;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s IN.f32 OUT.bin\n", argv[0]);
+    return 2;
+  }
+  FILE* in = std::fopen(argv[1], "rb");
+  if (!in) return 3;
+  std::vector<float> x;
+  float v;
+  while (std::fread(&v, 4, 1, in) == 1) x.push_back(v);
+  std::fclose(in);
+  const size_t n = x.size();
+  std::vector<unsigned char> out(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, __NV_E4M3);
+    out[n + i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, __NV_E5M2);
+    out[2 * n + i] = __nv_cvt_float_to_fp4(x[i], __NV_E2M1, cudaRoundNearest);
+  }
+  std::vector<float> dec;
+  for (int c = 0; c < 256; ++c) dec.push_back(half_to_float(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3)));
+  for (int c = 0; c < 256; ++c) dec.push_back(half_to_float(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E5M2)));
+  for (int c = 0; c < 16; ++c) dec.push_back(half_to_float(__nv_cvt_fp4_to_halfraw((__nv_fp4_storage_t)c, __NV_E2M1)));
+  FILE* o = std::fopen(argv[2], "wb");
+  if (!o) return 4;
+  std::fwrite(out.data(), 1, out.size(), o);
+  std::fwrite(dec.data(), 4, dec.size(), o);
+  std::fclose(o);
+  return 0;
+}
