@@ -7,6 +7,9 @@
 //!
 //! - [`codec`]: element codes — E4M3, E5M2, E2M1 (packed pairs), UE4M3, UE8M0 — and the
 //!   power-of-two scale rule [`codec::ceil_pow2`].
+//! - [`block`]: MXFP8, MXFP4, NVFP4, block FP8 (1×G and G×G) and per-tensor FP8, quantize and
+//!   dequantize, with the special-value rules.
+//! - [`layout`]: row-major ⇄ swizzled 128×4 scale layouts.
 //!
 //! ```
 //! use b12x_quant::codec::{e4m3_decode, e4m3_encode};
@@ -16,4 +19,6 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod block;
 pub mod codec;
+pub mod layout;
