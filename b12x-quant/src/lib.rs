@@ -11,14 +11,27 @@
 //!   dequantize, with the special-value rules.
 //! - [`layout`]: row-major ⇄ swizzled 128×4 scale layouts.
 //!
+//! GPU quantizers (ops with plan / prepare / run, outputs caller-owned):
+//!
+//! | op | module | what |
+//! |---|---|---|
+//! | `quantization.mxfp8` | [`mxfp8`] | BF16/FP16 `[M, K]` → E4M3 + UE8M0 scales, row-major and/or swizzled |
+//!
 //! ```
 //! use b12x_quant::codec::{e4m3_decode, e4m3_encode};
 //! assert_eq!(e4m3_encode(1.0), 0x38);
 //! assert_eq!(e4m3_encode(1000.0), 0x7E); // saturates to 448
 //! assert_eq!(e4m3_decode(0x7E), 448.0);
 //! ```
-#![forbid(unsafe_code)]
 
 pub mod block;
 pub mod codec;
 pub mod layout;
+pub mod mxfp8;
+
+// Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
+include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
+
+/// The embedded `kernels/mxfp8.cu`, loaded once per device.
+pub static MXFP8_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-quant/mxfp8", fatbin: MXFP8_FATBIN, hash: MXFP8_HASH };

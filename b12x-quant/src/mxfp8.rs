@@ -1,0 +1,373 @@
+//! `quantization.mxfp8`: BF16/FP16 rows → E4M3 codes + UE8M0 scales (one per 32 elements).
+//!
+//! - Math: exactly [`crate::block::quantize_mx`] with `Element::E4M3`, `ScaleRule::CeilPow2`
+//!   and no amax floor — bit for bit (per block: NaN/Inf → scale 0xFF and zero codes; amax 0 →
+//!   scale 0 and zero codes; else `code = ceil_pow2(amax · (1/448))`,
+//!   `q = e4m3_satfinite(x · 2^(127 − code))`). The input is read as is (bf16/f16 → f32 is exact).
+//! - Tensors: `x [M, K]` bf16 or f16 (rows 16-byte aligned, row stride ≥ K); `codes [M, K]` u8
+//!   (rows 8-byte aligned); scales in either or both layouts of [`crate::layout`]: row-major
+//!   `scales [M, K/32]` u8 and/or `scales_swizzled [swizzled_len(M, K/32)]` u8 (contiguous; the
+//!   padding rows up to the next multiple of 128 are written as 0).
+//! - Constraints: `K % 32 == 0`; with the swizzled layout `K % 128 == 0` (whole 4-column tiles);
+//!   `M ≤ Query::max_rows`. Outputs must not overlap each other or `x`.
+//! - Kernel: 4 lanes per block, 8 elements per lane (one 16-byte load); configs are the CTA size
+//!   (`"t128"`, `"t256"`, `"t512"`).
+//!
+//! ```no_run
+//! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
+//! use b12x_quant::mxfp8::{self, Args, Query};
+//! # fn main() -> b12x_core::Result<()> {
+//! let dev = Device::new(0)?;
+//! let query = Query { k: 4096, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
+//! let plan = mxfp8::plan(&query, &dev)?;
+//! let mut session = PreparationSession::new(&dev)?;
+//! session.prepare(&[&plan])?;
+//! let s = dev.stream();
+//! let x = s.alloc_zeros::<b12x_core::half::bf16>(16 * 4096)?;
+//! let (mut codes, mut scales) = (s.alloc_zeros::<u8>(16 * 4096)?, s.alloc_zeros::<u8>(16 * 128)?);
+//! let args = Args {
+//!     x: TensorRef::from_slice(&x, &[16, 4096])?,
+//!     codes: TensorMut::from_slice(&mut codes, &[16, 4096])?,
+//!     scales: Some(TensorMut::from_slice(&mut scales, &[16, 128])?),
+//!     scales_swizzled: None,
+//! };
+//! mxfp8::run(&plan, args, Scratch::none(), s)?;
+//! # Ok(()) }
+//! ```
+
+use crate::layout::swizzled_len;
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::{
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
+    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+};
+use std::mem::{offset_of, size_of};
+use std::sync::Arc;
+
+/// The op id.
+pub const OP: &str = "quantization.mxfp8";
+/// Elements per scale.
+pub const BLOCK: usize = 32;
+/// CTA sizes instantiated in `kernels/mxfp8.cu`, default first.
+pub const THREADS: [u32; 3] = [256, 128, 512];
+/// Most rows the autotune race allocates.
+const RACE_MAX_ROWS: usize = 16384;
+
+b12x_core::inventory::submit! {
+    b12x_core::OpInfo {
+        name: OP,
+        group: "quantization",
+        entry_points: &["plan", "run"],
+        dtypes: &["bf16|f16 x; e4m3 codes; ue8m0 scales (row-major and/or swizzled 128x4)"],
+        archs: &[
+            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_120a", b12x_core::Validation::CompiledOnly),
+            ("sm_121a", b12x_core::Validation::CompiledOnly),
+        ],
+        krate: "b12x-quant",
+        summary: "MXFP8 quantizer: E4M3 codes + UE8M0 scales per 32, bit-exact with the CPU codec",
+    }
+}
+
+/// The one `__grid_constant__` argument of every `b12x_mxfp8_*` entry point (mirrors
+/// `Mxfp8Params` in `kernels/mxfp8.cu`, size asserted on both sides).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Mxfp8Params {
+    /// `[M, K]` bf16|f16, row stride `ldx` elements.
+    pub x: u64,
+    /// `[M, K]` u8, row stride `ldq` bytes.
+    pub codes: u64,
+    /// `[M, K/32]` u8, row stride `lds` bytes; 0 when not written.
+    pub scales: u64,
+    /// Swizzled 128×4 scales (contiguous); 0 when not written.
+    pub scales_sw: u64,
+    pub ldx: i64,
+    pub ldq: i64,
+    pub lds: i64,
+    /// M.
+    pub rows: i32,
+    /// Rows the grid covers: M, or ⌈M/128⌉·128 with the swizzled layout (padding rows).
+    pub rows_sw: i32,
+    /// K.
+    pub k: i32,
+    pub pad: i32,
+}
+
+const _: () = {
+    assert!(size_of::<Mxfp8Params>() == 72);
+    assert!(offset_of!(Mxfp8Params, ldx) == 32);
+    assert!(offset_of!(Mxfp8Params, rows) == 56);
+    assert!(offset_of!(Mxfp8Params, k) == 64);
+};
+
+/// The static problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// K: elements per row, a multiple of 32 (of 128 with `swizzled`).
+    pub k: usize,
+    /// dtype of `x`: bf16 or f16.
+    pub dtype: DType,
+    /// Capacity: the largest M `run` accepts.
+    pub max_rows: usize,
+    /// Write row-major scales `[M, K/32]`.
+    pub row_major: bool,
+    /// Write the swizzled 128×4 scale layout.
+    pub swizzled: bool,
+}
+
+impl Query {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        if !matches!(self.dtype, DType::BF16 | DType::F16) {
+            return bad("dtype", format!("must be bf16 or f16, got {}", self.dtype));
+        }
+        let multiple = if self.swizzled { 128 } else { BLOCK };
+        if self.k == 0 || self.k % multiple != 0 || self.k > i32::MAX as usize {
+            let why = if self.swizzled { " (whole 4-column tiles of the swizzled layout)" } else { "" };
+            return bad("k", format!("(K) must be a positive multiple of {multiple}{why}, got {}", self.k));
+        }
+        // The grid covers ⌈M/128⌉·128 rows × K/8 threads; keep every index in range.
+        let rows_cap = (i32::MAX as usize / 2) / (self.k / 8).max(1);
+        if self.max_rows == 0 || self.max_rows > rows_cap {
+            return bad("max_rows", format!("must be in 1..={rows_cap} for K = {}, got {}", self.k, self.max_rows));
+        }
+        if !self.row_major && !self.swizzled {
+            return bad("row_major", "at least one scale layout (row_major or swizzled) must be written".into());
+        }
+        Ok(())
+    }
+
+    /// Checks `args` against the query and builds the kernel parameters; nothing is launched.
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<Mxfp8Params> {
+        let (k, cols) = (self.k, self.k / BLOCK);
+        let m = args.x.shape().first().copied().unwrap_or(0);
+        args.x.expect("x", "[M, K]", self.dtype, &[m, k])?;
+        args.codes.expect("codes", "[M, K]", DType::U8, &[m, k])?;
+        if m > self.max_rows {
+            return Err(Error::Capacity { what: "M (rows of x)", got: m, capacity: self.max_rows });
+        }
+        let presence = |name, present: bool, wanted: bool, dims: String| -> Result<()> {
+            if present == wanted {
+                return Ok(());
+            }
+            let expected = if wanted { dims } else { "no tensor (the plan does not write it)".into() };
+            Err(Error::Shape { tensor: name, expected, actual: vec![] })
+        };
+        presence("scales", args.scales.is_some(), self.row_major, format!("[M, K/32] = [{m}, {cols}]"))?;
+        let sw_len = swizzled_len(m, cols);
+        presence("scales_swizzled", args.scales_swizzled.is_some(), self.swizzled, format!("[{sw_len}]"))?;
+        args.x.require_aligned("x", 16)?;
+        args.codes.require_aligned("codes", 8)?;
+        let mut p = Mxfp8Params {
+            x: args.x.ptr(),
+            codes: args.codes.ptr(),
+            ldx: args.x.row_stride("x")? as i64,
+            ldq: args.codes.row_stride("codes")? as i64,
+            rows: m as i32,
+            rows_sw: m as i32,
+            k: k as i32,
+            ..Mxfp8Params::default()
+        };
+        let x_span = ("x", args.x.byte_span());
+        let q_span = ("codes", args.codes.byte_span());
+        require_disjoint(q_span, x_span)?;
+        if let Some(s) = &args.scales {
+            s.expect("scales", "[M, K/32]", DType::U8, &[m, cols])?;
+            p.scales = s.ptr();
+            p.lds = s.row_stride("scales")? as i64;
+            require_disjoint(("scales", s.byte_span()), x_span)?;
+            require_disjoint(("scales", s.byte_span()), q_span)?;
+        }
+        if let Some(s) = &args.scales_swizzled {
+            s.expect("scales_swizzled", "[swizzled_len(M, K/32)]", DType::U8, &[sw_len])?;
+            if s.strides() != [1] {
+                let reason = "the swizzled scales must be contiguous".into();
+                return Err(Error::Stride { tensor: "scales_swizzled", strides: s.strides().to_vec(), reason });
+            }
+            p.scales_sw = s.ptr();
+            p.rows_sw = m.div_ceil(128) as i32 * 128;
+            require_disjoint(("scales_swizzled", s.byte_span()), x_span)?;
+            require_disjoint(("scales_swizzled", s.byte_span()), q_span)?;
+            if let Some(r) = &args.scales {
+                require_disjoint(("scales_swizzled", s.byte_span()), ("scales", r.byte_span()))?;
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// One kernel variant: the CTA size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    pub threads: u32,
+}
+
+impl Config {
+    /// The config id used in pins and caches: `"t256"`.
+    pub fn id(&self) -> String {
+        format!("t{}", self.threads)
+    }
+    /// Parses an id made by [`Config::id`].
+    pub fn parse(id: &str) -> Option<Self> {
+        let t = id.strip_prefix('t')?.parse().ok()?;
+        THREADS.contains(&t).then_some(Config { threads: t })
+    }
+    /// The kernel symbol, e.g. `b12x_mxfp8_t256_bf16`.
+    pub fn symbol(&self, dtype: DType) -> String {
+        format!("b12x_mxfp8_t{}_{}", self.threads, dtype.name())
+    }
+}
+
+/// A validated query bound to a device; a cheap handle whose prepared state a session fills.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    query: Query,
+    device: Arc<Device>,
+    buckets: Vec<Bucket>,
+    configs: Vec<Config>,
+    slot: PlanSlot,
+}
+
+/// Validates `query`. One bucket (`1..=max_rows`): the kernel is a flat grid over elements.
+/// Allocates, compiles and launches nothing.
+pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    query.validate()?;
+    Ok(Plan {
+        query: query.clone(),
+        device: device.clone(),
+        buckets: vec![Bucket { lo: 1, hi: query.max_rows }],
+        configs: THREADS.iter().map(|&threads| Config { threads }).collect(),
+        slot: PlanSlot::default(),
+    })
+}
+
+impl Plan {
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+    pub fn configs(&self) -> &[Config] {
+        &self.configs
+    }
+    /// The op needs no scratch.
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        ScratchLayout::new()
+    }
+}
+
+/// The tensors of one call (module docs).
+#[derive(Debug)]
+pub struct Args<'a> {
+    /// `[M, K]` bf16 or f16.
+    pub x: TensorRef<'a>,
+    /// `[M, K]` u8: E4M3 codes.
+    pub codes: TensorMut<'a>,
+    /// `[M, K/32]` u8 UE8M0, row-major; `Some` exactly when the plan has `row_major`.
+    pub scales: Option<TensorMut<'a>>,
+    /// `[swizzled_len(M, K/32)]` u8 UE8M0, swizzled 128×4; `Some` exactly when the plan has
+    /// `swizzled`.
+    pub scales_swizzled: Option<TensorMut<'a>>,
+}
+
+/// Quantizes `args.x` on `stream`. Every check happens before the launch; no allocation, no
+/// synchronization. `M = 0` launches nothing.
+pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
+    let params = plan.query.kernel_params(&args)?;
+    plan.scratch_layout().bind(&scratch)?;
+    if stream.context().ordinal() != plan.device.ordinal() {
+        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
+    }
+    if params.rows == 0 {
+        return Ok(());
+    }
+    let selected = resolve(plan, 0, stream)?;
+    launch(&selected, &params, stream)
+}
+
+fn launch(selected: &Selected, params: &Mxfp8Params, stream: &CudaStream) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
+    let config = Config::parse(&selected.config).ok_or_else(unknown)?;
+    let kernel = selected.kernels.first().ok_or_else(unknown)?;
+    let threads = params.rows_sw as u64 * (params.k as u64 / 8);
+    let dims = LaunchDims {
+        grid: (threads.div_ceil(u64::from(config.threads)) as u32, 1, 1),
+        block: (config.threads, 1, 1),
+        smem_bytes: 0,
+    };
+    // SAFETY: Mxfp8Params mirrors the kernel's struct (asserted on both sides); `params` passed
+    // `Query::kernel_params` or describes the race's own buffer.
+    unsafe { kernel.launch(stream, dims, params) }
+}
+
+impl OpPlan for Plan {
+    fn op(&self) -> &'static str {
+        OP
+    }
+    fn query_key(&self) -> String {
+        let q = &self.query;
+        format!("K={} dtype={} max_rows={} row_major={} swizzled={}", q.k, q.dtype, q.max_rows, q.row_major, q.swizzled)
+    }
+    fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+    fn module(&self) -> &'static KernelModule {
+        &crate::MXFP8_MODULE
+    }
+    fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+    fn candidates(&self, _bucket: usize) -> Vec<String> {
+        self.configs.iter().map(Config::id).collect()
+    }
+    fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
+        self.configs.get(config_index).map(|c| vec![c.symbol(self.query.dtype)]).unwrap_or_default()
+    }
+    fn slot(&self) -> &PlanSlot {
+        &self.slot
+    }
+    fn bench_case(&self, _bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
+        // One zeroed buffer: x, codes, row-major scales, swizzled scales (speed does not depend
+        // on values; zero blocks take the same path length within a few instructions).
+        let q = &self.query;
+        let rows = q.max_rows.min(RACE_MAX_ROWS);
+        let cols = q.k / BLOCK;
+        let sizes = [rows * q.k * 2, rows * q.k, rows * cols, swizzled_len(rows, cols)];
+        let stream = self.device.stream();
+        let total: usize = sizes.iter().map(|s| s.next_multiple_of(256)).sum();
+        let mut buffer = stream.alloc_zeros::<u8>(total)?;
+        let base = buffer.device_ptr_mut(stream).0;
+        let mut at = [0u64; 4];
+        let mut off = 0u64;
+        for (a, s) in at.iter_mut().zip(sizes) {
+            *a = base + off;
+            off += s.next_multiple_of(256) as u64;
+        }
+        let params = Mxfp8Params {
+            x: at[0],
+            codes: at[1],
+            scales: if q.row_major { at[2] } else { 0 },
+            scales_sw: if q.swizzled { at[3] } else { 0 },
+            ldx: q.k as i64,
+            ldq: q.k as i64,
+            lds: cols as i64,
+            rows: rows as i32,
+            rows_sw: if q.swizzled { rows.div_ceil(128) as i32 * 128 } else { rows as i32 },
+            k: q.k as i32,
+            pad: 0,
+        };
+        Ok(Box::new(RaceCase { params, _buffer: buffer }))
+    }
+}
+
+/// What the autotune race launches each candidate on.
+struct RaceCase {
+    params: Mxfp8Params,
+    _buffer: CudaSlice<u8>,
+}
+
+impl BenchCase for RaceCase {
+    fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
+        launch(selected, &self.params, stream)
+    }
+}

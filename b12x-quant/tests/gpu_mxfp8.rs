@@ -1,0 +1,224 @@
+//! GPU validation of `quantization.mxfp8` against the CPU codec, bit for bit (libtest-mimic;
+//! every trial is listed as ignored when no CUDA device is present).
+//!
+//! Each shape trial runs every config (pinned one at a time) with both scale layouts, outputs
+//! poisoned before the launch; codes, row-major scales and the swizzled buffer (padding rows
+//! included) must equal `block::quantize_mx` + `layout::to_swizzled` exactly. Inputs mix block
+//! magnitudes over 2^±20 and, in the `specials` fills, hold NaN, ±Inf, all-zero, subnormal and
+//! near-max blocks. Further trials: graph replay equals eager, and bad inputs are typed errors.
+//! `B12X_TEST_PROFILE=reduced` drops the large shapes (sanitizer runs).
+
+use b12x_core::cudarc::driver::CudaSlice;
+use b12x_core::half::{bf16, f16};
+use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, uniform, GpuTrial};
+use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_quant::block::{quantize_mx, MxOptions};
+use b12x_quant::codec::Element;
+use b12x_quant::layout::{swizzled_len, to_swizzled};
+use b12x_quant::mxfp8::{self, Args, Plan, Query, BLOCK};
+use std::sync::Arc;
+
+type TrialResult = Result<(), String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Host values (already rounded to the input dtype, returned as f32 too).
+fn fill(seed: u64, m: usize, k: usize, specials: bool) -> Vec<f32> {
+    let u = uniform(seed, m * k, -1.0, 1.0);
+    let mags = uniform(seed + 1, m * k / BLOCK, -20.0, 20.0);
+    let mut v: Vec<f32> = u.iter().enumerate().map(|(i, &x)| x * 2f32.powf(mags[i / BLOCK].round())).collect();
+    if specials {
+        let blocks = m * k / BLOCK;
+        for b in 0..blocks {
+            let blk = &mut v[b * BLOCK..(b + 1) * BLOCK];
+            match b % 11 {
+                1 => blk[3] = f32::NAN,
+                2 => blk[31] = f32::INFINITY,
+                3 => blk[0] = f32::NEG_INFINITY,
+                4 => blk.iter_mut().for_each(|x| *x = 0.0),
+                5 => blk.iter_mut().enumerate().for_each(|(i, x)| *x = if i % 2 == 0 { -0.0 } else { 0.0 }),
+                6 => blk.iter_mut().for_each(|x| *x *= 1e-38), // bf16/f16 subnormal or zero
+                7 => blk[5] = 3.0e38,                          // near the bf16 max
+                _ => {}
+            }
+        }
+    }
+    v
+}
+
+trait Input: b12x_core::Element + Copy {
+    fn round(x: f32) -> Self;
+    fn widen(self) -> f32;
+}
+impl Input for bf16 {
+    fn round(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl Input for f16 {
+    fn round(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+fn first_diff(name: &str, got: &[u8], want: &[u8], row_len: usize) -> TrialResult {
+    if got.len() != want.len() {
+        return Err(format!("{name}: {} bytes, expected {}", got.len(), want.len()));
+    }
+    let bad: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
+    match bad.first() {
+        None => Ok(()),
+        Some(&i) => Err(format!(
+            "{name}: {} of {} bytes differ, first at [{}, {}]: got {:#04x}, want {:#04x}",
+            bad.len(),
+            got.len(),
+            i / row_len,
+            i % row_len,
+            got[i],
+            want[i]
+        )),
+    }
+}
+
+fn session_pinned(dev: &Arc<Device>, plan: &Plan, config: &str) -> Result<PreparationSession, String> {
+    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    s.pin(plan, &b12x_core::OpPlan::buckets(plan)[0].label(), config);
+    s.prepare(&[plan]).map_err(err)?;
+    Ok(s)
+}
+
+fn check_shape<T: Input>(dev: &Arc<Device>, m: usize, k: usize, specials: bool, seed: u64) -> TrialResult {
+    let stream = dev.stream();
+    let cols = k / BLOCK;
+    let x_h: Vec<T> = fill(seed, m, k, specials).into_iter().map(T::round).collect();
+    let x_f: Vec<f32> = x_h.iter().map(|v| v.widen()).collect();
+    let want = quantize_mx(&x_f, m, k, Element::E4M3, MxOptions::default()).map_err(err)?;
+    let want_sw = to_swizzled(&want.scales, m, cols);
+    let x = stream.clone_htod(&x_h).map_err(err)?;
+    let query =
+        Query { k, dtype: <T as b12x_core::Element>::DTYPE, max_rows: m.max(4096), row_major: true, swizzled: true };
+    let plan = mxfp8::plan(&query, dev).map_err(err)?;
+    for config in b12x_core::OpPlan::candidates(&plan, 0) {
+        let session = session_pinned(dev, &plan, &config)?;
+        let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k).map_err(err)?;
+        let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * cols).map_err(err)?;
+        let mut sw: CudaSlice<u8> = alloc_poisoned(stream, swizzled_len(m, cols)).map_err(err)?;
+        let args = Args {
+            x: TensorRef::from_slice(&x, &[m, k]).map_err(err)?,
+            codes: TensorMut::from_slice(&mut codes, &[m, k]).map_err(err)?,
+            scales: Some(TensorMut::from_slice(&mut scales, &[m, cols]).map_err(err)?),
+            scales_swizzled: Some(TensorMut::from_slice(&mut sw, &[swizzled_len(m, cols)]).map_err(err)?),
+        };
+        mxfp8::run(&plan, args, Scratch::none(), stream).map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        let tag = |what: &str| format!("{config} {what}");
+        first_diff(&tag("codes"), &stream.clone_dtoh(&codes).map_err(err)?, &want.codes, k)?;
+        first_diff(&tag("scales"), &stream.clone_dtoh(&scales).map_err(err)?, &want.scales, cols)?;
+        first_diff(&tag("swizzled scales"), &stream.clone_dtoh(&sw).map_err(err)?, &want_sw, 512)?;
+        session.close();
+    }
+    Ok(())
+}
+
+fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
+    let (m, k) = (7, 4096);
+    let stream = dev.stream();
+    let x_h: Vec<bf16> = fill(21, m, k, true).into_iter().map(bf16::from_f32).collect();
+    let x = stream.clone_htod(&x_h).map_err(err)?;
+    let query = Query { k, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
+    let plan = mxfp8::plan(&query, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k).map_err(err)?;
+    let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * k / BLOCK).map_err(err)?;
+    let call = |codes: &mut CudaSlice<u8>, scales: &mut CudaSlice<u8>, s: &Arc<_>| {
+        let args = Args {
+            x: TensorRef::from_slice(&x, &[m, k])?,
+            codes: TensorMut::from_slice(codes, &[m, k])?,
+            scales: Some(TensorMut::from_slice(scales, &[m, k / BLOCK])?),
+            scales_swizzled: None,
+        };
+        mxfp8::run(&plan, args, Scratch::none(), s)
+    };
+    call(&mut codes, &mut scales, stream).map_err(err)?;
+    let (c_eager, s_eager) = (stream.clone_dtoh(&codes).map_err(err)?, stream.clone_dtoh(&scales).map_err(err)?);
+    let graph = session.capture(stream, |s| call(&mut codes, &mut scales, s)).map_err(err)?;
+    b12x_core::testing::poison(stream, &mut codes).map_err(err)?;
+    b12x_core::testing::poison(stream, &mut scales).map_err(err)?;
+    // SAFETY: x, codes and scales outlive the graph.
+    unsafe { graph.launch() }.map_err(err)?;
+    stream.synchronize().map_err(err)?;
+    first_diff("replayed codes", &stream.clone_dtoh(&codes).map_err(err)?, &c_eager, k)?;
+    first_diff("replayed scales", &stream.clone_dtoh(&scales).map_err(err)?, &s_eager, k / BLOCK)
+}
+
+fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let (m, k) = (4, 256);
+    let stream = dev.stream();
+    let x = stream.alloc_zeros::<bf16>(m * k + 8).map_err(err)?;
+    let mut codes = alloc_poisoned::<u8>(stream, m * k).map_err(err)?;
+    let mut scales = alloc_poisoned::<u8>(stream, m * k / BLOCK).map_err(err)?;
+    let query = Query { k, dtype: DType::BF16, max_rows: 2, row_major: true, swizzled: false };
+    let plan = mxfp8::plan(&query, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    // M = 4 above capacity 2.
+    let args = Args {
+        x: TensorRef::from_slice(&x, &[m, k]).map_err(err)?,
+        codes: TensorMut::from_slice(&mut codes, &[m, k]).map_err(err)?,
+        scales: Some(TensorMut::from_slice(&mut scales, &[m, k / BLOCK]).map_err(err)?),
+        scales_swizzled: None,
+    };
+    match mxfp8::run(&plan, args, Scratch::none(), stream) {
+        Err(Error::Capacity { .. }) => {}
+        other => return Err(format!("above capacity: {other:?}")),
+    }
+    // Missing row-major scales.
+    let args = Args {
+        x: TensorRef::from_slice(&x, &[2, k]).map_err(err)?,
+        codes: TensorMut::from_slice(&mut codes, &[2, k]).map_err(err)?,
+        scales: None,
+        scales_swizzled: None,
+    };
+    match mxfp8::run(&plan, args, Scratch::none(), stream) {
+        Err(Error::Shape { tensor: "scales", .. }) => {}
+        other => return Err(format!("missing scales: {other:?}")),
+    }
+    stream.synchronize().map_err(err)?;
+    // Nothing was launched: the outputs still hold the poison.
+    let c = stream.clone_dtoh(&codes).map_err(err)?;
+    let poison = c[0];
+    if c.iter().any(|&b| b != poison) {
+        return Err("a rejected call wrote codes".into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let mut trials = Vec::new();
+    let large = !reduced_profile();
+    for k in [1536usize, 4096, 7168, 18432] {
+        for m in [1usize, 7, 128, 4096] {
+            if !large && m * k > 128 * 7168 {
+                continue;
+            }
+            trials.push(GpuTrial::new(format!("k{k}_m{m}::bf16"), move |d| check_shape::<bf16>(d, m, k, false, 1)));
+            trials.push(GpuTrial::new(format!("k{k}_m{m}::bf16_specials"), move |d| {
+                check_shape::<bf16>(d, m, k, true, 2)
+            }));
+        }
+        trials.push(GpuTrial::new(format!("k{k}_m7::f16_specials"), move |d| check_shape::<f16>(d, 7, k, true, 3)));
+    }
+    trials.push(GpuTrial::new("awkward_m129_k128::bf16_specials", |d| check_shape::<bf16>(d, 129, 128, true, 4)));
+    trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
+    trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
+    run_gpu_trials(trials)
+}
