@@ -60,7 +60,7 @@ b12x_core::inventory::submit! {
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e4m3 codes; ue8m0 scales (row-major and/or swizzled 128x4)"],
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
