@@ -15,7 +15,8 @@
 //!
 //! | op | module | what |
 //! |---|---|---|
-//! | `quantization.mxfp8` | [`mxfp8`] | BF16/FP16 `[M, K]` → E4M3 + UE8M0 scales, row-major and/or swizzled |
+//! | `quantization.mxfp8` | [`mx`] | BF16/FP16 `[M, K]` → E4M3 + UE8M0 scales, row-major and/or swizzled |
+//! | `quantization.mxfp4` | [`mx`] | BF16/FP16 `[M, K]` → E2M1 pairs + UE8M0 scales (same layouts) |
 //!
 //! ```
 //! use b12x_quant::codec::{e4m3_decode, e4m3_encode};
@@ -27,11 +28,11 @@
 pub mod block;
 pub mod codec;
 pub mod layout;
-pub mod mxfp8;
+pub mod mx;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
 include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 
-/// The embedded `kernels/mxfp8.cu`, loaded once per device.
-pub static MXFP8_MODULE: b12x_core::KernelModule =
-    b12x_core::KernelModule { name: "b12x-quant/mxfp8", fatbin: MXFP8_FATBIN, hash: MXFP8_HASH };
+/// The embedded `kernels/mx.cu` (MXFP8 and MXFP4 quantizers), loaded once per device.
+pub static MX_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-quant/mx", fatbin: MX_FATBIN, hash: MX_HASH };

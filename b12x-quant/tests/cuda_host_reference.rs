@@ -3,7 +3,8 @@
 //! Builds `tests/cuda_ref/fp_ref.cu` with the host C++ compiler (`$CXX`, else `c++`) against
 //! the headers next to the nvcc that b12x-build finds (`cargo xtask toolchain` installs it),
 //! runs it on the dense sweep and compares every E4M3, E5M2 and E2M1 code, and the decode of
-//! every code. Without a toolkit this test fails (it is the spec's reference, not optional).
+//! every code; it also checks the kernels' software E2M1 encoder (`kernels/e2m1.cuh`, built into
+//! the same program) against CUDA's. Without a toolkit this test fails (it is the spec's reference, not optional).
 
 mod common;
 
@@ -21,7 +22,7 @@ fn cuda_include() -> PathBuf {
     include
 }
 
-/// (codes [E4M3 | E5M2 | E2M1] for `xs`, decodes [256 E4M3 | 256 E5M2 | 16 E2M1]).
+/// (codes [E4M3 | E5M2 | E2M1 | b12x kernel E2M1] for `xs`, decodes [256 E4M3 | 256 E5M2 | 16 E2M1]).
 fn run_reference(xs: &[f32]) -> (Vec<u8>, Vec<f32>) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("b12x-quant-cuda-ref");
     std::fs::create_dir_all(&dir).unwrap();
@@ -43,7 +44,7 @@ fn run_reference(xs: &[f32]) -> (Vec<u8>, Vec<f32>) {
     let status = Command::new(&exe).arg(&input).arg(&output).status().unwrap();
     assert!(status.success(), "fp_ref failed: {status}");
     let bytes = std::fs::read(&output).unwrap();
-    let n = 3 * xs.len();
+    let n = 4 * xs.len();
     assert_eq!(bytes.len(), n + 4 * (256 + 256 + 16), "fp_ref output size");
     let dec = bytes[n..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     (bytes[..n].to_vec(), dec)
@@ -65,6 +66,10 @@ fn encoders_and_decoders_equal_cuda_host_conversions() {
         }
         assert!(bad.is_empty(), "{fmt:?}: {} of {n} inputs differ, first: {:?}", bad.len(), &bad[..bad.len().min(8)]);
     }
+    // The kernels' software E2M1 (kernels/e2m1.cuh, compiled for the CPU) equals CUDA's and ours.
+    let kernel_e2m1 = &codes[3 * n..4 * n];
+    let bad = (0..n).filter(|&i| kernel_e2m1[i] != codes[2 * n + i]).count();
+    assert_eq!(bad, 0, "kernels/e2m1.cuh differs from __nv_cvt_float_to_fp4 on {bad} of {n} inputs");
     let offsets = [(Element::E4M3, 0usize, 256u16), (Element::E5M2, 256, 256), (Element::E2M1, 512, 16)];
     for (fmt, off, count) in offsets {
         for c in 0..count {

@@ -4,11 +4,14 @@
 //   fp_ref IN.f32 OUT.bin
 //
 // IN: n little-endian f32. OUT: n bytes of E4M3 codes, n of E5M2, n of E2M1 (all
-// __nv_cvt_float_to_fp8/_fp4 with __NV_SATFINITE / cudaRoundNearest), then the decode of every
-// code as f32 through the header's halfraw conversions: 256 E4M3, 256 E5M2, 16 E2M1.
+// __nv_cvt_float_to_fp8/_fp4 with __NV_SATFINITE / cudaRoundNearest), n of E2M1 from b12x's
+// own kernel code (kernels/e2m1.cuh, compiled here for the CPU), then the decode of every code
+// as f32 through the header's halfraw conversions: 256 E4M3, 256 E5M2, 16 E2M1.
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
+
+#include "../../kernels/e2m1.cuh"
 
 #include <cstdio>
 #include <cstring>
@@ -47,11 +50,12 @@ int main(int argc, char** argv) {
   while (std::fread(&v, 4, 1, in) == 1) x.push_back(v);
   std::fclose(in);
   const size_t n = x.size();
-  std::vector<unsigned char> out(3 * n);
+  std::vector<unsigned char> out(4 * n);
   for (size_t i = 0; i < n; ++i) {
     out[i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, __NV_E4M3);
     out[n + i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, __NV_E5M2);
     out[2 * n + i] = __nv_cvt_float_to_fp4(x[i], __NV_E2M1, cudaRoundNearest);
+    out[3 * n + i] = (unsigned char)b12x::e2m1_rne(x[i]);
   }
   std::vector<float> dec;
   for (int c = 0; c < 256; ++c) dec.push_back(half_to_float(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3)));

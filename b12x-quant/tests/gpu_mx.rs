@@ -1,4 +1,4 @@
-//! GPU validation of `quantization.mxfp8` against the CPU codec, bit for bit (libtest-mimic;
+//! GPU validation of `quantization.mxfp8` and `quantization.mxfp4` against the CPU codec, bit for bit (libtest-mimic;
 //! every trial is listed as ignored when no CUDA device is present).
 //!
 //! Each shape trial runs every config (pinned one at a time) with both scale layouts, outputs
@@ -13,9 +13,8 @@ use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, uniform, GpuTrial};
 use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
 use b12x_quant::block::{quantize_mx, MxOptions};
-use b12x_quant::codec::Element;
 use b12x_quant::layout::{swizzled_len, to_swizzled};
-use b12x_quant::mxfp8::{self, Args, Plan, Query, BLOCK};
+use b12x_quant::mx::{self, Args, MxFormat, Plan, Query, BLOCK};
 use std::sync::Arc;
 
 type TrialResult = Result<(), String>;
@@ -95,32 +94,40 @@ fn session_pinned(dev: &Arc<Device>, plan: &Plan, config: &str) -> Result<Prepar
     Ok(s)
 }
 
-fn check_shape<T: Input>(dev: &Arc<Device>, m: usize, k: usize, specials: bool, seed: u64) -> TrialResult {
+fn check_shape<T: Input>(
+    dev: &Arc<Device>,
+    format: MxFormat,
+    m: usize,
+    k: usize,
+    specials: bool,
+    seed: u64,
+) -> TrialResult {
     let stream = dev.stream();
     let cols = k / BLOCK;
+    let qk = format.code_bytes(k);
     let x_h: Vec<T> = fill(seed, m, k, specials).into_iter().map(T::round).collect();
     let x_f: Vec<f32> = x_h.iter().map(|v| v.widen()).collect();
-    let want = quantize_mx(&x_f, m, k, Element::E4M3, MxOptions::default()).map_err(err)?;
+    let want = quantize_mx(&x_f, m, k, format.element(), MxOptions::default()).map_err(err)?;
     let want_sw = to_swizzled(&want.scales, m, cols);
     let x = stream.clone_htod(&x_h).map_err(err)?;
-    let query =
-        Query { k, dtype: <T as b12x_core::Element>::DTYPE, max_rows: m.max(4096), row_major: true, swizzled: true };
-    let plan = mxfp8::plan(&query, dev).map_err(err)?;
+    let dtype = <T as b12x_core::Element>::DTYPE;
+    let query = Query { format, k, dtype, max_rows: m.max(4096), row_major: true, swizzled: true };
+    let plan = mx::plan(&query, dev).map_err(err)?;
     for config in b12x_core::OpPlan::candidates(&plan, 0) {
         let session = session_pinned(dev, &plan, &config)?;
-        let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k).map_err(err)?;
+        let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * qk).map_err(err)?;
         let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * cols).map_err(err)?;
         let mut sw: CudaSlice<u8> = alloc_poisoned(stream, swizzled_len(m, cols)).map_err(err)?;
         let args = Args {
             x: TensorRef::from_slice(&x, &[m, k]).map_err(err)?,
-            codes: TensorMut::from_slice(&mut codes, &[m, k]).map_err(err)?,
+            codes: TensorMut::from_slice(&mut codes, &[m, qk]).map_err(err)?,
             scales: Some(TensorMut::from_slice(&mut scales, &[m, cols]).map_err(err)?),
             scales_swizzled: Some(TensorMut::from_slice(&mut sw, &[swizzled_len(m, cols)]).map_err(err)?),
         };
-        mxfp8::run(&plan, args, Scratch::none(), stream).map_err(err)?;
+        mx::run(&plan, args, Scratch::none(), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
         let tag = |what: &str| format!("{config} {what}");
-        first_diff(&tag("codes"), &stream.clone_dtoh(&codes).map_err(err)?, &want.codes, k)?;
+        first_diff(&tag("codes"), &stream.clone_dtoh(&codes).map_err(err)?, &want.codes, qk)?;
         first_diff(&tag("scales"), &stream.clone_dtoh(&scales).map_err(err)?, &want.scales, cols)?;
         first_diff(&tag("swizzled scales"), &stream.clone_dtoh(&sw).map_err(err)?, &want_sw, 512)?;
         session.close();
@@ -133,8 +140,8 @@ fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
     let stream = dev.stream();
     let x_h: Vec<bf16> = fill(21, m, k, true).into_iter().map(bf16::from_f32).collect();
     let x = stream.clone_htod(&x_h).map_err(err)?;
-    let query = Query { k, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
-    let plan = mxfp8::plan(&query, dev).map_err(err)?;
+    let query = Query { format: MxFormat::Fp8, k, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
+    let plan = mx::plan(&query, dev).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&plan]).map_err(err)?;
     let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k).map_err(err)?;
@@ -146,7 +153,7 @@ fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
             scales: Some(TensorMut::from_slice(scales, &[m, k / BLOCK])?),
             scales_swizzled: None,
         };
-        mxfp8::run(&plan, args, Scratch::none(), s)
+        mx::run(&plan, args, Scratch::none(), s)
     };
     call(&mut codes, &mut scales, stream).map_err(err)?;
     let (c_eager, s_eager) = (stream.clone_dtoh(&codes).map_err(err)?, stream.clone_dtoh(&scales).map_err(err)?);
@@ -166,8 +173,8 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let x = stream.alloc_zeros::<bf16>(m * k + 8).map_err(err)?;
     let mut codes = alloc_poisoned::<u8>(stream, m * k).map_err(err)?;
     let mut scales = alloc_poisoned::<u8>(stream, m * k / BLOCK).map_err(err)?;
-    let query = Query { k, dtype: DType::BF16, max_rows: 2, row_major: true, swizzled: false };
-    let plan = mxfp8::plan(&query, dev).map_err(err)?;
+    let query = Query { format: MxFormat::Fp8, k, dtype: DType::BF16, max_rows: 2, row_major: true, swizzled: false };
+    let plan = mx::plan(&query, dev).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&plan]).map_err(err)?;
     // M = 4 above capacity 2.
@@ -177,7 +184,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         scales: Some(TensorMut::from_slice(&mut scales, &[m, k / BLOCK]).map_err(err)?),
         scales_swizzled: None,
     };
-    match mxfp8::run(&plan, args, Scratch::none(), stream) {
+    match mx::run(&plan, args, Scratch::none(), stream) {
         Err(Error::Capacity { .. }) => {}
         other => return Err(format!("above capacity: {other:?}")),
     }
@@ -188,7 +195,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         scales: None,
         scales_swizzled: None,
     };
-    match mxfp8::run(&plan, args, Scratch::none(), stream) {
+    match mx::run(&plan, args, Scratch::none(), stream) {
         Err(Error::Shape { tensor: "scales", .. }) => {}
         other => return Err(format!("missing scales: {other:?}")),
     }
@@ -205,19 +212,28 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
 fn main() {
     let mut trials = Vec::new();
     let large = !reduced_profile();
-    for k in [1536usize, 4096, 7168, 18432] {
-        for m in [1usize, 7, 128, 4096] {
-            if !large && m * k > 128 * 7168 {
-                continue;
+    for format in [MxFormat::Fp8, MxFormat::Fp4] {
+        let f = format.name();
+        for k in [1536usize, 4096, 7168, 18432] {
+            for m in [1usize, 7, 128, 4096] {
+                if !large && m * k > 128 * 7168 {
+                    continue;
+                }
+                trials.push(GpuTrial::new(format!("mx{f}::k{k}_m{m}::bf16"), move |d| {
+                    check_shape::<bf16>(d, format, m, k, false, 1)
+                }));
+                trials.push(GpuTrial::new(format!("mx{f}::k{k}_m{m}::bf16_specials"), move |d| {
+                    check_shape::<bf16>(d, format, m, k, true, 2)
+                }));
             }
-            trials.push(GpuTrial::new(format!("k{k}_m{m}::bf16"), move |d| check_shape::<bf16>(d, m, k, false, 1)));
-            trials.push(GpuTrial::new(format!("k{k}_m{m}::bf16_specials"), move |d| {
-                check_shape::<bf16>(d, m, k, true, 2)
+            trials.push(GpuTrial::new(format!("mx{f}::k{k}_m7::f16_specials"), move |d| {
+                check_shape::<f16>(d, format, 7, k, true, 3)
             }));
         }
-        trials.push(GpuTrial::new(format!("k{k}_m7::f16_specials"), move |d| check_shape::<f16>(d, 7, k, true, 3)));
+        trials.push(GpuTrial::new(format!("mx{f}::awkward_m129_k128::bf16_specials"), move |d| {
+            check_shape::<bf16>(d, format, 129, 128, true, 4)
+        }));
     }
-    trials.push(GpuTrial::new("awkward_m129_k128::bf16_specials", |d| check_shape::<bf16>(d, 129, 128, true, 4)));
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
     run_gpu_trials(trials)

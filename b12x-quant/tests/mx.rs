@@ -1,14 +1,14 @@
-//! CPU tests of `quantization.mxfp8`: query validation, argument checks (typed errors, nothing
+//! CPU tests of `quantization.mxfp8` / `quantization.mxfp4`: query validation, argument checks (typed errors, nothing
 //! dereferenced), configs, and the variant table against the built kernels.
 
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error, TensorMut, TensorRef};
 use b12x_quant::layout::swizzled_len;
-use b12x_quant::mxfp8::{Args, Config, Mxfp8Params, Query, BLOCK, THREADS};
+use b12x_quant::mx::{Args, Config, MxFormat, MxParams, Query, BLOCK, THREADS};
 use rstest::rstest;
 
 fn query(k: usize, row_major: bool, swizzled: bool) -> Query {
-    Query { k, dtype: DType::BF16, max_rows: 64, row_major, swizzled }
+    Query { format: MxFormat::Fp8, k, dtype: DType::BF16, max_rows: 64, row_major, swizzled }
 }
 
 fn view(ptr: u64, shape: &[usize], row_stride: usize, dtype: DType) -> TensorRef<'static> {
@@ -65,7 +65,7 @@ fn bad_queries_name_the_field(#[case] k: usize, #[case] row_major: bool, #[case]
 fn good_args_fill_the_params() {
     let q = query(4096, true, true);
     let p = q.kernel_params(&args(7, 4096, true, true)).unwrap();
-    let want = Mxfp8Params {
+    let want = MxParams {
         x: X,
         codes: CODES,
         scales: SCALES,
@@ -114,7 +114,31 @@ fn bad_args_are_typed_errors() {
 }
 
 fn all_symbols() -> Vec<String> {
-    THREADS.iter().flat_map(|&threads| [DType::BF16, DType::F16].map(|d| Config { threads }.symbol(d))).collect()
+    let mut out = Vec::new();
+    for format in [MxFormat::Fp8, MxFormat::Fp4] {
+        for threads in THREADS {
+            for d in [DType::BF16, DType::F16] {
+                out.push(Config { threads }.symbol(format, d));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn mxfp4_codes_are_packed_pairs() {
+    let q = Query { format: MxFormat::Fp4, ..query(4096, true, false) };
+    let mut a = args(4, 4096, true, false);
+    // [M, K] codes are the MXFP8 shape: rejected for MXFP4.
+    assert!(matches!(q.kernel_params(&a), Err(Error::Shape { tensor: "codes", .. })));
+    a.codes = view_mut(CODES, &[4, 2048], 2048, DType::U8);
+    let p = q.kernel_params(&a).unwrap();
+    assert_eq!((p.ldq, p.k), (2048, 4096));
+    assert_eq!(q.format.op(), "quantization.mxfp4");
+    assert!(matches!(
+        Query { k: 48, ..q }.validate(),
+        Err(Error::InvalidQuery { op: "quantization.mxfp4", field: "k", .. })
+    ));
 }
 
 #[test]

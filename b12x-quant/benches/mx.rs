@@ -1,11 +1,12 @@
-//! Benchmark of `quantization.mxfp8` (bf16 in, E4M3 codes + row-major UE8M0 scales out) over
+//! Benchmark of `quantization.mxfp8` and `quantization.mxfp4` (bf16 in, E4M3 codes or E2M1
+//! pairs + row-major UE8M0 scales out) over
 //! M ∈ {1, 16, 128, 8192} × K ∈ {4096, 7168}, method of DESIGN.md §7 (graph replay, L2 flushed,
 //! median), the codes and scales checked bitwise against the CPU codec before timing.
 //!
-//! Bytes: x read (2 B/element), codes written (1 B/element), scales written (1 B per 32).
-//! No PyTorch peer: PyTorch has no MXFP8 quantizer op. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8192}.
+//! Bytes: x read (2 B/element), codes written (1 or 1/2 B/element), scales written (1 B per 32).
+//! No PyTorch peer: PyTorch has no MX quantizer op. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8192}.
 //!
-//! Run: `cargo bench -p b12x-quant --bench mxfp8` (rows go to `bench-results/mxfp8.{json,md}`).
+//! Run: `cargo bench -p b12x-quant --bench mx` (rows go to `bench-results/mx.{json,md}`).
 
 use b12x_core::bench::{quick, samples, selected, time_graph, BenchReport};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
@@ -13,8 +14,7 @@ use b12x_core::half::bf16;
 use b12x_core::testing::{gpu, uniform};
 use b12x_core::{DType, PreparationSession, Result, Scratch, TensorMut, TensorRef};
 use b12x_quant::block::{quantize_mx, MxOptions};
-use b12x_quant::codec::Element;
-use b12x_quant::mxfp8::{self, Args, Query, BLOCK};
+use b12x_quant::mx::{self, Args, MxFormat, Query, BLOCK};
 use std::sync::Arc;
 
 const ROWS: [usize; 4] = [1, 16, 128, 8192];
@@ -23,13 +23,13 @@ const COLS: [usize; 2] = [4096, 7168];
 
 fn main() -> Result<()> {
     let Some(dev) = gpu() else {
-        eprintln!("mxfp8 bench: no CUDA device, nothing to measure");
+        eprintln!("mx bench: no CUDA device, nothing to measure");
         return Ok(());
     };
-    let mut report = BenchReport::new("mxfp8", &dev)?;
-    for k in COLS {
+    let mut report = BenchReport::new("mx", &dev)?;
+    for (format, k) in [MxFormat::Fp8, MxFormat::Fp4].into_iter().flat_map(|f| COLS.map(|k| (f, k))) {
         for m in ROWS.into_iter().filter(|m| !quick() || QUICK_ROWS.contains(m)) {
-            let case = format!("mxfp8/M{m}_K{k}_bf16");
+            let case = format!("mx{}/M{m}_K{k}_bf16", format.name());
             if !selected(&case) {
                 continue;
             }
@@ -37,30 +37,31 @@ fn main() -> Result<()> {
             let x_f: Vec<f32> = uniform(7, m * k, -3.0, 3.0);
             let x_h: Vec<bf16> = x_f.iter().map(|&v| bf16::from_f32(v)).collect();
             let x = stream.clone_htod(&x_h)?;
-            let mut codes = stream.alloc_zeros::<u8>(m * k)?;
+            let qk = format.code_bytes(k);
+            let mut codes = stream.alloc_zeros::<u8>(m * qk)?;
             let mut scales = stream.alloc_zeros::<u8>(m * k / BLOCK)?;
-            let q = Query { k, dtype: DType::BF16, max_rows: m, row_major: true, swizzled: false };
-            let plan = mxfp8::plan(&q, &dev)?;
+            let q = Query { format, k, dtype: DType::BF16, max_rows: m, row_major: true, swizzled: false };
+            let plan = mx::plan(&q, &dev)?;
             let mut session = PreparationSession::new(&dev)?;
             let config = session.prepare(&[&plan])?.last().map(|s| s.config.clone()).unwrap_or_default();
             let call = |codes: &mut CudaSlice<u8>, scales: &mut CudaSlice<u8>, s: &Arc<CudaStream>| -> Result<()> {
                 let args = Args {
                     x: TensorRef::from_slice(&x, &[m, k])?,
-                    codes: TensorMut::from_slice(codes, &[m, k])?,
+                    codes: TensorMut::from_slice(codes, &[m, qk])?,
                     scales: Some(TensorMut::from_slice(scales, &[m, k / BLOCK])?),
                     scales_swizzled: None,
                 };
-                mxfp8::run(&plan, args, Scratch::none(), s)
+                mx::run(&plan, args, Scratch::none(), s)
             };
             call(&mut codes, &mut scales, stream)?;
             stream.synchronize()?;
             let x_r: Vec<f32> = x_h.iter().map(|v| v.to_f32()).collect();
-            let want = quantize_mx(&x_r, m, k, Element::E4M3, MxOptions::default()).expect("valid shape");
+            let want = quantize_mx(&x_r, m, k, format.element(), MxOptions::default()).expect("valid shape");
             if stream.clone_dtoh(&codes)? != want.codes || stream.clone_dtoh(&scales)? != want.scales {
                 panic!("{case}: GPU result differs from the CPU codec");
             }
             let times = time_graph(&dev, samples(), |s| call(&mut codes, &mut scales, s))?;
-            let bytes = (m * k * 2 + m * k + m * k / BLOCK) as f64;
+            let bytes = (m * k * 2 + m * qk + m * k / BLOCK) as f64;
             report.add(&case, &config, &times, bytes, 0.0);
             session.close();
         }

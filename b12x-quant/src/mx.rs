@@ -1,11 +1,14 @@
-//! `quantization.mxfp8`: BF16/FP16 rows → E4M3 codes + UE8M0 scales (one per 32 elements).
+//! `quantization.mxfp8` and `quantization.mxfp4`: BF16/FP16 rows → E4M3 (MXFP8) or E2M1
+//! (MXFP4) codes + UE8M0 scales (one per 32 elements).
 //!
-//! - Math: exactly [`crate::block::quantize_mx`] with `Element::E4M3`, `ScaleRule::CeilPow2`
-//!   and no amax floor — bit for bit (per block: NaN/Inf → scale 0xFF and zero codes; amax 0 →
-//!   scale 0 and zero codes; else `code = ceil_pow2(amax · (1/448))`,
-//!   `q = e4m3_satfinite(x · 2^(127 − code))`). The input is read as is (bf16/f16 → f32 is exact).
-//! - Tensors: `x [M, K]` bf16 or f16 (rows 16-byte aligned, row stride ≥ K); `codes [M, K]` u8
-//!   (rows 8-byte aligned); scales in either or both layouts of [`crate::layout`]: row-major
+//! - Math: exactly [`crate::block::quantize_mx`] with `Element::E4M3` / `Element::E2M1`,
+//!   `ScaleRule::CeilPow2` and no amax floor — bit for bit (per block: NaN/Inf → scale 0xFF and
+//!   zero codes; amax 0 → scale 0 and zero codes; else `code = ceil_pow2(amax · (1/448 or 1/6))`,
+//!   `q = encode_satfinite(x · 2^(127 − code))`). The input is read as is (bf16/f16 → f32 is
+//!   exact). E2M1 is encoded in software on every arch (SM90 has no E2M1 `cvt`).
+//! - Tensors: `x [M, K]` bf16 or f16 (rows 16-byte aligned, row stride ≥ K); `codes` u8:
+//!   `[M, K]` for MXFP8 (rows 8-byte aligned), `[M, K/2]` packed pairs for MXFP4 (element 2i in
+//!   the low nibble, rows 4-byte aligned); scales in either or both layouts of [`crate::layout`]: row-major
 //!   `scales [M, K/32]` u8 and/or `scales_swizzled [swizzled_len(M, K/32)]` u8 (contiguous; the
 //!   padding rows up to the next multiple of 128 are written as 0).
 //! - Constraints: `K % 32 == 0`; with the swizzled layout `K % 128 == 0` (whole 4-column tiles);
@@ -15,11 +18,11 @@
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
-//! use b12x_quant::mxfp8::{self, Args, Query};
+//! use b12x_quant::mx::{self, Args, MxFormat, Query};
 //! # fn main() -> b12x_core::Result<()> {
 //! let dev = Device::new(0)?;
-//! let query = Query { k: 4096, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
-//! let plan = mxfp8::plan(&query, &dev)?;
+//! let query = Query { format: MxFormat::Fp8, k: 4096, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
+//! let plan = mx::plan(&query, &dev)?;
 //! let mut session = PreparationSession::new(&dev)?;
 //! session.prepare(&[&plan])?;
 //! let s = dev.stream();
@@ -31,7 +34,7 @@
 //!     scales: Some(TensorMut::from_slice(&mut scales, &[16, 128])?),
 //!     scales_swizzled: None,
 //! };
-//! mxfp8::run(&plan, args, Scratch::none(), s)?;
+//! mx::run(&plan, args, Scratch::none(), s)?;
 //! # Ok(()) }
 //! ```
 
@@ -44,18 +47,20 @@ use b12x_core::{
 use std::mem::{offset_of, size_of};
 use std::sync::Arc;
 
-/// The op id.
-pub const OP: &str = "quantization.mxfp8";
+/// The op id of MXFP8.
+pub const OP_FP8: &str = "quantization.mxfp8";
+/// The op id of MXFP4.
+pub const OP_FP4: &str = "quantization.mxfp4";
 /// Elements per scale.
 pub const BLOCK: usize = 32;
-/// CTA sizes instantiated in `kernels/mxfp8.cu`, default first.
+/// CTA sizes instantiated in `kernels/mx.cu`, default first.
 pub const THREADS: [u32; 3] = [256, 128, 512];
 /// Most rows the autotune race allocates.
 const RACE_MAX_ROWS: usize = 16384;
 
 b12x_core::inventory::submit! {
     b12x_core::OpInfo {
-        name: OP,
+        name: OP_FP8,
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e4m3 codes; ue8m0 scales (row-major and/or swizzled 128x4)"],
@@ -69,14 +74,71 @@ b12x_core::inventory::submit! {
     }
 }
 
-/// The one `__grid_constant__` argument of every `b12x_mxfp8_*` entry point (mirrors
-/// `Mxfp8Params` in `kernels/mxfp8.cu`, size asserted on both sides).
+b12x_core::inventory::submit! {
+    b12x_core::OpInfo {
+        name: OP_FP4,
+        group: "quantization",
+        entry_points: &["plan", "run"],
+        dtypes: &["bf16|f16 x; e2m1 codes (packed pairs); ue8m0 scales (row-major and/or swizzled 128x4)"],
+        // Written after the last H200 run of its session: its GPU suite has not run yet.
+        archs: &[
+            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_120a", b12x_core::Validation::CompiledOnly),
+            ("sm_121a", b12x_core::Validation::CompiledOnly),
+        ],
+        krate: "b12x-quant",
+        summary: "MXFP4 quantizer: E2M1 codes + UE8M0 scales per 32, bit-exact with the CPU codec",
+    }
+}
+
+/// The element format of an MX quantizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MxFormat {
+    /// MXFP8: E4M3 elements, one byte each.
+    Fp8,
+    /// MXFP4: E2M1 elements, two per byte.
+    Fp4,
+}
+
+impl MxFormat {
+    /// The op id.
+    pub fn op(self) -> &'static str {
+        match self {
+            MxFormat::Fp8 => OP_FP8,
+            MxFormat::Fp4 => OP_FP4,
+        }
+    }
+    /// The element codec.
+    pub fn element(self) -> crate::codec::Element {
+        match self {
+            MxFormat::Fp8 => crate::codec::Element::E4M3,
+            MxFormat::Fp4 => crate::codec::Element::E2M1,
+        }
+    }
+    /// `"fp8"` / `"fp4"` (kernel symbols).
+    pub fn name(self) -> &'static str {
+        match self {
+            MxFormat::Fp8 => "fp8",
+            MxFormat::Fp4 => "fp4",
+        }
+    }
+    /// Bytes of codes per row of K elements.
+    pub fn code_bytes(self, k: usize) -> usize {
+        match self {
+            MxFormat::Fp8 => k,
+            MxFormat::Fp4 => k / 2,
+        }
+    }
+}
+
+/// The one `__grid_constant__` argument of every `b12x_mx*` entry point (mirrors `MxParams` in
+/// `kernels/mx.cu`, size asserted on both sides).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct Mxfp8Params {
+pub struct MxParams {
     /// `[M, K]` bf16|f16, row stride `ldx` elements.
     pub x: u64,
-    /// `[M, K]` u8, row stride `ldq` bytes.
+    /// `[M, K]` (E4M3) or `[M, K/2]` (E2M1 pairs) u8, row stride `ldq` bytes.
     pub codes: u64,
     /// `[M, K/32]` u8, row stride `lds` bytes; 0 when not written.
     pub scales: u64,
@@ -95,15 +157,17 @@ pub struct Mxfp8Params {
 }
 
 const _: () = {
-    assert!(size_of::<Mxfp8Params>() == 72);
-    assert!(offset_of!(Mxfp8Params, ldx) == 32);
-    assert!(offset_of!(Mxfp8Params, rows) == 56);
-    assert!(offset_of!(Mxfp8Params, k) == 64);
+    assert!(size_of::<MxParams>() == 72);
+    assert!(offset_of!(MxParams, ldx) == 32);
+    assert!(offset_of!(MxParams, rows) == 56);
+    assert!(offset_of!(MxParams, k) == 64);
 };
 
 /// The static problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Query {
+    /// MXFP8 or MXFP4.
+    pub format: MxFormat,
     /// K: elements per row, a multiple of 32 (of 128 with `swizzled`).
     pub k: usize,
     /// dtype of `x`: bf16 or f16.
@@ -119,7 +183,8 @@ pub struct Query {
 impl Query {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
-        let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        let op = self.format.op();
+        let bad = |field, reason: String| Err(Error::InvalidQuery { op, field, reason });
         if !matches!(self.dtype, DType::BF16 | DType::F16) {
             return bad("dtype", format!("must be bf16 or f16, got {}", self.dtype));
         }
@@ -140,11 +205,13 @@ impl Query {
     }
 
     /// Checks `args` against the query and builds the kernel parameters; nothing is launched.
-    pub fn kernel_params(&self, args: &Args<'_>) -> Result<Mxfp8Params> {
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<MxParams> {
         let (k, cols) = (self.k, self.k / BLOCK);
         let m = args.x.shape().first().copied().unwrap_or(0);
         args.x.expect("x", "[M, K]", self.dtype, &[m, k])?;
-        args.codes.expect("codes", "[M, K]", DType::U8, &[m, k])?;
+        let code_bytes = self.format.code_bytes(k);
+        let dims = if self.format == MxFormat::Fp8 { "[M, K]" } else { "[M, K/2]" };
+        args.codes.expect("codes", dims, DType::U8, &[m, code_bytes])?;
         if m > self.max_rows {
             return Err(Error::Capacity { what: "M (rows of x)", got: m, capacity: self.max_rows });
         }
@@ -159,8 +226,8 @@ impl Query {
         let sw_len = swizzled_len(m, cols);
         presence("scales_swizzled", args.scales_swizzled.is_some(), self.swizzled, format!("[{sw_len}]"))?;
         args.x.require_aligned("x", 16)?;
-        args.codes.require_aligned("codes", 8)?;
-        let mut p = Mxfp8Params {
+        args.codes.require_aligned("codes", if self.format == MxFormat::Fp8 { 8 } else { 4 })?;
+        let mut p = MxParams {
             x: args.x.ptr(),
             codes: args.codes.ptr(),
             ldx: args.x.row_stride("x")? as i64,
@@ -168,7 +235,7 @@ impl Query {
             rows: m as i32,
             rows_sw: m as i32,
             k: k as i32,
-            ..Mxfp8Params::default()
+            ..MxParams::default()
         };
         let x_span = ("x", args.x.byte_span());
         let q_span = ("codes", args.codes.byte_span());
@@ -215,8 +282,8 @@ impl Config {
         THREADS.contains(&t).then_some(Config { threads: t })
     }
     /// The kernel symbol, e.g. `b12x_mxfp8_t256_bf16`.
-    pub fn symbol(&self, dtype: DType) -> String {
-        format!("b12x_mxfp8_t{}_{}", self.threads, dtype.name())
+    pub fn symbol(&self, format: MxFormat, dtype: DType) -> String {
+        format!("b12x_mx{}_t{}_{}", format.name(), self.threads, dtype.name())
     }
 }
 
@@ -285,8 +352,9 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     launch(&selected, &params, stream)
 }
 
-fn launch(selected: &Selected, params: &Mxfp8Params, stream: &CudaStream) -> Result<()> {
-    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
+fn launch(selected: &Selected, params: &MxParams, stream: &CudaStream) -> Result<()> {
+    let unknown =
+        || Error::UnknownConfig { op: "quantization.mx*", bucket: String::new(), config: selected.config.clone() };
     let config = Config::parse(&selected.config).ok_or_else(unknown)?;
     let kernel = selected.kernels.first().ok_or_else(unknown)?;
     let threads = params.rows_sw as u64 * (params.k as u64 / 8);
@@ -295,14 +363,14 @@ fn launch(selected: &Selected, params: &Mxfp8Params, stream: &CudaStream) -> Res
         block: (config.threads, 1, 1),
         smem_bytes: 0,
     };
-    // SAFETY: Mxfp8Params mirrors the kernel's struct (asserted on both sides); `params` passed
+    // SAFETY: MxParams mirrors the kernel's struct (asserted on both sides); `params` passed
     // `Query::kernel_params` or describes the race's own buffer.
     unsafe { kernel.launch(stream, dims, params) }
 }
 
 impl OpPlan for Plan {
     fn op(&self) -> &'static str {
-        OP
+        self.query.format.op()
     }
     fn query_key(&self) -> String {
         let q = &self.query;
@@ -312,7 +380,7 @@ impl OpPlan for Plan {
         &self.device
     }
     fn module(&self) -> &'static KernelModule {
-        &crate::MXFP8_MODULE
+        &crate::MX_MODULE
     }
     fn buckets(&self) -> &[Bucket] {
         &self.buckets
@@ -321,7 +389,7 @@ impl OpPlan for Plan {
         self.configs.iter().map(Config::id).collect()
     }
     fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
-        self.configs.get(config_index).map(|c| vec![c.symbol(self.query.dtype)]).unwrap_or_default()
+        self.configs.get(config_index).map(|c| vec![c.symbol(self.query.format, self.query.dtype)]).unwrap_or_default()
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot
@@ -332,7 +400,7 @@ impl OpPlan for Plan {
         let q = &self.query;
         let rows = q.max_rows.min(RACE_MAX_ROWS);
         let cols = q.k / BLOCK;
-        let sizes = [rows * q.k * 2, rows * q.k, rows * cols, swizzled_len(rows, cols)];
+        let sizes = [rows * q.k * 2, rows * q.format.code_bytes(q.k), rows * cols, swizzled_len(rows, cols)];
         let stream = self.device.stream();
         let total: usize = sizes.iter().map(|s| s.next_multiple_of(256)).sum();
         let mut buffer = stream.alloc_zeros::<u8>(total)?;
@@ -343,13 +411,13 @@ impl OpPlan for Plan {
             *a = base + off;
             off += s.next_multiple_of(256) as u64;
         }
-        let params = Mxfp8Params {
+        let params = MxParams {
             x: at[0],
             codes: at[1],
             scales: if q.row_major { at[2] } else { 0 },
             scales_sw: if q.swizzled { at[3] } else { 0 },
             ldx: q.k as i64,
-            ldq: q.k as i64,
+            ldq: q.format.code_bytes(q.k) as i64,
             lds: cols as i64,
             rows: rows as i32,
             rows_sw: if q.swizzled { rows.div_ceil(128) as i32 * 128 } else { rows as i32 },
@@ -362,7 +430,7 @@ impl OpPlan for Plan {
 
 /// What the autotune race launches each candidate on.
 struct RaceCase {
-    params: Mxfp8Params,
+    params: MxParams,
     _buffer: CudaSlice<u8>,
 }
 

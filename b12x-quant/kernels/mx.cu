@@ -1,19 +1,24 @@
-// mxfp8.cu — quantization.mxfp8: BF16/FP16 rows -> E4M3 codes + UE8M0 block scales.   crate: b12x-quant
+// mx.cu — quantization.mxfp8 / quantization.mxfp4: BF16/FP16 rows -> E4M3 or E2M1 codes + UE8M0
+//   block scales.   crate: b12x-quant
 //   per block of 32 along K: amax = max|x| (any NaN/Inf: scale 0xFF, codes 0; amax 0: scale 0,
-//   codes 0); code = ceil_pow2(amax * (1/448)) on the f32 bits; q = e4m3_satfinite(x * 2^(127-code)).
-//   Bit-exact with b12x_quant::block::quantize_mx (ScaleRule::CeilPow2, no amax floor).
-// Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K] u8 (row stride ldq)
+//   codes 0); code = ceil_pow2(amax * (1/448 or 1/6)) on the f32 bits;
+//   q = encode_satfinite(x * 2^(127-code)). Bit-exact with b12x_quant::block::quantize_mx
+//   (ScaleRule::CeilPow2, no amax floor). E4M3 through cvt.rn.satfinite (sm_89+); E2M1 in
+//   software (sm_90 has no E2M1 cvt): RNE over the 8 magnitudes, NaN -> 0x7 like CUDA's host code.
+// Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K] u8 (E4M3) or [M, K/2] u8 (E2M1
+//   pairs, element 2i in the low nibble), row stride ldq bytes
 //   scales [M, K/32] u8 row-major (row stride lds) and/or scales_sw: swizzled 128x4 layout of
 //   [M, K/32] (see b12x_quant::layout), rows M .. ceil(M/128)*128 written as 0.
 // Constraints: K % 32 == 0 (K % 128 == 0 with scales_sw); x rows 16-byte aligned, codes rows
-//   8-byte aligned.
+//   8-byte (E4M3) or 4-byte (E2M1) aligned.
 // Strategy: 4 lanes per block, 8 elements (one 16-byte load) per lane; amax over the quad with
-//   two xor shuffles; cvt.rn.satfinite.e4m3x2.f32 (sm_89+), one 8-byte store of codes per lane;
-//   the quad's lane 0 stores the scale byte(s). Memory bound: 2 B read, ~1.03 B written per element.
-// Entry points: b12x_mxfp8_t{128,256,512}_{bf16,f16}.   Oracle: b12x_quant::block::quantize_mx.
+//   two xor shuffles; one 8-byte (E4M3) or 4-byte (E2M1) store of codes per lane; the quad's
+//   lane 0 stores the scale byte(s). Memory bound: 2 B read, ~1.03 (0.53) B written per element.
+// Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_{bf16,f16}.   Oracle: b12x_quant::block::quantize_mx.
 #include "b12x/common.cuh"
+#include "e2m1.cuh"
 
-struct Mxfp8Params {
+struct MxParams {
   const void* x;           // [M, K] bf16|f16
   unsigned char* codes;    // [M, K] e4m3
   unsigned char* scales;   // [M, K/32] ue8m0 row-major, or nullptr
@@ -26,10 +31,10 @@ struct Mxfp8Params {
   int k;                   // K
   int pad;
 };
-static_assert(sizeof(Mxfp8Params) == 72, "mirror of params in src/mxfp8.rs");
+static_assert(sizeof(MxParams) == 72, "mirror of MxParams in src/mx.rs");
 
 namespace b12x {
-namespace mxfp8 {
+namespace mx {
 
 __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
   unsigned short r;
@@ -42,8 +47,8 @@ __device__ __forceinline__ long long sw_offset(int r, int c, int cols) {
   return ((long long)(r >> 7) * (cols >> 2) + (c >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
 }
 
-template <typename T>
-__device__ __forceinline__ void quantize(const Mxfp8Params& p) {
+template <typename T, bool kFp4>
+__device__ __forceinline__ void quantize(const MxParams& p) {
   const int chunks = p.k >> 3;  // 8-element chunks per row
   const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long total = (long long)p.rows_sw * chunks;
@@ -76,43 +81,55 @@ __device__ __forceinline__ void quantize(const Mxfp8Params& p) {
   int all_finite = __shfl_xor_sync(quad, (int)finite, 1) & (int)finite;
   all_finite &= __shfl_xor_sync(quad, all_finite, 2);
   uint32_t code;
-  uint2 out = make_uint2(0u, 0u);
+  uint2 out = make_uint2(0u, 0u);  // E4M3: 8 codes; E2M1: 8 nibbles in out.x
   if (!all_finite) {
     code = 0xFFu;
   } else if (amax == 0.0f) {
     code = 0u;
   } else {
-    const float pr = __fmul_rn(amax, 1.0f / 448.0f);
+    const float pr = __fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f);
     const uint32_t bits = __float_as_uint(pr);
     code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
     // 2^(127 - code): exponent field 254 - code (code >= 1 here unless pr == 0).
     const uint32_t e = 254u - code;
     const float m = e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
-    uint32_t c[4];
+    if constexpr (kFp4) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
-    out.x = c[0] | (c[1] << 16);
-    out.y = c[2] | (c[3] << 16);
+      for (int i = 0; i < 8; ++i) out.x |= e2m1_rne(__fmul_rn(f[i], m)) << (4 * i);
+    } else {
+      uint32_t c[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
+      out.x = c[0] | (c[1] << 16);
+      out.y = c[2] | (c[3] << 16);
+    }
   }
-  *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
+  if constexpr (kFp4) {
+    *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out.x;
+  } else {
+    *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
+  }
   if (lead) {
     if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
     if (p.scales_sw != nullptr) p.scales_sw[sw_offset(row, blk, cols)] = (unsigned char)code;
   }
 }
 
-}  // namespace mxfp8
+}  // namespace mx
 }  // namespace b12x
 
-#define B12X_MXFP8(THREADS, T, NAME)                                                                 \
-  extern "C" __global__ void __launch_bounds__(THREADS) b12x_mxfp8_t##THREADS##_##NAME(              \
-      const __grid_constant__ Mxfp8Params p) {                                                       \
-    b12x::mxfp8::quantize<T>(p);                                                                     \
+#define B12X_MX(FMT, FP4, THREADS, T, NAME)                                                          \
+  extern "C" __global__ void __launch_bounds__(THREADS) b12x_mx##FMT##_t##THREADS##_##NAME(          \
+      const __grid_constant__ MxParams p) {                                                          \
+    b12x::mx::quantize<T, FP4>(p);                                                                   \
   }
+#define B12X_MX_ALL(FMT, FP4)                                                                        \
+  B12X_MX(FMT, FP4, 128, b12x::bf16, bf16)                                                           \
+  B12X_MX(FMT, FP4, 256, b12x::bf16, bf16)                                                           \
+  B12X_MX(FMT, FP4, 512, b12x::bf16, bf16)                                                           \
+  B12X_MX(FMT, FP4, 128, b12x::fp16, f16)                                                            \
+  B12X_MX(FMT, FP4, 256, b12x::fp16, f16)                                                            \
+  B12X_MX(FMT, FP4, 512, b12x::fp16, f16)
 
-B12X_MXFP8(128, b12x::bf16, bf16)
-B12X_MXFP8(256, b12x::bf16, bf16)
-B12X_MXFP8(512, b12x::bf16, bf16)
-B12X_MXFP8(128, b12x::fp16, f16)
-B12X_MXFP8(256, b12x::fp16, f16)
-B12X_MXFP8(512, b12x::fp16, f16)
+B12X_MX_ALL(fp8, false)
+B12X_MX_ALL(fp4, true)
