@@ -323,6 +323,19 @@ impl Plan {
     }
 }
 
+/// The plans `cargo xtask prepare` tunes by default: MXFP8 (the GPU-validated format) of bf16
+/// activations with K ∈ {4096, 7168}, capacity 4096 rows, row-major scales. MXFP4 joins once its
+/// GPU suite has run.
+pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn OpPlan>>> {
+    let mut out: Vec<Box<dyn OpPlan>> = Vec::new();
+    for k in [4096, 7168] {
+        let q =
+            Query { format: MxFormat::Fp8, k, dtype: DType::BF16, max_rows: 4096, row_major: true, swizzled: false };
+        out.push(Box::new(plan(&q, device)?));
+    }
+    Ok(out)
+}
+
 /// The tensors of one call (module docs).
 #[derive(Debug)]
 pub struct Args<'a> {
