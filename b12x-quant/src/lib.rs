@@ -17,6 +17,7 @@
 //! |---|---|---|
 //! | `quantization.mxfp8` | [`mx`] | BF16/FP16 `[M, K]` → E4M3 + UE8M0 scales, row-major and/or swizzled |
 //! | `quantization.mxfp4` | [`mx`] | BF16/FP16 `[M, K]` → E2M1 pairs + UE8M0 scales (same layouts) |
+//! | `quantization.nvfp4` | [`nvfp4`] | BF16/FP16 `[M, K]` → E2M1 pairs + UE4M3 scales per 16 + f32 encode scale (given or computed) |
 //!
 //! ```
 //! use b12x_quant::codec::{e4m3_decode, e4m3_encode};
@@ -29,6 +30,7 @@ pub mod block;
 pub mod codec;
 pub mod layout;
 pub mod mx;
+pub mod nvfp4;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
 include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
@@ -36,3 +38,7 @@ include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 /// The embedded `kernels/mx.cu` (MXFP8 and MXFP4 quantizers), loaded once per device.
 pub static MX_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-quant/mx", fatbin: MX_FATBIN, hash: MX_HASH };
+
+/// The embedded `kernels/nvfp4.cu` (amax pass and NVFP4 quantizer), loaded once per device.
+pub static NVFP4_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-quant/nvfp4", fatbin: NVFP4_FATBIN, hash: NVFP4_HASH };

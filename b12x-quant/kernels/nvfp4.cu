@@ -1,0 +1,161 @@
+// nvfp4.cu — quantization.nvfp4: BF16/FP16 rows -> E2M1 pairs + UE4M3 block scales (one per 16)
+//   + the f32 encode scale enc.   crate: b12x-quant
+//   enc given (device f32 [1]) or computed: A = max|x| over the finite elements (amax pass into a
+//   u32 scratch cell, zeroed by the host before it), enc = min(2688 / A, 2^126) if A > 0 else 1,
+//   written to enc_out by the quantize pass. Per block of 16, each step one f32 operation:
+//   s = ue4m3(enc * (amax / 6)); s == 0 -> codes 0; else r = 1 / (f32(s) * (1 / enc)),
+//   q = e2m1(x * r). NaN/Inf in a block: scale 0x7F, codes 0. Bit-exact with
+//   b12x_quant::block::quantize_nvfp4.
+// Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K/2] u8 (row stride ldq bytes, element 2i
+//   in the low nibble)   scales [M, K/16] u8 row-major and/or scales_sw (swizzled 128x4, padding
+//   rows written 0)   enc_in / enc_out f32 [1]   amax u32 [1] scratch.
+// Constraints: K % 16 == 0 (K % 64 == 0 with scales_sw); x rows 16-byte aligned, codes rows 4-byte aligned.
+// Strategy: amax pass: grid-stride 16-byte loads, warp + CTA max, one atomicMax on the f32 bits
+//   (non-negative floats order like their bits). Quantize pass: 2 lanes per block, 8 elements per
+//   lane; UE4M3 via cvt.rn.satfinite.e4m3x2 and back via cvt.rn.f16x2.e4m3x2 (exact); E2M1 in software.
+// Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_{bf16,f16}.
+//   Oracle: b12x_quant::block::quantize_nvfp4.
+#include "b12x/common.cuh"
+#include "e2m1.cuh"
+
+struct Nvfp4Params {
+  const void* x;              // [M, K] bf16|f16
+  unsigned char* codes;       // [M, K/2]
+  unsigned char* scales;      // [M, K/16] or nullptr
+  unsigned char* scales_sw;   // swizzled or nullptr
+  const float* enc_in;        // [1] given encode scale, or nullptr (computed)
+  float* enc_out;             // [1] computed encode scale output, or nullptr (given)
+  unsigned int* amax;         // [1] scratch: f32 bits of the tensor's finite amax (computed mode)
+  long long ldx;              // elements
+  long long ldq;              // bytes
+  long long lds;              // bytes
+  int rows;                   // M
+  int rows_sw;                // M, or ceil(M/128)*128 with scales_sw
+  int k;                      // K
+  int pad;
+};
+static_assert(sizeof(Nvfp4Params) == 96, "mirror of Nvfp4Params in src/nvfp4.rs");
+
+namespace b12x {
+namespace nvfp4 {
+
+__device__ __forceinline__ long long sw_offset(int r, int c, int cols) {
+  return ((long long)(r >> 7) * (cols >> 2) + (c >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+}
+
+// E4M3 (satfinite RNE) code of a non-negative u, and its exact value.
+__device__ __forceinline__ uint32_t ue4m3(float u) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(u));
+  return r & 0xFFu;
+}
+__device__ __forceinline__ float ue4m3_value(uint32_t code) {
+  uint32_t h2;
+  const unsigned short c = (unsigned short)code;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(c));
+  return __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu)));
+}
+
+// The encode scale: given, or from the amax pass.
+__device__ __forceinline__ float encode_scale(const Nvfp4Params& p) {
+  if (p.enc_in != nullptr) return *p.enc_in;
+  const float a = __uint_as_float(*reinterpret_cast<volatile unsigned int*>(p.amax));
+  return a > 0.0f ? fminf(__fdiv_rn(2688.0f, a), __uint_as_float(253u << 23)) : 1.0f;  // 2^126
+}
+
+template <typename T>
+__device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
+  const int chunks = p.k >> 3;
+  const long long total = (long long)p.rows * chunks;
+  float m = 0.0f;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+       idx += (long long)gridDim.x * blockDim.x) {
+    const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (idx / chunks) * p.ldx + (idx % chunks) * 8);
+    float f[8];
+    unpack_f32<T>(v, f);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m = isfinite(f[i]) ? fmaxf(m, fabsf(f[i])) : m;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  __shared__ float s_max[32];
+  if ((threadIdx.x & 31) == 0) s_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float b = 0.0f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) b = fmaxf(b, s_max[w]);
+    if (b > 0.0f) atomicMax(p.amax, __float_as_uint(b));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void quantize(const Nvfp4Params& p) {
+  const float enc = encode_scale(p);
+  if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;
+  const int chunks = p.k >> 3;  // 8-element chunks per row; 2 per block of 16
+  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long total = (long long)p.rows_sw * chunks;
+  if (idx >= total) return;  // pairs stay together: blockDim and chunks are even
+  const int row = (int)(idx / chunks);
+  const int chunk = (int)(idx % chunks);
+  const int cols = p.k >> 4;
+  const int blk = chunk >> 1;
+  const bool lead = (chunk & 1) == 0;
+  if (row >= p.rows) {
+    if (lead) p.scales_sw[sw_offset(row, blk, cols)] = 0;
+    return;
+  }
+  const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + chunk * 8);
+  float f[8];
+  unpack_f32<T>(v, f);
+  float amax = 0.0f;
+  bool finite = true;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    finite = finite && isfinite(f[i]);
+    amax = fmaxf(amax, fabsf(f[i]));
+  }
+  const unsigned pair = 0x3u << (threadIdx.x & 30);
+  amax = fmaxf(amax, __shfl_xor_sync(pair, amax, 1));
+  const int all_finite = __shfl_xor_sync(pair, (int)finite, 1) & (int)finite;
+  uint32_t code;
+  uint32_t out = 0u;
+  if (!all_finite) {
+    code = 0x7Fu;
+  } else {
+    code = ue4m3(__fmul_rn(enc, __fdiv_rn(amax, 6.0f)));
+    const float fs = ue4m3_value(code);
+    if (fs != 0.0f) {
+      const float r = __fdiv_rn(1.0f, __fmul_rn(fs, __fdiv_rn(1.0f, enc)));
+#pragma unroll
+      for (int i = 0; i < 8; ++i) out |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+    }
+  }
+  *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out;
+  if (lead) {
+    if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
+    if (p.scales_sw != nullptr) p.scales_sw[sw_offset(row, blk, cols)] = (unsigned char)code;
+  }
+}
+
+}  // namespace nvfp4
+}  // namespace b12x
+
+#define B12X_NVFP4_AMAX(T, NAME)                                                                     \
+  extern "C" __global__ void __launch_bounds__(256) b12x_nvfp4_amax_##NAME(const __grid_constant__ Nvfp4Params p) { \
+    b12x::nvfp4::amax_pass<T>(p);                                                                    \
+  }
+#define B12X_NVFP4(THREADS, T, NAME)                                                                 \
+  extern "C" __global__ void __launch_bounds__(THREADS) b12x_nvfp4_t##THREADS##_##NAME(              \
+      const __grid_constant__ Nvfp4Params p) {                                                       \
+    b12x::nvfp4::quantize<T>(p);                                                                     \
+  }
+
+B12X_NVFP4_AMAX(b12x::bf16, bf16)
+B12X_NVFP4_AMAX(b12x::fp16, f16)
+B12X_NVFP4(256, b12x::bf16, bf16)
+B12X_NVFP4(128, b12x::bf16, bf16)
+B12X_NVFP4(512, b12x::bf16, bf16)
+B12X_NVFP4(256, b12x::fp16, f16)
+B12X_NVFP4(128, b12x::fp16, f16)
+B12X_NVFP4(512, b12x::fp16, f16)

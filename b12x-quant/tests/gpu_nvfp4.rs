@@ -1,0 +1,163 @@
+//! GPU validation of `quantization.nvfp4` against `block::quantize_nvfp4`, bit for bit: codes,
+//! row-major and swizzled scales (padding rows included) and the computed encode scale, for the
+//! given and the computed global-scale modes, every config pinned in turn, outputs poisoned.
+//! Inputs mix block magnitudes over 2^±20 and (the `specials` fills) hold NaN, ±Inf, zero,
+//! subnormal and near-max blocks. `B12X_TEST_PROFILE=reduced` drops the large shapes.
+
+use b12x_core::cudarc::driver::CudaSlice;
+use b12x_core::half::{bf16, f16};
+use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, uniform, GpuTrial};
+use b12x_core::{Device, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_quant::block::quantize_nvfp4;
+use b12x_quant::layout::{swizzled_len, to_swizzled};
+use b12x_quant::nvfp4::{self, Args, GlobalScale, Plan, Query, BLOCK};
+use std::sync::Arc;
+
+type TrialResult = Result<(), String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn fill(seed: u64, m: usize, k: usize, specials: bool) -> Vec<f32> {
+    let u = uniform(seed, m * k, -1.0, 1.0);
+    let mags = uniform(seed + 1, m * k / BLOCK, -20.0, 20.0);
+    let mut v: Vec<f32> = u.iter().enumerate().map(|(i, &x)| x * 2f32.powf(mags[i / BLOCK].round())).collect();
+    if specials {
+        for b in 0..m * k / BLOCK {
+            let blk = &mut v[b * BLOCK..(b + 1) * BLOCK];
+            match b % 13 {
+                1 => blk[3] = f32::NAN,
+                2 => blk[15] = f32::INFINITY,
+                3 => blk[0] = f32::NEG_INFINITY,
+                4 => blk.iter_mut().for_each(|x| *x = 0.0),
+                5 => blk.iter_mut().for_each(|x| *x *= 1e-38),
+                6 => blk[5] = 3.0e38,
+                _ => {}
+            }
+        }
+    }
+    v
+}
+
+trait Input: b12x_core::Element + Copy {
+    fn round(x: f32) -> Self;
+    fn widen(self) -> f32;
+}
+impl Input for bf16 {
+    fn round(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl Input for f16 {
+    fn round(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+fn first_diff(name: &str, got: &[u8], want: &[u8], row_len: usize) -> TrialResult {
+    if got.len() != want.len() {
+        return Err(format!("{name}: {} bytes, expected {}", got.len(), want.len()));
+    }
+    match (0..got.len()).find(|&i| got[i] != want[i]) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "{name}: {} of {} bytes differ, first at [{}, {}]: got {:#04x}, want {:#04x}",
+            (0..got.len()).filter(|&j| got[j] != want[j]).count(),
+            got.len(),
+            i / row_len,
+            i % row_len,
+            got[i],
+            want[i]
+        )),
+    }
+}
+
+fn session_pinned(dev: &Arc<Device>, plan: &Plan, config: &str) -> Result<PreparationSession, String> {
+    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    s.pin(plan, &b12x_core::OpPlan::buckets(plan)[0].label(), config);
+    s.prepare(&[plan]).map_err(err)?;
+    Ok(s)
+}
+
+fn check_shape<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: usize, specials: bool) -> TrialResult {
+    let stream = dev.stream();
+    let cols = k / BLOCK;
+    let x_h: Vec<T> = fill(m as u64 * 31 + k as u64, m, k, specials).into_iter().map(T::round).collect();
+    let x_f: Vec<f32> = x_h.iter().map(|v| v.widen()).collect();
+    let given = 37.25f32; // any positive f32 works for the given mode
+    let want = quantize_nvfp4(&x_f, m, k, (global == GlobalScale::Given).then_some(given)).map_err(err)?;
+    let want_sw = to_swizzled(&want.scales, m, cols);
+    let x = stream.clone_htod(&x_h).map_err(err)?;
+    let enc_in = stream.clone_htod(&[given]).map_err(err)?;
+    let dtype = <T as b12x_core::Element>::DTYPE;
+    let query = Query { k, dtype, max_rows: m.max(4096), row_major: true, swizzled: true, global };
+    let plan = nvfp4::plan(&query, dev).map_err(err)?;
+    let mut scratch = stream.alloc_zeros::<u8>(4096).map_err(err)?;
+    for config in b12x_core::OpPlan::candidates(&plan, 0) {
+        let session = session_pinned(dev, &plan, &config)?;
+        let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k / 2).map_err(err)?;
+        let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * cols).map_err(err)?;
+        let mut sw: CudaSlice<u8> = alloc_poisoned(stream, swizzled_len(m, cols)).map_err(err)?;
+        let mut enc_out: CudaSlice<f32> = alloc_poisoned(stream, 1).map_err(err)?;
+        let args = Args {
+            x: TensorRef::from_slice(&x, &[m, k]).map_err(err)?,
+            codes: TensorMut::from_slice(&mut codes, &[m, k / 2]).map_err(err)?,
+            scales: Some(TensorMut::from_slice(&mut scales, &[m, cols]).map_err(err)?),
+            scales_swizzled: Some(TensorMut::from_slice(&mut sw, &[swizzled_len(m, cols)]).map_err(err)?),
+            enc_in: (global == GlobalScale::Given)
+                .then(|| TensorRef::from_slice(&enc_in, &[1]))
+                .transpose()
+                .map_err(err)?,
+            enc_out: (global == GlobalScale::Computed)
+                .then(|| TensorMut::from_slice(&mut enc_out, &[1]))
+                .transpose()
+                .map_err(err)?,
+        };
+        nvfp4::run(&plan, args, Scratch::from_slice(&mut scratch), stream).map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        let tag = |what: &str| format!("{config} {global:?} {what}");
+        if global == GlobalScale::Computed {
+            let got = stream.clone_dtoh(&enc_out).map_err(err)?[0];
+            if got.to_bits() != want.enc.to_bits() {
+                return Err(format!("{}: {got:e} vs {:e}", tag("enc"), want.enc));
+            }
+        }
+        first_diff(&tag("codes"), &stream.clone_dtoh(&codes).map_err(err)?, &want.codes, k / 2)?;
+        first_diff(&tag("scales"), &stream.clone_dtoh(&scales).map_err(err)?, &want.scales, cols)?;
+        first_diff(&tag("swizzled scales"), &stream.clone_dtoh(&sw).map_err(err)?, &want_sw, 512)?;
+        session.close();
+    }
+    Ok(())
+}
+
+fn main() {
+    let mut trials = Vec::new();
+    let large = !reduced_profile();
+    for global in [GlobalScale::Computed, GlobalScale::Given] {
+        let g = format!("{global:?}").to_lowercase();
+        for k in [1536usize, 4096, 7168, 18432] {
+            for m in [1usize, 7, 128, 4096] {
+                if !large && m * k > 128 * 7168 {
+                    continue;
+                }
+                trials.push(GpuTrial::new(format!("{g}::k{k}_m{m}::bf16"), move |d| {
+                    check_shape::<bf16>(d, global, m, k, false)
+                }));
+                trials.push(GpuTrial::new(format!("{g}::k{k}_m{m}::bf16_specials"), move |d| {
+                    check_shape::<bf16>(d, global, m, k, true)
+                }));
+            }
+            trials.push(GpuTrial::new(format!("{g}::k{k}_m7::f16_specials"), move |d| {
+                check_shape::<f16>(d, global, 7, k, true)
+            }));
+        }
+    }
+    run_gpu_trials(trials)
+}
