@@ -17,6 +17,7 @@
 //! |---|---|---|
 //! | `quantization.mxfp8` | [`mx`] | BF16/FP16 `[M, K]` → E4M3 + UE8M0 scales, row-major and/or swizzled |
 //! | `quantization.mxfp4` | [`mx`] | BF16/FP16 `[M, K]` → E2M1 pairs + UE8M0 scales (same layouts) |
+//! | `quantization.fp8_block` | [`fp8_block`] | BF16/FP16 `[M, K]` → E4M3 + f32 or UE8M0 scale per 1×G (G = 32, 64, 128) |
 //! | `quantization.nvfp4` | [`nvfp4`] | BF16/FP16 `[M, K]` → E2M1 pairs + UE4M3 scales per 16 + f32 encode scale (given or computed) |
 //!
 //! ```
@@ -28,6 +29,7 @@
 
 pub mod block;
 pub mod codec;
+pub mod fp8_block;
 pub mod layout;
 pub mod mx;
 pub mod nvfp4;
@@ -38,6 +40,10 @@ include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 /// The embedded `kernels/mx.cu` (MXFP8 and MXFP4 quantizers), loaded once per device.
 pub static MX_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-quant/mx", fatbin: MX_FATBIN, hash: MX_HASH };
+
+/// The embedded `kernels/fp8_block.cu`, loaded once per device.
+pub static FP8_BLOCK_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-quant/fp8_block", fatbin: FP8_BLOCK_FATBIN, hash: FP8_BLOCK_HASH };
 
 /// The embedded `kernels/nvfp4.cu` (amax pass and NVFP4 quantizer), loaded once per device.
 pub static NVFP4_MODULE: b12x_core::KernelModule =

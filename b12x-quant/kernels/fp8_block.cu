@@ -1,0 +1,113 @@
+// fp8_block.cu — quantization.fp8_block: BF16/FP16 rows -> E4M3 codes + one scale per 1xG group
+//   (DeepSeek-style activations, G in {32, 64, 128}).   crate: b12x-quant
+//   per group: amax = max(max|x|, 1e-4); p = amax * (1/448); s = p (f32 scales) or
+//   2^code with code = ceil_pow2(p) on the f32 bits (UE8M0 scales); q = e4m3_satfinite(x / s)
+//   (IEEE division). NaN/Inf in a group: scale NaN (f32 0x7FC00000 / UE8M0 0xFF), codes 0.
+//   Bit-exact with b12x_quant::block::quantize_block_fp8 with tile (1, G).
+// Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K] u8 (row stride ldq bytes)
+//   scales [M, K/G] f32 or u8 (row stride lds elements).
+// Constraints: K % G == 0; x rows 16-byte aligned, codes rows 8-byte aligned.
+// Strategy: G/8 lanes per group, 8 elements (one 16-byte load) per lane; amax and finiteness by
+//   xor shuffles within the group's lanes; cvt.rn.satfinite.e4m3x2 (sm_89+).
+// Entry points: b12x_fp8_block_g{32,64,128}_{f32,ue8m0}_t{128,256,512}_{bf16,f16}.
+//   Oracle: b12x_quant::block::quantize_block_fp8.
+#include "b12x/common.cuh"
+
+struct Fp8BlockParams {
+  const void* x;           // [M, K] bf16|f16
+  unsigned char* codes;    // [M, K]
+  void* scales;            // [M, K/G] f32 or u8
+  long long ldx;           // elements
+  long long ldq;           // bytes
+  long long lds;           // elements of the scale type
+  int rows;                // M
+  int k;                   // K
+};
+static_assert(sizeof(Fp8BlockParams) == 56, "mirror of Fp8BlockParams in src/fp8_block.rs");
+
+namespace b12x {
+namespace fp8_block {
+
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+template <typename T, int G, bool kUe8m0>
+__device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
+  constexpr int L = G / 8;  // lanes per group
+  const int chunks = p.k >> 3;
+  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const long long total = (long long)p.rows * chunks;
+  if (idx >= total) return;  // groups stay together: blockDim and chunks are multiples of L
+  const int row = (int)(idx / chunks);
+  const int chunk = (int)(idx % chunks);
+  const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + chunk * 8);
+  float f[8];
+  unpack_f32<T>(v, f);
+  float amax = 0.0f;
+  bool finite = true;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    finite = finite && isfinite(f[i]);
+    amax = fmaxf(amax, fabsf(f[i]));
+  }
+  const unsigned group = ((1u << L) - 1u) << (threadIdx.x & (32 - L) & 31);
+  int all_finite = (int)finite;
+#pragma unroll
+  for (int o = 1; o < L; o <<= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(group, amax, o));
+    all_finite &= __shfl_xor_sync(group, all_finite, o);
+  }
+  uint2 out = make_uint2(0u, 0u);
+  float s_f32 = __uint_as_float(0x7FC00000u);
+  uint32_t s_code = 0xFFu;
+  if (all_finite) {
+    const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
+    float s = pr;
+    if (kUe8m0) {
+      const uint32_t bits = __float_as_uint(pr);
+      s_code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
+      s = __uint_as_float(s_code << 23);
+    }
+    s_f32 = s;
+    uint32_t c[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fdiv_rn(f[2 * i], s), __fdiv_rn(f[2 * i + 1], s));
+    out.x = c[0] | (c[1] << 16);
+    out.y = c[2] | (c[3] << 16);
+  }
+  *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
+  if ((chunk & (L - 1)) == 0) {
+    const long long at = (long long)row * p.lds + chunk / L;
+    if (kUe8m0) {
+      reinterpret_cast<unsigned char*>(p.scales)[at] = (unsigned char)s_code;
+    } else {
+      reinterpret_cast<float*>(p.scales)[at] = s_f32;
+    }
+  }
+}
+
+}  // namespace fp8_block
+}  // namespace b12x
+
+#define B12X_FP8_BLOCK(G, SNAME, UE8M0, THREADS, T, NAME)                                            \
+  extern "C" __global__ void __launch_bounds__(THREADS)                                              \
+      b12x_fp8_block_g##G##_##SNAME##_t##THREADS##_##NAME(const __grid_constant__ Fp8BlockParams p) { \
+    b12x::fp8_block::quantize<T, G, UE8M0>(p);                                                       \
+  }
+#define B12X_FP8_BLOCK_T(G, SNAME, UE8M0, T, NAME)                                                   \
+  B12X_FP8_BLOCK(G, SNAME, UE8M0, 256, T, NAME)                                                      \
+  B12X_FP8_BLOCK(G, SNAME, UE8M0, 128, T, NAME)                                                      \
+  B12X_FP8_BLOCK(G, SNAME, UE8M0, 512, T, NAME)
+#define B12X_FP8_BLOCK_S(G, T, NAME)                                                                 \
+  B12X_FP8_BLOCK_T(G, f32, false, T, NAME)                                                           \
+  B12X_FP8_BLOCK_T(G, ue8m0, true, T, NAME)
+#define B12X_FP8_BLOCK_G(T, NAME)                                                                    \
+  B12X_FP8_BLOCK_S(32, T, NAME)                                                                      \
+  B12X_FP8_BLOCK_S(64, T, NAME)                                                                      \
+  B12X_FP8_BLOCK_S(128, T, NAME)
+
+B12X_FP8_BLOCK_G(b12x::bf16, bf16)
+B12X_FP8_BLOCK_G(b12x::fp16, f16)
