@@ -18,6 +18,7 @@
 //! | `quantization.mxfp8` | [`mx`] | BF16/FP16 `[M, K]` → E4M3 + UE8M0 scales, row-major and/or swizzled |
 //! | `quantization.mxfp4` | [`mx`] | BF16/FP16 `[M, K]` → E2M1 pairs + UE8M0 scales (same layouts) |
 //! | `quantization.fp8_block` | [`fp8_block`] | BF16/FP16 `[M, K]` → E4M3 + f32 or UE8M0 scale per 1×G (G = 32, 64, 128) |
+//! | `quantization.swizzle_scales` | [`swizzle`] | block scales row-major ⇄ swizzled 128×4 on the GPU |
 //! | `quantization.nvfp4` | [`nvfp4`] | BF16/FP16 `[M, K]` → E2M1 pairs + UE4M3 scales per 16 + f32 encode scale (given or computed) |
 //!
 //! ```
@@ -33,6 +34,7 @@ pub mod fp8_block;
 pub mod layout;
 pub mod mx;
 pub mod nvfp4;
+pub mod swizzle;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
 include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
@@ -44,6 +46,10 @@ pub static MX_MODULE: b12x_core::KernelModule =
 /// The embedded `kernels/fp8_block.cu`, loaded once per device.
 pub static FP8_BLOCK_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-quant/fp8_block", fatbin: FP8_BLOCK_FATBIN, hash: FP8_BLOCK_HASH };
+
+/// The embedded `kernels/swizzle.cu`, loaded once per device.
+pub static SWIZZLE_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-quant/swizzle", fatbin: SWIZZLE_FATBIN, hash: SWIZZLE_HASH };
 
 /// The embedded `kernels/nvfp4.cu` (amax pass and NVFP4 quantizer), loaded once per device.
 pub static NVFP4_MODULE: b12x_core::KernelModule =
