@@ -273,7 +273,9 @@ pub struct Args<'a> {
     pub scales: Option<TensorMut<'a>>,
     /// `[swizzled_len(M, K/16)]` u8; `Some` exactly when the plan has `swizzled`.
     pub scales_swizzled: Option<TensorMut<'a>>,
-    /// `[1]` f32 given encode scale; `Some` exactly in `GlobalScale::Given` mode.
+    /// `[1]` f32 given encode scale; `Some` exactly in `GlobalScale::Given` mode. The caller
+    /// guarantees a finite value > 0 (it lives on the device, so `run` cannot check it; the CPU
+    /// codec rejects anything else).
     pub enc_in: Option<TensorRef<'a>>,
     /// `[1]` f32, receives the computed encode scale; `Some` exactly in `GlobalScale::Computed` mode.
     pub enc_out: Option<TensorMut<'a>>,

@@ -135,21 +135,22 @@ fn check_shape<T: Input>(
     Ok(())
 }
 
-fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
+fn graph_equals_eager(dev: &Arc<Device>, format: MxFormat) -> TrialResult {
     let (m, k) = (7, 4096);
+    let qk = format.code_bytes(k);
     let stream = dev.stream();
     let x_h: Vec<bf16> = fill(21, m, k, true).into_iter().map(bf16::from_f32).collect();
     let x = stream.clone_htod(&x_h).map_err(err)?;
-    let query = Query { format: MxFormat::Fp8, k, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
+    let query = Query { format, k, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
     let plan = mx::plan(&query, dev).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&plan]).map_err(err)?;
-    let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k).map_err(err)?;
+    let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * qk).map_err(err)?;
     let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * k / BLOCK).map_err(err)?;
     let call = |codes: &mut CudaSlice<u8>, scales: &mut CudaSlice<u8>, s: &Arc<_>| {
         let args = Args {
             x: TensorRef::from_slice(&x, &[m, k])?,
-            codes: TensorMut::from_slice(codes, &[m, k])?,
+            codes: TensorMut::from_slice(codes, &[m, qk])?,
             scales: Some(TensorMut::from_slice(scales, &[m, k / BLOCK])?),
             scales_swizzled: None,
         };
@@ -163,8 +164,60 @@ fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
     // SAFETY: x, codes and scales outlive the graph.
     unsafe { graph.launch() }.map_err(err)?;
     stream.synchronize().map_err(err)?;
-    first_diff("replayed codes", &stream.clone_dtoh(&codes).map_err(err)?, &c_eager, k)?;
+    first_diff("replayed codes", &stream.clone_dtoh(&codes).map_err(err)?, &c_eager, qk)?;
     first_diff("replayed scales", &stream.clone_dtoh(&scales).map_err(err)?, &s_eager, k / BLOCK)
+}
+
+/// Row strides larger than the rows (x, codes and row-major scales all padded): the padding
+/// must stay untouched and the values equal the unpadded oracle.
+fn padded_rows(dev: &Arc<Device>, format: MxFormat) -> TrialResult {
+    let (m, k) = (9, 1536);
+    let (qk, cols) = (format.code_bytes(k), k / BLOCK);
+    let (ldx, ldq, lds) = (k + 24, qk + 40, cols + 5);
+    let stream = dev.stream();
+    let x_f = fill(5, m, k, true);
+    let x_h: Vec<bf16> = x_f.iter().map(|&v| bf16::from_f32(v)).collect();
+    let x_r: Vec<f32> = x_h.iter().map(|v| v.to_f32()).collect();
+    let want = quantize_mx(&x_r, m, k, format.element(), MxOptions::default()).map_err(err)?;
+    let mut x_pad = vec![bf16::from_f32(f32::NAN); m * ldx];
+    for r in 0..m {
+        x_pad[r * ldx..r * ldx + k].copy_from_slice(&x_h[r * k..(r + 1) * k]);
+    }
+    let x = stream.clone_htod(&x_pad).map_err(err)?;
+    let mut codes = alloc_poisoned::<u8>(stream, m * ldq).map_err(err)?;
+    let mut scales = alloc_poisoned::<u8>(stream, m * lds).map_err(err)?;
+    let poison = stream.clone_dtoh(&codes).map_err(err)?[0];
+    let query = Query { format, k, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
+    let plan = mx::plan(&query, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    {
+        let xb = TensorRef::from_slice(&x, &[m * ldx]).map_err(err)?;
+        let (qn, sn) = (codes.len(), scales.len());
+        let qb = TensorMut::from_slice(&mut codes, &[qn]).map_err(err)?;
+        let sb = TensorMut::from_slice(&mut scales, &[sn]).map_err(err)?;
+        // SAFETY: each buffer holds `rows × stride` elements of its type.
+        let args = unsafe {
+            Args {
+                x: TensorRef::from_raw(xb.ptr(), &[m, k], &[ldx as isize, 1], DType::BF16).map_err(err)?,
+                codes: TensorMut::from_raw(qb.ptr(), &[m, qk], &[ldq as isize, 1], DType::U8).map_err(err)?,
+                scales: Some(TensorMut::from_raw(sb.ptr(), &[m, cols], &[lds as isize, 1], DType::U8).map_err(err)?),
+                scales_swizzled: None,
+            }
+        };
+        mx::run(&plan, args, Scratch::none(), stream).map_err(err)?;
+    }
+    let (q, s) = (stream.clone_dtoh(&codes).map_err(err)?, stream.clone_dtoh(&scales).map_err(err)?);
+    for r in 0..m {
+        first_diff("padded codes", &q[r * ldq..r * ldq + qk], &want.codes[r * qk..(r + 1) * qk], qk)?;
+        first_diff("padded scales", &s[r * lds..r * lds + cols], &want.scales[r * cols..(r + 1) * cols], cols)?;
+        if q[r * ldq + qk..(r + 1) * ldq].iter().any(|&b| b != poison)
+            || s[r * lds + cols..(r + 1) * lds].iter().any(|&b| b != poison)
+        {
+            return Err(format!("row {r}: padding written"));
+        }
+    }
+    Ok(())
 }
 
 fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
@@ -234,7 +287,10 @@ fn main() {
             check_shape::<bf16>(d, format, 129, 128, true, 4)
         }));
     }
-    trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
+    trials.push(GpuTrial::new("graph_replay_equals_eager::fp8", |d| graph_equals_eager(d, MxFormat::Fp8)));
+    trials.push(GpuTrial::new("graph_replay_equals_eager::fp4", |d| graph_equals_eager(d, MxFormat::Fp4)));
+    trials.push(GpuTrial::new("padded_rows::fp8", |d| padded_rows(d, MxFormat::Fp8)));
+    trials.push(GpuTrial::new("padded_rows::fp4", |d| padded_rows(d, MxFormat::Fp4)));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
     run_gpu_trials(trials)
 }

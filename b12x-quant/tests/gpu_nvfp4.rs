@@ -32,7 +32,7 @@ fn fill(seed: u64, m: usize, k: usize, specials: bool) -> Vec<f32> {
                 3 => blk[0] = f32::NEG_INFINITY,
                 4 => blk.iter_mut().for_each(|x| *x = 0.0),
                 5 => blk.iter_mut().for_each(|x| *x *= 1e-38),
-                6 => blk[5] = 3.0e38,
+                6 => blk[5] = 6.0e4, // large, but leaves the other blocks real scales
                 _ => {}
             }
         }
@@ -86,10 +86,38 @@ fn session_pinned(dev: &Arc<Device>, plan: &Plan, config: &str) -> Result<Prepar
     Ok(s)
 }
 
+/// Whole-tensor fills beyond the per-block mix (they exercise the encode-scale edge cases).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Tensor {
+    Mixed {
+        specials: bool,
+    },
+    /// All zeros: A = 0 → enc = 1, the amax pass never reaches its atomic.
+    Zero,
+    /// Values ~1e-36: 2688 / A overflows 2^126 → enc = 2^126.
+    Tiny,
+    /// One 3e38 outlier: every other block's scale rounds to 0.
+    Outlier,
+}
+
 fn check_shape<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: usize, specials: bool) -> TrialResult {
+    check_tensor::<T>(dev, global, m, k, Tensor::Mixed { specials })
+}
+
+fn check_tensor<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: usize, t: Tensor) -> TrialResult {
     let stream = dev.stream();
     let cols = k / BLOCK;
-    let x_h: Vec<T> = fill(m as u64 * 31 + k as u64, m, k, specials).into_iter().map(T::round).collect();
+    let mut x_f = fill(m as u64 * 31 + k as u64, m, k, matches!(t, Tensor::Mixed { specials: true }));
+    match t {
+        Tensor::Zero => x_f.iter_mut().for_each(|v| *v = 0.0),
+        Tensor::Tiny => x_f.iter_mut().for_each(|v| *v = v.signum() * 1e-36),
+        Tensor::Outlier => {
+            let i = x_f.len() / 3;
+            x_f[i] = 3.0e38;
+        }
+        Tensor::Mixed { .. } => {}
+    }
+    let x_h: Vec<T> = x_f.into_iter().map(T::round).collect();
     let x_f: Vec<f32> = x_h.iter().map(|v| v.widen()).collect();
     let given = 37.25f32; // any positive f32 works for the given mode
     let want = quantize_nvfp4(&x_f, m, k, (global == GlobalScale::Given).then_some(given)).map_err(err)?;
@@ -158,6 +186,11 @@ fn main() {
                 check_shape::<f16>(d, global, 7, k, true)
             }));
         }
+    }
+    for (name, t) in [("zero", Tensor::Zero), ("tiny", Tensor::Tiny), ("outlier", Tensor::Outlier)] {
+        trials.push(GpuTrial::new(format!("computed::k4096_m7::{name}"), move |d| {
+            check_tensor::<bf16>(d, GlobalScale::Computed, 7, 4096, t)
+        }));
     }
     run_gpu_trials(trials)
 }
