@@ -1,0 +1,87 @@
+//! Benchmark of `quantization.nvfp4` (bf16 in; E2M1 pairs + row-major UE4M3 scales out; encode
+//! scale computed on the device, i.e. the amax pass + the quantize pass + the memset, as an
+//! activation quantizer runs) over M ∈ {1, 16, 128, 8192} × K ∈ {4096, 7168}, method of
+//! DESIGN.md §7, results checked bitwise against the CPU codec before timing.
+//!
+//! Bytes: x read twice (amax pass and quantize pass: 4 B/element), codes written (1/2 B), scales
+//! written (1 B per 16). No PyTorch peer. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8192}.
+//!
+//! Run: `cargo bench -p b12x-quant --bench nvfp4` (rows go to `bench-results/nvfp4.{json,md}`).
+
+use b12x_core::bench::{quick, samples, selected, time_graph, BenchReport};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::testing::{gpu, uniform};
+use b12x_core::{DType, PreparationSession, Result, Scratch, TensorMut, TensorRef};
+use b12x_quant::block::quantize_nvfp4;
+use b12x_quant::nvfp4::{self, Args, GlobalScale, Query, BLOCK};
+use std::sync::Arc;
+
+const ROWS: [usize; 4] = [1, 16, 128, 8192];
+const QUICK_ROWS: [usize; 2] = [1, 8192];
+const COLS: [usize; 2] = [4096, 7168];
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else {
+        eprintln!("nvfp4 bench: no CUDA device, nothing to measure");
+        return Ok(());
+    };
+    let mut report = BenchReport::new("nvfp4", &dev)?;
+    for k in COLS {
+        for m in ROWS.into_iter().filter(|m| !quick() || QUICK_ROWS.contains(m)) {
+            let case = format!("nvfp4/M{m}_K{k}_bf16_computed");
+            if !selected(&case) {
+                continue;
+            }
+            let stream = dev.stream();
+            let x_h: Vec<bf16> = uniform(9, m * k, -3.0, 3.0).iter().map(|&v| bf16::from_f32(v)).collect();
+            let x = stream.clone_htod(&x_h)?;
+            let mut codes = stream.alloc_zeros::<u8>(m * k / 2)?;
+            let mut scales = stream.alloc_zeros::<u8>(m * k / BLOCK)?;
+            let mut enc = stream.alloc_zeros::<f32>(1)?;
+            let q = Query {
+                k,
+                dtype: DType::BF16,
+                max_rows: m,
+                row_major: true,
+                swizzled: false,
+                global: GlobalScale::Computed,
+            };
+            let plan = nvfp4::plan(&q, &dev)?;
+            let mut scratch = stream.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1024) + 1024)?;
+            let mut session = PreparationSession::new(&dev)?;
+            let config = session.prepare(&[&plan])?.last().map(|s| s.config.clone()).unwrap_or_default();
+            let call = |codes: &mut CudaSlice<u8>,
+                        scales: &mut CudaSlice<u8>,
+                        enc: &mut CudaSlice<f32>,
+                        scratch: &mut CudaSlice<u8>,
+                        s: &Arc<CudaStream>|
+             -> Result<()> {
+                let args = Args {
+                    x: TensorRef::from_slice(&x, &[m, k])?,
+                    codes: TensorMut::from_slice(codes, &[m, k / 2])?,
+                    scales: Some(TensorMut::from_slice(scales, &[m, k / BLOCK])?),
+                    scales_swizzled: None,
+                    enc_in: None,
+                    enc_out: Some(TensorMut::from_slice(enc, &[1])?),
+                };
+                nvfp4::run(&plan, args, Scratch::from_slice(scratch), s)
+            };
+            call(&mut codes, &mut scales, &mut enc, &mut scratch, stream)?;
+            let x_r: Vec<f32> = x_h.iter().map(|v| v.to_f32()).collect();
+            let want = quantize_nvfp4(&x_r, m, k, None).expect("valid shape");
+            if stream.clone_dtoh(&codes)? != want.codes
+                || stream.clone_dtoh(&scales)? != want.scales
+                || stream.clone_dtoh(&enc)?[0].to_bits() != want.enc.to_bits()
+            {
+                panic!("{case}: GPU result differs from the CPU codec");
+            }
+            let times = time_graph(&dev, samples(), |s| call(&mut codes, &mut scales, &mut enc, &mut scratch, s))?;
+            let bytes = (m * k * 4 + m * k / 2 + m * k / BLOCK) as f64;
+            report.add(&case, &config, &times, bytes, 0.0);
+            session.close();
+        }
+    }
+    println!("wrote {}", report.write()?.display());
+    Ok(())
+}
