@@ -6,84 +6,15 @@
 
 use b12x_core::cudarc::driver::CudaSlice;
 use b12x_core::half::{bf16, f16};
-use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, uniform, GpuTrial};
-use b12x_core::{Device, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, GpuTrial};
+use b12x_core::{Device, Scratch, TensorMut, TensorRef};
 use b12x_quant::block::{quantize_block_fp8, Fp8ScaleKind, Fp8Scales};
-use b12x_quant::fp8_block::{self, Args, Plan, Query};
+use b12x_quant::fp8_block::{self, Args, Query};
 use std::sync::Arc;
 
-type TrialResult = Result<(), String>;
+mod gpu_common;
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-fn fill(seed: u64, m: usize, k: usize, g: usize, specials: bool) -> Vec<f32> {
-    let u = uniform(seed, m * k, -1.0, 1.0);
-    let mags = uniform(seed + 1, m * k / g, -20.0, 20.0);
-    let mut v: Vec<f32> = u.iter().enumerate().map(|(i, &x)| x * 2f32.powf(mags[i / g].round())).collect();
-    if specials {
-        for b in 0..m * k / g {
-            let grp = &mut v[b * g..(b + 1) * g];
-            match b % 13 {
-                1 => grp[3] = f32::NAN,
-                2 => grp[g - 1] = f32::INFINITY,
-                3 => grp[0] = f32::NEG_INFINITY,
-                4 => grp.iter_mut().for_each(|x| *x = 0.0),
-                5 => grp.iter_mut().for_each(|x| *x *= 1e-38),
-                6 => grp[5] = 3.0e38,
-                _ => {}
-            }
-        }
-    }
-    v
-}
-
-trait Input: b12x_core::Element + Copy {
-    fn round(x: f32) -> Self;
-    fn widen(self) -> f32;
-}
-impl Input for bf16 {
-    fn round(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-impl Input for f16 {
-    fn round(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-
-fn first_diff<T: PartialEq + std::fmt::Debug>(name: &str, got: &[T], want: &[T], row_len: usize) -> TrialResult {
-    if got.len() != want.len() {
-        return Err(format!("{name}: {} values, expected {}", got.len(), want.len()));
-    }
-    match (0..got.len()).find(|&i| got[i] != want[i]) {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "{name}: {} of {} differ, first at [{}, {}]: got {:?}, want {:?}",
-            (0..got.len()).filter(|&j| got[j] != want[j]).count(),
-            got.len(),
-            i / row_len,
-            i % row_len,
-            got[i],
-            want[i]
-        )),
-    }
-}
-
-fn session_pinned(dev: &Arc<Device>, plan: &Plan, config: &str) -> Result<PreparationSession, String> {
-    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    s.pin(plan, &b12x_core::OpPlan::buckets(plan)[0].label(), config);
-    s.prepare(&[plan]).map_err(err)?;
-    Ok(s)
-}
+use gpu_common::{err, fill, first_diff, session_pinned, Input, TrialResult};
 
 fn check_shape<T: Input>(
     dev: &Arc<Device>,
@@ -95,7 +26,7 @@ fn check_shape<T: Input>(
 ) -> TrialResult {
     let stream = dev.stream();
     let groups = k / g;
-    let x_h: Vec<T> = fill(m as u64 * 17 + g as u64, m, k, g, specials).into_iter().map(T::round).collect();
+    let x_h: Vec<T> = fill(m as u64 * 17 + g as u64, m, k, g, specials, 3.0e38).into_iter().map(T::round).collect();
     let x_f: Vec<f32> = x_h.iter().map(|v| v.widen()).collect();
     let want = quantize_block_fp8(&x_f, m, k, (1, g), scale).map_err(err)?;
     let x = stream.clone_htod(&x_h).map_err(err)?;

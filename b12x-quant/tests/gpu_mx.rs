@@ -10,89 +10,16 @@
 
 use b12x_core::cudarc::driver::CudaSlice;
 use b12x_core::half::{bf16, f16};
-use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, uniform, GpuTrial};
+use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
 use b12x_quant::block::{quantize_mx, MxOptions};
 use b12x_quant::layout::{swizzled_len, to_swizzled};
-use b12x_quant::mx::{self, Args, MxFormat, Plan, Query, BLOCK};
+use b12x_quant::mx::{self, Args, MxFormat, Query, BLOCK};
 use std::sync::Arc;
 
-type TrialResult = Result<(), String>;
+mod gpu_common;
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-/// Host values (already rounded to the input dtype, returned as f32 too).
-fn fill(seed: u64, m: usize, k: usize, specials: bool) -> Vec<f32> {
-    let u = uniform(seed, m * k, -1.0, 1.0);
-    let mags = uniform(seed + 1, m * k / BLOCK, -20.0, 20.0);
-    let mut v: Vec<f32> = u.iter().enumerate().map(|(i, &x)| x * 2f32.powf(mags[i / BLOCK].round())).collect();
-    if specials {
-        let blocks = m * k / BLOCK;
-        for b in 0..blocks {
-            let blk = &mut v[b * BLOCK..(b + 1) * BLOCK];
-            match b % 11 {
-                1 => blk[3] = f32::NAN,
-                2 => blk[31] = f32::INFINITY,
-                3 => blk[0] = f32::NEG_INFINITY,
-                4 => blk.iter_mut().for_each(|x| *x = 0.0),
-                5 => blk.iter_mut().enumerate().for_each(|(i, x)| *x = if i % 2 == 0 { -0.0 } else { 0.0 }),
-                6 => blk.iter_mut().for_each(|x| *x *= 1e-38), // bf16/f16 subnormal or zero
-                7 => blk[5] = 3.0e38,                          // near the bf16 max
-                _ => {}
-            }
-        }
-    }
-    v
-}
-
-trait Input: b12x_core::Element + Copy {
-    fn round(x: f32) -> Self;
-    fn widen(self) -> f32;
-}
-impl Input for bf16 {
-    fn round(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-impl Input for f16 {
-    fn round(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-
-fn first_diff(name: &str, got: &[u8], want: &[u8], row_len: usize) -> TrialResult {
-    if got.len() != want.len() {
-        return Err(format!("{name}: {} bytes, expected {}", got.len(), want.len()));
-    }
-    let bad: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
-    match bad.first() {
-        None => Ok(()),
-        Some(&i) => Err(format!(
-            "{name}: {} of {} bytes differ, first at [{}, {}]: got {:#04x}, want {:#04x}",
-            bad.len(),
-            got.len(),
-            i / row_len,
-            i % row_len,
-            got[i],
-            want[i]
-        )),
-    }
-}
-
-fn session_pinned(dev: &Arc<Device>, plan: &Plan, config: &str) -> Result<PreparationSession, String> {
-    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    s.pin(plan, &b12x_core::OpPlan::buckets(plan)[0].label(), config);
-    s.prepare(&[plan]).map_err(err)?;
-    Ok(s)
-}
+use gpu_common::{err, fill, first_diff, session_pinned, Input, TrialResult};
 
 fn check_shape<T: Input>(
     dev: &Arc<Device>,
@@ -105,7 +32,7 @@ fn check_shape<T: Input>(
     let stream = dev.stream();
     let cols = k / BLOCK;
     let qk = format.code_bytes(k);
-    let x_h: Vec<T> = fill(seed, m, k, specials).into_iter().map(T::round).collect();
+    let x_h: Vec<T> = fill(seed, m, k, BLOCK, specials, 3.0e38).into_iter().map(T::round).collect();
     let x_f: Vec<f32> = x_h.iter().map(|v| v.widen()).collect();
     let want = quantize_mx(&x_f, m, k, format.element(), MxOptions::default()).map_err(err)?;
     let want_sw = to_swizzled(&want.scales, m, cols);
@@ -139,7 +66,7 @@ fn graph_equals_eager(dev: &Arc<Device>, format: MxFormat) -> TrialResult {
     let (m, k) = (7, 4096);
     let qk = format.code_bytes(k);
     let stream = dev.stream();
-    let x_h: Vec<bf16> = fill(21, m, k, true).into_iter().map(bf16::from_f32).collect();
+    let x_h: Vec<bf16> = fill(21, m, k, BLOCK, true, 3.0e38).into_iter().map(bf16::from_f32).collect();
     let x = stream.clone_htod(&x_h).map_err(err)?;
     let query = Query { format, k, dtype: DType::BF16, max_rows: 16, row_major: true, swizzled: false };
     let plan = mx::plan(&query, dev).map_err(err)?;
@@ -175,7 +102,7 @@ fn padded_rows(dev: &Arc<Device>, format: MxFormat) -> TrialResult {
     let (qk, cols) = (format.code_bytes(k), k / BLOCK);
     let (ldx, ldq, lds) = (k + 24, qk + 40, cols + 5);
     let stream = dev.stream();
-    let x_f = fill(5, m, k, true);
+    let x_f = fill(5, m, k, BLOCK, true, 3.0e38);
     let x_h: Vec<bf16> = x_f.iter().map(|&v| bf16::from_f32(v)).collect();
     let x_r: Vec<f32> = x_h.iter().map(|v| v.to_f32()).collect();
     let want = quantize_mx(&x_r, m, k, format.element(), MxOptions::default()).map_err(err)?;

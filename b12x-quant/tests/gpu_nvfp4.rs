@@ -6,85 +6,16 @@
 
 use b12x_core::cudarc::driver::CudaSlice;
 use b12x_core::half::{bf16, f16};
-use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, uniform, GpuTrial};
-use b12x_core::{Device, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, GpuTrial};
+use b12x_core::{Device, Scratch, TensorMut, TensorRef};
 use b12x_quant::block::quantize_nvfp4;
 use b12x_quant::layout::{swizzled_len, to_swizzled};
-use b12x_quant::nvfp4::{self, Args, GlobalScale, Plan, Query, BLOCK};
+use b12x_quant::nvfp4::{self, Args, GlobalScale, Query, BLOCK};
 use std::sync::Arc;
 
-type TrialResult = Result<(), String>;
+mod gpu_common;
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-fn fill(seed: u64, m: usize, k: usize, specials: bool) -> Vec<f32> {
-    let u = uniform(seed, m * k, -1.0, 1.0);
-    let mags = uniform(seed + 1, m * k / BLOCK, -20.0, 20.0);
-    let mut v: Vec<f32> = u.iter().enumerate().map(|(i, &x)| x * 2f32.powf(mags[i / BLOCK].round())).collect();
-    if specials {
-        for b in 0..m * k / BLOCK {
-            let blk = &mut v[b * BLOCK..(b + 1) * BLOCK];
-            match b % 13 {
-                1 => blk[3] = f32::NAN,
-                2 => blk[15] = f32::INFINITY,
-                3 => blk[0] = f32::NEG_INFINITY,
-                4 => blk.iter_mut().for_each(|x| *x = 0.0),
-                5 => blk.iter_mut().for_each(|x| *x *= 1e-38),
-                6 => blk[5] = 6.0e4, // large, but leaves the other blocks real scales
-                _ => {}
-            }
-        }
-    }
-    v
-}
-
-trait Input: b12x_core::Element + Copy {
-    fn round(x: f32) -> Self;
-    fn widen(self) -> f32;
-}
-impl Input for bf16 {
-    fn round(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-impl Input for f16 {
-    fn round(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-    fn widen(self) -> f32 {
-        self.to_f32()
-    }
-}
-
-fn first_diff(name: &str, got: &[u8], want: &[u8], row_len: usize) -> TrialResult {
-    if got.len() != want.len() {
-        return Err(format!("{name}: {} bytes, expected {}", got.len(), want.len()));
-    }
-    match (0..got.len()).find(|&i| got[i] != want[i]) {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "{name}: {} of {} bytes differ, first at [{}, {}]: got {:#04x}, want {:#04x}",
-            (0..got.len()).filter(|&j| got[j] != want[j]).count(),
-            got.len(),
-            i / row_len,
-            i % row_len,
-            got[i],
-            want[i]
-        )),
-    }
-}
-
-fn session_pinned(dev: &Arc<Device>, plan: &Plan, config: &str) -> Result<PreparationSession, String> {
-    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    s.pin(plan, &b12x_core::OpPlan::buckets(plan)[0].label(), config);
-    s.prepare(&[plan]).map_err(err)?;
-    Ok(s)
-}
+use gpu_common::{err, fill, first_diff, session_pinned, Input, TrialResult};
 
 /// Whole-tensor fills beyond the per-block mix (they exercise the encode-scale edge cases).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -107,7 +38,7 @@ fn check_shape<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: us
 fn check_tensor<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: usize, t: Tensor) -> TrialResult {
     let stream = dev.stream();
     let cols = k / BLOCK;
-    let mut x_f = fill(m as u64 * 31 + k as u64, m, k, matches!(t, Tensor::Mixed { specials: true }));
+    let mut x_f = fill(m as u64 * 31 + k as u64, m, k, BLOCK, matches!(t, Tensor::Mixed { specials: true }), 6.0e4);
     match t {
         Tensor::Zero => x_f.iter_mut().for_each(|v| *v = 0.0),
         Tensor::Tiny => x_f.iter_mut().for_each(|v| *v = v.signum() * 1e-36),
