@@ -4,7 +4,8 @@
 // Tensors (row-major, strides in elements):  x [T, D]  residual [T, D]  w [D]  y [T, D], one dtype
 // Constraints: D % 8 == 0, D <= 16384, 16-byte aligned rows.   Strategy: one CTA per row, the
 //   row held in registers as 16-byte vectors, deterministic fp32 block reduce.
-// Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32}.
+// Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32};
+//   fused quantized output (norm.rmsnorm_quant): b12x_rmsnorm[_add]_{mxfp8,fp8b128f32,fp8b128ue8m0}_v{1,2,4,8}_{bf16,f16}.
 // Oracle: src/rmsnorm/reference.rs
 #include <stddef.h>
 
@@ -56,8 +57,96 @@ constexpr int rmsnorm_max_threads() {
 
 // One CTA normalizes row blockIdx.x. Thread `tid` owns the 16-byte vectors tid + k * blockDim.x,
 // k < kVecsPerThread, so each load instruction of a warp covers 512 contiguous bytes.
-template <typename TIn, int kVecsPerThread, bool kHasResidual>
-__device__ __forceinline__ void rmsnorm_row(const RmsnormParams& p) {
+// Quantized outputs of the fused norm -> quantize entry points (kQuant); 0 = plain y.
+constexpr int kQuantNone = 0;
+constexpr int kQuantMxfp8 = 1;         // E4M3 + UE8M0 per 32
+constexpr int kQuantFp8B128F32 = 2;    // E4M3 + f32 scale per 1x128 (DeepSeek)
+constexpr int kQuantFp8B128Ue8m0 = 3;  // E4M3 + UE8M0 scale per 1x128
+
+// Parameters of the fused entry points: the plain ones, then the quantized outputs.
+// Mirrored by src/rmsnorm_quant.rs.
+struct RmsnormQuantParams : RmsnormParams {
+  unsigned char* codes;  // [T, D] e4m3, row stride ldq bytes
+  void* scales;          // [T, D/32] u8 (MXFP8) or [T, D/128] f32|u8 (block FP8), row stride lds elements
+  int64_t ldq;
+  int64_t lds;
+};
+static_assert(sizeof(RmsnormQuantParams) == 104, "size must match src/rmsnorm_quant.rs");
+
+__device__ __forceinline__ uint32_t e4m3x2_satfinite(float lo, float hi) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Quantizes the 8 rounded outputs `f` of vector i of row `row` (lanes holding the vectors of one
+// block are consecutive: block of 32 = 4 lanes, group of 128 = 16 lanes). Exactly the math of
+// b12x-quant's mx / fp8_block kernels on the rounded y.
+template <int kQuant>
+__device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_t row, int i, const float (&f)[8]) {
+  constexpr int L = kQuant == kQuantMxfp8 ? 4 : 16;
+  float amax = 0.0f;
+  bool finite = true;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    finite = finite && isfinite(f[j]);
+    amax = fmaxf(amax, fabsf(f[j]));
+  }
+  const unsigned group = ((1u << L) - 1u) << (threadIdx.x & (32 - L) & 31);
+  int all_finite = (int)finite;
+#pragma unroll
+  for (int o = 1; o < L; o <<= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(group, amax, o));
+    all_finite &= __shfl_xor_sync(group, all_finite, o);
+  }
+  uint2 out = make_uint2(0u, 0u);
+  uint32_t code = 0xFFu;
+  float s_f32 = __uint_as_float(0x7FC00000u);
+  if (all_finite) {
+    if constexpr (kQuant == kQuantMxfp8) {
+      if (amax == 0.0f) {
+        code = 0u;
+      } else {
+        const uint32_t bits = __float_as_uint(__fmul_rn(amax, 1.0f / 448.0f));
+        code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
+        const uint32_t e = 254u - code;
+        const float m = e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+        uint32_t c[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) c[j] = e4m3x2_satfinite(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
+        out.x = c[0] | (c[1] << 16);
+        out.y = c[2] | (c[3] << 16);
+      }
+    } else {
+      const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
+      float sc = pr;
+      if constexpr (kQuant == kQuantFp8B128Ue8m0) {
+        const uint32_t bits = __float_as_uint(pr);
+        code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
+        sc = __uint_as_float(code << 23);
+      }
+      s_f32 = sc;
+      uint32_t c[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j] = e4m3x2_satfinite(__fdiv_rn(f[2 * j], sc), __fdiv_rn(f[2 * j + 1], sc));
+      out.x = c[0] | (c[1] << 16);
+      out.y = c[2] | (c[3] << 16);
+    }
+  }
+  *reinterpret_cast<uint2*>(p.codes + row * p.ldq + (int64_t)i * 8) = out;
+  if ((i & (L - 1)) == 0) {
+    const int64_t at = row * p.lds + i / L;
+    if constexpr (kQuant == kQuantFp8B128F32) {
+      static_cast<float*>(p.scales)[at] = s_f32;
+    } else {
+      static_cast<unsigned char*>(p.scales)[at] = (unsigned char)code;
+    }
+  }
+}
+
+template <typename TIn, int kVecsPerThread, bool kHasResidual, int kQuant = kQuantNone,
+          typename P = RmsnormParams>
+__device__ __forceinline__ void rmsnorm_row(const P& p) {
   using TOut = TIn;
   constexpr int VEC = VecN<TIn>::value;
   static_assert(kVecsPerThread == 1 || kVecsPerThread == 2 || kVecsPerThread == 4 ||
@@ -70,7 +159,7 @@ __device__ __forceinline__ void rmsnorm_row(const RmsnormParams& p) {
   const int nvec = p.cols / VEC;
   const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + row * p.x_stride);
   const Vec16* g_w = static_cast<const Vec16*>(p.w);
-  Vec16* g_y = reinterpret_cast<Vec16*>(static_cast<TOut*>(p.y) + row * p.y_stride);
+  Vec16* g_y = reinterpret_cast<Vec16*>(static_cast<TOut*>(p.y) + row * p.y_stride);  // unused when kQuant
 
   // x and residual may be written by this grid (y may alias x), so they use coherent loads; w is
   // read-only and goes through the non-coherent path. All loads are issued before any math so a
@@ -142,7 +231,15 @@ __device__ __forceinline__ void rmsnorm_row(const RmsnormParams& p) {
       unpack_f32<TIn>(r_w[k], f_w);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
-      st_global_v16(g_y + i, pack_from_f32<TOut>(f_y));
+      if constexpr (kQuant == kQuantNone) {
+        st_global_v16(g_y + i, pack_from_f32<TOut>(f_y));
+      } else {
+        // Round to the output dtype first: the quantizer sees exactly what rmsnorm would store.
+        static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
+        float f_q[8];
+        unpack_f32<TOut>(pack_from_f32<TOut>(f_y), f_q);
+        quantize_vec<kQuant>(p, row, i, f_q);
+      }
     }
   }
 }
@@ -181,3 +278,25 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v1_f32, float, 1, true)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v2_f32, float, 2, true)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v4_f32, float, 4, true)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
+
+// Fused norm -> quantize: quantized output only (codes + scales; y is not written).
+#define B12X_RMSNORM_QUANT_KERNEL(NAME, TIN, KV, HAS_RESIDUAL, QUANT)                   \
+  extern "C" __global__ void __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>()) \
+      NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                       \
+    b12x::rmsnorm_row<TIN, KV, HAS_RESIDUAL, QUANT, b12x::RmsnormQuantParams>(p);       \
+  }
+#define B12X_RMSNORM_QUANT_V(FORM, RES, QNAME, QUANT, TIN, TNAME)                                          \
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v1_##TNAME, TIN, 1, RES, QUANT)                 \
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v2_##TNAME, TIN, 2, RES, QUANT)                 \
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v4_##TNAME, TIN, 4, RES, QUANT)                 \
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v8_##TNAME, TIN, 8, RES, QUANT)
+#define B12X_RMSNORM_QUANT_FORMS(QNAME, QUANT, TIN, TNAME)                                                 \
+  B12X_RMSNORM_QUANT_V(, false, QNAME, QUANT, TIN, TNAME)                                                  \
+  B12X_RMSNORM_QUANT_V(_add, true, QNAME, QUANT, TIN, TNAME)
+#define B12X_RMSNORM_QUANT_ALL(TIN, TNAME)                                                                 \
+  B12X_RMSNORM_QUANT_FORMS(mxfp8, b12x::kQuantMxfp8, TIN, TNAME)                                           \
+  B12X_RMSNORM_QUANT_FORMS(fp8b128f32, b12x::kQuantFp8B128F32, TIN, TNAME)                                 \
+  B12X_RMSNORM_QUANT_FORMS(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0, TIN, TNAME)
+
+B12X_RMSNORM_QUANT_ALL(b12x::bf16, bf16)
+B12X_RMSNORM_QUANT_ALL(b12x::fp16, f16)

@@ -3,8 +3,10 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `norm.rmsnorm` | [`rmsnorm`] | `y = x · rsqrt(mean(x²) + eps) · w`, optionally fused with a residual add |
+//! | `norm.rmsnorm_quant` | [`rmsnorm_quant`] | the same with `y` quantized in the kernel: MXFP8 or block FP8 (1×128) |
 
 pub mod rmsnorm;
+pub mod rmsnorm_quant;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
 include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));

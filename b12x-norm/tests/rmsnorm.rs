@@ -7,6 +7,7 @@ use b12x_core::testing::{cast, check_bitwise, check_manifest, check_ulp, uniform
 use b12x_core::{DType, Error, TensorMut, TensorRef};
 use b12x_norm::rmsnorm::reference::{inv_rms, rmsnorm, rmsnorm_add, ulp_bound};
 use b12x_norm::rmsnorm::{buckets, configs, Args, Config, Query, MAX_COLS, VECS_PER_THREAD};
+use b12x_norm::rmsnorm_quant::{self, QuantOut};
 use rstest::rstest;
 
 fn query(cols: usize, dtype: DType) -> Query {
@@ -316,6 +317,17 @@ fn all_symbols() -> Vec<String> {
             }
         }
     }
+    // The fused quantized-output entry points of `norm.rmsnorm_quant` (bf16/f16 only).
+    for dtype in [DType::BF16, DType::F16] {
+        for residual in [false, true] {
+            for out_fmt in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0] {
+                let q = rmsnorm_quant::Query { cols: 4096, dtype, max_tokens: 64, eps: 1e-6, residual, out: out_fmt };
+                for v in VECS_PER_THREAD {
+                    out.push(rmsnorm_quant::symbol(&q, &Config { vecs_per_thread: v }));
+                }
+            }
+        }
+    }
     out
 }
 
@@ -324,7 +336,17 @@ fn symbols_follow_the_naming_scheme() {
     let q = Query { residual: true, ..query(4096, DType::BF16) };
     assert_eq!(Config { vecs_per_thread: 2 }.symbol(&q), "b12x_rmsnorm_add_v2_bf16");
     assert_eq!(Config { vecs_per_thread: 8 }.symbol(&query(4096, DType::F16)), "b12x_rmsnorm_v8_f16");
-    assert_eq!(all_symbols().len(), 24);
+    let fused = rmsnorm_quant::Query {
+        cols: 4096,
+        dtype: DType::BF16,
+        max_tokens: 64,
+        eps: 1e-6,
+        residual: true,
+        out: QuantOut::Fp8Block128Ue8m0,
+    };
+    assert_eq!(rmsnorm_quant::symbol(&fused, &Config { vecs_per_thread: 2 }), "b12x_rmsnorm_add_fp8b128ue8m0_v2_bf16");
+    // 24 plain + 48 fused.
+    assert_eq!(all_symbols().len(), 72);
 }
 
 #[test]

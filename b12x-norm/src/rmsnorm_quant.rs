@@ -1,0 +1,364 @@
+//! `norm.rmsnorm_quant`: RMSNorm (optionally fused with the residual add) whose output is
+//! quantized in the same kernel — MXFP8 (E4M3 + UE8M0 per 32) or DeepSeek block FP8 (E4M3 + an
+//! f32 or UE8M0 scale per 1×128) — so the next GEMM reads 1-byte codes instead of bf16.
+//!
+//! - Rounding point: `y` is computed exactly as `norm.rmsnorm` computes it and **rounded to the
+//!   dtype (bf16/f16) first**; the quantizer then sees those rounded values. The result is bit
+//!   for bit "`norm.rmsnorm`, then `quantization.mxfp8` / `quantization.fp8_block`" (b12x-quant)
+//!   on the GPU. (Against a CPU oracle it inherits rmsnorm's ≤ 1-ULP tolerance on `y`, so compare
+//!   GPU with GPU.) `y` itself is not written; the fused residual is, as in `norm.rmsnorm`.
+//! - Tensors: `x [T, D]`, `residual [T, D]` (fused form), `w [D]` — bf16 or f16, as in
+//!   `norm.rmsnorm`; `codes [T, D]` u8 (rows 8-byte aligned); `scales [T, D/32]` u8 (MXFP8),
+//!   `[T, D/128]` f32 or u8 (block FP8).
+//! - Constraints: those of `norm.rmsnorm`, and `D % 32 == 0` (MXFP8) or `D % 128 == 0` (block FP8).
+//! - Kernel: `norm.rmsnorm`'s row kernel with a quantizing epilogue; the lanes holding a block's
+//!   consecutive 16-byte vectors reduce its amax with shuffles. Configs as `norm.rmsnorm`.
+//!
+//! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so). The
+//! existing `norm.rmsnorm` entry points compile to the same SASS as before this op was added.
+
+use crate::rmsnorm::{self, Config, RmsnormParams};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::plan::bucket_of;
+use b12x_core::{
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
+    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+};
+use std::mem::size_of;
+use std::sync::Arc;
+
+/// The op id.
+pub const OP: &str = "norm.rmsnorm_quant";
+
+b12x_core::inventory::submit! {
+    b12x_core::OpInfo {
+        name: OP,
+        group: "norm",
+        entry_points: &["plan", "run"],
+        dtypes: &["bf16|f16 x, residual, w; e4m3 codes; ue8m0 (MXFP8) or f32|ue8m0 per 1x128 (block FP8) scales"],
+        // Written after the last H200 run of its session: its GPU suite has not run yet.
+        archs: &[
+            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_120a", b12x_core::Validation::CompiledOnly),
+            ("sm_121a", b12x_core::Validation::CompiledOnly),
+        ],
+        krate: "b12x-norm",
+        summary: "RMSNorm (+ residual add) with the output quantized to MXFP8 or block FP8 in the same kernel",
+    }
+}
+
+/// The quantized output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantOut {
+    /// E4M3 + UE8M0 scale per 32 (`quantization.mxfp8`).
+    Mxfp8,
+    /// E4M3 + f32 scale per 1×128 (`quantization.fp8_block`, f32 scales).
+    Fp8Block128F32,
+    /// E4M3 + UE8M0 scale per 1×128 (`quantization.fp8_block`, UE8M0 scales).
+    Fp8Block128Ue8m0,
+}
+
+impl QuantOut {
+    /// Elements per scale.
+    pub fn block(self) -> usize {
+        match self {
+            QuantOut::Mxfp8 => 32,
+            QuantOut::Fp8Block128F32 | QuantOut::Fp8Block128Ue8m0 => 128,
+        }
+    }
+    /// dtype of the scales.
+    pub fn scale_dtype(self) -> DType {
+        match self {
+            QuantOut::Fp8Block128F32 => DType::F32,
+            QuantOut::Mxfp8 | QuantOut::Fp8Block128Ue8m0 => DType::U8,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            QuantOut::Mxfp8 => "mxfp8",
+            QuantOut::Fp8Block128F32 => "fp8b128f32",
+            QuantOut::Fp8Block128Ue8m0 => "fp8b128ue8m0",
+        }
+    }
+}
+
+/// Mirrors `RmsnormQuantParams` in `kernels/rmsnorm.cu` (size asserted on both sides).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RmsnormQuantParams {
+    /// The `norm.rmsnorm` parameters (`y` unused, 0).
+    pub base: RmsnormParams,
+    /// `[T, D]` e4m3 codes.
+    pub codes: u64,
+    /// `[T, D/block]` scales.
+    pub scales: u64,
+    /// Bytes between rows of `codes`.
+    pub ldq: i64,
+    /// Elements between rows of `scales`.
+    pub lds: i64,
+}
+
+const _: () = assert!(size_of::<RmsnormQuantParams>() == 104);
+
+/// The static problem.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    /// D.
+    pub cols: usize,
+    /// bf16 or f16.
+    pub dtype: DType,
+    pub max_tokens: usize,
+    pub eps: f32,
+    /// The fused residual-add form.
+    pub residual: bool,
+    pub out: QuantOut,
+}
+
+impl Query {
+    /// The `norm.rmsnorm` query with the same geometry (configs and buckets come from it).
+    pub fn rmsnorm_query(&self) -> rmsnorm::Query {
+        rmsnorm::Query {
+            cols: self.cols,
+            dtype: self.dtype,
+            max_tokens: self.max_tokens,
+            eps: self.eps,
+            residual: self.residual,
+        }
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        if !matches!(self.dtype, DType::BF16 | DType::F16) {
+            return bad("dtype", format!("must be bf16 or f16, got {}", self.dtype));
+        }
+        self.rmsnorm_query().validate().map_err(|e| match e {
+            Error::InvalidQuery { field, reason, .. } => Error::InvalidQuery { op: OP, field, reason },
+            other => other,
+        })?;
+        if self.cols % self.out.block() != 0 {
+            return bad(
+                "cols",
+                format!("(D) must be a multiple of {} for {:?}, got {}", self.out.block(), self.out, self.cols),
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks `args` and builds the kernel parameters; nothing is launched.
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<RmsnormQuantParams> {
+        let (d, dtype) = (self.cols, self.dtype);
+        let t = args.x.shape().first().copied().unwrap_or(0);
+        args.x.expect("x", "[T, D]", dtype, &[t, d])?;
+        args.w.expect("w", "[D]", dtype, &[d])?;
+        args.codes.expect("codes", "[T, D]", DType::U8, &[t, d])?;
+        args.scales.expect("scales", "[T, D/block]", self.out.scale_dtype(), &[t, d / self.out.block()])?;
+        if t > self.max_tokens {
+            return Err(Error::Capacity { what: "T (rows of x)", got: t, capacity: self.max_tokens });
+        }
+        if args.residual.is_some() != self.residual {
+            let expected = if self.residual { format!("[T, D] = [{t}, {d}]") } else { "no tensor".into() };
+            return Err(Error::Shape { tensor: "residual", expected, actual: vec![] });
+        }
+        if args.w.strides() != [1] {
+            let reason = "w must be contiguous".into();
+            return Err(Error::Stride { tensor: "w", strides: args.w.strides().to_vec(), reason });
+        }
+        args.x.require_aligned("x", 16)?;
+        args.w.require_aligned("w", 16)?;
+        args.codes.require_aligned("codes", 8)?;
+        let mut base = RmsnormParams {
+            x: args.x.ptr(),
+            w: args.w.ptr(),
+            x_stride: args.x.row_stride("x")? as i64,
+            rows: t as i32,
+            cols: d as i32,
+            eps: self.eps,
+            ..RmsnormParams::default()
+        };
+        let outs = [("codes", args.codes.byte_span()), ("scales", args.scales.byte_span())];
+        if let Some(r) = &args.residual {
+            r.expect("residual", "[T, D]", dtype, &[t, d])?;
+            r.require_aligned("residual", 16)?;
+            base.residual = r.ptr();
+            base.residual_stride = r.row_stride("residual")? as i64;
+            require_disjoint(("residual", r.byte_span()), ("x", args.x.byte_span()))?;
+            for o in outs {
+                require_disjoint(o, ("residual", r.byte_span()))?;
+            }
+        }
+        for o in outs {
+            require_disjoint(o, ("x", args.x.byte_span()))?;
+            require_disjoint(o, ("w", args.w.byte_span()))?;
+        }
+        require_disjoint(outs[0], outs[1])?;
+        Ok(RmsnormQuantParams {
+            base,
+            codes: args.codes.ptr(),
+            scales: args.scales.ptr(),
+            ldq: args.codes.row_stride("codes")? as i64,
+            lds: args.scales.row_stride("scales")? as i64,
+        })
+    }
+}
+
+/// The kernel symbol of a config, e.g. `b12x_rmsnorm_add_mxfp8_v2_bf16`.
+pub fn symbol(query: &Query, config: &Config) -> String {
+    let form = if query.residual { "_add" } else { "" };
+    format!("b12x_rmsnorm{form}_{}_v{}_{}", query.out.name(), config.vecs_per_thread, query.dtype.name())
+}
+
+/// A validated query bound to a device.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    query: Query,
+    device: Arc<Device>,
+    buckets: Vec<Bucket>,
+    configs: Vec<Config>,
+    slot: PlanSlot,
+}
+
+/// Validates `query` and enumerates its configs (those of `norm.rmsnorm` for the same row).
+pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    query.validate()?;
+    let rq = query.rmsnorm_query();
+    Ok(Plan {
+        query: query.clone(),
+        device: device.clone(),
+        buckets: rmsnorm::buckets(query.max_tokens),
+        configs: rmsnorm::configs(&rq),
+        slot: PlanSlot::default(),
+    })
+}
+
+impl Plan {
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+    /// The op needs no scratch.
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        ScratchLayout::new()
+    }
+}
+
+/// The tensors of one call (module docs).
+#[derive(Debug)]
+pub struct Args<'a> {
+    pub x: TensorRef<'a>,
+    /// `Some` exactly when the plan has `residual = true`; read and overwritten with `x + residual`.
+    pub residual: Option<TensorMut<'a>>,
+    pub w: TensorRef<'a>,
+    /// `[T, D]` u8 E4M3 codes.
+    pub codes: TensorMut<'a>,
+    /// `[T, D/32]` u8 (MXFP8) or `[T, D/128]` f32 / u8 (block FP8).
+    pub scales: TensorMut<'a>,
+}
+
+/// Normalizes and quantizes on `stream`: every check before the launch; no allocation, no
+/// synchronization. `T = 0` launches nothing.
+pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
+    let params = plan.query.kernel_params(&args)?;
+    plan.scratch_layout().bind(&scratch)?;
+    if stream.context().ordinal() != plan.device.ordinal() {
+        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
+    }
+    if params.base.rows == 0 {
+        return Ok(());
+    }
+    let rows = params.base.rows as usize;
+    let capacity = Error::Capacity { what: "T (rows of x)", got: rows, capacity: plan.query.max_tokens };
+    let bucket = bucket_of(&plan.buckets, rows).ok_or(capacity)?;
+    let selected = resolve(plan, bucket, stream)?;
+    launch(&plan.query, &selected, &params, stream)
+}
+
+fn launch(query: &Query, selected: &Selected, p: &RmsnormQuantParams, stream: &CudaStream) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
+    let config = Config::parse(&selected.config).ok_or_else(unknown)?;
+    let kernel = selected.kernels.first().ok_or_else(unknown)?;
+    let dims = LaunchDims {
+        grid: (p.base.rows as u32, 1, 1),
+        block: (config.block_threads(&query.rmsnorm_query()) as u32, 1, 1),
+        smem_bytes: 0,
+    };
+    // SAFETY: RmsnormQuantParams mirrors the kernel's struct (asserted on both sides); `p` passed
+    // `Query::kernel_params` or describes the race's own buffer.
+    unsafe { kernel.launch(stream, dims, p) }
+}
+
+impl OpPlan for Plan {
+    fn op(&self) -> &'static str {
+        OP
+    }
+    fn query_key(&self) -> String {
+        let q = &self.query;
+        format!("D={} dtype={} residual={} max_tokens={} out={:?}", q.cols, q.dtype, q.residual, q.max_tokens, q.out)
+    }
+    fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+    fn module(&self) -> &'static KernelModule {
+        &crate::RMSNORM_MODULE
+    }
+    fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+    fn candidates(&self, _bucket: usize) -> Vec<String> {
+        self.configs.iter().map(Config::id).collect()
+    }
+    fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
+        self.configs.get(config_index).map(|c| vec![symbol(&self.query, c)]).unwrap_or_default()
+    }
+    fn slot(&self) -> &PlanSlot {
+        &self.slot
+    }
+    fn bench_case(&self, bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
+        let q = &self.query;
+        let rows = self.buckets.get(bucket).map_or(1, |b| b.hi.min(16384));
+        let d = q.cols;
+        let row_bytes = d * q.dtype.size_bytes();
+        let groups = d / q.out.block();
+        let sizes =
+            [row_bytes, rows * row_bytes, rows * row_bytes, rows * d, rows * groups * q.out.scale_dtype().size_bytes()];
+        let stream = self.device.stream();
+        let total: usize = sizes.iter().map(|s| s.next_multiple_of(256)).sum();
+        let mut buffer = stream.alloc_zeros::<u8>(total)?;
+        let base_ptr = buffer.device_ptr_mut(stream).0;
+        let mut at = [0u64; 5];
+        let mut off = 0u64;
+        for (a, s) in at.iter_mut().zip(sizes) {
+            *a = base_ptr + off;
+            off += s.next_multiple_of(256) as u64;
+        }
+        let params = RmsnormQuantParams {
+            base: RmsnormParams {
+                w: at[0],
+                x: at[1],
+                residual: if q.residual { at[2] } else { 0 },
+                x_stride: d as i64,
+                residual_stride: d as i64,
+                rows: rows as i32,
+                cols: d as i32,
+                eps: q.eps,
+                ..RmsnormParams::default()
+            },
+            codes: at[3],
+            scales: at[4],
+            ldq: d as i64,
+            lds: groups as i64,
+        };
+        Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: buffer }))
+    }
+}
+
+struct RaceCase {
+    query: Query,
+    params: RmsnormQuantParams,
+    _buffer: CudaSlice<u8>,
+}
+
+impl BenchCase for RaceCase {
+    fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
+        launch(&self.query, selected, &self.params, stream)
+    }
+}
