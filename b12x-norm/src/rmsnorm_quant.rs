@@ -167,6 +167,9 @@ impl Query {
         args.x.require_aligned("x", 16)?;
         args.w.require_aligned("w", 16)?;
         args.codes.require_aligned("codes", 8)?;
+        if args.scales.dtype() == DType::F32 {
+            args.scales.require_aligned("scales", 4)?;
+        }
         let mut base = RmsnormParams {
             x: args.x.ptr(),
             w: args.w.ptr(),

@@ -116,6 +116,9 @@ impl Query {
         }
         args.x.require_aligned("x", 16)?;
         args.codes.require_aligned("codes", 8)?;
+        if args.scales.dtype() == DType::F32 {
+            args.scales.require_aligned("scales", 4)?;
+        }
         let x_span = ("x", args.x.byte_span());
         let q_span = ("codes", args.codes.byte_span());
         let s_span = ("scales", args.scales.byte_span());
