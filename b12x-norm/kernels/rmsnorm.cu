@@ -5,11 +5,12 @@
 // Constraints: D % 8 == 0, D <= 16384, 16-byte aligned rows.   Strategy: one CTA per row, the
 //   row held in registers as 16-byte vectors, deterministic fp32 block reduce.
 // Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32};
-//   fused quantized output (norm.rmsnorm_quant): b12x_rmsnorm[_add]_{mxfp8,fp8b128f32,fp8b128ue8m0}_v{1,2,4,8}_{bf16,f16}.
+//   fused quantized output (norm.rmsnorm_quant): b12x_rmsnorm[_add]_{mxfp8,fp8b128f32,fp8b128ue8m0,nvfp4}_v{1,2,4,8}_{bf16,f16}.
 // Oracle: src/rmsnorm/reference.rs
 #include <stddef.h>
 
 #include "b12x/common.cuh"
+#include "b12x/e2m1.cuh"
 
 namespace b12x {
 
@@ -62,16 +63,32 @@ constexpr int kQuantNone = 0;
 constexpr int kQuantMxfp8 = 1;         // E4M3 + UE8M0 per 32
 constexpr int kQuantFp8B128F32 = 2;    // E4M3 + f32 scale per 1x128 (DeepSeek)
 constexpr int kQuantFp8B128Ue8m0 = 3;  // E4M3 + UE8M0 scale per 1x128
+constexpr int kQuantNvfp4 = 4;         // E2M1 pairs + UE4M3 per 16, given f32 encode scale
 
 // Parameters of the fused entry points: the plain ones, then the quantized outputs.
 // Mirrored by src/rmsnorm_quant.rs.
 struct RmsnormQuantParams : RmsnormParams {
-  unsigned char* codes;  // [T, D] e4m3, row stride ldq bytes
-  void* scales;          // [T, D/32] u8 (MXFP8) or [T, D/128] f32|u8 (block FP8), row stride lds elements
+  unsigned char* codes;  // [T, D] e4m3 or [T, D/2] e2m1 pairs (NVFP4), row stride ldq bytes
+  void* scales;          // [T, D/32] u8 (MXFP8), [T, D/128] f32|u8 (block FP8), [T, D/16] u8 (NVFP4);
+                         //   row stride lds elements
   int64_t ldq;
   int64_t lds;
+  const float* enc;      // [1] NVFP4 encode scale (given), else null
 };
-static_assert(sizeof(RmsnormQuantParams) == 104, "size must match src/rmsnorm_quant.rs");
+static_assert(sizeof(RmsnormQuantParams) == 112, "size must match src/rmsnorm_quant.rs");
+
+// UE4M3 code of a non-negative u (satfinite RNE) and its exact value.
+__device__ __forceinline__ uint32_t ue4m3_code(float u) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(u));
+  return r & 0xFFu;
+}
+__device__ __forceinline__ float ue4m3_value(uint32_t code) {
+  uint32_t h2;
+  const unsigned short c = (unsigned short)code;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(c));
+  return __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu)));
+}
 
 __device__ __forceinline__ uint32_t e4m3x2_satfinite(float lo, float hi) {
   unsigned short r;
@@ -84,7 +101,7 @@ __device__ __forceinline__ uint32_t e4m3x2_satfinite(float lo, float hi) {
 // b12x-quant's mx / fp8_block kernels on the rounded y.
 template <int kQuant>
 __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_t row, int i, const float (&f)[8]) {
-  constexpr int L = kQuant == kQuantMxfp8 ? 4 : 16;
+  constexpr int L = kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16;
   float amax = 0.0f;
   bool finite = true;
 #pragma unroll
@@ -98,6 +115,24 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
   for (int o = 1; o < L; o <<= 1) {
     amax = fmaxf(amax, __shfl_xor_sync(group, amax, o));
     all_finite &= __shfl_xor_sync(group, all_finite, o);
+  }
+  if constexpr (kQuant == kQuantNvfp4) {
+    // Exactly quantization.nvfp4 (given mode): s = ue4m3(enc * (amax / 6)); r = 1 / (f32(s) * (1 / enc)).
+    const float enc = *p.enc;
+    uint32_t code = 0x7Fu;
+    uint32_t q = 0u;
+    if (all_finite) {
+      code = ue4m3_code(__fmul_rn(enc, __fdiv_rn(amax, 6.0f)));
+      const float fs = ue4m3_value(code);
+      if (fs != 0.0f) {
+        const float r = __fdiv_rn(1.0f, __fmul_rn(fs, __fdiv_rn(1.0f, enc)));
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q |= e2m1_rne(__fmul_rn(f[j], r)) << (4 * j);
+      }
+    }
+    *reinterpret_cast<uint32_t*>(p.codes + row * p.ldq + (int64_t)i * 4) = q;
+    if ((i & 1) == 0) static_cast<unsigned char*>(p.scales)[row * p.lds + i / 2] = (unsigned char)code;
+    return;
   }
   uint2 out = make_uint2(0u, 0u);
   uint32_t code = 0xFFu;
@@ -296,7 +331,8 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
 #define B12X_RMSNORM_QUANT_ALL(TIN, TNAME)                                                                 \
   B12X_RMSNORM_QUANT_FORMS(mxfp8, b12x::kQuantMxfp8, TIN, TNAME)                                           \
   B12X_RMSNORM_QUANT_FORMS(fp8b128f32, b12x::kQuantFp8B128F32, TIN, TNAME)                                 \
-  B12X_RMSNORM_QUANT_FORMS(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0, TIN, TNAME)
+  B12X_RMSNORM_QUANT_FORMS(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0, TIN, TNAME)                             \
+  B12X_RMSNORM_QUANT_FORMS(nvfp4, b12x::kQuantNvfp4, TIN, TNAME)
 
 B12X_RMSNORM_QUANT_ALL(b12x::bf16, bf16)
 B12X_RMSNORM_QUANT_ALL(b12x::fp16, f16)

@@ -1,16 +1,18 @@
 //! `norm.rmsnorm_quant`: RMSNorm (optionally fused with the residual add) whose output is
-//! quantized in the same kernel — MXFP8 (E4M3 + UE8M0 per 32) or DeepSeek block FP8 (E4M3 + an
-//! f32 or UE8M0 scale per 1×128) — so the next GEMM reads 1-byte codes instead of bf16.
+//! quantized in the same kernel — MXFP8 (E4M3 + UE8M0 per 32), DeepSeek block FP8 (E4M3 + an
+//! f32 or UE8M0 scale per 1×128) or NVFP4 (E2M1 pairs + UE4M3 per 16, with a given f32 encode
+//! scale) — so the next GEMM reads 1-byte (or half-byte) codes instead of bf16.
 //!
 //! - Rounding point: `y` is computed exactly as `norm.rmsnorm` computes it and **rounded to the
 //!   dtype (bf16/f16) first**; the quantizer then sees those rounded values. The result is bit
-//!   for bit "`norm.rmsnorm`, then `quantization.mxfp8` / `quantization.fp8_block`" (b12x-quant)
+//!   for bit "`norm.rmsnorm`, then `quantization.mxfp8` / `.fp8_block` / `.nvfp4` (given)" (b12x-quant)
 //!   on the GPU. (Against a CPU oracle it inherits rmsnorm's ≤ 1-ULP tolerance on `y`, so compare
 //!   GPU with GPU.) `y` itself is not written; the fused residual is, as in `norm.rmsnorm`.
 //! - Tensors: `x [T, D]`, `residual [T, D]` (fused form), `w [D]` — bf16 or f16, as in
-//!   `norm.rmsnorm`; `codes [T, D]` u8 (rows 8-byte aligned); `scales [T, D/32]` u8 (MXFP8),
-//!   `[T, D/128]` f32 or u8 (block FP8).
-//! - Constraints: those of `norm.rmsnorm`, and `D % 32 == 0` (MXFP8) or `D % 128 == 0` (block FP8).
+//!   `norm.rmsnorm`; `codes` u8 `[T, D]` (E4M3, rows 8-byte aligned) or `[T, D/2]` (NVFP4, rows
+//!   4-byte aligned); `scales [T, D/32]` u8 (MXFP8), `[T, D/128]` f32 or u8 (block FP8),
+//!   `[T, D/16]` u8 (NVFP4); `enc [1]` f32 on the device (NVFP4 only; finite, > 0).
+//! - Constraints: those of `norm.rmsnorm`, and D a multiple of the block (32, 128 or 16).
 //! - Kernel: `norm.rmsnorm`'s row kernel with a quantizing epilogue; the lanes holding a block's
 //!   consecutive 16-byte vectors reduce its amax with shuffles. Configs as `norm.rmsnorm`.
 //!
@@ -56,6 +58,8 @@ pub enum QuantOut {
     Fp8Block128F32,
     /// E4M3 + UE8M0 scale per 1×128 (`quantization.fp8_block`, UE8M0 scales).
     Fp8Block128Ue8m0,
+    /// E2M1 pairs + UE4M3 scale per 16, given encode scale (`quantization.nvfp4`, given mode).
+    Nvfp4,
 }
 
 impl QuantOut {
@@ -64,13 +68,22 @@ impl QuantOut {
         match self {
             QuantOut::Mxfp8 => 32,
             QuantOut::Fp8Block128F32 | QuantOut::Fp8Block128Ue8m0 => 128,
+            QuantOut::Nvfp4 => 16,
+        }
+    }
+    /// Bytes of codes per row of D elements.
+    pub fn code_bytes(self, d: usize) -> usize {
+        if self == QuantOut::Nvfp4 {
+            d / 2
+        } else {
+            d
         }
     }
     /// dtype of the scales.
     pub fn scale_dtype(self) -> DType {
         match self {
             QuantOut::Fp8Block128F32 => DType::F32,
-            QuantOut::Mxfp8 | QuantOut::Fp8Block128Ue8m0 => DType::U8,
+            QuantOut::Mxfp8 | QuantOut::Fp8Block128Ue8m0 | QuantOut::Nvfp4 => DType::U8,
         }
     }
     fn name(self) -> &'static str {
@@ -78,6 +91,7 @@ impl QuantOut {
             QuantOut::Mxfp8 => "mxfp8",
             QuantOut::Fp8Block128F32 => "fp8b128f32",
             QuantOut::Fp8Block128Ue8m0 => "fp8b128ue8m0",
+            QuantOut::Nvfp4 => "nvfp4",
         }
     }
 }
@@ -96,9 +110,11 @@ pub struct RmsnormQuantParams {
     pub ldq: i64,
     /// Elements between rows of `scales`.
     pub lds: i64,
+    /// `[1]` f32 NVFP4 encode scale, or 0.
+    pub enc: u64,
 }
 
-const _: () = assert!(size_of::<RmsnormQuantParams>() == 104);
+const _: () = assert!(size_of::<RmsnormQuantParams>() == 112);
 
 /// The static problem.
 #[derive(Clone, Debug, PartialEq)]
@@ -151,7 +167,16 @@ impl Query {
         let t = args.x.shape().first().copied().unwrap_or(0);
         args.x.expect("x", "[T, D]", dtype, &[t, d])?;
         args.w.expect("w", "[D]", dtype, &[d])?;
-        args.codes.expect("codes", "[T, D]", DType::U8, &[t, d])?;
+        let code_bytes = self.out.code_bytes(d);
+        let dims = if self.out == QuantOut::Nvfp4 { "[T, D/2]" } else { "[T, D]" };
+        args.codes.expect("codes", dims, DType::U8, &[t, code_bytes])?;
+        if args.enc.is_some() != (self.out == QuantOut::Nvfp4) {
+            let expected = if self.out == QuantOut::Nvfp4 { "[1] f32".into() } else { "no tensor (not NVFP4)".into() };
+            return Err(Error::Shape { tensor: "enc", expected, actual: vec![] });
+        }
+        if let Some(e) = &args.enc {
+            e.expect("enc", "[1]", DType::F32, &[1])?;
+        }
         args.scales.expect("scales", "[T, D/block]", self.out.scale_dtype(), &[t, d / self.out.block()])?;
         if t > self.max_tokens {
             return Err(Error::Capacity { what: "T (rows of x)", got: t, capacity: self.max_tokens });
@@ -166,7 +191,7 @@ impl Query {
         }
         args.x.require_aligned("x", 16)?;
         args.w.require_aligned("w", 16)?;
-        args.codes.require_aligned("codes", 8)?;
+        args.codes.require_aligned("codes", if self.out == QuantOut::Nvfp4 { 4 } else { 8 })?;
         if args.scales.dtype() == DType::F32 {
             args.scales.require_aligned("scales", 4)?;
         }
@@ -201,6 +226,7 @@ impl Query {
             scales: args.scales.ptr(),
             ldq: args.codes.row_stride("codes")? as i64,
             lds: args.scales.row_stride("scales")? as i64,
+            enc: args.enc.as_ref().map_or(0, TensorRef::ptr),
         })
     }
 }
@@ -253,8 +279,11 @@ pub struct Args<'a> {
     pub w: TensorRef<'a>,
     /// `[T, D]` u8 E4M3 codes.
     pub codes: TensorMut<'a>,
-    /// `[T, D/32]` u8 (MXFP8) or `[T, D/128]` f32 / u8 (block FP8).
+    /// `[T, D/32]` u8 (MXFP8), `[T, D/128]` f32 / u8 (block FP8) or `[T, D/16]` u8 (NVFP4).
     pub scales: TensorMut<'a>,
+    /// `[1]` f32 encode scale on the device: `Some` exactly for NVFP4 (the caller guarantees a
+    /// finite value > 0).
+    pub enc: Option<TensorRef<'a>>,
 }
 
 /// Normalizes and quantizes on `stream`: every check before the launch; no allocation, no
@@ -321,13 +350,19 @@ impl OpPlan for Plan {
         let d = q.cols;
         let row_bytes = d * q.dtype.size_bytes();
         let groups = d / q.out.block();
-        let sizes =
-            [row_bytes, rows * row_bytes, rows * row_bytes, rows * d, rows * groups * q.out.scale_dtype().size_bytes()];
+        let sizes = [
+            row_bytes,
+            rows * row_bytes,
+            rows * row_bytes,
+            rows * q.out.code_bytes(d),
+            rows * groups * q.out.scale_dtype().size_bytes(),
+            4,
+        ];
         let stream = self.device.stream();
         let total: usize = sizes.iter().map(|s| s.next_multiple_of(256)).sum();
         let mut buffer = stream.alloc_zeros::<u8>(total)?;
         let base_ptr = buffer.device_ptr_mut(stream).0;
-        let mut at = [0u64; 5];
+        let mut at = [0u64; 6];
         let mut off = 0u64;
         for (a, s) in at.iter_mut().zip(sizes) {
             *a = base_ptr + off;
@@ -347,9 +382,13 @@ impl OpPlan for Plan {
             },
             codes: at[3],
             scales: at[4],
-            ldq: d as i64,
+            ldq: q.out.code_bytes(d) as i64,
             lds: groups as i64,
+            enc: at[5],
         };
+        if q.out == QuantOut::Nvfp4 {
+            b12x_core::memset_u32(stream, at[5], 1.0f32.to_bits(), 1)?;
+        }
         Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: buffer }))
     }
 }

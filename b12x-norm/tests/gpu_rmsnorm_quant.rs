@@ -1,6 +1,6 @@
 //! GPU validation of `norm.rmsnorm_quant`: for each config (pinned), the fused kernel's codes
 //! and scales must equal — bit for bit — `norm.rmsnorm` with the same config followed by the
-//! b12x-quant quantizer (`quantization.mxfp8` / `quantization.fp8_block`), and its written-back
+//! b12x-quant quantizer (`quantization.mxfp8` / `.fp8_block` / `.nvfp4` given), and its written-back
 //! residual must equal rmsnorm's. (The same config matters: the row's sum of squares is reduced
 //! in a config-dependent order.)
 
@@ -11,7 +11,7 @@ use b12x_core::{Device, Element, OpPlan, PreparationSession, Scratch, TensorMut,
 use b12x_norm::rmsnorm;
 use b12x_norm::rmsnorm_quant::{self, QuantOut};
 use b12x_quant::block::Fp8ScaleKind;
-use b12x_quant::{fp8_block, mx};
+use b12x_quant::{fp8_block, mx, nvfp4};
 use std::sync::Arc;
 
 type TrialResult = Result<(), String>;
@@ -37,6 +37,7 @@ fn two_ops<E: Element + HostFloat>(
     x: &CudaSlice<E>,
     w: &CudaSlice<E>,
     residual: &mut CudaSlice<E>,
+    enc: &CudaSlice<f32>,
 ) -> Result<(Vec<u8>, Vec<u8>), String> {
     let stream = dev.stream();
     let (t, d) = (x.len() / q.cols, q.cols);
@@ -51,10 +52,34 @@ fn two_ops<E: Element + HostFloat>(
     };
     rmsnorm::run(&rplan, args, Scratch::none(), stream).map_err(err)?;
     s1.close();
-    let mut codes = alloc_poisoned::<u8>(stream, t * d).map_err(err)?;
+    let qb = q.out.code_bytes(d);
+    let mut codes = alloc_poisoned::<u8>(stream, t * qb).map_err(err)?;
     let groups = d / q.out.block();
     let mut scales = alloc_poisoned::<u8>(stream, t * groups * q.out.scale_dtype().size_bytes()).map_err(err)?;
     match q.out {
+        QuantOut::Nvfp4 => {
+            let nq = nvfp4::Query {
+                k: d,
+                dtype: q.dtype,
+                max_rows: t,
+                row_major: true,
+                swizzled: false,
+                global: nvfp4::GlobalScale::Given,
+            };
+            let plan = nvfp4::plan(&nq, dev).map_err(err)?;
+            let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+            s.prepare(&[&plan]).map_err(err)?;
+            let args = nvfp4::Args {
+                x: TensorRef::from_slice(&y, &[t, d]).map_err(err)?,
+                codes: TensorMut::from_slice(&mut codes, &[t, qb]).map_err(err)?,
+                scales: Some(TensorMut::from_slice(&mut scales, &[t, groups]).map_err(err)?),
+                scales_swizzled: None,
+                enc_in: Some(TensorRef::from_slice(enc, &[1]).map_err(err)?),
+                enc_out: None,
+            };
+            nvfp4::run(&plan, args, Scratch::none(), stream).map_err(err)?;
+            s.close();
+        }
         QuantOut::Mxfp8 => {
             let mq = mx::Query {
                 format: mx::MxFormat::Fp8,
@@ -118,12 +143,14 @@ fn check<E: Element + HostFloat>(dev: &Arc<Device>, t: usize, d: usize, residual
     let q = rmsnorm_quant::Query { cols: d, dtype: E::DTYPE, max_tokens: t.max(64), eps: 1e-6, residual, out };
     let plan = rmsnorm_quant::plan(&q, dev).map_err(err)?;
     let groups = d / out.block();
+    let qb = out.code_bytes(d);
+    let enc = stream.clone_htod(&[52.5f32]).map_err(err)?; // any finite positive value
     for config in plan.candidates(0) {
         let mut r_ref = stream.clone_htod(&r_h).map_err(err)?;
-        let (want_codes, want_scales) = two_ops::<E>(dev, &q, &config, &x, &w, &mut r_ref)?;
+        let (want_codes, want_scales) = two_ops::<E>(dev, &q, &config, &x, &w, &mut r_ref, &enc)?;
         let session = pinned(dev, &plan, &config)?;
         let mut r = stream.clone_htod(&r_h).map_err(err)?;
-        let mut codes = alloc_poisoned::<u8>(stream, t * d).map_err(err)?;
+        let mut codes = alloc_poisoned::<u8>(stream, t * qb).map_err(err)?;
         let mut scales = alloc_poisoned::<u8>(stream, t * groups * out.scale_dtype().size_bytes()).map_err(err)?;
         {
             let sb = TensorMut::from_slice(&mut scales, &[t * groups * out.scale_dtype().size_bytes()]).map_err(err)?;
@@ -134,8 +161,9 @@ fn check<E: Element + HostFloat>(dev: &Arc<Device>, t: usize, d: usize, residual
                 x: TensorRef::from_slice(&x, &[t, d]).map_err(err)?,
                 residual: if residual { Some(TensorMut::from_slice(&mut r, &[t, d]).map_err(err)?) } else { None },
                 w: TensorRef::from_slice(&w, &[d]).map_err(err)?,
-                codes: TensorMut::from_slice(&mut codes, &[t, d]).map_err(err)?,
+                codes: TensorMut::from_slice(&mut codes, &[t, qb]).map_err(err)?,
                 scales: sv,
+                enc: (out == QuantOut::Nvfp4).then(|| TensorRef::from_slice(&enc, &[1])).transpose().map_err(err)?,
             };
             rmsnorm_quant::run(&plan, args, Scratch::none(), stream).map_err(err)?;
         }
@@ -156,7 +184,7 @@ fn check<E: Element + HostFloat>(dev: &Arc<Device>, t: usize, d: usize, residual
 
 fn main() {
     let mut trials = Vec::new();
-    for out in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0] {
+    for out in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0, QuantOut::Nvfp4] {
         let o = format!("{out:?}").to_lowercase();
         // D = 1152 and 2880 leave warps partly inside the row (the `i < nvec` guard splits them).
         let mut shapes = vec![(1usize, 4096usize), (7, 7168), (300, 4096), (33, 16384), (5, 1152)];

@@ -320,7 +320,7 @@ fn all_symbols() -> Vec<String> {
     // The fused quantized-output entry points of `norm.rmsnorm_quant` (bf16/f16 only).
     for dtype in [DType::BF16, DType::F16] {
         for residual in [false, true] {
-            for out_fmt in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0] {
+            for out_fmt in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0, QuantOut::Nvfp4] {
                 let q = rmsnorm_quant::Query { cols: 4096, dtype, max_tokens: 64, eps: 1e-6, residual, out: out_fmt };
                 for v in VECS_PER_THREAD {
                     out.push(rmsnorm_quant::symbol(&q, &Config { vecs_per_thread: v }));
@@ -345,8 +345,8 @@ fn symbols_follow_the_naming_scheme() {
         out: QuantOut::Fp8Block128Ue8m0,
     };
     assert_eq!(rmsnorm_quant::symbol(&fused, &Config { vecs_per_thread: 2 }), "b12x_rmsnorm_add_fp8b128ue8m0_v2_bf16");
-    // 24 plain + 48 fused.
-    assert_eq!(all_symbols().len(), 72);
+    // 24 plain + 64 fused.
+    assert_eq!(all_symbols().len(), 88);
 }
 
 #[test]

@@ -22,8 +22,9 @@ fn args(t: usize, d: usize, out: QuantOut, residual: bool) -> Args<'static> {
         x: view(0x1000_0000, &[t, d], DType::BF16),
         residual: residual.then(|| view_mut(0x2000_0000, &[t, d], DType::BF16)),
         w: view(0x3000_0000, &[d], DType::BF16),
-        codes: view_mut(0x4000_0000, &[t, d], DType::U8),
+        codes: view_mut(0x4000_0000, &[t, out.code_bytes(d)], DType::U8),
         scales: view_mut(0x5000_0000, &[t, d / out.block()], out.scale_dtype()),
+        enc: (out == QuantOut::Nvfp4).then(|| view(0x6000_0000, &[1], DType::F32)),
     }
 }
 
@@ -60,4 +61,18 @@ fn args_fill_the_params_and_bad_args_are_typed_errors() {
     assert!(matches!(q.kernel_params(&a), Err(Error::Aliasing { .. })));
     // Above capacity.
     assert!(matches!(q.kernel_params(&args(65, 4096, QuantOut::Fp8Block128F32, true)), Err(Error::Capacity { .. })));
+}
+
+#[test]
+fn nvfp4_output_takes_packed_codes_and_the_encode_scale() {
+    let q = query(4096, QuantOut::Nvfp4, false);
+    let p = q.kernel_params(&args(3, 4096, QuantOut::Nvfp4, false)).unwrap();
+    assert_eq!((p.ldq, p.lds, p.enc), (2048, 256, 0x6000_0000));
+    let mut a = args(3, 4096, QuantOut::Nvfp4, false);
+    a.enc = None;
+    assert!(matches!(q.kernel_params(&a), Err(Error::Shape { tensor: "enc", .. })));
+    let mut a = args(3, 4096, QuantOut::Nvfp4, false);
+    a.codes = view_mut(0x4000_0000, &[3, 4096], DType::U8);
+    assert!(matches!(q.kernel_params(&a), Err(Error::Shape { tensor: "codes", .. })));
+    assert!(matches!(query(4104, QuantOut::Nvfp4, false).validate(), Err(Error::InvalidQuery { field: "cols", .. })));
 }

@@ -16,7 +16,7 @@
 //   lane 0 stores the scale byte(s). Memory bound: 2 B read, ~1.03 (0.53) B written per element.
 // Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_{bf16,f16}.   Oracle: b12x_quant::block::quantize_mx.
 #include "b12x/common.cuh"
-#include "e2m1.cuh"
+#include "b12x/e2m1.cuh"
 
 struct MxParams {
   const void* x;           // [M, K] bf16|f16

@@ -16,7 +16,7 @@
 // Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_nvfp4.
 #include "b12x/common.cuh"
-#include "e2m1.cuh"
+#include "b12x/e2m1.cuh"
 
 struct Nvfp4Params {
   const void* x;              // [M, K] bf16|f16

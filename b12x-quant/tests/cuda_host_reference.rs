@@ -3,7 +3,7 @@
 //! Builds `tests/cuda_ref/fp_ref.cu` with the host C++ compiler (`$CXX`, else `c++`) against
 //! the headers next to the nvcc that b12x-build finds (`cargo xtask toolchain` installs it),
 //! runs it on the dense sweep and compares every E4M3, E5M2 and E2M1 code, and the decode of
-//! every code; it also checks the kernels' software E2M1 encoder (`kernels/e2m1.cuh`, built into
+//! every code; it also checks the kernels' software E2M1 encoder (`b12x-core/include/b12x/e2m1.cuh`, built into
 //! the same program) against CUDA's. Without a toolkit this test fails (it is the spec's reference, not optional).
 
 mod common;
@@ -66,10 +66,10 @@ fn encoders_and_decoders_equal_cuda_host_conversions() {
         }
         assert!(bad.is_empty(), "{fmt:?}: {} of {n} inputs differ, first: {:?}", bad.len(), &bad[..bad.len().min(8)]);
     }
-    // The kernels' software E2M1 (kernels/e2m1.cuh, compiled for the CPU) equals CUDA's and ours.
+    // The kernels' software E2M1 (b12x/e2m1.cuh, compiled for the CPU) equals CUDA's and ours.
     let kernel_e2m1 = &codes[3 * n..4 * n];
     let bad = (0..n).filter(|&i| kernel_e2m1[i] != codes[2 * n + i]).count();
-    assert_eq!(bad, 0, "kernels/e2m1.cuh differs from __nv_cvt_float_to_fp4 on {bad} of {n} inputs");
+    assert_eq!(bad, 0, "b12x/e2m1.cuh differs from __nv_cvt_float_to_fp4 on {bad} of {n} inputs");
     let offsets = [(Element::E4M3, 0usize, 256u16), (Element::E5M2, 256, 256), (Element::E2M1, 512, 16)];
     for (fmt, off, count) in offsets {
         for c in 0..count {

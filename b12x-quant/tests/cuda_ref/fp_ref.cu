@@ -5,13 +5,13 @@
 //
 // IN: n little-endian f32. OUT: n bytes of E4M3 codes, n of E5M2, n of E2M1 (all
 // __nv_cvt_float_to_fp8/_fp4 with __NV_SATFINITE / cudaRoundNearest), n of E2M1 from b12x's
-// own kernel code (kernels/e2m1.cuh, compiled here for the CPU), then the decode of every code
+// own kernel code (b12x-core/include/b12x/e2m1.cuh, compiled here for the CPU), then the decode of every code
 // as f32 through the header's halfraw conversions: 256 E4M3, 256 E5M2, 16 E2M1.
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
 
-#include "../../kernels/e2m1.cuh"
+#include "../../../b12x-core/include/b12x/e2m1.cuh"
 
 #include <cstdio>
 #include <cstring>

@@ -1,4 +1,5 @@
-// e2m1.cuh — E2M1 (FP4) encoding in software, shared by the quantizer kernels and the host
+// e2m1.cuh — E2M1 (FP4) encoding in software, shared by the quantizer kernels (b12x-quant, the
+// fused norm -> quantize of b12x-norm) and the host
 // reference test (tests/cuda_ref/fp_ref.cu compiles it for the CPU and checks it against CUDA's
 // __nv_cvt_float_to_fp4 on the dense sweep): SM90 has no E2M1 cvt instruction.
 #pragma once
