@@ -11,6 +11,7 @@
 
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
+#include "b12x/quant.cuh"
 
 namespace b12x {
 
@@ -77,25 +78,6 @@ struct RmsnormQuantParams : RmsnormParams {
 };
 static_assert(sizeof(RmsnormQuantParams) == 112, "size must match src/rmsnorm_quant.rs");
 
-// UE4M3 code of a non-negative u (satfinite RNE) and its exact value.
-__device__ __forceinline__ uint32_t ue4m3_code(float u) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(u));
-  return r & 0xFFu;
-}
-__device__ __forceinline__ float ue4m3_value(uint32_t code) {
-  uint32_t h2;
-  const unsigned short c = (unsigned short)code;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(c));
-  return __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu)));
-}
-
-__device__ __forceinline__ uint32_t e4m3x2_satfinite(float lo, float hi) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 // Quantizes the 8 rounded outputs `f` of vector i of row `row` (lanes holding the vectors of one
 // block are consecutive: block of 32 = 4 lanes, group of 128 = 16 lanes). Exactly the math of
 // b12x-quant's mx / fp8_block kernels on the rounded y.
@@ -122,7 +104,7 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
     uint32_t code = 0x7Fu;
     uint32_t q = 0u;
     if (all_finite) {
-      code = ue4m3_code(__fmul_rn(enc, __fdiv_rn(amax, 6.0f)));
+      code = ue4m3(__fmul_rn(enc, __fdiv_rn(amax, 6.0f)));
       const float fs = ue4m3_value(code);
       if (fs != 0.0f) {
         const float r = __fdiv_rn(1.0f, __fmul_rn(fs, __fdiv_rn(1.0f, enc)));
@@ -142,13 +124,11 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
       if (amax == 0.0f) {
         code = 0u;
       } else {
-        const uint32_t bits = __float_as_uint(__fmul_rn(amax, 1.0f / 448.0f));
-        code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
-        const uint32_t e = 254u - code;
-        const float m = e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+        code = ceil_pow2_code(__fmul_rn(amax, 1.0f / 448.0f));
+        const float m = pow2_neg_ue8m0(code);
         uint32_t c[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) c[j] = e4m3x2_satfinite(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
+        for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
         out.x = c[0] | (c[1] << 16);
         out.y = c[2] | (c[3] << 16);
       }
@@ -156,14 +136,13 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
       const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
       float sc = pr;
       if constexpr (kQuant == kQuantFp8B128Ue8m0) {
-        const uint32_t bits = __float_as_uint(pr);
-        code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
+        code = ceil_pow2_code(pr);
         sc = __uint_as_float(code << 23);
       }
       s_f32 = sc;
       uint32_t c[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) c[j] = e4m3x2_satfinite(__fdiv_rn(f[2 * j], sc), __fdiv_rn(f[2 * j + 1], sc));
+      for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fdiv_rn(f[2 * j], sc), __fdiv_rn(f[2 * j + 1], sc));
       out.x = c[0] | (c[1] << 16);
       out.y = c[2] | (c[3] << 16);
     }

@@ -12,6 +12,7 @@
 // Entry points: b12x_fp8_block_g{32,64,128}_{f32,ue8m0}_t{128,256,512}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_block_fp8.
 #include "b12x/common.cuh"
+#include "b12x/quant.cuh"
 
 struct Fp8BlockParams {
   const void* x;           // [M, K] bf16|f16
@@ -27,12 +28,6 @@ static_assert(sizeof(Fp8BlockParams) == 56, "mirror of Fp8BlockParams in src/fp8
 
 namespace b12x {
 namespace fp8_block {
-
-__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 
 template <typename T, int G, bool kUe8m0>
 __device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
@@ -67,8 +62,7 @@ __device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
     const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
     float s = pr;
     if (kUe8m0) {
-      const uint32_t bits = __float_as_uint(pr);
-      s_code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
+      s_code = ceil_pow2_code(pr);
       s = __uint_as_float(s_code << 23);
     }
     s_f32 = s;

@@ -17,6 +17,7 @@
 // Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_{bf16,f16}.   Oracle: b12x_quant::block::quantize_mx.
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
+#include "b12x/quant.cuh"
 
 struct MxParams {
   const void* x;           // [M, K] bf16|f16
@@ -36,17 +37,6 @@ static_assert(sizeof(MxParams) == 72, "mirror of MxParams in src/mx.rs");
 namespace b12x {
 namespace mx {
 
-__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// Swizzled 128x4 offset of scale (r, c) in a matrix with `cols` (multiple of 4) columns.
-__device__ __forceinline__ long long sw_offset(int r, int c, int cols) {
-  return ((long long)(r >> 7) * (cols >> 2) + (c >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
-}
-
 template <typename T, bool kFp4>
 __device__ __forceinline__ void quantize(const MxParams& p) {
   const int chunks = p.k >> 3;  // 8-element chunks per row
@@ -60,7 +50,7 @@ __device__ __forceinline__ void quantize(const MxParams& p) {
   const int blk = chunk >> 2;
   const bool lead = (chunk & 3) == 0;
   if (row >= p.rows) {  // padding rows of the swizzled layout
-    if (lead) p.scales_sw[sw_offset(row, blk, cols)] = 0;
+    if (lead) p.scales_sw[swizzled_offset(row, blk, cols)] = 0;
     return;
   }
   const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + chunk * 8);
@@ -88,11 +78,8 @@ __device__ __forceinline__ void quantize(const MxParams& p) {
     code = 0u;
   } else {
     const float pr = __fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f);
-    const uint32_t bits = __float_as_uint(pr);
-    code = (bits >> 23) + ((bits & 0x7FFFFFu) != 0u ? 1u : 0u);
-    // 2^(127 - code): exponent field 254 - code (code >= 1 here unless pr == 0).
-    const uint32_t e = 254u - code;
-    const float m = e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+    code = ceil_pow2_code(pr);
+    const float m = pow2_neg_ue8m0(code);
     if constexpr (kFp4) {
 #pragma unroll
       for (int i = 0; i < 8; ++i) out.x |= e2m1_rne(__fmul_rn(f[i], m)) << (4 * i);
@@ -111,7 +98,7 @@ __device__ __forceinline__ void quantize(const MxParams& p) {
   }
   if (lead) {
     if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-    if (p.scales_sw != nullptr) p.scales_sw[sw_offset(row, blk, cols)] = (unsigned char)code;
+    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, cols)] = (unsigned char)code;
   }
 }
 

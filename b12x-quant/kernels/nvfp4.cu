@@ -17,6 +17,7 @@
 //   Oracle: b12x_quant::block::quantize_nvfp4.
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
+#include "b12x/quant.cuh"
 
 struct Nvfp4Params {
   const void* x;              // [M, K] bf16|f16
@@ -38,23 +39,6 @@ static_assert(sizeof(Nvfp4Params) == 96, "mirror of Nvfp4Params in src/nvfp4.rs"
 
 namespace b12x {
 namespace nvfp4 {
-
-__device__ __forceinline__ long long sw_offset(int r, int c, int cols) {
-  return ((long long)(r >> 7) * (cols >> 2) + (c >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
-}
-
-// E4M3 (satfinite RNE) code of a non-negative u, and its exact value.
-__device__ __forceinline__ uint32_t ue4m3(float u) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(u));
-  return r & 0xFFu;
-}
-__device__ __forceinline__ float ue4m3_value(uint32_t code) {
-  uint32_t h2;
-  const unsigned short c = (unsigned short)code;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(c));
-  return __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu)));
-}
 
 // The encode scale: given, or from the amax pass.
 __device__ __forceinline__ float encode_scale(const Nvfp4Params& p) {
@@ -102,7 +86,7 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   const int blk = chunk >> 1;
   const bool lead = (chunk & 1) == 0;
   if (row >= p.rows) {
-    if (lead) p.scales_sw[sw_offset(row, blk, cols)] = 0;
+    if (lead) p.scales_sw[swizzled_offset(row, blk, cols)] = 0;
     return;
   }
   const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + chunk * 8);
@@ -134,7 +118,7 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out;
   if (lead) {
     if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-    if (p.scales_sw != nullptr) p.scales_sw[sw_offset(row, blk, cols)] = (unsigned char)code;
+    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, cols)] = (unsigned char)code;
   }
 }
 
