@@ -121,6 +121,15 @@ impl Device {
     pub fn ordinal(&self) -> usize {
         self.ordinal
     }
+    /// [`Error::WrongDevice`] unless `stream` belongs to this device (every op's `run` checks it
+    /// before launching).
+    pub fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        let actual = stream.context().ordinal();
+        if actual != self.ordinal {
+            return Err(Error::WrongDevice { expected: self.ordinal, actual });
+        }
+        Ok(())
+    }
     /// Compute capability (major, minor).
     pub fn cc(&self) -> (u32, u32) {
         self.cc

@@ -6,8 +6,8 @@
 //! [`BenchCase`] factory for the autotune race. A [`crate::PreparationSession`] picks one
 //! config per bucket and stores it in the plan's [`PlanSlot`]; `run` reads it with [`resolve`].
 
-use crate::{device, Device, Error, Kernel, KernelModule, Result};
-use cudarc::driver::CudaStream;
+use crate::{device, Device, Error, Kernel, KernelModule, Result, SCRATCH_ALIGN};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -213,6 +213,34 @@ pub fn resolve(plan: &dyn OpPlan, bucket: usize, stream: &CudaStream) -> Result<
         return plan.slot().get(bucket).ok_or_else(|| Error::KernelResolutionFrozen { op: plan.op(), key: key() });
     }
     Ok(plan.slot().set_if_empty(bucket, s))
+}
+
+/// One zeroed device buffer carved into regions, for an op's [`BenchCase`]: region `i` (of
+/// `sizes[i]` bytes) starts at `ptrs[i]`, every region [`SCRATCH_ALIGN`]-aligned, so any of them
+/// can also serve as scratch. Speed does not depend on the (zero) values.
+pub struct RaceBuffer {
+    pub ptrs: Vec<u64>,
+    /// Owns the memory; keep it alive as long as the pointers are used.
+    pub buffer: CudaSlice<u8>,
+}
+
+impl RaceBuffer {
+    /// Allocates and zeroes the regions on `device`'s stream (prepare time, never in `run`).
+    pub fn new(device: &Device, sizes: &[usize]) -> Result<Self> {
+        let stream = device.stream();
+        let total: usize = sizes.iter().map(|s| s.next_multiple_of(SCRATCH_ALIGN)).sum::<usize>() + SCRATCH_ALIGN;
+        let mut buffer = stream.alloc_zeros::<u8>(total)?;
+        let mut at = buffer.device_ptr_mut(stream).0.next_multiple_of(SCRATCH_ALIGN as u64);
+        let ptrs = sizes
+            .iter()
+            .map(|s| {
+                let p = at;
+                at += s.next_multiple_of(SCRATCH_ALIGN) as u64;
+                p
+            })
+            .collect();
+        Ok(RaceBuffer { ptrs, buffer })
+    }
 }
 
 #[cfg(test)]

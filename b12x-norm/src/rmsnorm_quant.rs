@@ -20,11 +20,11 @@
 //! existing `norm.rmsnorm` entry points compile to the same SASS as before this op was added.
 
 use crate::rmsnorm::{self, Config, RmsnormParams};
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::plan::bucket_of;
 use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::size_of;
 use std::sync::Arc;
@@ -291,9 +291,7 @@ pub struct Args<'a> {
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let params = plan.query.kernel_params(&args)?;
     plan.scratch_layout().bind(&scratch)?;
-    if stream.context().ordinal() != plan.device.ordinal() {
-        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
-    }
+    plan.device.check_stream(stream)?;
     if params.base.rows == 0 {
         return Ok(());
     }
@@ -359,15 +357,8 @@ impl OpPlan for Plan {
             4,
         ];
         let stream = self.device.stream();
-        let total: usize = sizes.iter().map(|s| s.next_multiple_of(256)).sum();
-        let mut buffer = stream.alloc_zeros::<u8>(total)?;
-        let base_ptr = buffer.device_ptr_mut(stream).0;
-        let mut at = [0u64; 6];
-        let mut off = 0u64;
-        for (a, s) in at.iter_mut().zip(sizes) {
-            *a = base_ptr + off;
-            off += s.next_multiple_of(256) as u64;
-        }
+        let race = RaceBuffer::new(&self.device, &sizes)?;
+        let at = &race.ptrs;
         let params = RmsnormQuantParams {
             base: RmsnormParams {
                 w: at[0],
@@ -389,7 +380,7 @@ impl OpPlan for Plan {
         if q.out == QuantOut::Nvfp4 {
             b12x_core::memset_u32(stream, at[5], 1.0f32.to_bits(), 1)?;
         }
-        Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: race.buffer }))
     }
 }
 

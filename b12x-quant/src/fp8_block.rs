@@ -12,10 +12,10 @@
 //! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
 
 use crate::block::Fp8ScaleKind;
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::size_of;
 use std::sync::Arc;
@@ -212,9 +212,7 @@ pub struct Args<'a> {
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let params = plan.query.kernel_params(&args)?;
     plan.scratch_layout().bind(&scratch)?;
-    if stream.context().ordinal() != plan.device.ordinal() {
-        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
-    }
+    plan.device.check_stream(stream)?;
     if params.rows == 0 {
         return Ok(());
     }
@@ -268,16 +266,8 @@ impl OpPlan for Plan {
         let rows = q.max_rows.min(RACE_MAX_ROWS);
         let groups = q.k / q.group;
         let sizes = [rows * q.k * 2, rows * q.k, rows * groups * q.scale_dtype().size_bytes()];
-        let stream = self.device.stream();
-        let total: usize = sizes.iter().map(|s| s.next_multiple_of(256)).sum();
-        let mut buffer = stream.alloc_zeros::<u8>(total)?;
-        let base = buffer.device_ptr_mut(stream).0;
-        let mut at = [0u64; 3];
-        let mut off = 0u64;
-        for (a, s) in at.iter_mut().zip(sizes) {
-            *a = base + off;
-            off += s.next_multiple_of(256) as u64;
-        }
+        let race = RaceBuffer::new(&self.device, &sizes)?;
+        let at = &race.ptrs;
         let params = Fp8BlockParams {
             x: at[0],
             codes: at[1],
@@ -288,7 +278,7 @@ impl OpPlan for Plan {
             rows: rows as i32,
             k: q.k as i32,
         };
-        Ok(Box::new(RaceCase { params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { params, _buffer: race.buffer }))
     }
 }
 

@@ -17,7 +17,7 @@
 //!   (`"t128"`, `"t256"`, `"t512"`).
 //!
 //! ```no_run
-//! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
+//! use b12x_core::{RaceBuffer, DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
 //! use b12x_quant::mx::{self, Args, MxFormat, Query};
 //! # fn main() -> b12x_core::Result<()> {
 //! let dev = Device::new(0)?;
@@ -39,10 +39,10 @@
 //! ```
 
 use crate::layout::swizzled_len;
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::{offset_of, size_of};
 use std::sync::Arc;
@@ -355,9 +355,7 @@ pub struct Args<'a> {
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let params = plan.query.kernel_params(&args)?;
     plan.scratch_layout().bind(&scratch)?;
-    if stream.context().ordinal() != plan.device.ordinal() {
-        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
-    }
+    plan.device.check_stream(stream)?;
     if params.rows == 0 {
         return Ok(());
     }
@@ -414,16 +412,8 @@ impl OpPlan for Plan {
         let rows = q.max_rows.min(RACE_MAX_ROWS);
         let cols = q.k / BLOCK;
         let sizes = [rows * q.k * 2, rows * q.format.code_bytes(q.k), rows * cols, swizzled_len(rows, cols)];
-        let stream = self.device.stream();
-        let total: usize = sizes.iter().map(|s| s.next_multiple_of(256)).sum();
-        let mut buffer = stream.alloc_zeros::<u8>(total)?;
-        let base = buffer.device_ptr_mut(stream).0;
-        let mut at = [0u64; 4];
-        let mut off = 0u64;
-        for (a, s) in at.iter_mut().zip(sizes) {
-            *a = base + off;
-            off += s.next_multiple_of(256) as u64;
-        }
+        let race = RaceBuffer::new(&self.device, &sizes)?;
+        let at = &race.ptrs;
         let params = MxParams {
             x: at[0],
             codes: at[1],
@@ -437,7 +427,7 @@ impl OpPlan for Plan {
             k: q.k as i32,
             pad: 0,
         };
-        Ok(Box::new(RaceCase { params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { params, _buffer: race.buffer }))
     }
 }
 

@@ -17,10 +17,10 @@
 //! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
 
 use crate::layout::swizzled_len;
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
     memset_u32, require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan,
-    PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef, SCRATCH_ALIGN,
+    PlanSlot, RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::{offset_of, size_of};
 use std::sync::Arc;
@@ -163,12 +163,13 @@ impl Query {
         let x_span = ("x", args.x.byte_span());
         let q_span = ("codes", args.codes.byte_span());
         require_disjoint(q_span, x_span)?;
-        let mut outputs = vec![q_span];
+        // Every output, fixed-size (run allocates nothing): codes, scales, swizzled, enc_out.
+        let mut outputs = [Some(q_span), None, None, None];
         if let Some(s) = &args.scales {
             s.expect("scales", "[M, K/16]", DType::U8, &[m, cols])?;
             p.scales = s.ptr();
             p.lds = s.row_stride("scales")? as i64;
-            outputs.push(("scales", s.byte_span()));
+            outputs[1] = Some(("scales", s.byte_span()));
         }
         if let Some(s) = &args.scales_swizzled {
             s.expect("scales_swizzled", "[swizzled_len(M, K/16)]", DType::U8, &[sw_len])?;
@@ -178,7 +179,7 @@ impl Query {
             }
             p.scales_sw = s.ptr();
             p.rows_sw = m.div_ceil(128) as i32 * 128;
-            outputs.push(("scales_swizzled", s.byte_span()));
+            outputs[2] = Some(("scales_swizzled", s.byte_span()));
         }
         if let Some(e) = &args.enc_in {
             e.expect("enc_in", "[1]", DType::F32, &[1])?;
@@ -187,12 +188,12 @@ impl Query {
         if let Some(e) = &args.enc_out {
             e.expect("enc_out", "[1]", DType::F32, &[1])?;
             p.enc_out = e.ptr();
-            outputs.push(("enc_out", e.byte_span()));
+            outputs[3] = Some(("enc_out", e.byte_span()));
         }
-        for (i, a) in outputs.iter().enumerate() {
-            require_disjoint(*a, x_span)?;
-            for b in &outputs[i + 1..] {
-                require_disjoint(*a, *b)?;
+        for (i, a) in outputs.iter().enumerate().filter_map(|(i, o)| o.map(|o| (i, o))) {
+            require_disjoint(a, x_span)?;
+            for b in outputs[i + 1..].iter().flatten() {
+                require_disjoint(a, *b)?;
             }
         }
         Ok(p)
@@ -233,17 +234,23 @@ pub struct Plan {
     device: Arc<Device>,
     buckets: Vec<Bucket>,
     configs: Vec<Config>,
+    scratch: ScratchLayout,
     slot: PlanSlot,
 }
 
 /// Validates `query`; one bucket `1..=max_rows`. Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
+    let mut scratch = ScratchLayout::new();
+    if query.global == GlobalScale::Computed {
+        scratch.add("amax", 4);
+    }
     Ok(Plan {
         query: query.clone(),
         device: device.clone(),
         buckets: vec![Bucket { lo: 1, hi: query.max_rows }],
         configs: THREADS.iter().map(|&threads| Config { threads }).collect(),
+        scratch,
         slot: PlanSlot::default(),
     })
 }
@@ -254,11 +261,7 @@ impl Plan {
     }
     /// Computed mode: `"amax"`, 4 bytes (zeroed by `run`); given mode: nothing.
     pub fn scratch_layout(&self) -> ScratchLayout {
-        let mut s = ScratchLayout::new();
-        if self.query.global == GlobalScale::Computed {
-            s.add("amax", 4);
-        }
-        s
+        self.scratch.clone()
     }
 }
 
@@ -285,11 +288,9 @@ pub struct Args<'a> {
 /// synchronization. `M = 0` launches nothing (in computed mode `enc_out` is then not written).
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let mut params = plan.query.kernel_params(&args)?;
-    let layout = plan.scratch_layout();
-    let bound = layout.bind(&scratch)?;
-    if stream.context().ordinal() != plan.device.ordinal() {
-        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
-    }
+    // The plan's own layout: binding it allocates nothing.
+    let bound = plan.scratch.bind(&scratch)?;
+    plan.device.check_stream(stream)?;
     if params.rows == 0 {
         return Ok(());
     }
@@ -364,15 +365,8 @@ impl OpPlan for Plan {
         let cols = q.k / BLOCK;
         let sizes = [rows * q.k * 2, rows * q.k / 2, rows * cols, swizzled_len(rows, cols), 4, 4];
         let stream = self.device.stream();
-        let total: usize = sizes.iter().map(|s| s.next_multiple_of(SCRATCH_ALIGN)).sum();
-        let mut buffer = stream.alloc_zeros::<u8>(total + SCRATCH_ALIGN)?;
-        let base = buffer.device_ptr_mut(stream).0.next_multiple_of(SCRATCH_ALIGN as u64);
-        let mut at = [0u64; 6];
-        let mut off = 0u64;
-        for (a, s) in at.iter_mut().zip(sizes) {
-            *a = base + off;
-            off += s.next_multiple_of(SCRATCH_ALIGN) as u64;
-        }
+        let race = RaceBuffer::new(&self.device, &sizes)?;
+        let at = &race.ptrs;
         if q.global == GlobalScale::Given {
             memset_u32(stream, at[4], 1.0f32.to_bits(), 1)?;
         }
@@ -392,7 +386,7 @@ impl OpPlan for Plan {
             k: q.k as i32,
             pad: 0,
         };
-        Ok(Box::new(RaceCase { device: self.device.clone(), params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { device: self.device.clone(), params, _buffer: race.buffer }))
     }
 }
 

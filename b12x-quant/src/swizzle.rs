@@ -10,10 +10,10 @@
 //! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
 
 use crate::layout::swizzled_len;
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::size_of;
 use std::sync::Arc;
@@ -188,9 +188,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     }
     let params = plan.query.kernel_params(&args)?;
     plan.scratch_layout().bind(&scratch)?;
-    if stream.context().ordinal() != plan.device.ordinal() {
-        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
-    }
+    plan.device.check_stream(stream)?;
     if params.rows == 0 {
         return Ok(());
     }
@@ -253,22 +251,20 @@ impl OpPlan for Plan {
         let q = &self.query;
         let rows = q.max_rows.min(16384);
         let len = swizzled_len(rows, q.cols);
-        let stream = self.device.stream();
-        let mut buffer = stream.alloc_zeros::<u8>((rows * q.cols).next_multiple_of(256) + len)?;
-        let base = buffer.device_ptr_mut(stream).0;
+        let race = RaceBuffer::new(&self.device, &[rows * q.cols, len])?;
         let total = match q.direction {
             Direction::ToSwizzled => len,
             Direction::FromSwizzled => rows * q.cols,
         };
         let params = SwizzleParams {
-            rm: base,
-            sw: base + (rows * q.cols).next_multiple_of(256) as u64,
+            rm: race.ptrs[0],
+            sw: race.ptrs[1],
             ld: q.cols as i64,
             total: total as i64,
             rows: rows as i32,
             cols: q.cols as i32,
         };
-        Ok(Box::new(RaceCase { params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { params, _buffer: race.buffer }))
     }
 }
 

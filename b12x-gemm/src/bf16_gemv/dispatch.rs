@@ -1,10 +1,10 @@
 //! Launch, the session-facing [`OpPlan`] implementation and the autotune race case.
 
 use super::{Bf16GemvParams, Config, Plan, KERNEL_STATIC_SMEM, OP};
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    memset_u32, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, Result, Scratch,
-    Selected, SCRATCH_ALIGN,
+    memset_u32, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, RaceBuffer,
+    Result, Scratch, Selected,
 };
 use std::sync::Arc;
 
@@ -98,17 +98,8 @@ impl OpPlan for Plan {
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
         ];
-        let stream = self.device.stream();
-        let total = sizes.iter().map(|s| s.next_multiple_of(256)).sum::<usize>() + SCRATCH_ALIGN;
-        let mut buffer = stream.alloc_zeros::<u8>(total)?;
-        // Scratch regions must start on a SCRATCH_ALIGN boundary; allocations are only 256-aligned.
-        let base = buffer.device_ptr_mut(stream).0.next_multiple_of(SCRATCH_ALIGN as u64);
-        let mut at = [0u64; 5];
-        let mut off = 0u64;
-        for (a, s) in at.iter_mut().zip(sizes) {
-            *a = base + off;
-            off += s.next_multiple_of(256) as u64;
-        }
+        let race = RaceBuffer::new(&self.device, &sizes)?;
+        let at = &race.ptrs;
         // SAFETY: the first region of `buffer`, owned by the race case and used by nothing else.
         let bound = self.scratch.bind(&unsafe { Scratch::from_raw(at[0], sizes[0]) })?;
         let params = Bf16GemvParams {
@@ -127,7 +118,7 @@ impl OpPlan for Plan {
             bias_f32: i32::from(q.bias == Some(DType::F32)),
             ..Bf16GemvParams::default()
         };
-        Ok(Box::new(RaceCase { plan: self, bucket, params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { plan: self, bucket, params, _buffer: race.buffer }))
     }
 }
 

@@ -285,9 +285,7 @@ pub struct Args<'a> {
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let mut params = plan.query.kernel_params(&args)?;
     let bound = plan.scratch.bind(&scratch)?;
-    if stream.context().ordinal() != plan.device.ordinal() {
-        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
-    }
+    plan.device.check_stream(stream)?;
     if params.m == 0 {
         return Ok(());
     }

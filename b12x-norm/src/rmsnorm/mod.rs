@@ -313,9 +313,7 @@ pub struct Args<'a> {
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let params = plan.query.kernel_params(&args)?;
     plan.scratch_layout().bind(&scratch)?;
-    if stream.context().ordinal() != plan.device.ordinal() {
-        return Err(Error::WrongDevice { expected: plan.device.ordinal(), actual: stream.context().ordinal() });
-    }
+    plan.device.check_stream(stream)?;
     if params.rows == 0 {
         return Ok(());
     }
