@@ -7,9 +7,10 @@
 // Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K] u8 (row stride ldq bytes)
 //   scales [M, K/G] f32 or u8 (row stride lds elements).
 // Constraints: K % G == 0; x rows 16-byte aligned, codes rows 8-byte aligned.
-// Strategy: G/8 lanes per group, 8 elements (one 16-byte load) per lane; amax and finiteness by
+// Strategy: G/8 lanes per group, 8 elements (one 16-byte load) per lane, U chunks per thread
+//   (ChunkGrid: all U loads issued first); amax and finiteness by
 //   xor shuffles within the group's lanes; cvt.rn.satfinite.e4m3x2 (sm_89+).
-// Entry points: b12x_fp8_block_g{32,64,128}_{f32,ue8m0}_t{128,256,512}_{bf16,f16}.
+// Entry points: b12x_fp8_block_g{32,64,128}_{f32,ue8m0}_t{128,256,512}_u{1,2,4}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_block_fp8.
 #include "b12x/common.cuh"
 #include "b12x/quant.cuh"
@@ -29,16 +30,10 @@ static_assert(sizeof(Fp8BlockParams) == 56, "mirror of Fp8BlockParams in src/fp8
 namespace b12x {
 namespace fp8_block {
 
+// One 8-element chunk (row, chunk), its 16 bytes v loaded.
 template <typename T, int G, bool kUe8m0>
-__device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
+__device__ __forceinline__ void quantize_chunk(const Fp8BlockParams& p, const Vec16& v, int row, int chunk) {
   constexpr int L = G / 8;  // lanes per group
-  const int chunks = p.k >> 3;
-  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long long total = (long long)p.rows * chunks;
-  if (idx >= total) return;  // groups stay together: blockDim and chunks are multiples of L
-  const int row = (int)(idx / chunks);
-  const int chunk = (int)(idx % chunks);
-  const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + chunk * 8);
   float f[8];
   unpack_f32<T>(v, f);
   float amax = 0.0f;
@@ -83,18 +78,39 @@ __device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
   }
 }
 
+// U chunks per thread (ChunkGrid), all loads issued before any conversion; a group's lanes
+// stay together (blockDim and K/8 are multiples of G/8, so a group is all live or all past the end).
+template <typename T, int G, bool kUe8m0, int U>
+__device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
+  const ChunkGrid<U> g(p.rows, p.k >> 3);
+  Vec16 v[U];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
+  }
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    if (g.row[j] >= p.rows) break;
+    quantize_chunk<T, G, kUe8m0>(p, v[j], g.row[j], g.chunk[j]);
+  }
+}
+
 }  // namespace fp8_block
 }  // namespace b12x
 
-#define B12X_FP8_BLOCK(G, SNAME, UE8M0, THREADS, T, NAME)                                            \
+#define B12X_FP8_BLOCK(G, SNAME, UE8M0, THREADS, U, T, NAME)                                         \
   extern "C" __global__ void __launch_bounds__(THREADS)                                              \
-      b12x_fp8_block_g##G##_##SNAME##_t##THREADS##_##NAME(const __grid_constant__ Fp8BlockParams p) { \
-    b12x::fp8_block::quantize<T, G, UE8M0>(p);                                                       \
+      b12x_fp8_block_g##G##_##SNAME##_t##THREADS##_u##U##_##NAME(const __grid_constant__ Fp8BlockParams p) { \
+    b12x::fp8_block::quantize<T, G, UE8M0, U>(p);                                                    \
   }
+#define B12X_FP8_BLOCK_U(G, SNAME, UE8M0, U, T, NAME)                                                \
+  B12X_FP8_BLOCK(G, SNAME, UE8M0, 128, U, T, NAME)                                                   \
+  B12X_FP8_BLOCK(G, SNAME, UE8M0, 256, U, T, NAME)                                                   \
+  B12X_FP8_BLOCK(G, SNAME, UE8M0, 512, U, T, NAME)
 #define B12X_FP8_BLOCK_T(G, SNAME, UE8M0, T, NAME)                                                   \
-  B12X_FP8_BLOCK(G, SNAME, UE8M0, 256, T, NAME)                                                      \
-  B12X_FP8_BLOCK(G, SNAME, UE8M0, 128, T, NAME)                                                      \
-  B12X_FP8_BLOCK(G, SNAME, UE8M0, 512, T, NAME)
+  B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 1, T, NAME)                                                      \
+  B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 2, T, NAME)                                                      \
+  B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 4, T, NAME)
 #define B12X_FP8_BLOCK_S(G, T, NAME)                                                                 \
   B12X_FP8_BLOCK_T(G, f32, false, T, NAME)                                                           \
   B12X_FP8_BLOCK_T(G, ue8m0, true, T, NAME)

@@ -11,10 +11,11 @@
 //   [M, K/32] (see b12x_quant::layout), rows M .. ceil(M/128)*128 written as 0.
 // Constraints: K % 32 == 0 (K % 128 == 0 with scales_sw); x rows 16-byte aligned, codes rows
 //   8-byte (E4M3) or 4-byte (E2M1) aligned.
-// Strategy: 4 lanes per block, 8 elements (one 16-byte load) per lane; amax over the quad with
+// Strategy: 4 lanes per block, 8 elements (one 16-byte load) per lane, U chunks per thread
+//   (ChunkGrid: a CTA covers U * blockDim chunks, all U loads issued first); amax over the quad with
 //   two xor shuffles; one 8-byte (E4M3) or 4-byte (E2M1) store of codes per lane; the quad's
 //   lane 0 stores the scale byte(s). Memory bound: 2 B read, ~1.03 (0.53) B written per element.
-// Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_{bf16,f16}.   Oracle: b12x_quant::block::quantize_mx.
+// Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_u{1,2,4}_{bf16,f16}.   Oracle: b12x_quant::block::quantize_mx.
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
@@ -37,23 +38,17 @@ static_assert(sizeof(MxParams) == 72, "mirror of MxParams in src/mx.rs");
 namespace b12x {
 namespace mx {
 
+// One 8-element chunk (row, chunk) of the grid, its 16 bytes v already loaded (rows >= M are the
+// swizzled layout's padding rows: only their scale byte is written).
 template <typename T, bool kFp4>
-__device__ __forceinline__ void quantize(const MxParams& p) {
-  const int chunks = p.k >> 3;  // 8-element chunks per row
-  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long long total = (long long)p.rows_sw * chunks;
-  // Whole quads stay together (blockDim is a multiple of 4, chunks a multiple of 4).
-  if (idx >= total) return;
-  const int row = (int)(idx / chunks);
-  const int chunk = (int)(idx % chunks);
+__device__ __forceinline__ void quantize_chunk(const MxParams& p, const Vec16& v, int row, int chunk) {
   const int cols = p.k >> 5;
   const int blk = chunk >> 2;
   const bool lead = (chunk & 3) == 0;
-  if (row >= p.rows) {  // padding rows of the swizzled layout
+  if (row >= p.rows) {
     if (lead) p.scales_sw[swizzled_offset(row, blk, cols)] = 0;
     return;
   }
-  const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + chunk * 8);
   float f[8];
   unpack_f32<T>(v, f);
   float amax = 0.0f;
@@ -102,21 +97,42 @@ __device__ __forceinline__ void quantize(const MxParams& p) {
   }
 }
 
+// A CTA covers U * blockDim consecutive chunks; thread t takes chunks t, t + blockDim, ...
+// (coalesced), issuing all U loads before converting any.
+template <typename T, bool kFp4, int U>
+__device__ __forceinline__ void quantize(const MxParams& p) {
+  const ChunkGrid<U> g(p.rows_sw, p.k >> 3);
+  Vec16 v[U];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
+  }
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    if (g.row[j] >= p.rows_sw) break;  // past the end (later j are further)
+    quantize_chunk<T, kFp4>(p, v[j], g.row[j], g.chunk[j]);
+  }
+}
+
 }  // namespace mx
 }  // namespace b12x
 
-#define B12X_MX(FMT, FP4, THREADS, T, NAME)                                                          \
-  extern "C" __global__ void __launch_bounds__(THREADS) b12x_mx##FMT##_t##THREADS##_##NAME(          \
+#define B12X_MX(FMT, FP4, THREADS, U, T, NAME)                                                       \
+  extern "C" __global__ void __launch_bounds__(THREADS) b12x_mx##FMT##_t##THREADS##_u##U##_##NAME(   \
       const __grid_constant__ MxParams p) {                                                          \
-    b12x::mx::quantize<T, FP4>(p);                                                                   \
+    b12x::mx::quantize<T, FP4, U>(p);                                                                \
   }
+#define B12X_MX_U(FMT, FP4, U, T, NAME)                                                              \
+  B12X_MX(FMT, FP4, 128, U, T, NAME)                                                                 \
+  B12X_MX(FMT, FP4, 256, U, T, NAME)                                                                 \
+  B12X_MX(FMT, FP4, 512, U, T, NAME)
+#define B12X_MX_T(FMT, FP4, T, NAME)                                                                 \
+  B12X_MX_U(FMT, FP4, 1, T, NAME)                                                                    \
+  B12X_MX_U(FMT, FP4, 2, T, NAME)                                                                    \
+  B12X_MX_U(FMT, FP4, 4, T, NAME)
 #define B12X_MX_ALL(FMT, FP4)                                                                        \
-  B12X_MX(FMT, FP4, 128, b12x::bf16, bf16)                                                           \
-  B12X_MX(FMT, FP4, 256, b12x::bf16, bf16)                                                           \
-  B12X_MX(FMT, FP4, 512, b12x::bf16, bf16)                                                           \
-  B12X_MX(FMT, FP4, 128, b12x::fp16, f16)                                                            \
-  B12X_MX(FMT, FP4, 256, b12x::fp16, f16)                                                            \
-  B12X_MX(FMT, FP4, 512, b12x::fp16, f16)
+  B12X_MX_T(FMT, FP4, b12x::bf16, bf16)                                                              \
+  B12X_MX_T(FMT, FP4, b12x::fp16, f16)
 
 B12X_MX_ALL(fp8, false)
 B12X_MX_ALL(fp4, true)

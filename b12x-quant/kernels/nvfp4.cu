@@ -10,10 +10,11 @@
 //   in the low nibble)   scales [M, K/16] u8 row-major and/or scales_sw (swizzled 128x4, padding
 //   rows written 0)   enc_in / enc_out f32 [1]   amax u32 [1] scratch.
 // Constraints: K % 16 == 0 (K % 64 == 0 with scales_sw); x rows 16-byte aligned, codes rows 4-byte aligned.
-// Strategy: amax pass: grid-stride 16-byte loads, warp + CTA max, one atomicMax on the f32 bits
+// Strategy: amax pass: grid-stride 16-byte loads (4 in flight per thread, x walked backwards so
+//   the quantize pass finds its first rows in L2), warp + CTA max, one atomicMax on the f32 bits
 //   (non-negative floats order like their bits). Quantize pass: 2 lanes per block, 8 elements per
-//   lane; UE4M3 via cvt.rn.satfinite.e4m3x2 and back via cvt.rn.f16x2.e4m3x2 (exact); E2M1 in software.
-// Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_{bf16,f16}.
+//   lane, U chunks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via cvt.rn.satfinite.e4m3x2 and back via cvt.rn.f16x2.e4m3x2 (exact); E2M1 in software.
+// Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_u{1,2,4}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_nvfp4.
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
@@ -47,18 +48,37 @@ __device__ __forceinline__ float encode_scale(const Nvfp4Params& p) {
   return a > 0.0f ? fminf(__fdiv_rn(2688.0f, a), __uint_as_float(253u << 23)) : 1.0f;  // 2^126
 }
 
+// Grid-stride over the chunks, 4 loads in flight per thread, walking x from its end back to
+// its start: the start, which the quantize pass reads first, is then the most recently read and
+// partly still in L2.
 template <typename T>
 __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
-  const int chunks = p.k >> 3;
-  const long long total = (long long)p.rows * chunks;
+  constexpr int U = 4;
+  const uint32_t chunks = (uint32_t)p.k >> 3;
+  const uint32_t total = (uint32_t)p.rows * chunks;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   float m = 0.0f;
-  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
-       idx += (long long)gridDim.x * blockDim.x) {
-    const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (idx / chunks) * p.ldx + (idx % chunks) * 8);
-    float f[8];
-    unpack_f32<T>(v, f);
+  for (unsigned long long base = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; base < total;
+       base += stride * U) {
+    Vec16 v[U];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) m = isfinite(f[i]) ? fmaxf(m, fabsf(f[i])) : m;
+    for (int j = 0; j < U; ++j) {
+      const unsigned long long idx = base + j * stride;
+      if (idx < total) {
+        const uint32_t r = total - 1u - (uint32_t)idx;
+        const uint32_t row = r / chunks;
+        v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + (r - row * chunks) * 8);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      if (base + j * stride < total) {
+        float f[8];
+        unpack_f32<T>(v[j], f);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) m = isfinite(f[i]) ? fmaxf(m, fabsf(f[i])) : m;
+      }
+    }
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -72,16 +92,9 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
   }
 }
 
+// One 8-element chunk (row, chunk), its 16 bytes v loaded (rows >= M: swizzled padding rows).
 template <typename T>
-__device__ __forceinline__ void quantize(const Nvfp4Params& p) {
-  const float enc = encode_scale(p);
-  if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;
-  const int chunks = p.k >> 3;  // 8-element chunks per row; 2 per block of 16
-  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long long total = (long long)p.rows_sw * chunks;
-  if (idx >= total) return;  // pairs stay together: blockDim and chunks are even
-  const int row = (int)(idx / chunks);
-  const int chunk = (int)(idx % chunks);
+__device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, const Vec16& v, int row, int chunk) {
   const int cols = p.k >> 4;
   const int blk = chunk >> 1;
   const bool lead = (chunk & 1) == 0;
@@ -89,7 +102,6 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
     if (lead) p.scales_sw[swizzled_offset(row, blk, cols)] = 0;
     return;
   }
-  const Vec16 v = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)row * p.ldx + chunk * 8);
   float f[8];
   unpack_f32<T>(v, f);
   float amax = 0.0f;
@@ -122,6 +134,25 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   }
 }
 
+// The quantize pass: U chunks per thread (ChunkGrid), all loads issued before any conversion.
+// Pairs of lanes (one block) stay together: blockDim and chunks are even.
+template <typename T, int U>
+__device__ __forceinline__ void quantize(const Nvfp4Params& p) {
+  const ChunkGrid<U> g(p.rows_sw, p.k >> 3);
+  Vec16 v[U];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
+  }
+  const float enc = encode_scale(p);
+  if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    if (g.row[j] >= p.rows_sw) break;
+    quantize_chunk<T>(p, enc, v[j], g.row[j], g.chunk[j]);
+  }
+}
+
 }  // namespace nvfp4
 }  // namespace b12x
 
@@ -129,17 +160,21 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   extern "C" __global__ void __launch_bounds__(256) b12x_nvfp4_amax_##NAME(const __grid_constant__ Nvfp4Params p) { \
     b12x::nvfp4::amax_pass<T>(p);                                                                    \
   }
-#define B12X_NVFP4(THREADS, T, NAME)                                                                 \
-  extern "C" __global__ void __launch_bounds__(THREADS) b12x_nvfp4_t##THREADS##_##NAME(              \
+#define B12X_NVFP4(THREADS, U, T, NAME)                                                              \
+  extern "C" __global__ void __launch_bounds__(THREADS) b12x_nvfp4_t##THREADS##_u##U##_##NAME(       \
       const __grid_constant__ Nvfp4Params p) {                                                       \
-    b12x::nvfp4::quantize<T>(p);                                                                     \
+    b12x::nvfp4::quantize<T, U>(p);                                                                  \
   }
+#define B12X_NVFP4_U(U, T, NAME)                                                                     \
+  B12X_NVFP4(128, U, T, NAME)                                                                        \
+  B12X_NVFP4(256, U, T, NAME)                                                                        \
+  B12X_NVFP4(512, U, T, NAME)
+#define B12X_NVFP4_T(T, NAME)                                                                        \
+  B12X_NVFP4_U(1, T, NAME)                                                                           \
+  B12X_NVFP4_U(2, T, NAME)                                                                           \
+  B12X_NVFP4_U(4, T, NAME)
 
 B12X_NVFP4_AMAX(b12x::bf16, bf16)
 B12X_NVFP4_AMAX(b12x::fp16, f16)
-B12X_NVFP4(256, b12x::bf16, bf16)
-B12X_NVFP4(128, b12x::bf16, bf16)
-B12X_NVFP4(512, b12x::bf16, bf16)
-B12X_NVFP4(256, b12x::fp16, f16)
-B12X_NVFP4(128, b12x::fp16, f16)
-B12X_NVFP4(512, b12x::fp16, f16)
+B12X_NVFP4_T(b12x::bf16, bf16)
+B12X_NVFP4_T(b12x::fp16, f16)

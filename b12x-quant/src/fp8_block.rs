@@ -8,13 +8,16 @@
 //! - Tensors: `x [M, K]` bf16/f16 (rows 16-byte aligned); `codes [M, K]` u8 (rows 8-byte
 //!   aligned); `scales [M, K/G]` f32 or u8 (row-major).
 //! - Constraints: `K % G == 0`; `M ≤ max_rows`.
+//! - Kernel: G/8 lanes per group, 8 elements per lane (one 16-byte load); configs are the CTA
+//!   size and chunks per thread of [`crate::flat`] (`"t256_u2"`, …).
 //!
 //! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
 
 use crate::block::Fp8ScaleKind;
+use crate::flat::{self, FlatConfig};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, OpPlan, PlanSlot,
     RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::size_of;
@@ -24,8 +27,6 @@ use std::sync::Arc;
 pub const OP: &str = "quantization.fp8_block";
 /// Group sizes instantiated in `kernels/fp8_block.cu`.
 pub const GROUPS: [usize; 3] = [32, 64, 128];
-/// CTA sizes instantiated, default first.
-pub const THREADS: [u32; 3] = [256, 128, 512];
 const RACE_MAX_ROWS: usize = 16384;
 
 b12x_core::inventory::submit! {
@@ -90,7 +91,7 @@ impl Query {
         if self.k == 0 || self.k % self.group != 0 || self.k > i32::MAX as usize {
             return bad("k", format!("(K) must be a positive multiple of G = {}, got {}", self.group, self.k));
         }
-        let rows_cap = (i32::MAX as usize / 2) / (self.k / 8).max(1);
+        let rows_cap = flat::max_rows(self.k, 1);
         if self.max_rows == 0 || self.max_rows > rows_cap {
             return bad("max_rows", format!("must be in 1..={rows_cap} for K = {}, got {}", self.k, self.max_rows));
         }
@@ -138,30 +139,13 @@ impl Query {
     }
 }
 
-/// One kernel variant: the CTA size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Config {
-    pub threads: u32,
-}
-
-impl Config {
-    /// The config id used in pins and caches: `"t256"`.
-    pub fn id(&self) -> String {
-        format!("t{}", self.threads)
-    }
-    /// Parses an id made by [`Config::id`].
-    pub fn parse(id: &str) -> Option<Self> {
-        let t = id.strip_prefix('t')?.parse().ok()?;
-        THREADS.contains(&t).then_some(Config { threads: t })
-    }
-    /// The kernel symbol, e.g. `b12x_fp8_block_g128_ue8m0_t256_bf16`.
-    pub fn symbol(&self, query: &Query) -> String {
-        let s = match query.scale {
-            Fp8ScaleKind::F32 => "f32",
-            Fp8ScaleKind::Ue8m0 => "ue8m0",
-        };
-        format!("b12x_fp8_block_g{}_{s}_t{}_{}", query.group, self.threads, query.dtype.name())
-    }
+/// The kernel symbol of one config, e.g. `b12x_fp8_block_g128_ue8m0_t256_u2_bf16`.
+pub fn symbol(query: &Query, config: &FlatConfig) -> String {
+    let s = match query.scale {
+        Fp8ScaleKind::F32 => "f32",
+        Fp8ScaleKind::Ue8m0 => "ue8m0",
+    };
+    format!("b12x_fp8_block_g{}_{s}_{}_{}", query.group, config.id(), query.dtype.name())
 }
 
 /// A validated query bound to a device.
@@ -170,7 +154,7 @@ pub struct Plan {
     query: Query,
     device: Arc<Device>,
     buckets: Vec<Bucket>,
-    configs: Vec<Config>,
+    configs: Vec<FlatConfig>,
     slot: PlanSlot,
 }
 
@@ -181,7 +165,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         query: query.clone(),
         device: device.clone(),
         buckets: vec![Bucket { lo: 1, hi: query.max_rows }],
-        configs: THREADS.iter().map(|&threads| Config { threads }).collect(),
+        configs: FlatConfig::all(),
         slot: PlanSlot::default(),
     })
 }
@@ -222,14 +206,10 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 
 fn launch(selected: &Selected, p: &Fp8BlockParams, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let config = Config::parse(&selected.config).ok_or_else(unknown)?;
+    let config = FlatConfig::parse(&selected.config).ok_or_else(unknown)?;
     let kernel = selected.kernels.first().ok_or_else(unknown)?;
     let chunks = p.rows as u64 * (p.k as u64 / 8);
-    let dims = LaunchDims {
-        grid: (chunks.div_ceil(u64::from(config.threads)) as u32, 1, 1),
-        block: (config.threads, 1, 1),
-        smem_bytes: 0,
-    };
+    let dims = config.dims(chunks);
     // SAFETY: Fp8BlockParams mirrors the kernel's struct (asserted on both sides); `p` passed
     // `Query::kernel_params` or describes the race's own buffer.
     unsafe { kernel.launch(stream, dims, p) }
@@ -253,10 +233,10 @@ impl OpPlan for Plan {
         &self.buckets
     }
     fn candidates(&self, _bucket: usize) -> Vec<String> {
-        self.configs.iter().map(Config::id).collect()
+        self.configs.iter().map(FlatConfig::id).collect()
     }
     fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
-        self.configs.get(config_index).map(|c| vec![c.symbol(&self.query)]).unwrap_or_default()
+        self.configs.get(config_index).map(|c| vec![symbol(&self.query, c)]).unwrap_or_default()
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot

@@ -30,6 +30,7 @@
 
 pub mod block;
 pub mod codec;
+pub mod flat;
 pub mod fp8_block;
 pub mod layout;
 pub mod mx;

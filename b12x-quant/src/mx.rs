@@ -14,7 +14,7 @@
 //! - Constraints: `K % 32 == 0`; with the swizzled layout `K % 128 == 0` (whole 4-column tiles);
 //!   `M ≤ Query::max_rows`. Outputs must not overlap each other or `x`.
 //! - Kernel: 4 lanes per block, 8 elements per lane (one 16-byte load); configs are the CTA size
-//!   (`"t128"`, `"t256"`, `"t512"`).
+//!   and chunks per thread of [`crate::flat`] (`"t256_u2"`, …).
 //!
 //! ```no_run
 //! use b12x_core::{RaceBuffer, DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -38,10 +38,11 @@
 //! # Ok(()) }
 //! ```
 
+use crate::flat::{self, FlatConfig};
 use crate::layout::swizzled_len;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, OpPlan, PlanSlot,
     RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::{offset_of, size_of};
@@ -53,8 +54,6 @@ pub const OP_FP8: &str = "quantization.mxfp8";
 pub const OP_FP4: &str = "quantization.mxfp4";
 /// Elements per scale.
 pub const BLOCK: usize = 32;
-/// CTA sizes instantiated in `kernels/mx.cu`, default first.
-pub const THREADS: [u32; 3] = [256, 128, 512];
 /// Most rows the autotune race allocates.
 const RACE_MAX_ROWS: usize = 16384;
 
@@ -193,8 +192,8 @@ impl Query {
             let why = if self.swizzled { " (whole 4-column tiles of the swizzled layout)" } else { "" };
             return bad("k", format!("(K) must be a positive multiple of {multiple}{why}, got {}", self.k));
         }
-        // The grid covers ⌈M/128⌉·128 rows × K/8 threads; keep every index in range.
-        let rows_cap = (i32::MAX as usize / 2) / (self.k / 8).max(1);
+        // The grid covers ⌈M/128⌉·128 rows × K/8 chunks, indexed in 32 bits on the device.
+        let rows_cap = flat::max_rows(self.k, if self.swizzled { 128 } else { 1 });
         if self.max_rows == 0 || self.max_rows > rows_cap {
             return bad("max_rows", format!("must be in 1..={rows_cap} for K = {}, got {}", self.k, self.max_rows));
         }
@@ -265,26 +264,9 @@ impl Query {
     }
 }
 
-/// One kernel variant: the CTA size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Config {
-    pub threads: u32,
-}
-
-impl Config {
-    /// The config id used in pins and caches: `"t256"`.
-    pub fn id(&self) -> String {
-        format!("t{}", self.threads)
-    }
-    /// Parses an id made by [`Config::id`].
-    pub fn parse(id: &str) -> Option<Self> {
-        let t = id.strip_prefix('t')?.parse().ok()?;
-        THREADS.contains(&t).then_some(Config { threads: t })
-    }
-    /// The kernel symbol, e.g. `b12x_mxfp8_t256_bf16`.
-    pub fn symbol(&self, format: MxFormat, dtype: DType) -> String {
-        format!("b12x_mx{}_t{}_{}", format.name(), self.threads, dtype.name())
-    }
+/// The kernel symbol of one config, e.g. `b12x_mxfp8_t256_u2_bf16`.
+pub fn symbol(format: MxFormat, dtype: DType, config: &FlatConfig) -> String {
+    format!("b12x_mx{}_{}_{}", format.name(), config.id(), dtype.name())
 }
 
 /// A validated query bound to a device; a cheap handle whose prepared state a session fills.
@@ -293,7 +275,7 @@ pub struct Plan {
     query: Query,
     device: Arc<Device>,
     buckets: Vec<Bucket>,
-    configs: Vec<Config>,
+    configs: Vec<FlatConfig>,
     slot: PlanSlot,
 }
 
@@ -305,7 +287,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         query: query.clone(),
         device: device.clone(),
         buckets: vec![Bucket { lo: 1, hi: query.max_rows }],
-        configs: THREADS.iter().map(|&threads| Config { threads }).collect(),
+        configs: FlatConfig::all(),
         slot: PlanSlot::default(),
     })
 }
@@ -314,7 +296,7 @@ impl Plan {
     pub fn query(&self) -> &Query {
         &self.query
     }
-    pub fn configs(&self) -> &[Config] {
+    pub fn configs(&self) -> &[FlatConfig] {
         &self.configs
     }
     /// The op needs no scratch.
@@ -366,14 +348,9 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 fn launch(selected: &Selected, params: &MxParams, stream: &CudaStream) -> Result<()> {
     let unknown =
         || Error::UnknownConfig { op: "quantization.mx*", bucket: String::new(), config: selected.config.clone() };
-    let config = Config::parse(&selected.config).ok_or_else(unknown)?;
+    let config = FlatConfig::parse(&selected.config).ok_or_else(unknown)?;
     let kernel = selected.kernels.first().ok_or_else(unknown)?;
-    let threads = params.rows_sw as u64 * (params.k as u64 / 8);
-    let dims = LaunchDims {
-        grid: (threads.div_ceil(u64::from(config.threads)) as u32, 1, 1),
-        block: (config.threads, 1, 1),
-        smem_bytes: 0,
-    };
+    let dims = config.dims(params.rows_sw as u64 * (params.k as u64 / 8));
     // SAFETY: MxParams mirrors the kernel's struct (asserted on both sides); `params` passed
     // `Query::kernel_params` or describes the race's own buffer.
     unsafe { kernel.launch(stream, dims, params) }
@@ -397,10 +374,10 @@ impl OpPlan for Plan {
         &self.buckets
     }
     fn candidates(&self, _bucket: usize) -> Vec<String> {
-        self.configs.iter().map(Config::id).collect()
+        self.configs.iter().map(FlatConfig::id).collect()
     }
     fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
-        self.configs.get(config_index).map(|c| vec![c.symbol(self.query.format, self.query.dtype)]).unwrap_or_default()
+        self.configs.get(config_index).map(|c| vec![symbol(self.query.format, self.query.dtype, c)]).unwrap_or_default()
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot

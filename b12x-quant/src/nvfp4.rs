@@ -16,6 +16,7 @@
 //!
 //! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
 
+use crate::flat::{self, FlatConfig};
 use crate::layout::swizzled_len;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
@@ -29,11 +30,11 @@ use std::sync::Arc;
 pub const OP: &str = "quantization.nvfp4";
 /// Elements per scale.
 pub const BLOCK: usize = 16;
-/// CTA sizes of the quantize pass instantiated in `kernels/nvfp4.cu`, default first.
-pub const THREADS: [u32; 3] = [256, 128, 512];
 /// CTA size and CTAs per SM of the amax pass.
 const AMAX_THREADS: u32 = 256;
 const AMAX_CTAS_PER_SM: u32 = 4;
+/// Loads in flight per thread of the amax pass (`U` of `amax_pass` in `kernels/nvfp4.cu`).
+const AMAX_UNROLL: u32 = 4;
 const RACE_MAX_ROWS: usize = 16384;
 
 b12x_core::inventory::submit! {
@@ -116,7 +117,7 @@ impl Query {
         if self.k == 0 || self.k % multiple != 0 || self.k > i32::MAX as usize {
             return bad("k", format!("(K) must be a positive multiple of {multiple}, got {}", self.k));
         }
-        let rows_cap = (i32::MAX as usize / 2) / (self.k / 8).max(1);
+        let rows_cap = flat::max_rows(self.k, if self.swizzled { 128 } else { 1 });
         if self.max_rows == 0 || self.max_rows > rows_cap {
             return bad("max_rows", format!("must be in 1..={rows_cap} for K = {}, got {}", self.k, self.max_rows));
         }
@@ -200,26 +201,9 @@ impl Query {
     }
 }
 
-/// One kernel variant: the quantize pass's CTA size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Config {
-    pub threads: u32,
-}
-
-impl Config {
-    /// The config id used in pins and caches: `"t256"`.
-    pub fn id(&self) -> String {
-        format!("t{}", self.threads)
-    }
-    /// Parses an id made by [`Config::id`].
-    pub fn parse(id: &str) -> Option<Self> {
-        let t = id.strip_prefix('t')?.parse().ok()?;
-        THREADS.contains(&t).then_some(Config { threads: t })
-    }
-    /// The quantize kernel, e.g. `b12x_nvfp4_t256_bf16`.
-    pub fn symbol(&self, dtype: DType) -> String {
-        format!("b12x_nvfp4_t{}_{}", self.threads, dtype.name())
-    }
+/// The quantize-pass kernel of one config, e.g. `b12x_nvfp4_t256_u2_bf16`.
+pub fn symbol(dtype: DType, config: &FlatConfig) -> String {
+    format!("b12x_nvfp4_{}_{}", config.id(), dtype.name())
 }
 
 /// The amax-pass kernel of a dtype, e.g. `b12x_nvfp4_amax_bf16`.
@@ -233,7 +217,7 @@ pub struct Plan {
     query: Query,
     device: Arc<Device>,
     buckets: Vec<Bucket>,
-    configs: Vec<Config>,
+    configs: Vec<FlatConfig>,
     scratch: ScratchLayout,
     slot: PlanSlot,
 }
@@ -249,7 +233,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         query: query.clone(),
         device: device.clone(),
         buckets: vec![Bucket { lo: 1, hi: query.max_rows }],
-        configs: THREADS.iter().map(|&threads| Config { threads }).collect(),
+        configs: FlatConfig::all(),
         scratch,
         slot: PlanSlot::default(),
     })
@@ -303,24 +287,20 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 
 fn launch(device: &Device, selected: &Selected, p: &Nvfp4Params, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let config = Config::parse(&selected.config).ok_or_else(unknown)?;
+    let config = FlatConfig::parse(&selected.config).ok_or_else(unknown)?;
     let chunks = p.rows_sw as u64 * (p.k as u64 / 8);
     if p.enc_in == 0 {
         let amax = selected.kernels.first().ok_or_else(unknown)?;
         memset_u32(stream, p.amax, 0, 1)?;
         let live = p.rows as u64 * (p.k as u64 / 8);
-        let ctas = live.div_ceil(u64::from(AMAX_THREADS)).min(u64::from(device.sm_count() * AMAX_CTAS_PER_SM));
+        let ctas = live.div_ceil(u64::from(AMAX_THREADS * AMAX_UNROLL)).min(u64::from(device.sm_count() * AMAX_CTAS_PER_SM));
         let dims = LaunchDims { grid: (ctas.max(1) as u32, 1, 1), block: (AMAX_THREADS, 1, 1), smem_bytes: 0 };
         // SAFETY: Nvfp4Params mirrors the kernel's struct; `p` passed `Query::kernel_params`
         // (or is the race's own buffer) and `p.amax` is the bound scratch cell.
         unsafe { amax.launch(stream, dims, p) }?;
     }
     let quantize = selected.kernels.last().ok_or_else(unknown)?;
-    let dims = LaunchDims {
-        grid: (chunks.div_ceil(u64::from(config.threads)) as u32, 1, 1),
-        block: (config.threads, 1, 1),
-        smem_bytes: 0,
-    };
+    let dims = config.dims(chunks);
     // SAFETY: as above.
     unsafe { quantize.launch(stream, dims, p) }
 }
@@ -346,13 +326,13 @@ impl OpPlan for Plan {
         &self.buckets
     }
     fn candidates(&self, _bucket: usize) -> Vec<String> {
-        self.configs.iter().map(Config::id).collect()
+        self.configs.iter().map(FlatConfig::id).collect()
     }
     fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
         let Some(c) = self.configs.get(config_index) else { return vec![] };
         match self.query.global {
-            GlobalScale::Computed => vec![amax_symbol(self.query.dtype), c.symbol(self.query.dtype)],
-            GlobalScale::Given => vec![c.symbol(self.query.dtype)],
+            GlobalScale::Computed => vec![amax_symbol(self.query.dtype), symbol(self.query.dtype, c)],
+            GlobalScale::Given => vec![symbol(self.query.dtype, c)],
         }
     }
     fn slot(&self) -> &PlanSlot {

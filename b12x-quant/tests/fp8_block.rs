@@ -4,7 +4,8 @@
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error, TensorMut, TensorRef};
 use b12x_quant::block::Fp8ScaleKind;
-use b12x_quant::fp8_block::{Args, Config, Query, GROUPS, THREADS};
+use b12x_quant::flat::FlatConfig;
+use b12x_quant::fp8_block::{symbol, Args, Query, GROUPS};
 
 fn query(group: usize, k: usize, scale: Fp8ScaleKind) -> Query {
     Query { group, k, dtype: DType::BF16, max_rows: 64, scale }
@@ -62,12 +63,9 @@ fn args_fill_the_params_and_bad_args_are_typed_errors() {
 }
 
 #[test]
-fn config_ids_round_trip_and_symbols() {
-    for t in THREADS {
-        assert_eq!(Config::parse(&Config { threads: t }.id()), Some(Config { threads: t }));
-    }
+fn symbols() {
     let q = query(64, 4096, Fp8ScaleKind::Ue8m0);
-    assert_eq!(Config { threads: 256 }.symbol(&q), "b12x_fp8_block_g64_ue8m0_t256_bf16");
+    assert_eq!(symbol(&q, &FlatConfig { threads: 256, unroll: 2 }), "b12x_fp8_block_g64_ue8m0_t256_u2_bf16");
 }
 
 #[test]
@@ -77,7 +75,7 @@ fn built_kernels_are_complete_without_spills() {
         for scale in [Fp8ScaleKind::F32, Fp8ScaleKind::Ue8m0] {
             for dtype in [DType::BF16, DType::F16] {
                 let q = Query { dtype, ..query(g, 4096, scale) };
-                symbols.extend(THREADS.map(|t| Config { threads: t }.symbol(&q)));
+                symbols.extend(FlatConfig::all().iter().map(|c| symbol(&q, c)));
             }
         }
     }

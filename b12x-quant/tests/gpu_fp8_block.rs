@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 mod gpu_common;
 
-use gpu_common::{err, fill, first_diff, session_pinned, Input, TrialResult};
+use gpu_common::{err, fill, first_diff, session_pinned, trial_configs, Input, TrialResult};
 
 fn check_shape<T: Input>(
     dev: &Arc<Device>,
@@ -33,7 +33,7 @@ fn check_shape<T: Input>(
     let dtype = <T as b12x_core::Element>::DTYPE;
     let query = Query { group: g, k, dtype, max_rows: m.max(4096), scale };
     let plan = fp8_block::plan(&query, dev).map_err(err)?;
-    for config in b12x_core::OpPlan::candidates(&plan, 0) {
+    for config in trial_configs(&plan, m * k) {
         let session = session_pinned(dev, &plan, &config)?;
         let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k).map_err(err)?;
         let tag = |what: &str| format!("{config} {what}");

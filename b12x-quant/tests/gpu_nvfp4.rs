@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 mod gpu_common;
 
-use gpu_common::{err, fill, first_diff, session_pinned, Input, TrialResult};
+use gpu_common::{err, fill, first_diff, session_pinned, trial_configs, Input, TrialResult};
 
 /// Whole-tensor fills beyond the per-block mix (they exercise the encode-scale edge cases).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,7 +59,7 @@ fn check_tensor<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: u
     let query = Query { k, dtype, max_rows: m.max(4096), row_major: true, swizzled: true, global };
     let plan = nvfp4::plan(&query, dev).map_err(err)?;
     let mut scratch = stream.alloc_zeros::<u8>(4096).map_err(err)?;
-    for config in b12x_core::OpPlan::candidates(&plan, 0) {
+    for config in trial_configs(&plan, m * k) {
         let session = session_pinned(dev, &plan, &config)?;
         let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k / 2).map_err(err)?;
         let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * cols).map_err(err)?;

@@ -4,7 +4,8 @@
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error, TensorMut, TensorRef};
 use b12x_quant::layout::swizzled_len;
-use b12x_quant::mx::{Args, Config, MxFormat, MxParams, Query, BLOCK, THREADS};
+use b12x_quant::flat::FlatConfig;
+use b12x_quant::mx::{symbol, Args, MxFormat, MxParams, Query, BLOCK};
 use rstest::rstest;
 
 fn query(k: usize, row_major: bool, swizzled: bool) -> Query {
@@ -116,9 +117,9 @@ fn bad_args_are_typed_errors() {
 fn all_symbols() -> Vec<String> {
     let mut out = Vec::new();
     for format in [MxFormat::Fp8, MxFormat::Fp4] {
-        for threads in THREADS {
+        for c in FlatConfig::all() {
             for d in [DType::BF16, DType::F16] {
-                out.push(Config { threads }.symbol(format, d));
+                out.push(symbol(format, d, &c));
             }
         }
     }
@@ -142,12 +143,10 @@ fn mxfp4_codes_are_packed_pairs() {
 }
 
 #[test]
-fn config_ids_round_trip() {
-    for t in THREADS {
-        let c = Config { threads: t };
-        assert_eq!(Config::parse(&c.id()), Some(c));
-    }
-    assert_eq!(Config::parse("t7"), None);
+fn kernel_names() {
+    let c = FlatConfig { threads: 512, unroll: 4 };
+    assert_eq!(symbol(MxFormat::Fp8, DType::BF16, &c), "b12x_mxfp8_t512_u4_bf16");
+    assert_eq!(symbol(MxFormat::Fp4, DType::F16, &c), "b12x_mxfp4_t512_u4_f16");
 }
 
 #[test]

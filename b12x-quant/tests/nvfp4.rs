@@ -4,7 +4,8 @@
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error, TensorMut, TensorRef};
 use b12x_quant::layout::swizzled_len;
-use b12x_quant::nvfp4::{amax_symbol, Args, Config, GlobalScale, Query, BLOCK, THREADS};
+use b12x_quant::flat::FlatConfig;
+use b12x_quant::nvfp4::{amax_symbol, symbol, Args, GlobalScale, Query, BLOCK};
 
 fn query(k: usize, global: GlobalScale) -> Query {
     Query { k, dtype: DType::BF16, max_rows: 64, row_major: true, swizzled: true, global }
@@ -71,23 +72,15 @@ fn args_fill_the_params_and_bad_args_are_typed_errors() {
 #[test]
 fn kernel_names() {
     assert_eq!(amax_symbol(DType::BF16), "b12x_nvfp4_amax_bf16");
-    assert_eq!(Config { threads: 256 }.symbol(DType::F16), "b12x_nvfp4_t256_f16");
-}
-
-#[test]
-fn config_ids_round_trip() {
-    for t in THREADS {
-        assert_eq!(Config::parse(&Config { threads: t }.id()), Some(Config { threads: t }));
-    }
-    assert_eq!(Config::parse("t64"), None);
+    assert_eq!(symbol(DType::F16, &FlatConfig { threads: 256, unroll: 1 }), "b12x_nvfp4_t256_u1_f16");
 }
 
 #[test]
 fn built_kernels_are_complete_without_spills() {
     let mut symbols = vec![amax_symbol(DType::BF16), amax_symbol(DType::F16)];
-    for t in THREADS {
-        symbols.push(Config { threads: t }.symbol(DType::BF16));
-        symbols.push(Config { threads: t }.symbol(DType::F16));
+    for c in FlatConfig::all() {
+        symbols.push(symbol(DType::BF16, &c));
+        symbols.push(symbol(DType::F16, &c));
     }
     check_manifest(b12x_quant::KERNEL_MANIFEST, &symbols).unwrap();
 }

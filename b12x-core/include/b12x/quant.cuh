@@ -49,4 +49,24 @@ __device__ __forceinline__ long long swizzled_offset(int r, int c, int cols) {
   return ((long long)(r >> 7) * (cols >> 2) + (c >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
 }
 
+// The U chunks of 8 elements one thread takes in the quantizers' flat grids over a
+// [rows, chunks] chunk matrix: a CTA covers U * blockDim consecutive chunks and thread t takes
+// t, t + blockDim, ... of them (each warp's loads stay coalesced). Indices are 32-bit (the plans
+// keep rows * chunks + 2^11 below 2^32). Past the end row == rows.
+template <int U>
+struct ChunkGrid {
+  int row[U];
+  int chunk[U];
+  __device__ __forceinline__ ChunkGrid(int rows, int chunks) {
+    const uint32_t base = blockIdx.x * (blockDim.x * U) + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const uint32_t idx = base + j * blockDim.x;
+      const uint32_t r = idx / (uint32_t)chunks;
+      row[j] = r < (uint32_t)rows ? (int)r : rows;
+      chunk[j] = (int)(idx - r * (uint32_t)chunks);
+    }
+  }
+};
+
 }  // namespace b12x
