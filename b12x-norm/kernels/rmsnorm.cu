@@ -78,40 +78,43 @@ struct RmsnormQuantParams : RmsnormParams {
 };
 static_assert(sizeof(RmsnormQuantParams) == 112, "size must match src/rmsnorm_quant.rs");
 
-// Quantizes the 8 rounded outputs `f` of vector i of row `row` (lanes holding the vectors of one
-// block are consecutive: block of 32 = 4 lanes, group of 128 = 16 lanes). Exactly the math of
-// b12x-quant's mx / fp8_block kernels on the rounded y.
-template <int kQuant>
-__device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_t row, int i, const float (&f)[8]) {
+// Quantizes vector i of row `row` — the 8 outputs y already rounded to T, packed in yv. Lanes
+// holding the vectors of one block are consecutive (block of 32 = 4 lanes, group of 128 = 16,
+// NVFP4 block of 16 = 2). Every lane of the CTA calls this for each of its vector slots (zeros
+// past the row end, `live` false) so the block reduction is a full-warp shuffle; `live` gates
+// the stores. Exactly the math of b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y,
+// through the same helpers (b12x/quant.cuh).
+template <int kQuant, typename T>
+__device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_t row, int i, const Vec16& yv,
+                                             bool live) {
   constexpr int L = kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16;
-  float amax = 0.0f;
-  bool finite = true;
+  uint32_t bits = abs_max_bits16(yv.w);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    finite = finite && isfinite(f[j]);
-    amax = fmaxf(amax, fabsf(f[j]));
-  }
-  const unsigned group = ((1u << L) - 1u) << (threadIdx.x & (32 - L) & 31);
-  int all_finite = (int)finite;
-#pragma unroll
-  for (int o = 1; o < L; o <<= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(group, amax, o));
-    all_finite &= __shfl_xor_sync(group, all_finite, o);
-  }
+  for (int o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
+  const bool finite = bits < HalfBits<T>::kInf;
+  const float amax = HalfBits<T>::to_f32(bits);
   if constexpr (kQuant == kQuantNvfp4) {
     // Exactly quantization.nvfp4 (given mode): s = ue4m3(enc * (amax / 6)); r = 1 / (f32(s) * (1 / enc)).
-    const float enc = *p.enc;
     uint32_t code = 0x7Fu;
     uint32_t q = 0u;
-    if (all_finite) {
-      code = ue4m3(__fmul_rn(enc, __fdiv_rn(amax, 6.0f)));
+    if (finite) {
+      const float enc = *p.enc;
+      code = ue4m3(__fmul_rn(enc, div_by_6(amax)));
       const float fs = ue4m3_value(code);
       if (fs != 0.0f) {
-        const float r = __fdiv_rn(1.0f, __fmul_rn(fs, __fdiv_rn(1.0f, enc)));
+        const float r = __frcp_rn(__fmul_rn(fs, __fdiv_rn(1.0f, enc)));
+        float f[8];
+        unpack_f32<T>(yv, f);
+        if (r <= 3.4028235e38f) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) q |= e2m1_rne(__fmul_rn(f[j], r)) << (4 * j);
+          for (int j = 0; j < 8; ++j) q |= e2m1_rne_not_nan(__fmul_rn(f[j], r)) << (4 * j);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) q |= e2m1_rne(__fmul_rn(f[j], r)) << (4 * j);
+        }
       }
     }
+    if (!live) return;
     *reinterpret_cast<uint32_t*>(p.codes + row * p.ldq + (int64_t)i * 4) = q;
     if ((i & 1) == 0) static_cast<unsigned char*>(p.scales)[row * p.lds + i / 2] = (unsigned char)code;
     return;
@@ -119,13 +122,14 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
   uint2 out = make_uint2(0u, 0u);
   uint32_t code = 0xFFu;
   float s_f32 = __uint_as_float(0x7FC00000u);
-  if (all_finite) {
+  if (finite) {
     if constexpr (kQuant == kQuantMxfp8) {
-      if (amax == 0.0f) {
-        code = 0u;
-      } else {
+      code = 0u;
+      if (bits != 0u) {
         code = ceil_pow2_code(__fmul_rn(amax, 1.0f / 448.0f));
         const float m = pow2_neg_ue8m0(code);
+        float f[8];
+        unpack_f32<T>(yv, f);
         uint32_t c[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
@@ -134,19 +138,28 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
       }
     } else {
       const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
-      float sc = pr;
+      float f[8], qv[8];
+      unpack_f32<T>(yv, f);
       if constexpr (kQuant == kQuantFp8B128Ue8m0) {
         code = ceil_pow2_code(pr);
-        sc = __uint_as_float(code << 23);
+        s_f32 = __uint_as_float(code << 23);
+        const float r = __uint_as_float((254u - code) << 23);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) qv[j] = __fmul_rn(f[j], r);
+      } else {
+        s_f32 = pr;
+        const float r = __frcp_rn(pr);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) qv[j] = div_by_scale(f[j], pr, r);
       }
-      s_f32 = sc;
       uint32_t c[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fdiv_rn(f[2 * j], sc), __fdiv_rn(f[2 * j + 1], sc));
+      for (int j = 0; j < 4; ++j) c[j] = e4m3x2(qv[2 * j], qv[2 * j + 1]);
       out.x = c[0] | (c[1] << 16);
       out.y = c[2] | (c[3] << 16);
     }
   }
+  if (!live) return;
   *reinterpret_cast<uint2*>(p.codes + row * p.ldq + (int64_t)i * 8) = out;
   if ((i & (L - 1)) == 0) {
     const int64_t at = row * p.lds + i / L;
@@ -239,21 +252,29 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
-    if (i < nvec) {
-      float f_x[VEC], f_w[VEC], f_y[VEC];
-      unpack_f32<TIn>(r_x[k], f_x);
-      unpack_f32<TIn>(r_w[k], f_w);
+    if constexpr (kQuant == kQuantNone) {
+      if (i < nvec) {
+        float f_x[VEC], f_w[VEC], f_y[VEC];
+        unpack_f32<TIn>(r_x[k], f_x);
+        unpack_f32<TIn>(r_w[k], f_w);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
-      if constexpr (kQuant == kQuantNone) {
+        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
         st_global_v16(g_y + i, pack_from_f32<TOut>(f_y));
-      } else {
-        // Round to the output dtype first: the quantizer sees exactly what rmsnorm would store.
-        static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
-        float f_q[8];
-        unpack_f32<TOut>(pack_from_f32<TOut>(f_y), f_q);
-        quantize_vec<kQuant>(p, row, i, f_q);
       }
+    } else {
+      // Round to the output dtype first: the quantizer sees exactly what rmsnorm would store.
+      // Every lane quantizes (zeros past the row end) so the block reductions are full-warp.
+      static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
+      Vec16 yv{};
+      if (i < nvec) {
+        float f_x[VEC], f_w[VEC], f_y[VEC];
+        unpack_f32<TIn>(r_x[k], f_x);
+        unpack_f32<TIn>(r_w[k], f_w);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
+        yv = pack_from_f32<TOut>(f_y);
+      }
+      quantize_vec<kQuant, TOut>(p, row, i, yv, i < nvec);
     }
   }
 }

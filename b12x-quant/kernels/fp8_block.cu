@@ -30,43 +30,44 @@ static_assert(sizeof(Fp8BlockParams) == 56, "mirror of Fp8BlockParams in src/fp8
 namespace b12x {
 namespace fp8_block {
 
-// One 8-element chunk (row, chunk), its 16 bytes v loaded.
+// One 8-element chunk (row, chunk), its 16 bytes v loaded (zeros past the end). Every lane of the
+// warp gets here, so the group's amax reduction is a full-warp xor shuffle; the row only gates
+// the stores.
 template <typename T, int G, bool kUe8m0>
 __device__ __forceinline__ void quantize_chunk(const Fp8BlockParams& p, const Vec16& v, int row, int chunk) {
   constexpr int L = G / 8;  // lanes per group
-  float f[8];
-  unpack_f32<T>(v, f);
-  float amax = 0.0f;
-  bool finite = true;
+  uint32_t bits = abs_max_bits16(v.w);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    finite = finite && isfinite(f[i]);
-    amax = fmaxf(amax, fabsf(f[i]));
-  }
-  const unsigned group = ((1u << L) - 1u) << (threadIdx.x & (32 - L) & 31);
-  int all_finite = (int)finite;
-#pragma unroll
-  for (int o = 1; o < L; o <<= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(group, amax, o));
-    all_finite &= __shfl_xor_sync(group, all_finite, o);
-  }
+  for (int o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
   uint2 out = make_uint2(0u, 0u);
   float s_f32 = __uint_as_float(0x7FC00000u);
   uint32_t s_code = 0xFFu;
-  if (all_finite) {
-    const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
-    float s = pr;
-    if (kUe8m0) {
+  if (bits < HalfBits<T>::kInf) {
+    const float pr = __fmul_rn(fmaxf(HalfBits<T>::to_f32(bits), 1e-4f), 1.0f / 448.0f);
+    float f[8];
+    unpack_f32<T>(v, f);
+    float q[8];
+    if constexpr (kUe8m0) {
+      // s = 2^(code - 127) >= 2^-22: x / s = x * 2^(127 - code) exactly.
       s_code = ceil_pow2_code(pr);
-      s = __uint_as_float(s_code << 23);
+      s_f32 = __uint_as_float(s_code << 23);
+      const float r = __uint_as_float((254u - s_code) << 23);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[i] = __fmul_rn(f[i], r);
+    } else {
+      // s = amax / 448 >= 2^-23: IEEE x / s through one reciprocal per group (div_by_scale).
+      s_f32 = pr;
+      const float r = __frcp_rn(pr);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[i] = div_by_scale(f[i], pr, r);
     }
-    s_f32 = s;
     uint32_t c[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fdiv_rn(f[2 * i], s), __fdiv_rn(f[2 * i + 1], s));
+    for (int i = 0; i < 4; ++i) c[i] = e4m3x2(q[2 * i], q[2 * i + 1]);
     out.x = c[0] | (c[1] << 16);
     out.y = c[2] | (c[3] << 16);
   }
+  if (row >= p.rows) return;
   *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
   if ((chunk & (L - 1)) == 0) {
     const long long at = (long long)row * p.lds + chunk / L;
@@ -79,20 +80,19 @@ __device__ __forceinline__ void quantize_chunk(const Fp8BlockParams& p, const Ve
 }
 
 // U chunks per thread (ChunkGrid), all loads issued before any conversion; a group's lanes
-// stay together (blockDim and K/8 are multiples of G/8, so a group is all live or all past the end).
+// stay together (blockDim and K/8 are multiples of G/8, so a group is all live or all past the end);
+// every lane runs every j (zeros past the end) so the shuffles see a converged warp.
 template <typename T, int G, bool kUe8m0, int U>
 __device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
   const ChunkGrid<U> g(p.rows, p.k >> 3);
   Vec16 v[U];
 #pragma unroll
   for (int j = 0; j < U; ++j) {
+    v[j].w[0] = v[j].w[1] = v[j].w[2] = v[j].w[3] = 0u;
     if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
   }
 #pragma unroll
-  for (int j = 0; j < U; ++j) {
-    if (g.row[j] >= p.rows) break;
-    quantize_chunk<T, G, kUe8m0>(p, v[j], g.row[j], g.chunk[j]);
-  }
+  for (int j = 0; j < U; ++j) quantize_chunk<T, G, kUe8m0>(p, v[j], g.row[j], g.chunk[j]);
 }
 
 }  // namespace fp8_block

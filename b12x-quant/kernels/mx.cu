@@ -20,6 +20,8 @@
 #include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
 
+#include <type_traits>
+
 struct MxParams {
   const void* x;           // [M, K] bf16|f16
   unsigned char* codes;    // [M, K] e4m3
@@ -38,62 +40,68 @@ static_assert(sizeof(MxParams) == 72, "mirror of MxParams in src/mx.rs");
 namespace b12x {
 namespace mx {
 
-// One 8-element chunk (row, chunk) of the grid, its 16 bytes v already loaded (rows >= M are the
-// swizzled layout's padding rows: only their scale byte is written).
+// 2^(127 - code) as bf16 bits in both halves (code <= 254 - 1 for any finite bf16 amax, so the
+// exponent field 254 - code is >= 1; code 254 would be the subnormal 2^-127 = 0x0040).
+__device__ __forceinline__ uint32_t pow2_neg_ue8m0_bf16x2(uint32_t code) {
+  const uint32_t e = 254u - code;
+  const uint32_t h = e == 0u ? 0x0040u : (e << 7);
+  return h | (h << 16);
+}
+
+// One 8-element chunk (row, chunk), its 16 bytes v loaded; rows >= M (the swizzled layout's
+// padding rows, or past the end of the grid) hold zeros. Every lane of the warp gets here, so
+// the quad's amax reduction is a full-warp shuffle; `live` (row < M) and `in_grid`
+// (row < rows_sw) only gate the stores.
 template <typename T, bool kFp4>
 __device__ __forceinline__ void quantize_chunk(const MxParams& p, const Vec16& v, int row, int chunk) {
-  const int cols = p.k >> 5;
-  const int blk = chunk >> 2;
-  const bool lead = (chunk & 3) == 0;
-  if (row >= p.rows) {
-    if (lead) p.scales_sw[swizzled_offset(row, blk, cols)] = 0;
-    return;
-  }
-  float f[8];
-  unpack_f32<T>(v, f);
-  float amax = 0.0f;
-  bool finite = true;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    finite = finite && isfinite(f[i]);
-    amax = fmaxf(amax, fabsf(f[i]));
-  }
-  // The quad of lanes holding this block (consecutive lanes, chunk & 3 == lane & 3; rows hold
-  // whole quads, so a quad is either all live or all gone): shuffles within the quad only.
-  const unsigned quad = 0xFu << (threadIdx.x & 28);
-  amax = fmaxf(amax, __shfl_xor_sync(quad, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(quad, amax, 2));
-  int all_finite = __shfl_xor_sync(quad, (int)finite, 1) & (int)finite;
-  all_finite &= __shfl_xor_sync(quad, all_finite, 2);
-  uint32_t code;
+  // The quad of lanes holding this block: consecutive lanes, chunk & 3 == lane & 3.
+  uint32_t bits = abs_max_bits16(v.w);
+  bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));
+  bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 2));
+  const bool finite = bits < HalfBits<T>::kInf;
+  uint32_t code = finite ? 0u : 0xFFu;
   uint2 out = make_uint2(0u, 0u);  // E4M3: 8 codes; E2M1: 8 nibbles in out.x
-  if (!all_finite) {
-    code = 0xFFu;
-  } else if (amax == 0.0f) {
-    code = 0u;
-  } else {
-    const float pr = __fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f);
-    code = ceil_pow2_code(pr);
-    const float m = pow2_neg_ue8m0(code);
-    if constexpr (kFp4) {
+  if (finite && bits != 0u) {
+    const float amax = HalfBits<T>::to_f32(bits);
+    code = ceil_pow2_code(__fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f));
+    if constexpr (kFp4 && std::is_same<T, bf16>::value) {
+      // x * 2^(127-code) in bf16 is exact (a power-of-two scaling; results below bf16's normal
+      // range are far below E2M1's 0.25 and keep their sign), so encode pairs in bf16.
+      const uint32_t m2 = pow2_neg_ue8m0_bf16x2(code);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out.x |= e2m1_rne(__fmul_rn(f[i], m)) << (4 * i);
+      for (int i = 0; i < 4; ++i) out.x |= e2m1x2<bf16>(bf16x2_fma(v.w[i], m2, 0x80008000u)) << (8 * i);
     } else {
-      uint32_t c[4];
+      float f[8];
+      unpack_f32<T>(v, f);
+      const float m = pow2_neg_ue8m0(code);
+      if constexpr (kFp4) {
+        // f16 input: x * m <= 6 in f32, then to f16 — exact for every |y| >= 2^-14, and smaller
+        // values are +-0 in E2M1 either way.
 #pragma unroll
-      for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
-      out.x = c[0] | (c[1] << 16);
-      out.y = c[2] | (c[3] << 16);
+        for (int i = 0; i < 4; ++i) {
+          const __half2 y = __floats2half2_rn(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
+          out.x |= e2m1x2<fp16>(*reinterpret_cast<const uint32_t*>(&y)) << (8 * i);
+        }
+      } else {
+        uint32_t c[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
+        out.x = c[0] | (c[1] << 16);
+        out.y = c[2] | (c[3] << 16);
+      }
     }
   }
-  if constexpr (kFp4) {
-    *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out.x;
-  } else {
-    *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
+  if (row < p.rows) {
+    if constexpr (kFp4) {
+      *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out.x;
+    } else {
+      *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
+    }
   }
-  if (lead) {
-    if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, cols)] = (unsigned char)code;
+  if ((chunk & 3) == 0 && row < p.rows_sw) {
+    const int blk = chunk >> 2;
+    if (p.scales != nullptr && row < p.rows) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
+    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, p.k >> 5)] = (unsigned char)code;
   }
 }
 
@@ -105,13 +113,11 @@ __device__ __forceinline__ void quantize(const MxParams& p) {
   Vec16 v[U];
 #pragma unroll
   for (int j = 0; j < U; ++j) {
+    v[j].w[0] = v[j].w[1] = v[j].w[2] = v[j].w[3] = 0u;
     if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
   }
 #pragma unroll
-  for (int j = 0; j < U; ++j) {
-    if (g.row[j] >= p.rows_sw) break;  // past the end (later j are further)
-    quantize_chunk<T, kFp4>(p, v[j], g.row[j], g.chunk[j]);
-  }
+  for (int j = 0; j < U; ++j) quantize_chunk<T, kFp4>(p, v[j], g.row[j], g.chunk[j]);
 }
 
 }  // namespace mx
@@ -136,3 +142,18 @@ __device__ __forceinline__ void quantize(const MxParams& p) {
 
 B12X_MX_ALL(fp8, false)
 B12X_MX_ALL(fp4, true)
+
+// Probe of the packed E2M1 encoder (tests only): out[i] = e2m1x2<W>(in[i]) for i < n.
+struct E2m1ProbeParams {
+  const uint32_t* in;
+  unsigned char* out;
+  long long n;
+};
+#define B12X_E2M1_PROBE(W, NAME)                                                                     \
+  extern "C" __global__ void __launch_bounds__(256) b12x_mx_e2m1x2_probe_##NAME(                    \
+      const __grid_constant__ E2m1ProbeParams p) {                                                   \
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;                            \
+    if (i < p.n) p.out[i] = (unsigned char)b12x::e2m1x2<W>(p.in[i]);                                 \
+  }
+B12X_E2M1_PROBE(b12x::bf16, bf16)
+B12X_E2M1_PROBE(b12x::fp16, f16)

@@ -92,65 +92,55 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
   }
 }
 
-// One 8-element chunk (row, chunk), its 16 bytes v loaded (rows >= M: swizzled padding rows).
+// One 8-element chunk (row, chunk), its 16 bytes v loaded; rows >= M hold zeros. Every lane of
+// the warp gets here (full-warp shuffle for the pair's amax); the row only gates the stores.
 template <typename T>
-__device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, const Vec16& v, int row, int chunk) {
-  const int cols = p.k >> 4;
-  const int blk = chunk >> 1;
-  const bool lead = (chunk & 1) == 0;
-  if (row >= p.rows) {
-    if (lead) p.scales_sw[swizzled_offset(row, blk, cols)] = 0;
-    return;
-  }
-  float f[8];
-  unpack_f32<T>(v, f);
-  float amax = 0.0f;
-  bool finite = true;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    finite = finite && isfinite(f[i]);
-    amax = fmaxf(amax, fabsf(f[i]));
-  }
-  const unsigned pair = 0x3u << (threadIdx.x & 30);
-  amax = fmaxf(amax, __shfl_xor_sync(pair, amax, 1));
-  const int all_finite = __shfl_xor_sync(pair, (int)finite, 1) & (int)finite;
-  uint32_t code;
+__device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, float inv_enc, const Vec16& v, int row,
+                                               int chunk) {
+  uint32_t bits = abs_max_bits16(v.w);
+  bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));  // the pair holding this block of 16
+  uint32_t code = 0x7Fu;
   uint32_t out = 0u;
-  if (!all_finite) {
-    code = 0x7Fu;
-  } else {
-    code = ue4m3(__fmul_rn(enc, __fdiv_rn(amax, 6.0f)));
+  if (bits < HalfBits<T>::kInf) {
+    const float amax = HalfBits<T>::to_f32(bits);
+    code = ue4m3(__fmul_rn(enc, div_by_6(amax)));
     const float fs = ue4m3_value(code);
     if (fs != 0.0f) {
-      const float r = __fdiv_rn(1.0f, __fmul_rn(fs, __fdiv_rn(1.0f, enc)));
+      const float r = __frcp_rn(__fmul_rn(fs, inv_enc));
+      float f[8];
+      unpack_f32<T>(v, f);
+      if (r <= 3.4028235e38f) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) out |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+        for (int i = 0; i < 8; ++i) out |= e2m1_rne_not_nan(__fmul_rn(f[i], r)) << (4 * i);
+      } else {  // r = Inf (a huge given enc over a tiny block): 0 * Inf is NaN -> code 7, as the codec
+#pragma unroll
+        for (int i = 0; i < 8; ++i) out |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+      }
     }
   }
-  *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out;
-  if (lead) {
-    if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, cols)] = (unsigned char)code;
+  if (row < p.rows) *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out;
+  if ((chunk & 1) == 0 && row < p.rows_sw) {
+    const int blk = chunk >> 1;
+    if (p.scales != nullptr && row < p.rows) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
+    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, p.k >> 4)] = (unsigned char)code;
   }
 }
 
 // The quantize pass: U chunks per thread (ChunkGrid), all loads issued before any conversion.
-// Pairs of lanes (one block) stay together: blockDim and chunks are even.
 template <typename T, int U>
 __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   const ChunkGrid<U> g(p.rows_sw, p.k >> 3);
   Vec16 v[U];
 #pragma unroll
   for (int j = 0; j < U; ++j) {
+    v[j].w[0] = v[j].w[1] = v[j].w[2] = v[j].w[3] = 0u;
     if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
   }
   const float enc = encode_scale(p);
+  const float inv_enc = __fdiv_rn(1.0f, enc);
   if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;
 #pragma unroll
-  for (int j = 0; j < U; ++j) {
-    if (g.row[j] >= p.rows_sw) break;
-    quantize_chunk<T>(p, enc, v[j], g.row[j], g.chunk[j]);
-  }
+  for (int j = 0; j < U; ++j) quantize_chunk<T>(p, enc, inv_enc, v[j], g.row[j], g.chunk[j]);
 }
 
 }  // namespace nvfp4

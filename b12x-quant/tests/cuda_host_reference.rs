@@ -22,9 +22,9 @@ fn cuda_include() -> PathBuf {
     include
 }
 
-/// (codes [E4M3 | E5M2 | E2M1 | b12x kernel E2M1] for `xs`, decodes [256 E4M3 | 256 E5M2 | 16 E2M1]).
-fn run_reference(xs: &[f32]) -> (Vec<u8>, Vec<f32>) {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("b12x-quant-cuda-ref");
+/// Builds fp_ref (once per test; each test has its own folder) and returns its path.
+fn build_reference(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("fp_ref");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_ref/fp_ref.cu");
@@ -38,6 +38,13 @@ fn run_reference(xs: &[f32]) -> (Vec<u8>, Vec<f32>) {
         .output()
         .unwrap_or_else(|e| panic!("cannot run the C++ compiler `{cxx}`: {e}"));
     assert!(out.status.success(), "compiling fp_ref.cu failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// (codes [E4M3 | E5M2 | E2M1 | b12x kernel E2M1] for `xs`, decodes [256 E4M3 | 256 E5M2 | 16 E2M1]).
+fn run_reference(xs: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    let exe = build_reference("b12x-quant-cuda-ref");
+    let dir = exe.parent().unwrap();
     let input = dir.join("in.f32");
     let output = dir.join("out.bin");
     std::fs::write(&input, xs.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
@@ -80,4 +87,15 @@ fn encoders_and_decoders_equal_cuda_host_conversions() {
             );
         }
     }
+}
+
+/// The kernels' software E2M1 (b12x/e2m1.cuh, compiled for the CPU) equals CUDA's host
+/// conversion on all 2^32 f32 inputs (~25 s).
+#[test]
+fn kernel_e2m1_equals_cuda_on_every_f32() {
+    let exe = build_reference("b12x-quant-cuda-ref-exhaustive");
+    let out = Command::new(&exe).arg("--exhaustive-e2m1").output().unwrap();
+    assert!(out.status.success(), "fp_ref --exhaustive-e2m1 failed: {}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().last(), Some("0"), "b12x/e2m1.cuh differs from __nv_cvt_float_to_fp4:\n{text}");
 }

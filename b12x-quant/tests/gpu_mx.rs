@@ -11,7 +11,7 @@
 use b12x_core::cudarc::driver::CudaSlice;
 use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, GpuTrial};
-use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_core::{DType, Device, Error, LaunchDims, PreparationSession, Scratch, TensorMut, TensorRef};
 use b12x_quant::block::{quantize_mx, MxOptions};
 use b12x_quant::layout::{swizzled_len, to_swizzled};
 use b12x_quant::mx::{self, Args, MxFormat, Query, BLOCK};
@@ -189,8 +189,50 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+/// Mirror of `E2m1ProbeParams` in kernels/mx.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ProbeParams {
+    input: u64,
+    out: u64,
+    n: i64,
+}
+
+/// The packed E2M1 encoder of the MXFP4 kernels (`e2m1x2<W>` in b12x/quant.cuh) on every
+/// non-NaN 16-bit value of W (bf16 or f16), in both halves of a word, against the CPU codec.
+fn e2m1x2_every_value<T: Input>(dev: &Arc<Device>, symbol: &str) -> TrialResult {
+    let stream = dev.stream();
+    // Words (v, u) with v over every non-NaN pattern, u = the pattern 40503 steps further on.
+    let finite: Vec<u16> = (0..=u16::MAX).filter(|&b| !T::from_bits(b).widen().is_nan()).collect();
+    let n = finite.len();
+    let words: Vec<u32> = (0..n).map(|i| u32::from(finite[i]) | (u32::from(finite[(i + 40503) % n]) << 16)).collect();
+    let want: Vec<u8> = words
+        .iter()
+        .map(|&w| {
+            let lo = b12x_quant::codec::e2m1_encode(T::from_bits(w as u16).widen());
+            let hi = b12x_quant::codec::e2m1_encode(T::from_bits((w >> 16) as u16).widen());
+            lo | (hi << 4)
+        })
+        .collect();
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let input = stream.clone_htod(&bytes).map_err(err)?;
+    let mut out = alloc_poisoned::<u8>(stream, n).map_err(err)?;
+    let kernel = dev.kernel(&b12x_quant::MX_MODULE, symbol).map_err(err)?;
+    let params = ProbeParams {
+        input: TensorRef::from_slice(&input, &[4 * n]).map_err(err)?.ptr(),
+        out: TensorMut::from_slice(&mut out, &[n]).map_err(err)?.ptr(),
+        n: n as i64,
+    };
+    let dims = LaunchDims { grid: (n.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+    // SAFETY: ProbeParams mirrors the kernel's struct; `input` holds n words and `out` n bytes.
+    unsafe { kernel.launch(stream, dims, &params) }.map_err(err)?;
+    first_diff(symbol, &stream.clone_dtoh(&out).map_err(err)?, &want, n)
+}
+
 fn main() {
     let mut trials = Vec::new();
+    trials.push(GpuTrial::new("e2m1x2_every_value::bf16", |d| e2m1x2_every_value::<bf16>(d, "b12x_mx_e2m1x2_probe_bf16")));
+    trials.push(GpuTrial::new("e2m1x2_every_value::f16", |d| e2m1x2_every_value::<f16>(d, "b12x_mx_e2m1x2_probe_f16")));
     let large = !reduced_profile();
     for format in [MxFormat::Fp8, MxFormat::Fp4] {
         let f = format.name();

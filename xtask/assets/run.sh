@@ -13,7 +13,9 @@
 #   peers      python3 peers.py OUTDIR/peers.json (PyTorch peers, same timing method)  -> peers.log
 #   bench      every bench binary with B12X_PEER_JSON / B12X_BENCH_OUT  -> bench.log, bench-results/
 # --quick: B12X_BENCH_QUICK=1 (fewer bench shapes), fewer peer samples.
-# Env: B12X_STEP_TIMEOUT (s per binary, default 1800), B12X_SANITIZER_TOOLS (default "memcheck racecheck").
+# Env: B12X_STEP_TIMEOUT (s per binary, default 1800), B12X_SANITIZER_TOOLS (default "memcheck racecheck"),
+#   B12X_BINS (space-separated shell globs, e.g. "gpu_mx bench_mx cpu_*": only the binaries matching
+#   one of them run in every step; default: all).
 # Every step runs even when an earlier one failed; the exit status is 1 if anything failed.
 # Everything is archived into OUTDIR/results.tar.gz; OUTDIR/summary.txt has one line per binary.
 set -uo pipefail
@@ -58,7 +60,16 @@ record() { # step binary status detail...
   if [[ $3 == FAIL ]]; then FAILED=1; fi
 }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
-bins() { (cd "$BIN" 2>/dev/null && ls -1 $1 2>/dev/null) || true; }
+bins() {
+  local b g
+  for b in $( (cd "$BIN" 2>/dev/null && ls -1 $1 2>/dev/null) || true); do
+    if [[ -z "${B12X_BINS:-}" ]]; then echo "$b"; continue; fi
+    for g in $B12X_BINS; do
+      # shellcheck disable=SC2053  # $g is a glob on purpose
+      if [[ $b == $g ]]; then echo "$b"; break; fi
+    done
+  done
+}
 # Runs "$@" with the per-binary timeout (when `timeout` exists); output goes to $LOGTMP.
 LOGTMP="$(mktemp)"
 trap 'rm -f "$LOGTMP"' EXIT

@@ -5,6 +5,7 @@
 #pragma once
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if !defined(__CUDACC__) && !defined(__host__)
 #define __host__
@@ -17,20 +18,35 @@ namespace b12x {
 // E2M1 code of y in the low 4 bits: round to nearest on {0, .5, 1, 1.5, 2, 3, 4, 6} with ties to
 // the even code (0.25->0, 0.75->1.0, 1.25->1.0, 1.75->2, 2.5->2, 3.5->4, 5->4), saturating at 6;
 // the sign kept (also on zero: -0 -> 0x8); NaN -> 0x7 (what CUDA's host conversion returns).
-__host__ __device__ __forceinline__ uint32_t e2m1_rne(float y) {
-  if (isnan(y)) return 0x7u;
-  const uint32_t s = signbit(y) ? 0x8u : 0u;
-  const float a = fabsf(y);
-  uint32_t c;
-  if (a <= 0.25f) c = 0u;
-  else if (a < 0.75f) c = 1u;
-  else if (a <= 1.25f) c = 2u;
-  else if (a < 1.75f) c = 3u;
-  else if (a <= 2.5f) c = 4u;
-  else if (a < 3.5f) c = 5u;
-  else if (a <= 5.0f) c = 6u;
-  else c = 7u;
-  return s | c;
+//
+// Branch-free: with a = min(|y|, 8), the code is min(rne(2a), rne(a) + 2, rne(a/2) + 4, 7) —
+// each term is the code on one binade range ([0, 2) step 0.5, [2, 4) step 1, [4, 8) step 2) and
+// is >= the right one elsewhere (rne is monotone), and on each range the code's parity is the
+// parity of the rounded integer, so ties go to the even code. rne(t) for 0 <= t <= 16 is the low
+// bits of t + 1.5 * 2^23 (one rounding: 2a, a and a/2 are exact). Every input is checked against
+// CUDA's __nv_cvt_float_to_fp4 by b12x-quant's cuda_host_reference test.
+// e2m1_rne for a y that is not NaN (the kernels' hot path: no NaN check).
+__host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
+  const float a = fminf(fabsf(y), 8.0f);
+  const float magic = 12582912.0f;  // 1.5 * 2^23: its ulp is 1, its low 22 bits zero
+  uint32_t b1, b2, b3;
+  {
+    const float t1 = a * 2.0f + magic;
+    const float t2 = a + (magic + 2.0f);
+    const float t3 = a * 0.5f + (magic + 4.0f);
+    memcpy(&b1, &t1, 4);
+    memcpy(&b2, &t2, 4);
+    memcpy(&b3, &t3, 4);
+  }
+  const uint32_t k7 = 0x4B400007u;  // the bits of 1.5 * 2^23 + 7
+  uint32_t c = b1 < b2 ? b1 : b2;
+  c = c < b3 ? c : b3;
+  c = c < k7 ? c : k7;  // 1.5 * 2^23 + min(code, 7): the code is in the low 3 bits
+  uint32_t ybits;
+  memcpy(&ybits, &y, 4);
+  return (c & 0x7u) | ((ybits >> 28) & 0x8u);
 }
+
+__host__ __device__ __forceinline__ uint32_t e2m1_rne(float y) { return isnan(y) ? 0x7u : e2m1_rne_not_nan(y); }
 
 }  // namespace b12x

@@ -2,6 +2,7 @@
 // norm -> quantize epilogue of b12x-norm), so all of them round the same way.
 // Spec: spec/formats.md; CPU oracle: b12x_quant::codec / block / layout.
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -47,6 +48,100 @@ __device__ __forceinline__ float pow2_neg_ue8m0(uint32_t code) {
 // cols a multiple of 4 (b12x_quant::layout::swizzled_offset).
 __device__ __forceinline__ long long swizzled_offset(int r, int c, int cols) {
   return ((long long)(r >> 7) * (cols >> 2) + (c >> 2)) * 512 + (r & 31) * 16 + ((r & 127) >> 5) * 4 + (c & 3);
+}
+
+// ---- block amax on the 16-bit input bits ---------------------------------------------------
+// bf16 and f16 bit patterns with the sign cleared order like their magnitudes, and Inf/NaN sort
+// above every finite value, so one unsigned max over the 16-bit magnitudes gives both the block's
+// amax and whether it holds a non-finite element (VIMNMX.U16x2 on sm_90 and sm_120).
+
+// The largest 16-bit magnitude (sign cleared) of the 8 halves of v.
+__device__ __forceinline__ uint32_t abs_max_bits16(const uint32_t (&w)[4]) {
+  const uint32_t m = 0x7FFF7FFFu;
+  const uint32_t a = __vmaxu2(__vmaxu2(w[0] & m, w[1] & m), __vmaxu2(w[2] & m, w[3] & m));
+  return max(a & 0xFFFFu, a >> 16);
+}
+
+// Magnitude bits at and above which a bf16 / f16 is Inf or NaN.
+template <typename T>
+struct HalfBits;
+template <>
+struct HalfBits<__nv_bfloat16> {
+  static constexpr uint32_t kInf = 0x7F80u;
+  static __device__ __forceinline__ float to_f32(uint32_t h) { return __uint_as_float(h << 16); }
+};
+template <>
+struct HalfBits<__half> {
+  static constexpr uint32_t kInf = 0x7C00u;
+  static __device__ __forceinline__ float to_f32(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+};
+
+// ---- packed E2M1 of two 16-bit values ------------------------------------------------------
+// The E2M1 codes of the two halves of y2 (bf16x2 or f16x2: element 0 in the low half), element 0
+// in the low nibble of the result's low byte, element 1 in its high nibble; bits 8..31 zero.
+// The same rule as e2m1_rne (b12x/e2m1.cuh) evaluated in the 16-bit type, two at a time:
+// a = min(|y|, 8); code = min(rne(2a), rne(a) + 2, rne(a/2) + 4, 7), rne(t) the low bits of
+// t + 1.5 * 2^p (p = 7 for bf16, 10 for f16: its ulp is 1 on [0, 16]). Exact for every value the
+// halves hold (no NaN: the quantizers zero non-finite blocks before encoding).
+template <typename W>
+__device__ __forceinline__ uint32_t e2m1x2(uint32_t y2);
+
+__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ uint32_t f16x2_fma(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t e2m1x2_finish(uint32_t y2, uint32_t b1, uint32_t b2, uint32_t b3, uint32_t k2) {
+  uint32_t c = __vminu2(__vminu2(b1, b2), b3) - k2;  // every half >= k: no borrow between halves
+  c = __vminu2(c, 0x00070007u) | ((y2 >> 12) & 0x00080008u);
+  return (c | (c >> 12)) & 0xFFu;
+}
+
+template <>
+__device__ __forceinline__ uint32_t e2m1x2<__nv_bfloat16>(uint32_t y2) {
+  // bf16: 8 = 0x4100, 2 = 0x4000, 1 = 0x3F80, 0.5 = 0x3F00; 192 = 1.5 * 2^7 = 0x4340.
+  const uint32_t a = __vminu2(y2 & 0x7FFF7FFFu, 0x41004100u);
+  const uint32_t b1 = bf16x2_fma(a, 0x40004000u, 0x43404340u);  // 2a + 192
+  const uint32_t b2 = bf16x2_fma(a, 0x3F803F80u, 0x43424342u);  // a + 194
+  const uint32_t b3 = bf16x2_fma(a, 0x3F003F00u, 0x43444344u);  // a/2 + 196
+  return e2m1x2_finish(y2, b1, b2, b3, 0x43404340u);
+}
+
+template <>
+__device__ __forceinline__ uint32_t e2m1x2<__half>(uint32_t y2) {
+  // f16: 8 = 0x4800, 2 = 0x4000, 1 = 0x3C00, 0.5 = 0x3800; 1536 = 1.5 * 2^10 = 0x6600.
+  const uint32_t a = __vminu2(y2 & 0x7FFF7FFFu, 0x48004800u);
+  const uint32_t b1 = f16x2_fma(a, 0x40004000u, 0x66006600u);  // 2a + 1536
+  const uint32_t b2 = f16x2_fma(a, 0x3C003C00u, 0x66026602u);  // a + 1538
+  const uint32_t b3 = f16x2_fma(a, 0x38003800u, 0x66046604u);  // a/2 + 1540
+  return e2m1x2_finish(y2, b1, b2, b3, 0x66006600u);
+}
+
+// ---- exact division by a block scale -----------------------------------------------------
+// x / s rounded to nearest even, as IEEE division, given r = RN(1 / s) (one reciprocal per
+// block): q0 = RN(x r) is within 1 ulp of x / s, the remainder x - s q0 is exact in one FMA, and
+// RN(q0 + rem r) is the correctly rounded quotient (Markstein's theorem; round to nearest, no
+// overflow). The remainder is a multiple of ulp(s) ulp(q0), so it is exact (if subnormal) when
+// |x / s| >= 2^-11 and s >= 2^-90; smaller quotients come out within 1 ulp, and every value
+// below 2^-10 is +-0 in E4M3 anyway. The sign is set from x, so x = -0 gives -0 (the FMA would
+// give +0).
+__device__ __forceinline__ float div_by_scale(float x, float s, float r) {
+  const float q0 = __fmul_rn(x, r);
+  const float rem = __fmaf_rn(-q0, s, x);
+  const float q = __fmaf_rn(rem, r, q0);
+  return __uint_as_float((__float_as_uint(q) & 0x7FFFFFFFu) | (__float_as_uint(x) & 0x80000000u));
+}
+
+// a / 6 for a >= 0 rounded as IEEE division (the NVFP4 scale step amax / 6): div_by_scale when
+// the quotient is large enough for its remainder to be exact, the full division below (tiny blocks).
+__device__ __forceinline__ float div_by_6(float a) {
+  return a >= 0x1p-100f ? div_by_scale(a, 6.0f, 1.0f / 6.0f) : __fdiv_rn(a, 6.0f);
 }
 
 // The U chunks of 8 elements one thread takes in the quantizers' flat grids over a

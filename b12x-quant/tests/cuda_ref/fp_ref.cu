@@ -2,6 +2,8 @@
 // b12x-quant are checked against (tests/cuda_host_reference.rs builds and runs this).
 //
 //   fp_ref IN.f32 OUT.bin
+//   fp_ref --exhaustive-e2m1      (prints the number of the 2^32 f32 inputs on which b12x's
+//                                  kernel E2M1 differs from __nv_cvt_float_to_fp4, then the first few)
 //
 // IN: n little-endian f32. OUT: n bytes of E4M3 codes, n of E5M2, n of E2M1 (all
 // __nv_cvt_float_to_fp8/_fp4 with __NV_SATFINITE / cudaRoundNearest), n of E2M1 from b12x's
@@ -38,7 +40,23 @@ static float half_to_float(__half_raw h) {
   return f;
 }
 
+// Every f32 bit pattern through b12x::e2m1_rne and CUDA's conversion.
+static int exhaustive_e2m1() {
+  unsigned long long bad = 0;
+  for (unsigned long long i = 0; i < (1ull << 32); ++i) {
+    const unsigned u = (unsigned)i;
+    float x;
+    std::memcpy(&x, &u, 4);
+    const unsigned cuda = __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest);
+    const unsigned ours = b12x::e2m1_rne(x);
+    if (ours != cuda && bad++ < 8) std::printf("%08x: b12x %x, CUDA %x\n", u, ours, cuda);
+  }
+  std::printf("%llu\n", bad);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--exhaustive-e2m1") == 0) return exhaustive_e2m1();
   if (argc != 3) {
     std::fprintf(stderr, "usage: %s IN.f32 OUT.bin\n", argv[0]);
     return 2;

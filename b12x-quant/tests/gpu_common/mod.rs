@@ -43,6 +43,7 @@ pub fn fill(seed: u64, m: usize, k: usize, block: usize, specials: bool, outlier
 pub trait Input: b12x_core::Element + Copy {
     fn round(x: f32) -> Self;
     fn widen(self) -> f32;
+    fn from_bits(b: u16) -> Self;
 }
 impl Input for bf16 {
     fn round(x: f32) -> Self {
@@ -51,6 +52,9 @@ impl Input for bf16 {
     fn widen(self) -> f32 {
         self.to_f32()
     }
+    fn from_bits(b: u16) -> Self {
+        bf16::from_bits(b)
+    }
 }
 impl Input for f16 {
     fn round(x: f32) -> Self {
@@ -58,6 +62,9 @@ impl Input for f16 {
     }
     fn widen(self) -> f32 {
         self.to_f32()
+    }
+    fn from_bits(b: u16) -> Self {
+        f16::from_bits(b)
     }
 }
 
