@@ -6,7 +6,7 @@
 //! [`BenchCase`] factory for the autotune race. A [`crate::PreparationSession`] picks one
 //! config per bucket and stores it in the plan's [`PlanSlot`]; `run` reads it with [`resolve`].
 
-use crate::{device, Device, Error, Kernel, KernelModule, Result, SCRATCH_ALIGN};
+use crate::{device, DType, Device, Error, Kernel, KernelModule, Result, SCRATCH_ALIGN};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -217,9 +217,11 @@ pub fn resolve(plan: &dyn OpPlan, bucket: usize, stream: &CudaStream) -> Result<
 
 /// One zeroed device buffer carved into regions, for an op's [`BenchCase`]: region `i` (of
 /// `sizes[i]` bytes) starts at `ptrs[i]`, every region [`SCRATCH_ALIGN`]-aligned, so any of them
-/// can also serve as scratch. Speed does not depend on the (zero) values.
+/// can also serve as scratch. Ops whose path length depends on the values (quantizers skip
+/// all-zero blocks) fill their inputs with [`RaceBuffer::fill_inputs`] first.
 pub struct RaceBuffer {
     pub ptrs: Vec<u64>,
+    pub sizes: Vec<usize>,
     /// Owns the memory; keep it alive as long as the pointers are used.
     pub buffer: CudaSlice<u8>,
 }
@@ -239,7 +241,19 @@ impl RaceBuffer {
                 p
             })
             .collect();
-        Ok(RaceBuffer { ptrs, buffer })
+        Ok(RaceBuffer { ptrs, sizes: sizes.to_vec(), buffer })
+    }
+
+    /// Fills region `region` with a repeating pair of moderate, unequal, non-zero values of
+    /// `dtype` (bf16/f16: 1.5 and -1.125; f32: 1.5), so a race times the arithmetic real data
+    /// takes rather than a zero shortcut. Trailing bytes past a multiple of 4 stay zero.
+    pub fn fill_inputs(&self, device: &Device, region: usize, dtype: DType) -> Result<()> {
+        let pattern = match dtype {
+            DType::BF16 => 0xBF90_3FC0,
+            DType::F16 => 0xBC80_3E00,
+            _ => 1.5f32.to_bits(),
+        };
+        crate::memset_u32(device.stream(), self.ptrs[region], pattern, self.sizes[region] / 4)
     }
 }
 

@@ -358,6 +358,9 @@ impl OpPlan for Plan {
         ];
         let stream = self.device.stream();
         let race = RaceBuffer::new(&self.device, &sizes)?;
+        // w and x non-zero: a zero y would take the quantizers' all-zero shortcut.
+        race.fill_inputs(&self.device, 0, q.dtype)?;
+        race.fill_inputs(&self.device, 1, q.dtype)?;
         let at = &race.ptrs;
         let params = RmsnormQuantParams {
             base: RmsnormParams {

@@ -247,6 +247,7 @@ impl OpPlan for Plan {
         let groups = q.k / q.group;
         let sizes = [rows * q.k * 2, rows * q.k, rows * groups * q.scale_dtype().size_bytes()];
         let race = RaceBuffer::new(&self.device, &sizes)?;
+        race.fill_inputs(&self.device, 0, q.dtype)?;
         let at = &race.ptrs;
         let params = Fp8BlockParams {
             x: at[0],

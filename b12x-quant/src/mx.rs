@@ -383,13 +383,14 @@ impl OpPlan for Plan {
         &self.slot
     }
     fn bench_case(&self, _bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
-        // One zeroed buffer: x, codes, row-major scales, swizzled scales (speed does not depend
-        // on values; zero blocks take the same path length within a few instructions).
+        // One buffer: x (filled with non-zero values: all-zero blocks skip the conversion),
+        // codes, row-major scales, swizzled scales.
         let q = &self.query;
         let rows = q.max_rows.min(RACE_MAX_ROWS);
         let cols = q.k / BLOCK;
         let sizes = [rows * q.k * 2, rows * q.format.code_bytes(q.k), rows * cols, swizzled_len(rows, cols)];
         let race = RaceBuffer::new(&self.device, &sizes)?;
+        race.fill_inputs(&self.device, 0, q.dtype)?;
         let at = &race.ptrs;
         let params = MxParams {
             x: at[0],

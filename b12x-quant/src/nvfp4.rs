@@ -346,6 +346,7 @@ impl OpPlan for Plan {
         let sizes = [rows * q.k * 2, rows * q.k / 2, rows * cols, swizzled_len(rows, cols), 4, 4];
         let stream = self.device.stream();
         let race = RaceBuffer::new(&self.device, &sizes)?;
+        race.fill_inputs(&self.device, 0, q.dtype)?;
         let at = &race.ptrs;
         if q.global == GlobalScale::Given {
             memset_u32(stream, at[4], 1.0f32.to_bits(), 1)?;

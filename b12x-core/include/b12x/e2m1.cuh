@@ -19,15 +19,15 @@ namespace b12x {
 // the even code (0.25->0, 0.75->1.0, 1.25->1.0, 1.75->2, 2.5->2, 3.5->4, 5->4), saturating at 6;
 // the sign kept (also on zero: -0 -> 0x8); NaN -> 0x7 (what CUDA's host conversion returns).
 //
-// Branch-free: with a = min(|y|, 8), the code is min(rne(2a), rne(a) + 2, rne(a/2) + 4, 7) —
-// each term is the code on one binade range ([0, 2) step 0.5, [2, 4) step 1, [4, 8) step 2) and
+// Branch-free: with a = min(|y|, 6), the code is min(rne(2a), rne(a) + 2, rne(a/2) + 4) —
+// each term is the code on one binade range ([0, 2) step 0.5, [2, 4) step 1, [4, 6] step 2) and
 // is >= the right one elsewhere (rne is monotone), and on each range the code's parity is the
-// parity of the rounded integer, so ties go to the even code. rne(t) for 0 <= t <= 16 is the low
-// bits of t + 1.5 * 2^23 (one rounding: 2a, a and a/2 are exact). Every input is checked against
-// CUDA's __nv_cvt_float_to_fp4 by b12x-quant's cuda_host_reference test.
-// e2m1_rne for a y that is not NaN (the kernels' hot path: no NaN check).
+// parity of the rounded integer, so ties go to the even code; clamping at 6 saturates (code 7).
+// rne(t) for 0 <= t <= 12 is the low bits of t + 1.5 * 2^23 (one rounding: 2a, a and a/2 are
+// exact). Every f32 input is checked against CUDA's __nv_cvt_float_to_fp4 by b12x-quant's
+// cuda_host_reference test.
 __host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
-  const float a = fminf(fabsf(y), 8.0f);
+  const float a = fminf(fabsf(y), 6.0f);
   const float magic = 12582912.0f;  // 1.5 * 2^23: its ulp is 1, its low 22 bits zero
   uint32_t b1, b2, b3;
   {
@@ -38,13 +38,11 @@ __host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
     memcpy(&b2, &t2, 4);
     memcpy(&b3, &t3, 4);
   }
-  const uint32_t k7 = 0x4B400007u;  // the bits of 1.5 * 2^23 + 7
   uint32_t c = b1 < b2 ? b1 : b2;
-  c = c < b3 ? c : b3;
-  c = c < k7 ? c : k7;  // 1.5 * 2^23 + min(code, 7): the code is in the low 3 bits
+  c = c < b3 ? c : b3;  // 1.5 * 2^23 + code: the code is in the low 3 bits
   uint32_t ybits;
   memcpy(&ybits, &y, 4);
-  return (c & 0x7u) | ((ybits >> 28) & 0x8u);
+  return (c & 0x7u) | ((ybits >> 28) & ~0x7u);  // bit 3: the sign (ybits >> 28 < 16); one LOP3
 }
 
 __host__ __device__ __forceinline__ uint32_t e2m1_rne(float y) { return isnan(y) ? 0x7u : e2m1_rne_not_nan(y); }

@@ -80,8 +80,8 @@ struct HalfBits<__half> {
 // The E2M1 codes of the two halves of y2 (bf16x2 or f16x2: element 0 in the low half), element 0
 // in the low nibble of the result's low byte, element 1 in its high nibble; bits 8..31 zero.
 // The same rule as e2m1_rne (b12x/e2m1.cuh) evaluated in the 16-bit type, two at a time:
-// a = min(|y|, 8); code = min(rne(2a), rne(a) + 2, rne(a/2) + 4, 7), rne(t) the low bits of
-// t + 1.5 * 2^p (p = 7 for bf16, 10 for f16: its ulp is 1 on [0, 16]). Exact for every value the
+// a = min(|y|, 6); code = min(rne(2a), rne(a) + 2, rne(a/2) + 4), rne(t) the low bits of
+// t + 1.5 * 2^p (p = 7 for bf16, 10 for f16: its ulp is 1 on [0, 12]). Exact for every value the
 // halves hold (no NaN: the quantizers zero non-finite blocks before encoding).
 template <typename W>
 __device__ __forceinline__ uint32_t e2m1x2(uint32_t y2);
@@ -99,14 +99,14 @@ __device__ __forceinline__ uint32_t f16x2_fma(uint32_t a, uint32_t b, uint32_t c
 
 __device__ __forceinline__ uint32_t e2m1x2_finish(uint32_t y2, uint32_t b1, uint32_t b2, uint32_t b3, uint32_t k2) {
   uint32_t c = __vminu2(__vminu2(b1, b2), b3) - k2;  // every half >= k: no borrow between halves
-  c = __vminu2(c, 0x00070007u) | ((y2 >> 12) & 0x00080008u);
+  c |= (y2 >> 12) & 0x00080008u;
   return (c | (c >> 12)) & 0xFFu;
 }
 
 template <>
 __device__ __forceinline__ uint32_t e2m1x2<__nv_bfloat16>(uint32_t y2) {
-  // bf16: 8 = 0x4100, 2 = 0x4000, 1 = 0x3F80, 0.5 = 0x3F00; 192 = 1.5 * 2^7 = 0x4340.
-  const uint32_t a = __vminu2(y2 & 0x7FFF7FFFu, 0x41004100u);
+  // bf16: 6 = 0x40C0, 2 = 0x4000, 1 = 0x3F80, 0.5 = 0x3F00; 192 = 1.5 * 2^7 = 0x4340.
+  const uint32_t a = __vminu2(y2 & 0x7FFF7FFFu, 0x40C040C0u);
   const uint32_t b1 = bf16x2_fma(a, 0x40004000u, 0x43404340u);  // 2a + 192
   const uint32_t b2 = bf16x2_fma(a, 0x3F803F80u, 0x43424342u);  // a + 194
   const uint32_t b3 = bf16x2_fma(a, 0x3F003F00u, 0x43444344u);  // a/2 + 196
@@ -115,8 +115,8 @@ __device__ __forceinline__ uint32_t e2m1x2<__nv_bfloat16>(uint32_t y2) {
 
 template <>
 __device__ __forceinline__ uint32_t e2m1x2<__half>(uint32_t y2) {
-  // f16: 8 = 0x4800, 2 = 0x4000, 1 = 0x3C00, 0.5 = 0x3800; 1536 = 1.5 * 2^10 = 0x6600.
-  const uint32_t a = __vminu2(y2 & 0x7FFF7FFFu, 0x48004800u);
+  // f16: 6 = 0x4600, 2 = 0x4000, 1 = 0x3C00, 0.5 = 0x3800; 1536 = 1.5 * 2^10 = 0x6600.
+  const uint32_t a = __vminu2(y2 & 0x7FFF7FFFu, 0x46004600u);
   const uint32_t b1 = f16x2_fma(a, 0x40004000u, 0x66006600u);  // 2a + 1536
   const uint32_t b2 = f16x2_fma(a, 0x3C003C00u, 0x66026602u);  // a + 1538
   const uint32_t b3 = f16x2_fma(a, 0x38003800u, 0x66046604u);  // a/2 + 1540
