@@ -200,7 +200,8 @@ fn unfused(
     let (k, dtype) = (d, DType::BF16);
     let mq = mx::Query { format: mx::MxFormat::Fp8, k, dtype, max_rows: t, row_major: true, swizzled: false };
     let fq = fp8_block::Query { group: 128, k, dtype, max_rows: t, scale: Fp8ScaleKind::F32 };
-    let nq = nvfp4::Query { k, dtype, max_rows: t, row_major: true, swizzled: false, global: nvfp4::GlobalScale::Given };
+    let nq =
+        nvfp4::Query { k, dtype, max_rows: t, row_major: true, swizzled: false, global: nvfp4::GlobalScale::Given };
     let (mplan, fplan, nplan) = (mx::plan(&mq, dev)?, fp8_block::plan(&fq, dev)?, nvfp4::plan(&nq, dev)?);
     let qplan: &dyn OpPlan = match q.out {
         QuantOut::Mxfp8 => &mplan,

@@ -16,8 +16,9 @@
 //! - Kernel: `norm.rmsnorm`'s row kernel with a quantizing epilogue; the lanes holding a block's
 //!   consecutive 16-byte vectors reduce its amax with shuffles. Configs as `norm.rmsnorm`.
 //!
-//! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so). The
-//! existing `norm.rmsnorm` entry points compile to the same SASS as before this op was added.
+//! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
+//! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run. The existing
+//! `norm.rmsnorm` entry points compile to the same SASS as before this op was added.
 
 use crate::rmsnorm::{self, Config, RmsnormParams};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
@@ -37,15 +38,15 @@ b12x_core::inventory::submit! {
         name: OP,
         group: "norm",
         entry_points: &["plan", "run"],
-        dtypes: &["bf16|f16 x, residual, w; e4m3 codes; ue8m0 (MXFP8) or f32|ue8m0 per 1x128 (block FP8) scales"],
-        // Written after the last H200 run of its session: its GPU suite has not run yet.
+        dtypes: &["bf16|f16 x, residual, w; e4m3 codes + ue8m0 (MXFP8) or f32|ue8m0 per 1x128 (block FP8) scales; e2m1 pairs + ue4m3 (NVFP4, given f32 encode scale)"],
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c), also under memcheck and racecheck.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-norm",
-        summary: "RMSNorm (+ residual add) with the output quantized to MXFP8 or block FP8 in the same kernel",
+        summary: "RMSNorm (+ residual add) with the output quantized to MXFP8, block FP8 or NVFP4 in the same kernel",
     }
 }
 

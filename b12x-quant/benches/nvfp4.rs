@@ -46,14 +46,7 @@ fn main() -> Result<()> {
             let mut scales = stream.alloc_zeros::<u8>(m * k / BLOCK)?;
             let mut enc = stream.alloc_zeros::<f32>(1)?;
             let enc_given = stream.clone_htod(&[GIVEN])?;
-            let q = Query {
-                k,
-                dtype: DType::BF16,
-                max_rows: m,
-                row_major: true,
-                swizzled: false,
-                global,
-            };
+            let q = Query { k, dtype: DType::BF16, max_rows: m, row_major: true, swizzled: false, global };
             let plan = nvfp4::plan(&q, &dev)?;
             let mut scratch = stream.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1024) + 1024)?;
             let mut session = PreparationSession::new(&dev)?;
@@ -69,7 +62,9 @@ fn main() -> Result<()> {
                     codes: TensorMut::from_slice(codes, &[m, k / 2])?,
                     scales: Some(TensorMut::from_slice(scales, &[m, k / BLOCK])?),
                     scales_swizzled: None,
-                    enc_in: (global == GlobalScale::Given).then(|| TensorRef::from_slice(&enc_given, &[1])).transpose()?,
+                    enc_in: (global == GlobalScale::Given)
+                        .then(|| TensorRef::from_slice(&enc_given, &[1]))
+                        .transpose()?,
                     enc_out: (global == GlobalScale::Computed).then(|| TensorMut::from_slice(enc, &[1])).transpose()?,
                 };
                 nvfp4::run(&plan, args, Scratch::from_slice(scratch), s)

@@ -11,14 +11,15 @@
 //! - Kernel: G/8 lanes per group, 8 elements per lane (one 16-byte load); configs are the CTA
 //!   size and chunks per thread of [`crate::flat`] (`"t256_u2"`, …).
 //!
-//! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
+//! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
+//! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run.
 
 use crate::block::Fp8ScaleKind;
 use crate::flat::{self, FlatConfig};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, OpPlan, PlanSlot,
-    RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, OpPlan, PlanSlot, RaceBuffer,
+    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::size_of;
 use std::sync::Arc;
@@ -35,9 +36,9 @@ b12x_core::inventory::submit! {
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e4m3 codes; f32 or ue8m0 scales per 1xG (G = 32, 64, 128)"],
-        // Written after the last H200 run of its session: its GPU suite has not run yet.
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c), also under memcheck and racecheck.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],

@@ -42,8 +42,8 @@ use crate::flat::{self, FlatConfig};
 use crate::layout::swizzled_len;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, OpPlan, PlanSlot,
-    RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, OpPlan, PlanSlot, RaceBuffer,
+    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::mem::{offset_of, size_of};
 use std::sync::Arc;
@@ -79,9 +79,9 @@ b12x_core::inventory::submit! {
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e2m1 codes (packed pairs); ue8m0 scales (row-major and/or swizzled 128x4)"],
-        // Written after the last H200 run of its session: its GPU suite has not run yet.
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c), also under memcheck and racecheck.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],

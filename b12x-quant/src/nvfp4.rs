@@ -14,7 +14,8 @@
 //! - Computed mode uses 4 bytes of scratch (`"amax"`), zeroed by a memset inside `run`, then two
 //!   kernels (amax pass, quantize pass): graph-capturable.
 //!
-//! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
+//! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
+//! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run.
 
 use crate::flat::{self, FlatConfig};
 use crate::layout::swizzled_len;
@@ -43,9 +44,9 @@ b12x_core::inventory::submit! {
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e2m1 codes (packed pairs); ue4m3 scales (row-major and/or swizzled 128x4); f32 enc"],
-        // Written after the last H200 run of its session: its GPU suite has not run yet.
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c), also under memcheck and racecheck.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
@@ -293,7 +294,8 @@ fn launch(device: &Device, selected: &Selected, p: &Nvfp4Params, stream: &CudaSt
         let amax = selected.kernels.first().ok_or_else(unknown)?;
         memset_u32(stream, p.amax, 0, 1)?;
         let live = p.rows as u64 * (p.k as u64 / 8);
-        let ctas = live.div_ceil(u64::from(AMAX_THREADS * AMAX_UNROLL)).min(u64::from(device.sm_count() * AMAX_CTAS_PER_SM));
+        let ctas =
+            live.div_ceil(u64::from(AMAX_THREADS * AMAX_UNROLL)).min(u64::from(device.sm_count() * AMAX_CTAS_PER_SM));
         let dims = LaunchDims { grid: (ctas.max(1) as u32, 1, 1), block: (AMAX_THREADS, 1, 1), smem_bytes: 0 };
         // SAFETY: Nvfp4Params mirrors the kernel's struct; `p` passed `Query::kernel_params`
         // (or is the race's own buffer) and `p.amax` is the bound scratch cell.

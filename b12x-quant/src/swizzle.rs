@@ -7,7 +7,8 @@
 //!   [`crate::layout::from_swizzled`] byte for byte.
 //! - One kernel per direction, one thread per output byte; a single config (`"t256"`).
 //!
-//! **Status: compiled for every arch, not yet run on a GPU** (`cargo xtask ops` says so).
+//! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
+//! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run.
 
 use crate::layout::swizzled_len;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
@@ -28,9 +29,9 @@ b12x_core::inventory::submit! {
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["u8 scales: row-major <-> swizzled 128x4"],
-        // Written after the last H200 run of its session: its GPU suite has not run yet.
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c), also under memcheck and racecheck.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],

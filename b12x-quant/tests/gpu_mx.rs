@@ -231,7 +231,9 @@ fn e2m1x2_every_value<T: Input>(dev: &Arc<Device>, symbol: &str) -> TrialResult 
 
 fn main() {
     let mut trials = Vec::new();
-    trials.push(GpuTrial::new("e2m1x2_every_value::bf16", |d| e2m1x2_every_value::<bf16>(d, "b12x_mx_e2m1x2_probe_bf16")));
+    trials.push(GpuTrial::new("e2m1x2_every_value::bf16", |d| {
+        e2m1x2_every_value::<bf16>(d, "b12x_mx_e2m1x2_probe_bf16")
+    }));
     trials.push(GpuTrial::new("e2m1x2_every_value::f16", |d| e2m1x2_every_value::<f16>(d, "b12x_mx_e2m1x2_probe_f16")));
     let large = !reduced_profile();
     for format in [MxFormat::Fp8, MxFormat::Fp4] {

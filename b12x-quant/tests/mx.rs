@@ -3,8 +3,8 @@
 
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error, TensorMut, TensorRef};
-use b12x_quant::layout::swizzled_len;
 use b12x_quant::flat::FlatConfig;
+use b12x_quant::layout::swizzled_len;
 use b12x_quant::mx::{symbol, Args, MxFormat, MxParams, Query, BLOCK};
 use rstest::rstest;
 

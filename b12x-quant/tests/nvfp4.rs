@@ -3,8 +3,8 @@
 
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error, TensorMut, TensorRef};
-use b12x_quant::layout::swizzled_len;
 use b12x_quant::flat::FlatConfig;
+use b12x_quant::layout::swizzled_len;
 use b12x_quant::nvfp4::{amax_symbol, symbol, Args, GlobalScale, Query, BLOCK};
 
 fn query(k: usize, global: GlobalScale) -> Query {
