@@ -138,25 +138,9 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
       }
     } else {
       const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
-      float f[8], qv[8];
+      float f[8];
       unpack_f32<T>(yv, f);
-      if constexpr (kQuant == kQuantFp8B128Ue8m0) {
-        code = ceil_pow2_code(pr);
-        s_f32 = __uint_as_float(code << 23);
-        const float r = __uint_as_float((254u - code) << 23);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) qv[j] = __fmul_rn(f[j], r);
-      } else {
-        s_f32 = pr;
-        const float r = __frcp_rn(pr);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) qv[j] = div_by_scale(f[j], pr, r);
-      }
-      uint32_t c[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) c[j] = e4m3x2(qv[2 * j], qv[2 * j + 1]);
-      out.x = c[0] | (c[1] << 16);
-      out.y = c[2] | (c[3] << 16);
+      out = block_fp8_codes<kQuant == kQuantFp8B128Ue8m0>(f, pr, code, s_f32);
     }
   }
   if (!live) return;
@@ -252,28 +236,20 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
-    if constexpr (kQuant == kQuantNone) {
-      if (i < nvec) {
-        float f_x[VEC], f_w[VEC], f_y[VEC];
-        unpack_f32<TIn>(r_x[k], f_x);
-        unpack_f32<TIn>(r_w[k], f_w);
+    // y rounded to the output dtype: what rmsnorm stores, and what the quantizer sees.
+    Vec16 yv{};
+    if (i < nvec) {
+      float f_x[VEC], f_w[VEC], f_y[VEC];
+      unpack_f32<TIn>(r_x[k], f_x);
+      unpack_f32<TIn>(r_w[k], f_w);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
-        st_global_v16(g_y + i, pack_from_f32<TOut>(f_y));
-      }
-    } else {
-      // Round to the output dtype first: the quantizer sees exactly what rmsnorm would store.
+      for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
+      yv = pack_from_f32<TOut>(f_y);
+      if constexpr (kQuant == kQuantNone) st_global_v16(g_y + i, yv);
+    }
+    if constexpr (kQuant != kQuantNone) {
       // Every lane quantizes (zeros past the row end) so the block reductions are full-warp.
       static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
-      Vec16 yv{};
-      if (i < nvec) {
-        float f_x[VEC], f_w[VEC], f_y[VEC];
-        unpack_f32<TIn>(r_x[k], f_x);
-        unpack_f32<TIn>(r_w[k], f_w);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
-        yv = pack_from_f32<TOut>(f_y);
-      }
       quantize_vec<kQuant, TOut>(p, row, i, yv, i < nvec);
     }
   }

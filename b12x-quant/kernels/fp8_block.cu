@@ -46,26 +46,7 @@ __device__ __forceinline__ void quantize_chunk(const Fp8BlockParams& p, const Ve
     const float pr = __fmul_rn(fmaxf(HalfBits<T>::to_f32(bits), 1e-4f), 1.0f / 448.0f);
     float f[8];
     unpack_f32<T>(v, f);
-    float q[8];
-    if constexpr (kUe8m0) {
-      // s = 2^(code - 127) >= 2^-22: x / s = x * 2^(127 - code) exactly.
-      s_code = ceil_pow2_code(pr);
-      s_f32 = __uint_as_float(s_code << 23);
-      const float r = __uint_as_float((254u - s_code) << 23);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) q[i] = __fmul_rn(f[i], r);
-    } else {
-      // s = amax / 448 >= 2^-23: IEEE x / s through one reciprocal per group (div_by_scale).
-      s_f32 = pr;
-      const float r = __frcp_rn(pr);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) q[i] = div_by_scale(f[i], pr, r);
-    }
-    uint32_t c[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) c[i] = e4m3x2(q[2 * i], q[2 * i + 1]);
-    out.x = c[0] | (c[1] << 16);
-    out.y = c[2] | (c[3] << 16);
+    out = block_fp8_codes<kUe8m0>(f, pr, s_code, s_f32);
   }
   if (row >= p.rows) return;
   *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
@@ -86,11 +67,7 @@ template <typename T, int G, bool kUe8m0, int U>
 __device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
   const ChunkGrid<U> g(p.rows, p.k >> 3);
   Vec16 v[U];
-#pragma unroll
-  for (int j = 0; j < U; ++j) {
-    v[j].w[0] = v[j].w[1] = v[j].w[2] = v[j].w[3] = 0u;
-    if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
-  }
+  load_chunks<T, U>(g, p.x, p.ldx, p.rows, v);
 #pragma unroll
   for (int j = 0; j < U; ++j) quantize_chunk<T, G, kUe8m0>(p, v[j], g.row[j], g.chunk[j]);
 }

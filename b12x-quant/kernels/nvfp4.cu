@@ -131,11 +131,7 @@ template <typename T, int U>
 __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   const ChunkGrid<U> g(p.rows_sw, p.k >> 3);
   Vec16 v[U];
-#pragma unroll
-  for (int j = 0; j < U; ++j) {
-    v[j].w[0] = v[j].w[1] = v[j].w[2] = v[j].w[3] = 0u;
-    if (g.row[j] < p.rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 8);
-  }
+  load_chunks<T, U>(g, p.x, p.ldx, p.rows, v);
   const float enc = encode_scale(p);
   const float inv_enc = __fdiv_rn(1.0f, enc);
   if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;

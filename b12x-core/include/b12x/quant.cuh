@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "b12x/common.cuh"
+
 namespace b12x {
 
 // Two f32 -> E4M3 codes (round to nearest even, saturating to +-448; NaN -> 0x7F): lo in the low
@@ -163,5 +165,41 @@ struct ChunkGrid {
     }
   }
 };
+
+// Loads the U chunks of g from x ([rows, K] of T, row stride ldx elements), all U loads issued
+// before any use; chunks past the last row read nothing and hold zeros.
+template <typename T, int U>
+__device__ __forceinline__ void load_chunks(const ChunkGrid<U>& g, const void* x, long long ldx, int rows, Vec16 (&v)[U]) {
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    v[j].w[0] = v[j].w[1] = v[j].w[2] = v[j].w[3] = 0u;
+    if (g.row[j] < rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(x) + (long long)g.row[j] * ldx + g.chunk[j] * 8);
+  }
+}
+
+// Block FP8 (DeepSeek 1xG): the E4M3 codes of the 8 values f of one lane, given the group's
+// pr = max(amax, 1e-4) / 448. UE8M0 scales: s = 2^code, code = ceil_pow2(pr), and x / s is the
+// exact product x * 2^(127 - code) (s >= 2^-22). f32 scales: s = pr and IEEE x / s through one
+// reciprocal (div_by_scale; s >= 2^-23). Returns the codes; s_code / s_f32 receive the scale.
+template <bool kUe8m0>
+__device__ __forceinline__ uint2 block_fp8_codes(const float (&f)[8], float pr, uint32_t& s_code, float& s_f32) {
+  float q[8];
+  if constexpr (kUe8m0) {
+    s_code = ceil_pow2_code(pr);
+    s_f32 = __uint_as_float(s_code << 23);
+    const float r = __uint_as_float((254u - s_code) << 23);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[i] = __fmul_rn(f[i], r);
+  } else {
+    s_f32 = pr;
+    const float r = __frcp_rn(pr);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[i] = div_by_scale(f[i], pr, r);
+  }
+  uint32_t c[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) c[i] = e4m3x2(q[2 * i], q[2 * i + 1]);
+  return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+}
 
 }  // namespace b12x
