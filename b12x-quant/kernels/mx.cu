@@ -4,7 +4,8 @@
 //   codes 0); code = ceil_pow2(amax * (1/448 or 1/6)) on the f32 bits;
 //   q = encode_satfinite(x * 2^(127-code)). Bit-exact with b12x_quant::block::quantize_mx
 //   (ScaleRule::CeilPow2, no amax floor). E4M3 through cvt.rn.satfinite (sm_89+); E2M1 in
-//   software (sm_90 has no E2M1 cvt): RNE over the 8 magnitudes, NaN -> 0x7 like CUDA's host code.
+//   software (sm_90 has no E2M1 cvt): e2m1x2 of b12x/quant.cuh on bf16x2 / f16x2 pairs of the
+//   scaled values (exact: the power-of-two scaling is exact in those types).
 // Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K] u8 (E4M3) or [M, K/2] u8 (E2M1
 //   pairs, element 2i in the low nibble), row stride ldq bytes
 //   scales [M, K/32] u8 row-major (row stride lds) and/or scales_sw: swizzled 128x4 layout of
@@ -12,10 +13,12 @@
 // Constraints: K % 32 == 0 (K % 128 == 0 with scales_sw); x rows 16-byte aligned, codes rows
 //   8-byte (E4M3) or 4-byte (E2M1) aligned.
 // Strategy: 4 lanes per block, 8 elements (one 16-byte load) per lane, U chunks per thread
-//   (ChunkGrid: a CTA covers U * blockDim chunks, all U loads issued first); amax over the quad with
-//   two xor shuffles; one 8-byte (E4M3) or 4-byte (E2M1) store of codes per lane; the quad's
-//   lane 0 stores the scale byte(s). Memory bound: 2 B read, ~1.03 (0.53) B written per element.
-// Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_u{1,2,4}_{bf16,f16}.   Oracle: b12x_quant::block::quantize_mx.
+//   (ChunkGrid: a CTA covers U * blockDim chunks, all U loads issued first); amax and "any
+//   NaN/Inf" as one unsigned max of the 16-bit magnitudes over the quad (two full-warp xor
+//   shuffles, every lane present); one 8-byte (E4M3) or 4-byte (E2M1) store of codes per lane;
+//   the quad's lane 0 stores the scale byte(s). Memory bound: 2 B read, ~1.03 (0.53) B written per element.
+// Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_u{1,2,4}_{bf16,f16}; b12x_mx_e2m1x2_probe_{bf16,f16}
+//   (tests only).   Oracle: b12x_quant::block::quantize_mx.
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
