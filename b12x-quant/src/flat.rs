@@ -7,7 +7,7 @@
 //! A config id is `"t{threads}_u{unroll}"`, e.g. `"t256_u2"`; every pair of [`THREADS`] ×
 //! [`UNROLL`] is instantiated in each kernel file.
 
-use b12x_core::LaunchDims;
+use b12x_core::{Error, LaunchDims, Result, Selected};
 
 /// CTA sizes instantiated in the flat quantizer kernels.
 pub const THREADS: [u32; 3] = [128, 256, 512];
@@ -55,6 +55,26 @@ impl FlatConfig {
         let per_cta = u64::from(self.threads * self.unroll);
         LaunchDims { grid: (chunks.div_ceil(per_cta) as u32, 1, 1), block: (self.threads, 1, 1), smem_bytes: 0 }
     }
+}
+
+/// The error for a selection that is not one of the op's configs (or lacks its kernels).
+pub(crate) fn unknown_config(selected: &Selected, op: &'static str) -> Error {
+    Error::UnknownConfig { op, bucket: String::new(), config: selected.config.clone() }
+}
+
+/// The config a session selected for a flat op (`UnknownConfig` if it is not one of ours).
+pub(crate) fn selected_config(selected: &Selected, op: &'static str) -> Result<FlatConfig> {
+    FlatConfig::parse(&selected.config).ok_or_else(|| unknown_config(selected, op))
+}
+
+/// `Query::max_rows` check shared by the flat ops: 1 ..= [`max_rows`]`(k, pad)`.
+pub(crate) fn check_max_rows(op: &'static str, k: usize, pad: usize, max_rows: usize) -> Result<()> {
+    let cap = self::max_rows(k, pad);
+    if max_rows == 0 || max_rows > cap {
+        let reason = format!("must be in 1..={cap} for K = {k}, got {max_rows}");
+        return Err(Error::InvalidQuery { op, field: "max_rows", reason });
+    }
+    Ok(())
 }
 
 /// The row limit of a flat grid: `rows_padded(M) · K/8 ≤ MAX_CHUNKS` for every `M ≤` the

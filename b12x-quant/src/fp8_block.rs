@@ -92,10 +92,7 @@ impl Query {
         if self.k == 0 || self.k % self.group != 0 || self.k > i32::MAX as usize {
             return bad("k", format!("(K) must be a positive multiple of G = {}, got {}", self.group, self.k));
         }
-        let rows_cap = flat::max_rows(self.k, 1);
-        if self.max_rows == 0 || self.max_rows > rows_cap {
-            return bad("max_rows", format!("must be in 1..={rows_cap} for K = {}, got {}", self.k, self.max_rows));
-        }
+        flat::check_max_rows(OP, self.k, 1, self.max_rows)?;
         Ok(())
     }
 
@@ -206,9 +203,8 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 }
 
 fn launch(selected: &Selected, p: &Fp8BlockParams, stream: &CudaStream) -> Result<()> {
-    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let config = FlatConfig::parse(&selected.config).ok_or_else(unknown)?;
-    let kernel = selected.kernels.first().ok_or_else(unknown)?;
+    let config = flat::selected_config(selected, OP)?;
+    let kernel = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, OP))?;
     let chunks = p.rows as u64 * (p.k as u64 / 8);
     let dims = config.dims(chunks);
     // SAFETY: Fp8BlockParams mirrors the kernel's struct (asserted on both sides); `p` passed

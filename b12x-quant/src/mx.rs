@@ -193,10 +193,7 @@ impl Query {
             return bad("k", format!("(K) must be a positive multiple of {multiple}{why}, got {}", self.k));
         }
         // The grid covers ⌈M/128⌉·128 rows × K/8 chunks, indexed in 32 bits on the device.
-        let rows_cap = flat::max_rows(self.k, if self.swizzled { 128 } else { 1 });
-        if self.max_rows == 0 || self.max_rows > rows_cap {
-            return bad("max_rows", format!("must be in 1..={rows_cap} for K = {}, got {}", self.k, self.max_rows));
-        }
+        flat::check_max_rows(op, self.k, if self.swizzled { 128 } else { 1 }, self.max_rows)?;
         if !self.row_major && !self.swizzled {
             return bad("row_major", "at least one scale layout (row_major or swizzled) must be written".into());
         }
@@ -346,10 +343,8 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 }
 
 fn launch(selected: &Selected, params: &MxParams, stream: &CudaStream) -> Result<()> {
-    let unknown =
-        || Error::UnknownConfig { op: "quantization.mx*", bucket: String::new(), config: selected.config.clone() };
-    let config = FlatConfig::parse(&selected.config).ok_or_else(unknown)?;
-    let kernel = selected.kernels.first().ok_or_else(unknown)?;
+    let config = flat::selected_config(selected, "quantization.mx*")?;
+    let kernel = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, "quantization.mx*"))?;
     let dims = config.dims(params.rows_sw as u64 * (params.k as u64 / 8));
     // SAFETY: MxParams mirrors the kernel's struct (asserted on both sides); `params` passed
     // `Query::kernel_params` or describes the race's own buffer.

@@ -118,10 +118,7 @@ impl Query {
         if self.k == 0 || self.k % multiple != 0 || self.k > i32::MAX as usize {
             return bad("k", format!("(K) must be a positive multiple of {multiple}, got {}", self.k));
         }
-        let rows_cap = flat::max_rows(self.k, if self.swizzled { 128 } else { 1 });
-        if self.max_rows == 0 || self.max_rows > rows_cap {
-            return bad("max_rows", format!("must be in 1..={rows_cap} for K = {}, got {}", self.k, self.max_rows));
-        }
+        flat::check_max_rows(OP, self.k, if self.swizzled { 128 } else { 1 }, self.max_rows)?;
         if !self.row_major && !self.swizzled {
             return bad("row_major", "at least one scale layout (row_major or swizzled) must be written".into());
         }
@@ -287,11 +284,10 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 }
 
 fn launch(device: &Device, selected: &Selected, p: &Nvfp4Params, stream: &CudaStream) -> Result<()> {
-    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let config = FlatConfig::parse(&selected.config).ok_or_else(unknown)?;
+    let config = flat::selected_config(selected, OP)?;
     let chunks = p.rows_sw as u64 * (p.k as u64 / 8);
     if p.enc_in == 0 {
-        let amax = selected.kernels.first().ok_or_else(unknown)?;
+        let amax = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, OP))?;
         memset_u32(stream, p.amax, 0, 1)?;
         let live = p.rows as u64 * (p.k as u64 / 8);
         let ctas =
@@ -301,7 +297,7 @@ fn launch(device: &Device, selected: &Selected, p: &Nvfp4Params, stream: &CudaSt
         // (or is the race's own buffer) and `p.amax` is the bound scratch cell.
         unsafe { amax.launch(stream, dims, p) }?;
     }
-    let quantize = selected.kernels.last().ok_or_else(unknown)?;
+    let quantize = selected.kernels.last().ok_or_else(|| flat::unknown_config(selected, OP))?;
     let dims = config.dims(chunks);
     // SAFETY: as above.
     unsafe { quantize.launch(stream, dims, p) }
