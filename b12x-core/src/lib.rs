@@ -34,6 +34,7 @@ mod scratch;
 pub mod session;
 mod tensor;
 pub mod testing;
+pub mod tma;
 
 pub use device::{cuda_available, is_capturing, Arch, Device};
 pub use dtype::{DType, Element};

@@ -6,7 +6,10 @@
 //! (1024, 4096), (129280, 7168)} with bf16 x and y, plus the DeepSeek-V4 router (384, 7168) with
 //! bf16 x and f32 y. Bytes are the compulsory traffic (W, x and y once); FLOPs 2·M·N·K. Peers come
 //! from `B12X_PEER_JSON` (bench/peers.py: torch `F.linear` / `torch.mm(out_dtype=f32)`), keyed
-//! `bf16_gemv/M{m}_N{n}_K{k}_{bf16|f32}`. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8}.
+//! `bf16_gemv/M{m}_N{n}_K{k}_{bf16|f32}`. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8}. Before each
+//! shape a `read_probe/…` row times the project's read probes (the ceiling's kernels, best
+//! shape) reading exactly W's bytes the same way: the size-matched ceiling, which for the
+//! 58 MB shapes is far below the 2 GB ceiling (launch, ramp-up and drain do not amortize).
 //!
 //! Run: `cargo bench -p b12x-gemm --bench bf16_gemv` (rows go to `bench-results/bf16_gemv.{json,md}`).
 
@@ -78,6 +81,18 @@ fn bench_shape(
     if ms.is_empty() {
         return Ok(());
     }
+    // What a pure read of W's bytes takes with the same method: the size-matched ceiling
+    // (launch, ramp-up and drain included) the GEMV rows compare against.
+    let w_bytes = n * k * 2;
+    let probe_tbps = b12x_core::bench::read_bandwidth(dev, w_bytes)?;
+    let probe_us = (w_bytes / 8192 * 8192) as f64 / (probe_tbps * 1e12) * 1e6;
+    report.add(
+        &format!("read_probe/{}MB_N{n}_K{k}", w_bytes >> 20),
+        "b12x read probes, best shape",
+        &[probe_us],
+        w_bytes as f64,
+        0.0,
+    );
     let stream = dev.stream();
     let block = cast::<bf16>(&uniform(1, DISTINCT_ROWS * k, -1.0, 1.0));
     let w_h: Vec<bf16> = block.iter().copied().cycle().take(n * k).collect();

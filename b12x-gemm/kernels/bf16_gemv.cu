@@ -8,11 +8,14 @@
 //   MMA columns); each warp streams its W rows either straight into registers one group of
 //   U k-steps ahead (mmad) or through its own swizzled cp.async ring (mma, S-1 stages in
 //   flight), K split across the warps of a CTA and across CTAs;
+//   or (tma) one persistent CTA per SM whose producer warp keeps a deep ring of TMA boxes of W
+//   and x in flight while consumer warps feed the same MMAs from shared memory (ldmatrix),
+//   the flat (row block, k-stage) list split evenly over the CTAs (stream-K);
 //   f32 x -> SIMT f32 FMAs from 16-byte register loads (x is never rounded to bf16).
 //   Partials are merged in a fixed order (warps through shared memory, CTAs by the
 //   last-arriving CTA of each row block), so results are bitwise reproducible.
 // Entry points: b12x_bf16_gemv_mmad_nt{N}_rt{R}_u{U}_{bf16,f32}out, ..._mma_nt{N}_rt{R}_u{U}_s{S}_*,
-//   ..._mma_nt{N}_unaligned_*,
+//   ..._mma_nt{N}_unaligned_*, ..._tma_nt{N}_rt{R}_cw{W}_kb{B}_* (Bf16GemvTmaParams),
 //   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*.   Oracle: src/bf16_gemv/reference.rs
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
@@ -69,6 +72,24 @@ static_assert(offsetof(Bf16GemvParams, warps_r) == 96, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, n_pad) == 100, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, m_pad) == 104, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, bias_f32) == 108, "mirror of params.rs");
+
+// Parameters of the TMA entry points (`b12x_bf16_gemv_tma_*`). Mirrored by `Bf16GemvTmaParams`
+// in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m, m_pad
+// and bias_f32.
+struct Bf16GemvTmaParams {
+  TmaDescriptor w_map;  // W [N, K] bf16: boxes of 64 k x rows-per-CTA rows, 128-byte swizzle
+  TmaDescriptor x_map;  // x [M, K] bf16: boxes of 64 k x 8*NT tokens, 128-byte swizzle, zero fill
+  Bf16GemvParams g;
+  int kstages;        // k-stages (64*KB k each) per row block
+  int units_per_cta;  // consecutive (row block, k-stage) units each CTA walks (the last may have fewer)
+  int stages;         // ring depth, 2..kMaxTmaStages
+  int flags;          // bit 0: stream W with an L2 evict-first hint
+};
+static_assert(sizeof(Bf16GemvTmaParams) == 384, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvTmaParams, x_map) == 128, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvTmaParams, g) == 256, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvTmaParams, kstages) == 368, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvTmaParams, flags) == 380, "mirror of params.rs");
 
 namespace bf16_gemv {
 
@@ -459,6 +480,226 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta);
 }
 
+// ---- BF16 x: TMA-fed GEMV over a flat work list (stream-K). ----
+// The work is a list of units (row block rb of ROWS = 16*RT*CW rows, k-stage ks of 64*KB k),
+// row-major over (rb, ks). CTA c walks units [c*q, min((c+1)*q, units)). With q = units / SMs
+// (rounded up) every CTA moves the same bytes up to one unit, whatever N and K are: one wave,
+// no tail of idle SMs; with q = kstages each CTA owns one whole row block (no merges).
+// Warp CW is the producer: one lane keeps `stages` ring stages of TMA boxes in flight (W with an
+// optional evict-first L2 hint, x with evict-last), across row-block boundaries. Consumer warp w owns
+// rows [16*RT*w, +16*RT) of every stage and reads its fragments with ldmatrix from the
+// 128-byte-swizzled boxes (conflict free), then releases the stage. When a row block ends (or
+// the CTA's list does) the warp flushes its accumulators: a row block covered by this CTA
+// alone is stored straight to y; one shared with neighbouring CTAs goes to this CTA's partial
+// slot (0: its first row block, 1: its last), and the last warp of the covering CTAs to arrive
+// (u32 counter per row block and warp, zeroed by `run`) sums the slots in CTA order: the same
+// bits whichever CTA finishes last.
+// Out-of-range rows (>= N), tokens (>= M) and k (>= K) are zero-filled by the TMA.
+constexpr int kMaxTmaStages = 16;
+
+template <int NT, int RT, int CW, int KB>
+struct TmaTile {
+  static constexpr int kRows = 16 * RT * CW;                // W rows per unit (and per CTA row block)
+  static constexpr int kTokens = 8 * NT;
+  static constexpr uint32_t kWBox = kRows * 128;            // one 64-k box of W
+  static constexpr uint32_t kXBox = kTokens * 128;          // one 64-k box of x
+  static constexpr uint32_t kStageBytes = KB * (kWBox + kXBox);
+  static_assert(kRows <= 256 && kTokens <= 256, "TMA box dimensions are at most 256");
+  static_assert(kWBox % 1024 == 0 && kXBox % 1024 == 0, "swizzled boxes start 1024-byte aligned");
+};
+
+// Stores one warp's fragments (final values: + bias, rounded) for rows [row_base, +16*RT).
+template <int NT, int RT, typename TOut>
+__device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float (&v)[RT][NT][4], int row_base) {
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = row_base + rt * 16 + g + (i >> 1) * 8;
+        const int tok = nt * 8 + 2 * t + (i & 1);
+        if (row < p.n && tok < p.m) store_out<TOut>(p, row, tok, v[rt][nt][i]);
+      }
+}
+
+template <int NT, int RT, int CW, int KB, typename TOut>
+__device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
+  using Tile = TmaTile<NT, RT, CW, KB>;
+  constexpr int ROWS = Tile::kRows;
+  constexpr int MT = Tile::kTokens;
+  __shared__ __align__(8) uint64_t s_bar[2 * kMaxTmaStages];  // full[stages], then empty[stages]
+  extern __shared__ unsigned char s_dyn[];
+  const uint32_t ring = (smem_addr(s_dyn) + 1023u) & ~1023u;  // the launch adds 1 KB of slack
+  const Bf16GemvParams& p = tp.g;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int kstages = tp.kstages;
+  const int q = tp.units_per_cta;
+  const int units = (p.n + ROWS - 1) / ROWS * kstages;  // the flat list: row-major (row block, k-stage)
+  const int u_begin = min(int(blockIdx.x) * q, units);
+  const int n_units = min(units - u_begin, q);
+  const int stages = tp.stages;
+  const uint32_t full0 = smem_addr(s_bar);
+  const uint32_t empty0 = full0 + 8 * kMaxTmaStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, CW);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (warp == CW) {
+    // Producer. Stage s of round r waits for the consumers' release of round r-1.
+    if (lane == 0) {
+      tma_prefetch_descriptor(&tp.w_map);
+      tma_prefetch_descriptor(&tp.x_map);
+      const bool evict_first = tp.flags & 1;
+      const uint64_t w_policy = l2_policy_evict_first();
+      const uint64_t x_policy = l2_policy_evict_last();
+      int s = 0, round = 0;
+      for (int i = 0; i < n_units; ++i) {
+        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+        const uint32_t bar = full0 + 8 * s;
+        mbar_arrive_expect_tx(bar, Tile::kStageBytes);
+        const int rb = (u_begin + i) / kstages;
+        const int k0 = (u_begin + i - rb * kstages) * 64 * KB;
+        const uint32_t st = ring + s * Tile::kStageBytes;
+#pragma unroll
+        for (int j = 0; j < KB; ++j) {
+          if (evict_first)
+            tma_load_2d(st + j * Tile::kWBox, &tp.w_map, k0 + 64 * j, rb * ROWS, bar, w_policy);
+          else
+            tma_load_2d(st + j * Tile::kWBox, &tp.w_map, k0 + 64 * j, rb * ROWS, bar);
+        }
+#pragma unroll
+        for (int j = 0; j < KB; ++j)
+          tma_load_2d(st + KB * Tile::kWBox + j * Tile::kXBox, &tp.x_map, k0 + 64 * j, 0, bar, x_policy);
+        if (++s == stages) s = 0, ++round;
+      }
+    }
+    return;  // nothing below synchronizes the whole CTA
+  }
+
+  // Consumer warp `warp`: rows [16*RT*warp, +16*RT) of each stage's W boxes.
+  const int l7 = lane & 7;
+  const int mat = lane >> 3;  // the 8x8 matrix this lane addresses in ldmatrix.x4
+  // A (W, 16 rows x 16 k): matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15) = a0, a1, a2, a3.
+  const int a_row = 16 * RT * warp + l7 + ((mat & 1) << 3);
+  const int a_chunk = mat >> 1;
+  // B (x, 8 tokens x 32 k): matrices k 0-7, 8-15, 16-23, 24-31 = b0, b1 of two k16 steps.
+  float acc[RT][NT][4];
+  auto zero = [&] {
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.0f;
+  };
+  zero();
+  int s = 0, round = 0;
+  for (int i = 0; i < n_units; ++i) {
+    mbar_wait(full0 + 8 * s, round & 1);
+    const uint32_t st = ring + s * Tile::kStageBytes;
+#pragma unroll
+    for (int j = 0; j < KB; ++j) {
+      const uint32_t w_box = st + j * Tile::kWBox;
+      const uint32_t x_box = st + KB * Tile::kWBox + j * Tile::kXBox;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t b[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) ldmatrix_x4(b[nt], x_box + swizzle128_offset(nt * 8 + l7, 4 * h + mat));
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+          for (int rt = 0; rt < RT; ++rt) {
+            uint32_t a[4];
+            ldmatrix_x4(a, w_box + swizzle128_offset(a_row + 16 * rt, 2 * (2 * h + kk) + a_chunk));
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              const uint32_t bb[2] = {b[nt][2 * kk], b[nt][2 * kk + 1]};
+              mma_m16n8k16_bf16_f32(acc[rt][nt], a, bb);
+            }
+          }
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    if (++s == stages) s = 0, ++round;
+
+    const int u = u_begin + i;
+    const int rb = u / kstages;
+    if (u - rb * kstages != kstages - 1 && i != n_units - 1) continue;
+    // Flush row block rb: CTAs c_first..c_last cover it.
+    const int row_base = rb * ROWS + 16 * RT * warp;
+    const int c_first = rb * kstages / q;
+    const int c_last = ((rb + 1) * kstages - 1) / q;
+    if (c_first == c_last) {
+      tma_store_y<NT, RT, TOut>(p, acc, row_base);
+      zero();
+      continue;
+    }
+    const int g = lane >> 2;
+    const int tq = lane & 3;
+    // Partial slot of CTA c for row block rb: [c][slot][token][ROWS] f32, slot 0 when rb is
+    // the first row block of c's stretch, 1 when it is the last.
+    auto slot_of = [&](int c) -> float* {
+      const int slot = (c * q) / kstages == rb ? 0 : 1;
+      return p.partials + (long long)(2 * c + slot) * (MT * ROWS);
+    };
+    float* mine = slot_of(blockIdx.x);
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = 16 * RT * warp + rt * 16 + g + (e >> 1) * 8;
+          const int tok = nt * 8 + 2 * tq + (e & 1);
+          __stcg(mine + tok * ROWS + r, acc[rt][nt][e]);
+        }
+    __threadfence();
+    __syncwarp();
+    unsigned int prev = 0;
+    if (lane == 0) prev = atomicAdd(&p.counters[rb * CW + warp], 1u);
+    prev = __shfl_sync(0xffffffffu, prev, 0);
+    if (prev == unsigned(c_last - c_first)) {
+      __threadfence();
+      float sum[RT][NT][4];
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sum[rt][nt][e] = 0.0f;
+#pragma unroll 4
+      for (int c = c_first; c <= c_last; ++c) {
+        const float* part = slot_of(c);
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = 16 * RT * warp + rt * 16 + g + (e >> 1) * 8;
+              const int tok = nt * 8 + 2 * tq + (e & 1);
+              sum[rt][nt][e] += c == int(blockIdx.x) ? acc[rt][nt][e] : __ldcg(part + tok * ROWS + r);
+            }
+      }
+      tma_store_y<NT, RT, TOut>(p, sum, row_base);
+    }
+    zero();
+  }
+}
+
 // ---- f32 x: SIMT GEMV (x is never rounded to bf16). ----
 // A warp owns RS rows; lane l covers k = k0 + 8l .. +8 of each 256-wide step; tokens are
 // processed MT at a time (the W stretch is re-read from L2/L1 for every further pass).
@@ -542,6 +783,7 @@ __device__ __forceinline__ void gemv_simt(const Bf16GemvParams& p) {
 }  // namespace b12x
 
 using b12x::Bf16GemvParams;
+using b12x::Bf16GemvTmaParams;
 using b12x::bf16;
 
 #define B12X_GEMV_MMA(NT, RT, U, S, TOUT, OUTNAME)                                               \
@@ -565,6 +807,14 @@ using b12x::bf16;
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_unaligned_##OUTNAME##out(const __grid_constant__ Bf16GemvParams p) { \
     b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, b12x::bf16_gemv::Feed::kUnaligned>(p);        \
+  }
+
+// Persistent TMA feed (aligned BF16 x): CW consumer warps + 1 producer warp.
+#define B12X_GEMV_TMA(NT, RT, CW, KB, TOUT, OUTNAME)                                            \
+  extern "C" __global__ void __launch_bounds__(32 * (CW + 1), 1)                                 \
+      b12x_bf16_gemv_tma_nt##NT##_rt##RT##_cw##CW##_kb##KB##_##OUTNAME##out(                     \
+          const __grid_constant__ b12x::Bf16GemvTmaParams p) {                                 \
+    b12x::bf16_gemv::gemv_tma<NT, RT, CW, KB, TOUT>(p);                                        \
   }
 
 #define B12X_GEMV_SIMT(MT, RS, TOUT, OUTNAME)                                                   \
@@ -601,6 +851,11 @@ B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 1, 2, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 2, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 1, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 2, 2, 3)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 8, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 4, 4)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 8, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 4, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 4, 1, 4, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 1)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 4)

@@ -246,7 +246,9 @@ fn unaligned_plans_accept_unaligned_views() {
 fn buckets_pick_the_smallest_token_tile(#[case] rows_hi: usize, #[case] nt: u32) {
     for c in enumerate(&geometry(4096, 7168, rows_hi, false, true)) {
         match c.variant {
-            Variant::Mma { nt: got, .. } | Variant::MmaDirect { nt: got, .. } => assert_eq!(got, nt, "{}", c.id()),
+            Variant::Mma { nt: got, .. } | Variant::MmaDirect { nt: got, .. } | Variant::Tma { nt: got, .. } => {
+                assert_eq!(got, nt, "{}", c.id())
+            }
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -289,10 +291,18 @@ fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
             ids.dedup();
             assert_eq!(ids.len(), cs.len(), "duplicate config ids");
             for c in &cs {
-                assert!(c.dynamic_smem() + 1024 <= SM120_SMEM && c.threads() <= 256, "{}", c.id());
+                // TMA CTAs add a producer warp to at most 8 consumer warps.
+                let max_threads = if c.tma.is_some() { 288 } else { 256 };
+                assert!(c.dynamic_smem() + 1024 <= SM120_SMEM && c.threads() <= max_threads, "{}", c.id());
+                let (partials, counters) = c.scratch_bytes(n, k, b.hi, 132);
+                if let Some(s) = c.tma_schedule(n, k, 132) {
+                    assert!(c.tma.is_some_and(|t| t.stages >= 2), "{}", c.id());
+                    assert_eq!(partials > 0, s.merges);
+                    assert_eq!(counters, if s.merges { s.row_blocks * c.warps_r as usize * 4 } else { 0 });
+                    continue;
+                }
                 let (per, splits) = c.k_split(k);
                 assert!(per % 32 == 0 && per * splits >= k && per * (splits - 1) < k, "{}", c.id());
-                let (partials, counters) = c.scratch_bytes(n, k, b.hi);
                 assert_eq!(partials > 0, splits > 1);
                 assert_eq!(counters, if splits > 1 { c.row_blocks(n) * 4 } else { 0 });
             }
@@ -302,10 +312,16 @@ fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
 
 #[test]
 fn config_ids_are_stable() {
-    let c = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4 }, warps_r: 1, warps_k: 2, ksplit: 8 };
+    let c = Config {
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4 },
+        warps_r: 1,
+        warps_k: 2,
+        ksplit: 8,
+        tma: None,
+    };
     assert_eq!(c.id(), "mma_nt1_rt1_u4_s4_wr1_wk2_ks8");
     assert_eq!(c.variant.symbol(DType::F32), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_f32out");
-    let s = Config { variant: Variant::SimtUnaligned { mt: 8 }, warps_r: 2, warps_k: 4, ksplit: 1 };
+    let s = Config { variant: Variant::SimtUnaligned { mt: 8 }, warps_r: 2, warps_k: 4, ksplit: 1, tma: None };
     assert_eq!(s.id(), "simt_mt8_unaligned_wr2_wk4_ks1");
     assert_eq!(s.variant.symbol(DType::BF16), "b12x_bf16_gemv_simt_mt8_unaligned_bf16out");
 }
@@ -339,4 +355,44 @@ fn output_must_not_overlap_inputs() {
     assert!(matches!(params(&q, &v), Err(Error::Aliasing { a: "y", b: "x", .. })));
     v.y.0 = BASE + (1 << 30) + 64; // inside W
     assert!(matches!(params(&q, &v), Err(Error::Aliasing { a: "y", b: "w", .. })));
+}
+
+/// The TMA work split: every unit belongs to exactly one CTA; a row block is merged exactly
+/// when two CTAs share it, and the partial slots of shared row blocks never collide.
+#[rstest]
+#[case::v4_58mb(4096, 7168)]
+#[case::v4_58mb_t(7168, 4096)]
+#[case::dsv4_up(18432, 7168)]
+#[case::dsv4_lm_head(129280, 7168)]
+#[case::router(384, 7168)]
+#[case::prime_n_odd_k(4099, 4104)]
+#[case::tiny(7, 8)]
+fn tma_schedule_covers_every_unit_once(#[case] n: usize, #[case] k: usize) {
+    for rows_hi in [1, 16, 32] {
+        for c in enumerate(&geometry(n, k, rows_hi, false, true)).into_iter().filter(|c| c.tma.is_some()) {
+            let s = c.tma_schedule(n, k, H200_SMS).unwrap();
+            assert_eq!(s.units, c.row_blocks(n) * s.kstages);
+            assert!(s.grid * s.units_per_cta >= s.units && (s.grid - 1) * s.units_per_cta < s.units, "{}", c.id());
+            if c.tma.unwrap().row_blocks {
+                assert_eq!((s.units_per_cta, s.grid, s.merges), (s.kstages, s.row_blocks, false), "{}", c.id());
+            } else {
+                assert!(s.grid <= H200_SMS as usize, "{}", c.id());
+            }
+            let mut slots = std::collections::HashSet::new();
+            let mut shared = false;
+            for rb in 0..s.row_blocks {
+                let (first, last) = s.ctas_of(rb);
+                // The CTAs named are exactly those whose units intersect the row block.
+                let owners: Vec<usize> = (rb * s.kstages..(rb + 1) * s.kstages).map(|u| u / s.units_per_cta).collect();
+                assert_eq!((owners[0], *owners.last().unwrap()), (first, last), "{} rb {rb}", c.id());
+                if first != last {
+                    shared = true;
+                    for cta in first..=last {
+                        assert!(slots.insert((cta, s.slot(cta, rb))), "{} rb {rb} cta {cta}: slot reused", c.id());
+                    }
+                }
+            }
+            assert_eq!(shared, s.merges, "{}", c.id());
+        }
+    }
 }

@@ -2,11 +2,11 @@
 //! listed as ignored when no CUDA device is present).
 //!
 //! Each shape × M trial runs every legal config of M's bucket (pinned one at a time; the
-//! largest shapes only the default), with `y` and the scratch poisoned (0xFF) before each launch
+//! largest shapes only the default and the first TMA config), with `y` and the scratch poisoned (0xFF) before each launch
 //! and y's row padding checked untouched after it. Results must be within
 //! `reference::bound` of the f64 oracle element-wise and within `reference::cosine_bound` in
 //! cosine difference; NaN/Inf positions equal. The LM head checks sampled rows of W only.
-//! Further trials: graph replay equals eager bitwise (split-K included), repeated eager runs
+//! Further trials: graph replay equals eager bitwise (split-K and stream-K TMA merges included), repeated eager runs
 //! are bitwise equal, a frozen session (or a capture) rejects an unprepared plan, `run`
 //! allocates nothing, bad inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the large shapes (sanitizer runs).
@@ -228,8 +228,10 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
     let label = plan.buckets()[bucket].label();
     let mut scratch = scratch_buffer(stream, &plan)?;
     let configs = plan.candidates(bucket);
-    let take = if c.large { 1 } else { configs.len() };
-    for id in configs.iter().take(take) {
+    // Large shapes: the default and the first TMA config (stream-K) only.
+    let first_tma = configs.iter().position(|id| id.starts_with("tma_"));
+    let chosen = configs.iter().enumerate().filter(|&(i, _)| !c.large || i == 0 || Some(i) == first_tma);
+    for (_, id) in chosen {
         let session = session_pinned(dev, &plan, &label, id)?;
         y.poison(stream)?;
         poison(stream, &mut scratch).map_err(err)?;
@@ -294,14 +296,33 @@ impl Router {
 /// Eager run, then the same call captured into a graph and replayed twice, and a second eager
 /// run: all bitwise equal (the default router config splits K, so the counter reset is captured).
 fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
+    graph_equals_eager_with(dev, false)
+}
+
+/// The same with a stream-K TMA config pinned whose CTAs share row blocks (partials, counters
+/// and the last-arriver merge inside the graph).
+fn graph_equals_eager_tma(dev: &Arc<Device>) -> TrialResult {
+    graph_equals_eager_with(dev, true)
+}
+
+fn graph_equals_eager_with(dev: &Arc<Device>, tma: bool) -> TrialResult {
     let m = 4;
     let stream = dev.stream();
     let mut r = router(dev, m)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    let chosen = if tma {
+        let merged = |c: &&bf16_gemv::Config| {
+            c.tma.is_some_and(|t| !t.row_blocks) && c.tma_schedule(RN, RK, dev.sm_count()).is_some_and(|s| s.merges)
+        };
+        let c = *r.plan.configs(2).iter().find(merged).ok_or("no merging stream-K TMA config for the router")?;
+        session.pin(&r.plan, &r.plan.buckets()[2].label(), &c.id());
+        c
+    } else {
+        r.plan.configs(2)[0]
+    };
     session.prepare(&[&r.plan]).map_err(err)?;
-    let default = &r.plan.configs(2)[0];
-    if default.ksplit < 2 {
-        return Err(format!("expected a split-K default for the router, got {}", default.id()));
+    if !tma && chosen.ksplit < 2 {
+        return Err(format!("expected a split-K default for the router, got {}", chosen.id()));
     }
     r.run(m, stream).map_err(err)?;
     let eager = r.y.bits(stream)?;
@@ -438,6 +459,7 @@ fn main() {
         }
     }
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
+    trials.push(GpuTrial::new("graph_replay_equals_eager_tma_stream_k", graph_equals_eager_tma));
     trials.push(GpuTrial::new("unprepared_plans", unprepared_plans));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));

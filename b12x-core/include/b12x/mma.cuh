@@ -129,4 +129,59 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t s_dst, const void* g_src,
                : "memory");
 }
 
+// A CUtensorMap (the driver's opaque 128-byte TMA descriptor, 64-byte aligned), passed to
+// kernels inside a `__grid_constant__` parameter struct. Encoded on the host with
+// `cuTensorMapEncodeTiled`.
+struct alignas(64) TmaDescriptor {
+  unsigned long long opaque[16];
+};
+
+// Pulls a descriptor (in the kernel's parameter space) into the descriptor cache early.
+__device__ __forceinline__ void tma_prefetch_descriptor(const TmaDescriptor* desc) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(desc) : "memory");
+}
+
+// An L2 policy for data read once (weights streamed past the cache).
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// An L2 policy for data every CTA re-reads (activations).
+__device__ __forceinline__ uint64_t l2_policy_evict_last() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// One 2-D box of a tensor map (box origin: element c0 of the inner dimension, c1 of the outer)
+// into shared memory at `s_dst` (1024-byte aligned for the 128-byte swizzle), completing as
+// transaction bytes on mbarrier `bar`. Out-of-bounds elements are filled with zeros and still
+// count: the transaction is always the full box.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-bulk-tensor
+__device__ __forceinline__ void tma_load_2d(uint32_t s_dst, const TmaDescriptor* desc, int c0, int c1, uint32_t bar,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s_dst),
+      "l"(desc), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// tma_load_2d without an L2 hint.
+__device__ __forceinline__ void tma_load_2d(uint32_t s_dst, const TmaDescriptor* desc, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(s_dst),
+      "l"(desc), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a tile of 128-byte rows stored
+// with the TMA 128-byte swizzle (tile 1024-byte aligned): the chunk index is XORed with row % 8.
+__device__ __forceinline__ uint32_t swizzle128_offset(int row, int chunk) {
+  return uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4));
+}
+
 }  // namespace b12x

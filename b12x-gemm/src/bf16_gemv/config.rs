@@ -21,6 +21,12 @@ pub const MMA_VARIANTS: [(u32, u32, u32, u32); 9] = [
 /// registers; no shared-memory ring.
 pub const DIRECT_VARIANTS: [(u32, u32, u32); 10] =
     [(1, 1, 4), (1, 1, 8), (1, 2, 4), (2, 1, 4), (2, 1, 8), (2, 2, 4), (4, 1, 4), (4, 2, 2), (8, 1, 2), (8, 2, 2)];
+/// TMA variants (BF16 x, 16-byte aligned): `(NT, CW, KB)`. CW consumer warps own 16 W rows
+/// each (16·CW rows per CTA row block), one producer warp keeps a ring of TMA boxes in flight;
+/// a ring stage holds KB 64-wide k boxes of W and x.
+pub const TMA_VARIANTS: [(u32, u32, u32); 5] = [(1, 8, 2), (1, 4, 4), (2, 8, 2), (2, 4, 2), (4, 4, 2)];
+/// Deepest TMA ring the kernel supports (`kMaxTmaStages`).
+pub const TMA_MAX_STAGES: u32 = 16;
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
 pub const SIMT_VARIANTS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (4, 2), (8, 2)];
 /// Token tiles of the unaligned fallbacks (MMA: NT with RT = 1, U = 2; SIMT: MT with RS = 2).
@@ -48,6 +54,7 @@ pub enum Variant {
     Mma { nt: u32, rt: u32, u: u32, stages: u32 },
     MmaDirect { nt: u32, rt: u32, u: u32 },
     MmaUnaligned { nt: u32 },
+    Tma { nt: u32, cw: u32, kb: u32 },
     Simt { mt: u32, rs: u32 },
     SimtUnaligned { mt: u32 },
 }
@@ -57,7 +64,7 @@ impl Variant {
     pub fn rows_per_warp(self) -> u32 {
         match self {
             Variant::Mma { rt, .. } | Variant::MmaDirect { rt, .. } => 16 * rt,
-            Variant::MmaUnaligned { .. } => 16,
+            Variant::MmaUnaligned { .. } | Variant::Tma { .. } => 16,
             Variant::Simt { rs, .. } => rs,
             Variant::SimtUnaligned { .. } => 2,
         }
@@ -65,7 +72,10 @@ impl Variant {
     /// Tokens of one pass (the partial tile's width).
     pub fn tokens(self) -> u32 {
         match self {
-            Variant::Mma { nt, .. } | Variant::MmaDirect { nt, .. } | Variant::MmaUnaligned { nt } => 8 * nt,
+            Variant::Mma { nt, .. }
+            | Variant::MmaDirect { nt, .. }
+            | Variant::MmaUnaligned { nt }
+            | Variant::Tma { nt, .. } => 8 * nt,
             Variant::Simt { mt, .. } | Variant::SimtUnaligned { mt } => mt,
         }
     }
@@ -74,6 +84,7 @@ impl Variant {
             Variant::Mma { nt, rt, u, stages } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}"),
             Variant::MmaDirect { nt, rt, u } => format!("mmad_nt{nt}_rt{rt}_u{u}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
+            Variant::Tma { nt, cw, kb } => format!("tma_nt{nt}_rt1_cw{cw}_kb{kb}"),
             Variant::Simt { mt, rs } => format!("simt_mt{mt}_rs{rs}"),
             Variant::SimtUnaligned { mt } => format!("simt_mt{mt}_unaligned"),
         }
@@ -88,6 +99,7 @@ impl Variant {
 pub fn all_symbols() -> Vec<String> {
     let mut v: Vec<Variant> = DIRECT_VARIANTS.iter().map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u }).collect();
     v.extend(MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }));
+    v.extend(TMA_VARIANTS.iter().map(|&(nt, cw, kb)| Variant::Tma { nt, cw, kb }));
     v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
     v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
     v.extend(UNALIGNED_TILES.iter().map(|&mt| Variant::SimtUnaligned { mt }));
@@ -98,12 +110,44 @@ pub fn all_symbols() -> Vec<String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     pub variant: Variant,
-    /// Warps of a CTA along N (row groups).
+    /// Warps of a CTA along N (row groups); for `tma`, the consumer warps.
     pub warps_r: u32,
-    /// Warps of a CTA along K (merged through shared memory in warp order).
+    /// Warps of a CTA along K (merged through shared memory in warp order); 1 for `tma`.
     pub warps_k: u32,
-    /// CTAs along K (merged by the last-arriving CTA in split order).
+    /// CTAs along K (merged by the last-arriving CTA in split order); 1 for `tma`.
     pub ksplit: u32,
+    /// How a `tma` config walks its work; `None` for the other families.
+    pub tma: Option<TmaMode>,
+}
+
+/// The run-time choices of a `tma` config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TmaMode {
+    /// Ring depth (stages of KB boxes of W and x), as deep as shared memory allows.
+    pub stages: u32,
+    /// `true`: each CTA owns whole row blocks (`rb`, no merges, as many CTAs as row blocks);
+    /// `false`: the (row block, k-stage) list is split evenly over one CTA per SM (`sk`,
+    /// stream-K; row blocks shared by two CTAs are merged by the last to arrive).
+    pub row_blocks: bool,
+    /// Stream W with an L2 evict-first hint (`ef`) or none (`nh`). On the H200 the hint wins
+    /// the 58 MB shapes and loses the LM head, so the race decides.
+    pub evict_first: bool,
+}
+
+/// The launch geometry of a `tma` config for one problem. CTA c walks units
+/// `[c·units_per_cta, (c+1)·units_per_cta)` of the row-major (row block, k-stage) list; the
+/// kernel repeats [`TmaSchedule::ctas_of`] and [`TmaSchedule::slot`] to merge shared row blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmaSchedule {
+    pub row_blocks: usize,
+    /// k-stages per row block.
+    pub kstages: usize,
+    /// row_blocks × kstages.
+    pub units: usize,
+    pub units_per_cta: usize,
+    pub grid: usize,
+    /// Some row block is shared by two or more CTAs (partials and counters are used).
+    pub merges: bool,
 }
 
 /// The geometry `enumerate` needs (from the query and the device).
@@ -119,13 +163,53 @@ pub struct Geometry {
     pub smem_optin: u32,
 }
 
+impl TmaSchedule {
+    /// The first and last CTA whose units cover row block `rb`.
+    pub fn ctas_of(&self, rb: usize) -> (usize, usize) {
+        (rb * self.kstages / self.units_per_cta, ((rb + 1) * self.kstages - 1) / self.units_per_cta)
+    }
+    /// The partial slot CTA `c` writes for a shared row block `rb`: 0 when `rb` is the first
+    /// row block of c's units, 1 otherwise (then it is the last).
+    pub fn slot(&self, c: usize, rb: usize) -> usize {
+        usize::from(c * self.units_per_cta / self.kstages != rb)
+    }
+}
+
 impl Config {
     /// The stable config id used in pins and caches: `"mma_nt1_rt1_u4_s4_wr1_wk2_ks1"`.
     pub fn id(&self) -> String {
-        format!("{}_wr{}_wk{}_ks{}", self.variant.id(), self.warps_r, self.warps_k, self.ksplit)
+        match self.tma {
+            Some(t) => format!(
+                "{}_s{}_{}_{}",
+                self.variant.id(),
+                t.stages,
+                if t.row_blocks { "rb" } else { "sk" },
+                if t.evict_first { "ef" } else { "nh" }
+            ),
+            None => format!("{}_wr{}_wk{}_ks{}", self.variant.id(), self.warps_r, self.warps_k, self.ksplit),
+        }
     }
     pub fn threads(&self) -> u32 {
-        32 * self.warps_r * self.warps_k
+        let producer = if self.tma.is_some() { 32 } else { 0 };
+        32 * self.warps_r * self.warps_k + producer
+    }
+    /// Bytes of one TMA ring stage (0 for the other families).
+    pub fn tma_stage_bytes(&self) -> u32 {
+        match self.variant {
+            Variant::Tma { nt, cw, kb } => kb * (16 * cw * 128 + 8 * nt * 128),
+            _ => 0,
+        }
+    }
+    /// The work split of a `tma` config over `sm_count` SMs (`None` for the other families).
+    pub fn tma_schedule(&self, n: usize, k: usize, sm_count: u32) -> Option<TmaSchedule> {
+        let (Variant::Tma { kb, .. }, Some(mode)) = (self.variant, self.tma) else { return None };
+        let row_blocks = self.row_blocks(n);
+        let kstages = k.div_ceil(64 * kb as usize);
+        let units = row_blocks * kstages;
+        let units_per_cta = if mode.row_blocks { kstages } else { units.div_ceil(sm_count.max(1) as usize) };
+        let grid = units.div_ceil(units_per_cta);
+        let merges = units > units_per_cta && units_per_cta % kstages != 0;
+        Some(TmaSchedule { row_blocks, kstages, units, units_per_cta, grid, merges })
     }
     /// Rows of W per CTA.
     pub fn rows_per_cta(&self) -> u32 {
@@ -146,6 +230,10 @@ impl Config {
     /// Dynamic shared memory, exactly as the kernel lays it out: the per-warp partial tile
     /// `[warps_k][tokens][rows_per_cta + 4]` f32, overlaid (MMA) on the cp.async ring.
     pub fn dynamic_smem(&self) -> u32 {
+        if let Some(t) = self.tma {
+            // The ring, plus slack to align it to 1024 bytes (the 128-byte swizzle's period).
+            return t.stages * self.tma_stage_bytes() + 1024;
+        }
         let tile = self.warps_k * self.variant.tokens() * (self.rows_per_cta() + ROW_PAD) * 4;
         let ring = match self.variant {
             Variant::Mma { nt, rt, u, stages } => {
@@ -156,8 +244,17 @@ impl Config {
         };
         tile.max(ring)
     }
-    /// `(partials bytes, counters bytes)` this config needs; zero without split-K.
-    pub fn scratch_bytes(&self, n: usize, k: usize, rows_hi: usize) -> (usize, usize) {
+    /// `(partials bytes, counters bytes)` this config needs; zero without split-K (or, for
+    /// `tma`, without merges): `tma` keeps two partial slots `[tokens][rows per CTA]` f32 per
+    /// CTA and one counter per (row block, consumer warp).
+    pub fn scratch_bytes(&self, n: usize, k: usize, rows_hi: usize, sm_count: u32) -> (usize, usize) {
+        if let Some(s) = self.tma_schedule(n, k, sm_count) {
+            if !s.merges {
+                return (0, 0);
+            }
+            let slot = self.variant.tokens() as usize * self.rows_per_cta() as usize * 4;
+            return (s.grid * 2 * slot, s.row_blocks * self.warps_r as usize * 4);
+        }
         let (_, splits) = self.k_split(k);
         if splits <= 1 {
             return (0, 0);
@@ -204,7 +301,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
         };
         for &(warps_r, warps_k) in shapes.iter() {
             for ksplit in KSPLITS {
-                let c = Config { variant, warps_r, warps_k, ksplit };
+                let c = Config { variant, warps_r, warps_k, ksplit, tma: None };
                 if c.threads() > MAX_THREADS || c.dynamic_smem() + STATIC_SMEM_RESERVE > g.smem_optin {
                     continue;
                 }
@@ -220,6 +317,26 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
                     default = Some(out.len());
                 }
                 out.push(c);
+            }
+        }
+    }
+    // TMA configs (aligned BF16 x): raced, never the default. Every ring as deep as shared
+    // memory allows (at least two stages); both work splits and both W hints.
+    if !g.x_f32 && g.aligned {
+        let nt = (g.rows_hi.div_ceil(8).next_power_of_two() as u32).min(8);
+        for &(vnt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
+            let variant = Variant::Tma { nt: vnt, cw, kb };
+            let probe = Config { variant, warps_r: cw, warps_k: 1, ksplit: 1, tma: None };
+            let stage = probe.tma_stage_bytes();
+            let stages = (g.smem_optin.saturating_sub(STATIC_SMEM_RESERVE + 1024) / stage).min(TMA_MAX_STAGES);
+            if stages < 2 {
+                continue;
+            }
+            for row_blocks in [false, true] {
+                for evict_first in [true, false] {
+                    let tma = Some(TmaMode { stages, row_blocks, evict_first });
+                    out.push(Config { tma, ..probe });
+                }
             }
         }
     }

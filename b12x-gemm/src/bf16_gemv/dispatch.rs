@@ -1,10 +1,10 @@
 //! Launch, the session-facing [`OpPlan`] implementation and the autotune race case.
 
-use super::{Bf16GemvParams, Config, Plan, KERNEL_STATIC_SMEM, OP};
+use super::{Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, KERNEL_STATIC_SMEM, OP};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    memset_u32, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, RaceBuffer,
-    Result, Scratch, Selected,
+    memset_u32, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, Kernel, KernelModule, LaunchDims, OpPlan,
+    PlanSlot, RaceBuffer, Result, Scratch, Selected,
 };
 use std::sync::Arc;
 
@@ -19,6 +19,9 @@ pub(super) fn launch(
     let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let (q, rows_hi) = (&plan.query, plan.buckets[bucket].hi);
+    if let Some(s) = c.tma_schedule(q.n, q.k, plan.device.sm_count()) {
+        return launch_tma(&c, &s, kernel, p, stream);
+    }
     let (per, splits) = c.k_split(q.k);
     let blocks = c.row_blocks(q.n);
     p.k_per_split = per as i32;
@@ -39,6 +42,41 @@ pub(super) fn launch(
     // passed `Query::kernel_params`, the scratch regions were bound at the plan's sizes (or
     // belong to the race's own buffer).
     unsafe { kernel.launch(stream, dims, p) }
+}
+
+/// Encodes the TMA descriptors of W and x from `p` and launches a `tma` config.
+fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, stream: &CudaStream) -> Result<()> {
+    let (Variant::Tma { nt, cw, .. }, Some(mode)) = (c.variant, c.tma) else {
+        return Err(Error::UnknownConfig { op: OP, bucket: String::new(), config: c.id() });
+    };
+    let (n, k, m) = (p.n as usize, p.k as usize, p.m as usize);
+    let w = Tma2d {
+        base: p.w,
+        dtype: DType::BF16,
+        rows: n,
+        cols: k,
+        row_stride_bytes: p.ldw as usize * 2,
+        box_rows: 16 * cw,
+        box_cols: 64,
+    };
+    let x = Tma2d { base: p.x, rows: m, row_stride_bytes: p.ldx as usize * 2, box_rows: 8 * nt, ..w };
+    let tp = Bf16GemvTmaParams {
+        w_map: w.encode("w")?,
+        x_map: x.encode("x")?,
+        g: *p,
+        kstages: s.kstages as i32,
+        units_per_cta: s.units_per_cta as i32,
+        stages: mode.stages as i32,
+        flags: i32::from(mode.evict_first),
+    };
+    if s.merges {
+        memset_u32(stream, p.counters, 0, s.row_blocks * cw as usize)?;
+    }
+    let dims = LaunchDims { grid: (s.grid as u32, 1, 1), block: (c.threads(), 1, 1), smem_bytes: c.dynamic_smem() };
+    // SAFETY: Bf16GemvTmaParams mirrors the kernel's struct (asserted on both sides); the
+    // descriptors cover exactly the checked views of W and x; the scratch regions were bound
+    // at the plan's sizes, which cover this config's partial slots and counters.
+    unsafe { kernel.launch(stream, dims, &tp) }
 }
 
 impl OpPlan for Plan {

@@ -25,6 +25,14 @@
 //!   warp in shared memory (W copied row-contiguously into a swizzled tile, x pieces by the
 //!   lanes that use them), S−1 groups in flight. Wins the LM head, 18432×7168 at M ≤ 8 and
 //!   the small shapes on the H200.
+//! - `tma_nt{NT}_rt1_cw{CW}_kb{KB}_s{S}_{sk|rb}_{ef|nh}` — the same MMAs fed from shared
+//!   memory: a producer warp keeps an S-stage ring of TMA boxes (KB 64-wide k boxes of 16·CW W
+//!   rows and of x, 128-byte swizzled, zero-filled past N, M and K) in flight while CW consumer
+//!   warps read fragments with `ldmatrix`. `sk`: the flat (row block, k-stage) list is split
+//!   evenly over one CTA per SM (stream-K), row blocks shared by two CTAs merged by the last to
+//!   arrive, in CTA order; `rb`: one CTA per row block. `ef`/`nh`: L2 evict-first hint on W or
+//!   none. Descriptors are encoded in `run` (a host-only driver call). Wins M = 16 on 7168×4096,
+//!   18432×7168 and the LM head on the H200 (`gemm/src/bf16_gemv/README.md`).
 //! - NT is the smallest token tile covering the bucket (M ≤ 8 → NT = 1, …).
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
@@ -60,8 +68,8 @@ mod dispatch;
 mod params;
 pub mod reference;
 
-pub use config::{all_symbols, enumerate, Config, Geometry, Variant, MAX_ROWS};
-pub use params::Bf16GemvParams;
+pub use config::{all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, Variant, MAX_ROWS};
+pub use params::{Bf16GemvParams, Bf16GemvTmaParams};
 
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::plan::bucket_of;
@@ -237,15 +245,17 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     let (mut partials, mut counters) = (0, 0);
     for (b, cs) in buckets.iter().zip(&configs) {
         for c in cs {
-            let (p, n) = c.scratch_bytes(query.n, query.k, b.hi);
+            let (p, n) = c.scratch_bytes(query.n, query.k, b.hi, device.sm_count());
             (partials, counters) = (partials.max(p), counters.max(n));
         }
     }
     let mut scratch = ScratchLayout::new();
     if partials > 0 {
-        // f32 [ksplit, m_pad, n_pad]: one partial tile per (row block, split).
+        // f32 [ksplit, m_pad, n_pad]: one partial tile per (row block, split); `tma`: two
+        // [tokens, rows per CTA] slots per CTA.
         scratch.add("partials", partials);
-        // u32 [row blocks]: arrival counters of the split-K merge, zeroed by `run` before each launch.
+        // u32 [row blocks] (`tma`: [row blocks, consumer warps]): arrival counters of the
+        // merge, zeroed by `run` before each launch.
         scratch.add("counters", counters);
     }
     let slot = PlanSlot::default();

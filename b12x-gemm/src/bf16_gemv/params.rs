@@ -74,3 +74,39 @@ const _: () = {
     assert!(offset_of!(Bf16GemvParams, m_pad) == 104);
     assert!(offset_of!(Bf16GemvParams, bias_f32) == 108);
 };
+
+/// The one `__grid_constant__` argument of the `b12x_bf16_gemv_tma_*` entry points.
+///
+/// The grid is `ceil(row blocks · kstages / units_per_cta)` CTAs of `32 * (consumer warps + 1)` threads. Of
+/// `g` the kernel uses `bias`, `y`, `partials`, `counters`, `ldy`, `n`, `k`, `m` and `bias_f32`.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Bf16GemvTmaParams {
+    /// `CUtensorMap` of W `[N, K]`: boxes of 64 k × rows-per-CTA rows, 128-byte swizzle.
+    pub w_map: [u64; 16],
+    /// `CUtensorMap` of x `[M, K]`: boxes of 64 k × 8·NT tokens, 128-byte swizzle, zero fill.
+    pub x_map: [u64; 16],
+    pub g: Bf16GemvParams,
+    /// k-stages (64·KB k each) per row block.
+    pub kstages: i32,
+    /// Consecutive units of the flat (row block, k-stage) list per CTA.
+    pub units_per_cta: i32,
+    /// Ring depth (2..=16).
+    pub stages: i32,
+    /// Bit 0: stream W with an L2 evict-first hint.
+    pub flags: i32,
+}
+
+impl Default for Bf16GemvTmaParams {
+    fn default() -> Self {
+        bytemuck::Zeroable::zeroed()
+    }
+}
+
+const _: () = {
+    assert!(size_of::<Bf16GemvTmaParams>() == 384);
+    assert!(offset_of!(Bf16GemvTmaParams, x_map) == 128);
+    assert!(offset_of!(Bf16GemvTmaParams, g) == 256);
+    assert!(offset_of!(Bf16GemvTmaParams, kstages) == 368);
+    assert!(offset_of!(Bf16GemvTmaParams, flags) == 380);
+};

@@ -1,0 +1,100 @@
+//! TMA descriptors: the `CUtensorMap` a kernel passes to `cp.async.bulk.tensor` (see
+//! `b12x/mma.cuh`: `TmaDescriptor`, `tma_load_2d`, `swizzle128_offset`).
+//!
+//! Encoding is a host-only driver call (no allocation, no synchronization, no device work), so
+//! ops encode their descriptors inside `run` from the caller's pointers and pass them by value
+//! in the kernel's `__grid_constant__` parameter struct; a captured graph keeps the values.
+
+use crate::{DType, Error, Result};
+use cudarc::driver::sys::{
+    self, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
+    CUtensorMapSwizzle,
+};
+
+/// The opaque 128-byte descriptor, laid out as the kernels' `TmaDescriptor`.
+pub type TmaDescriptor = [u64; 16];
+
+/// A row-major 2-D tensor read in boxes of `box_cols × box_rows` elements with the 128-byte
+/// swizzle (each box row is one 128-byte line, so `box_cols · size = 128`); elements outside
+/// `rows × cols` read as zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tma2d {
+    /// Device address of element (0, 0): 16-byte aligned.
+    pub base: u64,
+    pub dtype: DType,
+    pub rows: usize,
+    pub cols: usize,
+    /// Bytes between rows: a multiple of 16.
+    pub row_stride_bytes: usize,
+    pub box_rows: u32,
+    pub box_cols: u32,
+}
+
+impl Tma2d {
+    /// Encodes the descriptor. `tensor` names the tensor in errors.
+    pub fn encode(&self, tensor: &'static str) -> Result<TmaDescriptor> {
+        let data_type = match self.dtype {
+            DType::BF16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            DType::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            DType::F32 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            other => {
+                let reason = format!("TMA descriptors of {other} are not supported");
+                return Err(Error::InvalidQuery { op: "tma", field: "dtype", reason });
+            }
+        };
+        if self.base % 16 != 0 || self.row_stride_bytes % 16 != 0 {
+            return Err(Error::Misaligned {
+                tensor,
+                align: 16,
+                ptr: self.base,
+                row_stride_bytes: self.row_stride_bytes,
+            });
+        }
+        let bad = |reason: String| Err(Error::InvalidQuery { op: "tma", field: "box", reason });
+        if self.box_cols as usize * self.dtype.size_bytes() != 128 || !(1..=256).contains(&self.box_rows) {
+            return bad(format!(
+                "a 128-byte swizzled box needs 128-byte rows and 1..=256 rows, got {}×{}",
+                self.box_cols, self.box_rows
+            ));
+        }
+        let limit = 1usize << 32;
+        if self.rows == 0
+            || self.cols == 0
+            || self.rows >= limit
+            || self.cols >= limit
+            || self.row_stride_bytes >= 1 << 40
+        {
+            let strides = vec![self.row_stride_bytes as isize, self.dtype.size_bytes() as isize];
+            let reason = format!(
+                "{}×{} with a {}-byte row stride is outside the TMA's limits",
+                self.rows, self.cols, self.row_stride_bytes
+            );
+            return Err(Error::Stride { tensor, strides, reason });
+        }
+        let dims = [self.cols as u64, self.rows as u64];
+        let strides = [self.row_stride_bytes as u64];
+        let boxes = [self.box_cols, self.box_rows];
+        let element_strides = [1u32, 1];
+        let mut map = sys::CUtensorMap { opaque: [0; 16] };
+        // SAFETY: every pointer argument points at a live local array of the rank the call
+        // reads (2 dims, 1 stride, 2 box and element sizes); the descriptor is written in place.
+        let rc = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut map,
+                data_type,
+                2,
+                self.base as *mut std::ffi::c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                element_strides.as_ptr(),
+                CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        rc.result()?;
+        Ok(map.opaque)
+    }
+}
