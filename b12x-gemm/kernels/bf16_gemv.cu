@@ -680,7 +680,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) sum[rt][nt][e] = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
       for (int c = c_first; c <= c_last; ++c) {
         const float* part = slot_of(c);
 #pragma unroll
@@ -851,10 +851,10 @@ B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 1, 2, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 4, 2, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 1, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 2, 2, 3)
-B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 8, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 4, 4)
-B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 8, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 4, 8)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 4, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 4, 1, 4, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 1)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 2)
