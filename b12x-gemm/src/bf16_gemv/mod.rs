@@ -13,14 +13,16 @@
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (u32 arrival counter in scratch, zeroed by a `cuMemsetD32Async` inside `run`)
-//!   sums the partials in split order. Same inputs and config → same bits, eager or replayed.
+//!   sums the partials in split order; `tma` stream-K configs merge the row blocks two CTAs
+//!   share the same way (per consumer warp, in CTA order). Same inputs and config → same bits,
+//!   eager or replayed.
 //!
 //! Configs (`Config::id`, e.g. `mmad_nt1_rt1_u4_wr1_wk8_ks1`):
 //! - `mmad_nt{NT}_rt{RT}_u{U}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16 W
 //!   rows are the MMA's M, 8 tokens its N). A warp owns 16·RT rows and 8·NT tokens and walks
 //!   K in groups of U 32-wide steps, loading the next group of W (16-byte streaming loads
 //!   that skip L1) and x (through L1, shared by the SM's warps) straight into registers while
-//!   the current group's MMAs run. Wins the 58 MB shapes on the H200.
+//!   the current group's MMAs run. Wins some 58 MB buckets on the H200 (within noise of `tma`).
 //! - `mma_nt{NT}_rt{RT}_u{U}_s{S}` — the same MMAs fed through an S-stage cp.async ring per
 //!   warp in shared memory (W copied row-contiguously into a swizzled tile, x pieces by the
 //!   lanes that use them), S−1 groups in flight. Wins the LM head, 18432×7168 at M ≤ 8 and
@@ -31,8 +33,8 @@
 //!   warps read fragments with `ldmatrix`. `sk`: the flat (row block, k-stage) list is split
 //!   evenly over one CTA per SM (stream-K), row blocks shared by two CTAs merged by the last to
 //!   arrive, in CTA order; `rb`: one CTA per row block. `ef`/`nh`: L2 evict-first hint on W or
-//!   none. Descriptors are encoded in `run` (a host-only driver call). Wins M = 16 on 7168×4096,
-//!   18432×7168 and the LM head on the H200 (`gemm/src/bf16_gemv/README.md`).
+//!   none. Descriptors are encoded in `run` (a host-only driver call). Wins the 58 MB shapes and
+//!   M = 16 on the large ones on the H200 (`src/bf16_gemv/README.md`).
 //! - NT is the smallest token tile covering the bucket (M ≤ 8 → NT = 1, …).
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
