@@ -508,9 +508,11 @@ struct TmaTile {
   static_assert(kWBox % 1024 == 0 && kXBox % 1024 == 0, "swizzled boxes start 1024-byte aligned");
 };
 
-// Stores one warp's fragments (final values: + bias, rounded) for rows [row_base, +16*RT).
-template <int NT, int RT, typename TOut>
-__device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float (&v)[RT][NT][4], int row_base) {
+// Calls f(rt, nt, e, r, tok) for every accumulator element acc[rt][nt][e] of this lane: W row
+// r (from the warp's first row) and token tok, in the m16n8 fragment layout (c0, c1: row g,
+// tokens 2t, 2t+1; c2, c3: row g+8).
+template <int NT, int RT, typename F>
+__device__ __forceinline__ void for_each_fragment(F&& f) {
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const int t = lane & 3;
@@ -519,11 +521,15 @@ __device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = row_base + rt * 16 + g + (i >> 1) * 8;
-        const int tok = nt * 8 + 2 * t + (i & 1);
-        if (row < p.n && tok < p.m) store_out<TOut>(p, row, tok, v[rt][nt][i]);
-      }
+      for (int e = 0; e < 4; ++e) f(rt, nt, e, rt * 16 + g + (e >> 1) * 8, nt * 8 + 2 * t + (e & 1));
+}
+
+// Stores one warp's fragments (final values: + bias, rounded) for rows [row_base, +16*RT).
+template <int NT, int RT, typename TOut>
+__device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float (&v)[RT][NT][4], int row_base) {
+  for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
+    if (row_base + r < p.n && tok < p.m) store_out<TOut>(p, row_base + r, tok, v[rt][nt][e]);
+  });
 }
 
 template <int NT, int RT, int CW, int KB, typename TOut>
@@ -594,14 +600,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   const int a_chunk = mat >> 1;
   // B (x, 8 tokens x 32 k): matrices k 0-7, 8-15, 16-23, 24-31 = b0, b1 of two k16 steps.
   float acc[RT][NT][4];
-  auto zero = [&] {
-#pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[rt][nt][i] = 0.0f;
-  };
+  auto zero = [&] { for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) { acc[rt][nt][e] = 0.0f; }); };
   zero();
   int s = 0, round = 0;
   for (int i = 0; i < n_units; ++i) {
@@ -647,25 +646,17 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       zero();
       continue;
     }
-    const int g = lane >> 2;
-    const int tq = lane & 3;
     // Partial slot of CTA c for row block rb: [c][slot][token][ROWS] f32, slot 0 when rb is
     // the first row block of c's stretch, 1 when it is the last.
     auto slot_of = [&](int c) -> float* {
       const int slot = (c * q) / kstages == rb ? 0 : 1;
       return p.partials + (long long)(2 * c + slot) * (MT * ROWS);
     };
+    const int warp_row = 16 * RT * warp;
     float* mine = slot_of(blockIdx.x);
-#pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = 16 * RT * warp + rt * 16 + g + (e >> 1) * 8;
-          const int tok = nt * 8 + 2 * tq + (e & 1);
-          __stcg(mine + tok * ROWS + r, acc[rt][nt][e]);
-        }
+    for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
+      __stcg(mine + tok * ROWS + warp_row + r, acc[rt][nt][e]);
+    });
     __threadfence();
     __syncwarp();
     unsigned int prev = 0;
@@ -674,25 +665,13 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     if (prev == unsigned(c_last - c_first)) {
       __threadfence();
       float sum[RT][NT][4];
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) sum[rt][nt][e] = 0.0f;
+      for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) { sum[rt][nt][e] = 0.0f; });
 #pragma unroll 8
       for (int c = c_first; c <= c_last; ++c) {
         const float* part = slot_of(c);
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = 16 * RT * warp + rt * 16 + g + (e >> 1) * 8;
-              const int tok = nt * 8 + 2 * tq + (e & 1);
-              sum[rt][nt][e] += c == int(blockIdx.x) ? acc[rt][nt][e] : __ldcg(part + tok * ROWS + r);
-            }
+        for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
+          sum[rt][nt][e] += c == int(blockIdx.x) ? acc[rt][nt][e] : __ldcg(part + tok * ROWS + warp_row + r);
+        });
       }
       tma_store_y<NT, RT, TOut>(p, sum, row_base);
     }
