@@ -666,7 +666,8 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       __threadfence();
       float sum[RT][NT][4];
       for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) { sum[rt][nt][e] = 0.0f; });
-#pragma unroll 8
+      // Loads of up to 8 / NT contributors in flight (32 values per lane; more spills at NT = 4).
+#pragma unroll(8 / NT)
       for (int c = c_first; c <= c_last; ++c) {
         const float* part = slot_of(c);
         for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
