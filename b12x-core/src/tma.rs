@@ -98,3 +98,61 @@ impl Tma2d {
         Ok(map.opaque)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid bf16 W view: 4096 × 7168, 64-k × 64-row boxes. The checks below fail before any
+    /// driver call, so they run without CUDA.
+    fn w() -> Tma2d {
+        Tma2d {
+            base: 0x7f00_0000_0000,
+            dtype: DType::BF16,
+            rows: 4096,
+            cols: 7168,
+            row_stride_bytes: 7168 * 2,
+            box_rows: 64,
+            box_cols: 64,
+        }
+    }
+
+    #[test]
+    fn misaligned_base_or_stride_is_a_typed_error() {
+        let e = Tma2d { base: w().base + 8, ..w() }.encode("w");
+        assert!(matches!(e, Err(Error::Misaligned { tensor: "w", align: 16, .. })), "{e:?}");
+        let e = Tma2d { row_stride_bytes: 7170 * 2, ..w() }.encode("w");
+        assert!(matches!(e, Err(Error::Misaligned { tensor: "w", row_stride_bytes: 14340, .. })), "{e:?}");
+    }
+
+    #[test]
+    fn boxes_must_be_128_byte_rows_of_at_most_256() {
+        for (box_cols, box_rows) in [(32, 64), (128, 64), (64, 0), (64, 257)] {
+            let e = Tma2d { box_cols, box_rows, ..w() }.encode("w");
+            assert!(
+                matches!(e, Err(Error::InvalidQuery { op: "tma", field: "box", .. })),
+                "{box_cols}×{box_rows}: {e:?}"
+            );
+        }
+        // f32 rows of 32 elements are 128 bytes too, so the box check passes and the next one
+        // (the empty tensor) fires.
+        let e = Tma2d { dtype: DType::F32, box_cols: 32, rows: 0, ..w() }.encode("x");
+        assert!(matches!(e, Err(Error::Stride { tensor: "x", .. })), "{e:?}");
+    }
+
+    #[test]
+    fn empty_or_oversized_tensors_are_typed_errors() {
+        for (rows, cols) in [(0, 7168), (4096, 0), (1 << 32, 64)] {
+            let e = Tma2d { rows, cols, ..w() }.encode("w");
+            assert!(matches!(e, Err(Error::Stride { tensor: "w", .. })), "{rows}×{cols}: {e:?}");
+        }
+        let e = Tma2d { row_stride_bytes: 1 << 40, ..w() }.encode("w");
+        assert!(matches!(e, Err(Error::Stride { tensor: "w", .. })), "{e:?}");
+    }
+
+    #[test]
+    fn dtypes_without_a_descriptor_type_are_rejected() {
+        let e = Tma2d { dtype: DType::E4M3, box_cols: 128, ..w() }.encode("w");
+        assert!(matches!(e, Err(Error::InvalidQuery { op: "tma", field: "dtype", .. })), "{e:?}");
+    }
+}
