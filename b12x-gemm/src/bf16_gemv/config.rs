@@ -265,9 +265,15 @@ impl Config {
     }
 }
 
+/// The 8-token n-tiles (NT) of the tensor-core variants serving a bucket: the smallest that
+/// covers `rows_hi`.
+fn token_tiles(rows_hi: usize) -> u32 {
+    (rows_hi.div_ceil(8).next_power_of_two() as u32).min(8)
+}
+
 /// The variants that serve a bucket: the token tile is the smallest that covers `rows_hi`.
 fn variants(g: &Geometry) -> Vec<Variant> {
-    let nt = (g.rows_hi.div_ceil(8).next_power_of_two() as u32).min(8);
+    let nt = token_tiles(g.rows_hi);
     let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
     match (g.x_f32, g.aligned) {
         (false, true) => {
@@ -324,7 +330,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
     // TMA configs (aligned BF16 x): raced, never the default. Every ring as deep as shared
     // memory allows (at least two stages); both work splits and both W hints.
     if !g.x_f32 && g.aligned {
-        let nt = (g.rows_hi.div_ceil(8).next_power_of_two() as u32).min(8);
+        let nt = token_tiles(g.rows_hi);
         for &(vnt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
             let variant = Variant::Tma { nt: vnt, cw, kb };
             let probe = Config { variant, warps_r: cw, warps_k: 1, ksplit: 1, tma: None };
