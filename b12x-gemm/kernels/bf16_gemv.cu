@@ -74,8 +74,8 @@ static_assert(offsetof(Bf16GemvParams, m_pad) == 104, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, bias_f32) == 108, "mirror of params.rs");
 
 // Parameters of the TMA entry points (`b12x_bf16_gemv_tma_*`). Mirrored by `Bf16GemvTmaParams`
-// in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m, m_pad
-// and bias_f32.
+// in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m and
+// bias_f32 (partial slots are [tokens of the tile][rows per CTA], not m_pad-strided).
 struct Bf16GemvTmaParams {
   TmaDescriptor w_map;  // W [N, K] bf16: boxes of 64 k x rows-per-CTA rows, 128-byte swizzle
   TmaDescriptor x_map;  // x [M, K] bf16: boxes of 64 k x 8*NT tokens, 128-byte swizzle, zero fill
