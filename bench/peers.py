@@ -12,6 +12,10 @@ put the peer next to each row:
 
     { "<case>": {"name": "<peer>", "us": <median us>, "samples": n}, ..., "_meta": {...} }
 
+Cases `bf16_gemv_x8/...` (every GEMV shape but the LM head) time a decode graph's steady state:
+each replayed graph holds 8 back-to-back calls, each on its own copy of W (cold weights, as
+consecutive layers); the value is the sample's median / 8, as in the Rust bench's `_x8` rows.
+
 --quick keeps every case (the benches pick their own subset) and takes 30 samples instead of 50.
 """
 
@@ -29,6 +33,8 @@ GEMV_NK_F32 = [(384, 7168)]  # the FP32-output router GEMV
 RMS_T = [1, 8, 128, 4096, 32768]
 RMS_D = [4096, 7168]
 RMS_EPS = 1e-6
+CALLS = 8  # back-to-back calls per replay in the bf16_gemv_x8 cases
+CALLS_MAX_W_BYTES = 1 << 30  # the x8 cases leave out the LM head
 
 LINEAR = "torch.nn.functional.linear (cuBLAS)"
 MM_F32 = "torch.mm(bf16, out_dtype=float32) (cuBLAS)"
@@ -47,7 +53,8 @@ class Timer:
         self.start = torch.cuda.Event(enable_timing=True)
         self.end = torch.cuda.Event(enable_timing=True)
 
-    def time_us(self, fn):
+    def time_us(self, fn, calls=1):
+        """Median µs of one replay of a graph holding fn() (which makes `calls` op calls), / calls."""
         # Warm up on a side stream (cuBLAS handles/workspaces), then capture one call.
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -75,7 +82,7 @@ class Timer:
             self.end.synchronize()
             times.append(self.start.elapsed_time(self.end) * 1e3)
         del graph, out
-        return statistics.median(times)
+        return statistics.median(times) / calls
 
 
 def router_fn(x, w):
@@ -103,11 +110,13 @@ def main():
     dev = "cuda"
     results = {}
 
-    def add(key, name, fn):
+    def add(key, name, fn, calls=1):
         if args.only and args.only not in key:
             return
-        us = timer.time_us(fn)
+        us = timer.time_us(fn, calls)
         results[key] = {"name": name, "us": us, "samples": timer.samples}
+        if calls > 1:
+            results[key]["calls_per_replay"] = calls
         print(f"{key:<40} {us:>10.2f} us  {name}", flush=True)
 
     with torch.no_grad():
@@ -122,6 +131,22 @@ def main():
                 else:
                     name, fn = LINEAR, (lambda x=x, w=w: F.linear(x, w))
                 add(key, name, fn)
+            if n * k * 2 <= CALLS_MAX_W_BYTES:
+                ws = [w] + [w.clone() for _ in range(CALLS - 1)]
+                for m in GEMV_M:
+                    key = f"bf16_gemv_x{CALLS}/M{m}_N{n}_K{k}_{'f32' if f32 else 'bf16'}"
+                    if args.only and args.only not in key:
+                        continue
+                    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+                    fns = [router_fn(x, wi) if f32 else (LINEAR, (lambda x=x, wi=wi: F.linear(x, wi))) for wi in ws]
+
+                    def chain(fns=fns):
+                        for _, f in fns[:-1]:
+                            f()
+                        return fns[-1][1]()
+
+                    add(key, f"{fns[0][0]}, {CALLS} back-to-back on distinct W", chain, CALLS)
+                del ws
             del w
             torch.cuda.empty_cache()
         for d in RMS_D:
@@ -136,7 +161,7 @@ def main():
         "gpu": torch.cuda.get_device_name(0),
         "samples": timer.samples,
         "l2_flush_bytes": timer.flush.numel(),
-        "method": "median of CUDA-graph replays (one op call each), L2 flushed before each sample",
+        "method": "median of CUDA-graph replays (one op call each; bf16_gemv_x8: 8 back-to-back calls on distinct W, / 8), L2 flushed before each sample",
     }
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)

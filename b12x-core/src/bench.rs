@@ -112,22 +112,36 @@ const _: () = assert!(std::mem::size_of::<ReadBwParams>() == 32);
 /// a `bytes`-sized buffer (use ≥ 1 GB; rounded down to 8 KB) by the project's read kernels,
 /// the best of their shapes.
 pub fn read_bandwidth(device: &Arc<Device>, bytes: usize) -> Result<f64> {
+    read_bandwidth_calls(device, bytes, 1)
+}
+
+/// [`read_bandwidth`] with `calls` back-to-back reads per graph, each of its own `bytes`-sized
+/// buffer (so every read is cold, as in a decode graph that runs layer after layer): the
+/// bandwidth of one read, from the sample's time divided by `calls`.
+pub fn read_bandwidth_calls(device: &Arc<Device>, bytes: usize, calls: usize) -> Result<f64> {
     let stream = device.stream().clone();
     // Whole 8 KB pieces (the bulk probe's unit).
     let n_vec = bytes / 8192 * 512;
-    let mut src = stream.alloc_zeros::<u8>(n_vec * 16)?;
-    {
-        let (p, _g) = src.device_ptr_mut(&stream);
-        crate::memset_u32(&stream, p, 0x3c00_4000, n_vec * 4)?;
-    }
     let sink = stream.alloc_zeros::<u32>(1)?;
-    let params = ReadBwParams {
-        src: src.device_ptr(&stream).0,
-        sink: sink.device_ptr(&stream).0,
-        n_vec: n_vec as u64,
-        magic: 0x9e37_79b9,
-        pad: 0,
-    };
+    let mut bufs = Vec::with_capacity(calls.max(1));
+    for _ in 0..calls.max(1) {
+        let mut src = stream.alloc_zeros::<u8>(n_vec * 16)?;
+        {
+            let (p, _g) = src.device_ptr_mut(&stream);
+            crate::memset_u32(&stream, p, 0x3c00_4000, n_vec * 4)?;
+        }
+        bufs.push(src);
+    }
+    let params: Vec<ReadBwParams> = bufs
+        .iter()
+        .map(|src| ReadBwParams {
+            src: src.device_ptr(&stream).0,
+            sink: sink.device_ptr(&stream).0,
+            n_vec: n_vec as u64,
+            magic: 0x9e37_79b9,
+            pad: 0,
+        })
+        .collect();
     // The ceiling is the best of a few shapes of the probe: register loads (4 or 8 in flight per
     // thread, 1-4 CTAs of 512 threads per SM) and bulk copies (2-6 single-thread CTAs per SM,
     // each with a 32 KB ring).
@@ -139,8 +153,10 @@ pub fn read_bandwidth(device: &Arc<Device>, bytes: usize) -> Result<f64> {
         for ctas_per_sm in per_sm {
             let dims =
                 LaunchDims { grid: (device.sm_count() * ctas_per_sm, 1, 1), block: (threads, 1, 1), smem_bytes: 0 };
-            let t = time_graph(device, samples(), |s| unsafe { k.launch(s, dims, &params) })?;
-            best = best.min(median(&t));
+            // SAFETY: each ReadBwParams mirrors the kernel's struct and its buffer holds n_vec
+            // vectors; the buffers outlive the graph.
+            let t = time_graph(device, samples(), |s| params.iter().try_for_each(|p| unsafe { k.launch(s, dims, p) }))?;
+            best = best.min(median(&t) / params.len() as f64);
         }
     }
     Ok((n_vec * 16) as f64 / (best * 1e-6) / 1e12)
@@ -173,6 +189,8 @@ pub struct BenchReport {
     pub commit: String,
     pub samples: usize,
     pub rows: Vec<BenchRow>,
+    /// Lines printed under the Markdown table's header (what a group of rows measures).
+    pub notes: Vec<String>,
     #[serde(skip)]
     peers: serde_json::Map<String, serde_json::Value>,
 }
@@ -197,8 +215,13 @@ impl BenchReport {
             commit: std::env::var("B12X_COMMIT").unwrap_or_else(|_| "unknown".into()),
             samples: samples(),
             rows: Vec::new(),
+            notes: Vec::new(),
             peers,
         })
+    }
+    /// Adds a note printed under the Markdown header (e.g. what a group of rows times).
+    pub fn note(&mut self, line: &str) {
+        self.notes.push(line.to_string());
     }
     /// Adds a row from our sample times; the peer is looked up by `case`.
     pub fn add(&mut self, case: &str, config: &str, times_us: &[f64], bytes: f64, flops: f64) -> &BenchRow {
@@ -240,8 +263,14 @@ impl BenchReport {
         let json = dir.join(format!("{}.json", self.name));
         std::fs::write(&json, serde_json::to_string_pretty(self).unwrap_or_default()).map_err(|e| io(&json, e))?;
         let mut md = format!(
-            "# {}\n\nGPU: {} · commit {} · read ceiling {:.3} TB/s (b12x read kernel, same run) · median of {} graph replays, L2 flushed\n\nCommand: `{}`\n\n| case | config | time (µs) | bytes | TB/s | TFLOP/s | % ceiling | peer | peer (µs) | peer/b12x |\n|---|---|---|---|---|---|---|---|---|---|\n",
-            self.name, self.gpu, self.commit, self.ceiling_tbps, self.samples, self.command
+            "# {}\n\nGPU: {} · commit {} · read ceiling {:.3} TB/s (b12x read kernel, same run) · median of {} graph replays, L2 flushed\n\nCommand: `{}`\n\n{}| case | config | time (µs) | bytes | TB/s | TFLOP/s | % ceiling | peer | peer (µs) | peer/b12x |\n|---|---|---|---|---|---|---|---|---|---|\n",
+            self.name,
+            self.gpu,
+            self.commit,
+            self.ceiling_tbps,
+            self.samples,
+            self.command,
+            self.notes.iter().map(|n| format!("{n}\n\n")).collect::<String>()
         );
         for r in &self.rows {
             md += &format!(

@@ -11,6 +11,13 @@
 //! shape) reading exactly W's bytes the same way: the size-matched ceiling, which for the
 //! 58 MB shapes is far below the 2 GB ceiling (launch, ramp-up and drain do not amortize).
 //!
+//! A second table, `bf16_gemv_x8/…` (every shape but the LM head), times the steady state of a
+//! decode graph: each graph replay holds [`CALLS`] back-to-back calls, each on its own copy of W
+//! (so every call reads cold weights, as consecutive layers do), L2 flushed before the sample;
+//! the row's time is the sample's median divided by [`CALLS`]. Its `read_probe_x8/…` rows and
+//! the peer (`bf16_gemv_x8/…` in peers.py) are measured the same way. The LM head is left out:
+//! it runs once per step, and one call of it already amortizes the launch (99.7% for a pure read).
+//!
 //! Run: `cargo bench -p b12x-gemm --bench bf16_gemv` (rows go to `bench-results/bf16_gemv.{json,md}`).
 
 use b12x_core::bench::{samples, time_graph, BenchReport};
@@ -36,6 +43,10 @@ const SHAPES: [(usize, usize, bool); 6] = [
 const DISTINCT_ROWS: usize = 509;
 /// Every SAMPLE-th row of W is checked against the oracle before timing.
 const SAMPLE: usize = 97;
+/// Back-to-back calls per graph replay in the `bf16_gemv_x8` table (each on its own copy of W).
+const CALLS: usize = 8;
+/// The `bf16_gemv_x8` table leaves out weights larger than this (the LM head).
+const CALLS_MAX_W_BYTES: usize = 1 << 30;
 
 fn main() -> Result<()> {
     let Some(dev) = gpu() else {
@@ -44,8 +55,17 @@ fn main() -> Result<()> {
     };
     let quick = b12x_core::bench::quick();
     let mut report = BenchReport::new("bf16_gemv", &dev)?;
-    for (n, k, f32_out) in SHAPES {
-        bench_shape(&dev, &mut report, n, k, f32_out, quick)?;
+    report.note(&format!(
+        "Rows `bf16_gemv_x{CALLS}/…` and `read_probe_x{CALLS}/…` (and their peer): each graph replay holds {CALLS} back-to-back \
+         calls, each on its own copy of W (cold weights, as consecutive layers of a decode graph); time = the \
+         sample's median / {CALLS}. Every other row: one call per replay."
+    ));
+    for calls in [1, CALLS] {
+        for (n, k, f32_out) in SHAPES {
+            if calls == 1 || n * k * 2 <= CALLS_MAX_W_BYTES {
+                bench_shape(&dev, &mut report, n, k, f32_out, quick, calls)?;
+            }
+        }
     }
     println!("wrote {}", report.write()?.display());
     Ok(())
@@ -70,9 +90,11 @@ fn bench_shape(
     k: usize,
     f32_out: bool,
     quick: bool,
+    calls: usize,
 ) -> Result<()> {
     let out_dtype = if f32_out { DType::F32 } else { DType::BF16 };
-    let case_name = |m: usize| format!("bf16_gemv/M{m}_N{n}_K{k}_{}", out_dtype.name());
+    let suffix = if calls == 1 { String::new() } else { format!("_x{calls}") };
+    let case_name = |m: usize| format!("bf16_gemv{suffix}/M{m}_N{n}_K{k}_{}", out_dtype.name());
     let ms: Vec<usize> = ROWS
         .into_iter()
         .filter(|m| !quick || QUICK_ROWS.contains(m))
@@ -84,11 +106,16 @@ fn bench_shape(
     // What a pure read of W's bytes takes with the same method: the size-matched ceiling
     // (launch, ramp-up and drain included) the GEMV rows compare against.
     let w_bytes = n * k * 2;
-    let probe_tbps = b12x_core::bench::read_bandwidth(dev, w_bytes)?;
+    let probe_tbps = b12x_core::bench::read_bandwidth_calls(dev, w_bytes, calls)?;
     let probe_us = (w_bytes / 8192 * 8192) as f64 / (probe_tbps * 1e12) * 1e6;
+    let probe_config = if calls == 1 {
+        "b12x read probes, best shape".to_string()
+    } else {
+        format!("b12x read probes, best shape, {calls} back-to-back on distinct buffers, per read")
+    };
     report.add(
-        &format!("read_probe/{}MB_N{n}_K{k}", w_bytes >> 20),
-        "b12x read probes, best shape",
+        &format!("read_probe{suffix}/{}MB_N{n}_K{k}", w_bytes >> 20),
+        &probe_config,
         &[probe_us],
         w_bytes as f64,
         0.0,
@@ -97,6 +124,9 @@ fn bench_shape(
     let block = cast::<bf16>(&uniform(1, DISTINCT_ROWS * k, -1.0, 1.0));
     let w_h: Vec<bf16> = block.iter().copied().cycle().take(n * k).collect();
     let w = stream.clone_htod(&w_h)?;
+    // One copy of W per back-to-back call (the first is `w`).
+    let w_more: Vec<CudaSlice<bf16>> =
+        (1..calls).map(|_| stream.clone_dtod(&w)).collect::<std::result::Result<_, _>>()?;
     let mx = *ROWS.iter().max().unwrap_or(&1);
     let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
     let x = stream.clone_htod(&x_h)?;
@@ -115,21 +145,27 @@ fn bench_shape(
         let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).unwrap_or(0);
         let config = plan.slot().get(bucket).map(|s| s.config.clone()).unwrap_or_default();
         let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), out_ptr(&y)?);
-        let call = |s: &Arc<CudaStream>| -> Result<()> {
+        let call_on = |s: &Arc<CudaStream>, w: &CudaSlice<bf16>| -> Result<()> {
             // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the
-            // calls and the graph, and nothing else touches them meanwhile.
+            // calls and the graph, and nothing else touches them meanwhile (back-to-back calls
+            // on one stream write `y` in order).
             let (xv, yv) = unsafe {
                 (
                     TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
                     TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], out_dtype)?,
                 )
             };
-            let args = Args { x: xv, w: TensorRef::from_slice(&w, &[n, k])?, bias: None, y: yv };
-            // SAFETY: the plan's scratch buffer, used by nothing else.
+            let args = Args { x: xv, w: TensorRef::from_slice(w, &[n, k])?, bias: None, y: yv };
+            // SAFETY: the plan's scratch buffer, used by nothing else (calls on one stream use
+            // it in order).
             let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
             bf16_gemv::run(&plan, args, scratch, s)
         };
-        call(stream)?;
+        let call = |s: &Arc<CudaStream>| -> Result<()> {
+            std::iter::once(&w).chain(&w_more).try_for_each(|wi| call_on(s, wi))
+        };
+        // The oracle checks the call on the last copy (every copy holds the same W).
+        call_on(stream, w_more.last().unwrap_or(&w))?;
         stream.synchronize()?;
         let got: Vec<f64> = match &y {
             Out::Bf16(b) => stream.clone_dtoh(b)?.iter().map(|v| v.to_f64()).collect(),
@@ -142,7 +178,7 @@ fn bench_shape(
         if let Err(e) = reference::check_bound(&case, out_dtype, k, &got, &want, &[m, rows.len()]) {
             panic!("oracle check failed before timing: {e}");
         }
-        let times = time_graph(dev, samples(), call)?;
+        let times: Vec<f64> = time_graph(dev, samples(), call)?.iter().map(|t| t / calls as f64).collect();
         let bytes = (n * k * 2 + m * k * 2 + m * n * out_dtype.size_bytes()) as f64;
         report.add(&case, &config, &times, bytes, (2 * m * n * k) as f64);
     }
