@@ -225,9 +225,22 @@ impl BenchReport {
     }
     /// Adds a row from our sample times; the peer is looked up by `case`.
     pub fn add(&mut self, case: &str, config: &str, times_us: &[f64], bytes: f64, flops: f64) -> &BenchRow {
+        self.add_vs(case, case, config, times_us, bytes, flops)
+    }
+    /// [`BenchReport::add`] with the peer of another case (e.g. a PDL row against the peer's
+    /// plain row, when the peer has no PDL form).
+    pub fn add_vs(
+        &mut self,
+        case: &str,
+        peer_case: &str,
+        config: &str,
+        times_us: &[f64],
+        bytes: f64,
+        flops: f64,
+    ) -> &BenchRow {
         let t = median(times_us);
         let tbps = bytes / (t * 1e-6) / 1e12;
-        let peer = self.peers.get(case);
+        let peer = self.peers.get(peer_case);
         let peer_us = peer.and_then(|p| p.get("us")).and_then(|v| v.as_f64());
         self.rows.push(BenchRow {
             case: case.to_string(),

@@ -150,11 +150,54 @@ impl Kernel {
     /// `P` must be the `#[repr(C)]` mirror of the kernel's parameter struct, and every pointer
     /// in it must be valid for the accesses the kernel makes with these dimensions.
     pub unsafe fn launch<P: Copy>(&self, stream: &CudaStream, dims: LaunchDims, params: &P) -> Result<()> {
+        self.launch_ex(stream, dims, params, false)
+    }
+
+    /// [`Kernel::launch`], optionally with programmatic dependent launch (`pdl`): the launch
+    /// carries `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, so when the work before
+    /// it on the stream is a kernel that triggers early (`griddepcontrol.launch_dependents`),
+    /// this kernel may start before that kernel completes (graph capture keeps the relation as
+    /// a programmatic edge). Without `pdl` it is exactly [`Kernel::launch`].
+    ///
+    /// # Safety
+    /// As [`Kernel::launch`]; with `pdl`, the kernel must execute `griddepcontrol.wait`
+    /// (`pdl_wait()` in `b12x/common.cuh`) before it touches anything earlier work on the
+    /// stream may still be writing.
+    pub unsafe fn launch_ex<P: Copy>(
+        &self,
+        stream: &CudaStream,
+        dims: LaunchDims,
+        params: &P,
+        pdl: bool,
+    ) -> Result<()> {
         let mut args = [params as *const P as *mut c_void];
         let timing = env::timing() && !crate::device::is_capturing(stream).unwrap_or(true);
         let events = if timing { Some(timing_events(stream)?) } else { None };
         self.module.ctx.bind_to_thread()?;
-        result::launch_kernel(self.func, dims.grid, dims.block, dims.smem_bytes, stream.cu_stream(), &mut args)?;
+        if pdl {
+            let mut attr = sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+            };
+            let config = sys::CUlaunchConfig {
+                gridDimX: dims.grid.0,
+                gridDimY: dims.grid.1,
+                gridDimZ: dims.grid.2,
+                blockDimX: dims.block.0,
+                blockDimY: dims.block.1,
+                blockDimZ: dims.block.2,
+                sharedMemBytes: dims.smem_bytes,
+                hStream: stream.cu_stream(),
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            // SAFETY: `config` and `attr` live across the call; the parameter pointers are the
+            // caller's contract (see above).
+            unsafe { sys::cuLaunchKernelEx(&config, self.func, args.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
+        } else {
+            result::launch_kernel(self.func, dims.grid, dims.block, dims.smem_bytes, stream.cu_stream(), &mut args)?;
+        }
         if let Some((start, end)) = events {
             end.record(stream)?;
             end.synchronize()?;

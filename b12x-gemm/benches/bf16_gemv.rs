@@ -17,6 +17,9 @@
 //! the row's time is the sample's median divided by [`CALLS`]. Its `read_probe_x8/…` rows and
 //! the peer (`bf16_gemv_x8/…` in peers.py) are measured the same way. The LM head is left out:
 //! it runs once per step, and one call of it already amortizes the launch (99.7% for a pure read).
+//! A third table, `bf16_gemv_x8_pdl/…`, repeats it with `Query::pdl` (programmatic dependent
+//! launch: each call starts streaming W while the call before it finishes), against the same
+//! peer rows (`bf16_gemv_x8/…`: PyTorch cannot launch cuBLAS with PDL).
 //!
 //! Run: `cargo bench -p b12x-gemm --bench bf16_gemv` (rows go to `bench-results/bf16_gemv.{json,md}`).
 
@@ -56,14 +59,18 @@ fn main() -> Result<()> {
     let quick = b12x_core::bench::quick();
     let mut report = BenchReport::new("bf16_gemv", &dev)?;
     report.note(&format!(
+        "Rows `bf16_gemv_x{CALLS}_pdl/…`: the same with `Query::pdl` (programmatic dependent launch), against the \
+         peer's `bf16_gemv_x{CALLS}` time (PyTorch cannot launch cuBLAS with PDL)."
+    ));
+    report.note(&format!(
         "Rows `bf16_gemv_x{CALLS}/…` and `read_probe_x{CALLS}/…` (and their peer): each graph replay holds {CALLS} back-to-back \
          calls, each on its own copy of W (cold weights, as consecutive layers of a decode graph); time = the \
          sample's median / {CALLS}. Every other row: one call per replay."
     ));
-    for calls in [1, CALLS] {
+    for (calls, pdl) in [(1, false), (CALLS, false), (CALLS, true)] {
         for (n, k, f32_out) in SHAPES {
             if calls == 1 || n * k * 2 <= CALLS_MAX_W_BYTES {
-                bench_shape(&dev, &mut report, n, k, f32_out, quick, calls)?;
+                bench_shape(&dev, &mut report, (n, k, f32_out), quick, (calls, pdl))?;
             }
         }
     }
@@ -83,18 +90,20 @@ fn out_ptr(y: &Out) -> Result<u64> {
     })
 }
 
+/// One shape's rows of one table: `(calls, pdl)` = back-to-back calls per graph replay (each on
+/// its own copy of W) and whether the plan launches with PDL.
 fn bench_shape(
     dev: &Arc<Device>,
     report: &mut BenchReport,
-    n: usize,
-    k: usize,
-    f32_out: bool,
+    (n, k, f32_out): (usize, usize, bool),
     quick: bool,
-    calls: usize,
+    (calls, pdl): (usize, bool),
 ) -> Result<()> {
     let out_dtype = if f32_out { DType::F32 } else { DType::BF16 };
     let suffix = if calls == 1 { String::new() } else { format!("_x{calls}") };
-    let case_name = |m: usize| format!("bf16_gemv{suffix}/M{m}_N{n}_K{k}_{}", out_dtype.name());
+    let pdl_suffix = if pdl { "_pdl" } else { "" };
+    let peer_name = |m: usize| format!("bf16_gemv{suffix}/M{m}_N{n}_K{k}_{}", out_dtype.name());
+    let case_name = |m: usize| format!("bf16_gemv{suffix}{pdl_suffix}/M{m}_N{n}_K{k}_{}", out_dtype.name());
     let ms: Vec<usize> = ROWS
         .into_iter()
         .filter(|m| !quick || QUICK_ROWS.contains(m))
@@ -104,22 +113,11 @@ fn bench_shape(
         return Ok(());
     }
     // What a pure read of W's bytes takes with the same method: the size-matched ceiling
-    // (launch, ramp-up and drain included) the GEMV rows compare against.
-    let w_bytes = n * k * 2;
-    let probe_tbps = b12x_core::bench::read_bandwidth_calls(dev, w_bytes, calls)?;
-    let probe_us = (w_bytes / 8192 * 8192) as f64 / (probe_tbps * 1e12) * 1e6;
-    let probe_config = if calls == 1 {
-        "b12x read probes, best shape".to_string()
-    } else {
-        format!("b12x read probes, best shape, {calls} back-to-back on distinct buffers, per read")
-    };
-    report.add(
-        &format!("read_probe{suffix}/{}MB_N{n}_K{k}", w_bytes >> 20),
-        &probe_config,
-        &[probe_us],
-        w_bytes as f64,
-        0.0,
-    );
+    // (launch, ramp-up and drain included) the GEMV rows compare against; once per table of
+    // plain launches (the probes have no PDL form).
+    if !pdl {
+        probe_row(dev, report, n, k, calls, &suffix)?;
+    }
     let stream = dev.stream();
     let block = cast::<bf16>(&uniform(1, DISTINCT_ROWS * k, -1.0, 1.0));
     let w_h: Vec<bf16> = block.iter().copied().cycle().take(n * k).collect();
@@ -131,7 +129,7 @@ fn bench_shape(
     let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
     let x = stream.clone_htod(&x_h)?;
     let y = if f32_out { Out::F32(stream.alloc_zeros(mx * n)?) } else { Out::Bf16(stream.alloc_zeros(mx * n)?) };
-    let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: mx, aligned: true };
+    let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: mx, aligned: true, pdl };
     let plan = bf16_gemv::plan(&q, dev)?;
     let scratch_bytes = plan.scratch_layout().total_bytes();
     // Scratch regions start on a SCRATCH_ALIGN boundary; allocations are only 256-byte aligned.
@@ -180,8 +178,36 @@ fn bench_shape(
         }
         let times: Vec<f64> = time_graph(dev, samples(), call)?.iter().map(|t| t / calls as f64).collect();
         let bytes = (n * k * 2 + m * k * 2 + m * n * out_dtype.size_bytes()) as f64;
-        report.add(&case, &config, &times, bytes, (2 * m * n * k) as f64);
+        report.add_vs(&case, &peer_name(m), &config, &times, bytes, (2 * m * n * k) as f64);
     }
     session.close();
+    Ok(())
+}
+
+/// The `read_probe{suffix}/…` row: the project's read probes reading exactly W's bytes, timed
+/// like the GEMV rows of the same table (`calls` back-to-back on distinct buffers).
+fn probe_row(
+    dev: &Arc<Device>,
+    report: &mut BenchReport,
+    n: usize,
+    k: usize,
+    calls: usize,
+    suffix: &str,
+) -> Result<()> {
+    let w_bytes = n * k * 2;
+    let probe_tbps = b12x_core::bench::read_bandwidth_calls(dev, w_bytes, calls)?;
+    let probe_us = (w_bytes / 8192 * 8192) as f64 / (probe_tbps * 1e12) * 1e6;
+    let probe_config = if calls == 1 {
+        "b12x read probes, best shape".to_string()
+    } else {
+        format!("b12x read probes, best shape, {calls} back-to-back on distinct buffers, per read")
+    };
+    report.add(
+        &format!("read_probe{suffix}/{}MB_N{n}_K{k}", w_bytes >> 20),
+        &probe_config,
+        &[probe_us],
+        w_bytes as f64,
+        0.0,
+    );
     Ok(())
 }

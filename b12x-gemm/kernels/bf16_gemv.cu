@@ -351,6 +351,9 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   const int k_end = min(p.k, k_begin + p.k_per_split);
 
   const MmaOperands<NT, RT> o(p, row0, g, t);
+  // PDL: each feed below asks L2 for its first W bytes, then waits (pdl_wait) before its first
+  // load of x or W, since both go through the same loads.
+  pdl_launch_dependents();
   float acc[RT][NT][4];
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt)
@@ -382,6 +385,14 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
         for (int nt = 0; nt < NT; ++nt)
           v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
     };
+    if (wk < groups)
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) prefetch_l2(o.w[rt][h] + k_begin + (wk * U + u) * kMmaStepK);
+    pdl_wait();
     if (wk < groups) load(wk);
 #pragma unroll 1
     for (int gi = wk; gi < groups; gi += p.warps_k) {
@@ -420,6 +431,14 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
       cp_async_commit();
     };
 #pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      const int gi = wk + s * p.warps_k;
+      if (gi < groups)
+#pragma unroll
+        for (int i = 0; i < Ring::kWCopiesPerLane; ++i) prefetch_l2(r_wc[i] + k_begin + gi * kMmaStepK * U);
+    }
+    pdl_wait();
+#pragma unroll
     for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
     int stage = 0;
     for (int gi = wk; gi < groups; gi += p.warps_k) {
@@ -451,6 +470,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     }
     cp_async_wait<0>();
   } else {
+    pdl_wait();
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       const int k0 = k_begin + gi * kMmaStepK * U;
       Vec16 v_w[U][RT][2];
@@ -560,17 +580,18 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   }
   __syncthreads();
 
+  pdl_launch_dependents();
   if (warp == CW) {
-    // Producer. Stage s of round r waits for the consumers' release of round r-1.
+    // Producer. Stage s of round r waits for the consumers' release of round r-1. The first
+    // round's W boxes go out before pdl_wait (W is never written by an earlier kernel on the
+    // stream: with PDL they stream while that kernel finishes), everything else after it.
     if (lane == 0) {
       tma_prefetch_descriptor(&tp.w_map);
       tma_prefetch_descriptor(&tp.x_map);
       const bool evict_first = tp.flags & 1;
       const uint64_t w_policy = l2_policy_evict_first();
       const uint64_t x_policy = l2_policy_evict_last();
-      int s = 0, round = 0;
-      for (int i = 0; i < n_units; ++i) {
-        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+      auto load_w = [&](int i, int s) {
         const uint32_t bar = full0 + 8 * s;
         mbar_arrive_expect_tx(bar, Tile::kStageBytes);
         const int rb = (u_begin + i) / kstages;
@@ -583,14 +604,31 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
           else
             tma_load_2d(st + j * Tile::kWBox, &tp.w_map, k0 + 64 * j, rb * ROWS, bar);
         }
+      };
+      auto load_x = [&](int i, int s) {
+        const uint32_t bar = full0 + 8 * s;
+        const int rb = (u_begin + i) / kstages;
+        const int k0 = (u_begin + i - rb * kstages) * 64 * KB;
+        const uint32_t st = ring + s * Tile::kStageBytes;
 #pragma unroll
         for (int j = 0; j < KB; ++j)
           tma_load_2d(st + KB * Tile::kWBox + j * Tile::kXBox, &tp.x_map, k0 + 64 * j, 0, bar, x_policy);
+      };
+      const int first = min(stages, n_units);
+      for (int i = 0; i < first; ++i) load_w(i, i);
+      pdl_wait();
+      for (int i = 0; i < first; ++i) load_x(i, i);
+      int s = first == stages ? 0 : first, round = first == stages ? 1 : 0;
+      for (int i = first; i < n_units; ++i) {
+        mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+        load_w(i, s);
+        load_x(i, s);
         if (++s == stages) s = 0, ++round;
       }
     }
     return;  // nothing below synchronizes the whole CTA
   }
+  pdl_wait();  // the consumers write y, partials and counters
 
   // Consumer warp `warp`: rows [16*RT*warp, +16*RT) of each stage's W boxes.
   const int l7 = lane & 7;
@@ -685,6 +723,8 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
 // processed MT at a time (the W stretch is re-read from L2/L1 for every further pass).
 template <int MT, int RS, typename TOut, bool kAligned>
 __device__ __forceinline__ void gemv_simt(const Bf16GemvParams& p) {
+  pdl_launch_dependents();
+  pdl_wait();  // PDL: nothing is read before the previous kernel completes
   extern __shared__ __align__(128) float s_part[];  // [warps_k][MT][rows_cta + kRowPad]
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;

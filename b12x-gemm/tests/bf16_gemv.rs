@@ -15,7 +15,7 @@ const H200_SMEM: u32 = 232_448;
 const SM120_SMEM: u32 = 101_376;
 
 fn query(n: usize, k: usize) -> Query {
-    Query { n, k, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 64, aligned: true }
+    Query { n, k, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 64, aligned: true, pdl: false }
 }
 
 fn geometry(n: usize, k: usize, rows_hi: usize, x_f32: bool, aligned: bool) -> Geometry {

@@ -7,7 +7,8 @@
 //! `reference::bound` of the f64 oracle element-wise and within `reference::cosine_bound` in
 //! cosine difference; NaN/Inf positions equal. The LM head checks sampled rows of W only.
 //! Further trials: graph replay equals eager bitwise (split-K and stream-K TMA merges included), repeated eager runs
-//! are bitwise equal, a frozen session (or a capture) rejects an unprepared plan, `run`
+//! are bitwise equal, two PDL-launched calls chained through their activations equal the oracle
+//! (eager and replayed, every config of the dependent call), a frozen session (or a capture) rejects an unprepared plan, `run`
 //! allocates nothing, bad inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the large shapes (sanitizer runs).
 
@@ -222,7 +223,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
         _ => None,
     };
     let mut y = Buf::poisoned(stream, m * ly, c.out)?;
-    let q = Query { n, k, x_dtype: c.x, out_dtype: c.out, bias: c.bias, max_rows: 64, aligned: c.aligned };
+    let q = Query { n, k, x_dtype: c.x, out_dtype: c.out, bias: c.bias, max_rows: 64, aligned: c.aligned, pdl: false };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
     let label = plan.buckets()[bucket].label();
@@ -271,7 +272,16 @@ const RK: usize = 7168;
 
 fn router(dev: &Arc<Device>, m: usize) -> Result<Router, String> {
     let stream = dev.stream();
-    let q = Query { n: RN, k: RK, x_dtype: DType::BF16, out_dtype: F32, bias: None, max_rows: 8, aligned: true };
+    let q = Query {
+        n: RN,
+        k: RK,
+        x_dtype: DType::BF16,
+        out_dtype: F32,
+        bias: None,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+    };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let x = Buf::upload(stream, &uniform(11, m * RK, -1.0, 1.0), DType::BF16)?;
     let w = Buf::upload(stream, &uniform(12, RN * RK, -1.0, 1.0), DType::BF16)?;
@@ -338,6 +348,112 @@ fn graph_equals_eager_with(dev: &Arc<Device>, tma: bool) -> TrialResult {
         unsafe { graph.launch() }.map_err(err)?;
         stream.synchronize().map_err(err)?;
         same_bits(&format!("replay {replay}"), &r.y.bits(stream)?, &eager)?;
+    }
+    Ok(())
+}
+
+/// Two PDL-launched calls back to back, the second reading the first's output as its x
+/// (y1 = x·W1ᵀ, 64 MB of W1 so the first call is long; y2 = y1·W2ᵀ), y1 and y2 poisoned
+/// before every chain: with `Query::pdl` the second call starts streaming W2 while the first
+/// runs and must read y1 only after `griddepcontrol.wait`. Every config of the second call's
+/// bucket is pinned in turn; y1 and y2 must match the oracle (y2's computed from the y1 the
+/// GPU produced), and a captured graph of the chain, replayed twice, must equal the eager bits.
+fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
+    const N1: usize = 8192;
+    const K1: usize = 4096;
+    const N2: usize = 1024;
+    let stream = dev.stream();
+    let query = |n, k| Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 16,
+        aligned: true,
+        pdl: true,
+    };
+    let (p1, p2) =
+        (bf16_gemv::plan(&query(N1, K1), dev).map_err(err)?, bf16_gemv::plan(&query(N2, N1), dev).map_err(err)?);
+    let x_h = values(Fill::Uniform, 21, m * K1, DType::BF16);
+    let w1_h = values(Fill::Uniform, 22, N1 * K1, DType::BF16);
+    let w2_h = values(Fill::Uniform, 23, N2 * N1, DType::BF16);
+    let want1 = reference::exact(&x_h, &cast::<bf16>(&w1_h), None::<&[f32]>, m, K1, &(0..N1).collect::<Vec<_>>());
+    let (x, w1, w2) = (
+        Buf::upload(stream, &x_h, DType::BF16)?,
+        Buf::upload(stream, &w1_h, DType::BF16)?,
+        Buf::upload(stream, &w2_h, DType::BF16)?,
+    );
+    let (mut y1, mut y2) = (Buf::poisoned(stream, m * N1, DType::BF16)?, Buf::poisoned(stream, m * N2, DType::BF16)?);
+    let (mut s1, mut s2) = (scratch_buffer(stream, &p1)?, scratch_buffer(stream, &p2)?);
+    let bucket = b12x_core::plan::bucket_of(p2.buckets(), m).ok_or("no bucket")?;
+    let label = p2.buckets()[bucket].label();
+    let w2_c = cast::<bf16>(&w2_h);
+    let mut y1_first: Option<(Vec<u32>, reference::Exact)> = None;
+    for id in p2.candidates(bucket) {
+        let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+        session.pin(&p2, &label, &id);
+        session.prepare(&[&p1, &p2]).map_err(err)?;
+        let mut chain = |s: &Arc<CudaStream>, y1: &mut Buf, y2: &mut Buf| -> b12x_core::Result<()> {
+            let a1 = Args {
+                x: x.view(m, K1, K1, DType::BF16),
+                w: w1.view(N1, K1, K1, DType::BF16),
+                bias: None,
+                y: y1.view_mut(m, N1, N1, DType::BF16),
+            };
+            bf16_gemv::run(&p1, a1, scratch_of(&mut s1, p1.scratch_layout().total_bytes()), s)?;
+            let a2 = Args {
+                x: y1.view(m, N1, N1, DType::BF16),
+                w: w2.view(N2, N1, N1, DType::BF16),
+                bias: None,
+                y: y2.view_mut(m, N2, N2, DType::BF16),
+            };
+            bf16_gemv::run(&p2, a2, scratch_of(&mut s2, p2.scratch_layout().total_bytes()), s)
+        };
+        let mut eager = Vec::new();
+        for again in 0..3 {
+            y1.poison(stream)?;
+            y2.poison(stream)?;
+            chain(stream, &mut y1, &mut y2).map_err(err)?;
+            stream.synchronize().map_err(err)?;
+            // y1 comes from the same config every time: checked once, then bitwise.
+            let bits1 = y1.bits(stream)?;
+            if let Some((first, _)) = &y1_first {
+                same_bits(&format!("y1 [{id}], chain {again}"), &bits1, first)?;
+            } else {
+                let got1 = y1.download(stream)?;
+                reference::check_bound("y1", DType::BF16, K1, &got1, &want1, &[m, N1])?;
+                let x2: Vec<f32> = got1.iter().map(|&v| v as f32).collect();
+                let want2 = reference::exact(&x2, &w2_c, None::<&[f32]>, m, N1, &(0..N2).collect::<Vec<_>>());
+                y1_first = Some((bits1, want2));
+            }
+            let want2 = &y1_first.as_ref().ok_or("y1 unchecked")?.1;
+            reference::check_bound(
+                &format!("y2 [{id}], chain {again}"),
+                DType::BF16,
+                N1,
+                &y2.download(stream)?,
+                want2,
+                &[m, N2],
+            )?;
+            let bits = y2.bits(stream)?;
+            if again == 0 {
+                eager = bits;
+            } else {
+                same_bits(&format!("eager chain {again} [{id}]"), &bits, &eager)?;
+            }
+        }
+        let graph = session.capture(stream, |s| chain(s, &mut y1, &mut y2)).map_err(err)?;
+        for replay in 0..2 {
+            y1.poison(stream)?;
+            y2.poison(stream)?;
+            // SAFETY: every buffer the graph uses outlives it (dropped at the end of this scope).
+            unsafe { graph.launch() }.map_err(err)?;
+            stream.synchronize().map_err(err)?;
+            same_bits(&format!("replay {replay} [{id}]"), &y2.bits(stream)?, &eager)?;
+        }
+        drop(graph);
+        session.close();
     }
     Ok(())
 }
@@ -460,6 +576,8 @@ fn main() {
     }
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
     trials.push(GpuTrial::new("graph_replay_equals_eager_tma_stream_k", graph_equals_eager_tma));
+    trials.push(GpuTrial::new("pdl_chain::m1", |d| pdl_chain(d, 1)));
+    trials.push(GpuTrial::new("pdl_chain::m16", |d| pdl_chain(d, 16)));
     trials.push(GpuTrial::new("unprepared_plans", unprepared_plans));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));

@@ -123,4 +123,18 @@ __device__ __forceinline__ float block_sum(float v, float* s_red) {
   return s_red[32];
 }
 
+// Programmatic dependent launch (PDL, sm_90+). A kernel launched with programmatic stream
+// serialization may start while the kernel before it on the stream is still running:
+// `pdl_wait` blocks until that kernel has completed and its writes are visible (it returns at
+// once when the launch had no programmatic dependency), so everything that may depend on the
+// previous kernel (activations, outputs, scratch) goes after it; only data nothing on the
+// stream writes (weights) may be read before. `pdl_launch_dependents` lets the next
+// PDL-launched kernel start once every CTA of this grid has issued it (or exited).
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Asks L2 for the line holding `p` (no register, no wait): e.g. weights before pdl_wait.
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+__device__ __forceinline__ void pdl_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 }  // namespace b12x

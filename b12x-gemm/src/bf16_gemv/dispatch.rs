@@ -20,7 +20,7 @@ pub(super) fn launch(
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let (q, rows_hi) = (&plan.query, plan.buckets[bucket].hi);
     if let Some(s) = c.tma_schedule(q.n, q.k, plan.device.sm_count()) {
-        return launch_tma(&c, &s, kernel, p, stream);
+        return launch_tma(&c, &s, kernel, p, plan.query.pdl, stream);
     }
     let (per, splits) = c.k_split(q.k);
     let blocks = c.row_blocks(q.n);
@@ -40,12 +40,20 @@ pub(super) fn launch(
     };
     // SAFETY: Bf16GemvParams mirrors the kernel's struct (asserted on both sides); the tensors
     // passed `Query::kernel_params`, the scratch regions were bound at the plan's sizes (or
-    // belong to the race's own buffer).
-    unsafe { kernel.launch(stream, dims, p) }
+    // belong to the race's own buffer); with `pdl` every family waits (griddepcontrol.wait)
+    // before its first load.
+    unsafe { kernel.launch_ex(stream, dims, p, plan.query.pdl) }
 }
 
 /// Encodes the TMA descriptors of W and x from `p` and launches a `tma` config.
-fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, stream: &CudaStream) -> Result<()> {
+fn launch_tma(
+    c: &Config,
+    s: &TmaSchedule,
+    kernel: &Kernel,
+    p: &Bf16GemvParams,
+    pdl: bool,
+    stream: &CudaStream,
+) -> Result<()> {
     let (Variant::Tma { nt, cw, .. }, Some(mode)) = (c.variant, c.tma) else {
         return Err(Error::UnknownConfig { op: OP, bucket: String::new(), config: c.id() });
     };
@@ -75,8 +83,9 @@ fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, 
     let dims = LaunchDims { grid: (s.grid as u32, 1, 1), block: (c.threads(), 1, 1), smem_bytes: c.dynamic_smem() };
     // SAFETY: Bf16GemvTmaParams mirrors the kernel's struct (asserted on both sides); the
     // descriptors cover exactly the checked views of W and x; the scratch regions were bound
-    // at the plan's sizes, which cover this config's partial slots and counters.
-    unsafe { kernel.launch(stream, dims, &tp) }
+    // at the plan's sizes, which cover this config's partial slots and counters; with `pdl`
+    // the kernel reads only W before griddepcontrol.wait.
+    unsafe { kernel.launch_ex(stream, dims, &tp, pdl) }
 }
 
 impl OpPlan for Plan {

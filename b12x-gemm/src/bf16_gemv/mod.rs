@@ -16,6 +16,13 @@
 //!   sums the partials in split order; `tma` stream-K configs merge the row blocks two CTAs
 //!   share the same way (per consumer warp, in CTA order). Same inputs and config → same bits,
 //!   eager or replayed.
+//! - Programmatic dependent launch: `Query::pdl` launches every call with PDL, so in a stream
+//!   or graph of back-to-back kernels (a decode step) the call starts while the kernel before
+//!   it finishes: the `tma` configs stream their first ring of W before `griddepcontrol.wait`,
+//!   and touch x, bias, y and scratch only after it (the other families wait before any load
+//!   and gain only the launch). **W must not be written by work still running before the call**
+//!   (weights normally are not); x may be: it is read after the wait. Configs that merge reset
+//!   their counters with a memset first, which the previous kernel must finish.
 //!
 //! Configs (`Config::id`, e.g. `mmad_nt1_rt1_u4_wr1_wk8_ks1`):
 //! - `mmad_nt{NT}_rt{RT}_u{U}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16 W
@@ -47,7 +54,7 @@
 //! use b12x_gemm::bf16_gemv::{self, Args, Query};
 //! # fn main() -> b12x_core::Result<()> {
 //! let dev = Device::new(0)?;
-//! let query = Query { n: 4096, k: 7168, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 8, aligned: true };
+//! let query = Query { n: 4096, k: 7168, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 8, aligned: true, pdl: false };
 //! let plan = bf16_gemv::plan(&query, &dev)?;
 //! let mut session = PreparationSession::new(&dev)?;
 //! session.prepare(&[&plan])?;
@@ -120,6 +127,11 @@ pub struct Query {
     pub max_rows: usize,
     /// `x` and `w` have 16-byte aligned base pointers and row strides (checked at run).
     pub aligned: bool,
+    /// Launch with programmatic dependent launch (see the module docs): the call may start
+    /// reading W before the kernel before it on the stream completes. Set it only when nothing
+    /// that may still be running writes W. Not part of the selection-cache key (it does not
+    /// change which config is fastest in a single call, which is what the race times).
+    pub pdl: bool,
 }
 
 impl Query {
@@ -318,7 +330,7 @@ pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn b12x_co
     let shapes = bf16.iter().map(|&(n, k)| (n, k, DType::BF16)).chain([(384, 7168, DType::F32)]);
     let mut out: Vec<Box<dyn b12x_core::OpPlan>> = Vec::new();
     for (n, k, out_dtype) in shapes {
-        let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: 16, aligned: true };
+        let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: 16, aligned: true, pdl: false };
         out.push(Box::new(plan(&q, device)?));
     }
     Ok(out)
