@@ -106,6 +106,19 @@ impl std::fmt::Debug for Kernel {
     }
 }
 
+/// Launch attributes beyond the grid ([`Kernel::launch_ex`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchOpts {
+    /// Programmatic dependent launch (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`):
+    /// when the work before it on the stream is a kernel that triggers early
+    /// (`griddepcontrol.launch_dependents`), this kernel may start before that kernel
+    /// completes; graph capture keeps the relation as a programmatic edge.
+    pub pdl: bool,
+    /// CTAs per thread block cluster along x (`CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`); 0 or 1:
+    /// no cluster.
+    pub cluster_x: u32,
+}
+
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchDims {
@@ -150,36 +163,47 @@ impl Kernel {
     /// `P` must be the `#[repr(C)]` mirror of the kernel's parameter struct, and every pointer
     /// in it must be valid for the accesses the kernel makes with these dimensions.
     pub unsafe fn launch<P: Copy>(&self, stream: &CudaStream, dims: LaunchDims, params: &P) -> Result<()> {
-        self.launch_ex(stream, dims, params, false)
+        self.launch_ex(stream, dims, params, LaunchOpts::default())
     }
 
-    /// [`Kernel::launch`], optionally with programmatic dependent launch (`pdl`): the launch
-    /// carries `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, so when the work before
-    /// it on the stream is a kernel that triggers early (`griddepcontrol.launch_dependents`),
-    /// this kernel may start before that kernel completes (graph capture keeps the relation as
-    /// a programmatic edge). Without `pdl` it is exactly [`Kernel::launch`].
+    /// [`Kernel::launch`] with launch attributes ([`LaunchOpts`]): programmatic dependent
+    /// launch and thread block clusters. With the default options it is exactly
+    /// [`Kernel::launch`].
     ///
     /// # Safety
-    /// As [`Kernel::launch`]; with `pdl`, the kernel must execute `griddepcontrol.wait`
+    /// As [`Kernel::launch`]; with `opts.pdl`, the kernel must execute `griddepcontrol.wait`
     /// (`pdl_wait()` in `b12x/common.cuh`) before it touches anything earlier work on the
-    /// stream may still be writing.
+    /// stream may still be writing; with `opts.cluster_x > 1`, the grid's x dimension must be a
+    /// multiple of it.
     pub unsafe fn launch_ex<P: Copy>(
         &self,
         stream: &CudaStream,
         dims: LaunchDims,
         params: &P,
-        pdl: bool,
+        opts: LaunchOpts,
     ) -> Result<()> {
         let mut args = [params as *const P as *mut c_void];
         let timing = env::timing() && !crate::device::is_capturing(stream).unwrap_or(true);
         let events = if timing { Some(timing_events(stream)?) } else { None };
         self.module.ctx.bind_to_thread()?;
-        if pdl {
-            let mut attr = sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                pad: [0; 4],
-                value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
-            };
+        if opts != LaunchOpts::default() {
+            let mut attrs = Vec::with_capacity(2);
+            if opts.pdl {
+                attrs.push(sys::CUlaunchAttribute {
+                    id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                    pad: [0; 4],
+                    value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+                });
+            }
+            if opts.cluster_x > 1 {
+                let mut value = sys::CUlaunchAttributeValue { pad: [0; 64] };
+                value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: opts.cluster_x, y: 1, z: 1 };
+                attrs.push(sys::CUlaunchAttribute {
+                    id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                    pad: [0; 4],
+                    value,
+                });
+            }
             let config = sys::CUlaunchConfig {
                 gridDimX: dims.grid.0,
                 gridDimY: dims.grid.1,
@@ -189,10 +213,10 @@ impl Kernel {
                 blockDimZ: dims.block.2,
                 sharedMemBytes: dims.smem_bytes,
                 hStream: stream.cu_stream(),
-                attrs: &mut attr,
-                numAttrs: 1,
+                attrs: attrs.as_mut_ptr(),
+                numAttrs: attrs.len() as u32,
             };
-            // SAFETY: `config` and `attr` live across the call; the parameter pointers are the
+            // SAFETY: `config` and `attrs` live across the call; the parameter pointers are the
             // caller's contract (see above).
             unsafe { sys::cuLaunchKernelEx(&config, self.func, args.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
         } else {

@@ -83,7 +83,7 @@ struct Bf16GemvTmaParams {
   int kstages;        // k-stages (64*KB k each) per row block
   int units_per_cta;  // consecutive (row block, k-stage) units each CTA walks (the last may have fewer)
   int stages;         // ring depth, 2..kMaxTmaStages
-  int flags;          // bit 0: stream W with an L2 evict-first hint
+  int flags;          // bit 0: stream W with an L2 evict-first hint; bit 1: cluster split-K
 };
 static_assert(sizeof(Bf16GemvTmaParams) == 384, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvTmaParams, x_map) == 128, "mirror of params.rs");
@@ -566,8 +566,20 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   const int kstages = tp.kstages;
   const int q = tp.units_per_cta;
   const int units = (p.n + ROWS - 1) / ROWS * kstages;  // the flat list: row-major (row block, k-stage)
-  const int u_begin = min(int(blockIdx.x) * q, units);
-  const int n_units = min(units - u_begin, q);
+  // Cluster split-K (flags bit 1): cluster r (consecutive CTAs) owns row block r, and its
+  // rank c the k-stages [c·kstages/C, (c+1)·kstages/C); the partial tiles are summed through
+  // distributed shared memory at the end. Otherwise CTA b walks units [b·q, (b+1)·q).
+  const bool clustered = tp.flags & 2;
+  int u_begin, n_units;
+  if (clustered) {
+    const int nc = cluster_size(), c = cluster_rank();
+    const int lo = c * kstages / nc, hi = (c + 1) * kstages / nc;
+    u_begin = int(blockIdx.x) / nc * kstages + lo;
+    n_units = hi - lo;
+  } else {
+    u_begin = min(int(blockIdx.x) * q, units);
+    n_units = min(units - u_begin, q);
+  }
   const int stages = tp.stages;
   const uint32_t full0 = smem_addr(s_bar);
   const uint32_t empty0 = full0 + 8 * kMaxTmaStages;
@@ -626,6 +638,11 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
         if (++s == stages) s = 0, ++round;
       }
     }
+    if (clustered) {  // the consumers' two cluster barriers count every thread
+      __syncwarp();
+      cluster_sync();
+      cluster_sync();
+    }
     return;  // nothing below synchronizes the whole CTA
   }
   pdl_wait();  // the consumers write y, partials and counters
@@ -675,8 +692,30 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     const int u = u_begin + i;
     const int rb = u / kstages;
     if (u - rb * kstages != kstages - 1 && i != n_units - 1) continue;
-    // Flush row block rb: CTAs c_first..c_last cover it.
     const int row_base = rb * ROWS + 16 * RT * warp;
+    if (clustered) {
+      // This is the CTA's only row block. Each lane's fragments go to this CTA's partial
+      // tile (after the ring) in fragment order; after the barrier rank c sums fragment f for
+      // f % C == c over ranks 0..C-1 in order and stores it; the second barrier keeps every
+      // tile alive until all ranks have read it.
+      constexpr int F = RT * NT * 4;
+      const uint32_t s_mine = ring + stages * Tile::kStageBytes + (warp * 32 + lane) * F * 4;
+      for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) {
+        st_shared_f32(s_mine + ((rt * NT + nt) * 4 + e) * 4, acc[rt][nt][e]);
+      });
+      cluster_sync();
+      const int nc = cluster_size(), c = cluster_rank();
+      for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
+        const int f = (rt * NT + nt) * 4 + e;
+        if (f % nc != c) return;
+        float sum = 0.0f;
+        for (int src = 0; src < nc; ++src) sum += ld_shared_cluster_f32(s_mine + f * 4, src);
+        if (row_base + r < p.n && tok < p.m) store_out<TOut>(p, row_base + r, tok, sum);
+      });
+      cluster_sync();
+      break;
+    }
+    // Flush row block rb: CTAs c_first..c_last cover it.
     const int c_first = rb * kstages / q;
     const int c_last = ((rb + 1) * kstages - 1) / q;
     if (c_first == c_last) {

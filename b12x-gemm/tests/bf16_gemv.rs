@@ -6,7 +6,7 @@ use b12x_core::half::bf16;
 use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, ulp};
-use b12x_gemm::bf16_gemv::{all_symbols, enumerate, Args, Config, Geometry, Query, Variant};
+use b12x_gemm::bf16_gemv::{all_symbols, enumerate, Args, Config, Geometry, Query, TmaWork, Variant};
 use rstest::rstest;
 
 const H200_SMS: u32 = 132;
@@ -372,8 +372,23 @@ fn tma_schedule_covers_every_unit_once(#[case] n: usize, #[case] k: usize) {
         for c in enumerate(&geometry(n, k, rows_hi, false, true)).into_iter().filter(|c| c.tma.is_some()) {
             let s = c.tma_schedule(n, k, H200_SMS).unwrap();
             assert_eq!(s.units, c.row_blocks(n) * s.kstages);
+            // Every unit is walked by exactly one CTA (units_of mirrors the kernel).
+            let mut seen = vec![0u8; s.units];
+            for cta in 0..s.grid {
+                let (begin, count) = s.units_of(cta);
+                seen[begin..begin + count].iter_mut().for_each(|v| *v += 1);
+            }
+            assert!(seen.iter().all(|&v| v == 1), "{}: units not covered exactly once", c.id());
+            if let TmaWork::Cluster(nc) = c.tma.unwrap().work {
+                // One cluster per row block, every rank with at least one k-stage, no scratch.
+                assert_eq!((s.grid, s.cluster, s.merges), (s.row_blocks * nc as usize, nc, false), "{}", c.id());
+                assert!((0..s.grid).all(|cta| s.units_of(cta).1 >= 1), "{}", c.id());
+                assert!(s.grid <= H200_SMS as usize && nc <= 8, "{}", c.id());
+                assert_eq!(c.scratch_bytes(n, k, rows_hi, H200_SMS), (0, 0), "{}", c.id());
+                continue;
+            }
             assert!(s.grid * s.units_per_cta >= s.units && (s.grid - 1) * s.units_per_cta < s.units, "{}", c.id());
-            if c.tma.unwrap().row_blocks {
+            if c.tma.unwrap().work == TmaWork::RowBlocks {
                 assert_eq!((s.units_per_cta, s.grid, s.merges), (s.kstages, s.row_blocks, false), "{}", c.id());
             } else {
                 assert!(s.grid <= H200_SMS as usize, "{}", c.id());

@@ -322,7 +322,8 @@ fn graph_equals_eager_with(dev: &Arc<Device>, tma: bool) -> TrialResult {
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     let chosen = if tma {
         let merged = |c: &&bf16_gemv::Config| {
-            c.tma.is_some_and(|t| !t.row_blocks) && c.tma_schedule(RN, RK, dev.sm_count()).is_some_and(|s| s.merges)
+            c.tma.is_some_and(|t| t.work == bf16_gemv::TmaWork::StreamK)
+                && c.tma_schedule(RN, RK, dev.sm_count()).is_some_and(|s| s.merges)
         };
         let c = *r.plan.configs(2).iter().find(merged).ok_or("no merging stream-K TMA config for the router")?;
         session.pin(&r.plan, &r.plan.buckets()[2].label(), &c.id());

@@ -178,6 +178,34 @@ __device__ __forceinline__ void tma_load_2d(uint32_t s_dst, const TmaDescriptor*
       : "memory");
 }
 
+// Thread block clusters (sm_90+): this CTA's rank in its cluster, the cluster's size, a
+// full cluster barrier (every thread of every CTA; release/acquire orders shared memory
+// writes before it with reads after it), and a load from another CTA's shared memory at
+// the address `s_local` has in this CTA.
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return int(r);
+}
+__device__ __forceinline__ int cluster_size() {
+  uint32_t n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return int(n);
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void st_shared_f32(uint32_t s_addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(s_addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ float ld_shared_cluster_f32(uint32_t s_local, int rank) {
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(s_local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
 // Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a tile of 128-byte rows stored
 // with the TMA 128-byte swizzle (tile 1024-byte aligned): the chunk index is XORed with row % 8.
 __device__ __forceinline__ uint32_t swizzle128_offset(int row, int chunk) {

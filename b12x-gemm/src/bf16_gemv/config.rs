@@ -126,14 +126,29 @@ pub struct Config {
 pub struct TmaMode {
     /// Ring depth (stages of KB boxes of W and x), as deep as shared memory allows.
     pub stages: u32,
-    /// `true`: each CTA owns whole row blocks (`rb`, no merges, as many CTAs as row blocks);
-    /// `false`: the (row block, k-stage) list is split evenly over one CTA per SM (`sk`,
-    /// stream-K; row blocks shared by two CTAs are merged by the last to arrive).
-    pub row_blocks: bool,
+    /// How the (row block, k-stage) units are dealt to CTAs.
+    pub work: TmaWork,
     /// Stream W with an L2 evict-first hint (`ef`) or none (`nh`). On the H200 the hint wins
     /// the 58 MB shapes and loses the LM head, so the race decides.
     pub evict_first: bool,
 }
+
+/// How a `tma` config deals its (row block, k-stage) units to CTAs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TmaWork {
+    /// `sk`: the row-major unit list split evenly over one CTA per SM (stream-K); row blocks
+    /// shared by two or more CTAs are merged through scratch by the last to arrive.
+    StreamK,
+    /// `rb`: each CTA owns one whole row block (no merges, as many CTAs as row blocks).
+    RowBlocks,
+    /// `c{C}`: a cluster of C CTAs per row block, rank c taking k-stages
+    /// `[c·kstages/C, (c+1)·kstages/C)`; the partial tiles are summed in rank order through
+    /// distributed shared memory (no scratch). For few row blocks and long K (the router).
+    Cluster(u32),
+}
+
+/// Cluster sizes the `c{C}` configs use (portable sizes: every sm_90 / sm_120 part runs them).
+pub const TMA_CLUSTERS: [u32; 3] = [2, 4, 8];
 
 /// The launch geometry of a `tma` config for one problem. CTA c walks units
 /// `[c·units_per_cta, (c+1)·units_per_cta)` of the row-major (row block, k-stage) list; the
@@ -149,6 +164,8 @@ pub struct TmaSchedule {
     pub grid: usize,
     /// Some row block is shared by two or more CTAs (partials and counters are used).
     pub merges: bool,
+    /// CTAs per cluster (`Cluster` work; 0 otherwise): the grid is `row_blocks × cluster`.
+    pub cluster: u32,
 }
 
 /// The geometry `enumerate` needs (from the query and the device).
@@ -174,6 +191,18 @@ impl TmaSchedule {
     pub fn slot(&self, c: usize, rb: usize) -> usize {
         usize::from(c * self.units_per_cta / self.kstages != rb)
     }
+    /// The units `[begin, begin + count)` CTA `c` walks, exactly as the kernel derives them.
+    pub fn units_of(&self, c: usize) -> (usize, usize) {
+        if self.cluster > 0 {
+            let nc = self.cluster as usize;
+            let (rank, rb) = (c % nc, c / nc);
+            let (lo, hi) = (rank * self.kstages / nc, (rank + 1) * self.kstages / nc);
+            (rb * self.kstages + lo, hi - lo)
+        } else {
+            let begin = (c * self.units_per_cta).min(self.units);
+            (begin, (self.units - begin).min(self.units_per_cta))
+        }
+    }
 }
 
 impl Config {
@@ -184,7 +213,11 @@ impl Config {
                 "{}_s{}_{}_{}",
                 self.variant.id(),
                 t.stages,
-                if t.row_blocks { "rb" } else { "sk" },
+                match t.work {
+                    TmaWork::StreamK => "sk".to_string(),
+                    TmaWork::RowBlocks => "rb".to_string(),
+                    TmaWork::Cluster(c) => format!("c{c}"),
+                },
                 if t.evict_first { "ef" } else { "nh" }
             ),
             None => format!("{}_wr{}_wk{}_ks{}", self.variant.id(), self.warps_r, self.warps_k, self.ksplit),
@@ -201,16 +234,28 @@ impl Config {
             _ => 0,
         }
     }
+    /// Bytes of the per-CTA partial tile of the cluster split-K configs: every consumer lane's
+    /// 16·RT × 8·NT fragment values, f32.
+    pub fn tma_cluster_tile_bytes(&self) -> u32 {
+        match self.variant {
+            Variant::Tma { nt, cw, .. } => cw * 32 * nt * 4 * 4,
+            _ => 0,
+        }
+    }
     /// The work split of a `tma` config over `sm_count` SMs (`None` for the other families).
     pub fn tma_schedule(&self, n: usize, k: usize, sm_count: u32) -> Option<TmaSchedule> {
         let (Variant::Tma { kb, .. }, Some(mode)) = (self.variant, self.tma) else { return None };
         let row_blocks = self.row_blocks(n);
         let kstages = k.div_ceil(64 * kb as usize);
         let units = row_blocks * kstages;
-        let units_per_cta = if mode.row_blocks { kstages } else { units.div_ceil(sm_count.max(1) as usize) };
-        let grid = units.div_ceil(units_per_cta);
-        let merges = units > units_per_cta && units_per_cta % kstages != 0;
-        Some(TmaSchedule { row_blocks, kstages, units, units_per_cta, grid, merges })
+        let (units_per_cta, cluster) = match mode.work {
+            TmaWork::StreamK => (units.div_ceil(sm_count.max(1) as usize), 0),
+            TmaWork::RowBlocks => (kstages, 0),
+            TmaWork::Cluster(c) => (kstages, c),
+        };
+        let grid = if cluster > 0 { row_blocks * cluster as usize } else { units.div_ceil(units_per_cta) };
+        let merges = cluster == 0 && units > units_per_cta && units_per_cta % kstages != 0;
+        Some(TmaSchedule { row_blocks, kstages, units, units_per_cta, grid, merges, cluster })
     }
     /// Rows of W per CTA.
     pub fn rows_per_cta(&self) -> u32 {
@@ -232,8 +277,10 @@ impl Config {
     /// `[warps_k][tokens][rows_per_cta + 4]` f32, overlaid (MMA) on the cp.async ring.
     pub fn dynamic_smem(&self) -> u32 {
         if let Some(t) = self.tma {
-            // The ring, plus slack to align it to 1024 bytes (the 128-byte swizzle's period).
-            return t.stages * self.tma_stage_bytes() + 1024;
+            // The ring, plus slack to align it to 1024 bytes (the 128-byte swizzle's period),
+            // plus (cluster split-K) the partial tile the cluster sums.
+            let cluster_tile = if matches!(t.work, TmaWork::Cluster(_)) { self.tma_cluster_tile_bytes() } else { 0 };
+            return t.stages * self.tma_stage_bytes() + 1024 + cluster_tile;
         }
         let tile = self.warps_k * self.variant.tokens() * (self.rows_per_cta() + ROW_PAD) * 4;
         let ring = match self.variant {
@@ -335,13 +382,29 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
             let variant = Variant::Tma { nt: vnt, cw, kb };
             let probe = Config { variant, warps_r: cw, warps_k: 1, ksplit: 1, tma: None };
             let stage = probe.tma_stage_bytes();
-            let stages = (g.smem_optin.saturating_sub(STATIC_SMEM_RESERVE + 1024) / stage).min(TMA_MAX_STAGES);
+            let depth = |reserve: u32| {
+                (g.smem_optin.saturating_sub(STATIC_SMEM_RESERVE + 1024 + reserve) / stage).min(TMA_MAX_STAGES)
+            };
+            let stages = depth(0);
             if stages < 2 {
                 continue;
             }
-            for row_blocks in [false, true] {
+            // Clusters only where one CTA per row block leaves SMs idle, every rank gets at
+            // least one k-stage, and the whole grid fits one wave.
+            let row_blocks = probe.row_blocks(g.n);
+            let kstages = g.k.div_ceil(64 * kb as usize);
+            let clusters = TMA_CLUSTERS
+                .into_iter()
+                .filter(|&c| c as usize <= kstages && row_blocks * c as usize <= g.sm_count as usize)
+                .map(TmaWork::Cluster);
+            for work in [TmaWork::StreamK, TmaWork::RowBlocks].into_iter().chain(clusters) {
+                let stages =
+                    if matches!(work, TmaWork::Cluster(_)) { depth(probe.tma_cluster_tile_bytes()) } else { stages };
+                if stages < 2 {
+                    continue;
+                }
                 for evict_first in [true, false] {
-                    let tma = Some(TmaMode { stages, row_blocks, evict_first });
+                    let tma = Some(TmaMode { stages, work, evict_first });
                     out.push(Config { tma, ..probe });
                 }
             }

@@ -3,8 +3,8 @@
 use super::{Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, KERNEL_STATIC_SMEM, OP};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    memset_u32, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, Kernel, KernelModule, LaunchDims, OpPlan,
-    PlanSlot, RaceBuffer, Result, Scratch, Selected,
+    memset_u32, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, Kernel, KernelModule, LaunchDims, LaunchOpts,
+    OpPlan, PlanSlot, RaceBuffer, Result, Scratch, Selected,
 };
 use std::sync::Arc;
 
@@ -42,7 +42,7 @@ pub(super) fn launch(
     // passed `Query::kernel_params`, the scratch regions were bound at the plan's sizes (or
     // belong to the race's own buffer); with `pdl` every family waits (griddepcontrol.wait)
     // before its first load.
-    unsafe { kernel.launch_ex(stream, dims, p, plan.query.pdl) }
+    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl: plan.query.pdl, cluster_x: 0 }) }
 }
 
 /// Encodes the TMA descriptors of W and x from `p` and launches a `tma` config.
@@ -75,7 +75,7 @@ fn launch_tma(
         kstages: s.kstages as i32,
         units_per_cta: s.units_per_cta as i32,
         stages: mode.stages as i32,
-        flags: i32::from(mode.evict_first),
+        flags: i32::from(mode.evict_first) | if s.cluster > 0 { 2 } else { 0 },
     };
     if s.merges {
         memset_u32(stream, p.counters, 0, s.row_blocks * cw as usize)?;
@@ -84,8 +84,9 @@ fn launch_tma(
     // SAFETY: Bf16GemvTmaParams mirrors the kernel's struct (asserted on both sides); the
     // descriptors cover exactly the checked views of W and x; the scratch regions were bound
     // at the plan's sizes, which cover this config's partial slots and counters; with `pdl`
-    // the kernel reads only W before griddepcontrol.wait.
-    unsafe { kernel.launch_ex(stream, dims, &tp, pdl) }
+    // the kernel reads only W before griddepcontrol.wait; a cluster grid is row blocks ×
+    // cluster size, and every rank has at least one k-stage (`enumerate`).
+    unsafe { kernel.launch_ex(stream, dims, &tp, LaunchOpts { pdl, cluster_x: s.cluster }) }
 }
 
 impl OpPlan for Plan {

@@ -77,7 +77,9 @@ mod dispatch;
 mod params;
 pub mod reference;
 
-pub use config::{all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, Variant, MAX_ROWS};
+pub use config::{
+    all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, MAX_ROWS, TMA_CLUSTERS,
+};
 pub use params::{Bf16GemvParams, Bf16GemvTmaParams};
 
 use b12x_core::cudarc::driver::CudaStream;
