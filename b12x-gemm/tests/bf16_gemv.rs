@@ -177,7 +177,7 @@ fn good_args_fill_the_params() {
     let q = Query { bias: Some(DType::F32), max_rows: 8, ..query(1024, 4096) };
     let v = Views { bias: Some((BASE + (3 << 30), DType::F32)), x: (BASE, 5, 4104, DType::BF16), ..good(5) };
     let p = params(&q, &v).unwrap();
-    assert_eq!((p.n, p.k, p.m, p.ldx, p.ldw, p.ldy, p.bias_f32), (1024, 4096, 5, 4104, 4096, 1024, 1));
+    assert_eq!((p.n, p.k, p.m, p.ldx, p.ldw, p.ldy, p.flags), (1024, 4096, 5, 4104, 4096, 1024, 1));
     assert_eq!((p.x, p.w, p.bias), (BASE, BASE + (1 << 30), BASE + (3 << 30)));
 }
 

@@ -6,7 +6,7 @@
 //! and y's row padding checked untouched after it. Results must be within
 //! `reference::bound` of the f64 oracle element-wise and within `reference::cosine_bound` in
 //! cosine difference; NaN/Inf positions equal. The LM head checks sampled rows of W only.
-//! Further trials: graph replay equals eager bitwise (split-K and stream-K TMA merges included), repeated eager runs
+//! Further trials: graph replay equals eager bitwise (split-K, stream-K TMA and cluster TMA merges included), repeated eager runs
 //! are bitwise equal, two PDL-launched calls chained through their activations equal the oracle
 //! (eager and replayed, every config of the dependent call), a frozen session (or a capture) rejects an unprepared plan, `run`
 //! allocates nothing, bad inputs are typed errors that launch nothing.
@@ -90,7 +90,7 @@ const CASES: &[Case] = &[
     case("deepseek_v4_flash_expert_up", DF.moe_intermediate, DF.hidden, &[1, 16]),
     case("deepseek_v4_up", D4.intermediate, D4.hidden, &[1, 8, 16]),
     Case { large: true, ..case("deepseek_v4_down", D4.hidden, D4.intermediate, &[2]) },
-    Case { out: F32, ..case("deepseek_v4_router", D4.experts, D4.hidden, &[1, 2, 4, 8, 64]) },
+    Case { out: F32, ..case("deepseek_v4_router", D4.experts, D4.hidden, &[1, 2, 4, 8, 16, 64]) },
     Case {
         x: F32,
         out: F32,
@@ -306,33 +306,49 @@ impl Router {
 /// Eager run, then the same call captured into a graph and replayed twice, and a second eager
 /// run: all bitwise equal (the default router config splits K, so the counter reset is captured).
 fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
-    graph_equals_eager_with(dev, false)
+    graph_equals_eager_with(dev, Pick::Default)
 }
 
 /// The same with a stream-K TMA config pinned whose CTAs share row blocks (partials, counters
 /// and the last-arriver merge inside the graph).
 fn graph_equals_eager_tma(dev: &Arc<Device>) -> TrialResult {
-    graph_equals_eager_with(dev, true)
+    graph_equals_eager_with(dev, Pick::StreamK)
 }
 
-fn graph_equals_eager_with(dev: &Arc<Device>, tma: bool) -> TrialResult {
+/// The same with a cluster split-K TMA config of 8 CTAs pinned (the DSMEM merge inside the graph).
+fn graph_equals_eager_cluster(dev: &Arc<Device>) -> TrialResult {
+    graph_equals_eager_with(dev, Pick::Cluster)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Pick {
+    Default,
+    StreamK,
+    Cluster,
+}
+
+fn graph_equals_eager_with(dev: &Arc<Device>, pick: Pick) -> TrialResult {
     let m = 4;
     let stream = dev.stream();
     let mut r = router(dev, m)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    let chosen = if tma {
-        let merged = |c: &&bf16_gemv::Config| {
-            c.tma.is_some_and(|t| t.work == bf16_gemv::TmaWork::StreamK)
-                && c.tma_schedule(RN, RK, dev.sm_count()).is_some_and(|s| s.merges)
-        };
-        let c = *r.plan.configs(2).iter().find(merged).ok_or("no merging stream-K TMA config for the router")?;
-        session.pin(&r.plan, &r.plan.buckets()[2].label(), &c.id());
-        c
-    } else {
-        r.plan.configs(2)[0]
+    let merged = |c: &&bf16_gemv::Config| {
+        c.tma.is_some_and(|t| t.work == bf16_gemv::TmaWork::StreamK)
+            && c.tma_schedule(RN, RK, dev.sm_count()).is_some_and(|s| s.merges)
     };
+    let cluster8 = |c: &&bf16_gemv::Config| c.tma.is_some_and(|t| t.work == bf16_gemv::TmaWork::Cluster(8));
+    let chosen = match pick {
+        Pick::Default => r.plan.configs(2)[0],
+        Pick::StreamK => {
+            *r.plan.configs(2).iter().find(merged).ok_or("no merging stream-K TMA config for the router")?
+        }
+        Pick::Cluster => *r.plan.configs(2).iter().find(cluster8).ok_or("no cluster-8 TMA config for the router")?,
+    };
+    if pick != Pick::Default {
+        session.pin(&r.plan, &r.plan.buckets()[2].label(), &chosen.id());
+    }
     session.prepare(&[&r.plan]).map_err(err)?;
-    if !tma && chosen.ksplit < 2 {
+    if pick == Pick::Default && chosen.ksplit < 2 {
         return Err(format!("expected a split-K default for the router, got {}", chosen.id()));
     }
     r.run(m, stream).map_err(err)?;
@@ -577,6 +593,7 @@ fn main() {
     }
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
     trials.push(GpuTrial::new("graph_replay_equals_eager_tma_stream_k", graph_equals_eager_tma));
+    trials.push(GpuTrial::new("graph_replay_equals_eager_tma_cluster", graph_equals_eager_cluster));
     trials.push(GpuTrial::new("pdl_chain::m1", |d| pdl_chain(d, 1)));
     trials.push(GpuTrial::new("pdl_chain::m16", |d| pdl_chain(d, 16)));
     trials.push(GpuTrial::new("unprepared_plans", unprepared_plans));

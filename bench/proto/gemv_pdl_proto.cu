@@ -140,7 +140,7 @@ int main() {
         const uint32_t dyn = wk * stages * (16 * 4 * u * 16 + u * 512);  // Config::dynamic_smem
         CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
         for (int pdl = 0; pdl < 2; ++pdl) {
-          auto chain = [&] { for (int i = 0; i < kCalls; ++i) { Bf16GemvParams q = p; q.w = w[i]; launch(fn, dim3(sh.n / 16), dim3(32 * wk), dyn, st, &q, pdl); } };
+          auto chain = [&] { for (int i = 0; i < kCalls; ++i) { Bf16GemvParams q = p; q.w = w[i]; q.flags = pdl ? 2 : 0; launch(fn, dim3(sh.n / 16), dim3(32 * wk), dyn, st, &q, pdl); } };
           CK(cudaMemsetAsync(y, 0xff, 16ull * sh.n * 2, st)); chain(); CK(cudaStreamSynchronize(st));
           const char* ok = check("mma");
           printf("  M=%2d mma_nt1_u%d_wk%d pdl%d: %8.2f us | cublas %.2f | ratio %.2f | %s\n", m, m == 1 ? 8 : 4, wk, pdl,
@@ -168,6 +168,7 @@ int main() {
         }
         const int grid = (sh.n + rows - 1) / rows;
         for (int pdl = 0; pdl < 2; ++pdl) {
+          for (auto& p : ps) p.g.flags = pdl ? 2 : 0;  // Bf16GemvParams::flags bit 1: PDL launch
           auto chain = [&] { for (int i = 0; i < kCalls; ++i) launch(v.fn, dim3(grid), dim3(32 * (v.cw + 1)), dyn, st, &ps[i], pdl); };
           CK(cudaMemsetAsync(y, 0xff, 16ull * sh.n * 2, st)); chain(); CK(cudaStreamSynchronize(st));
           const char* ok = check("tma");

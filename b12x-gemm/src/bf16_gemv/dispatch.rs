@@ -1,5 +1,6 @@
 //! Launch, the session-facing [`OpPlan`] implementation and the autotune race case.
 
+use super::params::{FLAG_BIAS_F32, FLAG_PDL};
 use super::{Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, KERNEL_STATIC_SMEM, OP};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
@@ -19,6 +20,9 @@ pub(super) fn launch(
     let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let (q, rows_hi) = (&plan.query, plan.buckets[bucket].hi);
+    if q.pdl {
+        p.flags |= FLAG_PDL;
+    }
     if let Some(s) = c.tma_schedule(q.n, q.k, plan.device.sm_count()) {
         return launch_tma(&c, &s, kernel, p, plan.query.pdl, stream);
     }
@@ -163,7 +167,7 @@ impl OpPlan for Plan {
             n: q.n as i32,
             k: q.k as i32,
             m: m as i32,
-            bias_f32: i32::from(q.bias == Some(DType::F32)),
+            flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 },
             ..Bf16GemvParams::default()
         };
         Ok(Box::new(RaceCase { plan: self, bucket, params, _buffer: race.buffer }))

@@ -205,7 +205,7 @@ impl Query {
             }
             b.require_aligned("bias", dtype.size_bytes())?;
             p.bias = b.ptr();
-            p.bias_f32 = i32::from(dtype == DType::F32);
+            p.flags = if dtype == DType::F32 { params::FLAG_BIAS_F32 } else { 0 };
         }
         // Aligned variants move 16-byte vectors of x and W rows; every path needs element alignment.
         let (ax, aw) = if self.aligned { (16, 16) } else { (self.x_dtype.size_bytes(), 2) };

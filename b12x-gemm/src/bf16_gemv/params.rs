@@ -16,7 +16,7 @@ pub struct Bf16GemvParams {
     pub w: u64,
     /// `[M, K]` bf16 (MMA variants) or f32 (SIMT variants), row stride `ldx`.
     pub x: u64,
-    /// `[N]` bf16 or f32 (`bias_f32`), contiguous; 0 for no bias.
+    /// `[N]` bf16 or f32 (`flags`), contiguous; 0 for no bias.
     pub bias: u64,
     /// `[M, N]` bf16 or f32 (the entry point's output type), row stride `ldy`.
     pub y: u64,
@@ -48,9 +48,16 @@ pub struct Bf16GemvParams {
     pub n_pad: i32,
     /// Token capacity of `partials` (≥ m).
     pub m_pad: i32,
-    /// 1 when `bias` is f32, 0 when bf16.
-    pub bias_f32: i32,
+    /// Bit 0 ([`FLAG_BIAS_F32`]): `bias` is f32 (else bf16); bit 1 ([`FLAG_PDL`]): launched with
+    /// programmatic dependent launch (the kernel triggers its dependents, prefetches W and
+    /// waits for the previous kernel before touching anything else).
+    pub flags: i32,
 }
+
+/// [`Bf16GemvParams::flags`]: the bias is f32.
+pub const FLAG_BIAS_F32: i32 = 1;
+/// [`Bf16GemvParams::flags`]: the launch carries the PDL attribute.
+pub const FLAG_PDL: i32 = 2;
 
 const _: () = {
     assert!(size_of::<Bf16GemvParams>() == 112);
@@ -72,13 +79,13 @@ const _: () = {
     assert!(offset_of!(Bf16GemvParams, warps_r) == 96);
     assert!(offset_of!(Bf16GemvParams, n_pad) == 100);
     assert!(offset_of!(Bf16GemvParams, m_pad) == 104);
-    assert!(offset_of!(Bf16GemvParams, bias_f32) == 108);
+    assert!(offset_of!(Bf16GemvParams, flags) == 108);
 };
 
 /// The one `__grid_constant__` argument of the `b12x_bf16_gemv_tma_*` entry points.
 ///
 /// The grid is `ceil(row blocks · kstages / units_per_cta)` CTAs of `32 * (consumer warps + 1)` threads. Of
-/// `g` the kernel uses `bias`, `y`, `partials`, `counters`, `ldy`, `n`, `k`, `m` and `bias_f32`.
+/// `g` the kernel uses `bias`, `y`, `partials`, `counters`, `ldy`, `n`, `k`, `m` and `flags`.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct Bf16GemvTmaParams {
