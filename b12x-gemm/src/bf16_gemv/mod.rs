@@ -34,12 +34,14 @@
 //!   warp in shared memory (W copied row-contiguously into a swizzled tile, x pieces by the
 //!   lanes that use them), S−1 groups in flight. Wins the LM head, 18432×7168 at M ≤ 8 and
 //!   the small shapes on the H200.
-//! - `tma_nt{NT}_rt1_cw{CW}_kb{KB}_s{S}_{sk|rb}_{ef|nh}` — the same MMAs fed from shared
+//! - `tma_nt{NT}_rt1_cw{CW}_kb{KB}_s{S}_{sk|rb|c2|c4|c8}_{ef|nh}` — the same MMAs fed from shared
 //!   memory: a producer warp keeps an S-stage ring of TMA boxes (KB 64-wide k boxes of 16·CW W
 //!   rows and of x, 128-byte swizzled, zero-filled past N, M and K) in flight while CW consumer
 //!   warps read fragments with `ldmatrix`. `sk`: the flat (row block, k-stage) list is split
 //!   evenly over one CTA per SM (stream-K), row blocks shared by two CTAs merged by the last to
-//!   arrive, in CTA order; `rb`: one CTA per row block. `ef`/`nh`: L2 evict-first hint on W or
+//!   arrive, in CTA order; `rb`: one CTA per row block; `c{C}`: a cluster of C CTAs per row
+//!   block splitting its k-stages, partial tiles summed in rank order through distributed
+//!   shared memory (no scratch; wins the router). `ef`/`nh`: L2 evict-first hint on W or
 //!   none. Descriptors are encoded in `run` (a host-only driver call). Wins the 58 MB shapes and
 //!   M = 16 on the large ones on the H200 (`src/bf16_gemv/README.md`).
 //! - NT is the smallest token tile covering the bucket (M ≤ 8 → NT = 1, …).
