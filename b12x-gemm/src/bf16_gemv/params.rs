@@ -48,7 +48,7 @@ pub struct Bf16GemvParams {
     pub n_pad: i32,
     /// Token capacity of `partials` (≥ m).
     pub m_pad: i32,
-    /// Bit 0 ([`FLAG_BIAS_F32`]): `bias` is f32 (else bf16); bit 1 ([`FLAG_PDL`]): launched with
+    /// Bit 0 (`FLAG_BIAS_F32`): `bias` is f32 (else bf16); bit 1 (`FLAG_PDL`): launched with
     /// programmatic dependent launch (the kernel triggers its dependents, prefetches W and
     /// waits for the previous kernel before touching anything else).
     pub flags: i32,
