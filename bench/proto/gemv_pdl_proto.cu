@@ -20,15 +20,24 @@
 
 #include "proto_common.cuh"
 
-constexpr int kCalls = 8;
+static const int kCalls = getenv("PROTO_CALLS") ? atoi(getenv("PROTO_CALLS")) : 8;
 
-static void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st, void* params, bool pdl) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+// cluster > 1: launch in clusters of that many CTAs along x (placement only: the kernels run
+// their plain work split; the cluster just spreads CTAs over the GPCs).
+static void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st, void* params, bool pdl, int cluster = 1) {
+  cudaLaunchAttribute attrs[2]{};
+  int n = 0;
+  if (pdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster; attrs[n].val.clusterDim.y = 1; attrs[n++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid; cfg.blockDim = block; cfg.dynamicSmemBytes = smem; cfg.stream = st;
-  cfg.attrs = &attr; cfg.numAttrs = pdl ? 1 : 0;
+  cfg.attrs = attrs; cfg.numAttrs = n;
   void* args[] = {params};
   CK(cudaLaunchKernelExC(&cfg, fn, args));
 }
@@ -51,7 +60,7 @@ int main() {
   void* ws; CK(cudaMalloc(&ws, 64 << 20)); cublasSetWorkspace(hb, ws, 64 << 20);
   struct Shape { int n, k; };
   const Shape shapes[] = {{7168, 4096}, {4096, 7168}, {18432, 7168}};
-  const int ms[] = {1, 8, 16};
+  const int ms[] = {1, 16};
   const size_t max_w = 18432ull * 7168;
   std::vector<bf16*> w(kCalls);
   for (auto& p : w) { CK(cudaMalloc(&p, max_w * 2)); fill_bf16<<<1024, 256>>>(p, max_w, 1); }
@@ -89,7 +98,7 @@ int main() {
         return maxerr < 1e-2 ? "OK" : "FAIL";
       };
       // mma ring kernel (the 264 MB shape's choice at M <= 4), one CTA per 16 rows, 2 k-warps.
-      if (m <= 8) {
+      if (m <= 8 && getenv("PROTO_MMA")) {
         const void* fn = m == 1 ? (const void*)b12x_bf16_gemv_mma_nt1_rt1_u8_s3_bf16out : (const void*)b12x_bf16_gemv_mma_nt1_rt1_u4_s4_bf16out;
         const int wk = m == 1 ? 2 : 4;
         Bf16GemvParams p{};
@@ -126,14 +135,16 @@ int main() {
           p.stages = stages; p.flags = 1;
         }
         const int grid = (sh.n + rows - 1) / rows;
+        for (int cl : {1, 2, 4})
         for (int pdl = 0; pdl < 2; ++pdl) {
+          if (grid % cl) continue;
           for (auto& p : ps) p.g.flags = pdl ? 2 : 0;  // Bf16GemvParams::flags bit 1: PDL launch
-          auto chain = [&] { for (int i = 0; i < kCalls; ++i) launch(v.fn, dim3(grid), dim3(32 * (v.cw + 1)), dyn, st, &ps[i], pdl); };
+          auto chain = [&] { for (int i = 0; i < kCalls; ++i) launch(v.fn, dim3(grid), dim3(32 * (v.cw + 1)), dyn, st, &ps[i], pdl, cl); };
           CK(cudaMemsetAsync(y, 0xff, 16ull * sh.n * 2, st)); chain(); CK(cudaStreamSynchronize(st));
           const char* ok = check("tma");
           const double t = time_graph(st, chain) / kCalls;
-          printf("  M=%2d tma_nt%d_cw%d_kb%d_s%d_rb pdl%d grid %d: %8.2f us %.3f TB/s | cublas %.2f | ratio %.2f | %s\n", m, v.nt, v.cw, v.kb,
-                 stages, pdl, grid, t, wbytes / t / 1e6, tc, tc / t, ok);
+          printf("  M=%2d tma_nt%d_cw%d_kb%d_s%d_rb cluster %d pdl%d grid %d: %8.2f us %.3f TB/s | cublas %.2f | ratio %.2f | %s\n", m, v.nt, v.cw, v.kb,
+                 stages, cl, pdl, grid, t, wbytes / t / 1e6, tc, tc / t, ok);
         }
       }
     }
