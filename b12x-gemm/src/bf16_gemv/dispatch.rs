@@ -100,8 +100,11 @@ impl OpPlan for Plan {
     fn query_key(&self) -> String {
         let q = &self.query;
         let bias = q.bias.map_or("none", DType::name);
+        // PDL plans race differently (two back-to-back calls), so they keep their own
+        // selections; plain plans keep their key unchanged.
+        let pdl = if q.pdl { " pdl=true" } else { "" };
         format!(
-            "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}",
+            "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}",
             q.n, q.k, q.x_dtype, q.out_dtype, q.max_rows, q.aligned
         )
     }
@@ -135,7 +138,10 @@ impl OpPlan for Plan {
     }
     fn bench_case(&self, bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
         // One zeroed buffer holds scratch, W, x, y and bias at the bucket's largest M (speed does
-        // not depend on values). Note: this is a second copy of W's size while racing.
+        // not depend on values). Note: this is a second copy of W's size while racing. A PDL
+        // plan races two back-to-back PDL calls on two copies of W (a third W-sized region):
+        // the second call's prologue overlaps the first's tail, as in a decode graph, so
+        // configs that stream more W before `griddepcontrol.wait` (more CTAs) can win.
         let q = &self.query;
         let m = self.buckets.get(bucket).map_or(1, |b| b.hi);
         // Rows padded to 16 bytes: an `aligned` query promises 16-byte row strides, which K
@@ -149,6 +155,7 @@ impl OpPlan for Plan {
             m * ldx * q.x_dtype.size_bytes(),
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
+            if q.pdl { q.n * ldw * 2 } else { 0 },
         ];
         let race = RaceBuffer::new(&self.device, &sizes)?;
         let at = &race.ptrs;
@@ -170,7 +177,8 @@ impl OpPlan for Plan {
             flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 },
             ..Bf16GemvParams::default()
         };
-        Ok(Box::new(RaceCase { plan: self, bucket, params, _buffer: race.buffer }))
+        let w_second = q.pdl.then_some(at[5]);
+        Ok(Box::new(RaceCase { plan: self, bucket, params, w_second, _buffer: race.buffer }))
     }
 }
 
@@ -179,12 +187,19 @@ struct RaceCase<'p> {
     plan: &'p Plan,
     bucket: usize,
     params: Bf16GemvParams,
+    /// PDL plans: the second copy of W the second back-to-back call reads.
+    w_second: Option<u64>,
     _buffer: CudaSlice<u8>,
 }
 
 impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         let mut p = self.params;
-        launch(self.plan, self.bucket, selected, &mut p, stream)
+        launch(self.plan, self.bucket, selected, &mut p, stream)?;
+        if let Some(w) = self.w_second {
+            let mut p = Bf16GemvParams { w, ..self.params };
+            launch(self.plan, self.bucket, selected, &mut p, stream)?;
+        }
+        Ok(())
     }
 }

@@ -133,8 +133,9 @@ pub struct Query {
     pub aligned: bool,
     /// Launch with programmatic dependent launch (see the module docs): the call may start
     /// reading W before the kernel before it on the stream completes. Set it only when nothing
-    /// that may still be running writes W. Not part of the selection-cache key (it does not
-    /// change which config is fastest in a single call, which is what the race times).
+    /// that may still be running writes W. A PDL plan races two back-to-back PDL calls (on two
+    /// copies of W, so preparing it takes two W-sized buffers) and caches its selections
+    /// under its own key.
     pub pdl: bool,
 }
 
