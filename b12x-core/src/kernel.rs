@@ -173,7 +173,8 @@ impl Kernel {
     /// # Safety
     /// As [`Kernel::launch`]; with `opts.pdl`, the kernel must execute `griddepcontrol.wait`
     /// (`pdl_wait()` in `b12x/common.cuh`) before it touches anything earlier work on the
-    /// stream may still be writing; with `opts.cluster_x > 1`, the grid's x dimension must be a
+    /// stream may still be writing (and should trigger its dependents only after that wait,
+    /// so at most the kernel right before it is still running while it reads early); with `opts.cluster_x > 1`, the grid's x dimension must be a
     /// multiple of it.
     pub unsafe fn launch_ex<P: Copy>(
         &self,
@@ -189,10 +190,12 @@ impl Kernel {
         if opts != LaunchOpts::default() {
             let mut attrs = Vec::with_capacity(2);
             if opts.pdl {
+                let mut value = sys::CUlaunchAttributeValue { pad: [0; 64] };
+                value.programmaticStreamSerializationAllowed = 1;
                 attrs.push(sys::CUlaunchAttribute {
                     id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
                     pad: [0; 4],
-                    value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+                    value,
                 });
             }
             if opts.cluster_x > 1 {

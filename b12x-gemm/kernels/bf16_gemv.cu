@@ -353,10 +353,11 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   const int k_end = min(p.k, k_begin + p.k_per_split);
 
   const MmaOperands<NT, RT> o(p, row0, g, t);
-  // PDL launch (flags): each feed below asks L2 for its first W bytes, then waits (pdl_wait)
-  // before its first load of x or W, since both go through the same loads. Without it, neither.
+  // PDL launch (flags): the aligned feeds below ask L2 for their first W bytes, then wait
+  // (pdl_wait) before their first load of x or W, since both go through the same loads, and
+  // only then let the next PDL kernel launch (so only the kernel right before this one can
+  // still be running while W is read). Without it, none of this.
   const bool pdl = p.flags & kPdl;
-  if (pdl) pdl_launch_dependents();
   float acc[RT][NT][4];
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt)
@@ -397,6 +398,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 #pragma unroll
             for (int h = 0; h < 2; ++h) prefetch_l2(o.w[rt][h] + k_begin + (wk * U + u) * kMmaStepK);
       pdl_wait();
+      pdl_launch_dependents();
     }
     if (wk < groups) load(wk);
 #pragma unroll 1
@@ -444,6 +446,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
           for (int i = 0; i < Ring::kWCopiesPerLane; ++i) prefetch_l2(r_wc[i] + k_begin + gi * kMmaStepK * U);
       }
       pdl_wait();
+      pdl_launch_dependents();
     }
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
@@ -477,7 +480,10 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     }
     cp_async_wait<0>();
   } else {
-    if (pdl) pdl_wait();
+    if (pdl) {
+      pdl_wait();
+      pdl_launch_dependents();
+    }
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       const int k0 = k_begin + gi * kMmaStepK * U;
       Vec16 v_w[U][RT][2];
@@ -600,13 +606,15 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   __syncthreads();
 
   const bool pdl = p.flags & kPdl;
-  if (pdl) pdl_launch_dependents();
+  if (clustered && n_units < 1) __trap();  // a rank without work would skip the cluster barriers
   if (warp == CW) {
     // Producer. Stage s of round r waits for the consumers' release of round r-1. PDL launch:
     // the first round's W boxes go out before pdl_wait (W is never written by an earlier
     // kernel on the stream, so they stream while that kernel finishes), everything else after
     // it. Otherwise each stage's W and x boxes go out together (x then arrives with stage 0
     // instead of behind the whole first round of W: ~0.7 µs sooner on the 58 MB shapes).
+    // Every thread lets the next PDL kernel launch only after its own pdl_wait, so only the
+    // kernel right before this one can still be running while W is read.
     if (lane == 0) {
       tma_prefetch_descriptor(&tp.w_map);
       tma_prefetch_descriptor(&tp.x_map);
@@ -641,6 +649,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
         first = min(stages, n_units);
         for (int i = 0; i < first; ++i) load_w(i, i);
         pdl_wait();
+        pdl_launch_dependents();
         for (int i = 0; i < first; ++i) load_x(i, i);
       }
       int s = first % stages, round = first / stages;
@@ -651,6 +660,10 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
         if (++s == stages) s = 0, ++round;
       }
     }
+    if (pdl && lane != 0) {
+      pdl_wait();
+      pdl_launch_dependents();
+    }
     if (clustered) {  // the consumers' two cluster barriers count every thread
       __syncwarp();
       cluster_sync();
@@ -658,7 +671,10 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     }
     return;  // nothing below synchronizes the whole CTA
   }
-  if (pdl) pdl_wait();  // the consumers write y, partials and counters
+  if (pdl) {  // the consumers write y, partials and counters
+    pdl_wait();
+    pdl_launch_dependents();
+  }
 
   // Consumer warp `warp`: rows [16*RT*warp, +16*RT) of each stage's W boxes.
   const int l7 = lane & 7;
@@ -711,20 +727,24 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       // tile (after the ring) in fragment order; after the barrier rank c sums fragment f for
       // f % C == c over ranks 0..C-1 in order and stores it; the second barrier keeps every
       // tile alive until all ranks have read it.
+      // Tile layout [warp][fragment][lane]: conflict-free for the stores and the remote loads.
       constexpr int F = RT * NT * 4;
-      const uint32_t s_mine = ring + stages * Tile::kStageBytes + (warp * 32 + lane) * F * 4;
+      static_assert(RT == 1, "config.rs sizes the cluster tile (tma_cluster_tile_bytes) for RT = 1");
+      const uint32_t s_mine = ring + stages * Tile::kStageBytes + (warp * F * 32 + lane) * 4;
       for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) {
-        st_shared_f32(s_mine + ((rt * NT + nt) * 4 + e) * 4, acc[rt][nt][e]);
+        st_shared_f32(s_mine + ((rt * NT + nt) * 4 + e) * 32 * 4, acc[rt][nt][e]);
       });
+      __syncwarp();
       cluster_sync();
       const int nc = cluster_size(), c = cluster_rank();
       for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
         const int f = (rt * NT + nt) * 4 + e;
         if (f % nc != c) return;
         float sum = 0.0f;
-        for (int src = 0; src < nc; ++src) sum += ld_shared_cluster_f32(s_mine + f * 4, src);
+        for (int src = 0; src < nc; ++src) sum += ld_shared_cluster_f32(s_mine + f * 32 * 4, src);
         if (row_base + r < p.n && tok < p.m) store_out<TOut>(p, row_base + r, tok, sum);
       });
+      __syncwarp();
       cluster_sync();
       break;
     }
@@ -776,8 +796,8 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
 template <int MT, int RS, typename TOut, bool kAligned>
 __device__ __forceinline__ void gemv_simt(const Bf16GemvParams& p) {
   if (p.flags & kPdl) {  // PDL launch: nothing is read before the previous kernel completes
-    pdl_launch_dependents();
     pdl_wait();
+    pdl_launch_dependents();
   }
   extern __shared__ __align__(128) float s_part[];  // [warps_k][MT][rows_cta + kRowPad]
   const int lane = threadIdx.x & 31;

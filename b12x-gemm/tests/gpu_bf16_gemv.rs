@@ -370,7 +370,8 @@ fn graph_equals_eager_with(dev: &Arc<Device>, pick: Pick) -> TrialResult {
 }
 
 /// Two PDL-launched calls back to back, the second reading the first's output as its x
-/// (y1 = x·W1ᵀ, 64 MB of W1 so the first call is long; y2 = y1·W2ᵀ), y1 and y2 poisoned
+/// (y1 = x·W1ᵀ, 64 MB of W1 so the first call is long; y2 = y1·W2ᵀ) and sharing its scratch
+/// buffer, y1 and y2 poisoned
 /// before every chain: with `Query::pdl` the second call starts streaming W2 while the first
 /// runs and must read y1 only after `griddepcontrol.wait`. Every config of the second call's
 /// bucket is pinned in turn; y1 and y2 must match the oracle (y2's computed from the y1 the
@@ -402,7 +403,10 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
         Buf::upload(stream, &w2_h, DType::BF16)?,
     );
     let (mut y1, mut y2) = (Buf::poisoned(stream, m * N1, DType::BF16)?, Buf::poisoned(stream, m * N2, DType::BF16)?);
-    let (mut s1, mut s2) = (scratch_buffer(stream, &p1)?, scratch_buffer(stream, &p2)?);
+    // One scratch buffer for both calls, as an engine reuses its workspace: a call touching
+    // scratch before its wait would race with the call before it.
+    let scratch_bytes = p1.scratch_layout().total_bytes().max(p2.scratch_layout().total_bytes());
+    let mut shared = alloc_poisoned::<u8>(stream, scratch_bytes + SCRATCH_ALIGN).map_err(err)?;
     let bucket = b12x_core::plan::bucket_of(p2.buckets(), m).ok_or("no bucket")?;
     let label = p2.buckets()[bucket].label();
     let w2_c = cast::<bf16>(&w2_h);
@@ -418,14 +422,14 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 bias: None,
                 y: y1.view_mut(m, N1, N1, DType::BF16),
             };
-            bf16_gemv::run(&p1, a1, scratch_of(&mut s1, p1.scratch_layout().total_bytes()), s)?;
+            bf16_gemv::run(&p1, a1, scratch_of(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
                 x: y1.view(m, N1, N1, DType::BF16),
                 w: w2.view(N2, N1, N1, DType::BF16),
                 bias: None,
                 y: y2.view_mut(m, N2, N2, DType::BF16),
             };
-            bf16_gemv::run(&p2, a2, scratch_of(&mut s2, p2.scratch_layout().total_bytes()), s)
+            bf16_gemv::run(&p2, a2, scratch_of(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
         let mut eager = Vec::new();
         for again in 0..3 {

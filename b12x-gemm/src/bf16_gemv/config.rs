@@ -390,7 +390,9 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
                 continue;
             }
             // Clusters only where one CTA per row block leaves SMs idle, every rank gets at
-            // least one k-stage, and the whole grid fits one wave.
+            // least one k-stage (the kernel traps otherwise: a rank without work would skip
+            // the cluster barriers), and the grid is at most one CTA per SM (whether it is
+            // resident at once depends on how clusters pack into GPCs; the race measures it).
             let row_blocks = probe.row_blocks(g.n);
             let kstages = g.k.div_ceil(64 * kb as usize);
             let clusters = TMA_CLUSTERS

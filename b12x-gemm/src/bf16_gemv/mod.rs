@@ -19,10 +19,12 @@
 //! - Programmatic dependent launch: `Query::pdl` launches every call with PDL, so in a stream
 //!   or graph of back-to-back kernels (a decode step) the call starts while the kernel before
 //!   it finishes: the `tma` configs stream their first ring of W before `griddepcontrol.wait`,
-//!   and touch x, bias, y and scratch only after it (the other families wait before any load
-//!   and gain only the launch). **W must not be written by work still running before the call**
-//!   (weights normally are not); x may be: it is read after the wait. Configs that merge reset
-//!   their counters with a memset first, which the previous kernel must finish.
+//!   the aligned `mma`/`mmad` feeds ask L2 for their first W group, and everything else (x,
+//!   bias, y, scratch; all of `simt` and the unaligned feeds) comes after the wait. Each call
+//!   lets the next PDL kernel launch only after its own wait, so only the kernel right before
+//!   it can still be running. **W must not be written by that kernel** (weights normally are
+//!   not); x may be: it is read after the wait. Configs that merge reset their counters with a
+//!   memset first, which the previous kernel must finish.
 //!
 //! Configs (`Config::id`, e.g. `mmad_nt1_rt1_u4_wr1_wk8_ks1`):
 //! - `mmad_nt{NT}_rt{RT}_u{U}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16 W
@@ -132,8 +134,8 @@ pub struct Query {
     /// `x` and `w` have 16-byte aligned base pointers and row strides (checked at run).
     pub aligned: bool,
     /// Launch with programmatic dependent launch (see the module docs): the call may start
-    /// reading W before the kernel before it on the stream completes. Set it only when nothing
-    /// that may still be running writes W. A PDL plan races two back-to-back PDL calls (on two
+    /// reading W before the kernel right before it on the stream completes. Set it only when
+    /// that kernel does not write W. A PDL plan races two back-to-back PDL calls (on two
     /// copies of W, so preparing it takes two W-sized buffers) and caches its selections
     /// under its own key.
     pub pdl: bool,
