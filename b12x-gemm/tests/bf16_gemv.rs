@@ -6,7 +6,7 @@ use b12x_core::half::bf16;
 use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, ulp};
-use b12x_gemm::bf16_gemv::{all_symbols, enumerate, Args, Config, Geometry, Query, TmaWork, Variant};
+use b12x_gemm::bf16_gemv::{all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant};
 use rstest::rstest;
 
 const H200_SMS: u32 = 132;
@@ -297,6 +297,11 @@ fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
                 let (partials, counters) = c.scratch_bytes(n, k, b.hi, 132);
                 if let Some(s) = c.tma_schedule(n, k, 132) {
                     assert!(c.tma.is_some_and(|t| t.stages >= 2), "{}", c.id());
+                    // What the kernel addresses: up to 1023 bytes to align the ring, the ring,
+                    // and (cluster split-K) the partial tile after it.
+                    let t = c.tma.unwrap();
+                    let tile = if matches!(t.work, TmaWork::Cluster(_)) { c.tma_cluster_tile_bytes() } else { 0 };
+                    assert!(c.dynamic_smem() >= 1023 + t.stages * c.tma_stage_bytes() + tile, "{}", c.id());
                     assert_eq!(partials > 0, s.merges);
                     assert_eq!(counters, if s.merges { s.row_blocks * c.warps_r as usize * 4 } else { 0 });
                     continue;
@@ -324,6 +329,18 @@ fn config_ids_are_stable() {
     let s = Config { variant: Variant::SimtUnaligned { mt: 8 }, warps_r: 2, warps_k: 4, ksplit: 1, tma: None };
     assert_eq!(s.id(), "simt_mt8_unaligned_wr2_wk4_ks1");
     assert_eq!(s.variant.symbol(DType::BF16), "b12x_bf16_gemv_simt_mt8_unaligned_bf16out");
+    // The cluster split-K work split keeps the TMA kernel (the split is a run-time flag).
+    let t = Config {
+        variant: Variant::Tma { nt: 2, cw: 2, kb: 8 },
+        warps_r: 2,
+        warps_k: 1,
+        ksplit: 1,
+        tma: Some(TmaMode { stages: 4, work: TmaWork::Cluster(8), evict_first: false }),
+    };
+    assert_eq!(t.id(), "tma_nt2_rt1_cw2_kb8_s4_c8_nh");
+    assert_eq!(t.variant.symbol(DType::F32), "b12x_bf16_gemv_tma_nt2_rt1_cw2_kb8_f32out");
+    // Cluster tile: 2 consumer warps x 32 lanes x 8 fragment values (NT = 2) x 4 bytes.
+    assert_eq!(t.tma_cluster_tile_bytes(), 2 * 32 * 8 * 4);
 }
 
 #[test]
