@@ -174,8 +174,8 @@ impl Kernel {
     /// As [`Kernel::launch`]; with `opts.pdl`, the kernel must execute `griddepcontrol.wait`
     /// (`pdl_wait()` in `b12x/common.cuh`) before it touches anything earlier work on the
     /// stream may still be writing (and should trigger its dependents only after that wait,
-    /// so at most the kernel right before it is still running while it reads early); with `opts.cluster_x > 1`, the grid's x dimension must be a
-    /// multiple of it.
+    /// so at most the kernel right before it is still running while it reads early); with
+    /// `opts.cluster_x > 1`, the grid's x dimension must be a multiple of it.
     pub unsafe fn launch_ex<P: Copy>(
         &self,
         stream: &CudaStream,
@@ -188,24 +188,24 @@ impl Kernel {
         let events = if timing { Some(timing_events(stream)?) } else { None };
         self.module.ctx.bind_to_thread()?;
         if opts != LaunchOpts::default() {
-            let mut attrs = Vec::with_capacity(2);
+            // A fixed array, not a Vec: run never allocates, not even on the host.
+            let zero = sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_IGNORE,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue { pad: [0; 64] },
+            };
+            let mut attrs = [zero; 2];
+            let mut n = 0;
             if opts.pdl {
-                let mut value = sys::CUlaunchAttributeValue { pad: [0; 64] };
-                value.programmaticStreamSerializationAllowed = 1;
-                attrs.push(sys::CUlaunchAttribute {
-                    id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                    pad: [0; 4],
-                    value,
-                });
+                attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                attrs[n].value.programmaticStreamSerializationAllowed = 1;
+                n += 1;
             }
             if opts.cluster_x > 1 {
-                let mut value = sys::CUlaunchAttributeValue { pad: [0; 64] };
-                value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: opts.cluster_x, y: 1, z: 1 };
-                attrs.push(sys::CUlaunchAttribute {
-                    id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-                    pad: [0; 4],
-                    value,
-                });
+                attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+                attrs[n].value.clusterDim =
+                    sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: opts.cluster_x, y: 1, z: 1 };
+                n += 1;
             }
             let config = sys::CUlaunchConfig {
                 gridDimX: dims.grid.0,
@@ -217,7 +217,7 @@ impl Kernel {
                 sharedMemBytes: dims.smem_bytes,
                 hStream: stream.cu_stream(),
                 attrs: attrs.as_mut_ptr(),
-                numAttrs: attrs.len() as u32,
+                numAttrs: n as u32,
             };
             // SAFETY: `config` and `attrs` live across the call; the parameter pointers are the
             // caller's contract (see above).

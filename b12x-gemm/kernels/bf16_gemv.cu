@@ -85,7 +85,7 @@ struct Bf16GemvTmaParams {
   int kstages;        // k-stages (64*KB k each) per row block
   int units_per_cta;  // consecutive (row block, k-stage) units each CTA walks (the last may have fewer)
   int stages;         // ring depth, 2..kMaxTmaStages
-  int flags;          // bit 0: stream W with an L2 evict-first hint; bit 1: cluster split-K
+  int flags;          // bit 0 (TMA_FLAG_EVICT_FIRST): L2 evict-first hint on W; bit 1 (TMA_FLAG_CLUSTER): cluster split-K
 };
 static_assert(sizeof(Bf16GemvTmaParams) == 384, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvTmaParams, x_map) == 128, "mirror of params.rs");

@@ -150,9 +150,10 @@ pub enum TmaWork {
 /// Cluster sizes the `c{C}` configs use (portable sizes: every sm_90 / sm_120 part runs them).
 pub const TMA_CLUSTERS: [u32; 3] = [2, 4, 8];
 
-/// The launch geometry of a `tma` config for one problem. CTA c walks units
-/// `[c·units_per_cta, (c+1)·units_per_cta)` of the row-major (row block, k-stage) list; the
-/// kernel repeats [`TmaSchedule::ctas_of`] and [`TmaSchedule::slot`] to merge shared row blocks.
+/// The launch geometry of a `tma` config for one problem. CTA c walks the units
+/// [`TmaSchedule::units_of`] names of the row-major (row block, k-stage) list; the kernel
+/// repeats [`TmaSchedule::ctas_of`] and [`TmaSchedule::slot`] to merge shared row blocks
+/// (stream-K) and `units_of` to find its slice (every split).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TmaSchedule {
     pub row_blocks: usize,
@@ -246,7 +247,7 @@ impl Config {
     pub fn tma_schedule(&self, n: usize, k: usize, sm_count: u32) -> Option<TmaSchedule> {
         let (Variant::Tma { kb, .. }, Some(mode)) = (self.variant, self.tma) else { return None };
         let row_blocks = self.row_blocks(n);
-        let kstages = k.div_ceil(64 * kb as usize);
+        let kstages = tma_kstages(k, kb);
         let units = row_blocks * kstages;
         let (units_per_cta, cluster) = match mode.work {
             TmaWork::StreamK => (units.div_ceil(sm_count.max(1) as usize), 0),
@@ -310,6 +311,11 @@ impl Config {
         let n_pad = self.row_blocks(n) * self.rows_per_cta() as usize;
         (splits * self.m_pad(rows_hi) * n_pad * 4, self.row_blocks(n) * 4)
     }
+}
+
+/// k-stages of one TMA row block: KB 64-wide boxes per stage.
+fn tma_kstages(k: usize, kb: u32) -> usize {
+    k.div_ceil(64 * kb as usize)
 }
 
 /// The 8-token n-tiles (NT) of the tensor-core variants serving a bucket: the smallest that
@@ -394,7 +400,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
             // the cluster barriers), and the grid is at most one CTA per SM (whether it is
             // resident at once depends on how clusters pack into GPCs; the race measures it).
             let row_blocks = probe.row_blocks(g.n);
-            let kstages = g.k.div_ceil(64 * kb as usize);
+            let kstages = tma_kstages(g.k, kb);
             let clusters = TMA_CLUSTERS
                 .into_iter()
                 .filter(|&c| c as usize <= kstages && row_blocks * c as usize <= g.sm_count as usize)

@@ -1,6 +1,6 @@
 //! Launch, the session-facing [`OpPlan`] implementation and the autotune race case.
 
-use super::params::{FLAG_BIAS_F32, FLAG_PDL};
+use super::params::{FLAG_BIAS_F32, FLAG_PDL, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
 use super::{Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, KERNEL_STATIC_SMEM, OP};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
@@ -24,7 +24,7 @@ pub(super) fn launch(
         p.flags |= FLAG_PDL;
     }
     if let Some(s) = c.tma_schedule(q.n, q.k, plan.device.sm_count()) {
-        return launch_tma(&c, &s, kernel, p, plan.query.pdl, stream);
+        return launch_tma(&c, &s, kernel, p, stream);
     }
     let (per, splits) = c.k_split(q.k);
     let blocks = c.row_blocks(q.n);
@@ -50,14 +50,7 @@ pub(super) fn launch(
 }
 
 /// Encodes the TMA descriptors of W and x from `p` and launches a `tma` config.
-fn launch_tma(
-    c: &Config,
-    s: &TmaSchedule,
-    kernel: &Kernel,
-    p: &Bf16GemvParams,
-    pdl: bool,
-    stream: &CudaStream,
-) -> Result<()> {
+fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, stream: &CudaStream) -> Result<()> {
     let (Variant::Tma { nt, cw, .. }, Some(mode)) = (c.variant, c.tma) else {
         return Err(Error::UnknownConfig { op: OP, bucket: String::new(), config: c.id() });
     };
@@ -79,7 +72,8 @@ fn launch_tma(
         kstages: s.kstages as i32,
         units_per_cta: s.units_per_cta as i32,
         stages: mode.stages as i32,
-        flags: i32::from(mode.evict_first) | if s.cluster > 0 { 2 } else { 0 },
+        flags: if mode.evict_first { TMA_FLAG_EVICT_FIRST } else { 0 }
+            | if s.cluster > 0 { TMA_FLAG_CLUSTER } else { 0 },
     };
     if s.merges {
         memset_u32(stream, p.counters, 0, s.row_blocks * cw as usize)?;
@@ -90,7 +84,7 @@ fn launch_tma(
     // at the plan's sizes, which cover this config's partial slots and counters; with `pdl`
     // the kernel reads only W before griddepcontrol.wait; a cluster grid is row blocks ×
     // cluster size, and every rank has at least one k-stage (`enumerate`).
-    unsafe { kernel.launch_ex(stream, dims, &tp, LaunchOpts { pdl, cluster_x: s.cluster }) }
+    unsafe { kernel.launch_ex(stream, dims, &tp, LaunchOpts { pdl: p.flags & FLAG_PDL != 0, cluster_x: s.cluster }) }
 }
 
 impl OpPlan for Plan {

@@ -100,9 +100,14 @@ pub struct Bf16GemvTmaParams {
     pub units_per_cta: i32,
     /// Ring depth (2..=16).
     pub stages: i32,
-    /// Bit 0: stream W with an L2 evict-first hint.
+    /// `TMA_FLAG_EVICT_FIRST` (bit 0) and `TMA_FLAG_CLUSTER` (bit 1).
     pub flags: i32,
 }
+
+/// [`Bf16GemvTmaParams::flags`]: stream W with an L2 evict-first hint.
+pub const TMA_FLAG_EVICT_FIRST: i32 = 1;
+/// [`Bf16GemvTmaParams::flags`]: cluster split-K (the launch carries the cluster dimension).
+pub const TMA_FLAG_CLUSTER: i32 = 2;
 
 impl Default for Bf16GemvTmaParams {
     fn default() -> Self {
