@@ -21,6 +21,10 @@
 //! launch: each call starts streaming W while the call before it finishes), against the same
 //! peer rows (`bf16_gemv_x8/…`: PyTorch cannot launch cuBLAS with PDL).
 //!
+//! `B12X_BENCH_SWEEP=N` adds, after each row, `sweep…/` rows: the N fastest race candidates of
+//! the row's bucket, each pinned and timed the same way (the race times one call, or two with
+//! PDL; the sweep shows how its choice fares in the table's own setting).
+//!
 //! Run: `cargo bench -p b12x-gemm --bench bf16_gemv` (rows go to `bench-results/bf16_gemv.{json,md}`).
 
 use b12x_core::bench::{samples, time_graph, BenchReport};
@@ -67,10 +71,11 @@ fn main() -> Result<()> {
          calls, each on its own copy of W (cold weights, as consecutive layers of a decode graph); time = the \
          sample's median / {CALLS}. Every other row: one call per replay."
     ));
+    let mut scores = RaceScores::new();
     for (calls, pdl) in [(1, false), (CALLS, false), (CALLS, true)] {
         for (n, k, f32_out) in SHAPES {
             if calls == 1 || n * k * 2 <= CALLS_MAX_W_BYTES {
-                bench_shape(&dev, &mut report, (n, k, f32_out), quick, (calls, pdl))?;
+                bench_shape(&dev, &mut report, &mut scores, (n, k, f32_out), quick, (calls, pdl))?;
             }
         }
     }
@@ -78,9 +83,19 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// Race scores by (query key, bucket label), kept from the first table that raced them (a later
+/// table of the same plan finds its selections cached) for the sweep's ranking.
+type RaceScores = std::collections::HashMap<(String, String), Vec<(String, f64)>>;
+
 enum Out {
     Bf16(CudaSlice<bf16>),
     F32(CudaSlice<f32>),
+}
+
+/// `B12X_BENCH_SWEEP=N`: after each row, time the N fastest race candidates of its bucket, each
+/// pinned, as `sweep…/` rows (for choosing configs and race policies; 0 or unset: off).
+fn sweep_count() -> usize {
+    std::env::var("B12X_BENCH_SWEEP").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 fn out_ptr(y: &Out) -> Result<u64> {
@@ -95,6 +110,7 @@ fn out_ptr(y: &Out) -> Result<u64> {
 fn bench_shape(
     dev: &Arc<Device>,
     report: &mut BenchReport,
+    scores: &mut RaceScores,
     (n, k, f32_out): (usize, usize, bool),
     quick: bool,
     (calls, pdl): (usize, bool),
@@ -136,49 +152,84 @@ fn bench_shape(
     let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;
     let sp = TensorRef::from_slice(&scratch, &[scratch.len()])?.ptr().next_multiple_of(SCRATCH_ALIGN as u64);
     let mut session = PreparationSession::new(dev)?;
-    session.prepare(&[&plan])?;
+    for r in session.prepare(&[&plan])? {
+        if !r.scores_us.is_empty() {
+            scores.insert((r.query.clone(), r.bucket.clone()), r.scores_us.clone());
+        }
+    }
     let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
     for m in ms {
         let case = case_name(m);
         let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).unwrap_or(0);
         let config = plan.slot().get(bucket).map(|s| s.config.clone()).unwrap_or_default();
         let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), out_ptr(&y)?);
-        let call_on = |s: &Arc<CudaStream>, w: &CudaSlice<bf16>| -> Result<()> {
-            // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the
-            // calls and the graph, and nothing else touches them meanwhile (back-to-back calls
-            // on one stream write `y` in order).
-            let (xv, yv) = unsafe {
-                (
-                    TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
-                    TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], out_dtype)?,
-                )
+        // Checks `plan`'s call against the oracle, then times `calls` back-to-back calls.
+        let measure = |plan: &bf16_gemv::Plan, case: &str| -> Result<Vec<f64>> {
+            let call_on = |s: &Arc<CudaStream>, w: &CudaSlice<bf16>| -> Result<()> {
+                // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the
+                // calls and the graph, and nothing else touches them meanwhile (back-to-back calls
+                // on one stream write `y` in order).
+                let (xv, yv) = unsafe {
+                    (
+                        TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
+                        TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], out_dtype)?,
+                    )
+                };
+                let args = Args { x: xv, w: TensorRef::from_slice(w, &[n, k])?, bias: None, y: yv };
+                // SAFETY: the plan's scratch buffer, used by nothing else (calls on one stream use
+                // it in order).
+                let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
+                bf16_gemv::run(plan, args, scratch, s)
             };
-            let args = Args { x: xv, w: TensorRef::from_slice(w, &[n, k])?, bias: None, y: yv };
-            // SAFETY: the plan's scratch buffer, used by nothing else (calls on one stream use
-            // it in order).
-            let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
-            bf16_gemv::run(&plan, args, scratch, s)
+            let call = |s: &Arc<CudaStream>| -> Result<()> {
+                std::iter::once(&w).chain(&w_more).try_for_each(|wi| call_on(s, wi))
+            };
+            // The oracle checks the call on the last copy (every copy holds the same W).
+            call_on(stream, w_more.last().unwrap_or(&w))?;
+            stream.synchronize()?;
+            let got: Vec<f64> = match &y {
+                Out::Bf16(b) => stream.clone_dtoh(b)?.iter().map(|v| v.to_f64()).collect(),
+                Out::F32(b) => stream.clone_dtoh(b)?.iter().map(|&v| f64::from(v)).collect(),
+            };
+            let none: Option<&[f32]> = None;
+            let want = reference::exact(&x_h[..m * k], &w_h, none, m, k, &rows);
+            let got: Vec<f64> =
+                (0..m).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
+            if let Err(e) = reference::check_bound(case, out_dtype, k, &got, &want, &[m, rows.len()]) {
+                panic!("oracle check failed before timing: {e}");
+            }
+            Ok(time_graph(dev, samples(), call)?.iter().map(|t| t / calls as f64).collect())
         };
-        let call = |s: &Arc<CudaStream>| -> Result<()> {
-            std::iter::once(&w).chain(&w_more).try_for_each(|wi| call_on(s, wi))
-        };
-        // The oracle checks the call on the last copy (every copy holds the same W).
-        call_on(stream, w_more.last().unwrap_or(&w))?;
-        stream.synchronize()?;
-        let got: Vec<f64> = match &y {
-            Out::Bf16(b) => stream.clone_dtoh(b)?.iter().map(|v| v.to_f64()).collect(),
-            Out::F32(b) => stream.clone_dtoh(b)?.iter().map(|&v| f64::from(v)).collect(),
-        };
-        let none: Option<&[f32]> = None;
-        let want = reference::exact(&x_h[..m * k], &w_h, none, m, k, &rows);
-        let got: Vec<f64> =
-            (0..m).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
-        if let Err(e) = reference::check_bound(&case, out_dtype, k, &got, &want, &[m, rows.len()]) {
-            panic!("oracle check failed before timing: {e}");
-        }
-        let times: Vec<f64> = time_graph(dev, samples(), call)?.iter().map(|t| t / calls as f64).collect();
         let bytes = (n * k * 2 + m * k * 2 + m * n * out_dtype.size_bytes()) as f64;
+        let times = measure(&plan, &case)?;
         report.add_vs(&case, &peer_name(m), &config, &times, bytes, (2 * m * n * k) as f64);
+        // Sweep: the race's fastest candidates of this bucket, each pinned, timed the same way.
+        let sweep = sweep_count();
+        if sweep > 0 {
+            let label = plan.buckets()[bucket].label();
+            let mut ranked = scores.get(&(OpPlan::query_key(&plan), label.clone())).cloned().unwrap_or_default();
+            if ranked.is_empty() {
+                ranked = OpPlan::candidates(&plan, bucket).into_iter().map(|c| (c, 0.0)).collect();
+            }
+            ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+            for (cfg, race_us) in ranked.into_iter().take(sweep) {
+                let pinned = bf16_gemv::plan(&q, dev)?;
+                let mut s2 = PreparationSession::new(dev)?.with_autotune(false);
+                s2.pin(&pinned, &label, &cfg);
+                s2.prepare(&[&pinned])?;
+                let sweep_case = format!("sweep{suffix}{pdl_suffix}/M{m}_N{n}_K{k}_{}", out_dtype.name());
+                let times = measure(&pinned, &sweep_case)?;
+                report.add_vs(
+                    &sweep_case,
+                    &peer_name(m),
+                    &format!("{cfg} (race {race_us:.2} µs)"),
+                    &times,
+                    bytes,
+                    (2 * m * n * k) as f64,
+                );
+                s2.close();
+            }
+        }
     }
     session.close();
     Ok(())

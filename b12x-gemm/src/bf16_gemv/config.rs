@@ -25,7 +25,11 @@ pub const DIRECT_VARIANTS: [(u32, u32, u32); 10] =
 /// each (16·CW rows per CTA row block), one producer warp keeps a ring of TMA boxes in flight;
 /// a ring stage holds KB 64-wide k boxes of W and x. On the H200 longer stretches of each row
 /// per stage (KB = 4, 8: 512 B, 1 KB) stream faster than KB = 2, and 64-row blocks beat 128.
-pub const TMA_VARIANTS: [(u32, u32, u32); 6] = [(1, 4, 4), (1, 4, 8), (2, 4, 4), (2, 4, 8), (2, 2, 8), (4, 4, 2)];
+/// 32-row blocks (CW = 2) double the CTAs of one-CTA-per-row-block work where N is small
+/// (4096 rows: 128 CTAs instead of 64), which matters with PDL: every CTA streams its first
+/// ring of W before `griddepcontrol.wait`.
+pub const TMA_VARIANTS: [(u32, u32, u32); 7] =
+    [(1, 4, 4), (1, 4, 8), (1, 2, 8), (2, 4, 4), (2, 4, 8), (2, 2, 8), (4, 4, 2)];
 /// Deepest TMA ring the kernel supports (`kMaxTmaStages`).
 pub const TMA_MAX_STAGES: u32 = 16;
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.

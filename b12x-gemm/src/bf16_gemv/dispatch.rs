@@ -94,9 +94,10 @@ impl OpPlan for Plan {
     fn query_key(&self) -> String {
         let q = &self.query;
         let bias = q.bias.map_or("none", DType::name);
-        // PDL plans race differently (two back-to-back calls), so they keep their own
-        // selections; plain plans keep their key unchanged.
-        let pdl = if q.pdl { " pdl=true" } else { "" };
+        // PDL plans race differently (back-to-back calls), so they keep their own selections;
+        // plain plans keep their key unchanged. `pdl=race4`: the race times up to
+        // PDL_RACE_CALLS calls (the earlier two-call races keyed `pdl=true` are not reused).
+        let pdl = if q.pdl { " pdl=race4" } else { "" };
         format!(
             "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}",
             q.n, q.k, q.x_dtype, q.out_dtype, q.max_rows, q.aligned
@@ -133,9 +134,12 @@ impl OpPlan for Plan {
     fn bench_case(&self, bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
         // One zeroed buffer holds scratch, W, x, y and bias at the bucket's largest M (speed does
         // not depend on values). Note: this is a second copy of W's size while racing. A PDL
-        // plan races two back-to-back PDL calls on two copies of W (a third W-sized region):
-        // the second call's prologue overlaps the first's tail, as in a decode graph, so
-        // configs that stream more W before `griddepcontrol.wait` (more CTAs) can win.
+        // plan races `pdl_race_calls` back-to-back PDL calls, each on its own copy of W (more
+        // W-sized regions): each call's prologue overlaps the previous call's tail, as in a
+        // decode graph, so configs that stream more W before `griddepcontrol.wait` (more CTAs)
+        // can win. With two calls the first call's un-overlapped start weighed half the score
+        // and picked configs 1–10% slower in a steady chain of 8 (the bench's `sweep_x8_pdl`
+        // rows on the H200); four calls weigh it a quarter.
         let q = &self.query;
         let m = self.buckets.get(bucket).map_or(1, |b| b.hi);
         // Rows padded to 16 bytes: an `aligned` query promises 16-byte row strides, which K
@@ -149,8 +153,9 @@ impl OpPlan for Plan {
             m * ldx * q.x_dtype.size_bytes(),
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
-            if q.pdl { q.n * ldw * 2 } else { 0 },
         ];
+        let extra_w = if q.pdl { pdl_race_calls(q.n * ldw * 2) - 1 } else { 0 };
+        let sizes: Vec<usize> = sizes.into_iter().chain(std::iter::repeat_n(q.n * ldw * 2, extra_w)).collect();
         let race = RaceBuffer::new(&self.device, &sizes)?;
         let at = &race.ptrs;
         // SAFETY: the first region of `buffer`, owned by the race case and used by nothing else.
@@ -171,9 +176,21 @@ impl OpPlan for Plan {
             flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 },
             ..Bf16GemvParams::default()
         };
-        let w_second = q.pdl.then_some(at[5]);
-        Ok(Box::new(RaceCase { plan: self, bucket, params, w_second, _buffer: race.buffer }))
+        let w_more = at[5..].to_vec();
+        Ok(Box::new(RaceCase { plan: self, bucket, params, w_more, _buffer: race.buffer }))
     }
+}
+
+/// Most back-to-back calls a PDL plan's race times (each on its own copy of W).
+pub const PDL_RACE_CALLS: usize = 4;
+/// Extra race memory a PDL plan may use for further copies of W (beyond the one copy every
+/// race allocates): above it, fewer calls (at least two).
+const PDL_RACE_EXTRA_BYTES: usize = 1 << 30;
+
+/// Back-to-back calls a PDL plan's race times for `w_bytes` of W: as many as
+/// [`PDL_RACE_CALLS`] whose extra copies fit in 1 GiB, at least two.
+pub fn pdl_race_calls(w_bytes: usize) -> usize {
+    (1 + PDL_RACE_EXTRA_BYTES / w_bytes.max(1)).clamp(2, PDL_RACE_CALLS)
 }
 
 /// What the autotune race launches each candidate on.
@@ -181,8 +198,8 @@ struct RaceCase<'p> {
     plan: &'p Plan,
     bucket: usize,
     params: Bf16GemvParams,
-    /// PDL plans: the second copy of W the second back-to-back call reads.
-    w_second: Option<u64>,
+    /// PDL plans: the further copies of W the further back-to-back calls read, one each.
+    w_more: Vec<u64>,
     _buffer: CudaSlice<u8>,
 }
 
@@ -190,10 +207,32 @@ impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         let mut p = self.params;
         launch(self.plan, self.bucket, selected, &mut p, stream)?;
-        if let Some(w) = self.w_second {
+        for &w in &self.w_more {
             let mut p = Bf16GemvParams { w, ..self.params };
             launch(self.plan, self.bucket, selected, &mut p, stream)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pdl_race_calls_fit_the_extra_memory() {
+        let mb = 1 << 20;
+        // The 58 MB and 264 MB weights race four calls; the 1.85 GB LM head two.
+        assert_eq!(pdl_race_calls(56 * mb), PDL_RACE_CALLS);
+        assert_eq!(pdl_race_calls(252 * mb), PDL_RACE_CALLS);
+        assert_eq!(pdl_race_calls(1767 * mb), 2);
+        // Three copies of 400 MB pass 1 GiB: two extra copies (three calls).
+        assert_eq!(pdl_race_calls(400 * mb), 3);
+        assert_eq!(pdl_race_calls(0), PDL_RACE_CALLS);
+        for w in [1, mb, 100 * mb, 1 << 30, 1 << 33] {
+            let calls = pdl_race_calls(w);
+            assert!((2..=PDL_RACE_CALLS).contains(&calls));
+            assert!(calls == 2 || (calls - 1) * w <= PDL_RACE_EXTRA_BYTES);
+        }
     }
 }

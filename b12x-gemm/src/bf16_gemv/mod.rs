@@ -135,9 +135,10 @@ pub struct Query {
     pub aligned: bool,
     /// Launch with programmatic dependent launch (see the module docs): the call may start
     /// reading W before the kernel right before it on the stream completes. Set it only when
-    /// that kernel does not write W. A PDL plan races two back-to-back PDL calls (on two
-    /// copies of W, so preparing it takes two W-sized buffers) and caches its selections
-    /// under its own key.
+    /// that kernel does not write W. A PDL plan races up to four back-to-back PDL calls, each
+    /// on its own copy of W (so preparing it takes up to four W-sized buffers; fewer calls,
+    /// at least two, when the extra copies would pass 1 GiB), and caches its selections under
+    /// its own key.
     pub pdl: bool,
 }
 

@@ -1,0 +1,198 @@
+// Prototype harness: per-CTA timelines of the bf16_gemv kernels (not part of the build, not the
+// source of any reported number). Wraps the TMA and mma-ring kernel bodies in kernels that
+// record each CTA's SM, its first instruction and its last warp's exit (%globaltimer), replays
+// them in a graph with the project's L2 flush (median of 30 samples), and prints where a
+// call's time goes: first CTA start → last CTA start (launch skew), CTA durations (min, median,
+// max) and the last exit, against the event-timed call. A plain streaming read (one CTA per SM
+// reading a contiguous slice, 16-byte loads) is traced the same way for comparison.
+//   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
+//     -o /tmp/trace gemv_trace_proto.cu && /tmp/trace
+// (No -lcuda: the tensor-map encoder comes through cudaGetDriverEntryPoint, so the binary also
+// builds on a machine without the driver and runs where one is.)
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+#include "../../b12x-gemm/kernels/bf16_gemv.cu"
+#include "../../b12x-core/kernels/read_bw.cu"
+
+#include "proto_common.cuh"
+
+// [cta][0] start, [cta][1] end (ns, globaltimer), [cta][2] SM id.
+__device__ unsigned long long g_trace[4096][3];
+
+__device__ __forceinline__ unsigned long long gtimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void trace_start() {
+  if (threadIdx.x == 0) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    g_trace[blockIdx.x][0] = gtimer();
+    g_trace[blockIdx.x][1] = 0;
+    g_trace[blockIdx.x][2] = sm;
+  }
+}
+__device__ __forceinline__ void trace_end() {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) atomicMax(&g_trace[blockIdx.x][1], gtimer());
+}
+
+template <int NT, int CW, int KB>
+__global__ void __launch_bounds__(32 * (CW + 1), 1) traced_tma(const __grid_constant__ b12x::Bf16GemvTmaParams p) {
+  trace_start();
+  b12x::bf16_gemv::gemv_tma<NT, 1, CW, KB, bf16>(p);
+  trace_end();
+}
+template <int NT, int RT, int U, int S>
+__global__ void __launch_bounds__(256, 1) traced_mma(const __grid_constant__ Bf16GemvParams p) {
+  trace_start();
+  b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing>(p);
+  trace_end();
+}
+// One CTA per SM (grid = SMs x c), each reading a contiguous slice with 16-byte loads, 4 in flight.
+__global__ void __launch_bounds__(512) traced_read(const uint4* src, size_t n, uint32_t* sink) {
+  trace_start();
+  const size_t per = (n + gridDim.x - 1) / gridDim.x;
+  const size_t lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
+  uint32_t acc = 0;
+  for (size_t i = lo + threadIdx.x; i < hi; i += 4 * blockDim.x) {
+    uint4 v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = i + j * blockDim.x < hi ? __ldcs(src + i + j * blockDim.x) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  if (acc == 0x12345678) *sink = acc;
+  trace_end();
+}
+__global__ void timer_resolution(unsigned long long* out) {
+  unsigned long long a = gtimer(), b;
+  do b = gtimer(); while (b == a);
+  unsigned long long c;
+  do c = gtimer(); while (c == b);
+  *out = c - b;
+}
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeTiled encoder() {
+  static EncodeTiled fn = nullptr;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void**)&fn, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn) { printf("no cuTensorMapEncodeTiled\n"); exit(1); }
+  }
+  return fn;
+}
+
+static void encode(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t stride_bytes, uint32_t box_inner, uint32_t box_outer) {
+  cuuint64_t dims[2] = {inner, outer}; cuuint64_t strides[1] = {stride_bytes};
+  cuuint32_t box[2] = {box_inner, box_outer}; cuuint32_t es[2] = {1, 1};
+  CKD(encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)base, dims, strides, box, es,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
+// Prints the timeline of the last replay's trace for `grid` CTAs against the event time.
+static void report(const char* what, int grid, double event_us) {
+  static unsigned long long h[4096][3];
+  CK(cudaMemcpyFromSymbol(h, g_trace, sizeof(unsigned long long) * 3 * grid));
+  unsigned long long s0 = ~0ull, s1 = 0, e1 = 0;
+  std::vector<double> dur, ends;
+  for (int c = 0; c < grid; ++c) {
+    s0 = std::min(s0, h[c][0]); s1 = std::max(s1, h[c][0]); e1 = std::max(e1, h[c][1]);
+    dur.push_back((h[c][1] - h[c][0]) * 1e-3);
+  }
+  for (int c = 0; c < grid; ++c) ends.push_back((h[c][1] - s0) * 1e-3);
+  std::sort(dur.begin(), dur.end()); std::sort(ends.begin(), ends.end());
+  int sms_used = 0; { std::vector<int> seen(1024, 0); for (int c = 0; c < grid; ++c) if (!seen[h[c][2]]++) ++sms_used; }
+  printf("  %-44s event %7.2f us | CTAs %4d on %3d SMs | start skew %5.2f | dur min %6.2f med %6.2f max %6.2f | "
+         "ends p10 %6.2f p50 %6.2f p90 %6.2f last %6.2f | outside CTAs %5.2f\n",
+         what, event_us, grid, sms_used, (s1 - s0) * 1e-3, dur.front(), dur[dur.size() / 2], dur.back(),
+         ends[ends.size() / 10], ends[ends.size() / 2], ends[ends.size() * 9 / 10], (e1 - s0) * 1e-3, event_us - (e1 - s0) * 1e-3);
+}
+
+int main() {
+  cudaDeviceProp prop;
+  cudaStream_t st = proto_init(prop);
+  const int sms = prop.multiProcessorCount;
+  {
+    unsigned long long* r; CK(cudaMalloc(&r, 8)); timer_resolution<<<1, 1>>>(r);
+    unsigned long long h; CK(cudaMemcpy(&h, r, 8, cudaMemcpyDeviceToHost));
+    printf("globaltimer step: %llu ns\n", h);
+  }
+  struct Shape { int n, k; };
+  const Shape shapes[] = {{7168, 4096}, {4096, 7168}, {18432, 7168}};
+  const size_t max_w = 18432ull * 7168;
+  bf16 *w, *x, *y; float* partials; unsigned* counters;
+  CK(cudaMalloc(&w, max_w * 2)); CK(cudaMalloc(&x, 64 * 18432 * 2)); CK(cudaMalloc(&y, 16ull * 18432 * 4));
+  CK(cudaMalloc(&partials, 64 << 20)); CK(cudaMalloc(&counters, 1 << 20));
+  fill_bf16<<<1024, 256>>>(w, max_w, 1); fill_bf16<<<64, 256>>>(x, 64 * 18432, 2); CK(cudaDeviceSynchronize());
+  for (auto sh : shapes) {
+    const size_t wbytes = (size_t)sh.n * sh.k * 2;
+    printf("== N=%d K=%d (%.1f MB)\n", sh.n, sh.k, wbytes / 1e6);
+    for (int c : {1, 2}) {
+      const int grid = sms * c;
+      const double t = time_graph(st, [&] { traced_read<<<grid, 512, 0, st>>>((const uint4*)w, wbytes / 16, g_sink); });
+      char name[64]; snprintf(name, sizeof name, "read, %d CTAs/SM, contiguous slices", c);
+      report(name, grid, t);
+    }
+    for (int m : {8, 16}) {
+      // TMA, one CTA per 64-row block (rb), as deep a ring as fits.
+      auto run_tma = [&](auto kernel, int nt, int cw, int kb, bool sk) {
+        const int rows = 16 * cw;
+        const uint32_t stage = kb * (rows * 128 + 8 * nt * 128);
+        const int stages = std::min<int>(16, (prop.sharedMemPerBlockOptin - 1024 - 1024) / stage);
+        const uint32_t dyn = stages * stage + 1024;
+        CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
+        b12x::Bf16GemvTmaParams p{};
+        encode((CUtensorMap*)&p.w_map, w, sh.k, sh.n, (uint64_t)sh.k * 2, 64, rows);
+        encode((CUtensorMap*)&p.x_map, x, sh.k, m, (uint64_t)sh.k * 2, 64, 8 * nt);
+        p.g.y = y; p.g.ldy = sh.n; p.g.n = sh.n; p.g.k = sh.k; p.g.m = m; p.g.partials = partials; p.g.counters = counters;
+        p.kstages = (sh.k + 64 * kb - 1) / (64 * kb);
+        const int row_blocks = (sh.n + rows - 1) / rows;
+        const int units = row_blocks * p.kstages;
+        p.units_per_cta = sk ? (units + sms - 1) / sms : p.kstages;
+        p.stages = stages; p.flags = 1;
+        const int grid = (units + p.units_per_cta - 1) / p.units_per_cta;
+        const double t = time_graph(st, [&] {
+          if (sk) CK(cudaMemsetAsync(counters, 0, 1 << 16, st));
+          kernel<<<grid, 32 * (cw + 1), dyn, st>>>(p);
+        });
+        char name[96]; snprintf(name, sizeof name, "M=%d tma_nt%d_cw%d_kb%d_s%d_%s", m, nt, cw, kb, stages, sk ? "sk (+memset)" : "rb");
+        report(name, grid, t);
+      };
+      if (m == 8) {
+        run_tma(traced_tma<1, 4, 8>, 1, 4, 8, false);
+        run_tma(traced_tma<1, 4, 4>, 1, 4, 4, false);
+        run_tma(traced_tma<1, 4, 8>, 1, 4, 8, true);
+      } else {
+        run_tma(traced_tma<2, 4, 8>, 2, 4, 8, false);
+        run_tma(traced_tma<2, 4, 4>, 2, 4, 4, false);
+        run_tma(traced_tma<2, 4, 8>, 2, 4, 8, true);
+      }
+      if (m == 8) {  // mma ring (the 264 MB choice at M <= 8): one CTA per 16 rows, 4 k-warps
+        auto kernel = traced_mma<1, 1, 4, 4>;
+        const int wk = 4, u = 4, stages = 4;
+        const uint32_t dyn = wk * stages * (16 * 4 * u * 16 + u * 512);
+        CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
+        Bf16GemvParams p{};
+        p.w = w; p.x = x; p.y = y; p.ldw = sh.k; p.ldx = sh.k; p.ldy = sh.n; p.n = sh.n; p.k = sh.k; p.m = m;
+        p.k_per_split = (sh.k + 31) / 32 * 32; p.ksplit = 1; p.warps_k = wk; p.warps_r = 1; p.n_pad = (sh.n + 15) / 16 * 16; p.m_pad = 8;
+        const int grid = sh.n / 16;
+        if (grid <= 4096) {
+          const double t = time_graph(st, [&] { kernel<<<grid, 32 * wk, dyn, st>>>(p); });
+          report("M=8 mma_nt1_rt1_u4_s4_wr1_wk4", grid, t);
+        }
+      }
+    }
+  }
+  return 0;
+}
