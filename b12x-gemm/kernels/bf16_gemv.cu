@@ -42,7 +42,7 @@ struct Bf16GemvParams {
   const void* bias;      // [N] bf16 or f32 (see flags), nullptr for no bias
   void* y;               // [M, N] TOut, row stride ldy
   float* partials;       // [ksplit, m_pad, n_pad] f32 split-K partials (scratch); ksplit > 1 only
-  unsigned int* counters;  // [gridDim.x] u32 arrival counters (scratch, zero at launch); ksplit > 1 only
+  unsigned long long* counters;  // [gridDim.x] tagged arrival counters (scratch, any initial bits; arrive_tagged); ksplit > 1 only
   long long ldw;         // W row stride, elements
   long long ldx;         // x row stride, elements
   long long ldy;         // y row stride, elements
@@ -198,7 +198,7 @@ __device__ __forceinline__ void merge_splits(const Bf16GemvParams& p, int rows_c
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned int prev = atomicAdd(&p.counters[blockIdx.x], 1u);
+    const unsigned int prev = arrive_tagged(&p.counters[blockIdx.x], unsigned(p.ksplit));
     s_is_last = (prev == unsigned(p.ksplit - 1));
   }
   __syncthreads();
@@ -525,7 +525,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 // the CTA's list does) the warp flushes its accumulators: a row block covered by this CTA
 // alone is stored straight to y; one shared with neighbouring CTAs goes to this CTA's partial
 // slot (0: its first row block, 1: its last), and the last warp of the covering CTAs to arrive
-// (u32 counter per row block and warp, zeroed by `run`) sums the slots in CTA order: the same
+// (tagged counter per row block and warp: arrive_tagged, no memset) sums the slots in CTA order: the same
 // bits whichever CTA finishes last.
 // Out-of-range rows (>= N), tokens (>= M) and k (>= K) are zero-filled by the TMA.
 constexpr int kMaxTmaStages = 16;
@@ -770,7 +770,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     __threadfence();
     __syncwarp();
     unsigned int prev = 0;
-    if (lane == 0) prev = atomicAdd(&p.counters[rb * CW + warp], 1u);
+    if (lane == 0) prev = arrive_tagged(&p.counters[rb * CW + warp], unsigned(c_last - c_first + 1));
     prev = __shfl_sync(0xffffffffu, prev, 0);
     if (prev == unsigned(c_last - c_first)) {
       __threadfence();

@@ -303,13 +303,13 @@ fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
                     let tile = if matches!(t.work, TmaWork::Cluster(_)) { c.tma_cluster_tile_bytes() } else { 0 };
                     assert!(c.dynamic_smem() >= 1023 + t.stages * c.tma_stage_bytes() + tile, "{}", c.id());
                     assert_eq!(partials > 0, s.merges);
-                    assert_eq!(counters, if s.merges { s.row_blocks * c.warps_r as usize * 4 } else { 0 });
+                    assert_eq!(counters, if s.merges { s.row_blocks * c.warps_r as usize * 8 } else { 0 });
                     continue;
                 }
                 let (per, splits) = c.k_split(k);
                 assert!(per % 32 == 0 && per * splits >= k && per * (splits - 1) < k, "{}", c.id());
                 assert_eq!(partials > 0, splits > 1);
-                assert_eq!(counters, if splits > 1 { c.row_blocks(n) * 4 } else { 0 });
+                assert_eq!(counters, if splits > 1 { c.row_blocks(n) * 8 } else { 0 });
             }
         }
     }

@@ -137,4 +137,29 @@ __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// Arrival counting without a memset node before the kernel. The 64-bit word holds
+// `tag << 16 | arrivals`, where the tag is this launch's %gridid (the temporal grid launch
+// number) with bit 47 set, so neither zeroed nor all-ones memory carries it. A word without
+// this launch's tag (anything another kernel or an eager launch left there) counts as zero
+// arrivals. Replays of one graph node reuse their grid id (measured on the H200), so the last
+// of `total` arrivals also clears the word: the next replay then starts from zero. Returns the
+// arrivals before this one; `total` at most 65535.
+__device__ __forceinline__ unsigned long long launch_tag() {
+  unsigned long long id;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
+  return ((id & 0x7fffffffffffull) | 0x800000000000ull) << 16;
+}
+__device__ __forceinline__ unsigned int arrive_tagged(unsigned long long* word, unsigned int total) {
+  const unsigned long long tag = launch_tag();
+  unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(word), assumed;
+  do {
+    assumed = seen;
+    const unsigned long long before = (assumed & ~0xffffull) == tag ? assumed & 0xffffull : 0ull;
+    seen = atomicCAS(word, assumed, tag | (before + 1));
+  } while (seen != assumed);
+  const unsigned int before = (seen & ~0xffffull) == tag ? unsigned(seen & 0xffffull) : 0u;
+  if (before + 1 == total) atomicExch(word, 0ull);  // every arrival of this launch is in
+  return before;
+}
+
 }  // namespace b12x

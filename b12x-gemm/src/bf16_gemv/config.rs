@@ -46,6 +46,9 @@ const K_GRANULE: usize = 32;
 const ROW_PAD: u32 = 4;
 /// Static shared memory of the kernels (the merge flag) plus headroom, kept off the opt-in limit.
 const STATIC_SMEM_RESERVE: u32 = 1024;
+/// Bytes of one merge counter: a tagged arrival word (`arrive_tagged` in `b12x/common.cuh`:
+/// the launch's grid id and an arrival count, so no memset is needed before a launch).
+pub const COUNTER_BYTES: usize = 8;
 /// Split counts the enumeration considers.
 const KSPLITS: [u32; 6] = [1, 2, 4, 8, 16, 32];
 /// CTA shapes (warps_r, warps_k) considered, first = default.
@@ -299,21 +302,22 @@ impl Config {
     }
     /// `(partials bytes, counters bytes)` this config needs; zero without split-K (or, for
     /// `tma`, without merges): `tma` keeps two partial slots `[tokens][rows per CTA]` f32 per
-    /// CTA and one counter per (row block, consumer warp).
+    /// CTA and one counter per (row block, consumer warp). Counters are 8-byte tagged words
+    /// (`arrive_tagged` in `b12x/common.cuh`): they need no zeroing between calls.
     pub fn scratch_bytes(&self, n: usize, k: usize, rows_hi: usize, sm_count: u32) -> (usize, usize) {
         if let Some(s) = self.tma_schedule(n, k, sm_count) {
             if !s.merges {
                 return (0, 0);
             }
             let slot = self.variant.tokens() as usize * self.rows_per_cta() as usize * 4;
-            return (s.grid * 2 * slot, s.row_blocks * self.warps_r as usize * 4);
+            return (s.grid * 2 * slot, s.row_blocks * self.warps_r as usize * COUNTER_BYTES);
         }
         let (_, splits) = self.k_split(k);
         if splits <= 1 {
             return (0, 0);
         }
         let n_pad = self.row_blocks(n) * self.rows_per_cta() as usize;
-        (splits * self.m_pad(rows_hi) * n_pad * 4, self.row_blocks(n) * 4)
+        (splits * self.m_pad(rows_hi) * n_pad * 4, self.row_blocks(n) * COUNTER_BYTES)
     }
 }
 

@@ -4,8 +4,8 @@ use super::params::{FLAG_BIAS_F32, FLAG_PDL, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FI
 use super::{Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, KERNEL_STATIC_SMEM, OP};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
-    memset_u32, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, Kernel, KernelModule, LaunchDims, LaunchOpts,
-    OpPlan, PlanSlot, RaceBuffer, Result, Scratch, Selected,
+    tma::Tma2d, BenchCase, Bucket, DType, Device, Error, Kernel, KernelModule, LaunchDims, LaunchOpts, OpPlan,
+    PlanSlot, RaceBuffer, Result, Scratch, Selected,
 };
 use std::sync::Arc;
 
@@ -34,9 +34,6 @@ pub(super) fn launch(
     p.warps_r = c.warps_r as i32;
     p.n_pad = (blocks * c.rows_per_cta() as usize) as i32;
     p.m_pad = c.m_pad(rows_hi) as i32;
-    if splits > 1 {
-        memset_u32(stream, p.counters, 0, blocks)?;
-    }
     let dims = LaunchDims {
         grid: (blocks as u32, splits as u32, 1),
         block: (c.threads(), 1, 1),
@@ -75,9 +72,6 @@ fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, 
         flags: if mode.evict_first { TMA_FLAG_EVICT_FIRST } else { 0 }
             | if s.cluster > 0 { TMA_FLAG_CLUSTER } else { 0 },
     };
-    if s.merges {
-        memset_u32(stream, p.counters, 0, s.row_blocks * cw as usize)?;
-    }
     let dims = LaunchDims { grid: (s.grid as u32, 1, 1), block: (c.threads(), 1, 1), smem_bytes: c.dynamic_smem() };
     // SAFETY: Bf16GemvTmaParams mirrors the kernel's struct (asserted on both sides); the
     // descriptors cover exactly the checked views of W and x; the scratch regions were bound
@@ -95,9 +89,9 @@ impl OpPlan for Plan {
         let q = &self.query;
         let bias = q.bias.map_or("none", DType::name);
         // PDL plans race differently (back-to-back calls), so they keep their own selections;
-        // plain plans keep their key unchanged. `pdl=race4`: the race times up to
-        // PDL_RACE_CALLS calls (the earlier two-call races keyed `pdl=true` are not reused).
-        let pdl = if q.pdl { " pdl=race4" } else { "" };
+        // plain plans keep their key unchanged. `pdl=race8`: the race times up to
+        // PDL_RACE_CALLS calls (earlier races with fewer calls are not reused).
+        let pdl = if q.pdl { " pdl=race8" } else { "" };
         format!(
             "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}",
             q.n, q.k, q.x_dtype, q.out_dtype, q.max_rows, q.aligned
@@ -139,7 +133,9 @@ impl OpPlan for Plan {
         // decode graph, so configs that stream more W before `griddepcontrol.wait` (more CTAs)
         // can win. With two calls the first call's un-overlapped start weighed half the score
         // and picked configs 1–10% slower in a steady chain of 8 (the bench's `sweep_x8_pdl`
-        // rows on the H200); four calls weigh it a quarter.
+        // rows on the H200); four calls still ranked the L2 hint opposite to a chain of 8 on
+        // 7168×4096 (2%), so weights up to 146 MB race a chain of eight, as a decode graph
+        // runs its layers.
         let q = &self.query;
         let m = self.buckets.get(bucket).map_or(1, |b| b.hi);
         // Rows padded to 16 bytes: an `aligned` query promises 16-byte row strides, which K
@@ -182,7 +178,7 @@ impl OpPlan for Plan {
 }
 
 /// Most back-to-back calls a PDL plan's race times (each on its own copy of W).
-pub const PDL_RACE_CALLS: usize = 4;
+pub const PDL_RACE_CALLS: usize = 8;
 /// Extra race memory a PDL plan may use for further copies of W (beyond the one copy every
 /// race allocates): above it, fewer calls (at least two).
 const PDL_RACE_EXTRA_BYTES: usize = 1 << 30;
@@ -222,9 +218,9 @@ mod tests {
     #[test]
     fn pdl_race_calls_fit_the_extra_memory() {
         let mb = 1 << 20;
-        // The 58 MB and 264 MB weights race four calls; the 1.85 GB LM head two.
+        // The 58 MB weights race eight calls, the 264 MB ones five, the 1.85 GB LM head two.
         assert_eq!(pdl_race_calls(56 * mb), PDL_RACE_CALLS);
-        assert_eq!(pdl_race_calls(252 * mb), PDL_RACE_CALLS);
+        assert_eq!(pdl_race_calls(252 * mb), 5);
         assert_eq!(pdl_race_calls(1767 * mb), 2);
         // Three copies of 400 MB pass 1 GiB: two extra copies (three calls).
         assert_eq!(pdl_race_calls(400 * mb), 3);

@@ -12,7 +12,8 @@
 //!   strides (checked at run); otherwise slower fallbacks with 2/4-byte loads are used.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
-//!   to arrive (u32 arrival counter in scratch, zeroed by a `cuMemsetD32Async` inside `run`)
+//!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so
+//!   that it needs no zeroing: `run` is one kernel launch, and any scratch bits are fine)
 //!   sums the partials in split order; `tma` stream-K configs merge the row blocks two CTAs
 //!   share the same way (per consumer warp, in CTA order). Same inputs and config → same bits,
 //!   eager or replayed.
@@ -23,8 +24,9 @@
 //!   bias, y, scratch; all of `simt` and the unaligned feeds) comes after the wait. Each call
 //!   lets the next PDL kernel launch only after its own wait, so only the kernel right before
 //!   it can still be running. **W must not be written by that kernel** (weights normally are
-//!   not); x may be: it is read after the wait. Configs that merge reset their counters with a
-//!   memset first, which the previous kernel must finish.
+//!   not); x may be: it is read after the wait. Configs that merge touch their
+//!   scratch only after the wait (no memset node between calls, so merging configs keep the
+//!   overlap too).
 //!
 //! Configs (`Config::id`, e.g. `mmad_nt1_rt1_u4_wr1_wk8_ks1`):
 //! - `mmad_nt{NT}_rt{RT}_u{U}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16 W
@@ -135,8 +137,8 @@ pub struct Query {
     pub aligned: bool,
     /// Launch with programmatic dependent launch (see the module docs): the call may start
     /// reading W before the kernel right before it on the stream completes. Set it only when
-    /// that kernel does not write W. A PDL plan races up to four back-to-back PDL calls, each
-    /// on its own copy of W (so preparing it takes up to four W-sized buffers; fewer calls,
+    /// that kernel does not write W. A PDL plan races up to eight back-to-back PDL calls, each
+    /// on its own copy of W (so preparing it takes up to eight W-sized buffers; fewer calls,
     /// at least two, when the extra copies would pass 1 GiB), and caches its selections under
     /// its own key.
     pub pdl: bool,
@@ -276,8 +278,8 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         // f32 [ksplit, m_pad, n_pad]: one partial tile per (row block, split); `tma`: two
         // [tokens, rows per CTA] slots per CTA.
         scratch.add("partials", partials);
-        // u32 [row blocks] (`tma`: [row blocks, consumer warps]): arrival counters of the
-        // merge, zeroed by `run` before each launch.
+        // [row blocks] (`tma`: [row blocks, consumer warps]) 8-byte tagged arrival counters
+        // of the merge; any initial bits (the kernel keys arrivals by its launch's grid id).
         scratch.add("counters", counters);
     }
     let slot = PlanSlot::default();
@@ -292,8 +294,9 @@ impl Plan {
     pub fn configs(&self, bucket: usize) -> &[Config] {
         self.configs.get(bucket).map_or(&[], Vec::as_slice)
     }
-    /// The scratch every call needs: `partials` (f32 split-K partial tiles) and `counters` (u32
-    /// arrival counters), or nothing when no candidate splits K.
+    /// The scratch every call needs: `partials` (f32 split-K partial tiles) and `counters`
+    /// (8-byte tagged arrival counters, no zeroing needed), or nothing when no candidate
+    /// splits K.
     pub fn scratch_layout(&self) -> ScratchLayout {
         self.scratch.clone()
     }

@@ -22,7 +22,8 @@ pub struct Bf16GemvParams {
     pub y: u64,
     /// `[ksplit, m_pad, n_pad]` f32 split-K partial sums (scratch); unused when `ksplit == 1`.
     pub partials: u64,
-    /// `[row blocks]` u32 arrival counters (scratch), zero at launch; unused when `ksplit == 1`.
+    /// `[row blocks]` 8-byte tagged arrival counters (scratch, any initial bits: the kernel
+    /// tells this launch's arrivals by its grid id); unused when `ksplit == 1`.
     pub counters: u64,
     /// Elements between rows of `w`.
     pub ldw: i64,
