@@ -379,7 +379,8 @@ fn race(
     // ranked close bf16_gemv configs differently from graph replays (e.g. a stream-K config
     // 1.5 µs slower eagerly, 1.3 µs faster replayed, of 73 µs). A candidate whose launch
     // cannot be captured is raced eagerly.
-    let graphs: Vec<Option<CudaGraph>> = sels.iter().map(|s| capture_race_graph(&stream, || case.launch(s, &stream))).collect();
+    let graphs: Vec<Option<CudaGraph>> =
+        sels.iter().map(|s| capture_race_graph(&stream, || case.launch(s, &stream))).collect();
     let cell = std::cell::RefCell::new(&mut case);
     let run = |i: usize| -> Result<()> {
         match &graphs[i] {
