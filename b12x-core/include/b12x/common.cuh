@@ -143,7 +143,9 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // this launch's tag (anything another kernel or an eager launch left there) counts as zero
 // arrivals. Replays of one graph node reuse their grid id (measured on the H200), so the last
 // of `total` arrivals also clears the word: the next replay then starts from zero. Returns the
-// arrivals before this one; `total` at most 65535.
+// arrivals before this one; `total` at most 65535. Only the first arrival of a launch needs a
+// compare-and-swap (to stamp the tag); the others see the tag and add, so many arrivals on one
+// word (every CTA of a grid) do not retry in a loop: a CAS-only version took 150 µs for 528 CTAs.
 __device__ __forceinline__ unsigned long long launch_tag() {
   unsigned long long id;
   asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
@@ -151,13 +153,17 @@ __device__ __forceinline__ unsigned long long launch_tag() {
 }
 __device__ __forceinline__ unsigned int arrive_tagged(unsigned long long* word, unsigned int total) {
   const unsigned long long tag = launch_tag();
-  unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(word), assumed;
-  do {
-    assumed = seen;
-    const unsigned long long before = (assumed & ~0xffffull) == tag ? assumed & 0xffffull : 0ull;
-    seen = atomicCAS(word, assumed, tag | (before + 1));
-  } while (seen != assumed);
-  const unsigned int before = (seen & ~0xffffull) == tag ? unsigned(seen & 0xffffull) : 0u;
+  unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(word);
+  bool first = false;
+  while ((seen & ~0xffffull) != tag) {  // not stamped for this launch yet: stamp it with one arrival
+    const unsigned long long old = atomicCAS(word, seen, tag | 1ull);
+    if (old == seen) {
+      first = true;
+      break;
+    }
+    seen = old;
+  }
+  const unsigned int before = first ? 0u : unsigned(atomicAdd(word, 1ull) & 0xffffull);
   if (before + 1 == total) atomicExch(word, 0ull);  // every arrival of this launch is in
   return before;
 }
