@@ -1,19 +1,19 @@
 // nvfp4.cu — quantization.nvfp4: BF16/FP16 rows -> E2M1 pairs + UE4M3 block scales (one per 16)
 //   + the f32 encode scale enc.   crate: b12x-quant
 //   enc given (device f32 [1]) or computed: A = max|x| over the finite elements (amax pass: one
-//   u32 cell per CTA, the last CTA to arrive reduces them; no memset), enc = min(2688 / A, 2^126) if A > 0 else 1,
+//   u32 cell per CTA in scratch, every cell written, so no memset), enc = min(2688 / A, 2^126) if A > 0 else 1,
 //   written to enc_out by the quantize pass. Per block of 16, each step one f32 operation:
 //   s = ue4m3(enc * (amax / 6)); s == 0 -> codes 0; else r = 1 / (f32(s) * (1 / enc)),
 //   q = e2m1(x * r). NaN/Inf in a block: scale 0x7F, codes 0. Bit-exact with
 //   b12x_quant::block::quantize_nvfp4.
 // Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K/2] u8 (row stride ldq bytes, element 2i
 //   in the low nibble)   scales [M, K/16] u8 row-major and/or scales_sw (swizzled 128x4, padding
-//   rows written 0)   enc_in / enc_out f32 [1]   amax scratch: u64 arrivals, u32 A, u32 pad, u32 cells [amax-pass CTAs].
+//   rows written 0)   enc_in / enc_out f32 [1]   amax u32 [amax_parts] scratch.
 // Constraints: K % 16 == 0 (K % 64 == 0 with scales_sw); x rows 16-byte aligned, codes rows 4-byte aligned.
 // Strategy: amax pass: grid-stride 16-byte loads (4 in flight per thread, x walked backwards so
 //   the quantize pass finds its first rows in L2), warp + CTA max stored as the f32 bits in the
-//   CTA's cell; the last CTA to arrive (arrive_tagged: no zeroed counter) takes the max over the
-//   cells into A (non-negative floats order like their bits; max is order-free). Quantize pass: 2 lanes per block, 8 elements per
+//   CTA's cell; each warp of the quantize pass takes the max over the cells (non-negative floats
+//   order like their bits, and max is order-free: every warp gets the same bits). Quantize pass: 2 lanes per block, 8 elements per
 //   lane, U chunks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via cvt.rn.satfinite.e4m3x2 and back via cvt.rn.f16x2.e4m3x2 (exact); E2M1 in software.
 // Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_u{1,2,4}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_nvfp4.
@@ -28,28 +28,29 @@ struct Nvfp4Params {
   unsigned char* scales_sw;   // swizzled or nullptr
   const float* enc_in;        // [1] given encode scale, or nullptr (computed)
   float* enc_out;             // [1] computed encode scale output, or nullptr (given)
-  unsigned int* amax;         // scratch (computed mode): [0..2) u64 arrivals, [2] A as f32 bits, [4 + c] CTA c's amax
+  unsigned int* amax;         // [amax_parts] scratch: f32 bits of each amax-pass CTA's finite amax (computed mode)
   long long ldx;              // elements
   long long ldq;              // bytes
   long long lds;              // bytes
   int rows;                   // M
   int rows_sw;                // M, or ceil(M/128)*128 with scales_sw
   int k;                      // K
-  int pad;
+  int amax_parts;             // CTAs of the amax pass (computed mode; gridDim.x of that launch)
 };
 static_assert(sizeof(Nvfp4Params) == 96, "mirror of Nvfp4Params in src/nvfp4.rs");
 
 namespace b12x {
 namespace nvfp4 {
 
-// Scratch words of the computed mode (see Nvfp4Params::amax).
-constexpr int kAmaxFinal = 2;
-constexpr int kAmaxCells = 4;
-
-// The encode scale: given, or from the amax pass.
+// The encode scale: given, or from the amax pass's per-CTA cells (the max over them, per warp:
+// every lane of the warp must call this).
 __device__ __forceinline__ float encode_scale(const Nvfp4Params& p) {
   if (p.enc_in != nullptr) return *p.enc_in;
-  const float a = __uint_as_float(__ldcg(p.amax + kAmaxFinal));
+  unsigned int bits = 0;
+  for (int i = threadIdx.x & 31; i < p.amax_parts; i += 32) bits = max(bits, __ldcg(p.amax + i));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, o));
+  const float a = __uint_as_float(bits);
   return a > 0.0f ? fminf(__fdiv_rn(2688.0f, a), __uint_as_float(253u << 23)) : 1.0f;  // 2^126
 }
 
@@ -88,30 +89,12 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   __shared__ float s_max[32];
-  __shared__ int s_last;
   if ((threadIdx.x & 31) == 0) s_max[threadIdx.x >> 5] = m;
   __syncthreads();
   if (threadIdx.x == 0) {
     float b = 0.0f;
     for (int w = 0; w < (int)(blockDim.x >> 5); ++w) b = fmaxf(b, s_max[w]);
-    p.amax[kAmaxCells + blockIdx.x] = __float_as_uint(b);  // every cell, zero included
-    __threadfence();
-    s_last = arrive_tagged(reinterpret_cast<unsigned long long*>(p.amax), gridDim.x) + 1 == gridDim.x;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  // The last CTA: every cell is written and visible; the max over them into A.
-  __threadfence();
-  unsigned int bits = 0;
-  for (int c = threadIdx.x; c < (int)gridDim.x; c += blockDim.x) bits = max(bits, __ldcg(p.amax + kAmaxCells + c));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, o));
-  __shared__ unsigned int s_bits[32];
-  if ((threadIdx.x & 31) == 0) s_bits[threadIdx.x >> 5] = bits;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) bits = max(bits, s_bits[w]);
-    p.amax[kAmaxFinal] = bits;
+    p.amax[blockIdx.x] = __float_as_uint(b);  // every cell, zero included: no memset before
   }
 }
 
