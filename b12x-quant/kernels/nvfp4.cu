@@ -1,19 +1,18 @@
 // nvfp4.cu — quantization.nvfp4: BF16/FP16 rows -> E2M1 pairs + UE4M3 block scales (one per 16)
 //   + the f32 encode scale enc.   crate: b12x-quant
-//   enc given (device f32 [1]) or computed: A = max|x| over the finite elements (amax pass: one
-//   u32 cell per CTA in scratch, every cell written, so no memset), enc = min(2688 / A, 2^126) if A > 0 else 1,
+//   enc given (device f32 [1]) or computed: A = max|x| over the finite elements (amax pass into a
+//   u32 scratch cell, zeroed by the host before it), enc = min(2688 / A, 2^126) if A > 0 else 1,
 //   written to enc_out by the quantize pass. Per block of 16, each step one f32 operation:
 //   s = ue4m3(enc * (amax / 6)); s == 0 -> codes 0; else r = 1 / (f32(s) * (1 / enc)),
 //   q = e2m1(x * r). NaN/Inf in a block: scale 0x7F, codes 0. Bit-exact with
 //   b12x_quant::block::quantize_nvfp4.
 // Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K/2] u8 (row stride ldq bytes, element 2i
 //   in the low nibble)   scales [M, K/16] u8 row-major and/or scales_sw (swizzled 128x4, padding
-//   rows written 0)   enc_in / enc_out f32 [1]   amax u32 [amax_parts] scratch.
+//   rows written 0)   enc_in / enc_out f32 [1]   amax u32 [1] scratch.
 // Constraints: K % 16 == 0 (K % 64 == 0 with scales_sw); x rows 16-byte aligned, codes rows 4-byte aligned.
 // Strategy: amax pass: grid-stride 16-byte loads (4 in flight per thread, x walked backwards so
-//   the quantize pass finds its first rows in L2), warp + CTA max stored as the f32 bits in the
-//   CTA's cell; each warp of the quantize pass takes the max over the cells (non-negative floats
-//   order like their bits, and max is order-free: every warp gets the same bits). Quantize pass: 2 lanes per block, 8 elements per
+//   the quantize pass finds its first rows in L2), warp + CTA max, one atomicMax on the f32 bits
+//   (non-negative floats order like their bits). Quantize pass: 2 lanes per block, 8 elements per
 //   lane, U chunks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via cvt.rn.satfinite.e4m3x2 and back via cvt.rn.f16x2.e4m3x2 (exact); E2M1 in software.
 // Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_u{1,2,4}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_nvfp4.
@@ -28,29 +27,24 @@ struct Nvfp4Params {
   unsigned char* scales_sw;   // swizzled or nullptr
   const float* enc_in;        // [1] given encode scale, or nullptr (computed)
   float* enc_out;             // [1] computed encode scale output, or nullptr (given)
-  unsigned int* amax;         // [amax_parts] scratch: f32 bits of each amax-pass CTA's finite amax (computed mode)
+  unsigned int* amax;         // [1] scratch: f32 bits of the tensor's finite amax (computed mode)
   long long ldx;              // elements
   long long ldq;              // bytes
   long long lds;              // bytes
   int rows;                   // M
   int rows_sw;                // M, or ceil(M/128)*128 with scales_sw
   int k;                      // K
-  int amax_parts;             // CTAs of the amax pass (computed mode; gridDim.x of that launch)
+  int pad;
 };
 static_assert(sizeof(Nvfp4Params) == 96, "mirror of Nvfp4Params in src/nvfp4.rs");
 
 namespace b12x {
 namespace nvfp4 {
 
-// The encode scale: given, or from the amax pass's per-CTA cells (the max over them, per warp:
-// every lane of the warp must call this).
+// The encode scale: given, or from the amax pass.
 __device__ __forceinline__ float encode_scale(const Nvfp4Params& p) {
   if (p.enc_in != nullptr) return *p.enc_in;
-  unsigned int bits = 0;
-  for (int i = threadIdx.x & 31; i < p.amax_parts; i += 32) bits = max(bits, __ldcg(p.amax + i));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, o));
-  const float a = __uint_as_float(bits);
+  const float a = __uint_as_float(*reinterpret_cast<volatile unsigned int*>(p.amax));
   return a > 0.0f ? fminf(__fdiv_rn(2688.0f, a), __uint_as_float(253u << 23)) : 1.0f;  // 2^126
 }
 
@@ -94,7 +88,7 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
   if (threadIdx.x == 0) {
     float b = 0.0f;
     for (int w = 0; w < (int)(blockDim.x >> 5); ++w) b = fmaxf(b, s_max[w]);
-    p.amax[blockIdx.x] = __float_as_uint(b);  // every cell, zero included: no memset before
+    if (b > 0.0f) atomicMax(p.amax, __float_as_uint(b));
   }
 }
 

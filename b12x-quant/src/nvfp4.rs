@@ -11,11 +11,8 @@
 //!   ([`crate::layout`], padding rows written 0); `enc_in [1]` f32 (given mode; device memory, so
 //!   a captured graph sees updates) or `enc_out [1]` f32 (computed mode, written by the op).
 //! - Constraints: `K % 16 == 0` (`K % 64 == 0` with the swizzled layout); `M ≤ max_rows`.
-//! - Computed mode uses `4 × SMs × 4` bytes of scratch (`"amax"`: one cell per CTA of the amax
-//!   pass, every cell written by it, so any scratch bits are fine and no memset runs), then two
-//!   kernels (amax pass, quantize pass; each warp of the second takes the max over the cells):
-//!   graph-capturable. A memset node before them cost ~2 µs per graph-replayed call (measured on
-//!   bf16_gemv's merge counters, `bench-results/2026-11-30-h200-f/`).
+//! - Computed mode uses 4 bytes of scratch (`"amax"`), zeroed by a memset inside `run`, then two
+//!   kernels (amax pass, quantize pass): graph-capturable.
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
 //! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run.
@@ -70,7 +67,7 @@ pub struct Nvfp4Params {
     pub enc_in: u64,
     /// Computed encode scale output `[1]` f32, or 0 (given mode).
     pub enc_out: u64,
-    /// Scratch `[amax_parts]` u32: each amax-pass CTA's finite amax as f32 bits (computed mode).
+    /// Scratch `[1]` u32 (computed mode).
     pub amax: u64,
     pub ldx: i64,
     pub ldq: i64,
@@ -78,8 +75,7 @@ pub struct Nvfp4Params {
     pub rows: i32,
     pub rows_sw: i32,
     pub k: i32,
-    /// CTAs of the amax pass (computed mode), set by the launch.
-    pub amax_parts: i32,
+    pub pad: i32,
 }
 
 const _: () = {
@@ -87,7 +83,6 @@ const _: () = {
     assert!(offset_of!(Nvfp4Params, amax) == 48);
     assert!(offset_of!(Nvfp4Params, ldx) == 56);
     assert!(offset_of!(Nvfp4Params, rows) == 80);
-    assert!(offset_of!(Nvfp4Params, amax_parts) == 92);
 };
 
 /// Where the encode scale comes from.
@@ -230,7 +225,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
     let mut scratch = ScratchLayout::new();
     if query.global == GlobalScale::Computed {
-        scratch.add("amax", amax_cells(device) * 4);
+        scratch.add("amax", 4);
     }
     Ok(Plan {
         query: query.clone(),
@@ -246,8 +241,7 @@ impl Plan {
     pub fn query(&self) -> &Query {
         &self.query
     }
-    /// Computed mode: `"amax"`, one u32 per CTA of the amax pass (at most SMs × 4; any initial
-    /// bits); given mode: nothing.
+    /// Computed mode: `"amax"`, 4 bytes (zeroed by `run`); given mode: nothing.
     pub fn scratch_layout(&self) -> ScratchLayout {
         self.scratch.clone()
     }
@@ -289,30 +283,24 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     launch(&plan.device, &selected, &params, stream)
 }
 
-/// Cells of the `"amax"` scratch: the most CTAs the amax pass launches on `device`.
-fn amax_cells(device: &Device) -> usize {
-    (device.sm_count() * AMAX_CTAS_PER_SM) as usize
-}
-
 fn launch(device: &Device, selected: &Selected, p: &Nvfp4Params, stream: &CudaStream) -> Result<()> {
     let config = flat::selected_config(selected, OP)?;
     let chunks = p.rows_sw as u64 * (p.k as u64 / 8);
-    let mut p = *p;
     if p.enc_in == 0 {
         let amax = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, OP))?;
+        memset_u32(stream, p.amax, 0, 1)?;
         let live = p.rows as u64 * (p.k as u64 / 8);
-        let ctas = live.div_ceil(u64::from(AMAX_THREADS * AMAX_UNROLL)).clamp(1, amax_cells(device) as u64);
-        p.amax_parts = ctas as i32;
-        let dims = LaunchDims { grid: (ctas as u32, 1, 1), block: (AMAX_THREADS, 1, 1), smem_bytes: 0 };
+        let ctas =
+            live.div_ceil(u64::from(AMAX_THREADS * AMAX_UNROLL)).min(u64::from(device.sm_count() * AMAX_CTAS_PER_SM));
+        let dims = LaunchDims { grid: (ctas.max(1) as u32, 1, 1), block: (AMAX_THREADS, 1, 1), smem_bytes: 0 };
         // SAFETY: Nvfp4Params mirrors the kernel's struct; `p` passed `Query::kernel_params`
-        // (or is the race's own buffer) and `p.amax` holds `amax_cells` ≥ `ctas` cells, each
-        // written by its CTA before the quantize pass (next on the stream) reads them.
-        unsafe { amax.launch(stream, dims, &p) }?;
+        // (or is the race's own buffer) and `p.amax` is the bound scratch cell.
+        unsafe { amax.launch(stream, dims, p) }?;
     }
     let quantize = selected.kernels.last().ok_or_else(|| flat::unknown_config(selected, OP))?;
     let dims = config.dims(chunks);
     // SAFETY: as above.
-    unsafe { quantize.launch(stream, dims, &p) }
+    unsafe { quantize.launch(stream, dims, p) }
 }
 
 impl OpPlan for Plan {
@@ -353,8 +341,7 @@ impl OpPlan for Plan {
         let q = &self.query;
         let rows = q.max_rows.min(RACE_MAX_ROWS);
         let cols = q.k / BLOCK;
-        let sizes =
-            [rows * q.k * 2, rows * q.k / 2, rows * cols, swizzled_len(rows, cols), 4, amax_cells(&self.device) * 4];
+        let sizes = [rows * q.k * 2, rows * q.k / 2, rows * cols, swizzled_len(rows, cols), 4, 4];
         let stream = self.device.stream();
         let race = RaceBuffer::new(&self.device, &sizes)?;
         race.fill_inputs(&self.device, 0, q.dtype)?;
@@ -376,7 +363,7 @@ impl OpPlan for Plan {
             rows: rows as i32,
             rows_sw: if q.swizzled { rows.div_ceil(128) as i32 * 128 } else { rows as i32 },
             k: q.k as i32,
-            amax_parts: 0,
+            pad: 0,
         };
         Ok(Box::new(RaceCase { device: self.device.clone(), params, _buffer: race.buffer }))
     }
