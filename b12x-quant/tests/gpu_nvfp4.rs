@@ -6,7 +6,7 @@
 
 use b12x_core::cudarc::driver::CudaSlice;
 use b12x_core::half::{bf16, f16};
-use b12x_core::testing::{alloc_poisoned, reduced_profile, run_gpu_trials, GpuTrial};
+use b12x_core::testing::{alloc_poisoned, poison, reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::{Device, Scratch, TensorMut, TensorRef};
 use b12x_quant::block::quantize_nvfp4;
 use b12x_quant::layout::{swizzled_len, to_swizzled};
@@ -58,8 +58,13 @@ fn check_tensor<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: u
     let dtype = <T as b12x_core::Element>::DTYPE;
     let query = Query { k, dtype, max_rows: m.max(4096), row_major: true, swizzled: true, global };
     let plan = nvfp4::plan(&query, dev).map_err(err)?;
+    // Poisoned (0xFF) before every run: `run` must reset computed mode's amax cell itself.
     let mut scratch = stream.alloc_zeros::<u8>(4096).map_err(err)?;
+    if plan.scratch_layout().total_bytes() > 4096 {
+        return Err(format!("scratch {} bytes > the test's 4096", plan.scratch_layout().total_bytes()));
+    }
     for config in trial_configs(&plan, m * k) {
+        poison(stream, &mut scratch).map_err(err)?;
         let session = session_pinned(dev, &plan, &config)?;
         let mut codes: CudaSlice<u8> = alloc_poisoned(stream, m * k / 2).map_err(err)?;
         let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * cols).map_err(err)?;
