@@ -280,20 +280,7 @@ impl PreparationSession {
         if self.state == SessionState::Closed {
             return Err(Error::SessionState { state: "closed", what: "cannot capture".into() });
         }
-        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        // Ends the capture even if `f` panics, so the stream is not left capturing.
-        struct EndOnUnwind<'a>(&'a Arc<CudaStream>, bool);
-        impl Drop for EndOnUnwind<'_> {
-            fn drop(&mut self) {
-                if !self.1 {
-                    let _ = self.0.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
-                }
-            }
-        }
-        let mut guard = EndOnUnwind(stream, false);
-        let body = f(stream);
-        guard.1 = true;
-        let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+        let (body, graph) = capture_on(stream, || f(stream))?;
         body?;
         let graph = graph?
             .ok_or_else(|| Error::SessionState { state: self.state.name(), what: "captured an empty graph".into() })?;
@@ -391,14 +378,29 @@ fn race(
     autotune::race(n, run, |i| timer.time_us(&stream, || run(i)))
 }
 
-/// `launch`'s work on `stream` as an instantiated graph, or `None` if it cannot be captured
-/// (the stream is left out of capture either way).
+/// Captures `work` on `stream`: `work`'s result and the instantiated graph (or the capture's
+/// error). The capture is ended even if `work` panics, so the stream is never left capturing.
+type Captured<T> = (Result<T>, std::result::Result<Option<CudaGraph>, cudarc::driver::DriverError>);
+fn capture_on<T>(stream: &Arc<CudaStream>, work: impl FnOnce() -> Result<T>) -> Result<Captured<T>> {
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    struct EndOnUnwind<'a>(&'a Arc<CudaStream>, bool);
+    impl Drop for EndOnUnwind<'_> {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = self.0.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+            }
+        }
+    }
+    let mut guard = EndOnUnwind(stream, false);
+    let body = work();
+    guard.1 = true;
+    Ok((body, stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))))
+}
+
+/// `launch`'s work on `stream` as an instantiated graph, or `None` if it cannot be captured.
 fn capture_race_graph(stream: &Arc<CudaStream>, launch: impl FnOnce() -> Result<()>) -> Option<CudaGraph> {
-    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).ok()?;
-    let body = launch();
-    let graph = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
-    match (body, graph) {
-        (Ok(()), Ok(Some(g))) => Some(g),
+    match capture_on(stream, launch) {
+        Ok((Ok(()), Ok(Some(g)))) => Some(g),
         _ => None,
     }
 }
