@@ -5,7 +5,7 @@
 // ring kernel with and without the PDL launch attribute, cublasGemmEx the same way, and the read
 // probes, and checks the chained result against a naive kernel.
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
-//     -o /tmp/pdl gemv_pdl_proto.cu -lcuda -lcublas && /tmp/pdl
+//     -o /tmp/pdl gemv_pdl_proto.cu -lcublas && /tmp/pdl
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
@@ -42,12 +42,6 @@ static void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStrea
   CK(cudaLaunchKernelExC(&cfg, fn, args));
 }
 
-static void encode(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t stride_bytes, uint32_t box_inner, uint32_t box_outer) {
-  cuuint64_t dims[2] = {inner, outer}; cuuint64_t strides[1] = {stride_bytes};
-  cuuint32_t box[2] = {box_inner, box_outer}; cuuint32_t es[2] = {1, 1};
-  CKD(cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)base, dims, strides, box, es,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-}
 
 struct Tma { int nt, cw, kb; const void* fn; };
 #define T(NT, CW, KB) {NT, CW, KB, (const void*)b12x_bf16_gemv_tma_nt##NT##_rt1_cw##CW##_kb##KB##_bf16out}
@@ -64,7 +58,7 @@ int main() {
   const size_t max_w = 18432ull * 7168;
   std::vector<bf16*> w(kCalls);
   for (auto& p : w) { CK(cudaMalloc(&p, max_w * 2)); fill_bf16<<<1024, 256>>>(p, max_w, 1); }
-  bf16* x; float *yref, *partials; bf16* y; unsigned* counters;
+  bf16* x; float *yref, *partials; bf16* y; unsigned long long* counters;  // tagged merge counters (arrive_tagged)
   CK(cudaMalloc(&x, 64 * 18432 * 2)); CK(cudaMalloc(&yref, 16ull * 18432 * 4)); CK(cudaMalloc(&y, 16ull * 18432 * 2));
   CK(cudaMalloc(&partials, 64 << 20)); CK(cudaMalloc(&counters, 1 << 20));
   fill_bf16<<<64, 256>>>(x, 64 * 18432, 2); CK(cudaDeviceSynchronize());

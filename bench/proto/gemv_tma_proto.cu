@@ -8,7 +8,7 @@
 // (relative 1e-2 bf16 / 1e-4 f32: the f32 bound is stricter than the op's oracle bound, so a
 // single CTA summing all of K can "FAIL" here by accumulation order alone).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
-//     -o /tmp/p gemv_tma_proto.cu -lcuda -lcublas && /tmp/p
+//     -o /tmp/p gemv_tma_proto.cu -lcublas && /tmp/p
 // Env: PROTO_SHAPE=NxK, PROTO_M=m (one case), PROTO_NCU=1 (one launch per variant, for ncu).
 // Outputs of the runs behind the variant table: bench-results/2026-11-30-h200-d/prototype/.
 #include <cuda.h>
@@ -43,12 +43,6 @@ struct Variant { int nt, rt, cw, kb; const void* fn_bf16; const void* fn_f32; };
 #define V(NT, RT, CW, KB) {NT, RT, CW, KB, (const void*)b12x_bf16_gemv_tma_nt##NT##_rt##RT##_cw##CW##_kb##KB##_bf16out, (const void*)b12x_bf16_gemv_tma_nt##NT##_rt##RT##_cw##CW##_kb##KB##_f32out}
 static Variant kVariants[] = {V(1, 1, 4, 4), V(1, 1, 4, 8), V(2, 1, 4, 4), V(2, 1, 4, 8), V(2, 1, 2, 8), V(4, 1, 4, 2)};
 
-static void encode(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t stride_bytes, uint32_t box_inner, uint32_t box_outer, CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
-  cuuint64_t dims[2] = {inner, outer}; cuuint64_t strides[1] = {stride_bytes};
-  cuuint32_t box[2] = {box_inner, box_outer}; cuuint32_t es[2] = {1, 1};
-  CKD(cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)base, dims, strides, box, es,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-}
 
 int main(int argc, char** argv) {
   cudaDeviceProp prop;
@@ -62,7 +56,7 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes = {{7168, 4096, false}, {4096, 7168, false}, {18432, 7168, false}, {384, 7168, true}};
   int ms[] = {8, 16};
   const size_t max_w = 129280ull * 7168;
-  bf16 *w, *x; float *yref, *partials; void* y; unsigned* counters;
+  bf16 *w, *x; float *yref, *partials; void* y; unsigned long long* counters;  // tagged merge counters (arrive_tagged)
   CK(cudaMalloc(&w, max_w * 2)); CK(cudaMalloc(&x, 64 * 18432 * 2)); CK(cudaMalloc(&yref, 16ull * 129280 * 4));
   CK(cudaMalloc(&y, 16ull * 129280 * 4)); CK(cudaMalloc(&partials, 64 << 20)); CK(cudaMalloc(&counters, 1 << 20));
   fill_bf16<<<1024, 256>>>(w, max_w, 1); fill_bf16<<<64, 256>>>(x, 64 * 18432, 2); CK(cudaDeviceSynchronize());
@@ -129,7 +123,7 @@ int main(int argc, char** argv) {
         const uint32_t dyn = stages * stage + 1024;
         Bf16GemvTmaParams p{};
         encode((CUtensorMap*)&p.w_map, w, sh.k, sh.n, (uint64_t)sh.k * 2, 64, rows, promo ? CU_TENSOR_MAP_L2_PROMOTION_NONE : CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
-        encode((CUtensorMap*)&p.x_map, x, sh.k, m, (uint64_t)sh.k * 2, 64, 8 * v.nt);
+        encode((CUtensorMap*)&p.x_map, x, sh.k, m, (uint64_t)sh.k * 2, 64, 8 * v.nt, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
         p.g.y = y; p.g.ldy = sh.n; p.g.n = sh.n; p.g.k = sh.k; p.g.m = m; p.g.partials = partials; p.g.counters = counters;
         const int blocks = (sh.n + rows - 1) / rows;
         p.kstages = (sh.k + 64 * v.kb - 1) / (64 * v.kb);

@@ -7,8 +7,8 @@
 // reading a contiguous slice, 16-byte loads) is traced the same way for comparison.
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/trace gemv_trace_proto.cu && /tmp/trace
-// (No -lcuda: the tensor-map encoder comes through cudaGetDriverEntryPoint, so the binary also
-// builds on a machine without the driver and runs where one is.)
+// (No -lcuda: proto_common.cuh's `encode` gets the tensor-map encoder through
+// cudaGetDriverEntryPoint, so the binary also builds on a machine without the driver.)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -80,26 +80,6 @@ __global__ void timer_resolution(unsigned long long* out) {
   *out = c - b;
 }
 
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static EncodeTiled encoder() {
-  static EncodeTiled fn = nullptr;
-  if (!fn) {
-    cudaDriverEntryPointQueryResult q;
-    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void**)&fn, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !fn) { printf("no cuTensorMapEncodeTiled\n"); exit(1); }
-  }
-  return fn;
-}
-
-static void encode(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t stride_bytes, uint32_t box_inner, uint32_t box_outer) {
-  cuuint64_t dims[2] = {inner, outer}; cuuint64_t strides[1] = {stride_bytes};
-  cuuint32_t box[2] = {box_inner, box_outer}; cuuint32_t es[2] = {1, 1};
-  CKD(encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)base, dims, strides, box, es,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-}
-
 // Prints the timeline of the last replay's trace for `grid` CTAs against the event time.
 static void report(const char* what, int grid, double event_us) {
   static unsigned long long h[4096][3];
@@ -131,7 +111,7 @@ int main() {
   struct Shape { int n, k; };
   const Shape shapes[] = {{7168, 4096}, {4096, 7168}, {18432, 7168}};
   const size_t max_w = 18432ull * 7168;
-  bf16 *w, *x, *y; float* partials; unsigned* counters;
+  bf16 *w, *x, *y; float* partials; unsigned long long* counters;  // tagged merge counters (arrive_tagged)
   CK(cudaMalloc(&w, max_w * 2)); CK(cudaMalloc(&x, 64 * 18432 * 2)); CK(cudaMalloc(&y, 16ull * 18432 * 4));
   CK(cudaMalloc(&partials, 64 << 20)); CK(cudaMalloc(&counters, 1 << 20));
   fill_bf16<<<1024, 256>>>(w, max_w, 1); fill_bf16<<<64, 256>>>(x, 64 * 18432, 2); CK(cudaDeviceSynchronize());

@@ -1,6 +1,7 @@
 // proto_common.cuh — helpers shared by the prototype harnesses in bench/proto (not part of the
-// build): error checks, a hashed bf16 fill, a naive reference GEMV (f32 out) and graph-replay
-// timing with the project's L2 flush (memset + read of 2x L2 outside the timed events).
+// build): error checks, a hashed bf16 fill, a naive reference GEMV (f32 out), graph-replay
+// timing with the project's L2 flush (memset + read of 2x L2 outside the timed events) and the
+// bf16 tensor-map encoder (through cudaGetDriverEntryPoint: no -lcuda needed).
 // Include after the kernel sources (it uses b12x_read_bw and ReadBwParams).
 #pragma once
 #include <cuda.h>
@@ -63,4 +64,24 @@ static cudaStream_t proto_init(cudaDeviceProp& prop) {
   CK(cudaMalloc(&g_flush, g_flush_bytes));
   CK(cudaMalloc(&g_sink, 4));
   return st;
+}
+
+// A 2-D bf16 tensor map with 128-byte swizzle (inner = contiguous dimension), as the kernels'
+// TMA boxes expect; the driver's encoder is looked up once through the runtime.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static void encode(CUtensorMap* map, const void* base, uint64_t inner, uint64_t outer, uint64_t stride_bytes,
+                   uint32_t box_inner, uint32_t box_outer,
+                   CUtensorMapL2promotion promo = CU_TENSOR_MAP_L2_PROMOTION_NONE) {
+  static EncodeTiled fn = nullptr;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult q;
+    CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void**)&fn, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !fn) { printf("no cuTensorMapEncodeTiled\n"); exit(1); }
+  }
+  cuuint64_t dims[2] = {inner, outer}; cuuint64_t strides[1] = {stride_bytes};
+  cuuint32_t box[2] = {box_inner, box_outer}; cuuint32_t es[2] = {1, 1};
+  CKD(fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+         CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
