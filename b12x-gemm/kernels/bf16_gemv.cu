@@ -88,6 +88,8 @@ struct Bf16GemvTmaParams {
   int flags;          // bit 0 (TMA_FLAG_EVICT_FIRST): L2 evict-first hint on W; bit 1 (TMA_FLAG_CLUSTER): cluster split-K
 };
 static_assert(sizeof(Bf16GemvTmaParams) == 384, "mirror of params.rs");
+constexpr int kTmaEvictFirst = 1;  // Bf16GemvTmaParams::flags bits (TMA_FLAG_* in params.rs)
+constexpr int kTmaCluster = 2;
 static_assert(offsetof(Bf16GemvTmaParams, x_map) == 128, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvTmaParams, g) == 256, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvTmaParams, kstages) == 368, "mirror of params.rs");
@@ -397,8 +399,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
           for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) prefetch_l2(o.w[rt][h] + k_begin + (wk * U + u) * kMmaStepK);
-      pdl_wait();
-      pdl_launch_dependents();
+      pdl_wait_then_release();
     }
     if (wk < groups) load(wk);
 #pragma unroll 1
@@ -445,8 +446,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 #pragma unroll
           for (int i = 0; i < Ring::kWCopiesPerLane; ++i) prefetch_l2(r_wc[i] + k_begin + gi * kMmaStepK * U);
       }
-      pdl_wait();
-      pdl_launch_dependents();
+      pdl_wait_then_release();
     }
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
@@ -481,8 +481,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     cp_async_wait<0>();
   } else {
     if (pdl) {
-      pdl_wait();
-      pdl_launch_dependents();
+      pdl_wait_then_release();
     }
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       const int k0 = k_begin + gi * kMmaStepK * U;
@@ -582,7 +581,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   // Cluster split-K (flags bit 1): cluster r (consecutive CTAs) owns row block r, and its
   // rank c the k-stages [c·kstages/C, (c+1)·kstages/C); the partial tiles are summed through
   // distributed shared memory at the end. Otherwise CTA b walks units [b·q, (b+1)·q).
-  const bool clustered = tp.flags & 2;
+  const bool clustered = tp.flags & kTmaCluster;
   int u_begin, n_units;
   if (clustered) {
     const int nc = cluster_size(), c = cluster_rank();
@@ -618,7 +617,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     if (lane == 0) {
       tma_prefetch_descriptor(&tp.w_map);
       tma_prefetch_descriptor(&tp.x_map);
-      const bool evict_first = tp.flags & 1;
+      const bool evict_first = tp.flags & kTmaEvictFirst;
       const uint64_t w_policy = l2_policy_evict_first();
       const uint64_t x_policy = l2_policy_evict_last();
       auto load_w = [&](int i, int s) {
@@ -648,8 +647,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       if (pdl) {
         first = min(stages, n_units);
         for (int i = 0; i < first; ++i) load_w(i, i);
-        pdl_wait();
-        pdl_launch_dependents();
+        pdl_wait_then_release();
         for (int i = 0; i < first; ++i) load_x(i, i);
       }
       int s = first % stages, round = first / stages;
@@ -661,8 +659,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       }
     }
     if (pdl && lane != 0) {
-      pdl_wait();
-      pdl_launch_dependents();
+      pdl_wait_then_release();
     }
     if (clustered) {  // the consumers' two cluster barriers count every thread
       __syncwarp();
@@ -672,8 +669,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     return;  // nothing below synchronizes the whole CTA
   }
   if (pdl) {  // the consumers write y, partials and counters
-    pdl_wait();
-    pdl_launch_dependents();
+    pdl_wait_then_release();
   }
 
   // Consumer warp `warp`: rows [16*RT*warp, +16*RT) of each stage's W boxes.
@@ -796,8 +792,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
 template <int MT, int RS, typename TOut, bool kAligned>
 __device__ __forceinline__ void gemv_simt(const Bf16GemvParams& p) {
   if (p.flags & kPdl) {  // PDL launch: nothing is read before the previous kernel completes
-    pdl_wait();
-    pdl_launch_dependents();
+    pdl_wait_then_release();
   }
   extern __shared__ __align__(128) float s_part[];  // [warps_k][MT][rows_cta + kRowPad]
   const int lane = threadIdx.x & 31;

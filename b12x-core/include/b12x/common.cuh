@@ -136,6 +136,12 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
+// The usual pair: wait for the previous kernel, then let the next PDL kernel launch (so at most
+// the kernel right before this one is still running while this one reads early).
+__device__ __forceinline__ void pdl_wait_then_release() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
 
 // Arrival counting without a memset node before the kernel. The 64-bit word holds
 // `tag << 16 | arrivals`, where the tag is this launch's %gridid (the temporal grid launch
