@@ -1,0 +1,24 @@
+//! `b12x-attention`: attention over paged KV caches for LLM inference.
+//!
+//! | op | module | what |
+//! |---|---|---|
+//! | `attention.kv_append` | [`kv_append`] | writes the new tokens' K and V into their cache pages (BF16/FP16, or E4M3 with per-request, per-KV-head scales) |
+//!
+//! Every op of this crate shares one description of a batch ([`paging`]): a paged cache
+//! `[num_pages, P, Hkv, D]`, a page table `[B, max_pages] i32`, context lengths
+//! `seq_lens [B] i32` (including the new tokens) and `cu_seqlens_q [B+1] i32` (the new tokens
+//! of request b are rows `cu[b]..cu[b+1]` of the packed `[total_q, …]` tensors, the last
+//! `q_len_b` positions of its context). The index tensors live on the device and are
+//! **untrusted**: a bad page id or length never reads or writes out of bounds; the rows it
+//! affects are masked and a bit is set in a caller-visible error word ([`paging::ErrorWord`],
+//! [`paging::Faults`]).
+
+pub mod kv_append;
+pub mod paging;
+
+// Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
+include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
+
+/// The embedded `kernels/kv_append.cu`, loaded once per device.
+pub static KV_APPEND_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-attention/kv_append", fatbin: KV_APPEND_FATBIN, hash: KV_APPEND_HASH };
