@@ -3,6 +3,7 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `attention.kv_append` | [`kv_append`] | writes the new tokens' K and V into their cache pages (BF16/FP16, or E4M3 with per-request, per-KV-head scales) |
+//! | `attention.paged` | [`paged`] | decode / extend attention of new tokens against their paged context (GQA, sinks, sliding window, BF16/FP16/E4M3 KV) |
 //!
 //! Every op of this crate shares one description of a batch ([`paging`]): a paged cache
 //! `[num_pages, P, Hkv, D]`, a page table `[B, max_pages] i32`, context lengths
@@ -14,6 +15,7 @@
 //! [`paging::Faults`]).
 
 pub mod kv_append;
+pub mod paged;
 pub mod paging;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
@@ -22,3 +24,7 @@ include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 /// The embedded `kernels/kv_append.cu`, loaded once per device.
 pub static KV_APPEND_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-attention/kv_append", fatbin: KV_APPEND_FATBIN, hash: KV_APPEND_HASH };
+
+/// The embedded `kernels/paged.cu`, loaded once per device.
+pub static PAGED_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-attention/paged", fatbin: PAGED_FATBIN, hash: PAGED_HASH };

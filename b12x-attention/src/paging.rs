@@ -28,7 +28,7 @@
 //! touched. Bits accumulate (atomic OR) until the caller clears the word.
 
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
-use b12x_core::{Result, TensorMut};
+use b12x_core::{DType, Error, Result, TensorMut, TensorRef};
 use std::fmt;
 use std::sync::Arc;
 
@@ -163,4 +163,35 @@ impl HostBatch<'_> {
         let id = self.page_table[b * self.max_pages + p / self.page_size];
         (id >= 0 && (id as usize) < self.num_pages).then_some(id as usize)
     }
+}
+
+/// Errors with [`Error::Stride`] unless `x` is contiguous.
+pub(crate) fn require_contiguous(name: &'static str, x: &TensorRef<'_>) -> Result<()> {
+    if x.strides() == b12x_core::contiguous_strides(x.shape()).as_slice() {
+        return Ok(());
+    }
+    Err(Error::Stride { tensor: name, strides: x.strides().to_vec(), reason: "must be contiguous".into() })
+}
+
+/// Checks a batch's index tensors (`seq_lens [B]`, `cu_seqlens_q [B+1]` contiguous,
+/// `page_table [B, max_pages]` with any row stride, all i32) against the plan's capacities;
+/// returns `(B, page_table row stride)`.
+pub(crate) fn check_batch_tensors(
+    page_table: &TensorRef<'_>,
+    seq_lens: &TensorRef<'_>,
+    cu_seqlens_q: &TensorRef<'_>,
+    max_pages: usize,
+    max_batch: usize,
+) -> Result<(usize, usize)> {
+    let b = seq_lens.shape().first().copied().unwrap_or(0);
+    seq_lens.expect("seq_lens", "[B]", DType::I32, &[b])?;
+    cu_seqlens_q.expect("cu_seqlens_q", "[B + 1]", DType::I32, &[b + 1])?;
+    page_table.expect("page_table", "[B, max_pages]", DType::I32, &[b, max_pages])?;
+    if b > max_batch {
+        return Err(Error::Capacity { what: "B (entries of seq_lens)", got: b, capacity: max_batch });
+    }
+    require_contiguous("seq_lens", seq_lens)?;
+    require_contiguous("cu_seqlens_q", cu_seqlens_q)?;
+    let pt_stride = page_table.row_stride("page_table")?;
+    Ok((b, pt_stride))
 }

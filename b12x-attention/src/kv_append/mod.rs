@@ -73,6 +73,7 @@ use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
     Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
+use crate::paging::{check_batch_tensors, require_contiguous};
 use std::sync::Arc;
 
 /// The op id.
@@ -174,11 +175,9 @@ impl Query {
     /// Checks `args` against the query and builds the kernel parameters; nothing is launched.
     pub fn kernel_params(&self, args: &Args<'_>) -> Result<KvAppendParams> {
         let (hkv, d, p) = (self.kv_heads, self.head_dim, self.page_size);
-        let b = args.seq_lens.shape().first().copied().unwrap_or(0);
+        let (b, pt_stride) =
+            check_batch_tensors(&args.page_table, &args.seq_lens, &args.cu_seqlens_q, self.max_pages, self.max_batch)?;
         let t = args.k.shape().first().copied().unwrap_or(0);
-        args.seq_lens.expect("seq_lens", "[B]", DType::I32, &[b])?;
-        args.cu_seqlens_q.expect("cu_seqlens_q", "[B + 1]", DType::I32, &[b + 1])?;
-        args.page_table.expect("page_table", "[B, max_pages]", DType::I32, &[b, self.max_pages])?;
         args.k.expect("k", "[T, Hkv, D]", self.dtype, &[t, hkv, d])?;
         args.v.expect("v", "[T, Hkv, D]", self.dtype, &[t, hkv, d])?;
         let cache = [self.num_pages, p, hkv, d];
@@ -188,9 +187,6 @@ impl Query {
             c.expect(name, "[num_pages, P, Hkv, D]", dtype, &cache)?;
         }
         args.error.expect("error", "[1]", DType::I32, &[1])?;
-        if b > self.max_batch {
-            return Err(Error::Capacity { what: "B (entries of seq_lens)", got: b, capacity: self.max_batch });
-        }
         if t > self.max_tokens {
             return Err(Error::Capacity { what: "T (rows of k and v)", got: t, capacity: self.max_tokens });
         }
@@ -224,10 +220,6 @@ impl Query {
             require_contiguous(name, &c.as_ref())?;
             c.require_aligned(name, 16)?;
         }
-        for (name, x) in [("seq_lens", &args.seq_lens), ("cu_seqlens_q", &args.cu_seqlens_q)] {
-            require_contiguous(name, x)?;
-        }
-        let pt_stride = args.page_table.row_stride("page_table")?;
         // The caches are written: they must not overlap anything else.
         let (kc, vc) = (("k_cache", args.k_cache.byte_span()), ("v_cache", args.v_cache.byte_span()));
         require_disjoint(kc, vc)?;
@@ -272,13 +264,6 @@ impl Query {
         let e4m3 = if self.e4m3() { "_e4m3" } else { "" };
         format!("b12x_kv_append_{}{e4m3}", self.dtype.name())
     }
-}
-
-fn require_contiguous(name: &'static str, x: &TensorRef<'_>) -> Result<()> {
-    if x.strides() == b12x_core::contiguous_strides(x.shape()).as_slice() {
-        return Ok(());
-    }
-    Err(Error::Stride { tensor: name, strides: x.strides().to_vec(), reason: "must be contiguous".into() })
 }
 
 /// A validated query bound to a device; a cheap handle whose prepared state a session fills.

@@ -1,0 +1,493 @@
+// paged.cu — attention of new query tokens against a paged KV cache (decode, extend/verify).
+//                                                                       crate: b12x-attention
+//   row (packed row r = cu[b] + i, head h; KV head g = h / (H / Hkv)) at position
+//   t = L_b - q_len_b + i sees keys p in [t - W, t] (W = window_left, -1: [0, t]):
+//     s_p = scale * q . k_p;  L = log(sum_p exp(s_p) + exp(sink_h));  o = sum_p exp(s_p - L) v_p;
+//     lse = L (natural log, includes the sink; -inf for a row without keys or sink, o = 0).
+//   E4M3 caches: k_p = code * k_scale[b, g] (applied to s), v_p = code * v_scale[b, g] (to o).
+// Tensors: q [T, H, D] bf16|f16 (row stride q_stride, heads contiguous)   k_cache, v_cache
+//   [num_pages, P, Hkv, D] (q's dtype or e4m3)   k_scale, v_scale [B, Hkv] f32   sinks [H] f32
+//   page_table [B, max_pages] i32 (row stride pt_stride)   seq_lens [B], cu_seqlens_q [B+1] i32
+//   o [T, H, D] q's dtype (row stride o_stride)   lse [T, H] f32 (row stride lse_stride; optional)
+//   error [1] u32   scratch: partials, partial_ml, counters (split merges).
+// Constraints: D in {64, 96, 128, 256}, P % 16 == 0, H / Hkv <= 16, 16-byte aligned rows.
+// Strategy: CTA (split, tile, b*Hkv+g) takes 16 query rows of one request and KV head (the
+//   q_len * G rows of (token, head in group), 16 per tile) and a chunk of the keys they see; its
+//   warps take 16-key blocks in turn (one page each: chunks start on 16-key boundaries), each
+//   streaming its blocks through a 2-stage cp.async ring (E4M3 codes dequantized to the MMA
+//   type in shared memory), S = Q K^T and O += P V with mma.sync m16n8k16 (P from the S
+//   registers), an online softmax in base 2 per warp; warps merge through shared memory. A
+//   request's key range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from
+//   the device lengths: the grid is fixed, so a captured graph replays any lengths); split
+//   partials go to scratch and the last CTA to arrive (arrive_tagged) merges them in split
+//   order with the sink. Untrusted indices follow src/paging.rs: masked rows, fault bits.
+// Entry points: b12x_paged_{bf16,f16}_d{64,96,128,256}, b12x_paged_bf16_e4m3_d{...}.
+// Oracle: src/paged/reference.rs
+#include <stddef.h>
+
+#include "b12x/common.cuh"
+#include "b12x/mma.cuh"
+#include "b12x/quant.cuh"
+
+namespace b12x {
+
+// Mirrored by src/paged/params.rs (size and offsets asserted on both sides).
+struct PagedParams {
+  const void* q;                 // [T, H, D], row stride q_stride
+  const void* k_cache;           // [num_pages, P, Hkv, D]
+  const void* v_cache;           // [num_pages, P, Hkv, D]
+  const float* k_scale;          // [B, Hkv] (E4M3 caches; null otherwise)
+  const float* v_scale;          // [B, Hkv]
+  const float* sinks;            // [H] or null
+  const int32_t* page_table;     // [B, max_pages], row stride pt_stride
+  const int32_t* seq_lens;       // [B]
+  const int32_t* cu_seqlens_q;   // [B + 1]
+  void* o;                       // [T, H, D], row stride o_stride
+  float* lse;                    // [T, H], row stride lse_stride, or null
+  unsigned int* error;           // [1]
+  float* partials;               // [B * Hkv * tiles, max_splits, 16, D] f32 (max_splits > 1)
+  float* partial_ml;             // [B * Hkv * tiles, max_splits, 16, 2] f32
+  unsigned long long* counters;  // [B * Hkv * tiles] tagged arrival words
+  int64_t q_stride;              // elements between rows of q
+  int64_t o_stride;              // elements between rows of o
+  int64_t lse_stride;            // elements between rows of lse
+  int32_t tokens;                // T
+  int32_t batch;                 // B
+  int32_t max_pages;
+  int32_t pt_stride;
+  int32_t num_pages;
+  int32_t heads;                 // H
+  int32_t kv_heads;              // Hkv
+  int32_t page_size;             // P
+  int32_t tiles;                 // row tiles per (request, KV head): ceil(max_q_len * G / 16)
+  int32_t max_splits;            // gridDim.x
+  int32_t min_chunk;             // fewest keys per split (multiple of 16)
+  float scale_log2;              // softmax scale * log2(e)
+  int32_t window_left;           // -1: off
+  int32_t reserved;
+};
+static_assert(sizeof(PagedParams) == 200, "size must match src/paged/params.rs");
+static_assert(offsetof(PagedParams, q_stride) == 120, "offset must match params.rs");
+static_assert(offsetof(PagedParams, tokens) == 144, "offset must match params.rs");
+static_assert(offsetof(PagedParams, scale_log2) == 188, "offset must match params.rs");
+
+constexpr unsigned int kPagedFaultPageId = 1;
+constexpr unsigned int kPagedFaultLength = 2;
+constexpr unsigned int kPagedFaultQueryLayout = 4;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <typename T>
+struct MmaOf;
+template <>
+struct MmaOf<bf16> {
+  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    mma_m16n8k16_bf16_f32(d, a, b);
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+template <>
+struct MmaOf<fp16> {
+  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    mma_m16n8k16_f16_f32(d, a, b);
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+
+// Shared-memory geometry of one variant. Tiles of 16 rows x D elements of T with a 16-byte pad
+// per row (ldmatrix rows land in distinct banks for every D).
+template <typename T, bool kE4m3, int D, int WARPS>
+struct PagedSmem {
+  static constexpr int kPitch = D + 8;                          // elements per tile row
+  static constexpr int kTile = 16 * kPitch * 2;                 // bytes of one 16 x D tile
+  static constexpr int kRaw = kE4m3 ? 16 * D : 0;               // bytes of one raw E4M3 block
+  // Per warp: 2 stages of (K, V) in T (bf16/f16 caches), or 2 stages of raw (K, V) codes and
+  // one converted (K, V) pair (E4M3).
+  static constexpr int kWarp = kE4m3 ? 2 * 2 * kRaw + 2 * kTile : 2 * 2 * kTile;
+  static constexpr int kQ = kTile;
+  static constexpr int kMerge = WARPS * 16 * D * 4 + WARPS * 16 * 2 * 4;  // O, m, l per warp
+  static constexpr int kStage = WARPS * kWarp;
+  // + the merged (m, l) of 16 rows after the per-warp ones.
+  static constexpr int kBytes = kQ + (kStage > kMerge ? kStage : kMerge) + 16 * 2 * 4;
+};
+
+// Packing of the batch: 0 <= cu[0] <= ... <= cu[B] <= T (every thread of the CTA calls it).
+__device__ __forceinline__ bool paged_packing_ok(const int32_t* cu, int batch, int tokens) {
+  bool bad = false;
+  for (int j = threadIdx.x; j < batch; j += blockDim.x) bad |= __ldg(cu + j) > __ldg(cu + j + 1);
+  if (threadIdx.x == 0) bad |= __ldg(cu) < 0 || __ldg(cu + batch) > tokens;
+  return !__syncthreads_or(bad);
+}
+
+// o = 0 and lse = -inf for rows [r0, r1) of (token, head in group) of request rows row0.. and
+// KV head g (a masked request), or for whole packed rows (bad packing: g < 0).
+template <typename T, int D>
+__device__ __forceinline__ void zero_rows(const PagedParams& p, int row0, int g, int r0, int r1) {
+  const int G = p.heads / p.kv_heads;
+  for (int idx = threadIdx.x; idx < (r1 - r0) * (D / 8); idx += blockDim.x) {
+    const int rr = r0 + idx / (D / 8), c = idx % (D / 8);
+    const int row = row0 + rr / G, h = g * G + rr % G;
+    Vec16 z{{0u, 0u, 0u, 0u}};
+    st_global_v16(static_cast<T*>(p.o) + row * p.o_stride + h * D + c * 8, z);
+    if (c == 0 && p.lse) p.lse[row * p.lse_stride + h] = -INFINITY;
+  }
+}
+
+template <typename T, bool kE4m3, int D, int WARPS>
+__device__ __forceinline__ void paged_attention(const PagedParams& p) {
+  using Smem = PagedSmem<T, kE4m3, D, WARPS>;
+  using Mma = MmaOf<T>;
+  constexpr int kPitch = Smem::kPitch;
+  extern __shared__ __align__(128) unsigned char s_dyn[];
+  __shared__ int s_last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int G = p.heads / p.kv_heads;
+  const int b = blockIdx.z / p.kv_heads, g = blockIdx.z % p.kv_heads;
+  const int tile = blockIdx.y, split = blockIdx.x;
+  const int* cu = p.cu_seqlens_q;
+
+  if (!paged_packing_ok(cu, p.batch, p.tokens)) {
+    // Every packed row is masked: the first split of each (tile, b, g) CTA zeroes a share.
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) atomicOr(p.error, kPagedFaultQueryLayout);
+    if (split == 0) {
+      const int id = blockIdx.z * p.tiles + tile, n = gridDim.z * p.tiles;
+      for (int row = id; row < p.tokens; row += n) {
+        for (int idx = threadIdx.x; idx < p.heads * (D / 8); idx += blockDim.x) {
+          const int h = idx / (D / 8), c = idx % (D / 8);
+          st_global_v16(static_cast<T*>(p.o) + row * p.o_stride + h * D + c * 8, Vec16{{0u, 0u, 0u, 0u}});
+          if (c == 0 && p.lse) p.lse[row * p.lse_stride + h] = -INFINITY;
+        }
+      }
+    }
+    return;
+  }
+  const int row0 = __ldg(cu + b), q_len = __ldg(cu + b + 1) - row0;
+  const int rows_req = q_len * G;
+  const int tile_rows = min(16, rows_req - tile * 16);
+  if (tile_rows <= 0) return;  // no rows here (empty request, or beyond its tiles)
+  const int len = __ldg(p.seq_lens + b);
+  const bool bad_len = len < 0 || (long long)len > (long long)p.max_pages * p.page_size;
+  if (bad_len || q_len > len) {
+    if (split == 0) {
+      if (threadIdx.x == 0 && tile == 0 && g == 0) atomicOr(p.error, bad_len ? kPagedFaultLength : kPagedFaultQueryLayout);
+      zero_rows<T, D>(p, row0, g, tile * 16, tile * 16 + tile_rows);
+    }
+    return;
+  }
+  // Keys the tile's rows see: [k_lo, k_hi), split into chunks aligned to 16 keys.
+  const int t0 = len - q_len;  // position of new token 0
+  const int t_first = t0 + (tile * 16) / G, t_last = t0 + (tile * 16 + tile_rows - 1) / G;
+  const int k_lo = p.window_left >= 0 ? max(0, t_first - p.window_left) : 0;
+  const int k_hi = t_last + 1;
+  const int base = k_lo & ~15;
+  const int span = k_hi - base;
+  int chunk = max(p.min_chunk, (span + p.max_splits - 1) / p.max_splits);
+  chunk = (chunk + 15) & ~15;
+  const int splits = (span + chunk - 1) / chunk;
+  if (split >= splits) return;
+  const int c_lo = base + split * chunk;
+  const int c_hi = min(k_hi, c_lo + chunk);
+
+  // Q tile -> shared (rows past tile_rows zero).
+  unsigned char* s_q = s_dyn;
+  unsigned char* s_work = s_dyn + Smem::kQ;
+  for (int idx = threadIdx.x; idx < 16 * (D / 8); idx += blockDim.x) {
+    const int r = idx / (D / 8), c = idx % (D / 8);
+    Vec16 v{{0u, 0u, 0u, 0u}};
+    if (r < tile_rows) {
+      const int rr = tile * 16 + r;
+      const int row = row0 + rr / G, h = g * G + rr % G;
+      v = ld_global_v16(static_cast<const T*>(p.q) + row * p.q_stride + h * D + c * 8);
+    }
+    *reinterpret_cast<Vec16*>(s_q + (r * kPitch + c * 8) * 2) = v;
+  }
+  __syncthreads();
+
+  // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8.
+  const int lr = lane >> 2, lc = 2 * (lane & 3);
+  int t_row[2];
+  bool row_ok[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int r = lr + 8 * e;
+    row_ok[e] = r < tile_rows;
+    t_row[e] = t0 + (tile * 16 + r) / G;
+  }
+  const float k_scale = kE4m3 ? __ldg(p.k_scale + b * p.kv_heads + g) : 1.0f;
+  const float s_mul = p.scale_log2 * k_scale;
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+
+  unsigned char* s_warp = s_work + warp * Smem::kWarp;
+  const int n_blocks = (c_hi - c_lo + 15) / 16;  // c_lo is 16-aligned
+  // Issues block j of this warp's ring into stage `st`; returns whether its page is valid.
+  auto issue = [&](int j, int st) -> bool {
+    const int pos0 = c_lo + 16 * j;
+    const int page = __ldg(p.page_table + (long long)b * p.pt_stride + pos0 / p.page_size);
+    const bool ok = page >= 0 && page < p.num_pages;
+    if (!ok) {
+      if (lane == 0) atomicOr(p.error, kPagedFaultPageId);
+      return false;
+    }
+    const long long tok0 = (long long)page * p.page_size + pos0 % p.page_size;
+    constexpr int kEs = kE4m3 ? 1 : 2;
+    constexpr int kChunks = D * kEs / 16;  // 16-byte chunks per key
+    for (int kv = 0; kv < 2; ++kv) {
+      const unsigned char* src = static_cast<const unsigned char*>(kv ? p.v_cache : p.k_cache);
+      for (int idx = lane; idx < 16 * kChunks; idx += 32) {
+        const int key = idx / kChunks, c = idx % kChunks;
+        const unsigned char* g_ptr = src + (((tok0 + key) * p.kv_heads + g) * D) * kEs + c * 16;
+        uint32_t dst;
+        if constexpr (kE4m3)
+          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c * 16);
+        else
+          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kTile + (key * kPitch) * 2 + c * 16);
+        cp_async_cg_16(dst, g_ptr);
+      }
+    }
+    return true;
+  };
+
+  bool ok_cur = false, ok_next = false;
+  if (warp < n_blocks) ok_cur = issue(warp, 0);
+  cp_async_commit();
+  for (int j = warp, it = 0; j < n_blocks; j += WARPS, ++it) {
+    const int st = it & 1;
+    if (j + WARPS < n_blocks) ok_next = issue(j + WARPS, st ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    const unsigned char* k_tile;
+    const unsigned char* v_tile;
+    if constexpr (kE4m3) {
+      // Codes -> T in the converted pair (E4M3 values are exact in bf16 and f16).
+      unsigned char* conv = s_warp + 4 * Smem::kRaw;
+      for (int idx = lane; idx < 2 * 16 * (D / 4); idx += 32) {
+        const int kv = idx / (16 * (D / 4)), rem = idx % (16 * (D / 4));
+        const int key = rem / (D / 4), c4 = rem % (D / 4);
+        const uint32_t codes = *reinterpret_cast<const uint32_t*>(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c4 * 4);
+        uint32_t h2[2];
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2[0]) : "h"((unsigned short)(codes & 0xFFFFu)));
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2[1]) : "h"((unsigned short)(codes >> 16)));
+        uint32_t out[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2[i]));
+          out[i] = Mma::pack(f.x, f.y);
+        }
+        *reinterpret_cast<uint2*>(conv + kv * Smem::kTile + (key * kPitch + c4 * 4) * 2) = make_uint2(out[0], out[1]);
+      }
+      __syncwarp();
+      k_tile = conv;
+      v_tile = conv + Smem::kTile;
+    } else {
+      k_tile = s_warp + (st * 2) * Smem::kTile;
+      v_tile = s_warp + (st * 2 + 1) * Smem::kTile;
+    }
+
+    // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    if (ok_cur) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4], bk[4];
+        ldmatrix_x4(a, smem_addr(s_q + ((lane & 15) * kPitch + kk * 16 + (lane >> 4) * 8) * 2));
+        ldmatrix_x4(bk, smem_addr(k_tile + (((lane >> 4) * 8 + (lane & 7)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2));
+        const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
+        Mma::run(s[0], a, b0);
+        Mma::run(s[1], a, b1);
+      }
+    }
+    // Mask, scale (base 2), online softmax per row.
+    const int pos0 = c_lo + 16 * j;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = pos0 + n * 8 + lc + (e & 1), r = e >> 1;
+        const bool vis = ok_cur && row_ok[r] && key >= c_lo && key < c_hi && key <= t_row[r] &&
+                         (p.window_left < 0 || key >= t_row[r] - p.window_left);
+        s[n][e] = vis ? s[n][e] * s_mul : -INFINITY;
+        mx[r] = fmaxf(mx[r], s[n][e]);
+      }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m_run[r], mx[r]);
+      corr[r] = m_new == -INFINITY ? 1.0f : exp2f(m_run[r] - m_new);
+      m_run[r] = m_new;
+      l_run[r] *= corr[r];
+    }
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const float pv = m_run[r] == -INFINITY ? 0.0f : exp2f(s[n][e] - m_run[r]);
+        s[n][e] = pv;
+        l_run[r] += pv;
+      }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      acc[n][0] *= corr[0];
+      acc[n][1] *= corr[0];
+      acc[n][2] *= corr[1];
+      acc[n][3] *= corr[1];
+    }
+    if (ok_cur) {
+      // O += P V: P (16 x 16 keys) from the S registers; V fragments by ldmatrix.trans.
+      const uint32_t a[4] = {Mma::pack(s[0][0], s[0][1]), Mma::pack(s[0][2], s[0][3]), Mma::pack(s[1][0], s[1][1]),
+                             Mma::pack(s[1][2], s[1][3])};
+#pragma unroll
+      for (int nd = 0; nd < D / 16; ++nd) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, smem_addr(v_tile + ((lane & 15) * kPitch + nd * 16 + (lane >> 4) * 8) * 2));
+        const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
+        Mma::run(acc[2 * nd], a, b0);
+        Mma::run(acc[2 * nd + 1], a, b1);
+      }
+    }
+    __syncwarp();  // this stage (and the converted pair) is free before the next issue into it
+    ok_cur = ok_next;
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+  __syncthreads();  // every warp is done with its ring: the merge area overlays it
+
+  // Warp partials -> shared: O [warp][16][D], then m, l [warp][16][2].
+  float* s_o = reinterpret_cast<float*>(s_work);
+  float* s_ml = s_o + WARPS * 16 * D;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s_o[(warp * 16 + lr + 8 * (e >> 1)) * D + n * 8 + lc + (e & 1)] = acc[n][e];
+  if ((lane & 3) == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      s_ml[(warp * 16 + lr + 8 * r) * 2] = m_run[r];
+      s_ml[(warp * 16 + lr + 8 * r) * 2 + 1] = l_run[r];
+    }
+  }
+  __syncthreads();
+
+  // Merge the warps (in warp order) for every (row, d): into warp 0's slots.
+  for (int idx = threadIdx.x; idx < 16 * D; idx += blockDim.x) {
+    const int r = idx / D;
+    float m = -INFINITY;
+    for (int w = 0; w < WARPS; ++w) m = fmaxf(m, s_ml[(w * 16 + r) * 2]);
+    float o = 0.0f, l = 0.0f;
+    if (m != -INFINITY) {
+      for (int w = 0; w < WARPS; ++w) {
+        const float f = exp2f(s_ml[(w * 16 + r) * 2] - m);
+        o += f * s_o[(w * 16) * D + idx];
+        l += f * s_ml[(w * 16 + r) * 2 + 1];
+      }
+    }
+    s_o[idx] = o;  // warp 0's slot: read above only by this thread
+    if (idx % D == 0) {
+      // m, l of the merged row go after every warp's O (slots no thread reads any more).
+      s_ml[WARPS * 32 + r * 2] = m;
+      s_ml[WARPS * 32 + r * 2 + 1] = l;
+    }
+  }
+  __syncthreads();
+  const float* m_l = s_ml + WARPS * 32;
+
+  const float v_scale = kE4m3 ? __ldg(p.v_scale + b * p.kv_heads + g) : 1.0f;
+  const long long slot = (long long)blockIdx.z * p.tiles + tile;
+  // Writes the final rows from per-row (m, l) and unnormalized O (base 2), adding the sink.
+  auto finish = [&](auto&& o_at, auto&& ml_at) {
+    for (int idx = threadIdx.x; idx < tile_rows * D; idx += blockDim.x) {
+      const int r = idx / D, d = idx % D;
+      const int rr = tile * 16 + r;
+      const int row = row0 + rr / G, h = g * G + rr % G;
+      float m = ml_at(r, 0), l = ml_at(r, 1), o = o_at(r, d);
+      if (p.sinks) {
+        const float sk = __ldg(p.sinks + h) * kLog2e;
+        const float m2 = fmaxf(m, sk);
+        l = (m == -INFINITY ? 0.0f : l * exp2f(m - m2)) + exp2f(sk - m2);
+        o = m == -INFINITY ? 0.0f : o * exp2f(m - m2);
+        m = m2;
+      }
+      const bool empty = m == -INFINITY;
+      const float out = empty ? 0.0f : o / l * v_scale;
+      static_cast<T*>(p.o)[row * p.o_stride + h * D + d] = from_f32<T>(out);
+      if (d == 0 && p.lse) p.lse[row * p.lse_stride + h] = empty ? -INFINITY : (m + log2f(l)) * kLn2;
+    }
+  };
+  if (splits == 1) {
+    finish([&](int r, int d) { return s_o[r * D + d]; }, [&](int r, int i) { return m_l[r * 2 + i]; });
+    return;
+  }
+  // Split partial -> scratch; the last split CTA of this (b, g, tile) merges them in order.
+  float* part = p.partials + (slot * p.max_splits + split) * 16 * D;
+  float* part_ml = p.partial_ml + (slot * p.max_splits + split) * 32;
+  for (int idx = threadIdx.x; idx < 16 * D; idx += blockDim.x) __stcg(part + idx, s_o[idx]);
+  if (threadIdx.x < 32) __stcg(part_ml + threadIdx.x, m_l[threadIdx.x]);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = arrive_tagged(p.counters + slot, unsigned(splits)) == unsigned(splits - 1);
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  const float* all = p.partials + slot * p.max_splits * 16 * D;
+  const float* all_ml = p.partial_ml + slot * p.max_splits * 32;
+  // Merged (m, l) of each row over the splits, in split order, into the merged slots.
+  float* s_m = s_ml + WARPS * 32;
+  if (threadIdx.x < 16) {
+    const int r = threadIdx.x;
+    float m = -INFINITY, l = 0.0f;
+    for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, __ldcg(all_ml + sp * 32 + r * 2));
+    if (m != -INFINITY)
+      for (int sp = 0; sp < splits; ++sp)
+        l += exp2f(__ldcg(all_ml + sp * 32 + r * 2) - m) * __ldcg(all_ml + sp * 32 + r * 2 + 1);
+    s_m[r * 2] = m;
+    s_m[r * 2 + 1] = l;
+  }
+  __syncthreads();
+  finish(
+      [&](int r, int d) {
+        const float m = s_m[r * 2];
+        if (m == -INFINITY) return 0.0f;
+        float o = 0.0f;
+        for (int sp = 0; sp < splits; ++sp)
+          o += exp2f(__ldcg(all_ml + sp * 32 + r * 2) - m) * __ldcg(all + sp * 16 * D + r * D + d);
+        return o;
+      },
+      [&](int r, int i) { return s_m[r * 2 + i]; });
+}
+
+}  // namespace b12x
+
+#define B12X_PAGED(NAME, T, E4M3, D, WARPS)                                                   \
+  extern "C" __global__ void __launch_bounds__(32 * WARPS, 1) b12x_paged_##NAME##_d##D(       \
+      const __grid_constant__ b12x::PagedParams p) {                                          \
+    b12x::paged_attention<T, E4M3, D, WARPS>(p);                                              \
+  }
+#define B12X_PAGED_ALL_D(NAME, T, E4M3) \
+  B12X_PAGED(NAME, T, E4M3, 64, 4)      \
+  B12X_PAGED(NAME, T, E4M3, 96, 4)      \
+  B12X_PAGED(NAME, T, E4M3, 128, 4)     \
+  B12X_PAGED(NAME, T, E4M3, 256, 2)
+
+B12X_PAGED_ALL_D(bf16, b12x::bf16, false)
+B12X_PAGED_ALL_D(f16, b12x::fp16, false)
+B12X_PAGED_ALL_D(bf16_e4m3, b12x::bf16, true)

@@ -1,0 +1,605 @@
+//! `attention.paged`: attention of new query tokens against each request's paged KV cache —
+//! decode (one new token per request) and extend / verify (`q_len_b ≥ 1` new tokens, the last
+//! positions of the context, causal among themselves).
+//!
+//! ```text
+//! row (packed row r = cu[b] + i, head h, KV head g = h / (H / Hkv)) at position t = L_b − q_len_b + i
+//! sees keys p ∈ [t − W, t] (W = window_left; −1: [0, t]):
+//!   s_p = scale · q·k_p,   L = log(Σ_p exp(s_p) + exp(σ_h)),   o = Σ_p exp(s_p − L) · v_p,   lse = L
+//! ```
+//!
+//! The sink `σ_h` (`sinks [H]`, when the query has them) joins the denominator only, and `lse`
+//! includes it. A row without visible keys gets `o = 0` and `lse = σ_h` (sinks) or `−inf`.
+//! E4M3 caches are dequantized as `code · k_scale[b, g]`, `code · v_scale[b, g]`.
+//!
+//! - Tensors: `q [total_q, H, D]` bf16/f16 (rows may be strided, heads contiguous); caches
+//!   `[num_pages, P, Hkv, D]` of q's dtype, or E4M3 (views labelled `E4M3` or `U8`; bf16 q) with
+//!   `k_scale`, `v_scale [B, Hkv]` f32 on the device; `sinks [H]` f32; the batch's index tensors
+//!   of [`crate::paging`]; outputs `o [total_q, H, D]` (q's dtype) and optional `lse [total_q, H]`
+//!   f32; `error [1]` i32 (an [`ErrorWord`](crate::paging::ErrorWord)).
+//! - Untrusted indices ([`crate::paging`]): keys on a page whose id is out of range are skipped
+//!   (`FAULT_PAGE_ID`); rows of a request with a bad length get `o = 0`, `lse = −inf`; a bad
+//!   `cu_seqlens_q` gives every packed row `o = 0`, `lse = −inf`. Nothing outside the tensors is
+//!   read or written. Rows past `cu[B]` (padding) are not written.
+//! - Graphs: B and the tensors' shapes are host values; lengths, page tables, scales and sinks
+//!   are read on the device, and the split of each request's keys over CTAs is computed there
+//!   from its length, so a captured graph replays correctly after they change.
+//! - Accuracy: f32 accumulation, probabilities rounded to q's dtype for the P·V product, one
+//!   rounding of o: cosine difference ≤ 1e-5 against the f64 oracle ([`reference`]).
+//! - Constraints: `D ∈ {64, 96, 128, 256}`, `P ∈ {16, 32, 64}`, `H / Hkv ≤ 16` (any divisor),
+//!   16-byte aligned rows; `max_q_len` new tokens per request at most (1 for decode plans).
+//! - Kernel ([`KERNEL_NOTE`]): per (request, KV head, 16-row tile) CTAs over chunks of its keys
+//!   with `mma.sync`; split partials merged on the device by the last CTA to arrive, in order.
+//!
+//! ```no_run
+//! use b12x_attention::paged::{self, Args, Query};
+//! use b12x_attention::paging::ErrorWord;
+//! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
+//! # fn main() -> b12x_core::Result<()> {
+//! let dev = Device::new(0)?;
+//! let (b, h, hkv, d, p, max_pages, num_pages) = (2, 32, 8, 128, 16, 64, 128);
+//! let q = Query {
+//!     heads: h, kv_heads: hkv, head_dim: d, page_size: p, q_dtype: DType::BF16, kv_dtype: DType::BF16,
+//!     scale: 1.0 / (d as f32).sqrt(), window_left: -1, sinks: false,
+//!     max_batch: 8, max_tokens: 8, max_q_len: 1, max_pages, num_pages,
+//! };
+//! let plan = paged::plan(&q, &dev)?;
+//! let mut session = PreparationSession::new(&dev)?;
+//! session.prepare(&[&plan])?;
+//! let s = dev.stream();
+//! let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1))?;
+//! let qx = s.alloc_zeros::<b12x_core::half::bf16>(b * h * d)?;
+//! let kc = s.alloc_zeros::<b12x_core::half::bf16>(num_pages * p * hkv * d)?;
+//! let vc = s.alloc_zeros::<b12x_core::half::bf16>(num_pages * p * hkv * d)?;
+//! let pt = s.clone_htod(&(0..(b * max_pages) as i32).collect::<Vec<_>>())?;
+//! let lens = s.clone_htod(&[5i32, 9])?;
+//! let cu = s.clone_htod(&[0i32, 1, 2])?;
+//! let mut o = s.alloc_zeros::<b12x_core::half::bf16>(b * h * d)?;
+//! let mut err = ErrorWord::new(s)?;
+//! let args = Args {
+//!     q: TensorRef::from_slice(&qx, &[b, h, d])?,
+//!     k_cache: TensorRef::from_slice(&kc, &[num_pages, p, hkv, d])?,
+//!     v_cache: TensorRef::from_slice(&vc, &[num_pages, p, hkv, d])?,
+//!     k_scale: None,
+//!     v_scale: None,
+//!     sinks: None,
+//!     page_table: TensorRef::from_slice(&pt, &[b, max_pages])?,
+//!     seq_lens: TensorRef::from_slice(&lens, &[b])?,
+//!     cu_seqlens_q: TensorRef::from_slice(&cu, &[b + 1])?,
+//!     o: TensorMut::from_slice(&mut o, &[b, h, d])?,
+//!     lse: None,
+//!     error: err.view()?,
+//! };
+//! paged::run(&plan, args, Scratch::from_slice(&mut scratch), s)?;
+//! # Ok(()) }
+//! ```
+
+mod params;
+pub mod reference;
+
+pub use params::PagedParams;
+
+use crate::paging::{check_batch_tensors, require_contiguous};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::{
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
+    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+};
+use std::sync::Arc;
+
+/// The op id.
+pub const OP: &str = "attention.paged";
+/// What the kernel does, in one line (for docs and `cargo xtask ops`).
+pub const KERNEL_NOTE: &str = "split-KV mma.sync, 16-key blocks per warp through a 2-stage cp.async ring";
+/// Head dims with a kernel.
+pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
+/// Page sizes the plan accepts.
+pub const PAGE_SIZES: [usize; 3] = [16, 32, 64];
+/// Fewest keys a split takes (`min_chunk`).
+pub const MIN_CHUNK: usize = 256;
+/// Most splits of one request's keys (grid x).
+pub const MAX_SPLITS: usize = 64;
+/// Rows of (token, head in group) per CTA tile (the MMA's M).
+const TILE_ROWS: usize = 16;
+/// The one config (the split cap is derived from the plan's capacity).
+const CONFIG: &str = "split_auto";
+
+b12x_core::inventory::submit! {
+    b12x_core::OpInfo {
+        name: OP,
+        group: "attention",
+        entry_points: &["plan", "run"],
+        dtypes: &["bf16", "f16", "bf16 q / e4m3 kv"],
+        archs: &[
+            ("sm_90a", b12x_core::Validation::Validated),
+            ("sm_120a", b12x_core::Validation::CompiledOnly),
+            ("sm_121a", b12x_core::Validation::CompiledOnly),
+        ],
+        krate: "b12x-attention",
+        summary: "decode / extend attention over a paged BF16, FP16 or E4M3 KV cache (GQA, sinks, window)",
+    }
+}
+
+/// The static problem.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    /// H: query heads.
+    pub heads: usize,
+    /// Hkv: KV heads (divides H, H / Hkv ≤ 16).
+    pub kv_heads: usize,
+    /// D, one of [`HEAD_DIMS`].
+    pub head_dim: usize,
+    /// P, one of [`PAGE_SIZES`].
+    pub page_size: usize,
+    /// dtype of q and o: bf16 or f16.
+    pub q_dtype: DType,
+    /// dtype of the caches: `q_dtype`, or E4M3 (with bf16 q).
+    pub kv_dtype: DType,
+    /// Softmax scale (finite, > 0), usually 1/√D.
+    pub scale: f32,
+    /// Sliding window: a row at position t sees keys t − window_left ..= t; −1 = off.
+    pub window_left: i32,
+    /// Per-head sink logits (`sinks [H]`) join the softmax denominator.
+    pub sinks: bool,
+    /// Capacity: the largest B.
+    pub max_batch: usize,
+    /// Capacity: the largest total_q (packed rows of q and o).
+    pub max_tokens: usize,
+    /// New tokens per request at most: 1 for a decode plan; more for extend / verify.
+    pub max_q_len: usize,
+    /// Page table entries per request: contexts up to `max_pages · P`.
+    pub max_pages: usize,
+    /// Pages in each cache.
+    pub num_pages: usize,
+}
+
+impl Query {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        if !matches!(self.q_dtype, DType::BF16 | DType::F16) {
+            return bad("q_dtype", format!("must be bf16 or f16, got {}", self.q_dtype));
+        }
+        if self.kv_dtype != self.q_dtype && !(self.kv_dtype == DType::E4M3 && self.q_dtype == DType::BF16) {
+            return bad("kv_dtype", format!("must be {} (q's) or e4m3 with bf16 q, got {}", self.q_dtype, self.kv_dtype));
+        }
+        if !HEAD_DIMS.contains(&self.head_dim) {
+            return bad("head_dim", format!("must be one of {HEAD_DIMS:?}, got {}", self.head_dim));
+        }
+        if !PAGE_SIZES.contains(&self.page_size) {
+            return bad("page_size", format!("must be one of {PAGE_SIZES:?}, got {}", self.page_size));
+        }
+        if self.kv_heads == 0 || self.heads == 0 || self.heads % self.kv_heads != 0 || self.heads / self.kv_heads > 16 {
+            return bad(
+                "heads",
+                format!("must be a multiple of kv_heads with H / Hkv ≤ 16, got H = {} Hkv = {}", self.heads, self.kv_heads),
+            );
+        }
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            return bad("scale", format!("must be finite and > 0, got {}", self.scale));
+        }
+        if self.window_left < -1 {
+            return bad("window_left", format!("must be ≥ 0, or −1 for no window, got {}", self.window_left));
+        }
+        let max = i32::MAX as usize;
+        for (field, v) in [
+            ("max_batch", self.max_batch),
+            ("max_tokens", self.max_tokens),
+            ("max_q_len", self.max_q_len),
+            ("max_pages", self.max_pages),
+            ("num_pages", self.num_pages),
+        ] {
+            if v == 0 || v > max {
+                return bad(field, format!("must be in 1..={max}, got {v}"));
+            }
+        }
+        if self.max_batch * self.kv_heads > 65535 {
+            return bad("max_batch", format!("· kv_heads must be ≤ 65535 (grid z), got {}", self.max_batch * self.kv_heads));
+        }
+        if self.max_pages * self.page_size > max || self.max_tokens * self.heads * self.head_dim > max {
+            return bad("max_pages", "· page_size and max_tokens · H · D must fit 32-bit indices".into());
+        }
+        Ok(())
+    }
+
+    fn e4m3(&self) -> bool {
+        self.kv_dtype == DType::E4M3
+    }
+    fn group(&self) -> usize {
+        self.heads / self.kv_heads
+    }
+    /// Row tiles per (request, KV head).
+    pub fn tiles(&self) -> usize {
+        (self.max_q_len * self.group()).div_ceil(TILE_ROWS)
+    }
+    /// Warps per CTA (`WARPS` of the kernel variant).
+    fn warps(&self) -> u32 {
+        if self.head_dim == 256 {
+            2
+        } else {
+            4
+        }
+    }
+
+    /// Dynamic shared memory of the kernel variant (`PagedSmem::kBytes`).
+    pub fn smem_bytes(&self) -> u32 {
+        let d = self.head_dim;
+        let warps = self.warps() as usize;
+        let tile = 16 * (d + 8) * 2;
+        let raw = if self.e4m3() { 16 * d } else { 0 };
+        let per_warp = if self.e4m3() { 4 * raw + 2 * tile } else { 4 * tile };
+        let merge = warps * 16 * d * 4 + warps * 16 * 2 * 4;
+        (tile + (warps * per_warp).max(merge) + 16 * 2 * 4) as u32
+    }
+
+    /// The kernel symbol, e.g. `b12x_paged_bf16_e4m3_d128`.
+    pub fn symbol(&self) -> String {
+        let kv = if self.e4m3() { "_e4m3" } else { "" };
+        format!("b12x_paged_{}{kv}_d{}", self.q_dtype.name(), self.head_dim)
+    }
+
+    /// The split cap for `sm_count` SMs: enough CTAs for ~8 waves of 3 per SM at the capacity
+    /// batch, within [1, MAX_SPLITS]; each split takes at least [`MIN_CHUNK`] keys, so short
+    /// contexts use fewer.
+    pub fn max_splits(&self, sm_count: u32) -> usize {
+        let pairs = self.max_batch * self.kv_heads * self.tiles();
+        (8 * 3 * sm_count as usize).div_ceil(pairs).clamp(1, MAX_SPLITS)
+    }
+
+    /// Checks `args` against the query and builds the kernel parameters (scratch pointers
+    /// left 0); nothing is launched.
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<PagedParams> {
+        let (h, hkv, d, p) = (self.heads, self.kv_heads, self.head_dim, self.page_size);
+        let (b, pt_stride) =
+            check_batch_tensors(&args.page_table, &args.seq_lens, &args.cu_seqlens_q, self.max_pages, self.max_batch)?;
+        let t = args.q.shape().first().copied().unwrap_or(0);
+        args.q.expect("q", "[total_q, H, D]", self.q_dtype, &[t, h, d])?;
+        args.o.expect("o", "[total_q, H, D]", self.q_dtype, &[t, h, d])?;
+        if t > self.max_tokens {
+            return Err(Error::Capacity { what: "total_q (rows of q)", got: t, capacity: self.max_tokens });
+        }
+        let cache = [self.num_pages, p, hkv, d];
+        for (name, c) in [("k_cache", &args.k_cache), ("v_cache", &args.v_cache)] {
+            let dtype = if self.e4m3() && c.dtype() == DType::U8 { DType::U8 } else { self.kv_dtype };
+            c.expect(name, "[num_pages, P, Hkv, D]", dtype, &cache)?;
+            require_contiguous(name, c)?;
+            c.require_aligned(name, 16)?;
+        }
+        for (name, s) in [("k_scale", &args.k_scale), ("v_scale", &args.v_scale)] {
+            match (s, self.e4m3()) {
+                (Some(s), true) => {
+                    s.expect(name, "[B, Hkv]", DType::F32, &[b, hkv])?;
+                    require_contiguous(name, s)?;
+                }
+                (None, false) => {}
+                (s, e4m3) => {
+                    let expected = if e4m3 { format!("[B, Hkv] = [{b}, {hkv}] (E4M3 cache)") } else { "none".into() };
+                    let actual = s.map(|s| s.shape().to_vec()).unwrap_or_default();
+                    return Err(Error::Shape { tensor: name, expected, actual });
+                }
+            }
+        }
+        match (&args.sinks, self.sinks) {
+            (Some(s), true) => {
+                s.expect("sinks", "[H]", DType::F32, &[h])?;
+                require_contiguous("sinks", s)?;
+            }
+            (None, false) => {}
+            (s, on) => {
+                let expected = if on { format!("[H] = [{h}] (the plan has sinks)") } else { "none (no sinks)".into() };
+                return Err(Error::Shape {
+                    tensor: "sinks",
+                    expected,
+                    actual: s.map(|s| s.shape().to_vec()).unwrap_or_default(),
+                });
+            }
+        }
+        let row_stride = |name: &'static str, s: &[isize]| -> Result<i64> {
+            if s[2] != 1 || s[1] != d as isize || (t > 1 && s[0] < (h * d) as isize) {
+                let reason = "heads must be contiguous within a row ([s, D, 1], s ≥ H·D)".into();
+                return Err(Error::Stride { tensor: name, strides: s.to_vec(), reason });
+            }
+            Ok(s[0] as i64)
+        };
+        let q_stride = row_stride("q", args.q.strides())?;
+        let o_stride = row_stride("o", args.o.strides())?;
+        args.q.require_aligned("q", 16)?;
+        args.o.require_aligned("o", 16)?;
+        let lse_stride = match &args.lse {
+            Some(l) => {
+                l.expect("lse", "[total_q, H]", DType::F32, &[t, h])?;
+                if l.strides()[1] != 1 || (t > 1 && l.strides()[0] < h as isize) {
+                    let reason = "expected [s, 1] with s ≥ H".into();
+                    return Err(Error::Stride { tensor: "lse", strides: l.strides().to_vec(), reason });
+                }
+                l.strides()[0] as i64
+            }
+            None => 0,
+        };
+        args.error.expect("error", "[1]", DType::I32, &[1])?;
+        // Outputs must not overlap any input or each other.
+        let inputs = [
+            ("q", args.q.byte_span()),
+            ("k_cache", args.k_cache.byte_span()),
+            ("v_cache", args.v_cache.byte_span()),
+            ("page_table", args.page_table.byte_span()),
+            ("seq_lens", args.seq_lens.byte_span()),
+            ("cu_seqlens_q", args.cu_seqlens_q.byte_span()),
+        ];
+        let mut outputs = vec![("o", args.o.byte_span()), ("error", args.error.byte_span())];
+        if let Some(l) = &args.lse {
+            outputs.push(("lse", l.byte_span()));
+        }
+        for (i, out) in outputs.iter().enumerate() {
+            for input in inputs {
+                require_disjoint(*out, input)?;
+            }
+            for other in &outputs[i + 1..] {
+                require_disjoint(*out, *other)?;
+            }
+        }
+        Ok(PagedParams {
+            q: args.q.ptr(),
+            k_cache: args.k_cache.ptr(),
+            v_cache: args.v_cache.ptr(),
+            k_scale: args.k_scale.map_or(0, |s| s.ptr()),
+            v_scale: args.v_scale.map_or(0, |s| s.ptr()),
+            sinks: args.sinks.map_or(0, |s| s.ptr()),
+            page_table: args.page_table.ptr(),
+            seq_lens: args.seq_lens.ptr(),
+            cu_seqlens_q: args.cu_seqlens_q.ptr(),
+            o: args.o.ptr(),
+            lse: args.lse.as_ref().map_or(0, |l| l.ptr()),
+            error: args.error.ptr(),
+            q_stride,
+            o_stride,
+            lse_stride,
+            tokens: t as i32,
+            batch: b as i32,
+            max_pages: self.max_pages as i32,
+            pt_stride: pt_stride as i32,
+            num_pages: self.num_pages as i32,
+            heads: h as i32,
+            kv_heads: hkv as i32,
+            page_size: p as i32,
+            tiles: self.tiles() as i32,
+            min_chunk: MIN_CHUNK as i32,
+            scale_log2: self.scale * std::f32::consts::LOG2_E,
+            window_left: self.window_left,
+            ..PagedParams::default()
+        })
+    }
+}
+
+/// A validated query bound to a device; a cheap handle whose prepared state a session fills.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    query: Query,
+    device: Arc<Device>,
+    buckets: Vec<Bucket>,
+    max_splits: usize,
+    scratch: ScratchLayout,
+    slot: PlanSlot,
+}
+
+/// Validates `query` and sizes the split scratch. Allocates, compiles and launches nothing.
+pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    query.validate()?;
+    let max_splits = query.max_splits(device.sm_count());
+    let slots = query.max_batch * query.kv_heads * query.tiles();
+    let mut scratch = ScratchLayout::new();
+    if max_splits > 1 {
+        // Per (request, KV head, tile) and split: the 16 x D unnormalized output, then (m, l)
+        // of its 16 rows, then one 8-byte tagged arrival word (no zeroing needed).
+        scratch.add("partials", slots * max_splits * TILE_ROWS * query.head_dim * 4);
+        scratch.add("partial_ml", slots * max_splits * TILE_ROWS * 2 * 4);
+        scratch.add("counters", slots * 8);
+    }
+    let buckets = vec![Bucket { lo: 1, hi: query.max_batch }];
+    Ok(Plan { query: query.clone(), device: device.clone(), buckets, max_splits, scratch, slot: PlanSlot::default() })
+}
+
+impl Plan {
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+    /// Most CTAs one request's keys are split over on this device.
+    pub fn max_splits(&self) -> usize {
+        self.max_splits
+    }
+    /// Scratch for the split merges (`partials`, `partial_ml`, `counters`), empty when the plan
+    /// never splits.
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        self.scratch.clone()
+    }
+}
+
+/// The tensors of one call. Shapes and dtypes as in the module docs.
+#[derive(Debug)]
+pub struct Args<'a> {
+    /// `[total_q, H, D]`.
+    pub q: TensorRef<'a>,
+    /// `[num_pages, P, Hkv, D]`.
+    pub k_cache: TensorRef<'a>,
+    /// `[num_pages, P, Hkv, D]`.
+    pub v_cache: TensorRef<'a>,
+    /// `[B, Hkv]` f32, E4M3 caches only.
+    pub k_scale: Option<TensorRef<'a>>,
+    /// `[B, Hkv]` f32, E4M3 caches only.
+    pub v_scale: Option<TensorRef<'a>>,
+    /// `[H]` f32, exactly when the plan has sinks.
+    pub sinks: Option<TensorRef<'a>>,
+    /// `[B, max_pages]` i32.
+    pub page_table: TensorRef<'a>,
+    /// `[B]` i32: context lengths including the new tokens.
+    pub seq_lens: TensorRef<'a>,
+    /// `[B + 1]` i32.
+    pub cu_seqlens_q: TensorRef<'a>,
+    /// `[total_q, H, D]`, q's dtype.
+    pub o: TensorMut<'a>,
+    /// `[total_q, H]` f32, optional.
+    pub lse: Option<TensorMut<'a>>,
+    /// `[1]` i32 fault bits.
+    pub error: TensorMut<'a>,
+}
+
+/// Computes `args.o` (and `args.lse`) on `stream`. Every check happens before the launch; no
+/// allocation, no synchronization. `B = 0` or `total_q = 0` launches nothing.
+pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
+    let mut params = plan.query.kernel_params(&args)?;
+    let bound = plan.scratch.bind(&scratch)?;
+    plan.device.check_stream(stream)?;
+    if params.batch == 0 || params.tokens == 0 {
+        return Ok(());
+    }
+    params.max_splits = plan.max_splits as i32;
+    params.partials = bound.ptr("partials");
+    params.partial_ml = bound.ptr("partial_ml");
+    params.counters = bound.ptr("counters");
+    let selected = resolve(plan, 0, stream)?;
+    launch(&plan.query, &selected, &params, stream)
+}
+
+fn launch(q: &Query, selected: &Selected, p: &PagedParams, stream: &CudaStream) -> Result<()> {
+    let kernel = selected.kernels.first().ok_or_else(|| Error::UnknownConfig {
+        op: OP,
+        bucket: String::new(),
+        config: selected.config.clone(),
+    })?;
+    let dims = LaunchDims {
+        grid: (p.max_splits as u32, p.tiles as u32, (p.batch * p.kv_heads) as u32),
+        block: (32 * q.warps(), 1, 1),
+        smem_bytes: q.smem_bytes(),
+    };
+    // SAFETY: PagedParams mirrors the kernel's struct (asserted on both sides) and passed
+    // `Query::kernel_params`; the scratch regions were bound at the plan's sizes (grid x =
+    // max_splits, z = B · Hkv ≤ capacity); the kernel bounds every device index before use.
+    unsafe { kernel.launch(stream, dims, p) }
+}
+
+impl OpPlan for Plan {
+    fn op(&self) -> &'static str {
+        OP
+    }
+    fn query_key(&self) -> String {
+        let q = &self.query;
+        format!(
+            "H={} Hkv={} D={} P={} q={} kv={} window={} sinks={} max_batch={} max_tokens={} max_q_len={} max_pages={} \
+             num_pages={}",
+            q.heads,
+            q.kv_heads,
+            q.head_dim,
+            q.page_size,
+            q.q_dtype,
+            q.kv_dtype,
+            q.window_left,
+            q.sinks,
+            q.max_batch,
+            q.max_tokens,
+            q.max_q_len,
+            q.max_pages,
+            q.num_pages
+        )
+    }
+    fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+    fn module(&self) -> &'static KernelModule {
+        &crate::PAGED_MODULE
+    }
+    fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+    fn candidates(&self, _bucket: usize) -> Vec<String> {
+        vec![CONFIG.into()]
+    }
+    fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
+        if config_index == 0 {
+            vec![self.query.symbol()]
+        } else {
+            Vec::new()
+        }
+    }
+    fn dynamic_smem(&self, _bucket: usize, _config_index: usize) -> u32 {
+        self.query.smem_bytes()
+    }
+    fn slot(&self) -> &PlanSlot {
+        &self.slot
+    }
+    fn bench_case(&self, _bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
+        // One config: the session never races it. For tools that time every op: one request,
+        // one new token, context of one page (page 0), zero inputs.
+        let q = &self.query;
+        let stream = self.device.stream();
+        let (h, hkv, d) = (q.heads, q.kv_heads, q.head_dim);
+        let page = q.page_size * hkv * d * q.kv_dtype.size_bytes();
+        let row = h * d * q.q_dtype.size_bytes();
+        // q, o, k page, v page, scales x2, sinks, page_table row, seq_len, cu, error, scratch.
+        let scratch = self.scratch.total_bytes();
+        let sizes = [row, row, page, page, hkv * 4, hkv * 4, h * 4, q.max_pages * 4, 4, 8, 4, scratch];
+        let offsets: Vec<usize> = sizes
+            .iter()
+            .scan(0usize, |at, &s| {
+                let o = *at;
+                *at = (*at + s).next_multiple_of(1024);
+                Some(o)
+            })
+            .collect();
+        let mut buffer = stream.alloc_zeros::<u8>(offsets[11] + scratch.max(1))?;
+        let one = bytemuck::bytes_of(&1i32);
+        stream.memcpy_htod(one, &mut buffer.slice_mut(offsets[8]..offsets[8] + 4))?;
+        stream.memcpy_htod(one, &mut buffer.slice_mut(offsets[9] + 4..offsets[9] + 8))?;
+        let base = buffer.device_ptr_mut(stream).0;
+        let at = |i: usize| base + offsets[i] as u64;
+        let region = |name: &str| {
+            self.scratch.regions().iter().find(|r| r.name == name).map_or(0, |r| at(11) + r.offset as u64)
+        };
+        let e4m3 = q.e4m3();
+        let params = PagedParams {
+            q: at(0),
+            o: at(1),
+            k_cache: at(2),
+            v_cache: at(3),
+            k_scale: if e4m3 { at(4) } else { 0 },
+            v_scale: if e4m3 { at(5) } else { 0 },
+            sinks: if q.sinks { at(6) } else { 0 },
+            page_table: at(7),
+            seq_lens: at(8),
+            cu_seqlens_q: at(9),
+            error: at(10),
+            partials: region("partials"),
+            partial_ml: region("partial_ml"),
+            counters: region("counters"),
+            q_stride: (h * d) as i64,
+            o_stride: (h * d) as i64,
+            tokens: 1,
+            batch: 1,
+            max_pages: q.max_pages as i32,
+            pt_stride: q.max_pages as i32,
+            num_pages: 1,
+            heads: h as i32,
+            kv_heads: hkv as i32,
+            page_size: q.page_size as i32,
+            tiles: q.tiles() as i32,
+            max_splits: self.max_splits as i32,
+            min_chunk: MIN_CHUNK as i32,
+            scale_log2: q.scale * std::f32::consts::LOG2_E,
+            window_left: q.window_left,
+            ..PagedParams::default()
+        };
+        Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: buffer }))
+    }
+}
+
+/// What a timing tool launches.
+struct RaceCase {
+    query: Query,
+    params: PagedParams,
+    _buffer: CudaSlice<u8>,
+}
+
+impl BenchCase for RaceCase {
+    fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
+        launch(&self.query, selected, &self.params, stream)
+    }
+}
