@@ -1,1 +1,543 @@
-fn main() {}
+//! GPU validation of `attention.paged` against the f64 oracle (libtest-mimic; every trial is
+//! listed as ignored when no CUDA device is present).
+//!
+//! Each trial builds a batch with scattered, non-contiguous page tables, random q and caches
+//! (E4M3 caches from random codes, with per-request, per-KV-head scales), runs the op with `o`
+//! and `lse` poisoned, and checks every written row: cosine difference of all of `o` ≤
+//! `reference::cosine_bound`, each element within `reference::elementwise_bound`, `lse` within
+//! 2e-5 (−inf exactly), padding rows untouched, the error word equal to the oracle's faults.
+//! Cases: Llama-3-8B, Qwen3-30B-A3B, gpt-oss-120b (sinks, window 127), D = 256, D = 96, group
+//! sizes 1, 5 and 16; BF16, FP16 and E4M3 caches; decode at B = 1 and 127, lengths 1, P−1, P,
+//! P+1, 32k+3, empty requests, extend / verify, pages shared between requests, out-of-range
+//! page ids, bad lengths and a bad `cu_seqlens_q`. Further trials: a graph replayed after the
+//! lengths and page tables change equals eager and the oracle, `run` allocates nothing, a frozen
+//! session rejects an unprepared plan, bad inputs are typed errors that launch nothing.
+//! `B12X_TEST_PROFILE=reduced` drops the long contexts and large batches (sanitizer runs).
+
+mod common;
+
+use b12x_attention::paged::{self, reference, Args, Plan, Query};
+use b12x_attention::paging::{ErrorWord, Faults};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::{bf16, f16};
+use b12x_core::testing::{
+    check_run_allocates_nothing, cosine_diff, reduced_profile, run_gpu_trials, uniform, GpuTrial,
+};
+use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_quant::codec::{e4m3_decode, e4m3_encode};
+use common::{host, make_batch, Batch, Req};
+use std::sync::Arc;
+
+type TrialResult = Result<(), String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Geo {
+    h: usize,
+    hkv: usize,
+    d: usize,
+    p: usize,
+    q_dtype: DType,
+    kv_dtype: DType,
+    window: i32,
+    sinks: bool,
+}
+
+struct Case {
+    g: Geo,
+    batch: Batch,
+    max_q_len: usize,
+    q: Vec<f32>,
+    /// Element values (not scaled) of the caches.
+    k: Vec<f32>,
+    v: Vec<f32>,
+    k_scale: Vec<f32>,
+    v_scale: Vec<f32>,
+    sinks: Vec<f32>,
+}
+
+fn round(dtype: DType, v: Vec<f32>) -> Vec<f32> {
+    match dtype {
+        DType::BF16 => v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect(),
+        _ => v.iter().map(|&x| f16::from_f32(x).to_f32()).collect(),
+    }
+}
+
+fn case(g: Geo, batch: Batch, seed: u64) -> Case {
+    let max_q_len = batch.cu.windows(2).map(|w| (w[1] - w[0]).max(1) as usize).max().unwrap_or(1);
+    let q = round(g.q_dtype, uniform(seed, batch.rows * g.h * g.d, -1.0, 1.0));
+    let n = batch.num_pages * g.p * g.hkv * g.d;
+    let b = batch.lens.len();
+    let (k, v, k_scale, v_scale) = if g.kv_dtype == DType::E4M3 {
+        // Codes of values in ±40 (scaled by 0.02..0.05: keys of magnitude ≤ 2).
+        let codes = |s| uniform(s, n, -40.0, 40.0).iter().map(|&x| e4m3_decode(e4m3_encode(x))).collect::<Vec<_>>();
+        (
+            codes(seed + 1),
+            codes(seed + 2),
+            uniform(seed + 3, b * g.hkv, 0.02, 0.05),
+            uniform(seed + 4, b * g.hkv, 0.02, 0.05),
+        )
+    } else {
+        (
+            round(g.q_dtype, uniform(seed + 1, n, -1.0, 1.0)),
+            round(g.q_dtype, uniform(seed + 2, n, -1.0, 1.0)),
+            vec![],
+            vec![],
+        )
+    };
+    let sinks = uniform(seed + 5, g.h, -1.0, 3.0);
+    Case { g, batch, max_q_len, q, k, v, k_scale, v_scale, sinks }
+}
+
+struct Dev {
+    q: CudaSlice<u8>,
+    k: CudaSlice<u8>,
+    v: CudaSlice<u8>,
+    scales: CudaSlice<f32>,
+    sinks: CudaSlice<f32>,
+    pt: CudaSlice<i32>,
+    lens: CudaSlice<i32>,
+    cu: CudaSlice<i32>,
+    o: CudaSlice<u8>,
+    lse: CudaSlice<f32>,
+    error: ErrorWord,
+    scratch: CudaSlice<u8>,
+}
+
+/// The poison of o (bf16/f16 NaN bits) and lse.
+const O_POISON: u16 = 0xffff;
+
+impl Case {
+    fn query(&self) -> Query {
+        Query {
+            heads: self.g.h,
+            kv_heads: self.g.hkv,
+            head_dim: self.g.d,
+            page_size: self.g.p,
+            q_dtype: self.g.q_dtype,
+            kv_dtype: self.g.kv_dtype,
+            scale: 1.0 / (self.g.d as f32).sqrt(),
+            window_left: self.g.window,
+            sinks: self.g.sinks,
+            max_batch: self.batch.lens.len().max(1),
+            max_tokens: self.batch.rows.max(1),
+            max_q_len: self.max_q_len,
+            max_pages: self.batch.max_pages,
+            num_pages: self.batch.num_pages,
+        }
+    }
+    fn e4m3(&self) -> bool {
+        self.g.kv_dtype == DType::E4M3
+    }
+    fn bytes(&self, x: &[f32], dtype: DType) -> Vec<u8> {
+        match dtype {
+            DType::BF16 => x.iter().flat_map(|&v| bf16::from_f32(v).to_bits().to_le_bytes()).collect(),
+            DType::F16 => x.iter().flat_map(|&v| f16::from_f32(v).to_bits().to_le_bytes()).collect(),
+            _ => x.iter().map(|&v| e4m3_encode(v)).collect(),
+        }
+    }
+    fn upload(&self, s: &Arc<CudaStream>, plan: &Plan) -> Result<Dev, String> {
+        let mut scales = self.k_scale.clone();
+        scales.extend(&self.v_scale);
+        scales.push(0.0);
+        let out_elems = self.batch.rows * self.g.h * self.g.d;
+        Ok(Dev {
+            q: s.clone_htod(&self.bytes(&self.q, self.g.q_dtype)).map_err(err)?,
+            k: s.clone_htod(&self.bytes(&self.k, self.g.kv_dtype)).map_err(err)?,
+            v: s.clone_htod(&self.bytes(&self.v, self.g.kv_dtype)).map_err(err)?,
+            scales: s.clone_htod(&scales).map_err(err)?,
+            sinks: s.clone_htod(&self.sinks).map_err(err)?,
+            pt: s.clone_htod(&self.batch.pt).map_err(err)?,
+            lens: s.clone_htod(&self.batch.lens).map_err(err)?,
+            cu: s.clone_htod(&self.batch.cu).map_err(err)?,
+            o: s.clone_htod(&O_POISON.to_le_bytes().repeat(out_elems.max(1))).map_err(err)?,
+            lse: s.clone_htod(&vec![f32::NAN; (self.batch.rows * self.g.h).max(1)]).map_err(err)?,
+            error: ErrorWord::new(s).map_err(err)?,
+            // Poisoned once, never between runs (tagged arrival counters).
+            scratch: s.clone_htod(&vec![0xffu8; plan.scratch_layout().total_bytes().max(1)]).map_err(err)?,
+        })
+    }
+    /// The call's arguments and its scratch (borrowed from `d` together).
+    fn args<'a>(&self, d: &'a mut Dev) -> Result<(Args<'a>, Scratch<'a>), String> {
+        let (b, rows, h, hkv, dd, p) =
+            (self.batch.lens.len(), self.batch.rows, self.g.h, self.g.hkv, self.g.d, self.g.p);
+        let raw = |s: &CudaSlice<u8>| TensorRef::from_slice(s, &[s.len()]).map(|t| t.ptr()).map_err(err);
+        let cache_shape = [self.batch.num_pages, p, hkv, dd];
+        let cs = b12x_core::contiguous_strides(&cache_shape);
+        let (qp, kp, vp) = (raw(&d.q)?, raw(&d.k)?, raw(&d.v)?);
+        let sp = TensorRef::from_slice(&d.scales, &[d.scales.len()]).map_err(err)?.ptr();
+        let o_len = d.o.len();
+        let op = TensorMut::from_slice(&mut d.o, &[o_len]).map_err(err)?.ptr();
+        // SAFETY: every view lies inside its buffer (shapes as allocated in `upload`).
+        unsafe {
+            let qs = [(h * dd) as isize, dd as isize, 1];
+            let scale = |off: usize| TensorRef::from_raw(sp + off as u64, &[b, hkv], &[hkv as isize, 1], DType::F32);
+            let args = Args {
+                q: TensorRef::from_raw(qp, &[rows, h, dd], &qs, self.g.q_dtype).map_err(err)?,
+                k_cache: TensorRef::from_raw(kp, &cache_shape, &cs, self.g.kv_dtype).map_err(err)?,
+                v_cache: TensorRef::from_raw(vp, &cache_shape, &cs, self.g.kv_dtype).map_err(err)?,
+                k_scale: if self.e4m3() { Some(scale(0).map_err(err)?) } else { None },
+                v_scale: if self.e4m3() { Some(scale(b * hkv * 4).map_err(err)?) } else { None },
+                sinks: if self.g.sinks { Some(TensorRef::from_slice(&d.sinks, &[h]).map_err(err)?) } else { None },
+                page_table: TensorRef::from_slice(&d.pt, &[b, self.batch.max_pages]).map_err(err)?,
+                seq_lens: TensorRef::from_slice(&d.lens, &[b]).map_err(err)?,
+                cu_seqlens_q: TensorRef::from_slice(&d.cu, &[b + 1]).map_err(err)?,
+                o: TensorMut::from_raw(op, &[rows, h, dd], &qs, self.g.q_dtype).map_err(err)?,
+                lse: Some(TensorMut::from_slice(&mut d.lse, &[rows, h]).map_err(err)?),
+                error: d.error.view().map_err(err)?,
+            };
+            Ok((args, Scratch::from_slice(&mut d.scratch)))
+        }
+    }
+    fn expected(&self) -> reference::Output {
+        let geo = reference::Geometry {
+            heads: self.g.h,
+            kv_heads: self.g.hkv,
+            head_dim: self.g.d,
+            scale: 1.0 / (self.g.d as f32).sqrt(),
+            window_left: self.g.window,
+        };
+        let (ks, vs) = if self.e4m3() { (Some(&self.k_scale[..]), Some(&self.v_scale[..])) } else { (None, None) };
+        reference::paged(
+            &host(&self.batch, self.g.p),
+            &geo,
+            &self.q,
+            reference::HostKv { values: &self.k, scales: ks },
+            reference::HostKv { values: &self.v, scales: vs },
+            self.g.sinks.then_some(&self.sinks[..]),
+        )
+    }
+}
+
+/// (o values with NaN for the poison, lse, error bits).
+type Got = (Vec<f64>, Vec<f32>, Vec<u16>, u32);
+
+fn results(c: &Case, d: &Dev, s: &Arc<CudaStream>) -> Result<Got, String> {
+    let bytes = s.clone_dtoh(&d.o).map_err(err)?;
+    let bits: Vec<u16> = bytes.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])).collect();
+    let o = bits
+        .iter()
+        .map(|&b| if c.g.q_dtype == DType::BF16 { bf16::from_bits(b).to_f64() } else { f16::from_bits(b).to_f64() })
+        .collect();
+    let lse = s.clone_dtoh(&d.lse).map_err(err)?;
+    Ok((o, lse, bits, d.error.read(s).map_err(err)?.0))
+}
+
+fn compare(c: &Case, got: &Got, want: &reference::Output) -> TrialResult {
+    let (h, dd) = (c.g.h, c.g.d);
+    let max_v = c.v.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()))
+        * c.v_scale.iter().fold(1.0f64, |m, &x| if c.e4m3() { m.max(f64::from(x)) } else { m });
+    let (mut g_all, mut w_all) = (Vec::new(), Vec::new());
+    for (idx, &written) in want.written.iter().enumerate() {
+        let (row, head) = (idx / h, idx % h);
+        let go = &got.0[idx * dd..][..dd];
+        if !written {
+            if got.2[idx * dd..][..dd].iter().any(|&b| b != O_POISON) || !got.1[idx].is_nan() {
+                return Err(format!("padding row {row} head {head} was written"));
+            }
+            continue;
+        }
+        let wo = &want.o[idx * dd..][..dd];
+        for e in 0..dd {
+            let bound = reference::elementwise_bound(wo[e], max_v, c.g.q_dtype == DType::BF16);
+            if !((go[e] - wo[e]).abs() <= bound) {
+                return Err(format!("o[{row}, {head}, {e}] = {}, want {} (bound {bound:.3e})", go[e], wo[e]));
+            }
+        }
+        let (gl, wl) = (f64::from(got.1[idx]), want.lse[idx]);
+        let lse_ok = if wl == f64::NEG_INFINITY { gl == wl } else { (gl - wl).abs() <= 2e-5 * wl.abs().max(1.0) };
+        if !lse_ok {
+            return Err(format!("lse[{row}, {head}] = {gl}, want {wl}"));
+        }
+        g_all.extend_from_slice(go);
+        w_all.extend_from_slice(wo);
+    }
+    let cos = cosine_diff(&g_all, &w_all);
+    if cos > reference::cosine_bound(c.e4m3()) {
+        return Err(format!("cosine difference {cos:.3e} > {:.1e}", reference::cosine_bound(c.e4m3())));
+    }
+    if got.3 != want.faults {
+        return Err(format!(
+            "error word {} (0x{:x}), want {} (0x{:x})",
+            Faults(got.3),
+            got.3,
+            Faults(want.faults),
+            want.faults
+        ));
+    }
+    Ok(())
+}
+
+fn prepared(dev: &Arc<Device>, plan: &Plan) -> Result<PreparationSession, String> {
+    let mut s = PreparationSession::new(dev).map_err(err)?;
+    s.prepare(&[plan]).map_err(err)?;
+    Ok(s)
+}
+
+fn check(dev: &Arc<Device>, c: &Case) -> TrialResult {
+    let s = dev.stream();
+    let plan = paged::plan(&c.query(), dev).map_err(err)?;
+    let session = prepared(dev, &plan)?;
+    let mut d = c.upload(s, &plan)?;
+    let want = c.expected();
+    {
+        let (a, sc) = c.args(&mut d)?;
+        paged::run(&plan, a, sc, s)
+    }
+    .map_err(err)?;
+    compare(c, &results(c, &d, s)?, &want)?;
+    // A second run on the same scratch (tagged counters left by the first) gives the same bits.
+    let first = results(c, &d, s)?;
+    d.error.clear(s).map_err(err)?;
+    {
+        let (a, sc) = c.args(&mut d)?;
+        paged::run(&plan, a, sc, s)
+    }
+    .map_err(err)?;
+    let again = results(c, &d, s)?;
+    if again.2 != first.2 {
+        return Err("a second run on the same scratch gave other bits".into());
+    }
+    session.close();
+    Ok(())
+}
+
+fn geo(h: usize, hkv: usize, d: usize, p: usize) -> Geo {
+    Geo { h, hkv, d, p, q_dtype: DType::BF16, kv_dtype: DType::BF16, window: -1, sinks: false }
+}
+
+/// Decode of B requests with lengths cycling through the page-boundary cases (and empties).
+fn decode_reqs(b: usize, p: i32, long: bool) -> Vec<Req> {
+    let lens = [1, p - 1, p, p + 1, 0, 3 * p + 5, 1000];
+    let mut v: Vec<Req> = (0..b).map(|i| (lens[i % lens.len()], i32::from(lens[i % lens.len()] > 0))).collect();
+    if long {
+        v[0] = (32 * 1024 + 3, 1);
+    }
+    v
+}
+
+fn trials() -> Vec<GpuTrial> {
+    let reduced = reduced_profile();
+    let big = if reduced { 13 } else { 127 };
+    let models: [(&str, Geo); 8] = [
+        ("llama3_8b", geo(32, 8, 128, 16)),
+        ("qwen3_30b_a3b", geo(32, 4, 128, 32)),
+        ("gpt_oss_120b_sinks_window127", Geo { sinks: true, window: 127, ..geo(64, 8, 64, 16) }),
+        ("gpt_oss_120b_sinks_full", Geo { sinks: true, ..geo(64, 8, 64, 64) }),
+        ("d256", geo(16, 4, 256, 16)),
+        ("d96_group5", geo(40, 8, 96, 32)),
+        ("group16", geo(32, 2, 128, 16)),
+        ("group1_d64", geo(8, 8, 64, 64)),
+    ];
+    let mut out = Vec::new();
+    for (mi, &(name, g0)) in models.iter().enumerate() {
+        let kinds: &[(DType, DType)] = if g0.d == 256 || mi == 0 {
+            &[(DType::BF16, DType::BF16), (DType::F16, DType::F16), (DType::BF16, DType::E4M3)]
+        } else {
+            &[(DType::BF16, DType::BF16), (DType::BF16, DType::E4M3)]
+        };
+        for &(qd, kvd) in kinds {
+            let g = Geo { q_dtype: qd, kv_dtype: kvd, ..g0 };
+            let tag = format!("{name}::{}_{}", qd.name(), kvd.name());
+            let seed = 100 + mi as u64;
+            let p = g.p as i32;
+            out.push(GpuTrial::new(format!("{tag}::decode_b{big}"), move |dev| {
+                check(dev, &case(g, make_batch(&decode_reqs(big, p, !reduced && mi < 2), g.p, seed, 0), seed))
+            }));
+            out.push(GpuTrial::new(format!("{tag}::decode_b1_len1"), move |dev| {
+                check(dev, &case(g, make_batch(&[(1, 1)], g.p, seed, 0), seed))
+            }));
+            // Extend / verify: several new tokens, an empty request, a request whose new
+            // tokens are its whole context, padding rows after cu[B].
+            let reqs = [(2 * p + 3, 5), (0, 0), (p, p), (300, 17), (7, 1)];
+            out.push(GpuTrial::new(format!("{tag}::extend_padded"), move |dev| {
+                check(dev, &case(g, make_batch(&reqs, g.p, seed, 2), seed))
+            }));
+        }
+    }
+    let g = geo(32, 8, 128, 16);
+    out.push(GpuTrial::new("llama3_8b::shared_prefix_pages", move |dev| {
+        let mut b = make_batch(&[(100, 1), (100, 1), (70, 3)], 16, 5, 0);
+        // Requests 1 and 2 reuse request 0's first four pages (a shared prefix).
+        for j in 0..4 {
+            b.pt[b.max_pages + j] = b.pt[j];
+            b.pt[2 * b.max_pages + j] = b.pt[j];
+        }
+        check(dev, &case(g, b, 5))
+    }));
+    for (name, mutate) in FAULTS {
+        for kv in [DType::BF16, DType::E4M3] {
+            let g = Geo { kv_dtype: kv, ..g };
+            out.push(GpuTrial::new(format!("untrusted_indices::{name}::{}", kv.name()), move |dev| {
+                let mut b = make_batch(&[(40, 3), (17, 2), (5, 1)], 16, 9, 1);
+                mutate(&mut b);
+                check(dev, &case(g, b, 9))
+            }));
+        }
+    }
+    out.push(GpuTrial::new("graph_replay_after_lengths_and_pages_change", graph_replay));
+    out.push(GpuTrial::new("run_allocates_nothing", allocates_nothing));
+    out.push(GpuTrial::new("unprepared_plan_frozen", unprepared));
+    out.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
+    out
+}
+
+type Mutate = fn(&mut Batch);
+const FAULTS: &[(&str, Mutate)] = &[
+    ("page_id_past_num_pages", |b| b.pt[1] = b.num_pages as i32),
+    ("negative_page_id", |b| b.pt[b.max_pages] = -7),
+    ("length_past_max_pages", |b| b.lens[1] = (b.max_pages * 16 + 1) as i32),
+    ("negative_length", |b| b.lens[2] = -3),
+    ("more_new_tokens_than_context", |b| b.lens[2] = 0),
+    ("decreasing_cu_seqlens", |b| b.cu[2] = b.cu[1] - 1),
+    ("cu_seqlens_past_rows", |b| b.cu[3] = b.rows as i32 + 1),
+];
+
+/// Capture one decode call, change lengths and page tables in place, replay: equals eager on
+/// the new values and the oracle.
+fn graph_replay(dev: &Arc<Device>) -> TrialResult {
+    let s = dev.stream();
+    let g = Geo { kv_dtype: DType::E4M3, sinks: true, ..geo(32, 8, 128, 16) };
+    let first = case(g, make_batch(&[(900, 1), (17, 1), (5, 1), (2000, 1)], 16, 11, 0), 11);
+    let mut second = case(g, make_batch(&[(900, 1), (17, 1), (5, 1), (2000, 1)], 16, 12, 0), 11);
+    second.batch.lens = vec![3, 1999, 16, 700];
+    let plan = paged::plan(&first.query(), dev).map_err(err)?;
+    let session = prepared(dev, &plan)?;
+    let mut d = first.upload(s, &plan)?;
+    let graph = {
+        let (args, scratch) = first.args(&mut d)?;
+        session.capture(s, |st| paged::run(&plan, args, scratch, st)).map_err(err)?
+    };
+    // SAFETY: every buffer the graph uses lives in `d`, which outlives the graph.
+    unsafe { graph.launch() }.map_err(err)?;
+    compare(&first, &results(&first, &d, s)?, &first.expected())?;
+    s.memcpy_htod(&second.batch.lens, &mut d.lens).map_err(err)?;
+    s.memcpy_htod(&second.batch.pt, &mut d.pt).map_err(err)?;
+    let want = second.expected();
+    for replay in 0..2 {
+        unsafe { graph.launch() }.map_err(err)?;
+        compare(&second, &results(&second, &d, s)?, &want).map_err(|e| format!("replay {replay}: {e}"))?;
+    }
+    let replayed = results(&second, &d, s)?;
+    {
+        let (a, sc) = second.args(&mut d)?;
+        paged::run(&plan, a, sc, s)
+    }
+    .map_err(err)?;
+    if results(&second, &d, s)?.2 != replayed.2 {
+        return Err("eager and replayed outputs differ".into());
+    }
+    Ok(())
+}
+
+fn allocates_nothing(dev: &Arc<Device>) -> TrialResult {
+    let s = dev.stream();
+    let c = case(geo(32, 8, 128, 16), make_batch(&decode_reqs(16, 16, false), 16, 13, 0), 13);
+    let plan = paged::plan(&c.query(), dev).map_err(err)?;
+    let _session = prepared(dev, &plan)?;
+    let mut d = c.upload(s, &plan)?;
+    let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1)).map_err(err)?;
+    check_run_allocates_nothing(dev, s, 20, || {
+        let (args, _) = c.args(&mut d).map_err(|e| Error::SessionState { state: "test", what: e })?;
+        paged::run(&plan, args, Scratch::from_slice(&mut scratch), s)
+    })
+}
+
+fn unprepared(dev: &Arc<Device>) -> TrialResult {
+    let s = dev.stream();
+    let c = case(geo(8, 8, 64, 16), make_batch(&[(3, 1)], 16, 14, 0), 14);
+    let plan = paged::plan(&c.query(), dev).map_err(err)?;
+    let other = paged::plan(&Query { max_tokens: 999, ..c.query() }, dev).map_err(err)?;
+    let mut session = prepared(dev, &other)?;
+    session.freeze();
+    let mut d = c.upload(s, &plan)?;
+    let r = {
+        let (a, sc) = c.args(&mut d)?;
+        paged::run(&plan, a, sc, s)
+    };
+    session.close();
+    match r {
+        Err(Error::KernelResolutionFrozen { .. }) => Ok(()),
+        other => Err(format!("expected KernelResolutionFrozen, got {other:?}")),
+    }
+}
+
+/// Each bad input is a typed error and o stays poisoned (nothing launched).
+fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let s = dev.stream();
+    let c = case(
+        Geo { kv_dtype: DType::E4M3, sinks: true, ..geo(32, 8, 128, 16) },
+        make_batch(&[(40, 1), (17, 1)], 16, 15, 0),
+        15,
+    );
+    let plan = paged::plan(&c.query(), dev).map_err(err)?;
+    let session = prepared(dev, &plan)?;
+    let mut d = c.upload(s, &plan)?;
+    type Edit = fn(&mut Args<'_>) -> Result<(), String>;
+    let edits: &[(&str, Edit)] = &[
+        ("missing v_scale", |a| {
+            a.v_scale = None;
+            Ok(())
+        }),
+        ("missing sinks", |a| {
+            a.sinks = None;
+            Ok(())
+        }),
+        ("q wrong heads", |a| {
+            // SAFETY: a smaller view of the same buffer.
+            a.q =
+                unsafe { TensorRef::from_raw(a.q.ptr(), &[2, 16, 128], &[2048, 128, 1], DType::BF16) }.map_err(err)?;
+            Ok(())
+        }),
+        ("o wrong dtype", |a| {
+            let p = a.o.ptr();
+            a.o = unsafe { TensorMut::from_raw(p, &[2, 32, 128], &[4096, 128, 1], DType::F16) }.map_err(err)?;
+            Ok(())
+        }),
+        ("misaligned q", |a| {
+            a.q = unsafe { TensorRef::from_raw(a.q.ptr() + 2, &[2, 32, 128], &[4096, 128, 1], DType::BF16) }
+                .map_err(err)?;
+            Ok(())
+        }),
+        ("o overlaps q", |a| {
+            let p = a.q.ptr();
+            a.o = unsafe { TensorMut::from_raw(p, &[2, 32, 128], &[4096, 128, 1], DType::BF16) }.map_err(err)?;
+            Ok(())
+        }),
+        ("cache wrong page size", |a| {
+            let p = a.k_cache.ptr();
+            a.k_cache = unsafe { TensorRef::from_raw(p, &[1, 32, 8, 128], &[32768, 1024, 128, 1], DType::E4M3) }
+                .map_err(err)?;
+            Ok(())
+        }),
+    ];
+    for (name, edit) in edits {
+        let (mut args, scratch) = c.args(&mut d)?;
+        edit(&mut args)?;
+        match paged::run(&plan, args, scratch, s) {
+            Err(Error::Shape { .. } | Error::DType { .. } | Error::Misaligned { .. } | Error::Aliasing { .. }) => {}
+            other => return Err(format!("{name}: expected a typed input error, got {other:?}")),
+        }
+    }
+    // Scratch too small.
+    let mut tiny = s.alloc_zeros::<u8>(1).map_err(err)?;
+    if plan.scratch_layout().total_bytes() > 1 {
+        match paged::run(&plan, c.args(&mut d)?.0, Scratch::from_slice(&mut tiny), s) {
+            Err(Error::ScratchTooSmall { .. }) => {}
+            other => return Err(format!("tiny scratch: expected ScratchTooSmall, got {other:?}")),
+        }
+    }
+    let got = results(&c, &d, s)?;
+    if got.2.iter().any(|&b| b != O_POISON) || got.3 != 0 {
+        return Err("a rejected call wrote o or the error word".into());
+    }
+    session.close();
+    Ok(())
+}
+
+fn main() {
+    run_gpu_trials(trials())
+}

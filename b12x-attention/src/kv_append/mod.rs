@@ -68,12 +68,12 @@ pub mod reference;
 
 pub use params::KvAppendParams;
 
+use crate::paging::{check_batch_tensors, require_contiguous};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
     Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
-use crate::paging::{check_batch_tensors, require_contiguous};
 use std::sync::Arc;
 
 /// The op id.

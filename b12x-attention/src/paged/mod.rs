@@ -161,7 +161,10 @@ impl Query {
             return bad("q_dtype", format!("must be bf16 or f16, got {}", self.q_dtype));
         }
         if self.kv_dtype != self.q_dtype && !(self.kv_dtype == DType::E4M3 && self.q_dtype == DType::BF16) {
-            return bad("kv_dtype", format!("must be {} (q's) or e4m3 with bf16 q, got {}", self.q_dtype, self.kv_dtype));
+            return bad(
+                "kv_dtype",
+                format!("must be {} (q's) or e4m3 with bf16 q, got {}", self.q_dtype, self.kv_dtype),
+            );
         }
         if !HEAD_DIMS.contains(&self.head_dim) {
             return bad("head_dim", format!("must be one of {HEAD_DIMS:?}, got {}", self.head_dim));
@@ -172,7 +175,10 @@ impl Query {
         if self.kv_heads == 0 || self.heads == 0 || self.heads % self.kv_heads != 0 || self.heads / self.kv_heads > 16 {
             return bad(
                 "heads",
-                format!("must be a multiple of kv_heads with H / Hkv ≤ 16, got H = {} Hkv = {}", self.heads, self.kv_heads),
+                format!(
+                    "must be a multiple of kv_heads with H / Hkv ≤ 16, got H = {} Hkv = {}",
+                    self.heads, self.kv_heads
+                ),
             );
         }
         if !(self.scale.is_finite() && self.scale > 0.0) {
@@ -194,7 +200,10 @@ impl Query {
             }
         }
         if self.max_batch * self.kv_heads > 65535 {
-            return bad("max_batch", format!("· kv_heads must be ≤ 65535 (grid z), got {}", self.max_batch * self.kv_heads));
+            return bad(
+                "max_batch",
+                format!("· kv_heads must be ≤ 65535 (grid z), got {}", self.max_batch * self.kv_heads),
+            );
         }
         if self.max_pages * self.page_size > max || self.max_tokens * self.heads * self.head_dim > max {
             return bad("max_pages", "· page_size and max_tokens · H · D must fit 32-bit indices".into());
@@ -551,9 +560,8 @@ impl OpPlan for Plan {
         stream.memcpy_htod(one, &mut buffer.slice_mut(offsets[9] + 4..offsets[9] + 8))?;
         let base = buffer.device_ptr_mut(stream).0;
         let at = |i: usize| base + offsets[i] as u64;
-        let region = |name: &str| {
-            self.scratch.regions().iter().find(|r| r.name == name).map_or(0, |r| at(11) + r.offset as u64)
-        };
+        let region =
+            |name: &str| self.scratch.regions().iter().find(|r| r.name == name).map_or(0, |r| at(11) + r.offset as u64);
         let e4m3 = q.e4m3();
         let params = PagedParams {
             q: at(0),

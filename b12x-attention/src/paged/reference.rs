@@ -61,7 +61,14 @@ pub fn visible(t: usize, window_left: i32) -> std::ops::RangeInclusive<usize> {
 /// `q [total_q, H, D]`; `sinks [H]` when on. Rows of a request that fails the length checks,
 /// and every row with a bad `cu_seqlens_q`, are written as `o = 0`, `lse = −inf`; keys on a page
 /// whose id is out of range are invisible and raise [`FAULT_PAGE_ID`].
-pub fn paged(batch: &HostBatch<'_>, g: &Geometry, q: &[f32], k: HostKv<'_>, v: HostKv<'_>, sinks: Option<&[f32]>) -> Output {
+pub fn paged(
+    batch: &HostBatch<'_>,
+    g: &Geometry,
+    q: &[f32],
+    k: HostKv<'_>,
+    v: HostKv<'_>,
+    sinks: Option<&[f32]>,
+) -> Output {
     let (h_n, d_n) = (g.heads, g.head_dim);
     let group = g.heads / g.kv_heads;
     let rows = batch.total_q;
@@ -121,8 +128,8 @@ pub fn paged(batch: &HostBatch<'_>, g: &Geometry, q: &[f32], k: HostKv<'_>, v: H
                 if m == f64::NEG_INFINITY {
                     continue; // no key, no sink: o = 0, lse = −inf
                 }
-                let denom: f64 = logits.iter().flatten().map(|s| (s - m).exp()).sum::<f64>()
-                    + sink.map_or(0.0, |s| (s - m).exp());
+                let denom: f64 =
+                    logits.iter().flatten().map(|s| (s - m).exp()).sum::<f64>() + sink.map_or(0.0, |s| (s - m).exp());
                 let lse = m + denom.ln();
                 out.lse[idx] = lse;
                 let o = &mut out.o[idx * d_n..][..d_n];

@@ -1,0 +1,155 @@
+//! CPU tests of `attention.paged`: query validation, plan geometry, kernel names against the
+//! built manifest, and the oracle on hand-computed cases (one key, two keys, sinks, windows,
+//! causal extend rows, masked requests, bad page ids).
+
+use b12x_attention::paged::{reference, Query, HEAD_DIMS};
+use b12x_attention::paging::{HostBatch, FAULT_LENGTH, FAULT_PAGE_ID, FAULT_QUERY_LAYOUT};
+use b12x_core::testing::check_manifest;
+use b12x_core::{DType, Error};
+use rstest::rstest;
+
+fn query() -> Query {
+    Query {
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        page_size: 16,
+        q_dtype: DType::BF16,
+        kv_dtype: DType::BF16,
+        scale: 0.088,
+        window_left: -1,
+        sinks: false,
+        max_batch: 8,
+        max_tokens: 8,
+        max_q_len: 1,
+        max_pages: 64,
+        num_pages: 512,
+    }
+}
+
+#[rstest]
+#[case::q_dtype(Query { q_dtype: DType::F32, ..query() }, "q_dtype")]
+#[case::kv_f16_with_bf16_q(Query { kv_dtype: DType::F16, ..query() }, "kv_dtype")]
+#[case::e4m3_with_f16_q(Query { q_dtype: DType::F16, kv_dtype: DType::E4M3, ..query() }, "kv_dtype")]
+#[case::head_dim(Query { head_dim: 80, ..query() }, "head_dim")]
+#[case::page_size(Query { page_size: 8, ..query() }, "page_size")]
+#[case::group_not_divisor(Query { heads: 30, ..query() }, "heads")]
+#[case::group_too_large(Query { heads: 32, kv_heads: 1, ..query() }, "heads")]
+#[case::scale(Query { scale: 0.0, ..query() }, "scale")]
+#[case::window(Query { window_left: -2, ..query() }, "window_left")]
+#[case::max_q_len(Query { max_q_len: 0, ..query() }, "max_q_len")]
+#[case::grid_z(Query { max_batch: 10000, ..query() }, "max_batch")]
+fn bad_queries_name_the_field(#[case] q: Query, #[case] field: &str) {
+    match q.validate() {
+        Err(Error::InvalidQuery { field: f, .. }) => assert_eq!(f, field),
+        other => panic!("expected InvalidQuery({field}), got {other:?}"),
+    }
+}
+
+#[test]
+fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
+    let mut symbols = Vec::new();
+    for d in HEAD_DIMS {
+        for (q, kv) in [(DType::BF16, DType::BF16), (DType::F16, DType::F16), (DType::BF16, DType::E4M3)] {
+            let query = Query { head_dim: d, q_dtype: q, kv_dtype: kv, ..query() };
+            query.validate().unwrap();
+            // ≤ 99 KB per CTA: the kernels run on SM120.
+            assert!(query.smem_bytes() <= 99 * 1024, "{}: {} bytes", query.symbol(), query.smem_bytes());
+            symbols.push(query.symbol());
+        }
+    }
+    assert!(symbols.contains(&"b12x_paged_bf16_e4m3_d128".to_string()));
+    check_manifest(b12x_attention::KERNEL_MANIFEST, &symbols).unwrap();
+}
+
+#[test]
+fn tiles_and_splits_follow_the_capacity() {
+    // Decode, group 4: one 16-row tile; verify of 8 tokens x group 4: two.
+    assert_eq!(query().tiles(), 1);
+    assert_eq!(Query { max_q_len: 8, ..query() }.tiles(), 2);
+    assert_eq!(Query { heads: 40, kv_heads: 8, max_q_len: 7, ..query() }.tiles(), 3);
+    // 8 requests x 8 KV heads on 132 SMs: 8 waves of 3 CTAs per SM need 50 splits; a large
+    // batch needs none.
+    assert_eq!(query().max_splits(132), 50);
+    assert_eq!(Query { max_batch: 1024, ..query() }.max_splits(132), 1);
+    assert_eq!(Query { max_batch: 1, kv_heads: 1, heads: 1, ..query() }.max_splits(132), 64);
+}
+
+/// D = 2, one KV head, P = 16; keys and values indexed by position.
+fn tiny(lens: &[i32], cu: &[i32], pt: &[i32], window: i32, sinks: Option<&[f32]>, q: &[f32]) -> reference::Output {
+    let batch = HostBatch {
+        page_table: pt,
+        max_pages: pt.len() / lens.len(),
+        seq_lens: lens,
+        cu_seqlens_q: cu,
+        total_q: cu[cu.len() - 1] as usize,
+        page_size: 16,
+        num_pages: 4,
+    };
+    // Page `pg`, slot s: k = (1, 0) for position-like index i = pg·16 + s, v = (i, −i).
+    let mut k = vec![0.0f32; 4 * 16 * 2];
+    let mut v = vec![0.0f32; 4 * 16 * 2];
+    for i in 0..64 {
+        k[2 * i] = 1.0;
+        v[2 * i] = i as f32;
+        v[2 * i + 1] = -(i as f32);
+    }
+    let g = reference::Geometry { heads: 1, kv_heads: 1, head_dim: 2, scale: 1.0, window_left: window };
+    let kv = |x: &'static [f32]| reference::HostKv { values: x, scales: None };
+    let (k, v): (&'static [f32], &'static [f32]) = (Box::leak(k.into_boxed_slice()), Box::leak(v.into_boxed_slice()));
+    reference::paged(&batch, &g, q, kv(k), kv(v), sinks)
+}
+
+#[test]
+fn equal_logits_average_the_values() {
+    // One request, L = 3 on page 2 (positions 0..3 = cache rows 32..35), one new token: it sees
+    // all three keys with equal logits q·k = 0.5: o = mean(v) = (33, −33), lse = 0.5 + ln 3.
+    let out = tiny(&[3], &[0, 1], &[2, 0, 0, 0], -1, None, &[0.5, 7.0]);
+    assert_eq!(out.faults, 0);
+    assert!((out.o[0] - 33.0).abs() < 1e-12 && (out.o[1] + 33.0).abs() < 1e-12, "{:?}", out.o);
+    assert!((out.lse[0] - (0.5 + 3f64.ln())).abs() < 1e-12);
+}
+
+#[test]
+fn a_sink_joins_the_denominator_only() {
+    // One key (logit 0) and a sink σ = 0: weights 1/2 each, the sink's half is dropped.
+    let out = tiny(&[1], &[0, 1], &[1, 0, 0, 0], -1, Some(&[0.0]), &[0.0, 0.0]);
+    assert!((out.o[0] - 8.0).abs() < 1e-12, "{:?}", out.o); // v of page 1 slot 0 = (16, −16) / 2
+    assert!((out.lse[0] - 2f64.ln()).abs() < 1e-12);
+}
+
+#[test]
+fn extend_rows_are_causal_and_windowed() {
+    // L = 4 (page 0), 2 new tokens at positions 2 and 3; window 1: row 0 sees {1, 2}, row 1 {2, 3}.
+    let out = tiny(&[4], &[0, 2], &[0, 0, 0, 0], 1, None, &[0.0, 0.0, 0.0, 0.0]);
+    assert!((out.o[0] - 1.5).abs() < 1e-12 && (out.o[2] - 2.5).abs() < 1e-12, "{:?}", out.o);
+    // Without the window row 0 sees {0, 1, 2}.
+    let out = tiny(&[4], &[0, 2], &[0, 0, 0, 0], -1, None, &[0.0, 0.0, 0.0, 0.0]);
+    assert!((out.o[0] - 1.0).abs() < 1e-12 && (out.o[2] - 1.5).abs() < 1e-12, "{:?}", out.o);
+}
+
+#[test]
+fn bad_pages_hide_their_keys_and_bad_requests_are_zeroed() {
+    // L = 17: positions 0..16 on page 0, position 16 on page pt[1] = 9 (out of range): skipped.
+    let out = tiny(&[17], &[0, 1], &[0, 9, 0, 0], -1, None, &[0.0, 0.0]);
+    assert_eq!(out.faults, FAULT_PAGE_ID);
+    assert!((out.o[0] - 7.5).abs() < 1e-12, "{:?}", out.o); // mean of positions 0..15
+                                                            // A length past max_pages·P: the row is written as zeros with lse = −inf.
+    let out = tiny(&[65], &[0, 1], &[0, 1, 2, 3], -1, None, &[0.0, 0.0]);
+    assert_eq!(out.faults, FAULT_LENGTH);
+    assert!(out.written[0] && out.o[0] == 0.0 && out.lse[0] == f64::NEG_INFINITY);
+    // A decreasing cu_seqlens_q masks everything.
+    let out = tiny(&[3, 3], &[0, 1, 0], &[0, 0, 0, 0, 0, 0, 0, 0], -1, None, &[0.0, 0.0]);
+    assert_eq!(out.faults, FAULT_QUERY_LAYOUT);
+}
+
+#[test]
+fn a_row_without_keys_is_zero_with_the_sink_as_lse() {
+    // A new token at position 0 always sees key 0, so use a bad page to hide it.
+    let out = tiny(&[1], &[0, 1], &[-1, 0, 0, 0], -1, Some(&[1.25]), &[0.0, 0.0]);
+    assert_eq!(out.faults, FAULT_PAGE_ID);
+    assert_eq!((out.o[0], out.o[1]), (0.0, 0.0));
+    assert!((out.lse[0] - 1.25).abs() < 1e-12);
+    let out = tiny(&[1], &[0, 1], &[-1, 0, 0, 0], -1, None, &[0.0, 0.0]);
+    assert_eq!(out.lse[0], f64::NEG_INFINITY);
+}
