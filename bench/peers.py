@@ -40,6 +40,11 @@ LINEAR = "torch.nn.functional.linear (cuBLAS)"
 MM_F32 = "torch.mm(bf16, out_dtype=float32) (cuBLAS)"
 LINEAR_F32 = "torch.nn.functional.linear(x.float(), W_f32) (cuBLAS fp32; W cast once)"
 RMS = "torch.nn.functional.rms_norm"
+# attention.paged decode (b12x-attention/benches/paged.rs): Llama-3-8B heads, contiguous BF16 K/V.
+DECODE_B = [8, 32, 128]
+DECODE_CTX = [2048, 8192, 32768]
+DECODE_H, DECODE_HKV, DECODE_D = 32, 8, 128
+SDPA = "torch.nn.functional.scaled_dot_product_attention (q_len 1, enable_gqa, contiguous BF16 K/V)"
 
 
 class Timer:
@@ -155,6 +160,17 @@ def main():
                 x = torch.randn(t, d, device=dev, dtype=torch.bfloat16)
                 add(f"rmsnorm/T{t}_D{d}_bf16", RMS, lambda x=x, d=d, weight=weight: F.rms_norm(x, (d,), weight, eps=RMS_EPS))
                 del x
+        for b in DECODE_B:
+            for ctx in DECODE_CTX:
+                key = f"paged_decode/B{b}_ctx{ctx}"
+                if args.only and args.only not in key:
+                    continue
+                q = torch.randn(b, DECODE_H, 1, DECODE_D, device=dev, dtype=torch.bfloat16)
+                k = torch.randn(b, DECODE_HKV, ctx, DECODE_D, device=dev, dtype=torch.bfloat16)
+                v = torch.randn(b, DECODE_HKV, ctx, DECODE_D, device=dev, dtype=torch.bfloat16)
+                add(key, SDPA, lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                del q, k, v
+                torch.cuda.empty_cache()
     results["_meta"] = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

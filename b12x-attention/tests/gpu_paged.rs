@@ -243,7 +243,9 @@ fn compare(c: &Case, got: &Got, want: &reference::Output) -> TrialResult {
         let wo = &want.o[idx * dd..][..dd];
         for e in 0..dd {
             let bound = reference::elementwise_bound(wo[e], max_v, c.g.q_dtype == DType::BF16);
-            if !((go[e] - wo[e]).abs() <= bound) {
+            // NaN fails too (a poisoned or NaN element).
+            let within = (go[e] - wo[e]).abs() <= bound;
+            if !within {
                 return Err(format!("o[{row}, {head}, {e}] = {}, want {} (bound {bound:.3e})", go[e], wo[e]));
             }
         }

@@ -29,8 +29,9 @@ pub struct HostKv<'a> {
 }
 
 impl HostKv<'_> {
-    fn at(&self, g: &Geometry, p: usize, page: usize, slot: usize, kv_head: usize, b: usize, d: usize) -> f64 {
-        let i = ((page * p + slot) * g.kv_heads + kv_head) * g.head_dim + d;
+    /// Element d of KV head `kv_head` at cache token `token` (= page · P + slot), request b.
+    fn at(&self, g: &Geometry, token: usize, kv_head: usize, b: usize, d: usize) -> f64 {
+        let i = (token * g.kv_heads + kv_head) * g.head_dim + d;
         let s = self.scales.map_or(1.0, |s| f64::from(s[b * g.kv_heads + kv_head]));
         f64::from(self.values[i]) * s
     }
@@ -116,7 +117,8 @@ pub fn paged(
                     .zip(&pages_ok)
                     .map(|(pos, page)| {
                         page.map(|pg| {
-                            let dot: f64 = (0..d_n).map(|d| f64::from(qv[d]) * k.at(g, p, pg, pos % p, kh, b, d)).sum();
+                            let dot: f64 =
+                                (0..d_n).map(|d| f64::from(qv[d]) * k.at(g, pg * p + pos % p, kh, b, d)).sum();
                             f64::from(g.scale) * dot
                         })
                     })
@@ -137,7 +139,7 @@ pub fn paged(
                     let (Some(pg), Some(s)) = (page, s) else { continue };
                     let w = (s - lse).exp();
                     for (d, od) in o.iter_mut().enumerate() {
-                        *od += w * v.at(g, p, *pg, pos % p, kh, b, d);
+                        *od += w * v.at(g, *pg * p + pos % p, kh, b, d);
                     }
                 }
             }

@@ -1,0 +1,158 @@
+//! Benchmark of `attention.paged` decode (one new token per request) over B ∈ {8, 32, 128} ×
+//! context ∈ {2k, 8k, 32k} with Llama-3-8B heads (H 32, Hkv 8, D 128), P = 16 and every
+//! request's pages scattered over the cache (a seeded permutation), BF16 and E4M3 KV, with the
+//! method of DESIGN.md §7: one op call per CUDA graph replay, L2 flushed before each sample,
+//! median of `bench::samples()`.
+//!
+//! Bytes are the compulsory traffic: every request's K and V (B · ctx · Hkv · D · 2 elements),
+//! q, o and the page table. Caches are filled with a constant pattern on the device (the
+//! kernel's path does not depend on values; a 17 GB host fill would dominate the run); the
+//! oracle is checked by `tests/gpu_paged.rs`. Peers come from `B12X_PEER_JSON`
+//! (bench/peers.py: `torch.nn.functional.scaled_dot_product_attention` with q_len 1 and
+//! `enable_gqa=True` on the same geometry laid out contiguously), keyed `paged_decode/B{b}_ctx{c}`;
+//! the E4M3 rows are compared with the same SDPA (BF16) row. `B12X_BENCH_QUICK=1` keeps B = 8.
+//!
+//! Run: `cargo bench -p b12x-attention --bench paged` (rows go to `bench-results/paged.{json,md}`).
+
+use b12x_attention::paged::{self, Args, Query};
+use b12x_attention::paging::ErrorWord;
+use b12x_core::bench::{samples, time_graph, BenchReport};
+use b12x_core::cudarc::driver::{result, CudaSlice, DevicePtrMut};
+use b12x_core::testing::gpu;
+use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+const BATCHES: [usize; 3] = [8, 32, 128];
+const CONTEXTS: [usize; 3] = [2048, 8192, 32768];
+const H: usize = 32;
+const HKV: usize = 8;
+const D: usize = 128;
+const P: usize = 16;
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else {
+        eprintln!("paged bench: no CUDA device, nothing to measure");
+        return Ok(());
+    };
+    let quick = b12x_core::bench::quick();
+    let mut report = BenchReport::new("paged", &dev)?;
+    report.note(
+        "Decode, Llama-3-8B heads (H 32, Hkv 8, D 128), P = 16, pages scattered; bytes = K + V of every request + q, o, \
+         page table. Peer: SDPA (q_len 1, enable_gqa) on contiguous BF16 K/V of the same shape; E4M3 rows against the \
+         same BF16 peer.",
+    );
+    for b in BATCHES.into_iter().filter(|&b| !quick || b == 8) {
+        for ctx in CONTEXTS {
+            for kv in [DType::BF16, DType::E4M3] {
+                bench_case(&dev, &mut report, b, ctx, kv)?;
+            }
+        }
+    }
+    println!("wrote {}", report.write()?.display());
+    Ok(())
+}
+
+fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize, kv: DType) -> Result<()> {
+    let peer_case = format!("paged_decode/B{b}_ctx{ctx}");
+    let case = if kv == DType::E4M3 { format!("{peer_case}_e4m3") } else { peer_case.clone() };
+    if !b12x_core::bench::selected(&case) {
+        return Ok(());
+    }
+    let s = dev.stream();
+    let pages_per_req = ctx / P;
+    let num_pages = b * pages_per_req;
+    let es = kv.size_bytes();
+    let cache_bytes = num_pages * P * HKV * D * es;
+    let alloc_filled = |byte: u8| -> Result<CudaSlice<u8>> {
+        let mut c = s.alloc_zeros::<u8>(cache_bytes)?;
+        let (ptr, _g) = c.device_ptr_mut(s);
+        // SAFETY: the buffer holds cache_bytes bytes.
+        unsafe { result::memset_d8_async(ptr, byte, cache_bytes, s.cu_stream()) }?;
+        drop(_g);
+        Ok(c)
+    };
+    // bf16 0x3c3c ≈ 0.0115; E4M3 0x3c = 1.5.
+    let (kc, vc) = (alloc_filled(0x3c)?, alloc_filled(0x3c)?);
+    let mut pages: Vec<i32> = (0..num_pages as i32).collect();
+    pages.shuffle(&mut ChaCha8Rng::seed_from_u64(ctx as u64 + b as u64));
+    let pt = s.clone_htod(&pages)?;
+    let lens = s.clone_htod(&vec![ctx as i32; b])?;
+    let cu = s.clone_htod(&(0..=b as i32).collect::<Vec<_>>())?;
+    let q_h: Vec<u16> = (0..b * H * D).map(|i| 0x3c00 + (i % 97) as u16).collect();
+    let qx = s.clone_htod(&q_h)?;
+    let mut o = s.alloc_zeros::<u16>(b * H * D)?;
+    let scales = s.clone_htod(&vec![0.01f32; 2 * b * HKV])?;
+    let mut err = ErrorWord::new(s)?;
+
+    let query = Query {
+        heads: H,
+        kv_heads: HKV,
+        head_dim: D,
+        page_size: P,
+        q_dtype: DType::BF16,
+        kv_dtype: kv,
+        scale: 1.0 / (D as f32).sqrt(),
+        window_left: -1,
+        sinks: false,
+        max_batch: b,
+        max_tokens: b,
+        max_q_len: 1,
+        max_pages: pages_per_req,
+        num_pages,
+    };
+    let plan = paged::plan(&query, dev)?;
+    let mut session = PreparationSession::new(dev)?;
+    let config = session.prepare(&[&plan])?.last().map(|sel| sel.config.clone()).unwrap_or_default();
+    let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1))?;
+    let cache_shape = [num_pages, P, HKV, D];
+    let strides = b12x_core::contiguous_strides(&cache_shape);
+    let raw = |c: &CudaSlice<u8>| -> Result<u64> { Ok(TensorRef::from_slice(c, &[c.len()])?.ptr()) };
+    let (kp, vp, sp) = (raw(&kc)?, raw(&vc)?, TensorRef::from_slice(&scales, &[2 * b * HKV])?.ptr());
+    let qp = TensorRef::from_slice(&qx, &[b * H * D])?.ptr();
+    let op = TensorMut::from_slice(&mut o, &[b * H * D])?.ptr();
+    let e4m3 = kv == DType::E4M3;
+    let mut call = |st: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
+        let row = [(H * D) as isize, D as isize, 1];
+        // SAFETY: every view lies inside its buffer as allocated above.
+        let args = unsafe {
+            Args {
+                q: TensorRef::from_raw(qp, &[b, H, D], &row, DType::BF16)?,
+                k_cache: TensorRef::from_raw(kp, &cache_shape, &strides, kv)?,
+                v_cache: TensorRef::from_raw(vp, &cache_shape, &strides, kv)?,
+                k_scale: if e4m3 {
+                    Some(TensorRef::from_raw(sp, &[b, HKV], &[HKV as isize, 1], DType::F32)?)
+                } else {
+                    None
+                },
+                v_scale: if e4m3 {
+                    Some(TensorRef::from_raw(sp + (b * HKV * 4) as u64, &[b, HKV], &[HKV as isize, 1], DType::F32)?)
+                } else {
+                    None
+                },
+                sinks: None,
+                page_table: TensorRef::from_slice(&pt, &[b, pages_per_req])?,
+                seq_lens: TensorRef::from_slice(&lens, &[b])?,
+                cu_seqlens_q: TensorRef::from_slice(&cu, &[b + 1])?,
+                o: TensorMut::from_raw(op, &[b, H, D], &row, DType::BF16)?,
+                lse: None,
+                error: err.view()?,
+            }
+        };
+        paged::run(&plan, args, Scratch::from_slice(&mut scratch), st)
+    };
+    call(s)?;
+    let times = time_graph(dev, samples(), &mut call)?;
+    let kv_bytes = (b * ctx * HKV * D * 2 * es) as f64;
+    let bytes = kv_bytes + (2 * b * H * D * 2 + b * pages_per_req * 4) as f64;
+    let config = format!("{config} max_splits={}", plan.max_splits());
+    report.add_vs(&case, &peer_case, &config, &times, bytes, 4.0 * (b * H * ctx * D) as f64);
+    drop(call);
+    if !err.read(s)?.is_clear() {
+        panic!("{case}: the error word is set: {}", err.read(s)?);
+    }
+    session.close();
+    Ok(())
+}
