@@ -18,6 +18,7 @@ use b12x_attention::paged::{self, Args, Query};
 use b12x_attention::paging::ErrorWord;
 use b12x_core::bench::{samples, time_graph, BenchReport};
 use b12x_core::cudarc::driver::{result, CudaSlice, DevicePtrMut};
+use b12x_core::half::bf16;
 use b12x_core::testing::gpu;
 use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef};
 use rand::seq::SliceRandom;
@@ -81,9 +82,9 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let pt = s.clone_htod(&pages)?;
     let lens = s.clone_htod(&vec![ctx as i32; b])?;
     let cu = s.clone_htod(&(0..=b as i32).collect::<Vec<_>>())?;
-    let q_h: Vec<u16> = (0..b * H * D).map(|i| 0x3c00 + (i % 97) as u16).collect();
+    let q_h: Vec<bf16> = (0..b * H * D).map(|i| bf16::from_bits(0x3c00 + (i % 97) as u16)).collect();
     let qx = s.clone_htod(&q_h)?;
-    let mut o = s.alloc_zeros::<u16>(b * H * D)?;
+    let mut o = s.alloc_zeros::<bf16>(b * H * D)?;
     let scales = s.clone_htod(&vec![0.01f32; 2 * b * HKV])?;
     let mut err = ErrorWord::new(s)?;
 
@@ -149,7 +150,6 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let bytes = kv_bytes + (2 * b * H * D * 2 + b * pages_per_req * 4) as f64;
     let config = format!("{config} max_splits={}", plan.max_splits());
     report.add_vs(&case, &peer_case, &config, &times, bytes, 4.0 * (b * H * ctx * D) as f64);
-    drop(call);
     if !err.read(s)?.is_clear() {
         panic!("{case}: the error word is set: {}", err.read(s)?);
     }
