@@ -14,7 +14,8 @@
 // Strategy: CTA (split, tile, b*Hkv+g) takes 16 query rows of one request and KV head (the
 //   q_len * G rows of (token, head in group), 16 per tile) and a chunk of the keys they see; its
 //   warps take 16-key blocks in turn (one page each: chunks start on 16-key boundaries), each
-//   streaming its blocks through a 2-stage cp.async ring (E4M3 codes dequantized to the MMA
+//   streaming its blocks through a 2-stage ring of bulk copies, one per key row of K and V,
+//   completing on one mbarrier per stage (E4M3 codes dequantized to the MMA
 //   type in shared memory), S = Q K^T and O += P V with mma.sync m16n8k16 (P from the S
 //   registers), an online softmax in base 2 per warp; warps merge through shared memory. A
 //   request's key range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from
@@ -151,6 +152,26 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int b = blockIdx.z / p.kv_heads, g = blockIdx.z % p.kv_heads;
   const int tile = blockIdx.y, split = blockIdx.x;
   const int* cu = p.cu_seqlens_q;
+  // The request's geometry from its (untrusted) values; checked before use below.
+  const int row0 = __ldg(cu + b), q_len = __ldg(cu + b + 1) - row0;
+  const int len = __ldg(p.seq_lens + b);
+  const bool bad_len = len < 0 || (long long)len > (long long)p.max_pages * p.page_size;
+  const bool bad_req = bad_len || q_len > len;
+  const long long rows_req = (long long)max(q_len, 0) * G;
+  const int tile_rows = (int)min(16LL, rows_req - tile * 16LL);
+  // Keys the tile's rows see: [k_lo, k_hi), split into chunks aligned to 16 keys.
+  const int t0 = len - q_len;  // position of new token 0
+  const int t_first = t0 + (tile * 16) / G, t_last = t0 + (tile * 16 + max(tile_rows, 1) - 1) / G;
+  const int k_lo = p.window_left >= 0 ? max(0, t_first - p.window_left) : 0;
+  const int k_hi = t_last + 1;
+  const int base = k_lo & ~15;
+  const int span = k_hi - base;
+  int chunk = max(p.min_chunk, (span + p.max_splits - 1) / p.max_splits);
+  chunk = (chunk + 15) & ~15;
+  const int splits = max(1, (span + chunk - 1) / chunk);
+  // Most CTAs of a capacity-sized grid have no split to take: they leave before any barrier
+  // (split 0 always stays: it writes masked rows and covers a bad packing).
+  if (split > 0 && (bad_req || tile_rows <= 0 || split >= splits)) return;
 
   if (!paged_packing_ok(cu, p.batch, p.tokens)) {
     // Every packed row is masked: the first split of each (tile, b, g) CTA zeroes a share.
@@ -167,30 +188,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
     return;
   }
-  const int row0 = __ldg(cu + b), q_len = __ldg(cu + b + 1) - row0;
-  const int rows_req = q_len * G;
-  const int tile_rows = min(16, rows_req - tile * 16);
   if (tile_rows <= 0) return;  // no rows here (empty request, or beyond its tiles)
-  const int len = __ldg(p.seq_lens + b);
-  const bool bad_len = len < 0 || (long long)len > (long long)p.max_pages * p.page_size;
-  if (bad_len || q_len > len) {
-    if (split == 0) {
-      if (threadIdx.x == 0 && tile == 0 && g == 0) atomicOr(p.error, bad_len ? kPagedFaultLength : kPagedFaultQueryLayout);
-      zero_rows<T, D>(p, row0, g, tile * 16, tile * 16 + tile_rows);
-    }
+  if (bad_req) {
+    if (threadIdx.x == 0 && tile == 0 && g == 0) atomicOr(p.error, bad_len ? kPagedFaultLength : kPagedFaultQueryLayout);
+    zero_rows<T, D>(p, row0, g, tile * 16, tile * 16 + tile_rows);
     return;
   }
-  // Keys the tile's rows see: [k_lo, k_hi), split into chunks aligned to 16 keys.
-  const int t0 = len - q_len;  // position of new token 0
-  const int t_first = t0 + (tile * 16) / G, t_last = t0 + (tile * 16 + tile_rows - 1) / G;
-  const int k_lo = p.window_left >= 0 ? max(0, t_first - p.window_left) : 0;
-  const int k_hi = t_last + 1;
-  const int base = k_lo & ~15;
-  const int span = k_hi - base;
-  int chunk = max(p.min_chunk, (span + p.max_splits - 1) / p.max_splits);
-  chunk = (chunk + 15) & ~15;
-  const int splits = (span + chunk - 1) / chunk;
-  if (split >= splits) return;
   const int c_lo = base + split * chunk;
   const int c_hi = min(k_hi, c_lo + chunk);
 
@@ -230,44 +233,54 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
   unsigned char* s_warp = s_work + warp * Smem::kWarp;
+  // One mbarrier per stage of this warp's ring: lane 0 arms it with the block's bytes and every
+  // lane bulk-copies one key row (lanes 0-15 K, 16-31 V): 32 copies of D elements per block
+  // instead of 16-byte pieces.
+  __shared__ __align__(8) unsigned long long s_bar[2 * WARPS];
+  const uint32_t bar0 = smem_addr(&s_bar[2 * warp]);
+  if (lane == 0) {
+    mbar_init(bar0, 1);
+    mbar_init(bar0 + 8, 1);
+    mbar_fence_init();
+  }
+  __syncwarp();
   const int n_blocks = (c_hi - c_lo + 15) / 16;  // c_lo is 16-aligned
-  // Issues block j of this warp's ring into stage `st`; returns whether its page is valid.
+  constexpr int kEs = kE4m3 ? 1 : 2;
+  constexpr uint32_t kRowBytes = D * kEs;
+  // Issues block j of this warp's ring into stage `st`; returns whether its page is valid (an
+  // invalid page completes the stage's phase with no bytes, so the waits stay in step).
   auto issue = [&](int j, int st) -> bool {
     const int pos0 = c_lo + 16 * j;
     const int page = __ldg(p.page_table + (long long)b * p.pt_stride + pos0 / p.page_size);
     const bool ok = page >= 0 && page < p.num_pages;
+    const uint32_t bar = bar0 + 8 * st;
     if (!ok) {
-      if (lane == 0) atomicOr(p.error, kPagedFaultPageId);
+      if (lane == 0) {
+        atomicOr(p.error, kPagedFaultPageId);
+        mbar_arrive(bar);
+      }
       return false;
     }
-    const long long tok0 = (long long)page * p.page_size + pos0 % p.page_size;
-    constexpr int kEs = kE4m3 ? 1 : 2;
-    constexpr int kChunks = D * kEs / 16;  // 16-byte chunks per key
-    for (int kv = 0; kv < 2; ++kv) {
-      const unsigned char* src = static_cast<const unsigned char*>(kv ? p.v_cache : p.k_cache);
-      for (int idx = lane; idx < 16 * kChunks; idx += 32) {
-        const int key = idx / kChunks, c = idx % kChunks;
-        const unsigned char* g_ptr = src + (((tok0 + key) * p.kv_heads + g) * D) * kEs + c * 16;
-        uint32_t dst;
-        if constexpr (kE4m3)
-          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c * 16);
-        else
-          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kTile + (key * kPitch) * 2 + c * 16);
-        cp_async_cg_16(dst, g_ptr);
-      }
-    }
+    if (lane == 0) mbar_arrive_expect_tx(bar, 2 * 16 * kRowBytes);
+    const long long tok = (long long)page * p.page_size + pos0 % p.page_size + (lane & 15);
+    const int kv = lane >> 4;
+    const unsigned char* src = static_cast<const unsigned char*>(kv ? p.v_cache : p.k_cache) +
+                               ((tok * p.kv_heads + g) * D) * kEs;
+    uint32_t dst;
+    if constexpr (kE4m3)
+      dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRaw + (lane & 15) * D);
+    else
+      dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kTile + (lane & 15) * kPitch * 2);
+    bulk_copy_g2s(dst, src, kRowBytes, bar);
     return true;
   };
 
   bool ok_cur = false, ok_next = false;
   if (warp < n_blocks) ok_cur = issue(warp, 0);
-  cp_async_commit();
   for (int j = warp, it = 0; j < n_blocks; j += WARPS, ++it) {
     const int st = it & 1;
     if (j + WARPS < n_blocks) ok_next = issue(j + WARPS, st ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncwarp();
+    mbar_wait(bar0 + 8 * st, (it >> 1) & 1);
     const unsigned char* k_tile;
     const unsigned char* v_tile;
     if constexpr (kE4m3) {
@@ -364,7 +377,6 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     __syncwarp();  // this stage (and the converted pair) is free before the next issue into it
     ok_cur = ok_next;
   }
-  cp_async_wait<0>();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);

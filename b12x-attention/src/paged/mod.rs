@@ -90,7 +90,7 @@ use std::sync::Arc;
 /// The op id.
 pub const OP: &str = "attention.paged";
 /// What the kernel does, in one line (for docs and `cargo xtask ops`).
-pub const KERNEL_NOTE: &str = "split-KV mma.sync, 16-key blocks per warp through a 2-stage cp.async ring";
+pub const KERNEL_NOTE: &str = "split-KV mma.sync, 16-key blocks per warp through a 2-stage ring of per-row bulk copies";
 /// Head dims with a kernel.
 pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
 /// Page sizes the plan accepts.
