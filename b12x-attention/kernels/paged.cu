@@ -197,21 +197,6 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int c_lo = base + split * chunk;
   const int c_hi = min(k_hi, c_lo + chunk);
 
-  // Q tile -> shared (rows past tile_rows zero).
-  unsigned char* s_q = s_dyn;
-  unsigned char* s_work = s_dyn + Smem::kQ;
-  for (int idx = threadIdx.x; idx < 16 * (D / 8); idx += blockDim.x) {
-    const int r = idx / (D / 8), c = idx % (D / 8);
-    Vec16 v{{0u, 0u, 0u, 0u}};
-    if (r < tile_rows) {
-      const int rr = tile * 16 + r;
-      const int row = row0 + rr / G, h = g * G + rr % G;
-      v = ld_global_v16(static_cast<const T*>(p.q) + row * p.q_stride + h * D + c * 8);
-    }
-    *reinterpret_cast<Vec16*>(s_q + (r * kPitch + c * 8) * 2) = v;
-  }
-  __syncthreads();
-
   // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8.
   const int lr = lane >> 2, lc = 2 * (lane & 3);
   int t_row[2];
@@ -232,55 +217,65 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
+  unsigned char* s_q = s_dyn;
+  unsigned char* s_work = s_dyn + Smem::kQ;
+  // Q tile -> shared (rows past tile_rows zero); every warp waits for the whole tile.
+  auto load_q = [&] {
+    for (int idx = threadIdx.x; idx < 16 * (D / 8); idx += blockDim.x) {
+      const int r = idx / (D / 8), c = idx % (D / 8);
+      Vec16 v{{0u, 0u, 0u, 0u}};
+      if (r < tile_rows) {
+        const int rr = tile * 16 + r;
+        const int row = row0 + rr / G, h = g * G + rr % G;
+        v = ld_global_v16(static_cast<const T*>(p.q) + row * p.q_stride + h * D + c * 8);
+      }
+      *reinterpret_cast<Vec16*>(s_q + (r * kPitch + c * 8) * 2) = v;
+    }
+    __syncthreads();
+  };
+
   unsigned char* s_warp = s_work + warp * Smem::kWarp;
-  // One mbarrier per stage of this warp's ring: lane 0 arms it with the block's bytes and every
-  // lane bulk-copies one key row (lanes 0-15 K, 16-31 V): 32 copies of D elements per block
-  // instead of 16-byte pieces.
-  __shared__ __align__(8) unsigned long long s_bar[2 * WARPS];
-  const uint32_t bar0 = smem_addr(&s_bar[2 * warp]);
-  if (lane == 0) {
-    mbar_init(bar0, 1);
-    mbar_init(bar0 + 8, 1);
-    mbar_fence_init();
-  }
-  __syncwarp();
   const int n_blocks = (c_hi - c_lo + 15) / 16;  // c_lo is 16-aligned
-  constexpr int kEs = kE4m3 ? 1 : 2;
-  constexpr uint32_t kRowBytes = D * kEs;
-  // Issues block j of this warp's ring into stage `st`; returns whether its page is valid (an
-  // invalid page completes the stage's phase with no bytes, so the waits stay in step).
+  // Issues block j of this warp's ring into stage `st` (16-byte cp.async pieces; one commit
+  // group per block); returns whether its page is valid.
   auto issue = [&](int j, int st) -> bool {
     const int pos0 = c_lo + 16 * j;
     const int page = __ldg(p.page_table + (long long)b * p.pt_stride + pos0 / p.page_size);
     const bool ok = page >= 0 && page < p.num_pages;
-    const uint32_t bar = bar0 + 8 * st;
     if (!ok) {
-      if (lane == 0) {
-        atomicOr(p.error, kPagedFaultPageId);
-        mbar_arrive(bar);
-      }
+      if (lane == 0) atomicOr(p.error, kPagedFaultPageId);
       return false;
     }
-    if (lane == 0) mbar_arrive_expect_tx(bar, 2 * 16 * kRowBytes);
-    const long long tok = (long long)page * p.page_size + pos0 % p.page_size + (lane & 15);
-    const int kv = lane >> 4;
-    const unsigned char* src = static_cast<const unsigned char*>(kv ? p.v_cache : p.k_cache) +
-                               ((tok * p.kv_heads + g) * D) * kEs;
-    uint32_t dst;
-    if constexpr (kE4m3)
-      dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRaw + (lane & 15) * D);
-    else
-      dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kTile + (lane & 15) * kPitch * 2);
-    bulk_copy_g2s(dst, src, kRowBytes, bar);
+    const long long tok0 = (long long)page * p.page_size + pos0 % p.page_size;
+    constexpr int kEs = kE4m3 ? 1 : 2;
+    constexpr int kChunks = D * kEs / 16;  // 16-byte chunks per key
+    for (int kv = 0; kv < 2; ++kv) {
+      const unsigned char* src = static_cast<const unsigned char*>(kv ? p.v_cache : p.k_cache);
+      for (int idx = lane; idx < 16 * kChunks; idx += 32) {
+        const int key = idx / kChunks, c = idx % kChunks;
+        const unsigned char* g_ptr = src + (((tok0 + key) * p.kv_heads + g) * D) * kEs + c * 16;
+        uint32_t dst;
+        if constexpr (kE4m3)
+          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c * 16);
+        else
+          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kTile + (key * kPitch) * 2 + c * 16);
+        cp_async_cg_16(dst, g_ptr);
+      }
+    }
     return true;
   };
 
+  // The first block goes out before the Q tile is loaded (its latency covers both).
   bool ok_cur = false, ok_next = false;
   if (warp < n_blocks) ok_cur = issue(warp, 0);
+  cp_async_commit();
+  load_q();
   for (int j = warp, it = 0; j < n_blocks; j += WARPS, ++it) {
     const int st = it & 1;
     if (j + WARPS < n_blocks) ok_next = issue(j + WARPS, st ^ 1);
-    mbar_wait(bar0 + 8 * st, (it >> 1) & 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
     const unsigned char* k_tile;
     const unsigned char* v_tile;
     if constexpr (kE4m3) {
@@ -377,6 +372,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     __syncwarp();  // this stage (and the converted pair) is free before the next issue into it
     ok_cur = ok_next;
   }
+  cp_async_wait<0>();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
@@ -452,8 +448,9 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // Split partial -> scratch; the last split CTA of this (b, g, tile) merges them in order.
   float* part = p.partials + (slot * p.max_splits + split) * 16 * D;
   float* part_ml = p.partial_ml + (slot * p.max_splits + split) * 32;
-  for (int idx = threadIdx.x; idx < 16 * D; idx += blockDim.x) __stcg(part + idx, s_o[idx]);
-  if (threadIdx.x < 32) __stcg(part_ml + threadIdx.x, m_l[threadIdx.x]);
+  // Only the tile's rows: a decode tile of group G has G of its 16 rows.
+  for (int idx = threadIdx.x; idx < tile_rows * D; idx += blockDim.x) __stcg(part + idx, s_o[idx]);
+  if (threadIdx.x < 2 * tile_rows) __stcg(part_ml + threadIdx.x, m_l[threadIdx.x]);
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) s_last = arrive_tagged(p.counters + slot, unsigned(splits)) == unsigned(splits - 1);
@@ -464,7 +461,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const float* all_ml = p.partial_ml + slot * p.max_splits * 32;
   // Merged (m, l) of each row over the splits, in split order, into the merged slots.
   float* s_m = s_ml + WARPS * 32;
-  if (threadIdx.x < 16) {
+  if (threadIdx.x < tile_rows) {
     const int r = threadIdx.x;
     float m = -INFINITY, l = 0.0f;
     for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, __ldcg(all_ml + sp * 32 + r * 2));
@@ -489,16 +486,17 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 
 }  // namespace b12x
 
-#define B12X_PAGED(NAME, T, E4M3, D, WARPS)                                                   \
-  extern "C" __global__ void __launch_bounds__(32 * WARPS, 1) b12x_paged_##NAME##_d##D(       \
+// MINB: CTAs per SM the register budget must allow (3: what shared memory allows at D <= 128).
+#define B12X_PAGED(NAME, T, E4M3, D, WARPS, MINB)                                             \
+  extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) b12x_paged_##NAME##_d##D(    \
       const __grid_constant__ b12x::PagedParams p) {                                          \
     b12x::paged_attention<T, E4M3, D, WARPS>(p);                                              \
   }
 #define B12X_PAGED_ALL_D(NAME, T, E4M3) \
-  B12X_PAGED(NAME, T, E4M3, 64, 4)      \
-  B12X_PAGED(NAME, T, E4M3, 96, 4)      \
-  B12X_PAGED(NAME, T, E4M3, 128, 4)     \
-  B12X_PAGED(NAME, T, E4M3, 256, 2)
+  B12X_PAGED(NAME, T, E4M3, 64, 4, 3)   \
+  B12X_PAGED(NAME, T, E4M3, 96, 4, 3)   \
+  B12X_PAGED(NAME, T, E4M3, 128, 4, 3)  \
+  B12X_PAGED(NAME, T, E4M3, 256, 2, 2)
 
 B12X_PAGED_ALL_D(bf16, b12x::bf16, false)
 B12X_PAGED_ALL_D(f16, b12x::fp16, false)

@@ -247,12 +247,12 @@ impl Query {
         format!("b12x_paged_{}{kv}_d{}", self.q_dtype.name(), self.head_dim)
     }
 
-    /// The split cap for `sm_count` SMs: enough CTAs for ~8 waves of 3 per SM at the capacity
+    /// The split cap for `sm_count` SMs: enough CTAs for ~4 waves of 3 per SM at the capacity
     /// batch, within [1, MAX_SPLITS]; each split takes at least [`MIN_CHUNK`] keys, so short
     /// contexts use fewer.
     pub fn max_splits(&self, sm_count: u32) -> usize {
         let pairs = self.max_batch * self.kv_heads * self.tiles();
-        (8 * 3 * sm_count as usize).div_ceil(pairs).clamp(1, MAX_SPLITS)
+        (4 * 3 * sm_count as usize).div_ceil(pairs).clamp(1, MAX_SPLITS)
     }
 
     /// Checks `args` against the query and builds the kernel parameters (scratch pointers
