@@ -247,12 +247,13 @@ impl Query {
         format!("b12x_paged_{}{kv}_d{}", self.q_dtype.name(), self.head_dim)
     }
 
-    /// The split cap for `sm_count` SMs: enough CTAs for ~4 waves of 3 per SM at the capacity
-    /// batch, within [1, MAX_SPLITS]; each split takes at least [`MIN_CHUNK`] keys, so short
-    /// contexts use fewer.
+    /// The split cap for `sm_count` SMs: at most one wave of 3 CTAs per SM at the capacity
+    /// batch (a CTA's fixed costs — Q tile, warp and split merges — are better paid once per
+    /// long stretch of keys than per short one, and a partial second wave is a tail), within
+    /// [1, MAX_SPLITS]; each split takes at least [`MIN_CHUNK`] keys, so short contexts use fewer.
     pub fn max_splits(&self, sm_count: u32) -> usize {
         let pairs = self.max_batch * self.kv_heads * self.tiles();
-        (4 * 3 * sm_count as usize).div_ceil(pairs).clamp(1, MAX_SPLITS)
+        (3 * sm_count as usize / pairs).clamp(1, MAX_SPLITS)
     }
 
     /// Checks `args` against the query and builds the kernel parameters (scratch pointers
