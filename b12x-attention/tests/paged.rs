@@ -68,10 +68,10 @@ fn tiles_and_splits_follow_the_capacity() {
     assert_eq!(query().tiles(), 1);
     assert_eq!(Query { max_q_len: 8, ..query() }.tiles(), 2);
     assert_eq!(Query { heads: 40, kv_heads: 8, max_q_len: 7, ..query() }.tiles(), 3);
-    // 8 requests x 8 KV heads on 132 SMs: one wave of 3 CTAs per SM holds 6 splits; a large
-    // batch needs none.
+    // 8 requests x 8 KV heads on 132 SMs: one wave of 3 CTAs per SM holds 6 splits; 32
+    // requests fill most of a wave unsplit; beyond a wave, 2.
     assert_eq!(query().max_splits(132), 6);
-    assert_eq!(Query { max_batch: 1024, ..query() }.max_splits(132), 1);
+    assert_eq!(Query { max_batch: 128, ..query() }.max_splits(132), 2);
     assert_eq!(Query { max_batch: 1, kv_heads: 1, heads: 1, ..query() }.max_splits(132), 64);
     assert_eq!(Query { max_batch: 32, ..query() }.max_splits(132), 1);
 }

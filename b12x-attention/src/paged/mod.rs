@@ -247,13 +247,22 @@ impl Query {
         format!("b12x_paged_{}{kv}_d{}", self.q_dtype.name(), self.head_dim)
     }
 
-    /// The split cap for `sm_count` SMs: at most one wave of 3 CTAs per SM at the capacity
-    /// batch (a CTA's fixed costs — Q tile, warp and split merges — are better paid once per
-    /// long stretch of keys than per short one, and a partial second wave is a tail), within
-    /// [1, MAX_SPLITS]; each split takes at least [`MIN_CHUNK`] keys, so short contexts use fewer.
+    /// The split cap for `sm_count` SMs (3 CTAs per SM): when the capacity batch's
+    /// (request, KV head, tile) CTAs fit one wave, as many splits as keep it one wave (a CTA's
+    /// fixed costs — Q tile, warp and split merges — are paid once per long stretch of keys);
+    /// when they fill more than a wave, 2 (shorter CTAs even out the SMs over the waves). Fitted
+    /// to the H200 decode bench (`bench-results/2026-11-30-h200-g/attention/`: B = 8 best at 6
+    /// of {6, 25, 50}, B = 32 at 1 of {1, 7, 13}, B = 128 at 2 of {1, 2, 4}); a tuning race
+    /// over split caps is the better answer. Within [1, MAX_SPLITS]; each split takes at least
+    /// [`MIN_CHUNK`] keys, so short contexts use fewer.
     pub fn max_splits(&self, sm_count: u32) -> usize {
         let pairs = self.max_batch * self.kv_heads * self.tiles();
-        (3 * sm_count as usize / pairs).clamp(1, MAX_SPLITS)
+        let slots = 3 * sm_count as usize;
+        if pairs > slots {
+            2
+        } else {
+            (slots / pairs).clamp(1, MAX_SPLITS)
+        }
     }
 
     /// Checks `args` against the query and builds the kernel parameters (scratch pointers
