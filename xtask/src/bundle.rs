@@ -42,7 +42,8 @@ fn classify(pkg: &str, kinds: &[String], target: &str, is_test: bool) -> Option<
     None
 }
 
-pub fn gpu_bundle(arch: &str, out: Option<PathBuf>) -> Result {
+/// Builds the bundle; `packages` (empty: the whole workspace) limits it to those packages.
+pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String]) -> Result {
     toolchain::ensure(None, false)?;
     let r = root();
     let num = arch.trim_start_matches("sm_").trim_end_matches('a');
@@ -54,9 +55,16 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>) -> Result {
         target_dir.display()
     );
     let mut cmd = cargo();
-    cmd.args(["build", "--profile", "bundle", "--workspace"]);
-    for p in EXCLUDED {
-        cmd.args(["--exclude", p]);
+    cmd.args(["build", "--profile", "bundle"]);
+    if packages.is_empty() {
+        cmd.arg("--workspace");
+        for p in EXCLUDED {
+            cmd.args(["--exclude", p]);
+        }
+    } else {
+        for p in packages.iter().filter(|p| !EXCLUDED.contains(&p.as_str())) {
+            cmd.args(["-p", p]);
+        }
     }
     cmd.args(["--tests", "--benches", "--message-format=json-render-diagnostics"])
         .env("B12X_CUDA_ARCHS", arch)

@@ -67,6 +67,10 @@ enum Cmd {
         /// Bundle folder (default `<repo>/.gpu/bundle`).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Only these packages' tests and benches (comma-separated, e.g.
+        /// `b12x-core,b12x-attention`), for when the whole workspace exceeds the 64 MiB limit.
+        #[arg(long, value_delimiter = ',')]
+        packages: Vec<String>,
     },
     /// Run the benchmarks on this machine's GPU (with PyTorch peers when importable).
     Bench {
@@ -87,7 +91,7 @@ fn main() -> ExitCode {
         Cmd::Prepare { no_build } => prepare(no_build),
         Cmd::PrepareGpu => profile::autotune(),
         Cmd::Ops { json } => ops(json),
-        Cmd::GpuBundle { arch, out } => bundle::gpu_bundle(&arch, out),
+        Cmd::GpuBundle { arch, out, packages } => bundle::gpu_bundle(&arch, out, &packages),
         Cmd::Bench { quick, packages } => bench(quick, &packages),
     };
     match result {
