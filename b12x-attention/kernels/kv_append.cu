@@ -19,6 +19,7 @@
 
 #include "b12x/common.cuh"
 #include "b12x/quant.cuh"
+#include "paging.cuh"
 
 namespace b12x {
 
@@ -50,20 +51,7 @@ static_assert(offsetof(KvAppendParams, k_stride) == 80, "offset must match param
 static_assert(offsetof(KvAppendParams, tokens) == 96, "offset must match params.rs");
 static_assert(offsetof(KvAppendParams, page_size) == 124, "offset must match params.rs");
 
-// Fault bits (src/paging.rs).
-constexpr unsigned int kFaultPageId = 1;
-constexpr unsigned int kFaultLength = 2;
-constexpr unsigned int kFaultQueryLayout = 4;
 constexpr int kKvAppendThreads = 256;
-
-// Whether cu_seqlens_q packs `tokens` rows validly: 0 <= cu[0] <= ... <= cu[B] <= tokens.
-// Every thread of the CTA calls it (a CTA barrier inside).
-__device__ __forceinline__ bool packing_ok(const int32_t* cu, int batch, int tokens) {
-  bool bad = false;
-  for (int j = threadIdx.x; j < batch; j += blockDim.x) bad |= __ldg(cu + j) > __ldg(cu + j + 1);
-  if (threadIdx.x == 0) bad |= __ldg(cu) < 0 || __ldg(cu + batch) > tokens;
-  return !__syncthreads_or(bad);
-}
 
 // The request owning packed row r of a valid packing (cu[b] <= r < cu[b+1]), or -1 for a row
 // at or past cu[B] (batch padding). Empty requests are skipped by taking the last b.

@@ -29,6 +29,7 @@
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
 #include "b12x/quant.cuh"
+#include "paging.cuh"
 
 namespace b12x {
 
@@ -72,9 +73,6 @@ static_assert(offsetof(PagedParams, q_stride) == 120, "offset must match params.
 static_assert(offsetof(PagedParams, tokens) == 144, "offset must match params.rs");
 static_assert(offsetof(PagedParams, scale_log2) == 188, "offset must match params.rs");
 
-constexpr unsigned int kPagedFaultPageId = 1;
-constexpr unsigned int kPagedFaultLength = 2;
-constexpr unsigned int kPagedFaultQueryLayout = 4;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -117,14 +115,6 @@ struct PagedSmem {
   // + the merged (m, l) of 16 rows after the per-warp ones.
   static constexpr int kBytes = kQ + (kStage > kMerge ? kStage : kMerge) + 16 * 2 * 4;
 };
-
-// Packing of the batch: 0 <= cu[0] <= ... <= cu[B] <= T (every thread of the CTA calls it).
-__device__ __forceinline__ bool paged_packing_ok(const int32_t* cu, int batch, int tokens) {
-  bool bad = false;
-  for (int j = threadIdx.x; j < batch; j += blockDim.x) bad |= __ldg(cu + j) > __ldg(cu + j + 1);
-  if (threadIdx.x == 0) bad |= __ldg(cu) < 0 || __ldg(cu + batch) > tokens;
-  return !__syncthreads_or(bad);
-}
 
 // o = 0 and lse = -inf for rows [r0, r1) of (token, head in group) of request rows row0.. and
 // KV head g (a masked request), or for whole packed rows (bad packing: g < 0).
@@ -173,9 +163,9 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // (split 0 always stays: it writes masked rows and covers a bad packing).
   if (split > 0 && (bad_req || tile_rows <= 0 || split >= splits)) return;
 
-  if (!paged_packing_ok(cu, p.batch, p.tokens)) {
+  if (!packing_ok(cu, p.batch, p.tokens)) {
     // Every packed row is masked: the first split of each (tile, b, g) CTA zeroes a share.
-    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) atomicOr(p.error, kPagedFaultQueryLayout);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
     if (split == 0) {
       const int id = blockIdx.z * p.tiles + tile, n = gridDim.z * p.tiles;
       for (int row = id; row < p.tokens; row += n) {
@@ -190,7 +180,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   }
   if (tile_rows <= 0) return;  // no rows here (empty request, or beyond its tiles)
   if (bad_req) {
-    if (threadIdx.x == 0 && tile == 0 && g == 0) atomicOr(p.error, bad_len ? kPagedFaultLength : kPagedFaultQueryLayout);
+    if (threadIdx.x == 0 && tile == 0 && g == 0) atomicOr(p.error, bad_len ? kFaultLength : kFaultQueryLayout);
     zero_rows<T, D>(p, row0, g, tile * 16, tile * 16 + tile_rows);
     return;
   }
@@ -243,7 +233,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     const int page = __ldg(p.page_table + (long long)b * p.pt_stride + pos0 / p.page_size);
     const bool ok = page >= 0 && page < p.num_pages;
     if (!ok) {
-      if (lane == 0) atomicOr(p.error, kPagedFaultPageId);
+      if (lane == 0) atomicOr(p.error, kFaultPageId);
       return false;
     }
     const long long tok0 = (long long)page * p.page_size + pos0 % p.page_size;

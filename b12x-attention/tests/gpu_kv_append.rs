@@ -13,19 +13,15 @@
 //! frozen session rejects an unprepared plan, bad inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the largest batches (sanitizer runs).
 
-use b12x_attention::kv_append::{self, reference, reference::HostCache, Args, Plan, Query};
+use b12x_attention::kv_append::{self, reference, reference::HostCache, Args, Query};
 use b12x_attention::paging::{ErrorWord, Faults};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{check_run_allocates_nothing, reduced_profile, run_gpu_trials, shapes, uniform, GpuTrial};
-use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_core::{DType, Device, Error, Scratch, TensorMut, TensorRef};
 use std::sync::Arc;
 
 type TrialResult = Result<(), String>;
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
 
 /// Poison of the caches before a run: an element no run writes by accident.
 const POISON16: u16 = 0x7fb1;
@@ -41,7 +37,7 @@ struct Geo {
 }
 
 mod common;
-use common::{host, make_batch, Batch, Req};
+use common::{err, host, make_batch, prepared, Batch, Req};
 
 /// Device buffers of one case.
 struct Dev {
@@ -217,12 +213,6 @@ impl Case {
             error: dev.error.view().map_err(err)?,
         })
     }
-}
-
-fn prepared(dev: &Arc<Device>, plan: &Plan) -> Result<PreparationSession, String> {
-    let mut s = PreparationSession::new(dev).map_err(err)?;
-    s.prepare(&[plan]).map_err(err)?;
-    Ok(s)
 }
 
 /// Downloads both caches as u16 codes and the fault bits.

@@ -23,16 +23,12 @@ use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{
     check_run_allocates_nothing, cosine_diff, reduced_profile, run_gpu_trials, uniform, GpuTrial,
 };
-use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_core::{DType, Device, Error, Scratch, TensorMut, TensorRef};
 use b12x_quant::codec::{e4m3_decode, e4m3_encode};
-use common::{host, make_batch, Batch, Req};
+use common::{err, host, make_batch, prepared, Batch, Req};
 use std::sync::Arc;
 
 type TrialResult = Result<(), String>;
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Geo {
@@ -271,12 +267,6 @@ fn compare(c: &Case, got: &Got, want: &reference::Output) -> TrialResult {
         ));
     }
     Ok(())
-}
-
-fn prepared(dev: &Arc<Device>, plan: &Plan) -> Result<PreparationSession, String> {
-    let mut s = PreparationSession::new(dev).map_err(err)?;
-    s.prepare(&[plan]).map_err(err)?;
-    Ok(s)
 }
 
 fn check(dev: &Arc<Device>, c: &Case) -> TrialResult {

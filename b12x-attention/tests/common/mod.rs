@@ -2,9 +2,11 @@
 #![allow(dead_code)]
 
 use b12x_attention::paging::HostBatch;
+use b12x_core::{Device, OpPlan, PreparationSession};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
 
 /// One request: context length and new tokens.
 pub type Req = (i32, i32);
@@ -60,4 +62,15 @@ pub fn host(b: &Batch, p: usize) -> HostBatch<'_> {
         page_size: p,
         num_pages: b.num_pages,
     }
+}
+
+pub fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// A session that prepared `plan` (one config: nothing is raced).
+pub fn prepared(dev: &Arc<Device>, plan: &dyn OpPlan) -> Result<PreparationSession, String> {
+    let mut s = PreparationSession::new(dev).map_err(err)?;
+    s.prepare(&[plan]).map_err(err)?;
+    Ok(s)
 }
