@@ -25,7 +25,7 @@
 //!   are read on the device, and the split of each request's keys over CTAs is computed there
 //!   from its length, so a captured graph replays correctly after they change.
 //! - Accuracy: f32 accumulation, probabilities rounded to q's dtype for the P·V product, one
-//!   rounding of o: cosine difference ≤ 1e-5 against the f64 oracle ([`reference`]).
+//!   rounding of o: cosine difference ≤ 1e-5 against the f64 oracle ([`reference`](mod@reference)).
 //! - Constraints: `D ∈ {64, 96, 128, 256}`, `P ∈ {16, 32, 64}`, `H / Hkv ≤ 16` (any divisor),
 //!   16-byte aligned rows; `max_q_len` new tokens per request at most (1 for decode plans).
 //! - Kernel ([`KERNEL_NOTE`]): per (request, KV head, 16-row tile) CTAs over chunks of its keys
