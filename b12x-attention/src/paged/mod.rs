@@ -433,6 +433,33 @@ impl Plan {
     }
 }
 
+/// The plans `cargo xtask prepare` prepares by default: Llama-3-8B decode (H 32, Hkv 8, D 128,
+/// P 16), BF16 and E4M3 KV, up to 64 requests of 8k tokens. One config each: preparing loads the
+/// kernels (nothing is raced).
+pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn OpPlan>>> {
+    let mut out: Vec<Box<dyn OpPlan>> = Vec::new();
+    for kv_dtype in [DType::BF16, DType::E4M3] {
+        let q = Query {
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            page_size: 16,
+            q_dtype: DType::BF16,
+            kv_dtype,
+            scale: 1.0 / 128f32.sqrt(),
+            window_left: -1,
+            sinks: false,
+            max_batch: 64,
+            max_tokens: 64,
+            max_q_len: 1,
+            max_pages: 512,
+            num_pages: 64 * 512,
+        };
+        out.push(Box::new(plan(&q, device)?));
+    }
+    Ok(out)
+}
+
 /// The tensors of one call. Shapes and dtypes as in the module docs.
 #[derive(Debug)]
 pub struct Args<'a> {
