@@ -25,7 +25,7 @@ use b12x_core::testing::{
 };
 use b12x_core::{DType, Device, Error, Scratch, TensorMut, TensorRef};
 use b12x_quant::codec::{e4m3_decode, e4m3_encode};
-use common::{err, host, make_batch, prepared, Batch, Req};
+use common::{err, host, make_batch, prepared, Batch, Req, FAULTS};
 use std::sync::Arc;
 
 type TrialResult = Result<(), String>;
@@ -376,17 +376,6 @@ fn trials() -> Vec<GpuTrial> {
     out.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
     out
 }
-
-type Mutate = fn(&mut Batch);
-const FAULTS: &[(&str, Mutate)] = &[
-    ("page_id_past_num_pages", |b| b.pt[1] = b.num_pages as i32),
-    ("negative_page_id", |b| b.pt[b.max_pages] = -7),
-    ("length_past_max_pages", |b| b.lens[1] = (b.max_pages * 16 + 1) as i32),
-    ("negative_length", |b| b.lens[2] = -3),
-    ("more_new_tokens_than_context", |b| b.lens[2] = 0),
-    ("decreasing_cu_seqlens", |b| b.cu[2] = b.cu[1] - 1),
-    ("cu_seqlens_past_rows", |b| b.cu[3] = b.rows as i32 + 1),
-];
 
 /// Capture one decode call, change lengths and page tables in place, replay: equals eager on
 /// the new values and the oracle.

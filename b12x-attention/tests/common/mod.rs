@@ -74,3 +74,16 @@ pub fn prepared(dev: &Arc<Device>, plan: &dyn OpPlan) -> Result<PreparationSessi
     s.prepare(&[plan]).map_err(err)?;
     Ok(s)
 }
+
+/// A way to break a batch's index tensors (on a 3-request batch with P = 16).
+pub type Mutate = fn(&mut Batch);
+/// The untrusted-index cases both GPU suites run: each must be masked and reported.
+pub const FAULTS: &[(&str, Mutate)] = &[
+    ("page_id_past_num_pages", |b| b.pt[1] = b.num_pages as i32),
+    ("negative_page_id", |b| b.pt[b.max_pages] = -7),
+    ("length_past_max_pages", |b| b.lens[1] = (b.max_pages * 16 + 1) as i32),
+    ("negative_length", |b| b.lens[2] = -3),
+    ("more_new_tokens_than_context", |b| b.lens[2] = 0),
+    ("decreasing_cu_seqlens", |b| b.cu[2] = b.cu[1] - 1),
+    ("cu_seqlens_past_rows", |b| b.cu[3] = b.rows as i32 + 1),
+];
