@@ -351,6 +351,14 @@ fn trials() -> Vec<GpuTrial> {
         }
     }
     let g = geo(32, 8, 128, 16);
+    if !reduced {
+        // One request of 32k+3 keys: the plan's most splits (49 on 132 SMs), all merged.
+        for (name, g) in [("bf16", g), ("e4m3_sinks", Geo { kv_dtype: DType::E4M3, sinks: true, ..g })] {
+            out.push(GpuTrial::new(format!("llama3_8b::decode_b1_ctx32k_max_splits::{name}"), move |dev| {
+                check(dev, &case(g, make_batch(&[(32 * 1024 + 3, 1)], 16, 6, 0), 6))
+            }));
+        }
+    }
     out.push(GpuTrial::new("llama3_8b::shared_prefix_pages", move |dev| {
         let mut b = make_batch(&[(100, 1), (100, 1), (70, 3)], 16, 5, 0);
         // Requests 1 and 2 reuse request 0's first four pages (a shared prefix).
