@@ -69,7 +69,8 @@ pub mod reference;
 pub use params::KvAppendParams;
 
 use crate::paging::{check_batch_tensors, require_contiguous};
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::CudaStream;
+use b12x_core::RaceBuffer;
 use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
     Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
@@ -400,23 +401,12 @@ impl OpPlan for Plan {
         let (input, scales) = (row * q.dtype.size_bytes(), q.kv_heads * 4);
         // k, v, k_cache page, v_cache page, scales ×2, page_table row, seq_len, cu, error.
         let sizes = [input, input, page, page, scales, scales, q.max_pages * 4, 4, 8, 4];
-        let offsets: Vec<usize> = sizes
-            .iter()
-            .scan(0usize, |at, &s| {
-                let o = *at;
-                *at = (*at + s).next_multiple_of(256);
-                Some(o)
-            })
-            .collect();
-        let total = offsets[9] + 4;
-        let mut buffer = stream.alloc_zeros::<u8>(total)?;
+        let race = RaceBuffer::new(&self.device, &sizes)?;
         // Zeros elsewhere make a valid batch (page 0; zero scales give saturated or NaN codes,
         // fine for timing): seq_lens = [1], cu_seqlens_q = [0, 1].
-        let one = bytemuck::bytes_of(&1i32);
-        stream.memcpy_htod(one, &mut buffer.slice_mut(offsets[7]..offsets[7] + 4))?;
-        stream.memcpy_htod(one, &mut buffer.slice_mut(offsets[8] + 4..offsets[8] + 8))?;
-        let base = buffer.device_ptr_mut(stream).0;
-        let at = |i: usize| base + offsets[i] as u64;
+        b12x_core::memset_u32(stream, race.ptrs[7], 1, 1)?;
+        b12x_core::memset_u32(stream, race.ptrs[8] + 4, 1, 1)?;
+        let at = |i: usize| race.ptrs[i];
         let e4m3 = q.e4m3();
         let params = KvAppendParams {
             k: at(0),
@@ -440,14 +430,14 @@ impl OpPlan for Plan {
             head_dim: q.head_dim as i32,
             page_size: q.page_size as i32,
         };
-        Ok(Box::new(RaceCase { params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { params, _buffer: race }))
     }
 }
 
 /// What a timing tool launches.
 struct RaceCase {
     params: KvAppendParams,
-    _buffer: CudaSlice<u8>,
+    _buffer: RaceBuffer,
 }
 
 impl BenchCase for RaceCase {

@@ -80,7 +80,8 @@ pub mod reference;
 pub use params::PagedParams;
 
 use crate::paging::{check_batch_tensors, require_contiguous};
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use b12x_core::cudarc::driver::CudaStream;
+use b12x_core::RaceBuffer;
 use b12x_core::{
     require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
     Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
@@ -345,10 +346,9 @@ impl Query {
             ("seq_lens", args.seq_lens.byte_span()),
             ("cu_seqlens_q", args.cu_seqlens_q.byte_span()),
         ];
-        let mut outputs = vec![("o", args.o.byte_span()), ("error", args.error.byte_span())];
-        if let Some(l) = &args.lse {
-            outputs.push(("lse", l.byte_span()));
-        }
+        // An absent lse is an empty span, which overlaps nothing (no allocation on this path).
+        let lse_span = args.lse.as_ref().map_or((0, 0), |l| l.byte_span());
+        let outputs = [("o", args.o.byte_span()), ("error", args.error.byte_span()), ("lse", lse_span)];
         for (i, out) in outputs.iter().enumerate() {
             for input in inputs {
                 require_disjoint(*out, input)?;
@@ -583,20 +583,10 @@ impl OpPlan for Plan {
         // q, o, k page, v page, scales x2, sinks, page_table row, seq_len, cu, error, scratch.
         let scratch = self.scratch.total_bytes();
         let sizes = [row, row, page, page, hkv * 4, hkv * 4, h * 4, q.max_pages * 4, 4, 8, 4, scratch];
-        let offsets: Vec<usize> = sizes
-            .iter()
-            .scan(0usize, |at, &s| {
-                let o = *at;
-                *at = (*at + s).next_multiple_of(1024);
-                Some(o)
-            })
-            .collect();
-        let mut buffer = stream.alloc_zeros::<u8>(offsets[11] + scratch.max(1))?;
-        let one = bytemuck::bytes_of(&1i32);
-        stream.memcpy_htod(one, &mut buffer.slice_mut(offsets[8]..offsets[8] + 4))?;
-        stream.memcpy_htod(one, &mut buffer.slice_mut(offsets[9] + 4..offsets[9] + 8))?;
-        let base = buffer.device_ptr_mut(stream).0;
-        let at = |i: usize| base + offsets[i] as u64;
+        let race = RaceBuffer::new(&self.device, &sizes)?;
+        b12x_core::memset_u32(stream, race.ptrs[8], 1, 1)?;
+        b12x_core::memset_u32(stream, race.ptrs[9] + 4, 1, 1)?;
+        let at = |i: usize| race.ptrs[i];
         let region =
             |name: &str| self.scratch.regions().iter().find(|r| r.name == name).map_or(0, |r| at(11) + r.offset as u64);
         let e4m3 = q.e4m3();
@@ -632,7 +622,7 @@ impl OpPlan for Plan {
             window_left: q.window_left,
             ..PagedParams::default()
         };
-        Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: buffer }))
+        Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: race }))
     }
 }
 
@@ -640,7 +630,7 @@ impl OpPlan for Plan {
 struct RaceCase {
     query: Query,
     params: PagedParams,
-    _buffer: CudaSlice<u8>,
+    _buffer: RaceBuffer,
 }
 
 impl BenchCase for RaceCase {
