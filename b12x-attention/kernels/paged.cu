@@ -275,9 +275,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         const int kv = idx / (16 * (D / 4)), rem = idx % (16 * (D / 4));
         const int key = rem / (D / 4), c4 = rem % (D / 4);
         const uint32_t codes = *reinterpret_cast<const uint32_t*>(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c4 * 4);
-        uint32_t h2[2];
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2[0]) : "h"((unsigned short)(codes & 0xFFFFu)));
-        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2[1]) : "h"((unsigned short)(codes >> 16)));
+        const uint32_t h2[2] = {e4m3x2_to_f16x2((unsigned short)(codes & 0xFFFFu)),
+                                e4m3x2_to_f16x2((unsigned short)(codes >> 16))};
         uint32_t out[2];
 #pragma unroll
         for (int i = 0; i < 2; ++i) {

@@ -26,11 +26,16 @@ __device__ __forceinline__ uint32_t ue4m3(float u) {
   return r & 0xFFu;
 }
 
-// The exact value of an E4M3 / UE4M3 code (through f16, which holds every E4M3 value).
-__device__ __forceinline__ float ue4m3_value(uint32_t code) {
+// Two E4M3 codes (low byte first) -> their exact values as f16x2 (f16 holds every E4M3 value).
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(unsigned short codes) {
   uint32_t h2;
-  const unsigned short c = (unsigned short)code;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(c));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(codes));
+  return h2;
+}
+
+// The exact value of an E4M3 / UE4M3 code (through f16).
+__device__ __forceinline__ float ue4m3_value(uint32_t code) {
+  const uint32_t h2 = e4m3x2_to_f16x2((unsigned short)code);
   return __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu)));
 }
 
