@@ -16,6 +16,10 @@ Cases `bf16_gemv_x8/...` (every GEMV shape but the LM head) time a decode graph'
 each replayed graph holds 8 back-to-back calls, each on its own copy of W (cold weights, as
 consecutive layers); the value is the sample's median / 8, as in the Rust bench's `_x8` rows.
 
+Cases `varlen_prefill/S{S}` (causal) and `varlen_prefill/S4096_full` (not) time SDPA with
+`enable_gqa=True` on one sequence, q [1, 32, S, 128] and k/v [1, 8, S, 128] BF16, as the Rust
+varlen bench's prefill rows.
+
 --quick keeps every case (the benches pick their own subset) and takes 30 samples instead of 50.
 """
 
@@ -45,6 +49,11 @@ DECODE_B = [8, 32, 128]
 DECODE_CTX = [2048, 8192, 32768]
 DECODE_H, DECODE_HKV, DECODE_D = 32, 8, 128
 SDPA = "torch.nn.functional.scaled_dot_product_attention (q_len 1, enable_gqa, contiguous BF16 K/V)"
+# attention.varlen prefill (b12x-attention/benches/varlen.rs): one sequence, Llama-3-8B heads, BF16.
+PREFILL_S = [1024, 4096, 16384]
+PREFILL_FULL_S = 4096  # the non-causal case
+PREFILL_H, PREFILL_HKV, PREFILL_D = 32, 8, 128
+SDPA_PREFILL = "torch.nn.functional.scaled_dot_product_attention (enable_gqa, BF16 [1, H, S, D])"
 
 
 class Timer:
@@ -171,6 +180,19 @@ def main():
                 add(key, SDPA, lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
                 del q, k, v
                 torch.cuda.empty_cache()
+        prefill = [(s, True, f"varlen_prefill/S{s}") for s in PREFILL_S]
+        prefill.append((PREFILL_FULL_S, False, f"varlen_prefill/S{PREFILL_FULL_S}_full"))
+        for s, causal, key in prefill:
+            if args.only and args.only not in key:
+                continue
+            q = torch.randn(1, PREFILL_H, s, PREFILL_D, device=dev, dtype=torch.bfloat16)
+            k = torch.randn(1, PREFILL_HKV, s, PREFILL_D, device=dev, dtype=torch.bfloat16)
+            v = torch.randn(1, PREFILL_HKV, s, PREFILL_D, device=dev, dtype=torch.bfloat16)
+            name = f"{SDPA_PREFILL}, is_causal={causal}"
+            fn = lambda q=q, k=k, v=v, causal=causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            add(key, name, fn)
+            del q, k, v
+            torch.cuda.empty_cache()
     results["_meta"] = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

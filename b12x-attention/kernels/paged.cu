@@ -29,6 +29,7 @@
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
 #include "b12x/quant.cuh"
+#include "attention_mma.cuh"
 #include "paging.cuh"
 
 namespace b12x {
@@ -72,32 +73,6 @@ static_assert(sizeof(PagedParams) == 200, "size must match src/paged/params.rs")
 static_assert(offsetof(PagedParams, q_stride) == 120, "offset must match params.rs");
 static_assert(offsetof(PagedParams, tokens) == 144, "offset must match params.rs");
 static_assert(offsetof(PagedParams, scale_log2) == 188, "offset must match params.rs");
-
-constexpr float kLn2 = 0.6931471805599453f;
-constexpr float kLog2e = 1.4426950408889634f;
-
-template <typename T>
-struct MmaOf;
-template <>
-struct MmaOf<bf16> {
-  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    mma_m16n8k16_bf16_f32(d, a, b);
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-};
-template <>
-struct MmaOf<fp16> {
-  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    mma_m16n8k16_f16_f32(d, a, b);
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-};
 
 // Shared-memory geometry of one variant. Tiles of 16 rows x D elements of T with a 16-byte pad
 // per row (ldmatrix rows land in distinct banks for every D).

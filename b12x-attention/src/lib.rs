@@ -1,9 +1,10 @@
-//! `b12x-attention`: attention over paged KV caches for LLM inference.
+//! `b12x-attention`: attention for LLM inference over paged KV caches and packed sequences.
 //!
 //! | op | module | what |
 //! |---|---|---|
 //! | `attention.kv_append` | [`kv_append`] | writes the new tokens' K and V into their cache pages (BF16/FP16, or E4M3 with per-request, per-KV-head scales) |
 //! | `attention.paged` | [`paged`] | decode / extend attention of new tokens against their paged context (GQA, sinks, sliding window, BF16/FP16/E4M3 KV) |
+//! | `attention.varlen` | [`varlen`] | prefill attention over packed variable-length sequences (causal or not, GQA, sinks, sliding window, BF16/FP16) |
 //!
 //! Every op of this crate shares one description of a batch ([`paging`]): a paged cache
 //! `[num_pages, P, Hkv, D]`, a page table `[B, max_pages] i32`, context lengths
@@ -17,6 +18,7 @@
 pub mod kv_append;
 pub mod paged;
 pub mod paging;
+pub mod varlen;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
 include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
@@ -28,3 +30,7 @@ pub static KV_APPEND_MODULE: b12x_core::KernelModule =
 /// The embedded `kernels/paged.cu`, loaded once per device.
 pub static PAGED_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-attention/paged", fatbin: PAGED_FATBIN, hash: PAGED_HASH };
+
+/// The embedded `kernels/varlen.cu`, loaded once per device.
+pub static VARLEN_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-attention/varlen", fatbin: VARLEN_FATBIN, hash: VARLEN_HASH };

@@ -74,6 +74,13 @@ __device__ __forceinline__ void cp_async_ca_16_zfill(uint32_t s_addr, const void
                : "memory");
 }
 
+// 16-byte global -> shared asynchronous copy bypassing L1; when `valid` is false nothing is read
+// and the 16 shared bytes are zero-filled (src-size 0).
+__device__ __forceinline__ void cp_async_cg_16_zfill(uint32_t s_addr, const void* g_ptr, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s_addr), "l"(g_ptr), "r"(valid ? 16 : 0)
+               : "memory");
+}
+
 // https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-commit-group
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
