@@ -14,12 +14,14 @@
 //   through a 2-stage cp.async ring of (K, V) tiles. Shared tiles are unpadded rows of D
 //   elements with 16-byte chunk c of row r stored at chunk c ^ (r & 7) (ldmatrix conflict-free;
 //   <= 96 KB per CTA so every config runs on SM120). Each warp owns 16 * MT query rows: S = Q K^T
-//   and O += P V with mma.sync m16n8k16 (Q and K by ldmatrix, P from the S registers, V by
-//   ldmatrix.trans), online softmax in base 2 in registers; masks only on blocks crossing the
-//   causal diagonal, the window edge or the sequence end. Keys past the sequence load as zeros.
+//   and O += P V with mma.sync m16n8k16 (Q and K by ldmatrix — Q once per query block into
+//   registers when MT = 1 and D <= 128 —, P from the S registers, V by ldmatrix.trans), online
+//   softmax in base 2 in registers (ex2.approx.ftz; O is rescaled only when some row of the warp
+//   has a new maximum); masks only on blocks crossing the causal diagonal, the window edge or the
+//   sequence end. Keys past the sequence load as zeros.
 //   The packing is untrusted: every CTA checks both cu arrays first (src/varlen/mod.rs).
 // Entry points: b12x_varlen_{bf16,f16}_d{D}_m{BM}_n{BN}_w{WARPS}: d64 m128_n64_w4, m64_n64_w4;
-//   d128 m64_n64_w4, m64_n32_w4, m128_n64_w8; d256 m64_n32_w4.
+//   d128 m64_n64_w4, m64_n32_w4, m128_n64_w8, m128_n32_w8, m128_n32_w4; d256 m64_n32_w4.
 // Oracle: src/varlen/reference.rs
 #include <stddef.h>
 
@@ -62,6 +64,13 @@ static_assert(offsetof(VarlenParams, q_stride) == 72, "offset must match params.
 static_assert(offsetof(VarlenParams, total_q) == 112, "offset must match params.rs");
 static_assert(offsetof(VarlenParams, scale_log2) == 144, "offset must match params.rs");
 
+// 2^x with denormal results flushed to zero (one MUFU.EX2; exp2f adds a denormal-range fixup).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Byte offset of 16-byte chunk c of row r in a swizzled tile of D-element rows.
 template <int D>
 __device__ __forceinline__ uint32_t swz(int r, int c) {
@@ -73,6 +82,8 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
   using Mma = MmaOf<T>;
   constexpr int BM = 16 * MT * WARPS;  // each warp owns 16 * MT rows
   constexpr int kThreads = 32 * WARPS;
+  // 16-row warps at D <= 128 keep their Q fragments in registers (D / 4 of them).
+  constexpr bool kQRegs = MT == 1 && D <= 128;
   constexpr int kChunks = D / 8;
   constexpr int kQBytes = BM * D * 2, kTileBytes = BN * D * 2;
   static_assert(kChunks >= 8, "the swizzle needs >= 8 chunks per row");
@@ -113,8 +124,13 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
   constexpr uint32_t kRowBytes = D * 2;
   const uint32_t sw = (lane & 7) * 16;
   const uint32_t q_row = (warp * 16 * MT + (lane & 15)) * kRowBytes + (lane >> 4) * 16;
-  const uint32_t k_row = ((lane >> 4) * 8 + (lane & 7)) * kRowBytes + ((lane >> 3) & 1) * 16;
-  const uint32_t v_row = (lane & 15) * kRowBytes + (lane >> 4) * 16;
+  // K and V: the 4 swizzled chunk offsets of a row (k16 step & 3); step >> 2 adds 128 bytes.
+  uint32_t k_off[4], v_off[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    k_off[i] = (((lane >> 4) * 8 + (lane & 7)) * kRowBytes + (2 * i + ((lane >> 3) & 1)) * 16) ^ sw;
+    v_off[i] = ((lane & 15) * kRowBytes + (2 * i + (lane >> 4)) * 16) ^ sw;
+  }
 
   for (int j = blockIdx.y; j < n_mblk; j += gridDim.y) {
     const int m0 = (n_mblk - 1 - j) * BM;
@@ -158,23 +174,37 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) m_run[mt][r] = -INFINITY, l_run[mt][r] = 0.0f;
 
+    uint32_t qf[kQRegs ? D / 16 : 1][4];
     if (nb_hi > nb_lo) {
       // Q block (rows past the sequence zero) and the last key block: one group.
-      for (int idx = threadIdx.x; idx < BM * kChunks; idx += kThreads) {
-        const int r = idx / kChunks, c = idx % kChunks;
-        const bool ok = r < rows;
-        cp_async_cg_16_zfill(s_q + swz<D>(r, c), q_base + (long long)(ok ? m0 + r : 0) * p.q_stride + c * 8, ok);
+      {
+        constexpr int kRowsPerPass = kThreads / kChunks;
+        const int r0 = threadIdx.x / kChunks, c = threadIdx.x % kChunks;
+        const T* gq = q_base + (long long)(m0 + r0) * p.q_stride + c * 8;
+#pragma unroll
+        for (int i = 0; i < BM / kRowsPerPass; ++i) {
+          const int r = r0 + i * kRowsPerPass;
+          const bool ok = r < rows;
+          cp_async_cg_16_zfill(s_q + swz<D>(r, c), ok ? gq : q_base, ok);
+          gq += kRowsPerPass * p.q_stride;
+        }
       }
       issue_kv(nb_hi - 1, 0);
       cp_async_commit();
     }
-    for (int n = nb_hi - 1, it = 0; n >= nb_lo; --n, ++it) {
-      const int st = it & 1;
+    for (int n = nb_hi - 1; n >= nb_lo; --n) {
+      const int st = (nb_hi - 1 - n) & 1;
       if (n > nb_lo) issue_kv(n - 1, st ^ 1);
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
       const uint32_t s_k = s_kv + st * 2 * kTileBytes, s_v = s_k + kTileBytes;
+
+      // The warp's Q fragments stay in registers for the whole block row (16-row warps, D <= 128).
+      if (kQRegs && n == nb_hi - 1) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], s_q + ((q_row + kk * 32) ^ sw));
+      }
 
       // S = Q K^T: 16 * MT rows x BN keys per warp.
       float s[MT][BN / 8][4];
@@ -188,12 +218,18 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
       for (int kk = 0; kk < D / 16; ++kk) {
         uint32_t a[MT][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          ldmatrix_x4(a[mt], s_q + ((q_row + mt * 16 * kRowBytes + kk * 32) ^ sw));
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (kQRegs) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[mt][i] = qf[kk][i];
+          } else {
+            ldmatrix_x4(a[mt], s_q + ((q_row + mt * 16 * kRowBytes + kk * 32) ^ sw));
+          }
+        }
 #pragma unroll
         for (int nn = 0; nn < BN / 16; ++nn) {
           uint32_t bk[4];
-          ldmatrix_x4(bk, s_k + ((k_row + nn * 16 * kRowBytes + kk * 32) ^ sw));
+          ldmatrix_x4(bk, s_k + k_off[kk & 3] + nn * 16 * kRowBytes + (kk >> 2) * 128);
           const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -215,13 +251,15 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int key = kb + n8 * 8 + lc + (e & 1);
-              const int t = t_first + warp * 16 * MT + mt * 16 + lr + 8 * (e >> 1);
-              const bool vis = key < k_len && (!causal || key <= t) && (W < 0 || key >= t - W);
+              const int dt = key - (t_first + warp * 16 * MT + mt * 16 + lr + 8 * (e >> 1));  // key - t
+              const bool vis = key < k_len && (!causal || dt <= 0) && (W < 0 || dt >= -W);
               if (!vis) s[mt][n8][e] = -INFINITY;
             }
       }
 
-      // Online softmax (raw logits; base 2 with the scale folded into the exponent).
+      // Online softmax (raw logits; base 2 with the scale folded into the exponent). The O
+      // rescale is skipped when no row of the warp has a new maximum.
+      float corr[MT][2];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -232,7 +270,7 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           const float m_new = fmaxf(m_run[mt][r], mx);
-          const float corr = m_new == -INFINITY ? 1.0f : exp2f((m_run[mt][r] - m_new) * sl2);
+          corr[mt][r] = m_new == m_run[mt][r] ? 1.0f : exp2_ftz((m_run[mt][r] - m_new) * sl2);
           m_run[mt][r] = m_new;
           const float ms = m_new == -INFINITY ? 0.0f : m_new * sl2;
           float sum = 0.0f;
@@ -240,17 +278,26 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
           for (int n8 = 0; n8 < BN / 8; ++n8)
 #pragma unroll
             for (int e = 2 * r; e < 2 * r + 2; ++e) {
-              const float pv = exp2f(fmaf(s[mt][n8][e], sl2, -ms));
+              const float pv = exp2_ftz(fmaf(s[mt][n8][e], sl2, -ms));
               s[mt][n8][e] = pv;
               sum += pv;
             }
-          l_run[mt][r] = l_run[mt][r] * corr + sum;
+          l_run[mt][r] = l_run[mt][r] * corr[mt][r] + sum;
+        }
+      }
+      bool rescale = false;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) rescale |= corr[mt][0] != 1.0f || corr[mt][1] != 1.0f;
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int n = 0; n < D / 8; ++n) {
-            acc[mt][n][2 * r] *= corr;
-            acc[mt][n][2 * r + 1] *= corr;
+            acc[mt][n][0] *= corr[mt][0];
+            acc[mt][n][1] *= corr[mt][0];
+            acc[mt][n][2] *= corr[mt][1];
+            acc[mt][n][3] *= corr[mt][1];
           }
-        }
       }
 
       // O += P V: P (16 keys per k-step) from the S registers, V by ldmatrix.trans.
@@ -267,7 +314,7 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
 #pragma unroll
         for (int nd = 0; nd < D / 16; ++nd) {
           uint32_t bv[4];
-          ldmatrix_x4_trans(bv, s_v + ((v_row + kt * 16 * kRowBytes + nd * 32) ^ sw));
+          ldmatrix_x4_trans(bv, s_v + v_off[nd & 3] + kt * 16 * kRowBytes + (nd >> 2) * 128);
           const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
@@ -326,6 +373,8 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
   B12X_VARLEN(NAME, T, 128, 64, 64, 1, 4, 2)     \
   B12X_VARLEN(NAME, T, 128, 64, 32, 1, 4, 2)     \
   B12X_VARLEN(NAME, T, 128, 128, 64, 1, 8, 1)    \
+  B12X_VARLEN(NAME, T, 128, 128, 32, 1, 8, 1)    \
+  B12X_VARLEN(NAME, T, 128, 128, 32, 2, 4, 2)    \
   B12X_VARLEN(NAME, T, 256, 64, 32, 1, 4, 2)
 
 B12X_VARLEN_ALL(bf16, b12x::bf16)

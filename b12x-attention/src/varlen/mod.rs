@@ -128,12 +128,17 @@ const fn cfg(name: &'static str, bm: usize, bn: usize, warps: usize) -> Config {
 }
 
 /// The configs of a head dim; the first is the default. Each warp owns 16 or 32 query rows
-/// (`BM / warps`); every config fits 99 KB of shared memory and compiles without spills (the
-/// 32-row-per-warp variants at D = 128 spill, so D = 128 shares K/V tiles over 8 warps instead).
+/// (`BM / warps`); every config fits 99 KB of shared memory and compiles without spills (at
+/// D = 128, 32 rows per warp fit the register file only with 32-key blocks; D = 256 keeps 16).
 fn configs(head_dim: usize) -> &'static [Config] {
     const D64: [Config; 2] = [cfg("m128_n64_w4", 128, 64, 4), cfg("m64_n64_w4", 64, 64, 4)];
-    const D128: [Config; 3] =
-        [cfg("m64_n64_w4", 64, 64, 4), cfg("m64_n32_w4", 64, 32, 4), cfg("m128_n64_w8", 128, 64, 8)];
+    const D128: [Config; 5] = [
+        cfg("m64_n64_w4", 64, 64, 4),
+        cfg("m64_n32_w4", 64, 32, 4),
+        cfg("m128_n64_w8", 128, 64, 8),
+        cfg("m128_n32_w8", 128, 32, 8),
+        cfg("m128_n32_w4", 128, 32, 4),
+    ];
     const D256: [Config; 1] = [cfg("m64_n32_w4", 64, 32, 4)];
     match head_dim {
         64 => &D64,
