@@ -53,7 +53,7 @@ fn query() -> Query {
 #[case::max_seqlen_q_past_tokens(Query { max_seqlen_q: 4097, ..query() }, "max_seqlen_q")]
 #[case::max_batch_past_grid_z(Query { max_batch: 65536, ..query() }, "max_batch")]
 #[case::tokens_q_past_i32_indices(Query { max_tokens_q: 1 << 20, max_seqlen_q: 1, ..query() }, "max_tokens_q")]
-#[case::tokens_k_past_i32_indices(Query { max_tokens_k: 1 << 22, ..query() }, "max_tokens_q")]
+#[case::tokens_k_past_i32_indices(Query { max_tokens_k: 1 << 22, ..query() }, "max_tokens_k")]
 fn bad_queries_name_the_field(#[case] q: Query, #[case] field: &str) {
     match q.validate() {
         Err(Error::InvalidQuery { field: f, .. }) => assert_eq!(f, field),

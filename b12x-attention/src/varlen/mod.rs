@@ -221,10 +221,11 @@ impl Query {
                 format!("must be ≤ max_tokens_q = {}, got {}", self.max_tokens_q, self.max_seqlen_q),
             );
         }
-        if self.max_tokens_q * self.heads * self.head_dim > max
-            || self.max_tokens_k * self.kv_heads * self.head_dim > max
-        {
-            return bad("max_tokens_q", "· H · D and max_tokens_k · Hkv · D must fit 32-bit indices".into());
+        if self.max_tokens_q * self.heads * self.head_dim > max {
+            return bad("max_tokens_q", "· H · D must fit 32-bit indices".into());
+        }
+        if self.max_tokens_k * self.kv_heads * self.head_dim > max {
+            return bad("max_tokens_k", "· Hkv · D must fit 32-bit indices".into());
         }
         Ok(())
     }
@@ -513,7 +514,7 @@ impl OpPlan for Plan {
         &self.slot
     }
     fn bench_case(&self, _bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
-        // One sequence of min(capacity, 4096) query and key tokens (zeros), the plan's mask.
+        // One sequence of min(capacity, 4096) query and key tokens (non-zero inputs), the plan's mask.
         let q = &self.query;
         let (h, hkv, d) = (q.heads, q.kv_heads, q.head_dim);
         let tq = q.max_seqlen_q.min(RACE_TOKENS);
@@ -521,6 +522,9 @@ impl OpPlan for Plan {
         let es = q.dtype.size_bytes();
         let sizes = [tq * h * d * es, tk * hkv * d * es, tk * hkv * d * es, h * 4, 8, 8, tq * h * d * es, 4];
         let race = RaceBuffer::new(&self.device, &sizes)?;
+        for region in 0..3 {
+            race.fill_inputs(&self.device, region, q.dtype)?;
+        }
         let stream = self.device.stream();
         b12x_core::memset_u32(stream, race.ptrs[4] + 4, tq as u32, 1)?;
         b12x_core::memset_u32(stream, race.ptrs[5] + 4, tk as u32, 1)?;
