@@ -16,9 +16,10 @@
 //   <= 96 KB per CTA so every config runs on SM120). Each warp owns 16 * MT query rows: S = Q K^T
 //   and O += P V with mma.sync m16n8k16 (Q and K by ldmatrix — Q once per query block into
 //   registers when MT = 1 and D <= 128 —, P from the S registers, V by ldmatrix.trans), online
-//   softmax in base 2 in registers (ex2.approx.ftz; O is rescaled only when some row of the warp
-//   has a new maximum); masks only on blocks crossing the causal diagonal, the window edge or the
-//   sequence end. Keys past the sequence load as zeros.
+//   softmax in base 2 in registers (ex2.approx.ftz; a row's running maximum moves only when a
+//   block exceeds it by more than 2^8 in probability, and O is rescaled only when one moved);
+//   masks only on blocks crossing the causal diagonal, the window edge or the sequence end. Keys
+//   past the sequence load as zeros.
 //   The packing is untrusted: every CTA checks both cu arrays first (src/varlen/mod.rs).
 // Entry points: b12x_varlen_{bf16,f16}_d{D}_m{BM}_n{BN}_w{WARPS}: d64 m128_n64_w4, m64_n64_w4;
 //   d128 m64_n64_w4, m64_n32_w4, m128_n64_w8, m128_n32_w8, m128_n32_w4; d256 m64_n32_w4.
@@ -63,6 +64,9 @@ static_assert(sizeof(VarlenParams) == 152, "size must match src/varlen/params.rs
 static_assert(offsetof(VarlenParams, q_stride) == 72, "offset must match params.rs");
 static_assert(offsetof(VarlenParams, total_q) == 112, "offset must match params.rs");
 static_assert(offsetof(VarlenParams, scale_log2) == 144, "offset must match params.rs");
+
+// Largest log2 of a probability before the running maximum moves (see the softmax below).
+constexpr float kLazyLog2 = 8.0f;
 
 // 2^x with denormal results flushed to zero (one MUFU.EX2; exp2f adds a denormal-range fixup).
 __device__ __forceinline__ float exp2_ftz(float x) {
@@ -269,8 +273,13 @@ __device__ __forceinline__ void varlen_attention(const VarlenParams& p) {
           for (int n8 = 0; n8 < BN / 8; ++n8) mx = fmaxf(mx, fmaxf(s[mt][n8][2 * r], s[mt][n8][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float m_new = fmaxf(m_run[mt][r], mx);
-          corr[mt][r] = m_new == m_run[mt][r] ? 1.0f : exp2_ftz((m_run[mt][r] - m_new) * sl2);
+          // The running maximum moves only when the block's maximum exceeds it by more than
+          // 2^kLazyLog2 in probability (or it was -inf): probabilities stay <= 2^8, exact after the
+          // final division by l, and O is rescaled rarely.
+          const float m_old = m_run[mt][r];
+          const bool move = m_old == -INFINITY || (mx - m_old) * sl2 > kLazyLog2;
+          const float m_new = move ? fmaxf(m_old, mx) : m_old;
+          corr[mt][r] = move && m_new != m_old ? exp2_ftz((m_old - m_new) * sl2) : 1.0f;
           m_run[mt][r] = m_new;
           const float ms = m_new == -INFINITY ? 0.0f : m_new * sl2;
           float sum = 0.0f;
