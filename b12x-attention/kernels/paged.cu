@@ -203,9 +203,18 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int n_blocks = (c_hi - c_lo + 15) / 16;  // c_lo is 16-aligned
   // Issues block j of this warp's ring into stage `st` (16-byte cp.async pieces; one commit
   // group per block); returns whether its page is valid.
+  // Page ids of this warp's blocks, 32 at a time: lane i holds the page of the warp's block
+  // k + i (blocks j = warp + WARPS * k, issued in order), so a block's issue does not wait on
+  // its own page-table load (one exposed load per 32 blocks instead of one per block).
+  int pg_cache = 0, k_issue = 0;
   auto issue = [&](int j, int st) -> bool {
     const int pos0 = c_lo + 16 * j;
-    const int page = __ldg(p.page_table + (long long)b * p.pt_stride + pos0 / p.page_size);
+    if ((k_issue & 31) == 0) {
+      const int jj = j + WARPS * lane;  // < n_blocks: its page index is < ceil(c_hi / P) <= max_pages
+      pg_cache = jj < n_blocks ? __ldg(p.page_table + (long long)b * p.pt_stride + (c_lo + 16 * jj) / p.page_size) : 0;
+    }
+    const int page = __shfl_sync(0xffffffffu, pg_cache, k_issue & 31);
+    ++k_issue;
     const bool ok = page >= 0 && page < p.num_pages;
     if (!ok) {
       if (lane == 0) atomicOr(p.error, kFaultPageId);
