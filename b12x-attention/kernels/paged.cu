@@ -14,10 +14,11 @@
 // Strategy: CTA (split, tile, b*Hkv+g) takes 16 query rows of one request and KV head (the
 //   q_len * G rows of (token, head in group), 16 per tile) and a chunk of the keys they see; its
 //   warps take 16-key blocks in turn (one page each: chunks start on 16-key boundaries), each
-//   streaming its blocks through a 2-stage ring of bulk copies, one per key row of K and V,
-//   completing on one mbarrier per stage (E4M3 codes dequantized to the MMA
-//   type in shared memory), S = Q K^T and O += P V with mma.sync m16n8k16 (P from the S
-//   registers), an online softmax in base 2 per warp; warps merge through shared memory. A
+//   streaming its blocks through a 2-stage ring of 16-byte cp.async pieces (the page ids of a
+//   warp's next 32 blocks fetched in one load), S = Q K^T and O += P V with mma.sync m16n8k16
+//   (P from the S registers), an online softmax in base 2 per warp; warps merge through shared
+//   memory. E4M3 caches: codes converted to f16 in shared memory (one cvt per pair), the MMAs
+//   in f16 with Q stored as f16 * 2^-4 (exact for |q| in [2^-10, 2^20)). A
 //   request's key range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from
 //   the device lengths: the grid is fixed, so a captured graph replays any lengths); split
 //   partials go to scratch and the last CTA to arrive (arrive_tagged) merges them in split
@@ -105,10 +106,24 @@ __device__ __forceinline__ void zero_rows(const PagedParams& p, int row0, int g,
   }
 }
 
+template <bool kF16, typename T>
+struct MmaTypeOf {
+  using type = T;
+};
+template <typename T>
+struct MmaTypeOf<true, T> {
+  using type = fp16;
+};
+
+// E4M3 caches run the MMAs in f16: a code pair converts to f16 x 2 in one instruction, exactly,
+// and Q (bf16) is stored as f16 times kQScaleE4m3 (a power of two: exact for |q| in
+// [2^-10, 2^20), which keeps bf16 q inside f16's range), compensated in the logit scale.
+constexpr float kQScaleE4m3 = 0.0625f;
+
 template <typename T, bool kE4m3, int D, int WARPS>
 __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   using Smem = PagedSmem<T, kE4m3, D, WARPS>;
-  using Mma = MmaOf<T>;
+  using Mma = MmaOf<typename MmaTypeOf<kE4m3, T>::type>;
   constexpr int kPitch = Smem::kPitch;
   extern __shared__ __align__(128) unsigned char s_dyn[];
   __shared__ int s_last;
@@ -173,7 +188,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     t_row[e] = t0 + (tile * 16 + r) / G;
   }
   const float k_scale = kE4m3 ? __ldg(p.k_scale + b * p.kv_heads + g) : 1.0f;
-  const float s_mul = p.scale_log2 * k_scale;
+  const float s_mul = p.scale_log2 * k_scale * (kE4m3 ? 1.0f / kQScaleE4m3 : 1.0f);
 
   float acc[D / 8][4];
 #pragma unroll
@@ -193,6 +208,13 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         const int rr = tile * 16 + r;
         const int row = row0 + rr / G, h = g * G + rr % G;
         v = ld_global_v16(static_cast<const T*>(p.q) + row * p.q_stride + h * D + c * 8);
+        if constexpr (kE4m3) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.w[i]));
+            v.w[i] = Mma::pack(f.x * kQScaleE4m3, f.y * kQScaleE4m3);
+          }
+        }
       }
       *reinterpret_cast<Vec16*>(s_q + (r * kPitch + c * 8) * 2) = v;
     }
@@ -253,21 +275,14 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     const unsigned char* k_tile;
     const unsigned char* v_tile;
     if constexpr (kE4m3) {
-      // Codes -> T in the converted pair (E4M3 values are exact in bf16 and f16).
+      // Codes -> f16 in the converted pair (E4M3 values are exact in f16; one cvt per pair).
       unsigned char* conv = s_warp + 4 * Smem::kRaw;
       for (int idx = lane; idx < 2 * 16 * (D / 4); idx += 32) {
         const int kv = idx / (16 * (D / 4)), rem = idx % (16 * (D / 4));
         const int key = rem / (D / 4), c4 = rem % (D / 4);
         const uint32_t codes = *reinterpret_cast<const uint32_t*>(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c4 * 4);
-        const uint32_t h2[2] = {e4m3x2_to_f16x2((unsigned short)(codes & 0xFFFFu)),
-                                e4m3x2_to_f16x2((unsigned short)(codes >> 16))};
-        uint32_t out[2];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2[i]));
-          out[i] = Mma::pack(f.x, f.y);
-        }
-        *reinterpret_cast<uint2*>(conv + kv * Smem::kTile + (key * kPitch + c4 * 4) * 2) = make_uint2(out[0], out[1]);
+        *reinterpret_cast<uint2*>(conv + kv * Smem::kTile + (key * kPitch + c4 * 4) * 2) =
+            make_uint2(e4m3x2_to_f16x2((unsigned short)(codes & 0xFFFFu)), e4m3x2_to_f16x2((unsigned short)(codes >> 16)));
       }
       __syncwarp();
       k_tile = conv;

@@ -24,8 +24,10 @@
 //! - Graphs: B and the tensors' shapes are host values; lengths, page tables, scales and sinks
 //!   are read on the device, and the split of each request's keys over CTAs is computed there
 //!   from its length, so a captured graph replays correctly after they change.
-//! - Accuracy: f32 accumulation, probabilities rounded to q's dtype for the P·V product, one
-//!   rounding of o: cosine difference ≤ 1e-5 against the f64 oracle ([`reference`](mod@reference)).
+//! - Accuracy: f32 accumulation, probabilities rounded to q's dtype for the P·V product (f16 with
+//!   E4M3 caches, whose MMAs run in f16: q is stored as f16 · 2⁻⁴, exact for |q| in
+//!   [2⁻¹⁰, 2²⁰) — larger |q| overflows), one rounding of o: cosine difference ≤ 1e-5 (2e-5 with
+//!   E4M3) against the f64 oracle ([`reference`](mod@reference)).
 //! - Constraints: `D ∈ {64, 96, 128, 256}`, `P ∈ {16, 32, 64}`, `H / Hkv ≤ 16` (any divisor),
 //!   16-byte aligned rows; `max_q_len` new tokens per request at most (1 for decode plans).
 //! - Kernel ([`KERNEL_NOTE`]): per (request, KV head, 16-row tile) CTAs over chunks of its keys
@@ -91,7 +93,8 @@ use std::sync::Arc;
 /// The op id.
 pub const OP: &str = "attention.paged";
 /// What the kernel does, in one line (for docs and `cargo xtask ops`).
-pub const KERNEL_NOTE: &str = "split-KV mma.sync, 16-key blocks per warp through a 2-stage ring of per-row bulk copies";
+pub const KERNEL_NOTE: &str =
+    "split-KV mma.sync, 16-key blocks per warp through a 2-stage cp.async ring; E4M3 KV converted to f16, f16 MMAs";
 /// Head dims with a kernel.
 pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
 /// Page sizes the plan accepts.

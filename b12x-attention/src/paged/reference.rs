@@ -152,7 +152,7 @@ pub fn paged(
 /// accumulation and one rounding of o to bf16 give ~1e-6; 1e-5 is the metric).
 pub fn cosine_bound(kv_e4m3: bool) -> f64 {
     // E4M3 K/V: the GPU sees the same code values as the oracle (no extra rounding of K/V),
-    // but P is rounded to bf16 before P·V: same order of error.
+    // but P is rounded to f16 before P·V (the E4M3 MMAs run in f16): same order of error.
     if kv_e4m3 {
         2e-5
     } else {
