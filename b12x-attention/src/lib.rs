@@ -15,6 +15,7 @@
 //! affects are masked and a bit is set in a caller-visible error word ([`paging::ErrorWord`],
 //! [`paging::Faults`]).
 
+mod checks;
 pub mod kv_append;
 pub mod paged;
 pub mod paging;

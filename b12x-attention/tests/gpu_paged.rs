@@ -496,6 +496,18 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
             a.o = unsafe { TensorMut::from_raw(p, &[2, 32, 128], &[4096, 128, 1], DType::BF16) }.map_err(err)?;
             Ok(())
         }),
+        ("lse overlaps sinks", |a| {
+            let p = a.sinks.as_ref().map(|t| t.ptr()).ok_or("the case has sinks")?;
+            // SAFETY: never dereferenced: `run` must refuse it (it starts at the sinks).
+            a.lse = Some(unsafe { TensorMut::from_raw(p, &[2, 32], &[32, 1], DType::F32) }.map_err(err)?);
+            Ok(())
+        }),
+        ("error overlaps k_scale", |a| {
+            let p = a.k_scale.as_ref().map(|t| t.ptr()).ok_or("the case has scales")?;
+            // SAFETY: the first element of the scale buffer.
+            a.error = unsafe { TensorMut::from_raw(p, &[1], &[1], DType::I32) }.map_err(err)?;
+            Ok(())
+        }),
         ("cache wrong page size", |a| {
             let p = a.k_cache.ptr();
             a.k_cache = unsafe { TensorRef::from_raw(p, &[1, 32, 8, 128], &[32768, 1024, 128, 1], DType::E4M3) }

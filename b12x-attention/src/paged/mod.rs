@@ -85,8 +85,8 @@ use crate::paging::{check_batch_tensors, require_contiguous};
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::RaceBuffer;
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, Result, Scratch,
+    ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -185,24 +185,18 @@ impl Query {
                 ),
             );
         }
-        if !(self.scale.is_finite() && self.scale > 0.0) {
-            return bad("scale", format!("must be finite and > 0, got {}", self.scale));
-        }
-        if self.window_left < -1 {
-            return bad("window_left", format!("must be ≥ 0, or −1 for no window, got {}", self.window_left));
-        }
+        crate::checks::scale_and_window(OP, self.scale, self.window_left)?;
+        crate::checks::capacities(
+            OP,
+            &[
+                ("max_batch", self.max_batch),
+                ("max_tokens", self.max_tokens),
+                ("max_q_len", self.max_q_len),
+                ("max_pages", self.max_pages),
+                ("num_pages", self.num_pages),
+            ],
+        )?;
         let max = i32::MAX as usize;
-        for (field, v) in [
-            ("max_batch", self.max_batch),
-            ("max_tokens", self.max_tokens),
-            ("max_q_len", self.max_q_len),
-            ("max_pages", self.max_pages),
-            ("num_pages", self.num_pages),
-        ] {
-            if v == 0 || v > max {
-                return bad(field, format!("must be in 1..={max}, got {v}"));
-            }
-        }
         if self.max_batch * self.kv_heads > 65535 {
             return bad(
                 "max_batch",
@@ -302,64 +296,30 @@ impl Query {
                 }
             }
         }
-        match (&args.sinks, self.sinks) {
-            (Some(s), true) => {
-                s.expect("sinks", "[H]", DType::F32, &[h])?;
-                require_contiguous("sinks", s)?;
-            }
-            (None, false) => {}
-            (s, on) => {
-                let expected = if on { format!("[H] = [{h}] (the plan has sinks)") } else { "none (no sinks)".into() };
-                return Err(Error::Shape {
-                    tensor: "sinks",
-                    expected,
-                    actual: s.map(|s| s.shape().to_vec()).unwrap_or_default(),
-                });
-            }
-        }
-        let row_stride = |name: &'static str, s: &[isize]| -> Result<i64> {
-            if s[2] != 1 || s[1] != d as isize || (t > 1 && s[0] < (h * d) as isize) {
-                let reason = "heads must be contiguous within a row ([s, D, 1], s ≥ H·D)".into();
-                return Err(Error::Stride { tensor: name, strides: s.to_vec(), reason });
-            }
-            Ok(s[0] as i64)
-        };
-        let q_stride = row_stride("q", args.q.strides())?;
-        let o_stride = row_stride("o", args.o.strides())?;
+        crate::checks::sinks(&args.sinks, self.sinks, h)?;
+        let q_stride = crate::checks::heads_row_stride("q", args.q.strides(), t, h, d)?;
+        let o_stride = crate::checks::heads_row_stride("o", args.o.strides(), t, h, d)?;
         args.q.require_aligned("q", 16)?;
         args.o.require_aligned("o", 16)?;
-        let lse_stride = match &args.lse {
-            Some(l) => {
-                l.expect("lse", "[total_q, H]", DType::F32, &[t, h])?;
-                if l.strides()[1] != 1 || (t > 1 && l.strides()[0] < h as isize) {
-                    let reason = "expected [s, 1] with s ≥ H".into();
-                    return Err(Error::Stride { tensor: "lse", strides: l.strides().to_vec(), reason });
-                }
-                l.strides()[0] as i64
-            }
-            None => 0,
-        };
+        let lse_stride = crate::checks::lse_row_stride(&args.lse, t, h)?;
         args.error.expect("error", "[1]", DType::I32, &[1])?;
-        // Outputs must not overlap any input or each other.
+        // Outputs must not overlap any input or each other (absent tensors: empty spans, no
+        // allocation on this path).
+        let span = |x: &Option<TensorRef<'_>>| x.as_ref().map_or((0, 0), |x| x.byte_span());
         let inputs = [
             ("q", args.q.byte_span()),
             ("k_cache", args.k_cache.byte_span()),
             ("v_cache", args.v_cache.byte_span()),
+            ("k_scale", span(&args.k_scale)),
+            ("v_scale", span(&args.v_scale)),
+            ("sinks", span(&args.sinks)),
             ("page_table", args.page_table.byte_span()),
             ("seq_lens", args.seq_lens.byte_span()),
             ("cu_seqlens_q", args.cu_seqlens_q.byte_span()),
         ];
-        // An absent lse is an empty span, which overlaps nothing (no allocation on this path).
         let lse_span = args.lse.as_ref().map_or((0, 0), |l| l.byte_span());
         let outputs = [("o", args.o.byte_span()), ("error", args.error.byte_span()), ("lse", lse_span)];
-        for (i, out) in outputs.iter().enumerate() {
-            for input in inputs {
-                require_disjoint(*out, input)?;
-            }
-            for other in &outputs[i + 1..] {
-                require_disjoint(*out, *other)?;
-            }
-        }
+        crate::checks::outputs_disjoint(&inputs, &outputs)?;
         Ok(PagedParams {
             q: args.q.ptr(),
             k_cache: args.k_cache.ptr(),

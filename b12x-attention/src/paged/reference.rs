@@ -51,6 +51,18 @@ pub struct Output {
     pub faults: u32,
 }
 
+impl Output {
+    /// Nothing written yet: `o = 0`, `lse = −inf`, no faults, for `rows` packed rows.
+    pub fn new(rows: usize, heads: usize, head_dim: usize) -> Self {
+        Output {
+            o: vec![0.0; rows * heads * head_dim],
+            lse: vec![f64::NEG_INFINITY; rows * heads],
+            written: vec![false; rows * heads],
+            faults: 0,
+        }
+    }
+}
+
 /// The visible key positions of a row at position `t` (context length `len`).
 pub fn visible(t: usize, window_left: i32) -> std::ops::RangeInclusive<usize> {
     let lo = if window_left >= 0 { t.saturating_sub(window_left as usize) } else { 0 };
@@ -73,12 +85,7 @@ pub fn paged(
     let (h_n, d_n) = (g.heads, g.head_dim);
     let group = g.heads / g.kv_heads;
     let rows = batch.total_q;
-    let mut out = Output {
-        o: vec![0.0; rows * h_n * d_n],
-        lse: vec![f64::NEG_INFINITY; rows * h_n],
-        written: vec![false; rows * h_n],
-        faults: 0,
-    };
+    let mut out = Output::new(rows, h_n, d_n);
     if !batch.layout_ok() {
         out.faults = FAULT_QUERY_LAYOUT;
         out.written.fill(true);

@@ -82,8 +82,8 @@ pub use params::VarlenParams;
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::RaceBuffer;
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Selected, TensorMut, TensorRef,
+    resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, Result, Selected,
+    TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -195,23 +195,17 @@ impl Query {
         if self.heads > 65535 {
             return bad("heads", format!("must be ≤ 65535 (grid x), got {}", self.heads));
         }
-        if !(self.scale.is_finite() && self.scale > 0.0) {
-            return bad("scale", format!("must be finite and > 0, got {}", self.scale));
-        }
-        if self.window_left < -1 {
-            return bad("window_left", format!("must be ≥ 0, or −1 for no window, got {}", self.window_left));
-        }
+        crate::checks::scale_and_window(OP, self.scale, self.window_left)?;
+        crate::checks::capacities(
+            OP,
+            &[
+                ("max_batch", self.max_batch),
+                ("max_tokens_q", self.max_tokens_q),
+                ("max_tokens_k", self.max_tokens_k),
+                ("max_seqlen_q", self.max_seqlen_q),
+            ],
+        )?;
         let max = i32::MAX as usize;
-        for (field, v) in [
-            ("max_batch", self.max_batch),
-            ("max_tokens_q", self.max_tokens_q),
-            ("max_tokens_k", self.max_tokens_k),
-            ("max_seqlen_q", self.max_seqlen_q),
-        ] {
-            if v == 0 || v > max {
-                return bad(field, format!("must be in 1..={max}, got {v}"));
-            }
-        }
         if self.max_batch > 65535 {
             return bad("max_batch", format!("must be ≤ 65535 (grid z), got {}", self.max_batch));
         }
@@ -277,49 +271,19 @@ impl Query {
                 return Err(Error::Capacity { what: "max_seqlen_q (hint)", got: m, capacity: self.max_tokens_q });
             }
         }
-        match (&args.sinks, self.sinks) {
-            (Some(s), true) => {
-                s.expect("sinks", "[H]", DType::F32, &[h])?;
-                crate::paging::require_contiguous("sinks", s)?;
-            }
-            (None, false) => {}
-            (s, on) => {
-                let expected = if on { format!("[H] = [{h}] (the plan has sinks)") } else { "none (no sinks)".into() };
-                return Err(Error::Shape {
-                    tensor: "sinks",
-                    expected,
-                    actual: s.map(|s| s.shape().to_vec()).unwrap_or_default(),
-                });
-            }
-        }
-        let row_stride = |name: &'static str, s: &[isize], rows: usize, heads: usize| -> Result<i64> {
-            if s[2] != 1 || s[1] != d as isize || (rows > 1 && s[0] < (heads * d) as isize) {
-                let reason = format!("heads must be contiguous within a row ([s, D, 1], s ≥ {heads}·D)");
-                return Err(Error::Stride { tensor: name, strides: s.to_vec(), reason });
-            }
-            Ok(s[0] as i64)
-        };
-        let q_stride = row_stride("q", args.q.strides(), tq, h)?;
-        let k_stride = row_stride("k", args.k.strides(), tk, hkv)?;
-        let v_stride = row_stride("v", args.v.strides(), tk, hkv)?;
-        let o_stride = row_stride("o", args.o.strides(), tq, h)?;
+        crate::checks::sinks(&args.sinks, self.sinks, h)?;
+        let q_stride = crate::checks::heads_row_stride("q", args.q.strides(), tq, h, d)?;
+        let k_stride = crate::checks::heads_row_stride("k", args.k.strides(), tk, hkv, d)?;
+        let v_stride = crate::checks::heads_row_stride("v", args.v.strides(), tk, hkv, d)?;
+        let o_stride = crate::checks::heads_row_stride("o", args.o.strides(), tq, h, d)?;
         args.q.require_aligned("q", 16)?;
         args.k.require_aligned("k", 16)?;
         args.v.require_aligned("v", 16)?;
         args.o.require_aligned("o", 16)?;
-        let lse_stride = match &args.lse {
-            Some(l) => {
-                l.expect("lse", "[total_q, H]", DType::F32, &[tq, h])?;
-                if l.strides()[1] != 1 || (tq > 1 && l.strides()[0] < h as isize) {
-                    let reason = "expected [s, 1] with s ≥ H".into();
-                    return Err(Error::Stride { tensor: "lse", strides: l.strides().to_vec(), reason });
-                }
-                l.strides()[0] as i64
-            }
-            None => 0,
-        };
+        let lse_stride = crate::checks::lse_row_stride(&args.lse, tq, h)?;
         args.error.expect("error", "[1]", DType::I32, &[1])?;
-        // Outputs must not overlap any input or each other.
+        // Outputs must not overlap any input or each other (absent tensors: empty spans, no
+        // allocation on this path).
         let sinks_span = args.sinks.as_ref().map_or((0, 0), |s| s.byte_span());
         let inputs = [
             ("q", args.q.byte_span()),
@@ -329,17 +293,9 @@ impl Query {
             ("cu_seqlens_k", args.cu_seqlens_k.byte_span()),
             ("sinks", sinks_span),
         ];
-        // An absent lse is an empty span, which overlaps nothing (no allocation on this path).
         let lse_span = args.lse.as_ref().map_or((0, 0), |l| l.byte_span());
         let outputs = [("o", args.o.byte_span()), ("error", args.error.byte_span()), ("lse", lse_span)];
-        for (i, out) in outputs.iter().enumerate() {
-            for input in inputs {
-                require_disjoint(*out, input)?;
-            }
-            for other in &outputs[i + 1..] {
-                require_disjoint(*out, *other)?;
-            }
-        }
+        crate::checks::outputs_disjoint(&inputs, &outputs)?;
         Ok(VarlenParams {
             q: args.q.ptr(),
             k: args.k.ptr(),

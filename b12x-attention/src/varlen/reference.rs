@@ -49,18 +49,8 @@ impl HostPacking<'_> {
     }
 }
 
-/// What the op writes for every packed row and head.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Output {
-    /// `[total_q, H, D]`.
-    pub o: Vec<f64>,
-    /// `[total_q, H]` (natural log; includes the sink; −inf for a row without keys or sink).
-    pub lse: Vec<f64>,
-    /// Rows (packed row, head) the op writes (the others are padding, untouched): `[total_q, H]`.
-    pub written: Vec<bool>,
-    /// Fault bits (`crate::paging`).
-    pub faults: u32,
-}
+/// What the op writes for every packed row and head (the same record as `attention.paged`'s oracle).
+pub use crate::paged::reference::Output;
 
 /// The keys `[lo, hi)` visible to query row i of a sequence with `q_len` queries and `k_len`
 /// keys (position `t = k_len − q_len + i`, which may be negative: then a causal row sees nothing).
@@ -79,12 +69,7 @@ pub fn varlen(pack: &HostPacking<'_>, g: &Geometry, q: &[f32], k: &[f32], v: &[f
     let (h_n, hkv, d_n) = (g.heads, g.kv_heads, g.head_dim);
     let group = h_n / hkv;
     let rows = pack.total_q;
-    let mut out = Output {
-        o: vec![0.0; rows * h_n * d_n],
-        lse: vec![f64::NEG_INFINITY; rows * h_n],
-        written: vec![false; rows * h_n],
-        faults: 0,
-    };
+    let mut out = Output::new(rows, h_n, d_n);
     if !pack.layout_ok() {
         out.faults = FAULT_QUERY_LAYOUT;
         out.written.fill(true);
