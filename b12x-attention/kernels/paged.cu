@@ -447,26 +447,47 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   __threadfence();
   const float* all = p.partials + slot * p.max_splits * 16 * D;
   const float* all_ml = p.partial_ml + slot * p.max_splits * 32;
-  // Merged (m, l) of each row over the splits, in split order, into the merged slots.
+  // Every split's (m, l) of the tile's rows -> shared memory in one round of independent loads
+  // (the O area is free: this CTA's partial went to scratch), then per row the merged (m, l)
+  // and each split's weight 2^(m_sp - m), in split order. Shared use: 3 * splits * tile_rows
+  // <= 3 * 64 * 16 floats <= WARPS * 16 * D.
+  const int n_ml = splits * tile_rows;
+  float* s_pml = s_o;            // [splits][tile_rows][2]
+  float* s_w = s_o + 2 * n_ml;   // [splits][tile_rows]
+  for (int i = threadIdx.x; i < 2 * n_ml; i += blockDim.x) {
+    const int sp = i / (2 * tile_rows);
+    s_pml[i] = __ldcg(all_ml + sp * 32 + i % (2 * tile_rows));
+  }
+  __syncthreads();
   float* s_m = s_ml + WARPS * 32;
   if (threadIdx.x < tile_rows) {
     const int r = threadIdx.x;
     float m = -INFINITY, l = 0.0f;
-    for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, __ldcg(all_ml + sp * 32 + r * 2));
-    if (m != -INFINITY)
-      for (int sp = 0; sp < splits; ++sp)
-        l += exp2f(__ldcg(all_ml + sp * 32 + r * 2) - m) * __ldcg(all_ml + sp * 32 + r * 2 + 1);
+    for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, s_pml[(sp * tile_rows + r) * 2]);
+    for (int sp = 0; sp < splits; ++sp) {
+      const float w = m == -INFINITY ? 0.0f : exp2f(s_pml[(sp * tile_rows + r) * 2] - m);
+      s_w[sp * tile_rows + r] = w;
+      l += w * s_pml[(sp * tile_rows + r) * 2 + 1];
+    }
     s_m[r * 2] = m;
     s_m[r * 2 + 1] = l;
   }
   __syncthreads();
   finish(
       [&](int r, int d) {
-        const float m = s_m[r * 2];
-        if (m == -INFINITY) return 0.0f;
+        if (s_m[r * 2] == -INFINITY) return 0.0f;
+        // Sum in split order; four loads in flight at a time.
+        const float* src = all + r * D + d;
         float o = 0.0f;
-        for (int sp = 0; sp < splits; ++sp)
-          o += exp2f(__ldcg(all_ml + sp * 32 + r * 2) - m) * __ldcg(all + sp * 16 * D + r * D + d);
+        int sp = 0;
+        for (; sp + 4 <= splits; sp += 4) {
+          float a[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[i] = __ldcg(src + (sp + i) * 16 * D);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) o += s_w[(sp + i) * tile_rows + r] * a[i];
+        }
+        for (; sp < splits; ++sp) o += s_w[sp * tile_rows + r] * __ldcg(src + sp * 16 * D);
         return o;
       },
       [&](int r, int i) { return s_m[r * 2 + i]; });
