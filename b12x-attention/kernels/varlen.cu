@@ -9,9 +9,9 @@
 //   lse [Tq, H] f32 (row stride lse_stride; optional)   error [1] u32.
 // Constraints: D in {64, 128, 256}; BM = 16 * MT * WARPS query rows (MT m16 tiles per warp).
 // Strategy (FlashAttention-2's forward): CTA (h, y, b) of WARPS warps takes query blocks
-//   nblk-1-y, nblk-1-y-gridDim.y, ... of sequence b and head h (the heaviest causal blocks first); the BM x D query block
-//   sits in shared memory, the visible key blocks of BN keys stream from the last to the first
-//   through a 2-stage cp.async ring of (K, V) tiles. Shared tiles are unpadded rows of D
+//   nblk-1-y, nblk-1-y-gridDim.y, ... of sequence b and head h (the heaviest causal blocks
+//   first); the BM x D query block sits in shared memory, the visible key blocks of BN keys
+//   stream from the last to the first through a 2-stage cp.async ring of (K, V) tiles. Shared tiles are unpadded rows of D
 //   elements with 16-byte chunk c of row r stored at chunk c ^ (r & 7) (ldmatrix conflict-free;
 //   <= 96 KB per CTA so every config runs on SM120). Each warp owns 16 * MT query rows: S = Q K^T
 //   and O += P V with mma.sync m16n8k16 (Q and K by ldmatrix — Q once per query block into
