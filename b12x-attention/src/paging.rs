@@ -104,6 +104,12 @@ impl ErrorWord {
     }
 }
 
+/// Whether `cu [B + 1]` packs `rows` rows validly: `0 ≤ cu[0] ≤ … ≤ cu[B] ≤ rows` (the CPU side
+/// of `packing_ok` in `kernels/paging.cuh`).
+pub fn packing_ok(cu: &[i32], batch: usize, rows: usize) -> bool {
+    cu.len() == batch + 1 && cu[0] >= 0 && cu.windows(2).all(|w| w[0] <= w[1]) && (cu[batch] as i64) <= rows as i64
+}
+
 /// Host copies of a batch's index tensors: the CPU side of the rules above, shared by the
 /// oracles (and usable by engines to validate a batch before uploading it).
 #[derive(Clone, Copy, Debug)]
@@ -138,11 +144,7 @@ impl HostBatch<'_> {
     }
     /// Whether `cu_seqlens_q` packs the rows validly (else the whole batch is masked).
     pub fn layout_ok(&self) -> bool {
-        let cu = self.cu_seqlens_q;
-        cu.len() == self.batch() + 1
-            && cu[0] >= 0
-            && cu.windows(2).all(|w| w[0] <= w[1])
-            && (cu[self.batch()] as i64) <= self.total_q as i64
+        packing_ok(self.cu_seqlens_q, self.batch(), self.total_q)
     }
     /// Request b when it is valid, with the faults it raises otherwise (the layout is assumed ok).
     pub fn request(&self, b: usize) -> std::result::Result<Request, u32> {

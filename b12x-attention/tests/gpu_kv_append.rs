@@ -21,8 +21,6 @@ use b12x_core::testing::{check_run_allocates_nothing, reduced_profile, run_gpu_t
 use b12x_core::{DType, Device, Error, Scratch, TensorMut, TensorRef};
 use std::sync::Arc;
 
-type TrialResult = Result<(), String>;
-
 /// Poison of the caches before a run: an element no run writes by accident.
 const POISON16: u16 = 0x7fb1;
 const POISON8: u8 = 0xa5;
@@ -37,7 +35,7 @@ struct Geo {
 }
 
 mod common;
-use common::{err, host, make_batch, prepared, Batch, Req, FAULTS};
+use common::{err, host, make_batch, prepared, Batch, Req, TrialResult, FAULTS};
 
 /// Device buffers of one case.
 struct Dev {
@@ -65,12 +63,7 @@ struct Case {
 
 fn case(g: Geo, batch: Batch, seed: u64, row_stride: usize) -> Case {
     let n = batch.rows * row_stride;
-    let round = |v: Vec<f32>| -> Vec<f32> {
-        match g.dtype {
-            DType::BF16 => v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect(),
-            _ => v.iter().map(|&x| f16::from_f32(x).to_f32()).collect(),
-        }
-    };
+    let round = |v: Vec<f32>| common::round(g.dtype, v);
     // Values up to ±600: with scales around 0.5..2 some E4M3 codes saturate.
     let mut k = round(uniform(seed, n, -600.0, 600.0));
     if n > 3 {

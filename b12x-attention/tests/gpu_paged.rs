@@ -25,10 +25,8 @@ use b12x_core::testing::{
 };
 use b12x_core::{DType, Device, Error, Scratch, TensorMut, TensorRef};
 use b12x_quant::codec::{e4m3_decode, e4m3_encode};
-use common::{err, host, make_batch, prepared, Batch, Req, FAULTS};
+use common::{err, host, make_batch, prepared, round, Batch, Req, TrialResult, FAULTS};
 use std::sync::Arc;
-
-type TrialResult = Result<(), String>;
 
 #[derive(Clone, Copy, Debug)]
 struct Geo {
@@ -53,13 +51,6 @@ struct Case {
     k_scale: Vec<f32>,
     v_scale: Vec<f32>,
     sinks: Vec<f32>,
-}
-
-fn round(dtype: DType, v: Vec<f32>) -> Vec<f32> {
-    match dtype {
-        DType::BF16 => v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect(),
-        _ => v.iter().map(|&x| f16::from_f32(x).to_f32()).collect(),
-    }
 }
 
 fn case(g: Geo, batch: Batch, seed: u64) -> Case {

@@ -39,10 +39,8 @@ use b12x_core::testing::{
     check_run_allocates_nothing, cosine_diff, reduced_profile, run_gpu_trials, uniform, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, SelectionSource, TensorMut, TensorRef};
-use common::{err, prepared};
+use common::{err, prepared, round, TrialResult};
 use std::sync::Arc;
-
-type TrialResult = Result<(), String>;
 
 #[derive(Clone, Copy, Debug)]
 struct Geo {
@@ -119,13 +117,6 @@ struct Case {
     k: Vec<f32>,
     v: Vec<f32>,
     sinks: Vec<f32>,
-}
-
-fn round(dtype: DType, v: Vec<f32>) -> Vec<f32> {
-    match dtype {
-        DType::BF16 => v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect(),
-        _ => v.iter().map(|&x| f16::from_f32(x).to_f32()).collect(),
-    }
 }
 
 /// A case over `pk` with tight strides, the longest sequence as plan capacity and hint.

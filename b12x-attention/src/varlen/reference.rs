@@ -5,7 +5,7 @@
 //! P·V and rounds `o` once, so comparisons use [`crate::paged::reference::cosine_bound`] and
 //! [`crate::paged::reference::elementwise_bound`] (the same kernel arithmetic).
 
-use crate::paging::FAULT_QUERY_LAYOUT;
+use crate::paging::{packing_ok, FAULT_QUERY_LAYOUT};
 
 /// The static geometry and math options of a call.
 #[derive(Clone, Copy, Debug)]
@@ -39,13 +39,8 @@ impl HostPacking<'_> {
     /// Whether both arrays pack their rows validly: `0 ≤ cu[0] ≤ … ≤ cu[B] ≤ total` (else the
     /// whole batch is masked with [`FAULT_QUERY_LAYOUT`]).
     pub fn layout_ok(&self) -> bool {
-        let ok = |cu: &[i32], total: usize| {
-            cu.len() == self.batch() + 1
-                && cu[0] >= 0
-                && cu.windows(2).all(|w| w[0] <= w[1])
-                && (cu[self.batch()] as i64) <= total as i64
-        };
-        ok(self.cu_seqlens_q, self.total_q) && ok(self.cu_seqlens_k, self.total_k)
+        packing_ok(self.cu_seqlens_q, self.batch(), self.total_q)
+            && packing_ok(self.cu_seqlens_k, self.batch(), self.total_k)
     }
 }
 

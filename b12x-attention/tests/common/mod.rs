@@ -2,7 +2,8 @@
 #![allow(dead_code)]
 
 use b12x_attention::paging::HostBatch;
-use b12x_core::{Device, OpPlan, PreparationSession};
+use b12x_core::half::{bf16, f16};
+use b12x_core::{DType, Device, OpPlan, PreparationSession};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -61,6 +62,17 @@ pub fn host(b: &Batch, p: usize) -> HostBatch<'_> {
         total_q: b.rows,
         page_size: p,
         num_pages: b.num_pages,
+    }
+}
+
+/// What a GPU trial returns.
+pub type TrialResult = Result<(), String>;
+
+/// `v` rounded to `dtype` (bf16, else f16) and back: the values the GPU sees.
+pub fn round(dtype: DType, v: Vec<f32>) -> Vec<f32> {
+    match dtype {
+        DType::BF16 => v.iter().map(|&x| bf16::from_f32(x).to_f32()).collect(),
+        _ => v.iter().map(|&x| f16::from_f32(x).to_f32()).collect(),
     }
 }
 
