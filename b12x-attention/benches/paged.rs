@@ -12,6 +12,9 @@
 //! `enable_gqa=True` on the same geometry laid out contiguously), keyed `paged_decode/B{b}_ctx{c}`;
 //! the E4M3 rows are compared with the same SDPA (BF16) row. `B12X_BENCH_QUICK=1` keeps B = 8.
 //!
+//! `B12X_PAGED_SPLIT_CAP=N` plans every case with split cap N instead of the plan's default
+//! (to sweep it; the config column says which cap a row ran with).
+//!
 //! Run: `cargo bench -p b12x-attention --bench paged` (rows go to `bench-results/paged.{json,md}`).
 
 use b12x_attention::paged::{self, Args, Query};
@@ -54,6 +57,11 @@ fn main() -> Result<()> {
     }
     println!("wrote {}", report.write()?.display());
     Ok(())
+}
+
+/// `B12X_PAGED_SPLIT_CAP`, if set.
+fn split_cap() -> Option<usize> {
+    std::env::var("B12X_PAGED_SPLIT_CAP").ok().map(|v| v.parse().expect("B12X_PAGED_SPLIT_CAP: a number"))
 }
 
 fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize, kv: DType) -> Result<()> {
@@ -104,7 +112,10 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
         max_pages: pages_per_req,
         num_pages,
     };
-    let plan = paged::plan(&query, dev)?;
+    let plan = match split_cap() {
+        Some(cap) => paged::plan_with_split_cap(&query, dev, cap)?,
+        None => paged::plan(&query, dev)?,
+    };
     let mut session = PreparationSession::new(dev)?;
     let config = session.prepare(&[&plan])?.last().map(|sel| sel.config.clone()).unwrap_or_default();
     let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1))?;

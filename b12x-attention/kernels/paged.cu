@@ -16,9 +16,11 @@
 //   warps take 16-key blocks in turn (one page each: chunks start on 16-key boundaries), each
 //   streaming its blocks through a 2-stage ring of 16-byte cp.async pieces (the page ids of a
 //   warp's next 32 blocks fetched in one load), S = Q K^T and O += P V with mma.sync m16n8k16
-//   (P from the S registers), an online softmax in base 2 per warp; warps merge through shared
-//   memory. E4M3 caches: codes converted to f16 in shared memory (one cvt per pair), the MMAs
-//   in f16 with Q stored as f16 * 2^-4 (exact for |q| in [2^-10, 2^20)). A
+//   (P from the S registers, Q fragments in registers for D <= 128), an online softmax in base 2
+//   per warp with a lazy running maximum and masks on edge blocks only; warps merge through
+//   shared memory. E4M3 caches: raw codes by ldmatrix (K) and ldmatrix.trans (V), converted to
+//   f16 in registers (one cvt per pair; d permuted so no shuffle is needed), the MMAs in f16
+//   with Q stored as f16 * 2^-4 (exact for |q| in [2^-10, 2^20)). A
 //   request's key range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from
 //   the device lengths: the grid is fixed, so a captured graph replays any lengths); split
 //   partials go to scratch and the last CTA to arrive (arrive_tagged) merges them in split
@@ -81,10 +83,11 @@ template <typename T, bool kE4m3, int D, int WARPS>
 struct PagedSmem {
   static constexpr int kPitch = D + 8;                          // elements per tile row
   static constexpr int kTile = 16 * kPitch * 2;                 // bytes of one 16 x D tile
-  static constexpr int kRaw = kE4m3 ? 16 * D : 0;               // bytes of one raw E4M3 block
-  // Per warp: 2 stages of (K, V) in T (bf16/f16 caches), or 2 stages of raw (K, V) codes and
-  // one converted (K, V) pair (E4M3).
-  static constexpr int kWarp = kE4m3 ? 2 * 2 * kRaw + 2 * kTile : 2 * 2 * kTile;
+  // E4M3 key rows of D codes with a 16-byte pad (ldmatrix rows in distinct banks for every D).
+  static constexpr int kRawPitch = D + 16;
+  static constexpr int kRawTile = 16 * kRawPitch;  // bytes of one 16-key raw block
+  // Per warp: 2 stages of (K, V) in T (bf16/f16 caches) or of raw (K, V) codes (E4M3).
+  static constexpr int kWarp = kE4m3 ? 2 * 2 * kRawTile : 2 * 2 * kTile;
   static constexpr int kQ = kTile;
   static constexpr int kMerge = WARPS * 16 * D * 4 + WARPS * 16 * 2 * 4;  // O, m, l per warp
   static constexpr int kStage = WARPS * kWarp;
@@ -177,16 +180,15 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int c_lo = base + split * chunk;
   const int c_hi = min(k_hi, c_lo + chunk);
 
-  // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8.
-  const int lr = lane >> 2, lc = 2 * (lane & 3);
+  // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8. Rows past tile_rows hold
+  // q = 0 (finite logits) and are never written, so only keys are masked.
+  const int lr = lane >> 2, lt = lane & 3, lc = 2 * lt;
   int t_row[2];
-  bool row_ok[2];
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int r = lr + 8 * e;
-    row_ok[e] = r < tile_rows;
-    t_row[e] = t0 + (tile * 16 + r) / G;
-  }
+  for (int e = 0; e < 2; ++e) t_row[e] = t0 + (tile * 16 + lr + 8 * e) / G;
+  // Keys every row of the tile sees: blocks inside [full_lo, full_hi) skip the mask.
+  const int full_lo = p.window_left >= 0 ? max(c_lo, t_last - p.window_left) : c_lo;
+  const int full_hi = min(c_hi, t_first + 1);
   const float k_scale = kE4m3 ? __ldg(p.k_scale + b * p.kv_heads + g) : 1.0f;
   const float s_mul = p.scale_log2 * k_scale * (kE4m3 ? 1.0f / kQScaleE4m3 : 1.0f);
 
@@ -195,6 +197,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  // Running maximum (log2 units, lazy: see kLazyLog2) and sum per fragment row.
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
   unsigned char* s_q = s_dyn;
@@ -223,8 +226,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 
   unsigned char* s_warp = s_work + warp * Smem::kWarp;
   const int n_blocks = (c_hi - c_lo + 15) / 16;  // c_lo is 16-aligned
-  // Issues block j of this warp's ring into stage `st` (16-byte cp.async pieces; one commit
-  // group per block); returns whether its page is valid.
+  // Issues block j of this warp's ring into stage `st` (16-byte cp.async pieces, keys at or past
+  // c_hi zero-filled; one commit group per block); returns whether its page is valid.
   // Page ids of this warp's blocks, 32 at a time: lane i holds the page of the warp's block
   // k + i (blocks j = warp + WARPS * k, issued in order), so a block's issue does not wait on
   // its own page-table load (one exposed load per 32 blocks instead of one per block).
@@ -252,10 +255,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         const unsigned char* g_ptr = src + (((tok0 + key) * p.kv_heads + g) * D) * kEs + c * 16;
         uint32_t dst;
         if constexpr (kE4m3)
-          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c * 16);
+          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRawTile + key * Smem::kRawPitch + c * 16);
         else
           dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kTile + (key * kPitch) * 2 + c * 16);
-        cp_async_cg_16(dst, g_ptr);
+        // Keys past c_hi (stale slots of the last page) read as zeros: masked probabilities
+        // are 0 and 0 * V must not meet a NaN or Inf there.
+        cp_async_cg_16_zfill(dst, g_ptr, pos0 + key < c_hi);
       }
     }
     return true;
@@ -266,98 +271,161 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   if (warp < n_blocks) ok_cur = issue(warp, 0);
   cp_async_commit();
   load_q();
+  // Q fragments (the A operand of S = Q K^T), from the Q tile; in registers for D <= 128 (D =
+  // 256 reloads them per block: its accumulators leave no room). E4M3: d permuted within each
+  // 16: the lane's k indices {2t, 2t+1, 2t+8, 2t+9} hold q's d = 4t..4t+3, which are the four
+  // codes one 32-bit word of a K row gives it (see the K fragments below); a dot product does
+  // not care about the order of d.
+  auto q_frag = [&](int kk, uint32_t (&a)[4]) {
+    if constexpr (kE4m3) {
+      const uint2 top = *reinterpret_cast<const uint2*>(s_q + (lr * kPitch + kk * 16 + 4 * lt) * 2);
+      const uint2 bot = *reinterpret_cast<const uint2*>(s_q + ((lr + 8) * kPitch + kk * 16 + 4 * lt) * 2);
+      a[0] = top.x;
+      a[1] = bot.x;
+      a[2] = top.y;
+      a[3] = bot.y;
+    } else {
+      ldmatrix_x4(a, smem_addr(s_q + ((lane & 15) * kPitch + kk * 16 + (lane >> 4) * 8) * 2));
+    }
+  };
+  constexpr bool kQRegs = D <= 128;
+  uint32_t qf[kQRegs ? D / 16 : 1][4];
+  if constexpr (kQRegs) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) q_frag(kk, qf[kk]);
+  }
+  // The A fragment of chunk kk (a register array, or a fresh load into `tmp`).
+  auto q_at = [&](int kk, uint32_t (&tmp)[4]) -> const uint32_t(&)[4] {
+    if constexpr (kQRegs) {
+      return qf[kk];
+    } else {
+      q_frag(kk, tmp);
+      return tmp;
+    }
+  };
   for (int j = warp, it = 0; j < n_blocks; j += WARPS, ++it) {
     const int st = it & 1;
     if (j + WARPS < n_blocks) ok_next = issue(j + WARPS, st ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncwarp();
-    const unsigned char* k_tile;
-    const unsigned char* v_tile;
-    if constexpr (kE4m3) {
-      // Codes -> f16 in the converted pair (E4M3 values are exact in f16; one cvt per pair).
-      unsigned char* conv = s_warp + 4 * Smem::kRaw;
-      for (int idx = lane; idx < 2 * 16 * (D / 4); idx += 32) {
-        const int kv = idx / (16 * (D / 4)), rem = idx % (16 * (D / 4));
-        const int key = rem / (D / 4), c4 = rem % (D / 4);
-        const uint32_t codes = *reinterpret_cast<const uint32_t*>(s_warp + (st * 2 + kv) * Smem::kRaw + key * D + c4 * 4);
-        *reinterpret_cast<uint2*>(conv + kv * Smem::kTile + (key * kPitch + c4 * 4) * 2) =
-            make_uint2(e4m3x2_to_f16x2((unsigned short)(codes & 0xFFFFu)), e4m3x2_to_f16x2((unsigned short)(codes >> 16)));
-      }
-      __syncwarp();
-      k_tile = conv;
-      v_tile = conv + Smem::kTile;
-    } else {
-      k_tile = s_warp + (st * 2) * Smem::kTile;
-      v_tile = s_warp + (st * 2 + 1) * Smem::kTile;
-    }
 
     // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     if (ok_cur) {
+      if constexpr (kE4m3) {
+        // Raw codes by ldmatrix (b16 = two codes): matrix i = (keys 8 (i >> 1).., d 32c + 16 (i & 1)..)
+        // gives lane (g, t) the codes of key g at d 4t..4t+3 of its 16: one word, two cvts, the
+        // B fragment of the permuted d order.
+        const unsigned char* k_raw = s_warp + (st * 2) * Smem::kRawTile;
+        const int i = lane >> 3;
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4], bk[4];
-        ldmatrix_x4(a, smem_addr(s_q + ((lane & 15) * kPitch + kk * 16 + (lane >> 4) * 8) * 2));
-        ldmatrix_x4(bk, smem_addr(k_tile + (((lane >> 4) * 8 + (lane & 7)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2));
-        const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
-        Mma::run(s[0], a, b0);
-        Mma::run(s[1], a, b1);
+        for (int c = 0; c < D / 32; ++c) {
+          uint32_t w[4];
+          ldmatrix_x4(w, smem_addr(k_raw + (8 * (i >> 1) + (lane & 7)) * Smem::kRawPitch + 32 * c + 16 * (i & 1)));
+#pragma unroll
+          for (int m = 0; m < 4; ++m) {
+            const uint32_t bk[2] = {e4m3x2_to_f16x2((unsigned short)(w[m] & 0xFFFFu)),
+                                    e4m3x2_to_f16x2((unsigned short)(w[m] >> 16))};
+            uint32_t tmp[4];
+            Mma::run(s[m >> 1], q_at(2 * c + (m & 1), tmp), bk);
+          }
+        }
+      } else {
+        const unsigned char* k_tile = s_warp + (st * 2) * Smem::kTile;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t bk[4];
+          ldmatrix_x4(bk, smem_addr(k_tile + (((lane >> 4) * 8 + (lane & 7)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2));
+          const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
+          uint32_t tmp[4];
+          const uint32_t(&a)[4] = q_at(kk, tmp);
+          Mma::run(s[0], a, b0);
+          Mma::run(s[1], a, b1);
+        }
       }
     }
-    // Mask, scale (base 2), online softmax per row.
+    // Mask (edge blocks only), then the online softmax per row in log2 units.
     const int pos0 = c_lo + 16 * j;
-    float mx[2] = {-INFINITY, -INFINITY};
+    if (!(ok_cur && pos0 >= full_lo && pos0 + 16 <= full_hi)) {
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+      for (int n = 0; n < 2; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = pos0 + n * 8 + lc + (e & 1), r = e >> 1;
-        const bool vis = ok_cur && row_ok[r] && key >= c_lo && key < c_hi && key <= t_row[r] &&
-                         (p.window_left < 0 || key >= t_row[r] - p.window_left);
-        s[n][e] = vis ? s[n][e] * s_mul : -INFINITY;
-        mx[r] = fmaxf(mx[r], s[n][e]);
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int key = pos0 + n * 8 + lc + (e & 1), r = e >> 1;
+          const bool vis = ok_cur && key < c_hi && key <= t_row[r] && (p.window_left < 0 || key >= t_row[r] - p.window_left);
+          if (!vis) s[n][e] = -INFINITY;
+        }
+    }
     float corr[2];
+    bool moved = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m_run[r], mx[r]);
-      corr[r] = m_new == -INFINITY ? 1.0f : exp2f(m_run[r] - m_new);
-      m_run[r] = m_new;
-      l_run[r] *= corr[r];
+      float mx = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ms = mx * s_mul;  // s_mul > 0: -inf stays -inf
+      const bool move = ms > m_run[r] + kLazyLog2;  // also from -inf to a finite maximum
+      corr[r] = move ? exp2_ftz(m_run[r] - ms) : 1.0f;
+      m_run[r] = move ? ms : m_run[r];
+      moved |= move;
+      const float neg_m = m_run[r] == -INFINITY ? 0.0f : -m_run[r];
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[n][e] = exp2_ftz(fmaf(s[n][e], s_mul, neg_m));
+          sum += s[n][e];
+        }
+      l_run[r] = l_run[r] * corr[r] + sum;
     }
+    if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const float pv = m_run[r] == -INFINITY ? 0.0f : exp2f(s[n][e] - m_run[r]);
-        s[n][e] = pv;
-        l_run[r] += pv;
+      for (int n = 0; n < D / 8; ++n) {
+        acc[n][0] *= corr[0];
+        acc[n][1] *= corr[0];
+        acc[n][2] *= corr[1];
+        acc[n][3] *= corr[1];
       }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      acc[n][0] *= corr[0];
-      acc[n][1] *= corr[0];
-      acc[n][2] *= corr[1];
-      acc[n][3] *= corr[1];
     }
     if (ok_cur) {
-      // O += P V: P (16 x 16 keys) from the S registers; V fragments by ldmatrix.trans.
+      // O += P V: P (16 x 16 keys) from the S registers.
       const uint32_t a[4] = {Mma::pack(s[0][0], s[0][1]), Mma::pack(s[0][2], s[0][3]), Mma::pack(s[1][0], s[1][1]),
                              Mma::pack(s[1][2], s[1][3])};
+      if constexpr (kE4m3) {
+        // Raw codes by ldmatrix.trans: matrix i = (keys 8 (i & 1).., d 32c + 16 (i >> 1)..) gives lane
+        // (g, t) the codes of keys 2t, 2t+1 at d 2g and 2g + 1 (bytes 0, 2 and 1, 3): two B
+        // fragments, for the n8 tiles of even and of odd d (acc[4c + 2h + parity]).
+        const unsigned char* v_raw = s_warp + (st * 2 + 1) * Smem::kRawTile;
+        const int i = lane >> 3;
 #pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        uint32_t bv[4];
-        ldmatrix_x4_trans(bv, smem_addr(v_tile + ((lane & 15) * kPitch + nd * 16 + (lane >> 4) * 8) * 2));
-        const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
-        Mma::run(acc[2 * nd], a, b0);
-        Mma::run(acc[2 * nd + 1], a, b1);
+        for (int c = 0; c < D / 32; ++c) {
+          uint32_t w[4];
+          ldmatrix_x4_trans(w, smem_addr(v_raw + (8 * (i & 1) + (lane & 7)) * Smem::kRawPitch + 32 * c + 16 * (i >> 1)));
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int par = 0; par < 2; ++par) {
+              const uint32_t sel = par ? 0x31u : 0x20u;
+              const uint32_t bv[2] = {e4m3x2_to_f16x2((unsigned short)__byte_perm(w[2 * h], 0u, sel)),
+                                      e4m3x2_to_f16x2((unsigned short)__byte_perm(w[2 * h + 1], 0u, sel))};
+              Mma::run(acc[4 * c + 2 * h + par], a, bv);
+            }
+        }
+      } else {
+        const unsigned char* v_tile = s_warp + (st * 2 + 1) * Smem::kTile;
+#pragma unroll
+        for (int nd = 0; nd < D / 16; ++nd) {
+          uint32_t bv[4];
+          ldmatrix_x4_trans(bv, smem_addr(v_tile + ((lane & 15) * kPitch + nd * 16 + (lane >> 4) * 8) * 2));
+          const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
+          Mma::run(acc[2 * nd], a, b0);
+          Mma::run(acc[2 * nd + 1], a, b1);
+        }
       }
     }
-    __syncwarp();  // this stage (and the converted pair) is free before the next issue into it
+    __syncwarp();  // this stage is free before the next issue into it
     ok_cur = ok_next;
   }
   cp_async_wait<0>();
@@ -374,7 +442,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s_o[(warp * 16 + lr + 8 * (e >> 1)) * D + n * 8 + lc + (e & 1)] = acc[n][e];
+    for (int e = 0; e < 4; ++e) {
+      // E4M3: n8 tile 4c + 2h + parity holds d = 32c + 16h + 2 * column + parity.
+      const int col = lc + (e & 1);
+      const int d = kE4m3 ? 32 * (n >> 2) + 16 * ((n >> 1) & 1) + 2 * col + (n & 1) : n * 8 + col;
+      s_o[(warp * 16 + lr + 8 * (e >> 1)) * D + d] = acc[n][e];
+    }
   if ((lane & 3) == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -65,16 +65,6 @@ static_assert(offsetof(VarlenParams, q_stride) == 72, "offset must match params.
 static_assert(offsetof(VarlenParams, total_q) == 112, "offset must match params.rs");
 static_assert(offsetof(VarlenParams, scale_log2) == 144, "offset must match params.rs");
 
-// Largest log2 of a probability before the running maximum moves (see the softmax below).
-constexpr float kLazyLog2 = 8.0f;
-
-// 2^x with denormal results flushed to zero (one MUFU.EX2; exp2f adds a denormal-range fixup).
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Byte offset of 16-byte chunk c of row r in a swizzled tile of D-element rows.
 template <int D>
 __device__ __forceinline__ uint32_t swz(int r, int c) {

@@ -9,7 +9,8 @@
 //! Cases: Llama-3-8B, Qwen3-30B-A3B, gpt-oss-120b (sinks, window 127), D = 256, D = 96, group
 //! sizes 1, 5 and 16; BF16, FP16 and E4M3 caches; decode at B = 1 and 127, lengths 1, P−1, P,
 //! P+1, 32k+3, empty requests, extend / verify, pages shared between requests, out-of-range
-//! page ids, bad lengths and a bad `cu_seqlens_q`. Further trials: a graph replayed after the
+//! page ids, bad lengths and a bad `cu_seqlens_q`, NaN in the stale slots past each length, split
+//! caps 1, 7 and 64 (and the typed error outside them). Further trials: a graph replayed after the
 //! lengths and page tables change equals eager and the oracle, `run` allocates nothing, a frozen
 //! session rejects an unprepared plan, bad inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the long contexts and large batches (sanitizer runs).
@@ -261,14 +262,17 @@ fn compare(c: &Case, got: &Got, want: &reference::Output) -> TrialResult {
 }
 
 fn check(dev: &Arc<Device>, c: &Case) -> TrialResult {
+    check_plan(dev, c, &paged::plan(&c.query(), dev).map_err(err)?)
+}
+
+fn check_plan(dev: &Arc<Device>, c: &Case, plan: &Plan) -> TrialResult {
     let s = dev.stream();
-    let plan = paged::plan(&c.query(), dev).map_err(err)?;
-    let session = prepared(dev, &plan)?;
-    let mut d = c.upload(s, &plan)?;
+    let session = prepared(dev, plan)?;
+    let mut d = c.upload(s, plan)?;
     let want = c.expected();
     {
         let (a, sc) = c.args(&mut d)?;
-        paged::run(&plan, a, sc, s)
+        paged::run(plan, a, sc, s)
     }
     .map_err(err)?;
     compare(c, &results(c, &d, s)?, &want)?;
@@ -277,7 +281,7 @@ fn check(dev: &Arc<Device>, c: &Case) -> TrialResult {
     d.error.clear(s).map_err(err)?;
     {
         let (a, sc) = c.args(&mut d)?;
-        paged::run(&plan, a, sc, s)
+        paged::run(plan, a, sc, s)
     }
     .map_err(err)?;
     let again = results(c, &d, s)?;
@@ -349,6 +353,44 @@ fn trials() -> Vec<GpuTrial> {
                 check(dev, &case(g, make_batch(&[(32 * 1024 + 3, 1)], 16, 6, 0), 6))
             }));
         }
+    }
+    // Split caps from one CTA per request to the most (64 splits of 256 keys and fewer): the
+    // in-kernel merge of every count, and the typed error outside [1, MAX_SPLITS].
+    out.push(GpuTrial::new("llama3_8b::split_caps", move |dev| {
+        let c = case(g, make_batch(&[(5000, 1), (300, 1), (0, 0), (2049, 1)], 16, 12, 0), 12);
+        for cap in [1, 7, paged::MAX_SPLITS] {
+            let plan = paged::plan_with_split_cap(&c.query(), dev, cap).map_err(err)?;
+            check_plan(dev, &c, &plan).map_err(|e| format!("split cap {cap}: {e}"))?;
+        }
+        for cap in [0, paged::MAX_SPLITS + 1] {
+            match paged::plan_with_split_cap(&c.query(), dev, cap) {
+                Err(Error::InvalidQuery { field: "max_splits", .. }) => {}
+                other => return Err(format!("split cap {cap}: expected InvalidQuery, got {:?}", other.err())),
+            }
+        }
+        Ok(())
+    }));
+    // Slots past a request's length in its last page hold NaN in K and V (stale or never
+    // written): masked keys must not reach o.
+    for kv in [DType::BF16, DType::E4M3] {
+        let g = Geo { kv_dtype: kv, ..g };
+        out.push(GpuTrial::new(format!("llama3_8b::stale_nan_slots::{}", kv.name()), move |dev| {
+            let mut c = case(g, make_batch(&[(40, 1), (17, 2), (5, 1), (1000, 1), (33, 1)], 16, 13, 0), 13);
+            let (p, row) = (g.p, g.hkv * g.d);
+            for (i, &len) in c.batch.lens.iter().enumerate() {
+                let len = len as usize;
+                if len == 0 || len % p == 0 {
+                    continue;
+                }
+                let page = c.batch.pt[i * c.batch.max_pages + (len - 1) / p] as usize;
+                for slot in len % p..p {
+                    let at = (page * p + slot) * row;
+                    c.k[at..at + row].fill(f32::NAN);
+                    c.v[at..at + row].fill(f32::NAN);
+                }
+            }
+            check(dev, &c)
+        }));
     }
     out.push(GpuTrial::new("llama3_8b::shared_prefix_pages", move |dev| {
         let mut b = make_batch(&[(100, 1), (100, 1), (70, 3)], 16, 5, 0);

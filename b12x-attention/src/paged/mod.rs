@@ -94,7 +94,7 @@ use std::sync::Arc;
 pub const OP: &str = "attention.paged";
 /// What the kernel does, in one line (for docs and `cargo xtask ops`).
 pub const KERNEL_NOTE: &str =
-    "split-KV mma.sync, 16-key blocks per warp through a 2-stage cp.async ring; E4M3 KV converted to f16, f16 MMAs";
+    "split-KV mma.sync, 16-key blocks per warp through a 2-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs";
 /// Head dims with a kernel.
 pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
 /// Page sizes the plan accepts.
@@ -233,8 +233,8 @@ impl Query {
         let d = self.head_dim;
         let warps = self.warps() as usize;
         let tile = 16 * (d + 8) * 2;
-        let raw = if self.e4m3() { 16 * d } else { 0 };
-        let per_warp = if self.e4m3() { 4 * raw + 2 * tile } else { 4 * tile };
+        let raw = 16 * (d + 16);
+        let per_warp = if self.e4m3() { 4 * raw } else { 4 * tile };
         let merge = warps * 16 * d * 4 + warps * 16 * 2 * 4;
         (tile + (warps * per_warp).max(merge) + 16 * 2 * 4) as u32
     }
@@ -366,8 +366,30 @@ pub struct Plan {
 
 /// Validates `query` and sizes the split scratch. Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    plan_with_split_cap(query, device, query.max_splits(device.sm_count()))
+}
+
+/// [`plan`] with the split cap chosen by the caller instead of [`Query::max_splits`] (for tuning
+/// tools and benchmarks that sweep it): each request's keys go to at most `max_splits` CTAs, and
+/// the scratch grows with it. `max_splits` must lie in `[1, MAX_SPLITS]`.
+///
+/// ```no_run
+/// # use b12x_attention::paged::{self, Query};
+/// # fn demo(query: &Query, dev: &std::sync::Arc<b12x_core::Device>) -> b12x_core::Result<()> {
+/// let plan = paged::plan_with_split_cap(query, dev, 12)?;
+/// assert_eq!(plan.max_splits(), 12);
+/// # Ok(())
+/// # }
+/// ```
+pub fn plan_with_split_cap(query: &Query, device: &Arc<Device>, max_splits: usize) -> Result<Plan> {
     query.validate()?;
-    let max_splits = query.max_splits(device.sm_count());
+    if !(1..=MAX_SPLITS).contains(&max_splits) {
+        return Err(Error::InvalidQuery {
+            op: OP,
+            field: "max_splits",
+            reason: format!("must lie in [1, {MAX_SPLITS}], got {max_splits}"),
+        });
+    }
     let slots = query.max_batch * query.kv_heads * query.tiles();
     let mut scratch = ScratchLayout::new();
     if max_splits > 1 {
