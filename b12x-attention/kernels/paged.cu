@@ -232,6 +232,18 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // k + i (blocks j = warp + WARPS * k, issued in order), so a block's issue does not wait on
   // its own page-table load (one exposed load per 32 blocks instead of one per block).
   int pg_cache = 0, k_issue = 0;
+  constexpr int kEs = kE4m3 ? 1 : 2;                               // bytes per element
+  constexpr int kChunks = D * kEs / 16;                            // 16-byte chunks per key (<= 32)
+  constexpr int kKeysPerPass = 32 / kChunks;                       // keys one warp-wide copy covers
+  constexpr int kPasses = (16 + kKeysPerPass - 1) / kKeysPerPass;  // copies per 16-key block
+  constexpr int kRowPitch = kE4m3 ? Smem::kRawPitch : kPitch * 2;  // bytes per key row in shared
+  constexpr int kStageTile = kE4m3 ? Smem::kRawTile : Smem::kTile;
+  const int lane_key = lane / kChunks, lane_c = lane % kChunks;
+  const bool lane_on = lane < kKeysPerPass * kChunks;
+  const long long row_bytes = (long long)p.kv_heads * D * kEs;  // bytes between tokens
+  const long long pass_bytes = row_bytes * kKeysPerPass;
+  const long long lane_src = lane_key * row_bytes + (long long)g * D * kEs + lane_c * 16;
+  const uint32_t lane_dst = lane_key * kRowPitch + lane_c * 16;
   auto issue = [&](int j, int st) -> bool {
     const int pos0 = c_lo + 16 * j;
     if ((k_issue & 31) == 0) {
@@ -245,22 +257,22 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
       if (lane == 0) atomicOr(p.error, kFaultPageId);
       return false;
     }
+    // Lane pieces: pass i copies chunk lane_c of key lane_key + i * kKeysPerPass (constant
+    // per lane; only the block's base address and the zero-fill bound change per block).
     const long long tok0 = (long long)page * p.page_size + pos0 % p.page_size;
-    constexpr int kEs = kE4m3 ? 1 : 2;
-    constexpr int kChunks = D * kEs / 16;  // 16-byte chunks per key
-    for (int kv = 0; kv < 2; ++kv) {
-      const unsigned char* src = static_cast<const unsigned char*>(kv ? p.v_cache : p.k_cache);
-      for (int idx = lane; idx < 16 * kChunks; idx += 32) {
-        const int key = idx / kChunks, c = idx % kChunks;
-        const unsigned char* g_ptr = src + (((tok0 + key) * p.kv_heads + g) * D) * kEs + c * 16;
-        uint32_t dst;
-        if constexpr (kE4m3)
-          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kRawTile + key * Smem::kRawPitch + c * 16);
-        else
-          dst = smem_addr(s_warp + (st * 2 + kv) * Smem::kTile + (key * kPitch) * 2 + c * 16);
-        // Keys past c_hi (stale slots of the last page) read as zeros: masked probabilities
-        // are 0 and 0 * V must not meet a NaN or Inf there.
-        cp_async_cg_16_zfill(dst, g_ptr, pos0 + key < c_hi);
+    const long long off = tok0 * row_bytes + lane_src;
+    const unsigned char* src_k = static_cast<const unsigned char*>(p.k_cache) + off;
+    const unsigned char* src_v = static_cast<const unsigned char*>(p.v_cache) + off;
+    const uint32_t dst_k = smem_addr(s_warp) + st * 2 * kStageTile + lane_dst;
+    // Keys at or past c_hi (stale slots of the last page) read as zeros: masked probabilities
+    // are 0 and 0 * V must not meet a NaN or Inf there.
+    const int keys_left = c_hi - pos0 - lane_key;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      if (lane_on && lane_key + i * kKeysPerPass < 16) {
+        const bool valid = i * kKeysPerPass < keys_left;
+        cp_async_cg_16_zfill(dst_k + i * kKeysPerPass * kRowPitch, src_k + i * pass_bytes, valid);
+        cp_async_cg_16_zfill(dst_k + kStageTile + i * kKeysPerPass * kRowPitch, src_v + i * pass_bytes, valid);
       }
     }
     return true;
@@ -457,8 +469,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   }
   __syncthreads();
 
-  // Merge the warps (in warp order) for every (row, d): into warp 0's slots.
-  for (int idx = threadIdx.x; idx < 16 * D; idx += blockDim.x) {
+  // Merge the warps (in warp order) for every (row, d) of the tile's rows: into warp 0's slots.
+  for (int idx = threadIdx.x; idx < tile_rows * D; idx += blockDim.x) {
     const int r = idx / D;
     float m = -INFINITY;
     for (int w = 0; w < WARPS; ++w) m = fmaxf(m, s_ml[(w * 16 + r) * 2]);
