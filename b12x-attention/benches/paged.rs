@@ -12,12 +12,13 @@
 //! `enable_gqa=True` on the same geometry laid out contiguously), keyed `paged_decode/B{b}_ctx{c}`;
 //! the E4M3 rows are compared with the same SDPA (BF16) row. `B12X_BENCH_QUICK=1` keeps B = 8.
 //!
-//! `B12X_PAGED_SPLIT_CAP=N` plans every case with split cap N instead of the plan's default
-//! (to sweep it; the config column says which cap a row ran with).
+//! `B12X_PAGED_SPLIT_CAP=N` and `B12X_PAGED_STAGES=S` plan every case with split cap N or ring
+//! depth S instead of the plan's defaults (to sweep them; the config column says which a row
+//! ran with).
 //!
 //! Run: `cargo bench -p b12x-attention --bench paged` (rows go to `bench-results/paged.{json,md}`).
 
-use b12x_attention::paged::{self, Args, Query};
+use b12x_attention::paged::{self, Args, PlanOptions, Query};
 use b12x_attention::paging::ErrorWord;
 use b12x_core::bench::{samples, time_graph, BenchReport};
 use b12x_core::cudarc::driver::{result, CudaSlice, DevicePtrMut};
@@ -59,9 +60,9 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// `B12X_PAGED_SPLIT_CAP`, if set.
-fn split_cap() -> Option<usize> {
-    std::env::var("B12X_PAGED_SPLIT_CAP").ok().map(|v| v.parse().expect("B12X_PAGED_SPLIT_CAP: a number"))
+/// The number in environment variable `name`, if set.
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: a number, got {v}")))
 }
 
 fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize, kv: DType) -> Result<()> {
@@ -112,10 +113,11 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
         max_pages: pages_per_req,
         num_pages,
     };
-    let plan = match split_cap() {
-        Some(cap) => paged::plan_with_split_cap(&query, dev, cap)?,
-        None => paged::plan(&query, dev)?,
-    };
+    let plan = paged::plan_with(
+        &query,
+        dev,
+        PlanOptions { max_splits: env_usize("B12X_PAGED_SPLIT_CAP"), stages: env_usize("B12X_PAGED_STAGES") },
+    )?;
     let mut session = PreparationSession::new(dev)?;
     let config = session.prepare(&[&plan])?.last().map(|sel| sel.config.clone()).unwrap_or_default();
     let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1))?;
@@ -159,7 +161,7 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let times = time_graph(dev, samples(), &mut call)?;
     let kv_bytes = (b * ctx * HKV * D * 2 * es) as f64;
     let bytes = kv_bytes + (2 * b * H * D * 2 + b * pages_per_req * 4) as f64;
-    let config = format!("{config} max_splits={}", plan.max_splits());
+    let config = format!("{config} stages={} max_splits={}", plan.stages(), plan.max_splits());
     report.add_vs(&case, &peer_case, &config, &times, bytes, 4.0 * (b * H * ctx * D) as f64);
     if !err.read(s)?.is_clear() {
         panic!("{case}: the error word is set: {}", err.read(s)?);

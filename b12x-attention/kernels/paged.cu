@@ -14,7 +14,7 @@
 // Strategy: CTA (split, tile, b*Hkv+g) takes 16 query rows of one request and KV head (the
 //   q_len * G rows of (token, head in group), 16 per tile) and a chunk of the keys they see; its
 //   warps take 16-key blocks in turn (one page each: chunks start on 16-key boundaries), each
-//   streaming its blocks through a 2-stage ring of 16-byte cp.async pieces (the page ids of a
+//   streaming its blocks through a 2- or 3-stage ring of 16-byte cp.async pieces (the page ids of a
 //   warp's next 32 blocks fetched in one load), S = Q K^T and O += P V with mma.sync m16n8k16
 //   (P from the S registers, Q fragments in registers for D <= 128), an online softmax in base 2
 //   per warp with a lazy running maximum and masks on edge blocks only; warps merge through
@@ -25,7 +25,8 @@
 //   the device lengths: the grid is fixed, so a captured graph replays any lengths); split
 //   partials go to scratch and the last CTA to arrive (arrive_tagged) merges them in split
 //   order with the sink. Untrusted indices follow src/paging.rs: masked rows, fault bits.
-// Entry points: b12x_paged_{bf16,f16}_d{64,96,128,256}, b12x_paged_bf16_e4m3_d{...}.
+// Entry points: b12x_paged_{bf16,f16,bf16_e4m3}_d{64,96,128,256} (2-stage rings) and
+//   ..._d{64,96,128}_s3 (3-stage rings).
 // Oracle: src/paged/reference.rs
 #include <stddef.h>
 
@@ -79,15 +80,15 @@ static_assert(offsetof(PagedParams, scale_log2) == 188, "offset must match param
 
 // Shared-memory geometry of one variant. Tiles of 16 rows x D elements of T with a 16-byte pad
 // per row (ldmatrix rows land in distinct banks for every D).
-template <typename T, bool kE4m3, int D, int WARPS>
+template <typename T, bool kE4m3, int D, int WARPS, int STAGES>
 struct PagedSmem {
   static constexpr int kPitch = D + 8;                          // elements per tile row
   static constexpr int kTile = 16 * kPitch * 2;                 // bytes of one 16 x D tile
   // E4M3 key rows of D codes with a 16-byte pad (ldmatrix rows in distinct banks for every D).
   static constexpr int kRawPitch = D + 16;
   static constexpr int kRawTile = 16 * kRawPitch;  // bytes of one 16-key raw block
-  // Per warp: 2 stages of (K, V) in T (bf16/f16 caches) or of raw (K, V) codes (E4M3).
-  static constexpr int kWarp = kE4m3 ? 2 * 2 * kRawTile : 2 * 2 * kTile;
+  // Per warp: STAGES stages of (K, V) in T (bf16/f16 caches) or of raw (K, V) codes (E4M3).
+  static constexpr int kWarp = STAGES * 2 * (kE4m3 ? kRawTile : kTile);
   static constexpr int kQ = kTile;
   static constexpr int kMerge = WARPS * 16 * D * 4 + WARPS * 16 * 2 * 4;  // O, m, l per warp
   static constexpr int kStage = WARPS * kWarp;
@@ -123,9 +124,9 @@ struct MmaTypeOf<true, T> {
 // [2^-10, 2^20), which keeps bf16 q inside f16's range), compensated in the logit scale.
 constexpr float kQScaleE4m3 = 0.0625f;
 
-template <typename T, bool kE4m3, int D, int WARPS>
+template <typename T, bool kE4m3, int D, int WARPS, int STAGES>
 __device__ __forceinline__ void paged_attention(const PagedParams& p) {
-  using Smem = PagedSmem<T, kE4m3, D, WARPS>;
+  using Smem = PagedSmem<T, kE4m3, D, WARPS, STAGES>;
   using Mma = MmaOf<typename MmaTypeOf<kE4m3, T>::type>;
   constexpr int kPitch = Smem::kPitch;
   extern __shared__ __align__(128) unsigned char s_dyn[];
@@ -279,9 +280,14 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   };
 
   // The first block goes out before the Q tile is loaded (its latency covers both).
-  bool ok_cur = false, ok_next = false;
-  if (warp < n_blocks) ok_cur = issue(warp, 0);
-  cp_async_commit();
+  // Bit s: the page of the block in stage s is valid. The first STAGES - 1 blocks go out
+  // before the Q tile is loaded (their latency covers both).
+  unsigned ok_bits = 0;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (warp + s * WARPS < n_blocks && issue(warp + s * WARPS, s)) ok_bits |= 1u << s;
+    cp_async_commit();
+  }
   load_q();
   // Q fragments (the A operand of S = Q K^T), from the Q tile; in registers for D <= 128 (D =
   // 256 reloads them per block: its accumulators leave no room). E4M3: d permuted within each
@@ -316,10 +322,17 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
   };
   for (int j = warp, it = 0; j < n_blocks; j += WARPS, ++it) {
-    const int st = it & 1;
-    if (j + WARPS < n_blocks) ok_next = issue(j + WARPS, st ^ 1);
+    const int st = it % STAGES, st_next = (it + STAGES - 1) % STAGES;
+    const int j_next = j + (STAGES - 1) * WARPS;
+    if (j_next < n_blocks) {
+      if (issue(j_next, st_next))
+        ok_bits |= 1u << st_next;
+      else
+        ok_bits &= ~(1u << st_next);
+    }
     cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<STAGES - 1>();
+    const bool ok_cur = (ok_bits >> st) & 1u;
     __syncwarp();
 
     // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
@@ -438,7 +451,6 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
       }
     }
     __syncwarp();  // this stage is free before the next issue into it
-    ok_cur = ok_next;
   }
   cp_async_wait<0>();
 #pragma unroll
@@ -580,18 +592,23 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 
 }  // namespace b12x
 
-// MINB: CTAs per SM the register budget must allow (3: what shared memory allows at D <= 128).
-#define B12X_PAGED(NAME, T, E4M3, D, WARPS, MINB)                                             \
-  extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) b12x_paged_##NAME##_d##D(    \
-      const __grid_constant__ b12x::PagedParams p) {                                          \
-    b12x::paged_attention<T, E4M3, D, WARPS>(p);                                              \
+// STAGES: depth of each warp's cp.async ring (STAGES - 1 blocks in flight while one is
+// computed). MINB: CTAs per SM the register budget must allow (what shared memory allows on
+// SM90: 3 at D <= 128 with 2 stages, 2 with 3 stages of bf16/f16 or at D = 256).
+#define B12X_PAGED(NAME, T, E4M3, D, WARPS, STAGES, MINB, SUFFIX)                                  \
+  extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) b12x_paged_##NAME##_d##D##SUFFIX( \
+      const __grid_constant__ b12x::PagedParams p) {                                               \
+    b12x::paged_attention<T, E4M3, D, WARPS, STAGES>(p);                                           \
   }
-#define B12X_PAGED_ALL_D(NAME, T, E4M3) \
-  B12X_PAGED(NAME, T, E4M3, 64, 4, 3)   \
-  B12X_PAGED(NAME, T, E4M3, 96, 4, 3)   \
-  B12X_PAGED(NAME, T, E4M3, 128, 4, 3)  \
-  B12X_PAGED(NAME, T, E4M3, 256, 2, 2)
+#define B12X_PAGED_ALL_D(NAME, T, E4M3, MINB_S3)       \
+  B12X_PAGED(NAME, T, E4M3, 64, 4, 2, 3, )             \
+  B12X_PAGED(NAME, T, E4M3, 96, 4, 2, 3, )             \
+  B12X_PAGED(NAME, T, E4M3, 128, 4, 2, 3, )            \
+  B12X_PAGED(NAME, T, E4M3, 256, 2, 2, 2, )            \
+  B12X_PAGED(NAME, T, E4M3, 64, 4, 3, MINB_S3, _s3)    \
+  B12X_PAGED(NAME, T, E4M3, 96, 4, 3, MINB_S3, _s3)    \
+  B12X_PAGED(NAME, T, E4M3, 128, 4, 3, MINB_S3, _s3)
 
-B12X_PAGED_ALL_D(bf16, b12x::bf16, false)
-B12X_PAGED_ALL_D(f16, b12x::fp16, false)
-B12X_PAGED_ALL_D(bf16_e4m3, b12x::bf16, true)
+B12X_PAGED_ALL_D(bf16, b12x::bf16, false, 2)
+B12X_PAGED_ALL_D(f16, b12x::fp16, false, 2)
+B12X_PAGED_ALL_D(bf16_e4m3, b12x::bf16, true, 3)

@@ -10,14 +10,15 @@
 //! sizes 1, 5 and 16; BF16, FP16 and E4M3 caches; decode at B = 1 and 127, lengths 1, P−1, P,
 //! P+1, 32k+3, empty requests, extend / verify, pages shared between requests, out-of-range
 //! page ids, bad lengths and a bad `cu_seqlens_q`, NaN in the stale slots past each length, split
-//! caps 1, 7 and 64 (and the typed error outside them). Further trials: a graph replayed after the
+//! caps 1, 7 and 64 (and the typed error outside them), the 3-stage ring variants. Further
+//! trials: a graph replayed after the
 //! lengths and page tables change equals eager and the oracle, `run` allocates nothing, a frozen
 //! session rejects an unprepared plan, bad inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the long contexts and large batches (sanitizer runs).
 
 mod common;
 
-use b12x_attention::paged::{self, reference, Args, Plan, Query};
+use b12x_attention::paged::{self, reference, Args, Plan, PlanOptions, Query};
 use b12x_attention::paging::{ErrorWord, Faults};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::{bf16, f16};
@@ -359,17 +360,39 @@ fn trials() -> Vec<GpuTrial> {
     out.push(GpuTrial::new("llama3_8b::split_caps", move |dev| {
         let c = case(g, make_batch(&[(5000, 1), (300, 1), (0, 0), (2049, 1)], 16, 12, 0), 12);
         for cap in [1, 7, paged::MAX_SPLITS] {
-            let plan = paged::plan_with_split_cap(&c.query(), dev, cap).map_err(err)?;
+            let plan =
+                paged::plan_with(&c.query(), dev, PlanOptions { max_splits: Some(cap), stages: None }).map_err(err)?;
             check_plan(dev, &c, &plan).map_err(|e| format!("split cap {cap}: {e}"))?;
         }
         for cap in [0, paged::MAX_SPLITS + 1] {
-            match paged::plan_with_split_cap(&c.query(), dev, cap) {
+            match paged::plan_with(&c.query(), dev, PlanOptions { max_splits: Some(cap), stages: None }) {
                 Err(Error::InvalidQuery { field: "max_splits", .. }) => {}
                 other => return Err(format!("split cap {cap}: expected InvalidQuery, got {:?}", other.err())),
             }
         }
         Ok(())
     }));
+    // The 3-stage ring variants (D <= 128): decode with page-boundary lengths and extend /
+    // verify, every cache dtype, and a window with sinks at D = 64.
+    for (name, g3) in [
+        ("llama3_8b", g),
+        ("llama3_8b_f16", Geo { q_dtype: DType::F16, kv_dtype: DType::F16, ..g }),
+        ("llama3_8b_e4m3", Geo { kv_dtype: DType::E4M3, ..g }),
+        (
+            "gpt_oss_120b_sinks_window127_e4m3",
+            Geo { sinks: true, window: 127, kv_dtype: DType::E4M3, ..geo(64, 8, 64, 16) },
+        ),
+        ("d96_group5", geo(40, 8, 96, 32)),
+    ] {
+        out.push(GpuTrial::new(format!("stages3::{name}"), move |dev| {
+            let three = |c: &Case| paged::plan_with(&c.query(), dev, PlanOptions { max_splits: None, stages: Some(3) });
+            let p = g3.p as i32;
+            let c = case(g3, make_batch(&decode_reqs(big, p, false), g3.p, 21, 0), 21);
+            check_plan(dev, &c, &three(&c).map_err(err)?).map_err(|e| format!("decode: {e}"))?;
+            let c = case(g3, make_batch(&[(2 * p + 3, 5), (0, 0), (p, p), (300, 17), (7, 1)], g3.p, 22, 2), 22);
+            check_plan(dev, &c, &three(&c).map_err(err)?).map_err(|e| format!("extend: {e}"))
+        }));
+    }
     // Slots past a request's length in its last page hold NaN in K and V (stale or never
     // written): masked keys must not reach o.
     for kv in [DType::BF16, DType::E4M3] {

@@ -53,12 +53,21 @@ fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
         for (q, kv) in [(DType::BF16, DType::BF16), (DType::F16, DType::F16), (DType::BF16, DType::E4M3)] {
             let query = Query { head_dim: d, q_dtype: q, kv_dtype: kv, ..query() };
             query.validate().unwrap();
-            // ≤ 99 KB per CTA: the kernels run on SM120.
-            assert!(query.smem_bytes() <= 99 * 1024, "{}: {} bytes", query.symbol(), query.smem_bytes());
-            symbols.push(query.symbol());
+            // ≤ 99 KB per CTA for the 2-stage variants (they run on SM120); the 3-stage ones fit
+            // SM120 except bf16/f16 at D = 128 (those need an SM90-sized shared memory).
+            for &st in query.stage_options() {
+                let smem = query.smem_bytes(st);
+                let sm120 = query.ctas_per_sm(st, 99 * 1024);
+                assert!(st == 3 || smem <= 99 * 1024, "{}: {smem} bytes", query.symbol(st));
+                assert_eq!(sm120 > 0, smem <= 99 * 1024);
+                assert!(query.ctas_per_sm(st, 227 * 1024) >= 2, "{}", query.symbol(st));
+                symbols.push(query.symbol(st));
+            }
         }
     }
     assert!(symbols.contains(&"b12x_paged_bf16_e4m3_d128".to_string()));
+    assert!(symbols.contains(&"b12x_paged_bf16_d128_s3".to_string()));
+    assert_eq!(symbols.len(), 3 * 4 + 3 * 3);
     check_manifest(b12x_attention::KERNEL_MANIFEST, &symbols).unwrap();
 }
 
@@ -74,6 +83,11 @@ fn tiles_and_splits_follow_the_capacity() {
     assert_eq!(Query { max_batch: 128, ..query() }.max_splits(132), 2);
     assert_eq!(Query { max_batch: 1, kv_heads: 1, heads: 1, ..query() }.max_splits(132), 64);
     assert_eq!(Query { max_batch: 32, ..query() }.max_splits(132), 1);
+    // Two CTAs per SM (3-stage bf16 rings): 8 x 8 pairs fill 264 slots with 4 splits.
+    assert_eq!(query().max_splits_at(132, 2), 4);
+    assert_eq!(query().ctas_per_sm(3, 227 * 1024), 2);
+    assert_eq!(query().ctas_per_sm(2, 227 * 1024), 3);
+    assert_eq!(query().ctas_per_sm(2, 99 * 1024), 1);
 }
 
 /// D = 2, one KV head, P = 16; keys and values indexed by position.

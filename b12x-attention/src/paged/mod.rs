@@ -94,7 +94,7 @@ use std::sync::Arc;
 pub const OP: &str = "attention.paged";
 /// What the kernel does, in one line (for docs and `cargo xtask ops`).
 pub const KERNEL_NOTE: &str =
-    "split-KV mma.sync, 16-key blocks per warp through a 2-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs";
+    "split-KV mma.sync, 16-key blocks per warp through a 2- or 3-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs";
 /// Head dims with a kernel.
 pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
 /// Page sizes the plan accepts.
@@ -228,21 +228,54 @@ impl Query {
         }
     }
 
-    /// Dynamic shared memory of the kernel variant (`PagedSmem::kBytes`).
-    pub fn smem_bytes(&self) -> u32 {
+    /// Dynamic shared memory of the kernel variant with `stages`-deep rings
+    /// (`PagedSmem::kBytes`).
+    pub fn smem_bytes(&self, stages: usize) -> u32 {
         let d = self.head_dim;
         let warps = self.warps() as usize;
         let tile = 16 * (d + 8) * 2;
         let raw = 16 * (d + 16);
-        let per_warp = if self.e4m3() { 4 * raw } else { 4 * tile };
+        let per_warp = stages * 2 * if self.e4m3() { raw } else { tile };
         let merge = warps * 16 * d * 4 + warps * 16 * 2 * 4;
         (tile + (warps * per_warp).max(merge) + 16 * 2 * 4) as u32
     }
 
-    /// The kernel symbol, e.g. `b12x_paged_bf16_e4m3_d128`.
-    pub fn symbol(&self) -> String {
+    /// The kernel symbol of the variant with `stages`-deep rings, e.g. `b12x_paged_bf16_e4m3_d128`
+    /// (2 stages) or `b12x_paged_bf16_d128_s3`.
+    pub fn symbol(&self, stages: usize) -> String {
         let kv = if self.e4m3() { "_e4m3" } else { "" };
-        format!("b12x_paged_{}{kv}_d{}", self.q_dtype.name(), self.head_dim)
+        let s = if stages == 3 { "_s3" } else { "" };
+        format!("b12x_paged_{}{kv}_d{}{s}", self.q_dtype.name(), self.head_dim)
+    }
+
+    /// Ring depths with a kernel: 2 for every head dim, 3 for D ≤ 128.
+    pub fn stage_options(&self) -> &'static [usize] {
+        if self.head_dim <= 128 {
+            &[2, 3]
+        } else {
+            &[2]
+        }
+    }
+
+    /// CTAs of the `stages` variant one SM holds on a device with `smem_optin` bytes of shared
+    /// memory per CTA (an SM has about 1 KB more; each CTA also reserves 1 KB), capped by what
+    /// the kernel's register budget allows (`MINB`: 3, or 2 at D = 256 and for 3-stage
+    /// BF16/FP16 rings). 0 when one CTA does not fit.
+    pub fn ctas_per_sm(&self, stages: usize, smem_optin: u32) -> usize {
+        let smem = self.smem_bytes(stages);
+        if smem > smem_optin {
+            return 0;
+        }
+        let regs = if self.head_dim == 256 || (stages == 3 && !self.e4m3()) { 2 } else { 3 };
+        (((smem_optin + 1024) / (smem + 1024)) as usize).min(regs)
+    }
+
+    /// The ring depth `plan` takes on a device with `smem_optin` bytes of shared memory per CTA:
+    /// 2 (the 3-stage variants are there for [`plan_with`] to measure; see
+    /// `bench-results/2026-11-30-h200-i/`).
+    pub fn default_stages(&self, smem_optin: u32) -> usize {
+        let _ = smem_optin;
+        2
     }
 
     /// The split cap for `sm_count` SMs (3 CTAs per SM): when the capacity batch's
@@ -254,8 +287,13 @@ impl Query {
     /// over split caps is the better answer. Within [1, MAX_SPLITS]; each split takes at least
     /// [`MIN_CHUNK`] keys, so short contexts use fewer.
     pub fn max_splits(&self, sm_count: u32) -> usize {
+        self.max_splits_at(sm_count, 3)
+    }
+
+    /// [`Query::max_splits`] for a variant holding `ctas_per_sm` CTAs per SM.
+    pub fn max_splits_at(&self, sm_count: u32, ctas_per_sm: usize) -> usize {
         let pairs = self.max_batch * self.kv_heads * self.tiles();
-        let slots = 3 * sm_count as usize;
+        let slots = ctas_per_sm.max(1) * sm_count as usize;
         if pairs > slots {
             2
         } else {
@@ -360,29 +398,61 @@ pub struct Plan {
     device: Arc<Device>,
     buckets: Vec<Bucket>,
     max_splits: usize,
+    stages: usize,
     scratch: ScratchLayout,
     slot: PlanSlot,
 }
 
 /// Validates `query` and sizes the split scratch. Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
-    plan_with_split_cap(query, device, query.max_splits(device.sm_count()))
+    plan_with(query, device, PlanOptions::default())
 }
 
-/// [`plan`] with the split cap chosen by the caller instead of [`Query::max_splits`] (for tuning
-/// tools and benchmarks that sweep it): each request's keys go to at most `max_splits` CTAs, and
-/// the scratch grows with it. `max_splits` must lie in `[1, MAX_SPLITS]`.
+/// Overrides of what [`plan`] derives from the query and the device, for tuning tools and
+/// benchmarks that sweep them. `None` keeps the derived value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Most CTAs one request's keys are split over, in `[1, MAX_SPLITS]` (the scratch grows with
+    /// it); default [`Query::max_splits_at`] for the variant.
+    pub max_splits: Option<usize>,
+    /// Depth of each warp's ring of 16-key blocks, one of [`Query::stage_options`], and the
+    /// variant must fit the device's shared memory; default [`Query::default_stages`].
+    pub stages: Option<usize>,
+}
+
+/// [`plan`] with `options` overriding the split cap or the ring depth.
 ///
 /// ```no_run
-/// # use b12x_attention::paged::{self, Query};
+/// # use b12x_attention::paged::{self, PlanOptions, Query};
 /// # fn demo(query: &Query, dev: &std::sync::Arc<b12x_core::Device>) -> b12x_core::Result<()> {
-/// let plan = paged::plan_with_split_cap(query, dev, 12)?;
-/// assert_eq!(plan.max_splits(), 12);
+/// let plan = paged::plan_with(query, dev, PlanOptions { max_splits: Some(12), stages: Some(3) })?;
+/// assert_eq!((plan.max_splits(), plan.stages()), (12, 3));
 /// # Ok(())
 /// # }
 /// ```
-pub fn plan_with_split_cap(query: &Query, device: &Arc<Device>, max_splits: usize) -> Result<Plan> {
+pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
     query.validate()?;
+    let optin = device.smem_optin();
+    let stages = options.stages.unwrap_or_else(|| query.default_stages(optin));
+    if !query.stage_options().contains(&stages) {
+        return Err(Error::InvalidQuery {
+            op: OP,
+            field: "stages",
+            reason: format!("must be one of {:?} at D = {}, got {stages}", query.stage_options(), query.head_dim),
+        });
+    }
+    let ctas = query.ctas_per_sm(stages, optin);
+    if ctas == 0 {
+        return Err(Error::Unsupported {
+            op: OP,
+            device: device.name().to_string(),
+            reason: format!(
+                "the {stages}-stage variant needs {} bytes of shared memory per CTA, the device has {optin}",
+                query.smem_bytes(stages)
+            ),
+        });
+    }
+    let max_splits = options.max_splits.unwrap_or_else(|| query.max_splits_at(device.sm_count(), ctas));
     if !(1..=MAX_SPLITS).contains(&max_splits) {
         return Err(Error::InvalidQuery {
             op: OP,
@@ -400,7 +470,15 @@ pub fn plan_with_split_cap(query: &Query, device: &Arc<Device>, max_splits: usiz
         scratch.add("counters", slots * 8);
     }
     let buckets = vec![Bucket { lo: 1, hi: query.max_batch }];
-    Ok(Plan { query: query.clone(), device: device.clone(), buckets, max_splits, scratch, slot: PlanSlot::default() })
+    Ok(Plan {
+        query: query.clone(),
+        device: device.clone(),
+        buckets,
+        max_splits,
+        stages,
+        scratch,
+        slot: PlanSlot::default(),
+    })
 }
 
 impl Plan {
@@ -410,6 +488,10 @@ impl Plan {
     /// Most CTAs one request's keys are split over on this device.
     pub fn max_splits(&self) -> usize {
         self.max_splits
+    }
+    /// Depth of each warp's ring of 16-key blocks (the kernel variant).
+    pub fn stages(&self) -> usize {
+        self.stages
     }
     /// Scratch for the split merges (`partials`, `partial_ml`, `counters`), empty when the plan
     /// never splits.
@@ -488,10 +570,10 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     params.partial_ml = bound.ptr("partial_ml");
     params.counters = bound.ptr("counters");
     let selected = resolve(plan, 0, stream)?;
-    launch(&plan.query, &selected, &params, stream)
+    launch(&plan.query, plan.stages, &selected, &params, stream)
 }
 
-fn launch(q: &Query, selected: &Selected, p: &PagedParams, stream: &CudaStream) -> Result<()> {
+fn launch(q: &Query, stages: usize, selected: &Selected, p: &PagedParams, stream: &CudaStream) -> Result<()> {
     let kernel = selected.kernels.first().ok_or_else(|| Error::UnknownConfig {
         op: OP,
         bucket: String::new(),
@@ -500,7 +582,7 @@ fn launch(q: &Query, selected: &Selected, p: &PagedParams, stream: &CudaStream) 
     let dims = LaunchDims {
         grid: (p.max_splits as u32, p.tiles as u32, (p.batch * p.kv_heads) as u32),
         block: (32 * q.warps(), 1, 1),
-        smem_bytes: q.smem_bytes(),
+        smem_bytes: q.smem_bytes(stages),
     };
     // SAFETY: PagedParams mirrors the kernel's struct (asserted on both sides) and passed
     // `Query::kernel_params`; the scratch regions were bound at the plan's sizes (grid x =
@@ -546,13 +628,13 @@ impl OpPlan for Plan {
     }
     fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
         if config_index == 0 {
-            vec![self.query.symbol()]
+            vec![self.query.symbol(self.stages)]
         } else {
             Vec::new()
         }
     }
     fn dynamic_smem(&self, _bucket: usize, _config_index: usize) -> u32 {
-        self.query.smem_bytes()
+        self.query.smem_bytes(self.stages)
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot
@@ -607,19 +689,20 @@ impl OpPlan for Plan {
             window_left: q.window_left,
             ..PagedParams::default()
         };
-        Ok(Box::new(RaceCase { query: q.clone(), params, _buffer: race }))
+        Ok(Box::new(RaceCase { query: q.clone(), stages: self.stages, params, _buffer: race }))
     }
 }
 
 /// What a timing tool launches.
 struct RaceCase {
     query: Query,
+    stages: usize,
     params: PagedParams,
     _buffer: RaceBuffer,
 }
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(&self.query, selected, &self.params, stream)
+        launch(&self.query, self.stages, selected, &self.params, stream)
     }
 }
