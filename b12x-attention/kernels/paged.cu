@@ -78,17 +78,21 @@ static_assert(offsetof(PagedParams, q_stride) == 120, "offset must match params.
 static_assert(offsetof(PagedParams, tokens) == 144, "offset must match params.rs");
 static_assert(offsetof(PagedParams, scale_log2) == 188, "offset must match params.rs");
 
-// Shared-memory geometry of one variant. Tiles of 16 rows x D elements of T with a 16-byte pad
-// per row (ldmatrix rows land in distinct banks for every D).
+// Shared-memory geometry of one variant. The Q tile: 16 rows x D elements of T with a 16-byte
+// pad per row. The K/V rings: 16-key blocks of rows of D elements of the cache (T or E4M3),
+// each row 128-byte aligned and unpadded with its 16-byte chunks XOR-swizzled within each
+// 128-byte group (chunk c of row r at (c & ~7) | ((c ^ r) & 7)): cp.async pieces of one global
+// line land in one aligned 128-byte segment (a padded pitch splits the L2 requests: 2.6x the
+// requests, 1.5x the sectors, measured), and ldmatrix rows fall in distinct banks.
 template <typename T, bool kE4m3, int D, int WARPS, int STAGES>
 struct PagedSmem {
-  static constexpr int kPitch = D + 8;                          // elements per tile row
-  static constexpr int kTile = 16 * kPitch * 2;                 // bytes of one 16 x D tile
-  // E4M3 key rows of D codes with a 16-byte pad (ldmatrix rows in distinct banks for every D).
-  static constexpr int kRawPitch = D + 16;
-  static constexpr int kRawTile = 16 * kRawPitch;  // bytes of one 16-key raw block
-  // Per warp: STAGES stages of (K, V) in T (bf16/f16 caches) or of raw (K, V) codes (E4M3).
-  static constexpr int kWarp = STAGES * 2 * (kE4m3 ? kRawTile : kTile);
+  static constexpr int kPitch = D + 8;                          // elements per Q row
+  static constexpr int kTile = 16 * kPitch * 2;                 // bytes of the Q tile
+  static constexpr int kEs = kE4m3 ? 1 : 2;                     // bytes per cache element
+  static constexpr int kRowBytes = (D * kEs + 127) / 128 * 128; // bytes per ring row
+  static constexpr int kRingTile = 16 * kRowBytes;              // bytes of one 16-key block
+  // Per warp: STAGES stages of (K, V) blocks.
+  static constexpr int kWarp = STAGES * 2 * kRingTile;
   static constexpr int kQ = kTile;
   static constexpr int kMerge = WARPS * 16 * D * 4 + WARPS * 16 * 2 * 4;  // O, m, l per warp
   static constexpr int kStage = WARPS * kWarp;
@@ -108,6 +112,12 @@ __device__ __forceinline__ void zero_rows(const PagedParams& p, int row0, int g,
     st_global_v16(static_cast<T*>(p.o) + row * p.o_stride + h * D + c * 8, z);
     if (c == 0 && p.lse) p.lse[row * p.lse_stride + h] = -INFINITY;
   }
+}
+
+// Byte offset of 16-byte chunk c of row r of a ring block (see PagedSmem).
+template <int kRowBytes>
+__device__ __forceinline__ uint32_t ring_offset(int r, int c) {
+  return r * kRowBytes + 16 * ((c & ~7) | ((c ^ r) & 7));
 }
 
 template <bool kF16, typename T>
@@ -233,18 +243,17 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // k + i (blocks j = warp + WARPS * k, issued in order), so a block's issue does not wait on
   // its own page-table load (one exposed load per 32 blocks instead of one per block).
   int pg_cache = 0, k_issue = 0;
-  constexpr int kEs = kE4m3 ? 1 : 2;                               // bytes per element
+  constexpr int kEs = Smem::kEs;
   constexpr int kChunks = D * kEs / 16;                            // 16-byte chunks per key (<= 32)
   constexpr int kKeysPerPass = 32 / kChunks;                       // keys one warp-wide copy covers
   constexpr int kPasses = (16 + kKeysPerPass - 1) / kKeysPerPass;  // copies per 16-key block
-  constexpr int kRowPitch = kE4m3 ? Smem::kRawPitch : kPitch * 2;  // bytes per key row in shared
-  constexpr int kStageTile = kE4m3 ? Smem::kRawTile : Smem::kTile;
+  constexpr int kRowBytes = Smem::kRowBytes;
+  constexpr int kStageTile = Smem::kRingTile;
   const int lane_key = lane / kChunks, lane_c = lane % kChunks;
   const bool lane_on = lane < kKeysPerPass * kChunks;
   const long long row_bytes = (long long)p.kv_heads * D * kEs;  // bytes between tokens
   const long long pass_bytes = row_bytes * kKeysPerPass;
   const long long lane_src = lane_key * row_bytes + (long long)g * D * kEs + lane_c * 16;
-  const uint32_t lane_dst = lane_key * kRowPitch + lane_c * 16;
   auto issue = [&](int j, int st) -> bool {
     const int pos0 = c_lo + 16 * j;
     if ((k_issue & 31) == 0) {
@@ -264,7 +273,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     const long long off = tok0 * row_bytes + lane_src;
     const unsigned char* src_k = static_cast<const unsigned char*>(p.k_cache) + off;
     const unsigned char* src_v = static_cast<const unsigned char*>(p.v_cache) + off;
-    const uint32_t dst_k = smem_addr(s_warp) + st * 2 * kStageTile + lane_dst;
+    const uint32_t dst_k = smem_addr(s_warp) + st * 2 * kStageTile;
     // Keys at or past c_hi (stale slots of the last page) read as zeros: masked probabilities
     // are 0 and 0 * V must not meet a NaN or Inf there.
     const int keys_left = c_hi - pos0 - lane_key;
@@ -272,8 +281,9 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     for (int i = 0; i < kPasses; ++i) {
       if (lane_on && lane_key + i * kKeysPerPass < 16) {
         const bool valid = i * kKeysPerPass < keys_left;
-        cp_async_cg_16_zfill(dst_k + i * kKeysPerPass * kRowPitch, src_k + i * pass_bytes, valid);
-        cp_async_cg_16_zfill(dst_k + kStageTile + i * kKeysPerPass * kRowPitch, src_v + i * pass_bytes, valid);
+        const uint32_t at = dst_k + ring_offset<kRowBytes>(lane_key + i * kKeysPerPass, lane_c);
+        cp_async_cg_16_zfill(at, src_k + i * pass_bytes, valid);
+        cp_async_cg_16_zfill(at + kStageTile, src_v + i * pass_bytes, valid);
       }
     }
     return true;
@@ -342,12 +352,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         // Raw codes by ldmatrix (b16 = two codes): matrix i = (keys 8 (i >> 1).., d 32c + 16 (i & 1)..)
         // gives lane (g, t) the codes of key g at d 4t..4t+3 of its 16: one word, two cvts, the
         // B fragment of the permuted d order.
-        const unsigned char* k_raw = s_warp + (st * 2) * Smem::kRawTile;
+        const unsigned char* k_raw = s_warp + (st * 2) * kStageTile;
         const int i = lane >> 3;
 #pragma unroll
         for (int c = 0; c < D / 32; ++c) {
           uint32_t w[4];
-          ldmatrix_x4(w, smem_addr(k_raw + (8 * (i >> 1) + (lane & 7)) * Smem::kRawPitch + 32 * c + 16 * (i & 1)));
+          ldmatrix_x4(w, smem_addr(k_raw + ring_offset<kRowBytes>(8 * (i >> 1) + (lane & 7), 2 * c + (i & 1))));
 #pragma unroll
           for (int m = 0; m < 4; ++m) {
             const uint32_t bk[2] = {e4m3x2_to_f16x2((unsigned short)(w[m] & 0xFFFFu)),
@@ -357,11 +367,11 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
           }
         }
       } else {
-        const unsigned char* k_tile = s_warp + (st * 2) * Smem::kTile;
+        const unsigned char* k_tile = s_warp + (st * 2) * kStageTile;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           uint32_t bk[4];
-          ldmatrix_x4(bk, smem_addr(k_tile + (((lane >> 4) * 8 + (lane & 7)) * kPitch + kk * 16 + ((lane >> 3) & 1) * 8) * 2));
+          ldmatrix_x4(bk, smem_addr(k_tile + ring_offset<kRowBytes>((lane >> 4) * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1))));
           const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
           uint32_t tmp[4];
           const uint32_t(&a)[4] = q_at(kk, tmp);
@@ -422,12 +432,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         // Raw codes by ldmatrix.trans: matrix i = (keys 8 (i & 1).., d 32c + 16 (i >> 1)..) gives lane
         // (g, t) the codes of keys 2t, 2t+1 at d 2g and 2g + 1 (bytes 0, 2 and 1, 3): two B
         // fragments, for the n8 tiles of even and of odd d (acc[4c + 2h + parity]).
-        const unsigned char* v_raw = s_warp + (st * 2 + 1) * Smem::kRawTile;
+        const unsigned char* v_raw = s_warp + (st * 2 + 1) * kStageTile;
         const int i = lane >> 3;
 #pragma unroll
         for (int c = 0; c < D / 32; ++c) {
           uint32_t w[4];
-          ldmatrix_x4_trans(w, smem_addr(v_raw + (8 * (i & 1) + (lane & 7)) * Smem::kRawPitch + 32 * c + 16 * (i >> 1)));
+          ldmatrix_x4_trans(w, smem_addr(v_raw + ring_offset<kRowBytes>(8 * (i & 1) + (lane & 7), 2 * c + (i >> 1))));
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -439,11 +449,11 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
             }
         }
       } else {
-        const unsigned char* v_tile = s_warp + (st * 2 + 1) * Smem::kTile;
+        const unsigned char* v_tile = s_warp + (st * 2 + 1) * kStageTile;
 #pragma unroll
         for (int nd = 0; nd < D / 16; ++nd) {
           uint32_t bv[4];
-          ldmatrix_x4_trans(bv, smem_addr(v_tile + ((lane & 15) * kPitch + nd * 16 + (lane >> 4) * 8) * 2));
+          ldmatrix_x4_trans(bv, smem_addr(v_tile + ring_offset<kRowBytes>(lane & 15, 2 * nd + (lane >> 4))));
           const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
           Mma::run(acc[2 * nd], a, b0);
           Mma::run(acc[2 * nd + 1], a, b1);
@@ -595,10 +605,18 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 // STAGES: depth of each warp's cp.async ring (STAGES - 1 blocks in flight while one is
 // computed). MINB: CTAs per SM the register budget must allow (what shared memory allows on
 // SM90: 3 at D <= 128 with 2 stages, 2 with 3 stages of bf16/f16 or at D = 256).
-#define B12X_PAGED(NAME, T, E4M3, D, WARPS, STAGES, MINB, SUFFIX)                                  \
-  extern "C" __global__ void __launch_bounds__(32 * WARPS, MINB) b12x_paged_##NAME##_d##D##SUFFIX( \
-      const __grid_constant__ b12x::PagedParams p) {                                               \
-    b12x::paged_attention<T, E4M3, D, WARPS, STAGES>(p);                                           \
+// SM120/SM121 (100 KB of shared memory per SM) never hold more than 2 of these CTAs per SM: the
+// register budget there is for 2.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define B12X_PAGED_MINB(MINB) ((MINB) < 2 ? (MINB) : 2)
+#else
+#define B12X_PAGED_MINB(MINB) (MINB)
+#endif
+#define B12X_PAGED(NAME, T, E4M3, D, WARPS, STAGES, MINB, SUFFIX)                  \
+  extern "C" __global__ void __launch_bounds__(32 * WARPS, B12X_PAGED_MINB(MINB)) \
+      b12x_paged_##NAME##_d##D##SUFFIX(                                            \
+          const __grid_constant__ b12x::PagedParams p) {                           \
+    b12x::paged_attention<T, E4M3, D, WARPS, STAGES>(p);                           \
   }
 #define B12X_PAGED_ALL_D(NAME, T, E4M3, MINB_S3)       \
   B12X_PAGED(NAME, T, E4M3, 64, 4, 2, 3, )             \

@@ -88,6 +88,12 @@ fn tiles_and_splits_follow_the_capacity() {
     assert_eq!(query().ctas_per_sm(3, 227 * 1024), 2);
     assert_eq!(query().ctas_per_sm(2, 227 * 1024), 3);
     assert_eq!(query().ctas_per_sm(2, 99 * 1024), 1);
+    // 3 stages only for small BF16 batches where the variant fits (not on SM120 at D = 128).
+    assert_eq!(query().default_stages(132, 227 * 1024), 3);
+    assert_eq!(query().default_stages(132, 99 * 1024), 2);
+    assert_eq!(Query { max_batch: 32, ..query() }.default_stages(132, 227 * 1024), 2);
+    assert_eq!(Query { kv_dtype: DType::E4M3, ..query() }.default_stages(132, 227 * 1024), 2);
+    assert_eq!(Query { head_dim: 256, ..query() }.default_stages(132, 227 * 1024), 2);
 }
 
 /// D = 2, one KV head, P = 16; keys and values indexed by position.

@@ -234,8 +234,9 @@ impl Query {
         let d = self.head_dim;
         let warps = self.warps() as usize;
         let tile = 16 * (d + 8) * 2;
-        let raw = 16 * (d + 16);
-        let per_warp = stages * 2 * if self.e4m3() { raw } else { tile };
+        let es = if self.e4m3() { 1 } else { 2 };
+        let ring_tile = 16 * (d * es).div_ceil(128) * 128;
+        let per_warp = stages * 2 * ring_tile;
         let merge = warps * 16 * d * 4 + warps * 16 * 2 * 4;
         (tile + (warps * per_warp).max(merge) + 16 * 2 * 4) as u32
     }
@@ -270,12 +271,20 @@ impl Query {
         (((smem_optin + 1024) / (smem + 1024)) as usize).min(regs)
     }
 
-    /// The ring depth `plan` takes on a device with `smem_optin` bytes of shared memory per CTA:
-    /// 2 (the 3-stage variants are there for [`plan_with`] to measure; see
-    /// `bench-results/2026-11-30-h200-i/`).
-    pub fn default_stages(&self, smem_optin: u32) -> usize {
-        let _ = smem_optin;
-        2
+    /// The ring depth `plan` takes on a device with `sm_count` SMs and `smem_optin` bytes of
+    /// shared memory per CTA: 3 for BF16/FP16 caches when the capacity batch has at most one
+    /// (request, KV head, tile) CTA per SM (the splits then fill the machine and each warp's
+    /// deeper ring shortens its long chain of blocks) and the variant fits; else 2. Fitted to the
+    /// H200 decode bench (`bench-results/2026-11-30-h200-i/`: B = 8 is 1–8% faster with 3 stages,
+    /// B = 32 the same, B = 128 up to 3% slower; E4M3 no faster at any B).
+    pub fn default_stages(&self, sm_count: u32, smem_optin: u32) -> usize {
+        let pairs = self.max_batch * self.kv_heads * self.tiles();
+        let three = !self.e4m3() && self.stage_options().contains(&3) && self.ctas_per_sm(3, smem_optin) > 0;
+        if three && pairs <= sm_count as usize {
+            3
+        } else {
+            2
+        }
     }
 
     /// The split cap for `sm_count` SMs (3 CTAs per SM): when the capacity batch's
@@ -433,7 +442,7 @@ pub struct PlanOptions {
 pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
     query.validate()?;
     let optin = device.smem_optin();
-    let stages = options.stages.unwrap_or_else(|| query.default_stages(optin));
+    let stages = options.stages.unwrap_or_else(|| query.default_stages(device.sm_count(), optin));
     if !query.stage_options().contains(&stages) {
         return Err(Error::InvalidQuery {
             op: OP,

@@ -109,6 +109,102 @@ __global__ void __launch_bounds__(32 * WARPS) probe(const uint8_t* __restrict__ 
   if (acc == 0x12345678u) out[0] = acc;  // keeps the loads alive, never true for the fill below
 }
 
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile("{\n.reg .pred done;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n@!done bra W_%=;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void bulk(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// Bulk-copy variant: lane i copies row (kv = i / 16, key = i % 16) of the warp block (kSpan
+// contiguous bytes) to a padded pitch; one mbarrier per stage; STAGES - 1 blocks in flight.
+template <bool kPage, int ES>
+struct BGeo {
+  static constexpr int kSpan = Geo<kPage, ES>::kHeads * Geo<kPage, ES>::kRow;
+  static constexpr int kPitch = kSpan + 16;
+  static constexpr int kBlock = 32 * kPitch;
+};
+template <bool kPage, int ES, int STAGES>
+__global__ void __launch_bounds__(32 * WARPS) probe_bulk(const uint8_t* __restrict__ k, const uint8_t* __restrict__ v,
+                                                    const int* __restrict__ pt, int pages_per_req, int splits,
+                                                    unsigned* out) {
+  using G = Geo<kPage, ES>;
+  using BG = BGeo<kPage, ES>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) unsigned long long bars[WARPS * STAGES];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int b = kPage ? blockIdx.z : blockIdx.z / HKV, g = kPage ? 0 : blockIdx.z % HKV;
+  const int split = blockIdx.x;
+  const int per = (pages_per_req + splits - 1) / splits;
+  const int p_lo = split * per, p_hi = min(pages_per_req, p_lo + per);
+  uint8_t* ring = smem + warp * STAGES * BG::kBlock;
+  const uint32_t bar0 = saddr(&bars[warp * STAGES]);
+  if (lane < STAGES) mbar_init(bar0 + 8 * lane, 1);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncwarp();
+  const size_t page_bytes = (size_t)P * HKV * G::kRow;
+  const int g0 = kPage ? warp * G::kHeads : g;
+  auto issue = [&](int page_idx, int st) {
+    const int page = __ldg(pt + (size_t)b * pages_per_req + page_idx);
+    const uint32_t bar = bar0 + 8 * st;
+    if (lane == 0) mbar_expect(bar, 32 * BG::kSpan);
+    __syncwarp();
+    const int kv = lane >> 4, key = lane & 15;
+    const uint8_t* src = (kv ? v : k) + page * page_bytes + ((size_t)key * HKV + g0) * G::kRow;
+    bulk(saddr(ring + st * BG::kBlock + lane * BG::kPitch), src, BG::kSpan, bar);
+  };
+  unsigned acc = 0;
+  const int first = kPage ? p_lo : p_lo + warp, step = kPage ? 1 : WARPS;
+  int next = first, it = 0;
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (next < p_hi) issue(next, s);
+    next += step;
+  }
+  for (int pg = first; pg < p_hi; pg += step, ++it) {
+    if (next < p_hi) issue(next, (it + STAGES - 1) % STAGES);
+    next += step;
+    const int st = it % STAGES;
+    mbar_wait(bar0 + 8 * st, (it / STAGES) & 1);
+    acc ^= reinterpret_cast<const unsigned*>(ring + st * BG::kBlock + lane * BG::kPitch)[0];
+    __syncwarp();
+  }
+  if (acc == 0x12345678u) out[0] = acc;
+}
+
+template <bool kPage, int ES, int STAGES>
+float run_bulk(const uint8_t* k, const uint8_t* v, const int* pt, int B, int pages_per_req, int splits, unsigned* out,
+          uint8_t* flush, size_t flush_bytes) {
+  using BG = BGeo<kPage, ES>;
+  const int smem = WARPS * STAGES * BG::kBlock;
+  if (smem > 227 * 1024) return -1.0f;
+  auto kern = probe_bulk<kPage, ES, STAGES>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  dim3 grid(splits, 1, kPage ? B : B * HKV);
+  std::vector<float> t;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  for (int s = 0; s < 22; ++s) {
+    CK(cudaMemsetAsync(flush, s, flush_bytes));
+    CK(cudaEventRecord(e0));
+    kern<<<grid, 32 * WARPS, smem>>>(k, v, pt, pages_per_req, splits, out);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (s >= 2) t.push_back(ms * 1000.0f);
+  }
+  CK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 template <bool kPage, int ES, int STAGES>
 float run(const uint8_t* k, const uint8_t* v, const int* pt, int B, int pages_per_req, int splits, unsigned* out,
           uint8_t* flush, size_t flush_bytes) {
@@ -181,6 +277,13 @@ int main() {
           row("head", 5, head_splits, run<false, 2, 5>(k, v, pt, B, pages_per_req, head_splits, out, flush, flush_bytes));
           row("page", 2, page_splits, run<true, 2, 2>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
           row("page", 3, page_splits, run<true, 2, 3>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
+          for (int sp : {head_splits, 2 * head_splits}) {
+          row("bhead", 3, sp, run_bulk<false, 2, 3>(k, v, pt, B, pages_per_req, sp, out, flush, flush_bytes));
+          row("bhead", 4, sp, run_bulk<false, 2, 4>(k, v, pt, B, pages_per_req, sp, out, flush, flush_bytes));
+          row("bhead", 6, sp, run_bulk<false, 2, 6>(k, v, pt, B, pages_per_req, sp, out, flush, flush_bytes));
+          }
+          row("bpage", 2, page_splits, run_bulk<true, 2, 2>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
+          row("bpage", 3, page_splits, run_bulk<true, 2, 3>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
         } else {
           row("head", 2, head_splits, run<false, 1, 2>(k, v, pt, B, pages_per_req, head_splits, out, flush, flush_bytes));
           row("head", 3, head_splits, run<false, 1, 3>(k, v, pt, B, pages_per_req, head_splits, out, flush, flush_bytes));
@@ -188,6 +291,13 @@ int main() {
           row("head", 9, head_splits, run<false, 1, 9>(k, v, pt, B, pages_per_req, head_splits, out, flush, flush_bytes));
           row("page", 2, page_splits, run<true, 1, 2>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
           row("page", 3, page_splits, run<true, 1, 3>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
+          for (int sp : {head_splits, 2 * head_splits}) {
+          row("bhead", 3, sp, run_bulk<false, 1, 3>(k, v, pt, B, pages_per_req, sp, out, flush, flush_bytes));
+          row("bhead", 5, sp, run_bulk<false, 1, 5>(k, v, pt, B, pages_per_req, sp, out, flush, flush_bytes));
+          row("bhead", 9, sp, run_bulk<false, 1, 9>(k, v, pt, B, pages_per_req, sp, out, flush, flush_bytes));
+          }
+          row("bpage", 3, page_splits, run_bulk<true, 1, 3>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
+          row("bpage", 5, page_splits, run_bulk<true, 1, 5>(k, v, pt, B, pages_per_req, page_splits, out, flush, flush_bytes));
         }
         CK(cudaFree(k));
         CK(cudaFree(v));
