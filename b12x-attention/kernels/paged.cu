@@ -153,6 +153,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const bool bad_req = bad_len || q_len > len;
   const long long rows_req = (long long)max(q_len, 0) * G;
   const int tile_rows = (int)min(16LL, rows_req - tile * 16LL);
+  // The packing check's loads go out with the request's (one round trip, not two).
+  const bool packed = packing_ok(cu, p.batch, p.tokens);
   // Keys the tile's rows see: [k_lo, k_hi), split into chunks aligned to 16 keys.
   const int t0 = len - q_len;  // position of new token 0
   const int t_first = t0 + (tile * 16) / G, t_last = t0 + (tile * 16 + max(tile_rows, 1) - 1) / G;
@@ -167,7 +169,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // (split 0 always stays: it writes masked rows and covers a bad packing).
   if (split > 0 && (bad_req || tile_rows <= 0 || split >= splits)) return;
 
-  if (!packing_ok(cu, p.batch, p.tokens)) {
+  if (!packed) {
     // Every packed row is masked: the first split of each (tile, b, g) CTA zeroes a share.
     if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
     if (split == 0) {
@@ -345,8 +347,10 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     const bool ok_cur = (ok_bits >> st) & 1u;
     __syncwarp();
 
-    // S = Q K^T for 16 rows x 16 keys (two n8 tiles).
+    // S = Q K^T for 16 rows x 16 keys (two n8 tiles); odd k chunks accumulate apart (four
+    // independent MMA chains of D / 32 instead of two of D / 16), summed after.
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    float s_odd[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     if (ok_cur) {
       if constexpr (kE4m3) {
         // Raw codes by ldmatrix (b16 = two codes): matrix i = (keys 8 (i >> 1).., d 32c + 16 (i & 1)..)
@@ -363,7 +367,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
             const uint32_t bk[2] = {e4m3x2_to_f16x2((unsigned short)(w[m] & 0xFFFFu)),
                                     e4m3x2_to_f16x2((unsigned short)(w[m] >> 16))};
             uint32_t tmp[4];
-            Mma::run(s[m >> 1], q_at(2 * c + (m & 1), tmp), bk);
+            Mma::run((m & 1) ? s_odd[m >> 1] : s[m >> 1], q_at(2 * c + (m & 1), tmp), bk);
           }
         }
       } else {
@@ -375,10 +379,14 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
           const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
           uint32_t tmp[4];
           const uint32_t(&a)[4] = q_at(kk, tmp);
-          Mma::run(s[0], a, b0);
-          Mma::run(s[1], a, b1);
+          Mma::run((kk & 1) ? s_odd[0] : s[0], a, b0);
+          Mma::run((kk & 1) ? s_odd[1] : s[1], a, b1);
         }
       }
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] += s_odd[n][e];
     }
     // Mask (edge blocks only), then the online softmax per row in log2 units.
     const int pos0 = c_lo + 16 * j;
@@ -480,7 +488,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
       // E4M3: n8 tile 4c + 2h + parity holds d = 32c + 16h + 2 * column + parity.
       const int col = lc + (e & 1);
       const int d = kE4m3 ? 32 * (n >> 2) + 16 * ((n >> 1) & 1) + 2 * col + (n & 1) : n * 8 + col;
-      s_o[(warp * 16 + lr + 8 * (e >> 1)) * D + d] = acc[n][e];
+      const int r = lr + 8 * (e >> 1);
+      if (r < tile_rows) s_o[(warp * 16 + r) * D + d] = acc[n][e];  // the merge reads only these
     }
   if ((lane & 3) == 0) {
 #pragma unroll
