@@ -12,6 +12,10 @@
 //! `enable_gqa=True` on the same geometry laid out contiguously), keyed `paged_decode/B{b}_ctx{c}`;
 //! the E4M3 rows are compared with the same SDPA (BF16) row. `B12X_BENCH_QUICK=1` keeps B = 8.
 //!
+//! After the cases, `read_probe/{MB}` rows time the project's read probes on each distinct KV byte
+//! count (the size-matched ceiling of each row; below ~300 MB a read does not reach the 2 GB
+//! ceiling the `% ceiling` column uses).
+//!
 //! `B12X_PAGED_SPLIT_CAP=N` and `B12X_PAGED_STAGES=S` plan every case with split cap N or ring
 //! depth S instead of the plan's defaults (to sweep them; the config column says which a row
 //! ran with).
@@ -54,6 +58,28 @@ fn main() -> Result<()> {
             for kv in [DType::BF16, DType::E4M3] {
                 bench_case(&dev, &mut report, b, ctx, kv)?;
             }
+        }
+    }
+    // Size-matched ceilings: the project's read probes on each distinct KV byte count (below
+    // ~300 MB a graph-replayed read does not reach the 2 GB ceiling; CONTRIBUTING.md).
+    if b12x_core::bench::selected("read_probe") {
+        let mut sizes: Vec<usize> = BATCHES
+            .into_iter()
+            .filter(|&b| !quick || b == 8)
+            .flat_map(|b| CONTEXTS.into_iter().flat_map(move |c| [1, 2].map(|es| b * c * HKV * D * 2 * es)))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for bytes in sizes {
+            let tbps = b12x_core::bench::read_bandwidth(&dev, bytes)?;
+            let us = (bytes / 8192 * 8192) as f64 / (tbps * 1e12) * 1e6;
+            report.add(
+                &format!("read_probe/{}MB", bytes >> 20),
+                "b12x read probes, best shape",
+                &[us],
+                bytes as f64,
+                0.0,
+            );
         }
     }
     println!("wrote {}", report.write()?.display());

@@ -32,6 +32,11 @@
 //!   16-byte aligned rows; `max_q_len` new tokens per request at most (1 for decode plans).
 //! - Kernel ([`KERNEL_NOTE`]): per (request, KV head, 16-row tile) CTAs over chunks of its keys
 //!   with `mma.sync`; split partials merged on the device by the last CTA to arrive, in order.
+//!   Each warp streams 16-key blocks through a 2- or 3-stage `cp.async` ring
+//!   ([`Plan::stages`], [`Query::default_stages`]); E4M3 codes are converted to f16 in registers.
+//!   [`plan_with`] overrides the split cap and the ring depth (for tuning tools and benchmarks).
+//!   Stale cache slots past a request's length (on its last page) may hold anything, NaN
+//!   included: they are read as zeros.
 //!
 //! ```no_run
 //! use b12x_attention::paged::{self, Args, Query};
