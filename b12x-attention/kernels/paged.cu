@@ -12,7 +12,9 @@
 //   error [1] u32   scratch: partials, partial_ml, counters (split merges).
 // Constraints: D in {64, 96, 128, 256}, P % 16 == 0, H / Hkv <= 16, 16-byte aligned rows.
 // Strategy: CTA (split, tile, b*Hkv+g) takes 16 query rows of one request and KV head (the
-//   q_len * G rows of (token, head in group), 16 per tile) and a chunk of the keys they see; its
+//   q_len * G rows of (token, head in group), 16 per tile; 8 in the _n8 variants, which compute
+//   S^T = K Q^T and O^T = V^T P^T with the keys / d as the MMA's M, P^T transposed by movmatrix)
+//   and a chunk of the keys they see; its
 //   warps take 16-key blocks in turn (one page each: chunks start on 16-key boundaries), each
 //   streaming its blocks through a 2- or 3-stage ring of 16-byte cp.async pieces (the page ids of a
 //   warp's next 32 blocks fetched in one load), S = Q K^T and O += P V with mma.sync m16n8k16
@@ -25,8 +27,8 @@
 //   the device lengths: the grid is fixed, so a captured graph replays any lengths); split
 //   partials go to scratch and the last CTA to arrive (arrive_tagged) merges them in split
 //   order with the sink. Untrusted indices follow src/paging.rs: masked rows, fault bits.
-// Entry points: b12x_paged_{bf16,f16,bf16_e4m3}_d{64,96,128,256} (2-stage rings) and
-//   ..._d{64,96,128}_s3 (3-stage rings).
+// Entry points: b12x_paged_{bf16,f16,bf16_e4m3}_d{64,96,128,256} (2-stage rings, 16-row
+//   tiles), ..._d{64,96,128}_s3 (3-stage rings), ..._d{64,96,128}[_s3]_n8 (8-row tiles, S^T = K Q^T).
 // Oracle: src/paged/reference.rs
 #include <stddef.h>
 
@@ -114,6 +116,15 @@ __device__ __forceinline__ void zero_rows(const PagedParams& p, int row0, int g,
   }
 }
 
+// The transpose of the 8 x 8 b16 matrix a warp holds one 32-bit pair per lane (lane (g, t):
+// row g, columns 2t, 2t + 1) in the same layout.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-movmatrix
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+  return d;
+}
+
 // Byte offset of 16-byte chunk c of row r of a ring block (see PagedSmem).
 template <int kRowBytes>
 __device__ __forceinline__ uint32_t ring_offset(int r, int c) {
@@ -134,9 +145,13 @@ struct MmaTypeOf<true, T> {
 // [2^-10, 2^20), which keeps bf16 q inside f16's range), compensated in the logit scale.
 constexpr float kQScaleE4m3 = 0.0625f;
 
-template <typename T, bool kE4m3, int D, int WARPS, int STAGES>
+template <typename T, bool kE4m3, int D, int WARPS, int STAGES, bool kSwap>
 __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   using Smem = PagedSmem<T, kE4m3, D, WARPS, STAGES>;
+  // Rows per tile: 16 (S = Q K^T, query rows as the MMA's M), or 8 with kSwap (S^T = K Q^T:
+  // 16 keys as M, the tile's 8 rows as N; half the MMAs and accumulators of a 16-row tile when
+  // a tile holds at most 8 rows, as decode with a group of <= 8 does).
+  constexpr int kRows = kSwap ? 8 : 16;
   using Mma = MmaOf<typename MmaTypeOf<kE4m3, T>::type>;
   constexpr int kPitch = Smem::kPitch;
   extern __shared__ __align__(128) unsigned char s_dyn[];
@@ -152,12 +167,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const bool bad_len = len < 0 || (long long)len > (long long)p.max_pages * p.page_size;
   const bool bad_req = bad_len || q_len > len;
   const long long rows_req = (long long)max(q_len, 0) * G;
-  const int tile_rows = (int)min(16LL, rows_req - tile * 16LL);
+  const int tile_rows = (int)min((long long)kRows, rows_req - tile * (long long)kRows);
   // The packing check's loads go out with the request's (one round trip, not two).
   const bool packed = packing_ok(cu, p.batch, p.tokens);
   // Keys the tile's rows see: [k_lo, k_hi), split into chunks aligned to 16 keys.
   const int t0 = len - q_len;  // position of new token 0
-  const int t_first = t0 + (tile * 16) / G, t_last = t0 + (tile * 16 + max(tile_rows, 1) - 1) / G;
+  const int t_first = t0 + (tile * kRows) / G, t_last = t0 + (tile * kRows + max(tile_rows, 1) - 1) / G;
   const int k_lo = p.window_left >= 0 ? max(0, t_first - p.window_left) : 0;
   const int k_hi = t_last + 1;
   const int base = k_lo & ~15;
@@ -187,27 +202,30 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   if (tile_rows <= 0) return;  // no rows here (empty request, or beyond its tiles)
   if (bad_req) {
     if (threadIdx.x == 0 && tile == 0 && g == 0) atomicOr(p.error, bad_len ? kFaultLength : kFaultQueryLayout);
-    zero_rows<T, D>(p, row0, g, tile * 16, tile * 16 + tile_rows);
+    zero_rows<T, D>(p, row0, g, tile * kRows, tile * kRows + tile_rows);
     return;
   }
   const int c_lo = base + split * chunk;
   const int c_hi = min(k_hi, c_lo + chunk);
 
-  // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8. Rows past tile_rows hold
-  // q = 0 (finite logits) and are never written, so only keys are masked.
+  // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8 (kSwap: c0,c2 -> row 2t,
+  // c1,c3 -> row 2t + 1). Rows past tile_rows hold q = 0 (finite logits) and are never
+  // written, so only keys are masked.
   const int lr = lane >> 2, lt = lane & 3, lc = 2 * lt;
   int t_row[2];
 #pragma unroll
-  for (int e = 0; e < 2; ++e) t_row[e] = t0 + (tile * 16 + lr + 8 * e) / G;
+  for (int e = 0; e < 2; ++e) t_row[e] = t0 + (tile * kRows + (kSwap ? lc + e : lr + 8 * e)) / G;
   // Keys every row of the tile sees: blocks inside [full_lo, full_hi) skip the mask.
   const int full_lo = p.window_left >= 0 ? max(c_lo, t_last - p.window_left) : c_lo;
   const int full_hi = min(c_hi, t_first + 1);
   const float k_scale = kE4m3 ? __ldg(p.k_scale + b * p.kv_heads + g) : 1.0f;
   const float s_mul = p.scale_log2 * k_scale * (kE4m3 ? 1.0f / kQScaleE4m3 : 1.0f);
 
-  float acc[D / 8][4];
+  // O accumulators: D / 8 n8 tiles of 16 rows, or (kSwap) D / 16 m16 tiles of O^T (16 d x 8 rows).
+  constexpr int kAcc = kSwap ? D / 16 : D / 8;
+  float acc[kAcc][4];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n)
+  for (int n = 0; n < kAcc; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
   // Running maximum (log2 units, lazy: see kLazyLog2) and sum per fragment row.
@@ -221,7 +239,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
       const int r = idx / (D / 8), c = idx % (D / 8);
       Vec16 v{{0u, 0u, 0u, 0u}};
       if (r < tile_rows) {
-        const int rr = tile * 16 + r;
+        const int rr = tile * kRows + r;
         const int row = row0 + rr / G, h = g * G + rr % G;
         v = ld_global_v16(static_cast<const T*>(p.q) + row * p.q_stride + h * D + c * 8);
         if constexpr (kE4m3) {
@@ -318,8 +336,24 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
       ldmatrix_x4(a, smem_addr(s_q + ((lane & 15) * kPitch + kk * 16 + (lane >> 4) * 8) * 2));
     }
   };
-  constexpr bool kQRegs = D <= 128;
+  constexpr bool kQRegs = D <= 128 && !kSwap;
   uint32_t qf[kQRegs ? D / 16 : 1][4];
+  // kSwap: Q^T fragments (the B operand of S^T = K Q^T): b0 = q[row g][k 2t, 2t+1], b1 =
+  // q[row g][k 2t+8, 2t+9] (E4M3: the permuted d order, q's d = 4t..4t+3).
+  uint32_t qb[kSwap ? D / 16 : 1][2];
+  if constexpr (kSwap) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      if constexpr (kE4m3) {
+        const uint2 v = *reinterpret_cast<const uint2*>(s_q + (lr * kPitch + kk * 16 + 4 * lt) * 2);
+        qb[kk][0] = v.x;
+        qb[kk][1] = v.y;
+      } else {
+        qb[kk][0] = *reinterpret_cast<const uint32_t*>(s_q + (lr * kPitch + kk * 16 + lc) * 2);
+        qb[kk][1] = *reinterpret_cast<const uint32_t*>(s_q + (lr * kPitch + kk * 16 + lc + 8) * 2);
+      }
+    }
+  }
   if constexpr (kQRegs) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) q_frag(kk, qf[kk]);
@@ -345,6 +379,113 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     cp_async_commit();
     cp_async_wait<STAGES - 1>();
     const bool ok_cur = (ok_bits >> st) & 1u;
+    if constexpr (kSwap) {
+      // S^T = K Q^T: 16 keys x 8 rows; lane (g, t) holds keys g, g + 8 of rows 2t, 2t + 1
+      // (e = 0: (g, 2t), 1: (g, 2t+1), 2: (g+8, 2t), 3: (g+8, 2t+1)). Two MMA chains.
+      float st4[4] = {0.f, 0.f, 0.f, 0.f}, st4b[4] = {0.f, 0.f, 0.f, 0.f};
+      if (ok_cur) {
+        const int i = lane >> 3;
+        if constexpr (kE4m3) {
+          // A = K codes: matrix i = (keys 8 (i & 1).., chunk 2c + (i >> 1)); a word of key g
+          // holds d 4t..4t+3: lo pair -> k (2t, 2t+1), hi pair -> k (2t+8, 2t+9).
+          const unsigned char* k_raw = s_warp + (st * 2) * kStageTile;
+#pragma unroll
+          for (int c = 0; c < D / 32; ++c) {
+            uint32_t w[4];
+            ldmatrix_x4(w, smem_addr(k_raw + ring_offset<kRowBytes>(8 * (i & 1) + (lane & 7), 2 * c + (i >> 1))));
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t a[4] = {e4m3x2_to_f16x2((unsigned short)(w[2 * h] & 0xFFFFu)),
+                                     e4m3x2_to_f16x2((unsigned short)(w[2 * h + 1] & 0xFFFFu)),
+                                     e4m3x2_to_f16x2((unsigned short)(w[2 * h] >> 16)),
+                                     e4m3x2_to_f16x2((unsigned short)(w[2 * h + 1] >> 16))};
+              Mma::run(h ? st4b : st4, a, qb[2 * c + h]);
+            }
+          }
+        } else {
+          const unsigned char* k_tile = s_warp + (st * 2) * kStageTile;
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk) {
+            uint32_t a[4];
+            ldmatrix_x4(a, smem_addr(k_tile + ring_offset<kRowBytes>(lane & 15, 2 * kk + (lane >> 4))));
+            Mma::run((kk & 1) ? st4b : st4, a, qb[kk]);
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st4[e] += st4b[e];
+      }
+      const int pos0 = c_lo + 16 * j;
+      if (!(ok_cur && pos0 >= full_lo && pos0 + 16 <= full_hi)) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = pos0 + lr + 8 * (e >> 1), r = e & 1;
+          const bool vis = ok_cur && key < c_hi && key <= t_row[r] && (p.window_left < 0 || key >= t_row[r] - p.window_left);
+          if (!vis) st4[e] = -INFINITY;
+        }
+      }
+      float corr[2];
+      bool moved = false;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = fmaxf(st4[r], st4[r + 2]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        const float ms = mx * s_mul;
+        const bool move = ms > m_run[r] + kLazyLog2;
+        corr[r] = move ? exp2_ftz(m_run[r] - ms) : 1.0f;
+        m_run[r] = move ? ms : m_run[r];
+        moved |= move;
+        const float neg_m = m_run[r] == -INFINITY ? 0.0f : -m_run[r];
+        st4[r] = exp2_ftz(fmaf(st4[r], s_mul, neg_m));
+        st4[r + 2] = exp2_ftz(fmaf(st4[r + 2], s_mul, neg_m));
+        // A partial sum over this lane's keys (the lanes of one t are summed at the end).
+        l_run[r] = l_run[r] * corr[r] + (st4[r] + st4[r + 2]);
+      }
+      if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+        for (int n = 0; n < D / 16; ++n) {
+          acc[n][0] *= corr[0];
+          acc[n][1] *= corr[1];
+          acc[n][2] *= corr[0];
+          acc[n][3] *= corr[1];
+        }
+      }
+      if (ok_cur) {
+        // P^T (16 keys x 8 rows) as the B operand: (key g, rows 2t, 2t+1) pairs transposed by
+        // movmatrix to (keys 2t, 2t+1, row g).
+        const uint32_t bp[2] = {movmatrix_trans(Mma::pack(st4[0], st4[1])), movmatrix_trans(Mma::pack(st4[2], st4[3]))};
+        const int i = lane >> 3;
+        if constexpr (kE4m3) {
+          // A = V^T codes by ldmatrix.trans: matrix i = (keys 8 (i & 1).., chunk 2c + (i >> 1))
+          // gives lane (g, t) keys 2t, 2t+1 at d 2g, 2g+1 of the chunk: bytes 0, 2 -> m-row g
+          // (even d), bytes 1, 3 -> m-row g + 8 (odd d) of m-tile 2c + h.
+          const unsigned char* v_raw = s_warp + (st * 2 + 1) * kStageTile;
+#pragma unroll
+          for (int c = 0; c < D / 32; ++c) {
+            uint32_t w[4];
+            ldmatrix_x4_trans(w, smem_addr(v_raw + ring_offset<kRowBytes>(8 * (i & 1) + (lane & 7), 2 * c + (i >> 1))));
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t a[4] = {e4m3x2_to_f16x2((unsigned short)__byte_perm(w[2 * h], 0u, 0x20u)),
+                                     e4m3x2_to_f16x2((unsigned short)__byte_perm(w[2 * h], 0u, 0x31u)),
+                                     e4m3x2_to_f16x2((unsigned short)__byte_perm(w[2 * h + 1], 0u, 0x20u)),
+                                     e4m3x2_to_f16x2((unsigned short)__byte_perm(w[2 * h + 1], 0u, 0x31u))};
+              Mma::run(acc[2 * c + h], a, bp);
+            }
+          }
+        } else {
+          // A = V^T by ldmatrix.trans: matrix i = (keys 8 (i >> 1).., chunk 2md + (i & 1)).
+          const unsigned char* v_tile = s_warp + (st * 2 + 1) * kStageTile;
+#pragma unroll
+          for (int md = 0; md < D / 16; ++md) {
+            uint32_t a[4];
+            ldmatrix_x4_trans(a, smem_addr(v_tile + ring_offset<kRowBytes>(8 * (i >> 1) + (lane & 7), 2 * md + (i & 1))));
+            Mma::run(acc[md], a, bp);
+          }
+        }
+      }
+    } else {
     __syncwarp();
 
     // S = Q K^T for 16 rows x 16 keys (two n8 tiles); odd k chunks accumulate apart (four
@@ -468,13 +609,20 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         }
       }
     }
+    }
     __syncwarp();  // this stage is free before the next issue into it
   }
   cp_async_wait<0>();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    if constexpr (kSwap) {
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 4);
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 8);
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 16);
+    } else {
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    }
   }
   __syncthreads();  // every warp is done with its ring: the merge area overlays it
 
@@ -482,20 +630,29 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   float* s_o = reinterpret_cast<float*>(s_work);
   float* s_ml = s_o + WARPS * 16 * D;
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n)
+  for (int n = 0; n < kAcc; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      // E4M3: n8 tile 4c + 2h + parity holds d = 32c + 16h + 2 * column + parity.
-      const int col = lc + (e & 1);
-      const int d = kE4m3 ? 32 * (n >> 2) + 16 * ((n >> 1) & 1) + 2 * col + (n & 1) : n * 8 + col;
-      const int r = lr + 8 * (e >> 1);
+      int r, d;
+      if constexpr (kSwap) {
+        // m16 tile n of O^T: element e at (m-row lr + 8 (e >> 1), row 2t + (e & 1)); E4M3:
+        // m-row g <-> d 16n + 2g, m-row g + 8 <-> d 16n + 2g + 1.
+        r = lc + (e & 1);
+        d = kE4m3 ? 16 * n + 2 * lr + (e >> 1) : 16 * n + lr + 8 * (e >> 1);
+      } else {
+        // E4M3: n8 tile 4c + 2h + parity holds d = 32c + 16h + 2 * column + parity.
+        const int col = lc + (e & 1);
+        d = kE4m3 ? 32 * (n >> 2) + 16 * ((n >> 1) & 1) + 2 * col + (n & 1) : n * 8 + col;
+        r = lr + 8 * (e >> 1);
+      }
       if (r < tile_rows) s_o[(warp * 16 + r) * D + d] = acc[n][e];  // the merge reads only these
     }
-  if ((lane & 3) == 0) {
+  if (kSwap ? lane < 4 : (lane & 3) == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      s_ml[(warp * 16 + lr + 8 * r) * 2] = m_run[r];
-      s_ml[(warp * 16 + lr + 8 * r) * 2 + 1] = l_run[r];
+      const int row = kSwap ? lc + r : lr + 8 * r;
+      s_ml[(warp * 16 + row) * 2] = m_run[r];
+      s_ml[(warp * 16 + row) * 2 + 1] = l_run[r];
     }
   }
   __syncthreads();
@@ -529,7 +686,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   auto finish = [&](auto&& o_at, auto&& ml_at) {
     for (int idx = threadIdx.x; idx < tile_rows * D; idx += blockDim.x) {
       const int r = idx / D, d = idx % D;
-      const int rr = tile * 16 + r;
+      const int rr = tile * kRows + r;
       const int row = row0 + rr / G, h = g * G + rr % G;
       float m = ml_at(r, 0), l = ml_at(r, 1), o = o_at(r, d);
       if (p.sinks) {
@@ -621,21 +778,28 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 #else
 #define B12X_PAGED_MINB(MINB) (MINB)
 #endif
-#define B12X_PAGED(NAME, T, E4M3, D, WARPS, STAGES, MINB, SUFFIX)                  \
+#define B12X_PAGED(NAME, T, E4M3, D, WARPS, STAGES, SWAP, MINB, SUFFIX)            \
   extern "C" __global__ void __launch_bounds__(32 * WARPS, B12X_PAGED_MINB(MINB)) \
       b12x_paged_##NAME##_d##D##SUFFIX(                                            \
           const __grid_constant__ b12x::PagedParams p) {                           \
-    b12x::paged_attention<T, E4M3, D, WARPS, STAGES>(p);                           \
+    b12x::paged_attention<T, E4M3, D, WARPS, STAGES, SWAP>(p);                     \
   }
-#define B12X_PAGED_ALL_D(NAME, T, E4M3, MINB_S3)       \
-  B12X_PAGED(NAME, T, E4M3, 64, 4, 2, 3, )             \
-  B12X_PAGED(NAME, T, E4M3, 96, 4, 2, 3, )             \
-  B12X_PAGED(NAME, T, E4M3, 128, 4, 2, 3, )            \
-  B12X_PAGED(NAME, T, E4M3, 256, 2, 2, 2, )            \
-  B12X_PAGED(NAME, T, E4M3, 64, 4, 3, MINB_S3, _s3)    \
-  B12X_PAGED(NAME, T, E4M3, 96, 4, 3, MINB_S3, _s3)    \
-  B12X_PAGED(NAME, T, E4M3, 128, 4, 3, MINB_S3, _s3)
+#define B12X_PAGED_ALL_D(NAME, T, E4M3, MINB_S3, MINB_N8)        \
+  B12X_PAGED(NAME, T, E4M3, 64, 4, 2, false, 3, )               \
+  B12X_PAGED(NAME, T, E4M3, 96, 4, 2, false, 3, )               \
+  B12X_PAGED(NAME, T, E4M3, 128, 4, 2, false, 3, )              \
+  B12X_PAGED(NAME, T, E4M3, 256, 2, 2, false, 2, )              \
+  B12X_PAGED(NAME, T, E4M3, 64, 4, 3, false, MINB_S3, _s3)      \
+  B12X_PAGED(NAME, T, E4M3, 96, 4, 3, false, MINB_S3, _s3)      \
+  B12X_PAGED(NAME, T, E4M3, 128, 4, 3, false, MINB_S3, _s3)     \
+  B12X_PAGED(NAME, T, E4M3, 64, 4, 2, true, MINB_N8, _n8)       \
+  B12X_PAGED(NAME, T, E4M3, 96, 4, 2, true, MINB_N8, _n8)       \
+  B12X_PAGED(NAME, T, E4M3, 128, 4, 2, true, MINB_N8, _n8)      \
+  B12X_PAGED(NAME, T, E4M3, 64, 4, 3, true, MINB_S3, _s3_n8)    \
+  B12X_PAGED(NAME, T, E4M3, 96, 4, 3, true, MINB_S3, _s3_n8)    \
+  B12X_PAGED(NAME, T, E4M3, 128, 4, 3, true, MINB_S3, _s3_n8)
 
-B12X_PAGED_ALL_D(bf16, b12x::bf16, false, 2)
-B12X_PAGED_ALL_D(f16, b12x::fp16, false, 2)
-B12X_PAGED_ALL_D(bf16_e4m3, b12x::bf16, true, 3)
+// 8-row E4M3 tiles fit 4 CTAs per SM on SM90 (shared memory allows 5; registers <= 128).
+B12X_PAGED_ALL_D(bf16, b12x::bf16, false, 2, 3)
+B12X_PAGED_ALL_D(f16, b12x::fp16, false, 2, 3)
+B12X_PAGED_ALL_D(bf16_e4m3, b12x::bf16, true, 3, 4)

@@ -51,23 +51,32 @@ fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
     let mut symbols = Vec::new();
     for d in HEAD_DIMS {
         for (q, kv) in [(DType::BF16, DType::BF16), (DType::F16, DType::F16), (DType::BF16, DType::E4M3)] {
-            let query = Query { head_dim: d, q_dtype: q, kv_dtype: kv, ..query() };
-            query.validate().unwrap();
-            // ≤ 99 KB per CTA for the 2-stage variants (they run on SM120); the 3-stage ones fit
-            // SM120 except bf16/f16 at D = 128 (those need an SM90-sized shared memory).
-            for &st in query.stage_options() {
-                let smem = query.smem_bytes(st);
-                let sm120 = query.ctas_per_sm(st, 99 * 1024);
-                assert!(st == 3 || smem <= 99 * 1024, "{}: {smem} bytes", query.symbol(st));
-                assert_eq!(sm120 > 0, smem <= 99 * 1024);
-                assert!(query.ctas_per_sm(st, 227 * 1024) >= 2, "{}", query.symbol(st));
-                symbols.push(query.symbol(st));
+            // Decode with group 4 (8-row tiles at D <= 128) and 8-token verify (16-row tiles).
+            for max_q_len in [1, 8] {
+                let query = Query { head_dim: d, q_dtype: q, kv_dtype: kv, max_q_len, ..query() };
+                query.validate().unwrap();
+                assert_eq!(query.eight_row_tiles(), d <= 128 && max_q_len == 1);
+                // ≤ 99 KB per CTA for the 2-stage variants (they run on SM120); the 3-stage ones
+                // fit SM120 except bf16/f16 at D = 128 (those need an SM90-sized shared memory).
+                for &st in query.stage_options() {
+                    let smem = query.smem_bytes(st);
+                    let sm120 = query.ctas_per_sm(st, 99 * 1024);
+                    assert!(st == 3 || smem <= 99 * 1024, "{}: {smem} bytes", query.symbol(st));
+                    assert_eq!(sm120 > 0, smem <= 99 * 1024);
+                    assert!(query.ctas_per_sm(st, 227 * 1024) >= 2, "{}", query.symbol(st));
+                    symbols.push(query.symbol(st));
+                }
             }
         }
     }
+    symbols.sort();
+    symbols.dedup();
     assert!(symbols.contains(&"b12x_paged_bf16_e4m3_d128".to_string()));
     assert!(symbols.contains(&"b12x_paged_bf16_d128_s3".to_string()));
-    assert_eq!(symbols.len(), 3 * 4 + 3 * 3);
+    assert!(symbols.contains(&"b12x_paged_bf16_e4m3_d128_n8".to_string()));
+    assert!(symbols.contains(&"b12x_paged_f16_d64_s3_n8".to_string()));
+    // Per dtype: 2 stages x 2 tile heights at D = 64, 96, 128, one variant at D = 256.
+    assert_eq!(symbols.len(), 3 * (3 * 4 + 1));
     check_manifest(b12x_attention::KERNEL_MANIFEST, &symbols).unwrap();
 }
 
@@ -88,6 +97,13 @@ fn tiles_and_splits_follow_the_capacity() {
     assert_eq!(query().ctas_per_sm(3, 227 * 1024), 2);
     assert_eq!(query().ctas_per_sm(2, 227 * 1024), 3);
     assert_eq!(query().ctas_per_sm(2, 99 * 1024), 1);
+    // 8-row E4M3 tiles: 4 CTAs per SM on SM90 by registers (shared memory allows 5).
+    assert_eq!(Query { kv_dtype: DType::E4M3, ..query() }.ctas_per_sm(2, 227 * 1024), 4);
+    assert_eq!(Query { kv_dtype: DType::E4M3, max_q_len: 8, ..query() }.ctas_per_sm(2, 227 * 1024), 3);
+    // 32 requests fill every SM: unsplit at 4 CTAs per SM too; 8 requests take 8 splits there.
+    assert_eq!(Query { max_batch: 32, ..query() }.max_splits_at(132, 4), 1);
+    assert_eq!(query().max_splits_at(132, 4), 8);
+    assert_eq!(Query { max_batch: 16, ..query() }.max_splits(132), 3);
     // 3 stages only for small BF16 batches where the variant fits (not on SM120 at D = 128).
     assert_eq!(query().default_stages(132, 227 * 1024), 3);
     assert_eq!(query().default_stages(132, 99 * 1024), 2);

@@ -34,6 +34,8 @@
 //!   with `mma.sync`; split partials merged on the device by the last CTA to arrive, in order.
 //!   Each warp streams 16-key blocks through a 2- or 3-stage `cp.async` ring
 //!   ([`Plan::stages`], [`Query::default_stages`]); E4M3 codes are converted to f16 in registers.
+//!   Tiles of at most 8 rows (decode with a group ≤ 8, D ≤ 128) compute `S^T = K Q^T` with the
+//!   keys as the MMA's M ([`Query::eight_row_tiles`]): half the MMAs and accumulators.
 //!   [`plan_with`] overrides the split cap and the ring depth (for tuning tools and benchmarks).
 //!   Stale cache slots past a request's length (on its last page) may hold anything, NaN
 //!   included: they are read as zeros.
@@ -99,7 +101,7 @@ use std::sync::Arc;
 pub const OP: &str = "attention.paged";
 /// What the kernel does, in one line (for docs and `cargo xtask ops`).
 pub const KERNEL_NOTE: &str =
-    "split-KV mma.sync, 16-key blocks per warp through a 2- or 3-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs";
+    "split-KV mma.sync (S^T = K Q^T on 8-row decode tiles), 16-key blocks per warp through a 2- or 3-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs";
 /// Head dims with a kernel.
 pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
 /// Page sizes the plan accepts.
@@ -108,7 +110,8 @@ pub const PAGE_SIZES: [usize; 3] = [16, 32, 64];
 pub const MIN_CHUNK: usize = 256;
 /// Most splits of one request's keys (grid x).
 pub const MAX_SPLITS: usize = 64;
-/// Rows of (token, head in group) per CTA tile (the MMA's M).
+/// Most rows of (token, head in group) per CTA tile (the MMA's M); the scratch holds this many
+/// per tile.
 const TILE_ROWS: usize = 16;
 /// The one config (the split cap is derived from the plan's capacity).
 const CONFIG: &str = "split_auto";
@@ -222,7 +225,23 @@ impl Query {
     }
     /// Row tiles per (request, KV head).
     pub fn tiles(&self) -> usize {
-        (self.max_q_len * self.group()).div_ceil(TILE_ROWS)
+        (self.max_q_len * self.group()).div_ceil(self.tile_rows())
+    }
+
+    /// Whether the kernel computes `S^T = K Q^T` on tiles of 8 rows (the `_n8` variants): when
+    /// a request's rows of one KV head (`max_q_len · H / Hkv`) fit 8 and D ≤ 128 — decode with
+    /// a group of at most 8. Half the MMAs and accumulators of a 16-row tile.
+    pub fn eight_row_tiles(&self) -> bool {
+        self.max_q_len * self.group() <= 8 && self.head_dim <= 128
+    }
+
+    /// Rows of (token, head in group) per CTA tile: 8 or 16 (see [`Query::eight_row_tiles`]).
+    pub fn tile_rows(&self) -> usize {
+        if self.eight_row_tiles() {
+            8
+        } else {
+            TILE_ROWS
+        }
     }
     /// Warps per CTA (`WARPS` of the kernel variant).
     fn warps(&self) -> u32 {
@@ -251,7 +270,8 @@ impl Query {
     pub fn symbol(&self, stages: usize) -> String {
         let kv = if self.e4m3() { "_e4m3" } else { "" };
         let s = if stages == 3 { "_s3" } else { "" };
-        format!("b12x_paged_{}{kv}_d{}{s}", self.q_dtype.name(), self.head_dim)
+        let n8 = if self.eight_row_tiles() { "_n8" } else { "" };
+        format!("b12x_paged_{}{kv}_d{}{s}{n8}", self.q_dtype.name(), self.head_dim)
     }
 
     /// Ring depths with a kernel: 2 for every head dim, 3 for D ≤ 128.
@@ -265,14 +285,20 @@ impl Query {
 
     /// CTAs of the `stages` variant one SM holds on a device with `smem_optin` bytes of shared
     /// memory per CTA (an SM has about 1 KB more; each CTA also reserves 1 KB), capped by what
-    /// the kernel's register budget allows (`MINB`: 3, or 2 at D = 256 and for 3-stage
-    /// BF16/FP16 rings). 0 when one CTA does not fit.
+    /// the kernel's register budget allows (`MINB`: 3; 2 at D = 256 and for 3-stage BF16/FP16
+    /// rings; 4 for 2-stage E4M3 rings on 8-row tiles). 0 when one CTA does not fit.
     pub fn ctas_per_sm(&self, stages: usize, smem_optin: u32) -> usize {
         let smem = self.smem_bytes(stages);
         if smem > smem_optin {
             return 0;
         }
-        let regs = if self.head_dim == 256 || (stages == 3 && !self.e4m3()) { 2 } else { 3 };
+        let regs = if self.head_dim == 256 || (stages == 3 && !self.e4m3()) {
+            2
+        } else if stages == 2 && self.e4m3() && self.eight_row_tiles() {
+            4
+        } else {
+            3
+        };
         (((smem_optin + 1024) / (smem + 1024)) as usize).min(regs)
     }
 
@@ -293,13 +319,15 @@ impl Query {
     }
 
     /// The split cap for `sm_count` SMs (3 CTAs per SM): when the capacity batch's
-    /// (request, KV head, tile) CTAs fit one wave, as many splits as keep it one wave (a CTA's
-    /// fixed costs — Q tile, warp and split merges — are paid once per long stretch of keys);
-    /// when they fill more than a wave, 2 (shorter CTAs even out the SMs over the waves). Fitted
-    /// to the H200 decode bench (`bench-results/2026-11-30-h200-g/attention/`: B = 8 best at 6
-    /// of {6, 25, 50}, B = 32 at 1 of {1, 7, 13}, B = 128 at 2 of {1, 2, 4}); a tuning race
-    /// over split caps is the better answer. Within [1, MAX_SPLITS]; each split takes at least
-    /// [`MIN_CHUNK`] keys, so short contexts use fewer.
+    /// (request, KV head, tile) CTAs fill more than a wave, 2 (shorter CTAs even out the SMs
+    /// over the waves); when they fill every SM but fit one wave, 1; when fewer than one per SM,
+    /// as many splits as keep it one wave (a CTA's fixed costs — Q tile, warp and split merges —
+    /// are paid once per long stretch of keys). Fitted to the H200 decode bench
+    /// (`bench-results/2026-11-30-h200-g/attention/`: B = 8 best at 6 of {6, 25, 50}, B = 32 at 1
+    /// of {1, 7, 13}, B = 128 at 2 of {1, 2, 4}; `bench-results/2026-11-30-h200-i/n8/`: B = 32
+    /// E4M3 at 1 of {1, 2} with 4 CTAs per SM); a tuning race over split caps is the better
+    /// answer. Within [1, MAX_SPLITS]; each split takes at least [`MIN_CHUNK`] keys, so short
+    /// contexts use fewer.
     pub fn max_splits(&self, sm_count: u32) -> usize {
         self.max_splits_at(sm_count, 3)
     }
@@ -310,6 +338,8 @@ impl Query {
         let slots = ctas_per_sm.max(1) * sm_count as usize;
         if pairs > slots {
             2
+        } else if pairs >= sm_count as usize {
+            1
         } else {
             (slots / pairs).clamp(1, MAX_SPLITS)
         }
