@@ -230,6 +230,13 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
   // Running maximum (log2 units, lazy: see kLazyLog2) and sum per fragment row.
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  // O *= corr per fragment row (element e of a tile is in row e >> 1; kSwap: e & 1).
+  auto rescale = [&](const float(&corr)[2]) {
+#pragma unroll
+    for (int n = 0; n < kAcc; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[n][e] *= corr[kSwap ? (e & 1) : (e >> 1)];
+  };
 
   unsigned char* s_q = s_dyn;
   unsigned char* s_work = s_dyn + Smem::kQ;
@@ -442,15 +449,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         // A partial sum over this lane's keys (the lanes of one t are summed at the end).
         l_run[r] = l_run[r] * corr[r] + (st4[r] + st4[r + 2]);
       }
-      if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-        for (int n = 0; n < D / 16; ++n) {
-          acc[n][0] *= corr[0];
-          acc[n][1] *= corr[1];
-          acc[n][2] *= corr[0];
-          acc[n][3] *= corr[1];
-        }
-      }
+      if (__any_sync(0xffffffffu, moved)) rescale(corr);
       if (ok_cur) {
         // P^T (16 keys x 8 rows) as the B operand: (key g, rows 2t, 2t+1) pairs transposed by
         // movmatrix to (keys 2t, 2t+1, row g).
@@ -564,15 +563,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         }
       l_run[r] = l_run[r] * corr[r] + sum;
     }
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        acc[n][0] *= corr[0];
-        acc[n][1] *= corr[0];
-        acc[n][2] *= corr[1];
-        acc[n][3] *= corr[1];
-      }
-    }
+    if (__any_sync(0xffffffffu, moved)) rescale(corr);
     if (ok_cur) {
       // O += P V: P (16 x 16 keys) from the S registers.
       const uint32_t a[4] = {Mma::pack(s[0][0], s[0][1]), Mma::pack(s[0][2], s[0][3]), Mma::pack(s[1][0], s[1][1]),
