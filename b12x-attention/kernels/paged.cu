@@ -11,22 +11,22 @@
 //   o [T, H, D] q's dtype (row stride o_stride)   lse [T, H] f32 (row stride lse_stride; optional)
 //   error [1] u32   scratch: partials, partial_ml, counters (split merges).
 // Constraints: D in {64, 96, 128, 256}, P % 16 == 0, H / Hkv <= 16, 16-byte aligned rows.
-// Strategy: CTA (split, tile, b*Hkv+g) takes 16 query rows of one request and KV head (the
-//   q_len * G rows of (token, head in group), 16 per tile; 8 in the _n8 variants, which compute
-//   S^T = K Q^T and O^T = V^T P^T with the keys / d as the MMA's M, P^T transposed by movmatrix)
-//   and a chunk of the keys they see; its
-//   warps take 16-key blocks in turn (one page each: chunks start on 16-key boundaries), each
-//   streaming its blocks through a 2- or 3-stage ring of 16-byte cp.async pieces (the page ids of a
-//   warp's next 32 blocks fetched in one load), S = Q K^T and O += P V with mma.sync m16n8k16
-//   (P from the S registers, Q fragments in registers for D <= 128), an online softmax in base 2
-//   per warp with a lazy running maximum and masks on edge blocks only; warps merge through
-//   shared memory. E4M3 caches: raw codes by ldmatrix (K) and ldmatrix.trans (V), converted to
-//   f16 in registers (one cvt per pair; d permuted so no shuffle is needed), the MMAs in f16
-//   with Q stored as f16 * 2^-4 (exact for |q| in [2^-10, 2^20)). A
-//   request's key range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from
-//   the device lengths: the grid is fixed, so a captured graph replays any lengths); split
-//   partials go to scratch and the last CTA to arrive (arrive_tagged) merges them in split
-//   order with the sink. Untrusted indices follow src/paging.rs: masked rows, fault bits.
+// Strategy: CTA (split, tile, b*Hkv+g) takes one tile of a request's rows of one KV head (the
+//   q_len * G rows of (token, head in group): 16 per tile, or 8 in the _n8 variants) and a chunk
+//   of the keys they see. Its warps take 16-key blocks in turn (one page each: chunks start on
+//   16-key boundaries), each streaming its blocks through a 2- or 3-stage ring of 16-byte
+//   cp.async pieces into swizzled, 128-byte-aligned rows (the page ids of a warp's next 32
+//   blocks fetched in one load). 16-row tiles: S = Q K^T and O += P V with mma.sync m16n8k16,
+//   P from the S registers, Q fragments in registers for D <= 128. 8-row tiles: S^T = K Q^T and
+//   O^T += V^T P^T (keys / d as the MMA's M), P^T transposed by movmatrix. An online softmax in
+//   base 2 per warp with a lazy running maximum and masks on edge blocks only; warps merge
+//   through shared memory. E4M3 caches: raw codes by ldmatrix (K) and ldmatrix.trans (V),
+//   converted to f16 in registers (one cvt per pair; d permuted so no shuffle is needed), the
+//   MMAs in f16 with Q stored as f16 * 2^-4 (exact for |q| in [2^-10, 2^20)). A request's key
+//   range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from the device
+//   lengths: the grid is fixed, so a captured graph replays any lengths); split partials go to
+//   scratch and the last CTA to arrive (arrive_tagged) merges them in split order with the sink.
+//   Untrusted indices follow src/paging.rs: masked rows, fault bits.
 // Entry points: b12x_paged_{bf16,f16,bf16_e4m3}_d{64,96,128,256} (2-stage rings, 16-row
 //   tiles), ..._d{64,96,128}_s3 (3-stage rings), ..._d{64,96,128}[_s3]_n8 (8-row tiles, S^T = K Q^T).
 // Oracle: src/paged/reference.rs
