@@ -316,7 +316,6 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     return true;
   };
 
-  // The first block goes out before the Q tile is loaded (its latency covers both).
   // Bit s: the page of the block in stage s is valid. The first STAGES - 1 blocks go out
   // before the Q tile is loaded (their latency covers both).
   unsigned ok_bits = 0;
@@ -326,8 +325,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     cp_async_commit();
   }
   load_q();
-  // Q fragments (the A operand of S = Q K^T), from the Q tile; in registers for D <= 128 (D =
-  // 256 reloads them per block: its accumulators leave no room). E4M3: d permuted within each
+  // 16-row tiles: Q fragments (the A operand of S = Q K^T), from the Q tile; in registers for
+  // D <= 128 (D = 256 reloads them per block: its accumulators leave no room). E4M3: d permuted within each
   // 16: the lane's k indices {2t, 2t+1, 2t+8, 2t+9} hold q's d = 4t..4t+3, which are the four
   // codes one 32-bit word of a K row gives it (see the K fragments below); a dot product does
   // not care about the order of d.
