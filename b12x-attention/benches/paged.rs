@@ -5,8 +5,10 @@
 //! median of `bench::samples()`.
 //!
 //! Bytes are the compulsory traffic: every request's K and V (B · ctx · Hkv · D · 2 elements),
-//! q, o and the page table. Caches are filled with a constant pattern on the device (the
-//! kernel's path does not depend on values; a 17 GB host fill would dominate the run); the
+//! q, o and the page table. Inputs are seeded random, distributed like the peer's `randn` up to
+//! a scale (the kernel's running maximum moves with the data): q on the host, the caches as one
+//! 64 MB random block (unit-variance BF16, or E4M3 codes of values of magnitude ≤ 56 with scales
+//! 0.01) tiled over the cache by device copies (a 17 GB host fill would dominate the run); the
 //! oracle is checked by `tests/gpu_paged.rs`. Peers come from `B12X_PEER_JSON`
 //! (bench/peers.py: `torch.nn.functional.scaled_dot_product_attention` with q_len 1 and
 //! `enable_gqa=True` on the same geometry laid out contiguously), keyed `paged_decode/B{b}_ctx{c}`;
@@ -25,12 +27,13 @@
 use b12x_attention::paged::{self, Args, PlanOptions, Query};
 use b12x_attention::paging::ErrorWord;
 use b12x_core::bench::{samples, time_graph, BenchReport};
-use b12x_core::cudarc::driver::{result, CudaSlice, DevicePtrMut};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::gpu;
 use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef};
+use b12x_quant::codec::e4m3_encode;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
@@ -86,6 +89,33 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// A uniform sample of unit variance.
+fn unit(rng: &mut ChaCha8Rng) -> f32 {
+    rng.random_range(-1.732f32..1.732)
+}
+
+/// `bytes` of cache: a seeded 64 MB block of random elements (BF16 of unit variance, or E4M3
+/// codes of 32 · unit) copied over the whole buffer on the device.
+fn random_cache(s: &Arc<CudaStream>, bytes: usize, kv: DType, seed: u64) -> Result<CudaSlice<u8>> {
+    const BLOCK: usize = 64 << 20;
+    let n = BLOCK.min(bytes);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let host: Vec<u8> = if kv == DType::E4M3 {
+        (0..n).map(|_| e4m3_encode(32.0 * unit(&mut rng))).collect()
+    } else {
+        (0..n / 2).flat_map(|_| bf16::from_f32(unit(&mut rng)).to_bits().to_le_bytes()).collect()
+    };
+    let block = s.clone_htod(&host)?;
+    let mut c = s.alloc_zeros::<u8>(bytes)?;
+    let mut off = 0;
+    while off < bytes {
+        let len = n.min(bytes - off);
+        s.memcpy_dtod(&block.slice(0..len), &mut c.slice_mut(off..off + len))?;
+        off += len;
+    }
+    Ok(c)
+}
+
 /// The number in environment variable `name`, if set.
 fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: a number, got {v}")))
@@ -102,22 +132,14 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let num_pages = b * pages_per_req;
     let es = kv.size_bytes();
     let cache_bytes = num_pages * P * HKV * D * es;
-    let alloc_filled = |byte: u8| -> Result<CudaSlice<u8>> {
-        let mut c = s.alloc_zeros::<u8>(cache_bytes)?;
-        let (ptr, _g) = c.device_ptr_mut(s);
-        // SAFETY: the buffer holds cache_bytes bytes.
-        unsafe { result::memset_d8_async(ptr, byte, cache_bytes, s.cu_stream()) }?;
-        drop(_g);
-        Ok(c)
-    };
-    // bf16 0x3c3c ≈ 0.0115; E4M3 0x3c = 1.5.
-    let (kc, vc) = (alloc_filled(0x3c)?, alloc_filled(0x3c)?);
+    let (kc, vc) = (random_cache(s, cache_bytes, kv, 1)?, random_cache(s, cache_bytes, kv, 2)?);
     let mut pages: Vec<i32> = (0..num_pages as i32).collect();
     pages.shuffle(&mut ChaCha8Rng::seed_from_u64(ctx as u64 + b as u64));
     let pt = s.clone_htod(&pages)?;
     let lens = s.clone_htod(&vec![ctx as i32; b])?;
     let cu = s.clone_htod(&(0..=b as i32).collect::<Vec<_>>())?;
-    let q_h: Vec<bf16> = (0..b * H * D).map(|i| bf16::from_bits(0x3c00 + (i % 97) as u16)).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let q_h: Vec<bf16> = (0..b * H * D).map(|_| bf16::from_f32(unit(&mut rng))).collect();
     let qx = s.clone_htod(&q_h)?;
     let mut o = s.alloc_zeros::<bf16>(b * H * D)?;
     let scales = s.clone_htod(&vec![0.01f32; 2 * b * HKV])?;
@@ -154,7 +176,7 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let qp = TensorRef::from_slice(&qx, &[b * H * D])?.ptr();
     let op = TensorMut::from_slice(&mut o, &[b * H * D])?.ptr();
     let e4m3 = kv == DType::E4M3;
-    let mut call = |st: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
+    let mut call = |st: &Arc<CudaStream>| -> Result<()> {
         let row = [(H * D) as isize, D as isize, 1];
         // SAFETY: every view lies inside its buffer as allocated above.
         let args = unsafe {
