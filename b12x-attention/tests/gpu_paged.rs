@@ -10,8 +10,8 @@
 //! sizes 1, 5 and 16; BF16, FP16 and E4M3 caches; decode at B = 1 and 127, lengths 1, P−1, P,
 //! P+1, 32k+3, empty requests, extend / verify, pages shared between requests, out-of-range
 //! page ids, bad lengths and a bad `cu_seqlens_q`, NaN in the stale slots past each length, split
-//! caps 1, 7 and 64 (and the typed error outside them), the 3-stage ring variants. Further
-//! trials: a graph replayed after the
+//! caps 1, 7 and 64 (and the typed error outside them), the 3-stage ring variants, 8-row tiles
+//! holding several new tokens. Further trials: a graph replayed after the
 //! lengths and page tables change equals eager and the oracle, `run` allocates nothing, a frozen
 //! session rejects an unprepared plan, bad inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the long contexts and large batches (sanitizer runs).
@@ -391,6 +391,35 @@ fn trials() -> Vec<GpuTrial> {
             check_plan(dev, &c, &three(&c).map_err(err)?).map_err(|e| format!("decode: {e}"))?;
             let c = case(g3, make_batch(&[(2 * p + 3, 5), (0, 0), (p, p), (300, 17), (7, 1)], g3.p, 22, 2), 22);
             check_plan(dev, &c, &three(&c).map_err(err)?).map_err(|e| format!("extend: {e}"))
+        }));
+    }
+    // 8-row tiles holding several new tokens (a 2-token verify with group 4, causal among the
+    // tokens; a 1-token window with sinks at group 8): every cache dtype, 2 and 3 stages.
+    for (name, g8, reqs) in [
+        ("verify2_group4", g, vec![(2 * 16 + 3, 2), (0, 0), (16, 2), (300, 2), (1, 1), (2, 2)]),
+        (
+            "verify2_group4_e4m3",
+            Geo { kv_dtype: DType::E4M3, ..g },
+            vec![(2 * 16 + 3, 2), (0, 0), (17, 2), (300, 2), (1, 1)],
+        ),
+        ("verify2_group4_f16", Geo { q_dtype: DType::F16, kv_dtype: DType::F16, ..g }, vec![(40, 2), (33, 1)]),
+        (
+            "window_sinks_group8",
+            Geo { sinks: true, window: 127, ..geo(64, 8, 64, 16) },
+            vec![(500, 1), (128, 1), (129, 1), (3, 1)],
+        ),
+    ] {
+        out.push(GpuTrial::new(format!("eight_row_tiles::{name}"), move |dev| {
+            let c = case(g8, make_batch(&reqs, g8.p, 23, 1), 23);
+            if !c.query().eight_row_tiles() {
+                return Err("the case does not take the 8-row tiles".into());
+            }
+            for stages in [2, 3] {
+                let plan = paged::plan_with(&c.query(), dev, PlanOptions { max_splits: None, stages: Some(stages) })
+                    .map_err(err)?;
+                check_plan(dev, &c, &plan).map_err(|e| format!("{stages} stages: {e}"))?;
+            }
+            Ok(())
         }));
     }
     // Slots past a request's length in its last page hold NaN in K and V (stale or never
