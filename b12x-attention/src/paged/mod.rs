@@ -223,6 +223,11 @@ impl Query {
     fn group(&self) -> usize {
         self.heads / self.kv_heads
     }
+    /// (request, KV head, tile) triples of the capacity batch: the CTAs of one split, and the
+    /// split-merge slots of the scratch.
+    pub fn tile_slots(&self) -> usize {
+        self.max_batch * self.kv_heads * self.tiles()
+    }
     /// Row tiles per (request, KV head).
     pub fn tiles(&self) -> usize {
         (self.max_q_len * self.group()).div_ceil(self.tile_rows())
@@ -309,7 +314,7 @@ impl Query {
     /// H200 decode bench (`bench-results/2026-11-30-h200-i/`: B = 8 is 1–8% faster with 3 stages,
     /// B = 32 the same, B = 128 up to 3% slower; E4M3 no faster at any B).
     pub fn default_stages(&self, sm_count: u32, smem_optin: u32) -> usize {
-        let pairs = self.max_batch * self.kv_heads * self.tiles();
+        let pairs = self.tile_slots();
         let three = !self.e4m3() && self.stage_options().contains(&3) && self.ctas_per_sm(3, smem_optin) > 0;
         if three && pairs <= sm_count as usize {
             3
@@ -334,7 +339,7 @@ impl Query {
 
     /// [`Query::max_splits`] for a variant holding `ctas_per_sm` CTAs per SM.
     pub fn max_splits_at(&self, sm_count: u32, ctas_per_sm: usize) -> usize {
-        let pairs = self.max_batch * self.kv_heads * self.tiles();
+        let pairs = self.tile_slots();
         let slots = ctas_per_sm.max(1) * sm_count as usize;
         if pairs > slots {
             2
@@ -504,7 +509,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             reason: format!("must lie in [1, {MAX_SPLITS}], got {max_splits}"),
         });
     }
-    let slots = query.max_batch * query.kv_heads * query.tiles();
+    let slots = query.tile_slots();
     let mut scratch = ScratchLayout::new();
     if max_splits > 1 {
         // Per (request, KV head, tile) and split: the 16 x D unnormalized output, then (m, l)
