@@ -162,6 +162,28 @@ pub fn read_bandwidth_calls(device: &Arc<Device>, bytes: usize, calls: usize) ->
     Ok((n_vec * 16) as f64 / (best * 1e-6) / 1e12)
 }
 
+/// Elements from which the quantizer targets apply (issue 3: M·K ≥ 32 M): the quantizer benches
+/// add a [`add_read_probe`] row after every case this large.
+pub const QUANT_TARGET_ELEMENTS: usize = 32 << 20;
+
+/// Adds the row `case`: the project's read probes (the ceiling's kernels, best shape) reading
+/// `bytes` bytes (rounded down to 8 KB) in one graph-replayed, L2-flushed call, timed like the
+/// op rows. It is the size-matched ceiling of an op that moves that many bytes: launch, ramp-up
+/// and drain do not amortize over ~100 MB, so even a pure read falls short of the ceiling there.
+pub fn add_read_probe(report: &mut BenchReport, device: &Arc<Device>, case: &str, bytes: usize) -> Result<()> {
+    let tbps = read_bandwidth(device, bytes)?;
+    let probed = bytes / 8192 * 8192;
+    let us = probed as f64 / (tbps * 1e12) * 1e6;
+    report.add(
+        case,
+        "b12x read probes, best shape, reading the op's bytes (read + written)",
+        &[us],
+        probed as f64,
+        0.0,
+    );
+    Ok(())
+}
+
 /// One benchmark row (DESIGN.md §7).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchRow {

@@ -1,5 +1,5 @@
 //! Benchmark of `norm.rmsnorm_quant` (bf16 in, plain form) for each quantized output — MXFP8,
-//! block FP8 1×128 with f32 scales, NVFP4 with a given encode scale — over T ∈ {1, 16, 8192} ×
+//! block FP8 1×128 with f32 scales, NVFP4 with a given encode scale — over T ∈ {1, 16, 8192, 32768} ×
 //! D ∈ {4096, 7168}, method of DESIGN.md §7 (graph replay, L2 flushed, median).
 //!
 //! Before timing, the fused codes and scales of the first, middle and last rows are checked bit
@@ -12,10 +12,13 @@
 //! fused-equivalent rate). No PyTorch peer: PyTorch has no fused norm → MX/NVFP4 quantizer.
 //! `B12X_BENCH_QUICK=1` keeps T ∈ {1, 8192}.
 //!
+//! After every fused case with T·D ≥ 32 M elements a `read_probe/<case>` row times the project's
+//! read probes reading as many bytes as the op moves (the size-matched ceiling).
+//!
 //! Run: `cargo bench -p b12x-norm --bench rmsnorm_quant` (rows go to
 //! `bench-results/rmsnorm_quant.{json,md}`).
 
-use b12x_core::bench::{quick, samples, selected, time_graph, BenchReport};
+use b12x_core::bench::{add_read_probe, quick, samples, selected, time_graph, BenchReport, QUANT_TARGET_ELEMENTS};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{cast, gpu, uniform};
@@ -26,7 +29,7 @@ use b12x_quant::block::{quantize_block_fp8, quantize_mx, quantize_nvfp4, Fp8Scal
 use b12x_quant::{fp8_block, mx, nvfp4};
 use std::sync::Arc;
 
-const TOKENS: [usize; 3] = [1, 16, 8192];
+const TOKENS: [usize; 4] = [1, 16, 8192, 32768];
 const QUICK_TOKENS: [usize; 2] = [1, 8192];
 const COLS: [usize; 2] = [4096, 7168];
 const OUTS: [QuantOut; 3] = [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Nvfp4];
@@ -114,6 +117,9 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, out: QuantOut, t: usi
     if selected(&case) {
         let times = time_graph(dev, samples(), |s| call(&mut o, s))?;
         report.add(&case, &config, &times, bytes, 0.0);
+        if t * d >= QUANT_TARGET_ELEMENTS {
+            add_read_probe(report, dev, &format!("read_probe/{case}"), bytes as usize)?;
+        }
     }
     session.close();
     if time_unfused {

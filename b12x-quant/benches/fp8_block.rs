@@ -1,13 +1,18 @@
 //! Benchmark of `quantization.fp8_block` (bf16 in; E4M3 codes + one scale per 1×128 group, f32
-//! and UE8M0) over M ∈ {1, 16, 128, 8192} × K = 7168 (DeepSeek-V4's hidden size), method of
+//! and UE8M0) over M ∈ {1, 16, 128, 8192, 32768} × K = 7168 (DeepSeek-V4's hidden size), method of
 //! DESIGN.md §7, results checked bitwise against the CPU codec before timing.
 //!
 //! Bytes: x read (2 B/element), codes written (1 B), scales written (4 or 1 B per 128). No
 //! PyTorch peer. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8192}.
 //!
+//! After every case with M·K ≥ 32 M elements (the size from which issue 3's bandwidth target
+//! applies) a `read_probe/<case>` row times the project's read probes reading the same number
+//! of bytes as the op moves: the size-matched ceiling (at ~100 MB even a pure read stays well
+//! below the 2 GB ceiling). M = 32768 shows the rate once launch and ramp-up amortize.
+//!
 //! Run: `cargo bench -p b12x-quant --bench fp8_block`.
 
-use b12x_core::bench::{quick, samples, selected, time_graph, BenchReport};
+use b12x_core::bench::{add_read_probe, quick, samples, selected, time_graph, BenchReport, QUANT_TARGET_ELEMENTS};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{gpu, uniform};
@@ -16,7 +21,7 @@ use b12x_quant::block::{quantize_block_fp8, Fp8ScaleKind, Fp8Scales};
 use b12x_quant::fp8_block::{self, Args, Query};
 use std::sync::Arc;
 
-const ROWS: [usize; 4] = [1, 16, 128, 8192];
+const ROWS: [usize; 5] = [1, 16, 128, 8192, 32768];
 const QUICK_ROWS: [usize; 2] = [1, 8192];
 const K: usize = 7168;
 const G: usize = 128;
@@ -74,6 +79,9 @@ fn main() -> Result<()> {
             let times = time_graph(&dev, samples(), |s| call(&mut codes, &mut s32, &mut s8, s))?;
             let bytes = (m * K * 3 + m * groups * scale_bytes) as f64;
             report.add(&case, &config, &times, bytes, 0.0);
+            if m * K >= QUANT_TARGET_ELEMENTS {
+                add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes as usize)?;
+            }
             session.close();
         }
     }

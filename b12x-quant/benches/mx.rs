@@ -1,14 +1,19 @@
 //! Benchmark of `quantization.mxfp8` and `quantization.mxfp4` (bf16 in, E4M3 codes or E2M1
 //! pairs + row-major UE8M0 scales out) over
-//! M ∈ {1, 16, 128, 8192} × K ∈ {4096, 7168}, method of DESIGN.md §7 (graph replay, L2 flushed,
+//! M ∈ {1, 16, 128, 8192, 32768} × K ∈ {4096, 7168}, method of DESIGN.md §7 (graph replay, L2 flushed,
 //! median), the codes and scales checked bitwise against the CPU codec before timing.
 //!
 //! Bytes: x read (2 B/element), codes written (1 or 1/2 B/element), scales written (1 B per 32).
 //! No PyTorch peer: PyTorch has no MX quantizer op. `B12X_BENCH_QUICK=1` keeps M ∈ {1, 8192}.
 //!
+//! After every case with M·K ≥ 32 M elements (the size from which issue 3's bandwidth target
+//! applies) a `read_probe/<case>` row times the project's read probes reading the same number
+//! of bytes as the op moves: the size-matched ceiling (at ~100 MB even a pure read stays well
+//! below the 2 GB ceiling). M = 32768 shows the rate once launch and ramp-up amortize.
+//!
 //! Run: `cargo bench -p b12x-quant --bench mx` (rows go to `bench-results/mx.{json,md}`).
 
-use b12x_core::bench::{quick, samples, selected, time_graph, BenchReport};
+use b12x_core::bench::{add_read_probe, quick, samples, selected, time_graph, BenchReport, QUANT_TARGET_ELEMENTS};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{gpu, uniform};
@@ -17,7 +22,7 @@ use b12x_quant::block::{quantize_mx, MxOptions};
 use b12x_quant::mx::{self, Args, MxFormat, Query, BLOCK};
 use std::sync::Arc;
 
-const ROWS: [usize; 4] = [1, 16, 128, 8192];
+const ROWS: [usize; 5] = [1, 16, 128, 8192, 32768];
 const QUICK_ROWS: [usize; 2] = [1, 8192];
 const COLS: [usize; 2] = [4096, 7168];
 
@@ -63,6 +68,9 @@ fn main() -> Result<()> {
             let times = time_graph(&dev, samples(), |s| call(&mut codes, &mut scales, s))?;
             let bytes = (m * k * 2 + m * qk + m * k / BLOCK) as f64;
             report.add(&case, &config, &times, bytes, 0.0);
+            if m * k >= QUANT_TARGET_ELEMENTS {
+                add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes as usize)?;
+            }
             session.close();
         }
     }

@@ -1,6 +1,6 @@
 //! Benchmark of `quantization.nvfp4` (bf16 in; E2M1 pairs + row-major UE4M3 scales out) in both
 //! modes — encode scale computed on the device (the memset + amax pass + quantize pass, as an
-//! activation quantizer runs) and given (one pass) — over M ∈ {1, 16, 128, 8192} × K ∈ {4096,
+//! activation quantizer runs) and given (one pass) — over M ∈ {1, 16, 128, 8192, 32768} × K ∈ {4096,
 //! 7168}, method of DESIGN.md §7, results checked bitwise against the CPU codec before timing.
 //!
 //! Bytes are the compulsory traffic of the op: x read once (2 B/element), codes written (1/2 B),
@@ -9,9 +9,14 @@
 //! is the rate of the whole op, not the DRAM rate. No PyTorch peer. `B12X_BENCH_QUICK=1` keeps
 //! M ∈ {1, 8192}.
 //!
+//! After every case with M·K ≥ 32 M elements (the size from which issue 3's bandwidth target
+//! applies) a `read_probe/<case>` row times the project's read probes reading the same number
+//! of bytes as the op moves: the size-matched ceiling (at ~100 MB even a pure read stays well
+//! below the 2 GB ceiling). M = 32768 shows the rate once launch and ramp-up amortize.
+//!
 //! Run: `cargo bench -p b12x-quant --bench nvfp4` (rows go to `bench-results/nvfp4.{json,md}`).
 
-use b12x_core::bench::{quick, samples, selected, time_graph, BenchReport};
+use b12x_core::bench::{add_read_probe, quick, samples, selected, time_graph, BenchReport, QUANT_TARGET_ELEMENTS};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{gpu, uniform};
@@ -20,7 +25,7 @@ use b12x_quant::block::quantize_nvfp4;
 use b12x_quant::nvfp4::{self, Args, GlobalScale, Query, BLOCK};
 use std::sync::Arc;
 
-const ROWS: [usize; 4] = [1, 16, 128, 8192];
+const ROWS: [usize; 5] = [1, 16, 128, 8192, 32768];
 const QUICK_ROWS: [usize; 2] = [1, 8192];
 const COLS: [usize; 2] = [4096, 7168];
 /// The given-mode encode scale (any positive f32 works).
@@ -82,6 +87,9 @@ fn main() -> Result<()> {
             let times = time_graph(&dev, samples(), |s| call(&mut codes, &mut scales, &mut enc, &mut scratch, s))?;
             let bytes = (m * k * 2 + m * k / 2 + m * k / BLOCK) as f64;
             report.add(&case, &config, &times, bytes, 0.0);
+            if m * k >= QUANT_TARGET_ELEMENTS {
+                add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes as usize)?;
+            }
             session.close();
         }
     }

@@ -13,7 +13,9 @@
 // Strategy: amax pass: grid-stride 16-byte loads (4 in flight per thread, x walked backwards so
 //   the quantize pass finds its first rows in L2), warp + CTA max, one atomicMax on the f32 bits
 //   (non-negative floats order like their bits). Quantize pass: 2 lanes per block, 8 elements per
-//   lane, U chunks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via cvt.rn.satfinite.e4m3x2 and back via cvt.rn.f16x2.e4m3x2 (exact); E2M1 in software.
+//   lane, U chunks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via
+//   cvt.rn.satfinite.e4m3x2; r per scale code from a per-CTA table of the 128 reciprocals
+//   (filled while the loads are in flight); E2M1 in software.
 // Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_u{1,2,4}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_nvfp4.
 #include "b12x/common.cuh"
@@ -95,8 +97,8 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
 // One 8-element chunk (row, chunk), its 16 bytes v loaded; rows >= M hold zeros. Every lane of
 // the warp gets here (full-warp shuffle for the pair's amax); the row only gates the stores.
 template <typename T>
-__device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, float inv_enc, const Vec16& v, int row,
-                                               int chunk) {
+__device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, const float* s_rcp, const Vec16& v,
+                                               int row, int chunk) {
   uint32_t bits = abs_max_bits16(v.w);
   bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));  // the pair holding this block of 16
   uint32_t code = 0x7Fu;
@@ -104,9 +106,8 @@ __device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, 
   if (bits < HalfBits<T>::kInf) {
     const float amax = HalfBits<T>::to_f32(bits);
     code = ue4m3(__fmul_rn(enc, div_by_6(amax)));
-    const float fs = ue4m3_value(code);
-    if (fs != 0.0f) {
-      const float r = __frcp_rn(__fmul_rn(fs, inv_enc));
+    if (code != 0u) {  // code 0 is the only zero scale (finite inputs give codes 0..126)
+      const float r = s_rcp[code];
       float f[8];
       unpack_f32<T>(v, f);
       if (r <= 3.4028235e38f) {
@@ -126,17 +127,21 @@ __device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, 
   }
 }
 
-// The quantize pass: U chunks per thread (ChunkGrid), all loads issued before any conversion.
+// The quantize pass: U chunks per thread (ChunkGrid), all loads issued before any conversion;
+// while they are in flight the CTA tabulates r for every scale code (nvfp4_rcp_table: one IEEE
+// reciprocal per code instead of one per block).
 template <typename T, int U>
 __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
+  __shared__ float s_rcp[128];
   const ChunkGrid<U> g(p.rows_sw, p.k >> 3);
   Vec16 v[U];
   load_chunks<T, U>(g, p.x, p.ldx, p.rows, v);
   const float enc = encode_scale(p);
-  const float inv_enc = __fdiv_rn(1.0f, enc);
+  nvfp4_rcp_table(enc, s_rcp);
   if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;
+  __syncthreads();
 #pragma unroll
-  for (int j = 0; j < U; ++j) quantize_chunk<T>(p, enc, inv_enc, v[j], g.row[j], g.chunk[j]);
+  for (int j = 0; j < U; ++j) quantize_chunk<T>(p, enc, s_rcp, v[j], g.row[j], g.chunk[j]);
 }
 
 }  // namespace nvfp4

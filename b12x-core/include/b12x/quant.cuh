@@ -130,6 +130,16 @@ __device__ __forceinline__ uint32_t e2m1x2<__half>(uint32_t y2) {
   return e2m1x2_finish(y2, b1, b2, b3, 0x66006600u);
 }
 
+// ---- NVFP4 block-scale reciprocals -------------------------------------------------------
+// s_rcp[c] = RN(1 / RN(f32(c) * RN(1 / enc))) for every UE4M3 code c: the r that quantizes a
+// block with scale code c (b12x_quant::block::quantize_nvfp4), one IEEE reciprocal per code
+// instead of one per block. Every thread of the CTA takes part; the caller synchronizes before
+// reading (entries 0 and 0x7F, zero and NaN scales, are never used).
+__device__ __forceinline__ void nvfp4_rcp_table(float enc, float* s_rcp) {
+  const float inv_enc = __fdiv_rn(1.0f, enc);
+  for (int c = threadIdx.x; c < 128; c += blockDim.x) s_rcp[c] = __frcp_rn(__fmul_rn(ue4m3_value(c), inv_enc));
+}
+
 // ---- exact division by a block scale -----------------------------------------------------
 // x / s rounded to nearest even, as IEEE division, given r = RN(1 / s) (one reciprocal per
 // block): q0 = RN(x r) is within 1 ulp of x / s, the remainder x - s q0 is exact in one FMA, and
