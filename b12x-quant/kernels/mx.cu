@@ -4,8 +4,10 @@
 //   codes 0); code = ceil_pow2(amax * (1/448 or 1/6)) on the f32 bits;
 //   q = encode_satfinite(x * 2^(127-code)). Bit-exact with b12x_quant::block::quantize_mx
 //   (ScaleRule::CeilPow2, no amax floor). E4M3 through cvt.rn.satfinite (sm_89+); E2M1 in
-//   software (sm_90 has no E2M1 cvt): e2m1x2 of b12x/quant.cuh on bf16x2 / f16x2 pairs of the
-//   scaled values (exact: the power-of-two scaling is exact in those types).
+//   software on sm_90 (no E2M1 cvt): e2m1x2 of b12x/quant.cuh on bf16x2 / f16x2 pairs of the
+//   scaled values (exact: the power-of-two scaling is exact in those types); on sm_120a /
+//   sm_121a the hardware cvt.rn.satfinite.e2m1x2.f32 of the exact f32 products (e2m1x2_hw,
+//   unvalidated: never run).
 // Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K] u8 (E4M3) or [M, K/2] u8 (E2M1
 //   pairs, element 2i in the low nibble), row stride ldq bytes
 //   scales [M, K/32] u8 row-major (row stride lds) and/or scales_sw: swizzled 128x4 layout of
@@ -67,6 +69,17 @@ __device__ __forceinline__ void quantize_chunk(const MxParams& p, const Vec16& v
   if (finite && bits != 0u) {
     const float amax = HalfBits<T>::to_f32(bits);
     code = ceil_pow2_code(__fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f));
+#if B12X_SM120_FEATURES
+    if constexpr (kFp4) {
+      // SM120/SM121: the hardware conversion of the exact f32 products x * 2^(127-code)
+      // (e2m1x2_hw; unvalidated, see b12x/quant.cuh).
+      float f[8];
+      unpack_f32<T>(v, f);
+      const float m = pow2_neg_ue8m0(code);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out.x |= e2m1x2_hw(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m)) << (8 * i);
+    } else
+#endif
     if constexpr (kFp4 && std::is_same<T, bf16>::value) {
       // x * 2^(127-code) in bf16 is exact (a power-of-two scaling; results below bf16's normal
       // range are far below E2M1's 0.25 and keep their sign), so encode pairs in bf16.

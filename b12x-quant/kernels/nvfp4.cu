@@ -15,7 +15,8 @@
 //   (non-negative floats order like their bits). Quantize pass: 2 lanes per block, 8 elements per
 //   lane, U chunks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via
 //   cvt.rn.satfinite.e4m3x2; r per scale code from a per-CTA table of the 128 reciprocals
-//   (filled while the loads are in flight); E2M1 in software.
+//   (filled while the loads are in flight); E2M1 in software on sm_90, the hardware
+//   cvt.rn.satfinite.e2m1x2.f32 on sm_120a / sm_121a (e2m1x2_hw, unvalidated: never run).
 // Entry points: b12x_nvfp4_amax_{bf16,f16}, b12x_nvfp4_t{128,256,512}_u{1,2,4}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_nvfp4.
 #include "b12x/common.cuh"
@@ -111,8 +112,13 @@ __device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, 
       float f[8];
       unpack_f32<T>(v, f);
       if (r <= 3.4028235e38f) {
+#if B12X_SM120_FEATURES
+#pragma unroll
+        for (int i = 0; i < 4; ++i) out |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
+#else
 #pragma unroll
         for (int i = 0; i < 8; ++i) out |= e2m1_rne_not_nan(__fmul_rn(f[i], r)) << (4 * i);
+#endif
       } else {  // r = Inf (a huge given enc over a tiny block): 0 * Inf is NaN -> code 7, as the codec
 #pragma unroll
         for (int i = 0; i < 8; ++i) out |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);

@@ -5,7 +5,9 @@
 //!   `ScaleRule::CeilPow2` and no amax floor — bit for bit (per block: NaN/Inf → scale 0xFF and
 //!   zero codes; amax 0 → scale 0 and zero codes; else `code = ceil_pow2(amax · (1/448 or 1/6))`,
 //!   `q = encode_satfinite(x · 2^(127 − code))`). The input is read as is (bf16/f16 → f32 is
-//!   exact). E2M1 is encoded in software on every arch (SM90 has no E2M1 `cvt`).
+//!   exact). E2M1 is encoded in software on sm_90 (no E2M1 `cvt` there) and by the hardware
+//!   `cvt.rn.satfinite.e2m1x2.f32` on sm_120a / sm_121a (same rounding by specification;
+//!   compiled, never run: no SM120 hardware yet).
 //! - Tensors: `x [M, K]` bf16 or f16 (rows 16-byte aligned, row stride ≥ K); `codes` u8:
 //!   `[M, K]` for MXFP8 (rows 8-byte aligned), `[M, K/2]` packed pairs for MXFP4 (element 2i in
 //!   the low nibble, rows 4-byte aligned); scales in either or both layouts of [`crate::layout`]: row-major

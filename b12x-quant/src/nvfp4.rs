@@ -15,7 +15,9 @@
 //!   kernels (amax pass, quantize pass): graph-capturable.
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
-//! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run.
+//! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run. On those targets the
+//! E2M1 encoding is the hardware `cvt.rn.satfinite.e2m1x2.f32` instead of the software encoder
+//! sm_90 runs (same rounding by specification; the GPU suite there is what would confirm it).
 
 use crate::flat::{self, FlatConfig};
 use crate::layout::swizzled_len;

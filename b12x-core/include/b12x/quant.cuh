@@ -130,6 +130,21 @@ __device__ __forceinline__ uint32_t e2m1x2<__half>(uint32_t y2) {
   return e2m1x2_finish(y2, b1, b2, b3, 0x66006600u);
 }
 
+// ---- hardware E2M1 (SM120 / SM121 only) ------------------------------------------------------
+#if B12X_SM120_FEATURES
+// The E2M1 codes of two f32 values, lo in the low nibble and hi in the high one (bits 8..31
+// zero): cvt.rn.satfinite.e2m1x2.f32, the conversion CUDA's __nv_cvt_float2_to_fp4x2 uses on
+// these targets, whose host path our software encoder equals on every f32 (b12x-quant's
+// cuda_host_reference test). Round to nearest even, saturating at +-6, the sign kept on zero.
+// Not for NaN (the quantizers never pass one). UNVALIDATED: compiled for sm_120a / sm_121a on
+// every build, never run (no SM120 hardware); the GPU suites check it bit for bit there.
+__device__ __forceinline__ uint32_t e2m1x2_hw(float lo, float hi) {
+  unsigned short r;
+  asm("{ .reg .b8 t; cvt.rn.satfinite.e2m1x2.f32 t, %2, %1; mov.b16 %0, {t, 0}; }" : "=h"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+#endif
+
 // ---- NVFP4 block-scale reciprocals -------------------------------------------------------
 // s_rcp[c] = RN(1 / RN(f32(c) * RN(1 / enc))) for every UE4M3 code c: the r that quantizes a
 // block with scale code c (b12x_quant::block::quantize_nvfp4), one IEEE reciprocal per code
