@@ -12,8 +12,8 @@
 // Constraints: K % 16 == 0 (K % 64 == 0 with scales_sw); x rows 16-byte aligned, codes rows 4-byte aligned.
 // Strategy: amax pass: grid-stride 16-byte loads (4 in flight per thread, x walked backwards so
 //   the quantize pass finds its first rows in L2), warp + CTA max, one atomicMax on the f32 bits
-//   (non-negative floats order like their bits). Quantize pass: 2 lanes per block, 8 elements per
-//   lane, U chunks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via
+//   (non-negative floats order like their bits). Quantize pass: one lane per block of 16 (two
+//   16-byte loads), U blocks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via
 //   cvt.rn.satfinite.e4m3x2; r per scale code from a per-CTA table of the 128 reciprocals
 //   (filled while the loads are in flight); E2M1 in software on sm_90, the hardware
 //   cvt.rn.satfinite.e2m1x2.f32 on sm_120a / sm_121a (e2m1x2_hw, unvalidated: never run).
@@ -95,59 +95,73 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
   }
 }
 
-// One 8-element chunk (row, chunk), its 16 bytes v loaded; rows >= M hold zeros. Every lane of
-// the warp gets here (full-warp shuffle for the pair's amax); the row only gates the stores.
+// One NVFP4 block (row, blk): its 16 elements, loaded as two 16-byte halves v[0], v[1]; rows >= M
+// hold zeros and only gate the stores. One lane per block: no shuffle, one scale per lane.
 template <typename T>
-__device__ __forceinline__ void quantize_chunk(const Nvfp4Params& p, float enc, const float* s_rcp, const Vec16& v,
-                                               int row, int chunk) {
-  uint32_t bits = abs_max_bits16(v.w);
-  bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));  // the pair holding this block of 16
+__device__ __forceinline__ void quantize_block(const Nvfp4Params& p, float enc, const float* s_rcp, const Vec16 (&v)[2],
+                                               int row, int blk) {
+  const uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
   uint32_t code = 0x7Fu;
-  uint32_t out = 0u;
+  uint32_t out[2] = {0u, 0u};
   if (bits < HalfBits<T>::kInf) {
     const float amax = HalfBits<T>::to_f32(bits);
     code = ue4m3(__fmul_rn(enc, div_by_6(amax)));
     if (code != 0u) {  // code 0 is the only zero scale (finite inputs give codes 0..126)
       const float r = s_rcp[code];
-      float f[8];
-      unpack_f32<T>(v, f);
-      if (r <= 3.4028235e38f) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float f[8];
+        unpack_f32<T>(v[h], f);
+        if (r <= 3.4028235e38f) {
 #if B12X_SM120_FEATURES
 #pragma unroll
-        for (int i = 0; i < 4; ++i) out |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
+          for (int i = 0; i < 4; ++i) out[h] |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
 #else
 #pragma unroll
-        for (int i = 0; i < 8; ++i) out |= e2m1_rne_not_nan(__fmul_rn(f[i], r)) << (4 * i);
+          for (int i = 0; i < 8; ++i) out[h] |= e2m1_rne_not_nan(__fmul_rn(f[i], r)) << (4 * i);
 #endif
-      } else {  // r = Inf (a huge given enc over a tiny block): 0 * Inf is NaN -> code 7, as the codec
+        } else {  // r = Inf (a huge given enc over a tiny block): 0 * Inf is NaN -> code 7, as the codec
 #pragma unroll
-        for (int i = 0; i < 8; ++i) out |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+          for (int i = 0; i < 8; ++i) out[h] |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+        }
       }
     }
   }
-  if (row < p.rows) *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out;
-  if ((chunk & 1) == 0 && row < p.rows_sw) {
-    const int blk = chunk >> 1;
-    if (p.scales != nullptr && row < p.rows) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, p.k >> 4)] = (unsigned char)code;
+  if (row < p.rows) {
+    uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + blk * 8);
+    q[0] = out[0];
+    q[1] = out[1];
+    if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
   }
+  if (p.scales_sw != nullptr && row < p.rows_sw) p.scales_sw[swizzled_offset(row, blk, p.k >> 4)] = (unsigned char)code;
 }
 
-// The quantize pass: U chunks per thread (ChunkGrid), all loads issued before any conversion;
-// while they are in flight the CTA tabulates r for every scale code (nvfp4_rcp_table: one IEEE
-// reciprocal per code instead of one per block).
+// The quantize pass: U blocks of 16 per thread (ChunkGrid over [rows, K/16] blocks: each warp
+// covers 512 consecutive elements per slot), both 16-byte halves of every block loaded (through
+// L1, so the second half of each 32-byte sector is a hit) before any conversion; while they are
+// in flight the CTA tabulates r for every scale code (nvfp4_rcp_table: one IEEE reciprocal per
+// code instead of one per block).
 template <typename T, int U>
 __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   __shared__ float s_rcp[128];
-  const ChunkGrid<U> g(p.rows_sw, p.k >> 3);
-  Vec16 v[U];
-  load_chunks<T, U>(g, p.x, p.ldx, p.rows, v);
+  const ChunkGrid<U> g(p.rows_sw, p.k >> 4);
+  Vec16 v[U][2];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
+    if (g.row[j] < p.rows) {
+      const T* src = reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 16;
+      v[j][0] = ld_global_v16(src);
+      v[j][1] = ld_global_v16(src + 8);
+    }
+  }
   const float enc = encode_scale(p);
   nvfp4_rcp_table(enc, s_rcp);
   if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;
   __syncthreads();
 #pragma unroll
-  for (int j = 0; j < U; ++j) quantize_chunk<T>(p, enc, s_rcp, v[j], g.row[j], g.chunk[j]);
+  for (int j = 0; j < U; ++j) quantize_block<T>(p, enc, s_rcp, v[j], g.row[j], g.chunk[j]);
 }
 
 }  // namespace nvfp4
