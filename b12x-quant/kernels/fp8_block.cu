@@ -7,8 +7,8 @@
 // Tensors: x [M, K] bf16|f16 (row stride ldx)   codes [M, K] u8 (row stride ldq bytes)
 //   scales [M, K/G] f32 or u8 (row stride lds elements).
 // Constraints: K % G == 0; x rows 16-byte aligned, codes rows 8-byte aligned.
-// Strategy: G/8 lanes per group, 8 elements (one 16-byte load) per lane, U chunks per thread
-//   (ChunkGrid: all U loads issued first); amax and finiteness by
+// Strategy: G/16 lanes per group, 16 elements (two 16-byte loads) per lane, U units per thread
+//   (ChunkGrid: all loads issued first); amax and finiteness by
 //   xor shuffles within the group's lanes; cvt.rn.satfinite.e4m3x2 (sm_89+).
 // Entry points: b12x_fp8_block_g{32,64,128}_{f32,ue8m0}_t{128,256,512}_u{1,2,4}_{bf16,f16}.
 //   Oracle: b12x_quant::block::quantize_block_fp8.
@@ -30,28 +30,33 @@ static_assert(sizeof(Fp8BlockParams) == 56, "mirror of Fp8BlockParams in src/fp8
 namespace b12x {
 namespace fp8_block {
 
-// One 8-element chunk (row, chunk), its 16 bytes v loaded (zeros past the end). Every lane of the
-// warp gets here, so the group's amax reduction is a full-warp xor shuffle; the row only gates
-// the stores.
+// One 16-element unit (row, unit) per lane, its two 16-byte halves v[0], v[1] (zeros past the
+// end); a group is G/16 consecutive lanes. Every lane of the warp gets here, so the group's amax
+// reduction is a full-warp xor shuffle; the row only gates the stores.
 template <typename T, int G, bool kUe8m0>
-__device__ __forceinline__ void quantize_chunk(const Fp8BlockParams& p, const Vec16& v, int row, int chunk) {
-  constexpr int L = G / 8;  // lanes per group
-  uint32_t bits = abs_max_bits16(v.w);
+__device__ __forceinline__ void quantize_unit(const Fp8BlockParams& p, const Vec16 (&v)[2], int row, int unit) {
+  constexpr int L = G / 16;  // lanes per group
+  uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
 #pragma unroll
   for (int o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
-  uint2 out = make_uint2(0u, 0u);
+  uint2 out[2] = {make_uint2(0u, 0u), make_uint2(0u, 0u)};
   float s_f32 = __uint_as_float(0x7FC00000u);
   uint32_t s_code = 0xFFu;
   if (bits < HalfBits<T>::kInf) {
     const float pr = __fmul_rn(fmaxf(HalfBits<T>::to_f32(bits), 1e-4f), 1.0f / 448.0f);
-    float f[8];
-    unpack_f32<T>(v, f);
-    out = block_fp8_codes<kUe8m0>(f, pr, s_code, s_f32);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float f[8];
+      unpack_f32<T>(v[h], f);
+      out[h] = block_fp8_codes<kUe8m0>(f, pr, s_code, s_f32);
+    }
   }
   if (row >= p.rows) return;
-  *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
-  if ((chunk & (L - 1)) == 0) {
-    const long long at = (long long)row * p.lds + chunk / L;
+  uint2* q = reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + unit * 16);
+  q[0] = out[0];
+  q[1] = out[1];
+  if ((unit & (L - 1)) == 0) {
+    const long long at = (long long)row * p.lds + unit / L;
     if (kUe8m0) {
       reinterpret_cast<unsigned char*>(p.scales)[at] = (unsigned char)s_code;
     } else {
@@ -60,16 +65,27 @@ __device__ __forceinline__ void quantize_chunk(const Fp8BlockParams& p, const Ve
   }
 }
 
-// U chunks per thread (ChunkGrid), all loads issued before any conversion; a group's lanes
-// stay together (blockDim and K/8 are multiples of G/8, so a group is all live or all past the end);
-// every lane runs every j (zeros past the end) so the shuffles see a converged warp.
+// U 16-element units per thread (ChunkGrid over [rows, K/16]), both halves of every unit loaded
+// through L1 (the second half of each 32-byte sector is then a hit), all loads issued before any
+// conversion; a group's lanes stay together (blockDim and K/16 are multiples of G/16, so a group
+// is all live or all past the end); every lane runs every j (zeros past the end) so the
+// shuffles see a converged warp.
 template <typename T, int G, bool kUe8m0, int U>
 __device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
-  const ChunkGrid<U> g(p.rows, p.k >> 3);
-  Vec16 v[U];
-  load_chunks<T, U>(g, p.x, p.ldx, p.rows, v);
+  const ChunkGrid<U> g(p.rows, p.k >> 4);
+  Vec16 v[U][2];
 #pragma unroll
-  for (int j = 0; j < U; ++j) quantize_chunk<T, G, kUe8m0>(p, v[j], g.row[j], g.chunk[j]);
+  for (int j = 0; j < U; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
+    if (g.row[j] < p.rows) {
+      const T* src = reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 16;
+      v[j][0] = ld_global_v16(src);
+      v[j][1] = ld_global_v16(src + 8);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < U; ++j) quantize_unit<T, G, kUe8m0>(p, v[j], g.row[j], g.chunk[j]);
 }
 
 }  // namespace fp8_block

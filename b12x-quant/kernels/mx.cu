@@ -14,11 +14,11 @@
 //   [M, K/32] (see b12x_quant::layout), rows M .. ceil(M/128)*128 written as 0.
 // Constraints: K % 32 == 0 (K % 128 == 0 with scales_sw); x rows 16-byte aligned, codes rows
 //   8-byte (E4M3) or 4-byte (E2M1) aligned.
-// Strategy: MXFP8: 4 lanes per block, 8 elements (one 16-byte load) per lane; MXFP4: 2 lanes
-//   per block, 16 elements (two 16-byte loads) per lane. U slots per thread (ChunkGrid: a CTA
+// Strategy: 2 lanes per block, 16 elements (two 16-byte loads) per lane, for both formats.
+//   U slots per thread (ChunkGrid: a CTA
 //   covers U * blockDim slots, all loads issued first); amax and "any NaN/Inf" as one unsigned
 //   max of the 16-bit magnitudes over the block's lanes (full-warp xor shuffles, every lane
-//   present); one 8-byte store of codes per lane (two 4-byte ones for E2M1); the block's first
+//   present); two 8-byte (E4M3) or 4-byte (E2M1) stores of codes per lane; the block's first
 //   lane stores the scale byte(s). Memory bound: 2 B read, ~1.03 (0.53) B written per element.
 // Entry points: b12x_mx{fp8,fp4}_t{128,256,512}_u{1,2,4}_{bf16,f16}; b12x_mx_e2m1x2_probe_{bf16,f16}
 //   (tests only).   Oracle: b12x_quant::block::quantize_mx.
@@ -54,125 +54,81 @@ __device__ __forceinline__ uint32_t pow2_neg_ue8m0_bf16x2(uint32_t code) {
   return h | (h << 16);
 }
 
-// One 8-element chunk (row, chunk), its 16 bytes v loaded; rows >= M (the swizzled layout's
-// padding rows, or past the end of the grid) hold zeros. Every lane of the warp gets here, so
-// the quad's amax reduction is a full-warp shuffle; `live` (row < M) and `in_grid`
-// (row < rows_sw) only gate the stores.
+// One 16-element unit (row, unit) per lane, its two 16-byte halves v[0], v[1]; a block of 32 is
+// a lane pair (unit & 1 == lane & 1). Rows >= M (the swizzled layout's padding rows, or past the
+// end of the grid) hold zeros. Every lane of the warp gets here, so the pair's amax reduction is
+// a full-warp shuffle; the row only gates the stores.
 template <typename T, bool kFp4>
-__device__ __forceinline__ void quantize_chunk(const MxParams& p, const Vec16& v, int row, int chunk) {
-  // The quad of lanes holding this block: consecutive lanes, chunk & 3 == lane & 3.
-  uint32_t bits = abs_max_bits16(v.w);
-  bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));
-  bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 2));
-  const bool finite = bits < HalfBits<T>::kInf;
-  uint32_t code = finite ? 0u : 0xFFu;
-  uint2 out = make_uint2(0u, 0u);  // E4M3: 8 codes; E2M1: 8 nibbles in out.x
-  if (finite && bits != 0u) {
-    const float amax = HalfBits<T>::to_f32(bits);
-    code = ceil_pow2_code(__fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f));
-#if B12X_SM120_FEATURES
-    if constexpr (kFp4) {
-      // SM120/SM121: the hardware conversion of the exact f32 products x * 2^(127-code)
-      // (e2m1x2_hw; unvalidated, see b12x/quant.cuh).
-      float f[8];
-      unpack_f32<T>(v, f);
-      const float m = pow2_neg_ue8m0(code);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) out.x |= e2m1x2_hw(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m)) << (8 * i);
-    } else
-#endif
-    if constexpr (kFp4 && std::is_same<T, bf16>::value) {
-      // x * 2^(127-code) in bf16 is exact (a power-of-two scaling; results below bf16's normal
-      // range are far below E2M1's 0.25 and keep their sign), so encode pairs in bf16.
-      const uint32_t m2 = pow2_neg_ue8m0_bf16x2(code);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) out.x |= e2m1x2<bf16>(bf16x2_fma(v.w[i], m2, 0x80008000u)) << (8 * i);
-    } else {
-      float f[8];
-      unpack_f32<T>(v, f);
-      const float m = pow2_neg_ue8m0(code);
-      if constexpr (kFp4) {
-        // f16 input: x * m <= 6 in f32, then to f16 — exact for every |y| >= 2^-14, and smaller
-        // values are +-0 in E2M1 either way.
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const __half2 y = __floats2half2_rn(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
-          out.x |= e2m1x2<fp16>(*reinterpret_cast<const uint32_t*>(&y)) << (8 * i);
-        }
-      } else {
-        uint32_t c[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
-        out.x = c[0] | (c[1] << 16);
-        out.y = c[2] | (c[3] << 16);
-      }
-    }
-  }
-  if (row < p.rows) {
-    if constexpr (kFp4) {
-      *reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + chunk * 4) = out.x;
-    } else {
-      *reinterpret_cast<uint2*>(p.codes + (long long)row * p.ldq + chunk * 8) = out;
-    }
-  }
-  if ((chunk & 3) == 0 && row < p.rows_sw) {
-    const int blk = chunk >> 2;
-    if (p.scales != nullptr && row < p.rows) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, p.k >> 5)] = (unsigned char)code;
-  }
-}
-
-// MXFP4: one 16-element unit (row, unit) per lane, its two 16-byte halves v[0], v[1]; a block of
-// 32 is a lane pair (unit & 1 == lane & 1). Every lane of the warp gets here (full-warp shuffle
-// for the pair's amax); rows >= M hold zeros and only gate the stores.
-template <typename T>
-__device__ __forceinline__ void quantize_fp4_unit(const MxParams& p, const Vec16 (&v)[2], int row, int unit) {
+__device__ __forceinline__ void quantize_unit(const MxParams& p, const Vec16 (&v)[2], int row, int unit) {
   uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
   bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));
   const bool finite = bits < HalfBits<T>::kInf;
   uint32_t code = finite ? 0u : 0xFFu;
-  uint32_t out[2] = {0u, 0u};
+  uint2 out[2] = {make_uint2(0u, 0u), make_uint2(0u, 0u)};  // E4M3: 8 codes per half; E2M1: 8 nibbles in .x
   if (finite && bits != 0u) {
     const float amax = HalfBits<T>::to_f32(bits);
-    code = ceil_pow2_code(__fmul_rn(amax, 1.0f / 6.0f));
+    code = ceil_pow2_code(__fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f));
+    if constexpr (kFp4) {
 #if B12X_SM120_FEATURES
-    // SM120/SM121: the hardware conversion of the exact f32 products x * 2^(127-code)
-    // (e2m1x2_hw; unvalidated, see b12x/quant.cuh).
-    const float m = pow2_neg_ue8m0(code);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float f[8];
-      unpack_f32<T>(v[h], f);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) out[h] |= e2m1x2_hw(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m)) << (8 * i);
-    }
-#else
-    if constexpr (std::is_same<T, bf16>::value) {
-      // x * 2^(127-code) in bf16 is exact (see quantize_chunk), so encode pairs in bf16.
-      const uint32_t m2 = pow2_neg_ue8m0_bf16x2(code);
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) out[h] |= e2m1x2<bf16>(bf16x2_fma(v[h].w[i], m2, 0x80008000u)) << (8 * i);
-    } else {
+      // SM120/SM121: the hardware conversion of the exact f32 products x * 2^(127-code)
+      // (e2m1x2_hw; unvalidated, see b12x/quant.cuh).
       const float m = pow2_neg_ue8m0(code);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float f[8];
         unpack_f32<T>(v[h], f);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const __half2 y = __floats2half2_rn(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
-          out[h] |= e2m1x2<fp16>(*reinterpret_cast<const uint32_t*>(&y)) << (8 * i);
+        for (int i = 0; i < 4; ++i) out[h].x |= e2m1x2_hw(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m)) << (8 * i);
+      }
+#else
+      if constexpr (std::is_same<T, bf16>::value) {
+        // x * 2^(127-code) in bf16 is exact (a power-of-two scaling; results below bf16's
+        // normal range are far below E2M1's 0.25 and keep their sign), so encode pairs in bf16.
+        const uint32_t m2 = pow2_neg_ue8m0_bf16x2(code);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) out[h].x |= e2m1x2<bf16>(bf16x2_fma(v[h].w[i], m2, 0x80008000u)) << (8 * i);
+      } else {
+        // f16 input: x * m <= 6 in f32, then to f16 — exact for every |y| >= 2^-14, and smaller
+        // values are +-0 in E2M1 either way.
+        const float m = pow2_neg_ue8m0(code);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float f[8];
+          unpack_f32<T>(v[h], f);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const __half2 y = __floats2half2_rn(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
+            out[h].x |= e2m1x2<fp16>(*reinterpret_cast<const uint32_t*>(&y)) << (8 * i);
+          }
         }
       }
-    }
 #endif
+    } else {
+      const float m = pow2_neg_ue8m0(code);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float f[8];
+        unpack_f32<T>(v[h], f);
+        uint32_t c[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
+        out[h] = make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+      }
+    }
   }
   if (row < p.rows) {
-    uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + unit * 8);
-    q[0] = out[0];
-    q[1] = out[1];
+    unsigned char* q = p.codes + (long long)row * p.ldq;
+    if constexpr (kFp4) {
+      uint32_t* q4 = reinterpret_cast<uint32_t*>(q + unit * 8);
+      q4[0] = out[0].x;
+      q4[1] = out[1].x;
+    } else {
+      uint2* q8 = reinterpret_cast<uint2*>(q + unit * 16);
+      q8[0] = out[0];
+      q8[1] = out[1];
+    }
   }
   if ((unit & 1) == 0 && row < p.rows_sw) {
     const int blk = unit >> 1;
@@ -181,34 +137,25 @@ __device__ __forceinline__ void quantize_fp4_unit(const MxParams& p, const Vec16
   }
 }
 
-// A CTA covers U * blockDim consecutive chunks; thread t takes chunks t, t + blockDim, ...
-// (coalesced), issuing all U loads before converting any.
-// MXFP4: U 16-element units per thread (both halves through L1, so the second half of each
-// 32-byte sector is a hit), all loads issued before converting any.
+// U 16-element units per thread (ChunkGrid over [rows, K/16]: each warp covers 512 consecutive
+// elements per slot), both halves of every unit loaded through L1 (the second half of each
+// 32-byte sector is then a hit), all loads issued before converting any.
 template <typename T, bool kFp4, int U>
 __device__ __forceinline__ void quantize(const MxParams& p) {
-  if constexpr (kFp4) {
-    const ChunkGrid<U> g(p.rows_sw, p.k >> 4);
-    Vec16 v[U][2];
+  const ChunkGrid<U> g(p.rows_sw, p.k >> 4);
+  Vec16 v[U][2];
 #pragma unroll
-    for (int j = 0; j < U; ++j) {
+  for (int j = 0; j < U; ++j) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
-      if (g.row[j] < p.rows) {
-        const T* src = reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 16;
-        v[j][0] = ld_global_v16(src);
-        v[j][1] = ld_global_v16(src + 8);
-      }
+    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
+    if (g.row[j] < p.rows) {
+      const T* src = reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 16;
+      v[j][0] = ld_global_v16(src);
+      v[j][1] = ld_global_v16(src + 8);
     }
-#pragma unroll
-    for (int j = 0; j < U; ++j) quantize_fp4_unit<T>(p, v[j], g.row[j], g.chunk[j]);
-    return;
   }
-  const ChunkGrid<U> g(p.rows_sw, p.k >> 3);
-  Vec16 v[U];
-  load_chunks<T, U>(g, p.x, p.ldx, p.rows, v);
 #pragma unroll
-  for (int j = 0; j < U; ++j) quantize_chunk<T, kFp4>(p, v[j], g.row[j], g.chunk[j]);
+  for (int j = 0; j < U; ++j) quantize_unit<T, kFp4>(p, v[j], g.row[j], g.chunk[j]);
 }
 
 }  // namespace mx

@@ -8,8 +8,8 @@
 //! - Tensors: `x [M, K]` bf16/f16 (rows 16-byte aligned); `codes [M, K]` u8 (rows 8-byte
 //!   aligned); `scales [M, K/G]` f32 or u8 (row-major).
 //! - Constraints: `K % G == 0`; `M ≤ max_rows`.
-//! - Kernel: G/8 lanes per group, 8 elements per lane (one 16-byte load); configs are the CTA
-//!   size and chunks per thread of [`crate::flat`] (`"t256_u2"`, …).
+//! - Kernel: G/16 lanes per group, 16 elements per lane (two 16-byte loads); configs are the
+//!   CTA size and slots per thread of [`crate::flat`] (`"t256_u2"`, …).
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
 //! (`bench-results/2026-11-30-h200-c`); sm_120a/sm_121a compiled, not run.
@@ -205,8 +205,9 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 fn launch(selected: &Selected, p: &Fp8BlockParams, stream: &CudaStream) -> Result<()> {
     let config = flat::selected_config(selected, OP)?;
     let kernel = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, OP))?;
-    let chunks = p.rows as u64 * (p.k as u64 / 8);
-    let dims = config.dims(chunks);
+    // One 16-element unit per thread slot (K % G == 0, G ≥ 32).
+    let units = p.rows as u64 * (p.k as u64 / 16);
+    let dims = config.dims(units);
     // SAFETY: Fp8BlockParams mirrors the kernel's struct (asserted on both sides); `p` passed
     // `Query::kernel_params` or describes the race's own buffer.
     unsafe { kernel.launch(stream, dims, p) }

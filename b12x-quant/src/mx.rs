@@ -15,9 +15,9 @@
 //!   padding rows up to the next multiple of 128 are written as 0).
 //! - Constraints: `K % 32 == 0`; with the swizzled layout `K % 128 == 0` (whole 4-column tiles);
 //!   `M ≤ Query::max_rows`. Outputs must not overlap each other or `x`.
-//! - Kernel: MXFP8 4 lanes per block, 8 elements per lane (one 16-byte load); MXFP4 2 lanes per
-//!   block, 16 elements per lane (two 16-byte loads: per warp instruction twice the elements for
-//!   the same scale and address work). Configs are the CTA size and slots per thread of
+//! - Kernel: 2 lanes per block, 16 elements per lane (two 16-byte loads: per warp instruction
+//!   the scale, shuffle and address work covers 512 elements). Configs are the CTA size and
+//!   slots per thread of
 //!   [`crate::flat`] (`"t256_u2"`, …).
 //!
 //! ```no_run
@@ -196,7 +196,7 @@ impl Query {
             let why = if self.swizzled { " (whole 4-column tiles of the swizzled layout)" } else { "" };
             return bad("k", format!("(K) must be a positive multiple of {multiple}{why}, got {}", self.k));
         }
-        // The grid covers ⌈M/128⌉·128 rows × K/8 chunks, indexed in 32 bits on the device.
+        // The grid covers ⌈M/128⌉·128 rows × K/16 units (fewer than K/8), indexed in 32 bits on the device.
         flat::check_max_rows(op, self.k, if self.swizzled { 128 } else { 1 }, self.max_rows)?;
         if !self.row_major && !self.swizzled {
             return bad("row_major", "at least one scale layout (row_major or swizzled) must be written".into());
@@ -343,15 +343,14 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
         return Ok(());
     }
     let selected = resolve(plan, 0, stream)?;
-    launch(&selected, &params, plan.query.format, stream)
+    launch(&selected, &params, stream)
 }
 
-fn launch(selected: &Selected, params: &MxParams, format: MxFormat, stream: &CudaStream) -> Result<()> {
+fn launch(selected: &Selected, params: &MxParams, stream: &CudaStream) -> Result<()> {
     let config = flat::selected_config(selected, "quantization.mx*")?;
     let kernel = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, "quantization.mx*"))?;
-    // MXFP8: one 8-element chunk per thread slot; MXFP4: one 16-element unit.
-    let per_slot = if format == MxFormat::Fp4 { 16 } else { 8 };
-    let dims = config.dims(params.rows_sw as u64 * (params.k as u64 / per_slot));
+    // One 16-element unit per thread slot (both formats).
+    let dims = config.dims(params.rows_sw as u64 * (params.k as u64 / 16));
     // SAFETY: MxParams mirrors the kernel's struct (asserted on both sides); `params` passed
     // `Query::kernel_params` or describes the race's own buffer.
     unsafe { kernel.launch(stream, dims, params) }
@@ -406,19 +405,18 @@ impl OpPlan for Plan {
             k: q.k as i32,
             pad: 0,
         };
-        Ok(Box::new(RaceCase { params, format: q.format, _buffer: race.buffer }))
+        Ok(Box::new(RaceCase { params, _buffer: race.buffer }))
     }
 }
 
 /// What the autotune race launches each candidate on.
 struct RaceCase {
     params: MxParams,
-    format: MxFormat,
     _buffer: CudaSlice<u8>,
 }
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(selected, &self.params, self.format, stream)
+        launch(selected, &self.params, stream)
     }
 }
