@@ -146,16 +146,7 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   __shared__ float s_rcp[128];
   const ChunkGrid<U> g(p.rows_sw, p.k >> 4);
   Vec16 v[U][2];
-#pragma unroll
-  for (int j = 0; j < U; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
-    if (g.row[j] < p.rows) {
-      const T* src = reinterpret_cast<const T*>(p.x) + (long long)g.row[j] * p.ldx + g.chunk[j] * 16;
-      v[j][0] = ld_global_v16(src);
-      v[j][1] = ld_global_v16(src + 8);
-    }
-  }
+  load_units<T, U>(g, p.x, p.ldx, p.rows, v);
   const float enc = encode_scale(p);
   nvfp4_rcp_table(enc, s_rcp);
   if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;

@@ -176,10 +176,11 @@ __device__ __forceinline__ float div_by_6(float a) {
   return a >= 0x1p-100f ? div_by_scale(a, 6.0f, 1.0f / 6.0f) : __fdiv_rn(a, 6.0f);
 }
 
-// The U chunks of 8 elements one thread takes in the quantizers' flat grids over a
-// [rows, chunks] chunk matrix: a CTA covers U * blockDim consecutive chunks and thread t takes
-// t, t + blockDim, ... of them (each warp's loads stay coalesced). Indices are 32-bit (the plans
-// keep rows * chunks + 2^11 below 2^32). Past the end row == rows.
+// The U slots one thread takes in the quantizers' flat grids over a [rows, slots] matrix (a slot
+// is 16 elements of a row: unit u covers elements [16u, 16u + 16)): a CTA covers U * blockDim
+// consecutive slots and thread t takes t, t + blockDim, ... of them (each warp's loads stay
+// coalesced: 512 consecutive elements per slot). Indices are 32-bit (the plans keep
+// rows * K/8 + 2^11 below 2^32, so rows * K/16 fits too). Past the end row == rows.
 template <int U>
 struct ChunkGrid {
   int row[U];
@@ -196,14 +197,21 @@ struct ChunkGrid {
   }
 };
 
-// Loads the U chunks of g from x ([rows, K] of T, row stride ldx elements), all U loads issued
-// before any use; chunks past the last row read nothing and hold zeros.
+// Loads the U 16-element slots of g from x ([rows, K] of T, row stride ldx elements) as two
+// 16-byte halves each, all loads issued before any use. Through L1 (not L1::no_allocate): the
+// two halves of a lane share 32-byte sectors, so the second load of each pair is an L1 hit.
+// Slots past the last row read nothing and hold zeros.
 template <typename T, int U>
-__device__ __forceinline__ void load_chunks(const ChunkGrid<U>& g, const void* x, long long ldx, int rows, Vec16 (&v)[U]) {
+__device__ __forceinline__ void load_units(const ChunkGrid<U>& g, const void* x, long long ldx, int rows, Vec16 (&v)[U][2]) {
 #pragma unroll
   for (int j = 0; j < U; ++j) {
-    v[j].w[0] = v[j].w[1] = v[j].w[2] = v[j].w[3] = 0u;
-    if (g.row[j] < rows) v[j] = ld_global_stream_v16(reinterpret_cast<const T*>(x) + (long long)g.row[j] * ldx + g.chunk[j] * 8);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
+    if (g.row[j] < rows) {
+      const T* src = reinterpret_cast<const T*>(x) + (long long)g.row[j] * ldx + g.chunk[j] * 16;
+      v[j][0] = ld_global_v16(src);
+      v[j][1] = ld_global_v16(src + 8);
+    }
   }
 }
 
