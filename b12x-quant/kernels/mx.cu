@@ -54,6 +54,19 @@ __device__ __forceinline__ uint32_t pow2_neg_ue8m0_bf16x2(uint32_t code) {
   return h | (h << 16);
 }
 
+// enc(h, i, a, b) for every pair i < 4 of each half h of v, with a, b the pair's f32 products
+// x * m (exact: m is a power of two).
+template <typename T, typename F>
+__device__ __forceinline__ void for_scaled_pairs(const Vec16 (&v)[2], float m, F&& enc) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float f[8];
+    unpack_f32<T>(v[h], f);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) enc(h, i, __fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
+  }
+}
+
 // One 16-element unit (row, unit) per lane, its two 16-byte halves v[0], v[1]; a block of 32 is
 // a lane pair (unit & 1 == lane & 1). Rows >= M (the swizzled layout's padding rows, or past the
 // end of the grid) hold zeros. Every lane of the warp gets here, so the pair's amax reduction is
@@ -72,14 +85,8 @@ __device__ __forceinline__ void quantize_unit(const MxParams& p, const Vec16 (&v
 #if B12X_SM120_FEATURES
       // SM120/SM121: the hardware conversion of the exact f32 products x * 2^(127-code)
       // (e2m1x2_hw; unvalidated, see b12x/quant.cuh).
-      const float m = pow2_neg_ue8m0(code);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float f[8];
-        unpack_f32<T>(v[h], f);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) out[h].x |= e2m1x2_hw(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m)) << (8 * i);
-      }
+      for_scaled_pairs<T>(v, pow2_neg_ue8m0(code),
+                          [&](int h, int i, float a, float b) { out[h].x |= e2m1x2_hw(a, b) << (8 * i); });
 #else
       if constexpr (std::is_same<T, bf16>::value) {
         // x * 2^(127-code) in bf16 is exact (a power-of-two scaling; results below bf16's
@@ -92,30 +99,17 @@ __device__ __forceinline__ void quantize_unit(const MxParams& p, const Vec16 (&v
       } else {
         // f16 input: x * m <= 6 in f32, then to f16 — exact for every |y| >= 2^-14, and smaller
         // values are +-0 in E2M1 either way.
-        const float m = pow2_neg_ue8m0(code);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float f[8];
-          unpack_f32<T>(v[h], f);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const __half2 y = __floats2half2_rn(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
-            out[h].x |= e2m1x2<fp16>(*reinterpret_cast<const uint32_t*>(&y)) << (8 * i);
-          }
-        }
+        for_scaled_pairs<T>(v, pow2_neg_ue8m0(code), [&](int h, int i, float a, float b) {
+          const __half2 y = __floats2half2_rn(a, b);
+          out[h].x |= e2m1x2<fp16>(*reinterpret_cast<const uint32_t*>(&y)) << (8 * i);
+        });
       }
 #endif
     } else {
-      const float m = pow2_neg_ue8m0(code);
+      uint32_t c[2][4];
+      for_scaled_pairs<T>(v, pow2_neg_ue8m0(code), [&](int h, int i, float a, float b) { c[h][i] = e4m3x2(a, b); });
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float f[8];
-        unpack_f32<T>(v[h], f);
-        uint32_t c[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) c[i] = e4m3x2(__fmul_rn(f[2 * i], m), __fmul_rn(f[2 * i + 1], m));
-        out[h] = make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
-      }
+      for (int h = 0; h < 2; ++h) out[h] = make_uint2(c[h][0] | (c[h][1] << 16), c[h][2] | (c[h][3] << 16));
     }
   }
   if (row < p.rows) {
