@@ -12,7 +12,8 @@
 //!   CTA size and slots per thread of [`crate::flat`] (`"t256_u2"`, …).
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
-//! (`bench-results/2026-11-30-h200-c`, the current kernels again in `bench-results/2026-11-30-h200-j`); sm_120a/sm_121a compiled, not run.
+//! (`bench-results/2026-11-30-h200-c`, the current kernels again in
+//! `bench-results/2026-11-30-h200-j`); sm_120a/sm_121a compiled, not run.
 
 use crate::block::Fp8ScaleKind;
 use crate::flat::{self, FlatConfig};
@@ -36,7 +37,8 @@ b12x_core::inventory::submit! {
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e4m3 codes; f32 or ue8m0 scales per 1xG (G = 32, 64, 128)"],
-        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c; the current kernels in h200-j), also under memcheck and racecheck.
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c; the current kernels in
+        // h200-j), also under memcheck and racecheck.
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),

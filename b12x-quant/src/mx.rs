@@ -83,7 +83,8 @@ b12x_core::inventory::submit! {
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e2m1 codes (packed pairs); ue8m0 scales (row-major and/or swizzled 128x4)"],
-        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c; the current kernels in h200-j), also under memcheck and racecheck.
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c; the current kernels in
+        // h200-j), also under memcheck and racecheck.
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),

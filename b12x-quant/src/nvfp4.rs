@@ -15,7 +15,8 @@
 //!   kernels (amax pass, quantize pass): graph-capturable.
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
-//! (`bench-results/2026-11-30-h200-c`, the current kernels again in `bench-results/2026-11-30-h200-j`); sm_120a/sm_121a compiled, not run. On those targets the
+//! (`bench-results/2026-11-30-h200-c`, the current kernels again in
+//! `bench-results/2026-11-30-h200-j`); sm_120a/sm_121a compiled, not run. On those targets the
 //! E2M1 encoding is the hardware `cvt.rn.satfinite.e2m1x2.f32` instead of the software encoder
 //! sm_90 runs (same rounding by specification; the GPU suite there is what would confirm it).
 
@@ -46,7 +47,8 @@ b12x_core::inventory::submit! {
         group: "quantization",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x; e2m1 codes (packed pairs); ue4m3 scales (row-major and/or swizzled 128x4); f32 enc"],
-        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c; the current kernels in h200-j), also under memcheck and racecheck.
+        // GPU suite passed on the H200 (bench-results/2026-11-30-h200-c; the current kernels in
+        // h200-j), also under memcheck and racecheck.
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),

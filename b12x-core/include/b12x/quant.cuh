@@ -202,7 +202,8 @@ struct ChunkGrid {
 // two halves of a lane share 32-byte sectors, so the second load of each pair is an L1 hit.
 // Slots past the last row read nothing and hold zeros.
 template <typename T, int U>
-__device__ __forceinline__ void load_units(const ChunkGrid<U>& g, const void* x, long long ldx, int rows, Vec16 (&v)[U][2]) {
+__device__ __forceinline__ void load_units(const ChunkGrid<U>& g, const void* x, long long ldx, int rows,
+                                           Vec16 (&v)[U][2]) {
 #pragma unroll
   for (int j = 0; j < U; ++j) {
 #pragma unroll
