@@ -105,18 +105,7 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
         const float r = __frcp_rn(__fmul_rn(fs, __fdiv_rn(1.0f, enc)));
         float f[8];
         unpack_f32<T>(yv, f);
-        if (r <= 3.4028235e38f) {
-#if B12X_SM120_FEATURES
-#pragma unroll
-          for (int j = 0; j < 4; ++j) q |= e2m1x2_hw(__fmul_rn(f[2 * j], r), __fmul_rn(f[2 * j + 1], r)) << (8 * j);
-#else
-#pragma unroll
-          for (int j = 0; j < 8; ++j) q |= e2m1_rne_not_nan(__fmul_rn(f[j], r)) << (4 * j);
-#endif
-        } else {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) q |= e2m1_rne(__fmul_rn(f[j], r)) << (4 * j);
-        }
+        nvfp4_codes8(f, r, q);
       }
     }
     if (!live) return;

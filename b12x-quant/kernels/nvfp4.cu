@@ -112,19 +112,7 @@ __device__ __forceinline__ void quantize_block(const Nvfp4Params& p, float enc, 
       for (int h = 0; h < 2; ++h) {
         float f[8];
         unpack_f32<T>(v[h], f);
-        if (r <= 3.4028235e38f) {
-#if B12X_SM120_FEATURES
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            out[h] |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
-#else
-#pragma unroll
-          for (int i = 0; i < 8; ++i) out[h] |= e2m1_rne_not_nan(__fmul_rn(f[i], r)) << (4 * i);
-#endif
-        } else {  // r = Inf (a huge given enc over a tiny block): 0 * Inf is NaN -> code 7, as the codec
-#pragma unroll
-          for (int i = 0; i < 8; ++i) out[h] |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
-        }
+        nvfp4_codes8(f, r, out[h]);
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "b12x/common.cuh"
+#include "b12x/e2m1.cuh"
 
 namespace b12x {
 
@@ -144,6 +145,26 @@ __device__ __forceinline__ uint32_t e2m1x2_hw(float lo, float hi) {
   return r;
 }
 #endif
+
+// ---- NVFP4 codes of one half-block ---------------------------------------------------------
+// ORs into q the E2M1 codes of f[i] * r (element i in nibble i), r = 1 / (f32(s) * (1 / enc)) of the block
+// (b12x_quant::block::quantize_nvfp4). Finite r: SM120/SM121 convert pairs in hardware
+// (e2m1x2_hw), other targets in software. r = Inf (a huge given enc over a tiny block): 0 * Inf
+// is NaN, code 7, as the codec.
+__device__ __forceinline__ void nvfp4_codes8(const float (&f)[8], float r, uint32_t& q) {
+  if (r <= 3.4028235e38f) {
+#if B12X_SM120_FEATURES
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
+#else
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q |= e2m1_rne_not_nan(__fmul_rn(f[i], r)) << (4 * i);
+#endif
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+  }
+}
 
 // ---- NVFP4 block-scale reciprocals -------------------------------------------------------
 // s_rcp[c] = RN(1 / RN(f32(c) * RN(1 / enc))) for every UE4M3 code c: the r that quantizes a
