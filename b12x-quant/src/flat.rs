@@ -15,6 +15,9 @@ use b12x_core::{Error, LaunchDims, Result, Selected};
 pub const THREADS: [u32; 3] = [128, 256, 512];
 /// Slots (16 elements each) per thread instantiated in the flat quantizer kernels.
 pub const UNROLL: [u32; 3] = [1, 2, 4];
+/// Elements of one slot: the 16 consecutive elements of a row a lane converts (two 16-byte
+/// loads of bf16/f16; `load_units` in `b12x/quant.cuh`).
+pub const SLOT_ELEMENTS: u64 = 16;
 /// The config used when autotuning is off (`FlatConfig::all()[0]`).
 pub const DEFAULT: FlatConfig = FlatConfig { threads: 256, unroll: 2 };
 /// The largest chunk grid (`rows · K/8`, padding rows included) the kernels index: the
@@ -53,11 +56,17 @@ impl FlatConfig {
         (THREADS.contains(&c.threads) && UNROLL.contains(&c.unroll)).then_some(c)
     }
     /// The launch over `chunks` slots (a non-zero count, at most [`MAX_CHUNKS`]): the ops pass
-    /// `rows · K/16`.
+    /// [`slots`]`(rows, K)`.
     pub fn dims(&self, chunks: u64) -> LaunchDims {
         let per_cta = u64::from(self.threads * self.unroll);
         LaunchDims { grid: (chunks.div_ceil(per_cta) as u32, 1, 1), block: (self.threads, 1, 1), smem_bytes: 0 }
     }
+}
+
+/// The slots of a `[rows, k]` input (`k` a multiple of [`SLOT_ELEMENTS`]): what
+/// [`FlatConfig::dims`] launches over.
+pub fn slots(rows: u64, k: u64) -> u64 {
+    rows * (k / SLOT_ELEMENTS)
 }
 
 /// The error for a selection that is not one of the op's configs (or lacks its kernels).

@@ -207,9 +207,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 fn launch(selected: &Selected, p: &Fp8BlockParams, stream: &CudaStream) -> Result<()> {
     let config = flat::selected_config(selected, OP)?;
     let kernel = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, OP))?;
-    // One 16-element unit per thread slot (K % G == 0, G ≥ 32).
-    let units = p.rows as u64 * (p.k as u64 / 16);
-    let dims = config.dims(units);
+    let dims = config.dims(flat::slots(p.rows as u64, p.k as u64));
     // SAFETY: Fp8BlockParams mirrors the kernel's struct (asserted on both sides); `p` passed
     // `Query::kernel_params` or describes the race's own buffer.
     unsafe { kernel.launch(stream, dims, p) }

@@ -17,8 +17,7 @@
 //!   `M ≤ Query::max_rows`. Outputs must not overlap each other or `x`.
 //! - Kernel: 2 lanes per block, 16 elements per lane (two 16-byte loads: per warp instruction
 //!   the scale, shuffle and address work covers 512 elements). Configs are the CTA size and
-//!   slots per thread of
-//!   [`crate::flat`] (`"t256_u2"`, …).
+//!   slots per thread of [`crate::flat`] (`"t256_u2"`, …).
 //!
 //! ```no_run
 //! use b12x_core::{RaceBuffer, DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -197,7 +196,8 @@ impl Query {
             let why = if self.swizzled { " (whole 4-column tiles of the swizzled layout)" } else { "" };
             return bad("k", format!("(K) must be a positive multiple of {multiple}{why}, got {}", self.k));
         }
-        // The grid covers ⌈M/128⌉·128 rows × K/16 units (fewer than K/8), indexed in 32 bits on the device.
+        // The grid covers ⌈M/128⌉·128 rows × K/16 slots (checked as K/8), indexed in 32 bits on
+        // the device.
         flat::check_max_rows(op, self.k, if self.swizzled { 128 } else { 1 }, self.max_rows)?;
         if !self.row_major && !self.swizzled {
             return bad("row_major", "at least one scale layout (row_major or swizzled) must be written".into());
@@ -350,8 +350,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 fn launch(selected: &Selected, params: &MxParams, stream: &CudaStream) -> Result<()> {
     let config = flat::selected_config(selected, "quantization.mx*")?;
     let kernel = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, "quantization.mx*"))?;
-    // One 16-element unit per thread slot (both formats).
-    let dims = config.dims(params.rows_sw as u64 * (params.k as u64 / 16));
+    let dims = config.dims(flat::slots(params.rows_sw as u64, params.k as u64));
     // SAFETY: MxParams mirrors the kernel's struct (asserted on both sides); `params` passed
     // `Query::kernel_params` or describes the race's own buffer.
     unsafe { kernel.launch(stream, dims, params) }

@@ -289,8 +289,6 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 
 fn launch(device: &Device, selected: &Selected, p: &Nvfp4Params, stream: &CudaStream) -> Result<()> {
     let config = flat::selected_config(selected, OP)?;
-    // The quantize pass takes one NVFP4 block (16 elements) per thread slot.
-    let blocks = p.rows_sw as u64 * (p.k as u64 / BLOCK as u64);
     if p.enc_in == 0 {
         let amax = selected.kernels.first().ok_or_else(|| flat::unknown_config(selected, OP))?;
         memset_u32(stream, p.amax, 0, 1)?;
@@ -303,7 +301,8 @@ fn launch(device: &Device, selected: &Selected, p: &Nvfp4Params, stream: &CudaSt
         unsafe { amax.launch(stream, dims, p) }?;
     }
     let quantize = selected.kernels.last().ok_or_else(|| flat::unknown_config(selected, OP))?;
-    let dims = config.dims(blocks);
+    // The quantize pass takes one NVFP4 block (16 elements) per slot.
+    let dims = config.dims(flat::slots(p.rows_sw as u64, p.k as u64));
     // SAFETY: as above.
     unsafe { quantize.launch(stream, dims, p) }
 }
