@@ -19,8 +19,8 @@
 //! ceiling the `% ceiling` column uses).
 //!
 //! `B12X_PAGED_SPLIT_CAP=N` and `B12X_PAGED_STAGES=S` plan every case with split cap N or ring
-//! depth S instead of the plan's defaults (to sweep them; the config column says which a row
-//! ran with).
+//! depth S instead of the plan's defaults, `B12X_PAGED_CLUSTER=0|1` with the scratch or the
+//! cluster merge of the splits (to sweep them; the config column says which a row ran with).
 //!
 //! Run: `cargo bench -p b12x-attention --bench paged` (rows go to `bench-results/paged.{json,md}`).
 
@@ -164,7 +164,11 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let plan = paged::plan_with(
         &query,
         dev,
-        PlanOptions { max_splits: env_usize("B12X_PAGED_SPLIT_CAP"), stages: env_usize("B12X_PAGED_STAGES") },
+        PlanOptions {
+            max_splits: env_usize("B12X_PAGED_SPLIT_CAP"),
+            stages: env_usize("B12X_PAGED_STAGES"),
+            cluster_merge: env_usize("B12X_PAGED_CLUSTER").map(|v| v != 0),
+        },
     )?;
     let mut session = PreparationSession::new(dev)?;
     let config = session.prepare(&[&plan])?.last().map(|sel| sel.config.clone()).unwrap_or_default();
@@ -209,7 +213,8 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let times = time_graph(dev, samples(), &mut call)?;
     let kv_bytes = (b * ctx * HKV * D * 2 * es) as f64;
     let bytes = kv_bytes + (2 * b * H * D * 2 + b * pages_per_req * 4) as f64;
-    let config = format!("{config} stages={} max_splits={}", plan.stages(), plan.max_splits());
+    let merge = if plan.cluster_merge() { " cluster_merge" } else { "" };
+    let config = format!("{config} stages={} max_splits={}{merge}", plan.stages(), plan.max_splits());
     report.add_vs(&case, &peer_case, &config, &times, bytes, 4.0 * (b * H * ctx * D) as f64);
     if !err.read(s)?.is_clear() {
         panic!("{case}: the error word is set: {}", err.read(s)?);

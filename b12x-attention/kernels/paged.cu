@@ -24,8 +24,10 @@
 //   converted to f16 in registers (one cvt per pair; d permuted so no shuffle is needed), the
 //   MMAs in f16 with Q stored as f16 * 2^-4 (exact for |q| in [2^-10, 2^20)). A request's key
 //   range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from the device
-//   lengths: the grid is fixed, so a captured graph replays any lengths); split partials go to
-//   scratch and the last CTA to arrive (arrive_tagged) merges them in split order with the sink.
+//   lengths: the grid is fixed, so a captured graph replays any lengths). Split partials merge
+//   in split order with the sink: launched as clusters of the grid's x (<= 8 splits), through
+//   distributed shared memory after a cluster barrier, each split finishing a share of the
+//   outputs; otherwise through scratch, by the last CTA to arrive (arrive_tagged).
 //   Untrusted indices follow src/paging.rs: masked rows, fault bits.
 // Entry points: b12x_paged_{bf16,f16,bf16_e4m3}_d{64,96,128,256} (2-stage rings, 16-row
 //   tiles), ..._d{64,96,128}_s3 (3-stage rings), ..._d{64,96,128}[_s3]_n8 (8-row tiles, S^T = K Q^T).
@@ -139,6 +141,21 @@ template <typename T>
 struct MmaTypeOf<true, T> {
   using type = fp16;
 };
+
+// Most splits the cluster merge takes (grid x = cluster x <= 8, the portable cluster size);
+// mirrored by src/paged/mod.rs (MAX_CLUSTER_SPLITS).
+constexpr int kMaxClusterSplits = 8;
+
+// The f32 at shared address `s_local` of cluster rank `rank`, for data a cluster barrier has
+// already published and nobody writes any more: volatile only to keep it after that barrier,
+// no memory clobber, so independent loads stay in flight together.
+__device__ __forceinline__ float ld_dsmem_f32(uint32_t s_local, int rank) {
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(s_local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
+  return v;
+}
 
 // E4M3 caches run the MMAs in f16: a code pair converts to f16 x 2 in one instruction, exactly,
 // and Q (bf16) is stored as f16 times kQScaleE4m3 (a power of two: exact for |q| in
@@ -672,9 +689,10 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 
   const float v_scale = kE4m3 ? __ldg(p.v_scale + b * p.kv_heads + g) : 1.0f;
   const long long slot = (long long)blockIdx.z * p.tiles + tile;
-  // Writes the final rows from per-row (m, l) and unnormalized O (base 2), adding the sink.
-  auto finish = [&](auto&& o_at, auto&& ml_at) {
-    for (int idx = threadIdx.x; idx < tile_rows * D; idx += blockDim.x) {
+  // Writes the final rows from per-row (m, l) and unnormalized O (base 2), adding the sink:
+  // elements first, first + stride, ... of the tile's rows x D.
+  auto finish = [&](int first, int stride, auto&& o_at, auto&& ml_at) {
+    for (int idx = first; idx < tile_rows * D; idx += stride) {
       const int r = idx / D, d = idx % D;
       const int rr = tile * kRows + r;
       const int row = row0 + rr / G, h = g * G + rr % G;
@@ -693,7 +711,64 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
   };
   if (splits == 1) {
-    finish([&](int r, int d) { return s_o[r * D + d]; }, [&](int r, int i) { return m_l[r * 2 + i]; });
+    finish(threadIdx.x, blockDim.x, [&](int r, int d) { return s_o[r * D + d]; },
+           [&](int r, int i) { return m_l[r * 2 + i]; });
+    return;
+  }
+  if (cluster_size() > 1) {
+    // Cluster merge: the grid's splits of this (request, KV head, tile) are one cluster (rank =
+    // split). Each active split keeps its merged O and (m, l) in shared memory; after one
+    // cluster barrier (splits past `splits` left at the top: exited threads do not hold a
+    // barrier.cluster up) split s finishes elements s * blockDim.x + threadIdx.x, stepping
+    // splits * blockDim.x, reading every split's partial through distributed shared memory
+    // and summing in split order exactly as the scratch merge below does. No scratch, no
+    // atomics, no global round trips.
+    cluster_sync();
+    const uint32_t o_base = smem_addr(s_o), ml_base = smem_addr(m_l);
+    // Per row: the merged (m, l) and each split's weight 2^(m_sp - m), into this CTA's shared
+    // memory past warp 0's O slots (peers read only those and m_l). Lane group (row r, 8
+    // splits) loads the splits' (m, l) at once; the max is a shuffle, l sums in split order.
+    float* s_cw = s_o + 16 * D;  // [16][w: kMaxClusterSplits, l_sp: kMaxClusterSplits, m, l]
+    constexpr int kCw = 2 * kMaxClusterSplits + 2;
+    static_assert(16 * kMaxClusterSplits % 64 == 0, "whole warps of (row, split) lanes");
+    for (int idx = threadIdx.x; idx < 16 * kMaxClusterSplits; idx += blockDim.x) {
+      const int r = idx / kMaxClusterSplits, sp = idx % kMaxClusterSplits;
+      const bool on = r < tile_rows && sp < splits;
+      const float m_sp = on ? ld_dsmem_f32(ml_base + r * 8, sp) : -INFINITY;
+      const float l_sp = on ? ld_dsmem_f32(ml_base + r * 8 + 4, sp) : 0.0f;
+      float m = m_sp;
+#pragma unroll
+      for (int x = 1; x < kMaxClusterSplits; x *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
+      if (on) {
+        s_cw[r * kCw + sp] = m == -INFINITY ? 0.0f : exp2f(m_sp - m);
+        s_cw[r * kCw + kMaxClusterSplits + sp] = l_sp;
+        if (sp == 0) s_cw[r * kCw + 2 * kMaxClusterSplits] = m;
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < tile_rows) {
+      float* c = s_cw + threadIdx.x * kCw;
+      float l = 0.0f;
+      for (int sp = 0; sp < splits; ++sp) l += c[sp] * c[kMaxClusterSplits + sp];
+      c[2 * kMaxClusterSplits + 1] = l;
+    }
+    __syncthreads();
+    finish(
+        split * blockDim.x + threadIdx.x, splits * blockDim.x,
+        [&](int r, int d) {
+          if (s_cw[r * kCw + 2 * kMaxClusterSplits] == -INFINITY) return 0.0f;
+          float os[kMaxClusterSplits];
+#pragma unroll
+          for (int sp = 0; sp < kMaxClusterSplits; ++sp)
+            if (sp < splits) os[sp] = ld_dsmem_f32(o_base + (r * D + d) * 4, sp);
+          float o = 0.0f;
+#pragma unroll
+          for (int sp = 0; sp < kMaxClusterSplits; ++sp)
+            if (sp < splits) o += s_cw[r * kCw + sp] * os[sp];
+          return o;
+        },
+        [&](int r, int i) { return s_cw[r * kCw + 2 * kMaxClusterSplits + i]; });
+    cluster_sync();  // no CTA leaves while a peer may still read its shared memory
     return;
   }
   // Split partial -> scratch; the last split CTA of this (b, g, tile) merges them in order.
@@ -737,6 +812,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   }
   __syncthreads();
   finish(
+      threadIdx.x, blockDim.x,
       [&](int r, int d) {
         if (s_m[r * 2] == -INFINITY) return 0.0f;
         // Sum in split order; four loads in flight at a time.

@@ -267,6 +267,11 @@ fn check(dev: &Arc<Device>, c: &Case) -> TrialResult {
 }
 
 fn check_plan(dev: &Arc<Device>, c: &Case, plan: &Plan) -> TrialResult {
+    check_plan_got(dev, c, plan).map(|_| ())
+}
+
+/// [`check_plan`], returning the first run's results.
+fn check_plan_got(dev: &Arc<Device>, c: &Case, plan: &Plan) -> Result<Got, String> {
     let s = dev.stream();
     let session = prepared(dev, plan)?;
     let mut d = c.upload(s, plan)?;
@@ -290,7 +295,7 @@ fn check_plan(dev: &Arc<Device>, c: &Case, plan: &Plan) -> TrialResult {
         return Err("a second run on the same scratch gave other bits".into());
     }
     session.close();
-    Ok(())
+    Ok(first)
 }
 
 fn geo(h: usize, hkv: usize, d: usize, p: usize) -> Geo {
@@ -360,14 +365,69 @@ fn trials() -> Vec<GpuTrial> {
     out.push(GpuTrial::new("llama3_8b::split_caps", move |dev| {
         let c = case(g, make_batch(&[(5000, 1), (300, 1), (0, 0), (2049, 1)], 16, 12, 0), 12);
         for cap in [1, 7, paged::MAX_SPLITS] {
-            let plan =
-                paged::plan_with(&c.query(), dev, PlanOptions { max_splits: Some(cap), stages: None }).map_err(err)?;
+            let plan = paged::plan_with(&c.query(), dev, PlanOptions { max_splits: Some(cap), ..Default::default() })
+                .map_err(err)?;
             check_plan(dev, &c, &plan).map_err(|e| format!("split cap {cap}: {e}"))?;
         }
         for cap in [0, paged::MAX_SPLITS + 1] {
-            match paged::plan_with(&c.query(), dev, PlanOptions { max_splits: Some(cap), stages: None }) {
+            match paged::plan_with(&c.query(), dev, PlanOptions { max_splits: Some(cap), ..Default::default() }) {
                 Err(Error::InvalidQuery { field: "max_splits", .. }) => {}
                 other => return Err(format!("split cap {cap}: expected InvalidQuery, got {:?}", other.err())),
+            }
+        }
+        Ok(())
+    }));
+    // The two merges of split partials — through distributed shared memory in a cluster of the
+    // splits, and through the scratch by the last split to arrive — at every cap the cluster
+    // merge takes: each against the oracle, and the same bits of o and lse (same sums in the
+    // same order). Decode with mixed lengths (short requests leave splits idle, an empty one),
+    // 8-row tiles with E4M3 and sinks, 16-row tiles of extend / verify, D = 256 (2 warps) and
+    // D = 64 with a window; padding rows after cu[B] where the last field says.
+    for (name, gm, reqs, pad) in [
+        ("llama3_8b_decode", g, vec![(5000, 1), (300, 1), (0, 0), (2049, 1), (17, 1)], 0),
+        ("llama3_8b_e4m3_sinks", Geo { kv_dtype: DType::E4M3, sinks: true, ..g }, vec![(4000, 1), (33, 1), (1, 1)], 0),
+        ("llama3_8b_extend", g, vec![(3000, 5), (0, 0), (16, 16), (2500, 17)], 2),
+        ("d256", geo(16, 4, 256, 16), vec![(3001, 1), (700, 3), (2, 1)], 1),
+        (
+            "gpt_oss_window127_sinks",
+            Geo { sinks: true, window: 127, ..geo(64, 8, 64, 16) },
+            vec![(3000, 1), (90, 1)],
+            0,
+        ),
+    ] {
+        out.push(GpuTrial::new(format!("merge_paths::{name}"), move |dev| {
+            let c = case(gm, make_batch(&reqs, gm.p, 31, pad), 31);
+            for cap in 2..=paged::MAX_CLUSTER_SPLITS {
+                let with = |cluster| {
+                    let options =
+                        PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), ..Default::default() };
+                    paged::plan_with(&c.query(), dev, options).map_err(err)
+                };
+                let (cl, sc) = (with(true)?, with(false)?);
+                if !cl.cluster_merge() || sc.cluster_merge() || sc.scratch_layout().total_bytes() == 0 {
+                    return Err(format!("cap {cap}: plans do not take the asked merges"));
+                }
+                if cl.scratch_layout().total_bytes() != 0 {
+                    return Err(format!("cap {cap}: the cluster merge plan asks for scratch"));
+                }
+                let a = check_plan_got(dev, &c, &cl).map_err(|e| format!("cap {cap}, cluster merge: {e}"))?;
+                let b = check_plan_got(dev, &c, &sc).map_err(|e| format!("cap {cap}, scratch merge: {e}"))?;
+                let lse_bits = |g: &Got| g.1.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                if a.2 != b.2 || lse_bits(&a) != lse_bits(&b) {
+                    return Err(format!("cap {cap}: the cluster and scratch merges differ"));
+                }
+            }
+            Ok(())
+        }));
+    }
+    // The cluster merge outside what it takes is a typed error.
+    out.push(GpuTrial::new("merge_paths::cluster_merge_errors", move |dev| {
+        let c = case(g, make_batch(&[(3000, 1), (20, 1)], 16, 32, 0), 32);
+        for cap in [1, paged::MAX_CLUSTER_SPLITS + 1, paged::MAX_SPLITS] {
+            let options = PlanOptions { max_splits: Some(cap), cluster_merge: Some(true), ..Default::default() };
+            match paged::plan_with(&c.query(), dev, options) {
+                Err(Error::InvalidQuery { field: "cluster_merge", .. }) => {}
+                other => return Err(format!("cap {cap}: expected InvalidQuery, got {:?}", other.err())),
             }
         }
         Ok(())
@@ -385,7 +445,8 @@ fn trials() -> Vec<GpuTrial> {
         ("d96_group5", geo(40, 8, 96, 32)),
     ] {
         out.push(GpuTrial::new(format!("stages3::{name}"), move |dev| {
-            let three = |c: &Case| paged::plan_with(&c.query(), dev, PlanOptions { max_splits: None, stages: Some(3) });
+            let three =
+                |c: &Case| paged::plan_with(&c.query(), dev, PlanOptions { stages: Some(3), ..Default::default() });
             let p = g3.p as i32;
             let c = case(g3, make_batch(&decode_reqs(big, p, false), g3.p, 21, 0), 21);
             check_plan(dev, &c, &three(&c).map_err(err)?).map_err(|e| format!("decode: {e}"))?;
@@ -415,8 +476,9 @@ fn trials() -> Vec<GpuTrial> {
                 return Err("the case does not take the 8-row tiles".into());
             }
             for stages in [2, 3] {
-                let plan = paged::plan_with(&c.query(), dev, PlanOptions { max_splits: None, stages: Some(stages) })
-                    .map_err(err)?;
+                let plan =
+                    paged::plan_with(&c.query(), dev, PlanOptions { stages: Some(stages), ..Default::default() })
+                        .map_err(err)?;
                 check_plan(dev, &c, &plan).map_err(|e| format!("{stages} stages: {e}"))?;
             }
             Ok(())

@@ -2,7 +2,7 @@
 //! built manifest, and the oracle on hand-computed cases (one key, two keys, sinks, windows,
 //! causal extend rows, masked requests, bad page ids).
 
-use b12x_attention::paged::{reference, Query, HEAD_DIMS};
+use b12x_attention::paged::{reference, Query, HEAD_DIMS, MAX_CLUSTER_SPLITS};
 use b12x_attention::paging::{HostBatch, FAULT_LENGTH, FAULT_PAGE_ID, FAULT_QUERY_LAYOUT};
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error};
@@ -104,6 +104,31 @@ fn tiles_and_splits_follow_the_capacity() {
     assert_eq!(Query { max_batch: 32, ..query() }.max_splits_at(132, 4), 1);
     assert_eq!(query().max_splits_at(132, 4), 8);
     assert_eq!(Query { max_batch: 16, ..query() }.max_splits(132), 3);
+    // The plan's default: small batches with short capacity contexts take the splits that keep
+    // the grid within 3/4 of the slots, merged in a cluster; long contexts and devices without
+    // clusters keep the one-wave cap and the scratch merge; beyond a wave, 2 in clusters of 2;
+    // a full wave, unsplit.
+    assert_eq!(query().split_choice(132, 2, true), (3, true));
+    assert_eq!(query().split_choice(132, 4, true), (6, true));
+    assert_eq!(query().split_choice(132, 2, false), (4, false));
+    assert_eq!(Query { max_pages: 1024, ..query() }.split_choice(132, 2, true), (4, false));
+    assert_eq!(Query { max_pages: 1023, ..query() }.split_choice(132, 2, true), (3, true));
+    assert_eq!(Query { max_batch: 16, ..query() }.split_choice(132, 2, true), (2, true));
+    assert_eq!(Query { max_batch: 128, ..query() }.split_choice(132, 3, true), (2, true));
+    assert_eq!(Query { max_batch: 128, ..query() }.split_choice(132, 3, false), (2, false));
+    assert_eq!(Query { max_batch: 32, ..query() }.split_choice(132, 3, true), (1, false));
+    assert_eq!(Query { max_batch: 1, ..query() }.split_choice(132, 2, true), (33, false));
+    assert_eq!(Query { max_batch: 1, ..query() }.split_choice(132, 1, true), (16, false));
+    assert_eq!(Query { max_batch: 2, ..query() }.split_choice(132, 1, true), (6, true));
+    // A given cap merges in clusters when they fit: 2 always, more while the grid takes at most
+    // 3/4 of the slots.
+    assert!(query().cluster_fits(2, 132, 1));
+    assert!(query().cluster_fits(3, 132, 2));
+    assert!(!query().cluster_fits(4, 132, 2));
+    assert!(query().cluster_fits(6, 132, 4));
+    assert!(!query().cluster_fits(7, 132, 4));
+    assert!(!query().cluster_fits(1, 132, 4));
+    assert!(!Query { max_batch: 1, ..query() }.cluster_fits(MAX_CLUSTER_SPLITS + 1, 132, 4));
     // 3 stages only for small BF16 batches where the variant fits (not on SM120 at D = 128).
     assert_eq!(query().default_stages(132, 227 * 1024), 3);
     assert_eq!(query().default_stages(132, 99 * 1024), 2);

@@ -31,7 +31,10 @@
 //! - Constraints: `D ∈ {64, 96, 128, 256}`, `P ∈ {16, 32, 64}`, `H / Hkv ≤ 16` (any divisor),
 //!   16-byte aligned rows; `max_q_len` new tokens per request at most (1 for decode plans).
 //! - Kernel ([`KERNEL_NOTE`]): per (request, KV head, 16-row tile) CTAs over chunks of its keys
-//!   with `mma.sync`; split partials merged on the device by the last CTA to arrive, in order.
+//!   with `mma.sync`; split partials merged on the device in split order — with a split cap of
+//!   at most [`MAX_CLUSTER_SPLITS`] the splits launch as one thread block cluster and merge
+//!   through distributed shared memory (no scratch, no atomics); beyond it the last CTA to
+//!   arrive merges them from the scratch ([`PlanOptions::cluster_merge`]).
 //!   Each warp streams 16-key blocks through a 2- or 3-stage `cp.async` ring
 //!   ([`Plan::stages`], [`Query::default_stages`]); E4M3 codes are converted to f16 in registers.
 //!   Tiles of at most 8 rows (decode with a group ≤ 8, D ≤ 128) compute `S^T = K Q^T` with the
@@ -92,8 +95,8 @@ use crate::paging::{check_batch_tensors, require_contiguous};
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::RaceBuffer;
 use b12x_core::{
-    resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot, Result, Scratch,
-    ScratchLayout, Selected, TensorMut, TensorRef,
+    resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, LaunchOpts, OpPlan, PlanSlot, Result,
+    Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -101,7 +104,7 @@ use std::sync::Arc;
 pub const OP: &str = "attention.paged";
 /// What the kernel does, in one line (for docs and `cargo xtask ops`).
 pub const KERNEL_NOTE: &str =
-    "split-KV mma.sync (S^T = K Q^T on 8-row decode tiles), 16-key blocks per warp through a 2- or 3-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs";
+    "split-KV mma.sync (S^T = K Q^T on 8-row decode tiles), 16-key blocks per warp through a 2- or 3-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs; splits merged in a cluster through DSMEM (<= 8) or through scratch";
 /// Head dims with a kernel.
 pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
 /// Page sizes the plan accepts.
@@ -110,6 +113,11 @@ pub const PAGE_SIZES: [usize; 3] = [16, 32, 64];
 pub const MIN_CHUNK: usize = 256;
 /// Most splits of one request's keys (grid x).
 pub const MAX_SPLITS: usize = 64;
+/// Most splits the cluster merge takes (`kMaxClusterSplits`: the portable cluster size).
+pub const MAX_CLUSTER_SPLITS: usize = 8;
+/// Capacity context (keys per request, `max_pages · P`) from which small batches keep the
+/// one-wave split cap and the scratch merge instead of half of it merged in a cluster.
+pub const LONG_CONTEXT: usize = 16 * 1024;
 /// Most rows of (token, head in group) per CTA tile (the MMA's M); the scratch holds this many
 /// per tile.
 const TILE_ROWS: usize = 16;
@@ -337,7 +345,47 @@ impl Query {
         self.max_splits_at(sm_count, 3)
     }
 
-    /// [`Query::max_splits`] for a variant holding `ctas_per_sm` CTAs per SM.
+    /// The split cap and merge a plan takes by default for a variant holding `ctas_per_sm` CTAs
+    /// per SM, on a device with thread block clusters when `clusters`: `(cap, cluster_merge)`.
+    ///
+    /// Beyond a wave: 2 splits, merged in clusters of 2 (a pair of CTAs always fits where two
+    /// single ones do). Small batches with capacity contexts below [`LONG_CONTEXT`]: as many
+    /// splits as keep the grid within 3/4 of the slots (at least 2, at most
+    /// [`MAX_CLUSTER_SPLITS`]), merged in a cluster — clusters of 3 or more hold only 77–94% of
+    /// the single CTAs an H200 holds at once (`cudaOccupancyMaxActiveClusters`), so a full wave
+    /// of them would spill into a second. Otherwise [`Query::max_splits_at`] with the scratch
+    /// merge. Fitted to the H200 decode bench at B = 8 and 128 (`bench-results/2026-12-01-h200/`):
+    /// B = 8 × 2k BF16 29.9 µs with 3 splits in clusters against 32.5 µs with 4 through scratch,
+    /// E4M3 20.5 against 23.2 µs with 6 against 8; at 32k BF16 loses 4% that way and E4M3 5%
+    /// (hence the scratch merge for long contexts); B = 128 2–4% faster with clusters of 2.
+    pub fn split_choice(&self, sm_count: u32, ctas_per_sm: usize, clusters: bool) -> (usize, bool) {
+        let pairs = self.tile_slots();
+        let slots = ctas_per_sm.max(1) * sm_count as usize;
+        let full = self.max_splits_at(sm_count, ctas_per_sm);
+        if !clusters || full < 2 {
+            return (full, false);
+        }
+        if pairs > slots {
+            return (2, true);
+        }
+        let fit = (3 * slots / (4 * pairs)).max(2);
+        if self.max_pages * self.page_size < LONG_CONTEXT && fit <= MAX_CLUSTER_SPLITS {
+            (fit, true)
+        } else {
+            (full, false)
+        }
+    }
+
+    /// Whether a split cap `cap` of this query's capacity batch may merge in clusters without
+    /// losing occupancy: 2 always; 3 to [`MAX_CLUSTER_SPLITS`] when the grid takes at most 3/4
+    /// of the `ctas_per_sm · sm_count` slots (see [`Query::split_choice`]).
+    pub fn cluster_fits(&self, cap: usize, sm_count: u32, ctas_per_sm: usize) -> bool {
+        let slots = ctas_per_sm.max(1) * sm_count as usize;
+        cap == 2 || ((3..=MAX_CLUSTER_SPLITS).contains(&cap) && 4 * cap * self.tile_slots() <= 3 * slots)
+    }
+
+    /// The one-wave split cap for a variant holding `ctas_per_sm` CTAs per SM (merged through
+    /// scratch; [`Query::split_choice`] is what a plan takes).
     pub fn max_splits_at(&self, sm_count: u32, ctas_per_sm: usize) -> usize {
         let pairs = self.tile_slots();
         let slots = ctas_per_sm.max(1) * sm_count as usize;
@@ -448,6 +496,7 @@ pub struct Plan {
     buckets: Vec<Bucket>,
     max_splits: usize,
     stages: usize,
+    cluster_merge: bool,
     scratch: ScratchLayout,
     slot: PlanSlot,
 }
@@ -462,11 +511,18 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlanOptions {
     /// Most CTAs one request's keys are split over, in `[1, MAX_SPLITS]` (the scratch grows with
-    /// it); default [`Query::max_splits_at`] for the variant.
+    /// it); default from [`Query::split_choice`] for the variant.
     pub max_splits: Option<usize>,
     /// Depth of each warp's ring of 16-key blocks, one of [`Query::stage_options`], and the
     /// variant must fit the device's shared memory; default [`Query::default_stages`].
     pub stages: Option<usize>,
+    /// Whether a request's splits merge through distributed shared memory (`true`: the splits
+    /// of one (request, KV head, tile) launch as one thread block cluster) or through the
+    /// scratch (`false`: the last split to arrive merges). Default: [`Query::split_choice`]'s
+    /// with the default cap, [`Query::cluster_fits`] with a given one, on a device with clusters
+    /// (compute capability ≥ 9.0). `Some(true)` needs a cap in `[2, MAX_CLUSTER_SPLITS]` and
+    /// such a device (else a typed error); it may cost occupancy where it does not fit.
+    pub cluster_merge: Option<bool>,
 }
 
 /// [`plan`] with `options` overriding the split cap or the ring depth.
@@ -474,8 +530,9 @@ pub struct PlanOptions {
 /// ```no_run
 /// # use b12x_attention::paged::{self, PlanOptions, Query};
 /// # fn demo(query: &Query, dev: &std::sync::Arc<b12x_core::Device>) -> b12x_core::Result<()> {
-/// let plan = paged::plan_with(query, dev, PlanOptions { max_splits: Some(12), stages: Some(3) })?;
-/// assert_eq!((plan.max_splits(), plan.stages()), (12, 3));
+/// let options = PlanOptions { max_splits: Some(12), stages: Some(3), ..Default::default() };
+/// let plan = paged::plan_with(query, dev, options)?;
+/// assert_eq!((plan.max_splits(), plan.stages(), plan.cluster_merge()), (12, 3, false));
 /// # Ok(())
 /// # }
 /// ```
@@ -501,7 +558,11 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             ),
         });
     }
-    let max_splits = options.max_splits.unwrap_or_else(|| query.max_splits_at(device.sm_count(), ctas));
+    let clusters = device.cc().0 >= 9;
+    let (max_splits, cluster_default) = match options.max_splits {
+        Some(cap) => (cap, clusters && query.cluster_fits(cap, device.sm_count(), ctas)),
+        None => query.split_choice(device.sm_count(), ctas, clusters),
+    };
     if !(1..=MAX_SPLITS).contains(&max_splits) {
         return Err(Error::InvalidQuery {
             op: OP,
@@ -509,9 +570,25 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             reason: format!("must lie in [1, {MAX_SPLITS}], got {max_splits}"),
         });
     }
+    let cluster_ok = clusters && (2..=MAX_CLUSTER_SPLITS).contains(&max_splits);
+    let cluster_merge = match options.cluster_merge {
+        Some(true) if !cluster_ok => {
+            return Err(Error::InvalidQuery {
+                op: OP,
+                field: "cluster_merge",
+                reason: format!(
+                    "needs a split cap in [2, {MAX_CLUSTER_SPLITS}] (got {max_splits}) on a device with clusters \
+                     (compute capability {:?})",
+                    device.cc()
+                ),
+            })
+        }
+        Some(c) => c,
+        None => cluster_default,
+    };
     let slots = query.tile_slots();
     let mut scratch = ScratchLayout::new();
-    if max_splits > 1 {
+    if max_splits > 1 && !cluster_merge {
         // Per (request, KV head, tile) and split: the 16 x D unnormalized output, then (m, l)
         // of its 16 rows, then one 8-byte tagged arrival word (no zeroing needed).
         scratch.add("partials", slots * max_splits * TILE_ROWS * query.head_dim * 4);
@@ -525,6 +602,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
         buckets,
         max_splits,
         stages,
+        cluster_merge,
         scratch,
         slot: PlanSlot::default(),
     })
@@ -542,8 +620,13 @@ impl Plan {
     pub fn stages(&self) -> usize {
         self.stages
     }
+    /// Whether split partials merge through distributed shared memory (see
+    /// [`PlanOptions::cluster_merge`]).
+    pub fn cluster_merge(&self) -> bool {
+        self.cluster_merge
+    }
     /// Scratch for the split merges (`partials`, `partial_ml`, `counters`), empty when the plan
-    /// never splits.
+    /// never splits or merges its splits in a cluster.
     pub fn scratch_layout(&self) -> ScratchLayout {
         self.scratch.clone()
     }
@@ -619,10 +702,18 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     params.partial_ml = bound.ptr("partial_ml");
     params.counters = bound.ptr("counters");
     let selected = resolve(plan, 0, stream)?;
-    launch(&plan.query, plan.stages, &selected, &params, stream)
+    let cluster_x = if plan.cluster_merge { plan.max_splits as u32 } else { 0 };
+    launch(&plan.query, plan.stages, cluster_x, &selected, &params, stream)
 }
 
-fn launch(q: &Query, stages: usize, selected: &Selected, p: &PagedParams, stream: &CudaStream) -> Result<()> {
+fn launch(
+    q: &Query,
+    stages: usize,
+    cluster_x: u32,
+    selected: &Selected,
+    p: &PagedParams,
+    stream: &CudaStream,
+) -> Result<()> {
     let kernel = selected.kernels.first().ok_or_else(|| Error::UnknownConfig {
         op: OP,
         bucket: String::new(),
@@ -636,7 +727,8 @@ fn launch(q: &Query, stages: usize, selected: &Selected, p: &PagedParams, stream
     // SAFETY: PagedParams mirrors the kernel's struct (asserted on both sides) and passed
     // `Query::kernel_params`; the scratch regions were bound at the plan's sizes (grid x =
     // max_splits, z = B · Hkv ≤ capacity); the kernel bounds every device index before use.
-    unsafe { kernel.launch(stream, dims, p) }
+    // A cluster spans grid x exactly (cluster_x = max_splits).
+    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl: false, cluster_x }) }
 }
 
 impl OpPlan for Plan {
@@ -738,7 +830,8 @@ impl OpPlan for Plan {
             window_left: q.window_left,
             ..PagedParams::default()
         };
-        Ok(Box::new(RaceCase { query: q.clone(), stages: self.stages, params, _buffer: race }))
+        let cluster_x = if self.cluster_merge { self.max_splits as u32 } else { 0 };
+        Ok(Box::new(RaceCase { query: q.clone(), stages: self.stages, cluster_x, params, _buffer: race }))
     }
 }
 
@@ -746,12 +839,13 @@ impl OpPlan for Plan {
 struct RaceCase {
     query: Query,
     stages: usize,
+    cluster_x: u32,
     params: PagedParams,
     _buffer: RaceBuffer,
 }
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(&self.query, self.stages, selected, &self.params, stream)
+        launch(&self.query, self.stages, self.cluster_x, selected, &self.params, stream)
     }
 }
