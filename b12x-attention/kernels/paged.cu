@@ -146,17 +146,6 @@ struct MmaTypeOf<true, T> {
 // mirrored by src/paged/mod.rs (MAX_CLUSTER_SPLITS).
 constexpr int kMaxClusterSplits = 8;
 
-// The f32 at shared address `s_local` of cluster rank `rank`, for data a cluster barrier has
-// already published and nobody writes any more: volatile only to keep it after that barrier,
-// no memory clobber, so independent loads stay in flight together.
-__device__ __forceinline__ float ld_dsmem_f32(uint32_t s_local, int rank) {
-  uint32_t remote;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(s_local), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
-  return v;
-}
-
 // E4M3 caches run the MMAs in f16: a code pair converts to f16 x 2 in one instruction, exactly,
 // and Q (bf16) is stored as f16 times kQScaleE4m3 (a power of two: exact for |q| in
 // [2^-10, 2^20), which keeps bf16 q inside f16's range), compensated in the logit scale.
@@ -734,8 +723,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     for (int idx = threadIdx.x; idx < 16 * kMaxClusterSplits; idx += blockDim.x) {
       const int r = idx / kMaxClusterSplits, sp = idx % kMaxClusterSplits;
       const bool on = r < tile_rows && sp < splits;
-      const float m_sp = on ? ld_dsmem_f32(ml_base + r * 8, sp) : -INFINITY;
-      const float l_sp = on ? ld_dsmem_f32(ml_base + r * 8 + 4, sp) : 0.0f;
+      const float m_sp = on ? ld_shared_cluster_f32_published(ml_base + r * 8, sp) : -INFINITY;
+      const float l_sp = on ? ld_shared_cluster_f32_published(ml_base + r * 8 + 4, sp) : 0.0f;
       float m = m_sp;
 #pragma unroll
       for (int x = 1; x < kMaxClusterSplits; x *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
@@ -760,7 +749,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
           float os[kMaxClusterSplits];
 #pragma unroll
           for (int sp = 0; sp < kMaxClusterSplits; ++sp)
-            if (sp < splits) os[sp] = ld_dsmem_f32(o_base + (r * D + d) * 4, sp);
+            if (sp < splits) os[sp] = ld_shared_cluster_f32_published(o_base + (r * D + d) * 4, sp);
           float o = 0.0f;
 #pragma unroll
           for (int sp = 0; sp < kMaxClusterSplits; ++sp)

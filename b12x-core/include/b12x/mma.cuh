@@ -212,6 +212,16 @@ __device__ __forceinline__ float ld_shared_cluster_f32(uint32_t s_local, int ran
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
   return v;
 }
+// ld_shared_cluster_f32 for data a cluster barrier has already published and nobody writes any
+// more: volatile only to stay after that barrier, no memory clobber, so independent loads stay
+// in flight together.
+__device__ __forceinline__ float ld_shared_cluster_f32_published(uint32_t s_local, int rank) {
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(s_local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
+  return v;
+}
 
 // Byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a tile of 128-byte rows stored
 // with the TMA 128-byte swizzle (tile 1024-byte aligned): the chunk index is XORed with row % 8.
