@@ -331,7 +331,8 @@ impl Query {
         }
     }
 
-    /// The split cap for `sm_count` SMs (3 CTAs per SM): when the capacity batch's
+    /// The one-wave split cap for `sm_count` SMs (3 CTAs per SM), merged through scratch (a
+    /// plan takes [`Query::split_choice`], which starts from it): when the capacity batch's
     /// (request, KV head, tile) CTAs fill more than a wave, 2 (shorter CTAs even out the SMs
     /// over the waves); when they fill every SM but fit one wave, 1; when fewer than one per SM,
     /// as many splits as keep it one wave (a CTA's fixed costs — Q tile, warp and split merges —
