@@ -20,7 +20,8 @@
 //!
 //! `B12X_PAGED_SPLIT_CAP=N` and `B12X_PAGED_STAGES=S` plan every case with split cap N or ring
 //! depth S instead of the plan's defaults, `B12X_PAGED_CLUSTER=0|1` with the scratch or the
-//! cluster merge of the splits (to sweep them; the config column says which a row ran with).
+//! cluster merge of the splits (to sweep them; the config column says which a row ran with);
+//! `B12X_PAGED_BATCHES=1,4` runs other batch sizes (no SDPA peer unless `peers.py` has them).
 //!
 //! Run: `cargo bench -p b12x-attention --bench paged` (rows go to `bench-results/paged.{json,md}`).
 
@@ -50,13 +51,14 @@ fn main() -> Result<()> {
         return Ok(());
     };
     let quick = b12x_core::bench::quick();
+    let batches = batches(quick);
     let mut report = BenchReport::new("paged", &dev)?;
     report.note(
         "Decode, Llama-3-8B heads (H 32, Hkv 8, D 128), P = 16, pages scattered; bytes = K + V of every request + q, o, \
          page table. Peer: SDPA (q_len 1, enable_gqa) on contiguous BF16 K/V of the same shape; E4M3 rows against the \
          same BF16 peer.",
     );
-    for b in BATCHES.into_iter().filter(|&b| !quick || b == 8) {
+    for &b in &batches {
         for ctx in CONTEXTS {
             for kv in [DType::BF16, DType::E4M3] {
                 bench_case(&dev, &mut report, b, ctx, kv)?;
@@ -66,10 +68,9 @@ fn main() -> Result<()> {
     // Size-matched ceilings: the project's read probes on each distinct KV byte count (below
     // ~300 MB a graph-replayed read does not reach the 2 GB ceiling; CONTRIBUTING.md).
     if b12x_core::bench::selected("read_probe") {
-        let mut sizes: Vec<usize> = BATCHES
-            .into_iter()
-            .filter(|&b| !quick || b == 8)
-            .flat_map(|b| CONTEXTS.into_iter().flat_map(move |c| [1, 2].map(|es| b * c * HKV * D * 2 * es)))
+        let mut sizes: Vec<usize> = batches
+            .iter()
+            .flat_map(|&b| CONTEXTS.into_iter().flat_map(move |c| [1, 2].map(|es| b * c * HKV * D * 2 * es)))
             .collect();
         sizes.sort_unstable();
         sizes.dedup();
@@ -114,6 +115,18 @@ fn random_cache(s: &Arc<CudaStream>, bytes: usize, kv: DType, seed: u64) -> Resu
         off += len;
     }
     Ok(c)
+}
+
+/// The batch sizes to run: `B12X_PAGED_BATCHES` (comma-separated) if set, else [`BATCHES`]
+/// (only 8 with `B12X_BENCH_QUICK=1`).
+fn batches(quick: bool) -> Vec<usize> {
+    match std::env::var("B12X_PAGED_BATCHES") {
+        Ok(v) => v
+            .split(',')
+            .map(|b| b.trim().parse().unwrap_or_else(|_| panic!("B12X_PAGED_BATCHES: numbers, got {v}")))
+            .collect(),
+        Err(_) => BATCHES.into_iter().filter(|&b| !quick || b == 8).collect(),
+    }
 }
 
 /// The number in environment variable `name`, if set.
