@@ -116,7 +116,8 @@ pub const MAX_SPLITS: usize = 64;
 /// Most splits the cluster merge takes (`kMaxClusterSplits`: the portable cluster size).
 pub const MAX_CLUSTER_SPLITS: usize = 8;
 /// Capacity context (keys per request, `max_pages · P`) from which small batches keep the
-/// one-wave split cap and the scratch merge instead of half of it merged in a cluster.
+/// one-wave split cap and the scratch merge instead of fewer splits merged in a cluster
+/// ([`Query::split_choice`]).
 pub const LONG_CONTEXT: usize = 16 * 1024;
 /// Most rows of (token, head in group) per CTA tile (the MMA's M); the scratch holds this many
 /// per tile.
@@ -358,7 +359,10 @@ impl Query {
     /// merge. Fitted to the H200 decode bench at B = 8 and 128 (`bench-results/2026-12-01-h200/`):
     /// B = 8 × 2k BF16 29.9 µs with 3 splits in clusters against 32.5 µs with 4 through scratch,
     /// E4M3 20.5 against 23.2 µs with 6 against 8; at 32k BF16 loses 4% that way and E4M3 5%
-    /// (hence the scratch merge for long contexts); B = 128 2–4% faster with clusters of 2.
+    /// (hence the scratch merge for long contexts); B = 128 2–4% faster with clusters of 2;
+    /// B = 4 and 16 BF16 2.5–12% faster at 2k and 8k, but E4M3 at B = 16 × 8k 7% slower with 3
+    /// splits in clusters than with 4 through scratch. A race over split caps on the live
+    /// lengths would be the better answer.
     pub fn split_choice(&self, sm_count: u32, ctas_per_sm: usize, clusters: bool) -> (usize, bool) {
         let pairs = self.tile_slots();
         let slots = ctas_per_sm.max(1) * sm_count as usize;
