@@ -142,6 +142,12 @@ struct MmaTypeOf<true, T> {
   using type = fp16;
 };
 
+// Per-CTA timeline hooks for bench/proto/paged_trace_proto.cu (empty in the build): point, and a
+// value the stamp must wait for.
+#ifndef B12X_PAGED_TRACE
+#define B12X_PAGED_TRACE(point, dep) ((void)0)
+#endif
+
 // Most splits the cluster merge takes (grid x = cluster x <= 8, the portable cluster size);
 // mirrored by src/paged/mod.rs (MAX_CLUSTER_SPLITS).
 constexpr int kMaxClusterSplits = 8;
@@ -166,6 +172,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int G = p.heads / p.kv_heads;
   const int b = blockIdx.z / p.kv_heads, g = blockIdx.z % p.kv_heads;
   const int tile = blockIdx.y, split = blockIdx.x;
+  B12X_PAGED_TRACE(0, split);
   const int* cu = p.cu_seqlens_q;
   // The request's geometry from its (untrusted) values; checked before use below.
   const int row0 = __ldg(cu + b), q_len = __ldg(cu + b + 1) - row0;
@@ -213,6 +220,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   }
   const int c_lo = base + split * chunk;
   const int c_hi = min(k_hi, c_lo + chunk);
+  B12X_PAGED_TRACE(1, c_hi);
 
   // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8 (kSwap: c0,c2 -> row 2t,
   // c1,c3 -> row 2t + 1). Rows past tile_rows hold q = 0 (finite logits) and are never
@@ -390,6 +398,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
     cp_async_commit();
     cp_async_wait<STAGES - 1>();
+    if (it == 0) B12X_PAGED_TRACE(2, ok_bits);
     const bool ok_cur = (ok_bits >> st) & 1u;
     if constexpr (kSwap) {
       // S^T = K Q^T: 16 keys x 8 rows; lane (g, t) holds keys g, g + 8 of rows 2t, 2t + 1
@@ -609,6 +618,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     __syncwarp();  // this stage is free before the next issue into it
   }
   cp_async_wait<0>();
+  B12X_PAGED_TRACE(3, 0);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if constexpr (kSwap) {
@@ -674,6 +684,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
   }
   __syncthreads();
+  B12X_PAGED_TRACE(4, 0);
   const float* m_l = s_ml + WARPS * 32;
 
   const float v_scale = kE4m3 ? __ldg(p.v_scale + b * p.kv_heads + g) : 1.0f;
@@ -702,6 +713,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   if (splits == 1) {
     finish(threadIdx.x, blockDim.x, [&](int r, int d) { return s_o[r * D + d]; },
            [&](int r, int i) { return m_l[r * 2 + i]; });
+    B12X_PAGED_TRACE(6, 0);
     return;
   }
   if (cluster_size() > 1) {
@@ -713,6 +725,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     // and summing in split order exactly as the scratch merge below does. No scratch, no
     // atomics, no global round trips.
     cluster_sync();
+    B12X_PAGED_TRACE(5, 0);
     const uint32_t o_base = smem_addr(s_o), ml_base = smem_addr(m_l);
     // Per row: the merged (m, l) and each split's weight 2^(m_sp - m), into this CTA's shared
     // memory past warp 0's O slots (peers read only those and m_l). Lane group (row r, 8
@@ -758,6 +771,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         },
         [&](int r, int i) { return s_cw[r * kCw + 2 * kMaxClusterSplits + i]; });
     cluster_sync();  // no CTA leaves while a peer may still read its shared memory
+    B12X_PAGED_TRACE(6, 0);
     return;
   }
   // Split partial -> scratch; the last split CTA of this (b, g, tile) merges them in order.
@@ -770,6 +784,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   __syncthreads();
   if (threadIdx.x == 0) s_last = arrive_tagged(p.counters + slot, unsigned(splits)) == unsigned(splits - 1);
   __syncthreads();
+  B12X_PAGED_TRACE(5, 0);
   if (!s_last) return;
   __threadfence();
   const float* all = p.partials + slot * p.max_splits * 16 * D;
@@ -819,6 +834,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         return o;
       },
       [&](int r, int i) { return s_m[r * 2 + i]; });
+  B12X_PAGED_TRACE(6, 0);
 }
 
 }  // namespace b12x
