@@ -11,7 +11,8 @@
 //! P+1, 32k+3, empty requests, extend / verify, pages shared between requests, out-of-range
 //! page ids, bad lengths and a bad `cu_seqlens_q`, NaN in the stale slots past each length, split
 //! caps 1, 7 and 64 (and the typed error outside them), the 3-stage ring variants, 8-row tiles
-//! holding several new tokens. Further trials: a graph replayed after the
+//! holding several new tokens, the cluster and the scratch merges of split partials at caps 2–8
+//! (each against the oracle, and the same bits as each other). Further trials: a graph replayed after the
 //! lengths and page tables change equals eager and the oracle, `run` allocates nothing, a frozen
 //! session rejects an unprepared plan, bad inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the long contexts and large batches (sanitizer runs).
@@ -383,24 +384,40 @@ fn trials() -> Vec<GpuTrial> {
     // same order). Decode with mixed lengths (short requests leave splits idle, an empty one),
     // 8-row tiles with E4M3 and sinks, 16-row tiles of extend / verify, D = 256 (2 warps) and
     // D = 64 with a window; padding rows after cu[B] where the last field says.
-    for (name, gm, reqs, pad) in [
-        ("llama3_8b_decode", g, vec![(5000, 1), (300, 1), (0, 0), (2049, 1), (17, 1)], 0),
-        ("llama3_8b_e4m3_sinks", Geo { kv_dtype: DType::E4M3, sinks: true, ..g }, vec![(4000, 1), (33, 1), (1, 1)], 0),
-        ("llama3_8b_extend", g, vec![(3000, 5), (0, 0), (16, 16), (2500, 17)], 2),
-        ("d256", geo(16, 4, 256, 16), vec![(3001, 1), (700, 3), (2, 1)], 1),
+    // 16-row tiles with E4M3 (group 16: the permuted-d partial layout), 3-stage 16-row rings
+    // with FP16 at D = 96 (extend), last field: ring depth (None: the plan's).
+    for (name, gm, reqs, pad, stages) in [
+        ("llama3_8b_decode", g, vec![(5000, 1), (300, 1), (0, 0), (2049, 1), (17, 1)], 0, None),
+        (
+            "llama3_8b_e4m3_sinks",
+            Geo { kv_dtype: DType::E4M3, sinks: true, ..g },
+            vec![(4000, 1), (33, 1), (1, 1)],
+            0,
+            None,
+        ),
+        ("llama3_8b_extend", g, vec![(3000, 5), (0, 0), (16, 16), (2500, 17)], 2, None),
+        ("d256", geo(16, 4, 256, 16), vec![(3001, 1), (700, 3), (2, 1)], 1, None),
         (
             "gpt_oss_window127_sinks",
             Geo { sinks: true, window: 127, ..geo(64, 8, 64, 16) },
             vec![(3000, 1), (90, 1)],
             0,
+            None,
+        ),
+        ("group16_e4m3", Geo { kv_dtype: DType::E4M3, ..geo(32, 2, 128, 16) }, vec![(3500, 1), (40, 1)], 0, None),
+        (
+            "d96_f16_extend_stages3",
+            Geo { q_dtype: DType::F16, kv_dtype: DType::F16, ..geo(40, 8, 96, 32) },
+            vec![(3100, 4), (70, 2)],
+            1,
+            Some(3),
         ),
     ] {
         out.push(GpuTrial::new(format!("merge_paths::{name}"), move |dev| {
             let c = case(gm, make_batch(&reqs, gm.p, 31, pad), 31);
             for cap in 2..=paged::MAX_CLUSTER_SPLITS {
                 let with = |cluster| {
-                    let options =
-                        PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), ..Default::default() };
+                    let options = PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), stages };
                     paged::plan_with(&c.query(), dev, options).map_err(err)
                 };
                 let (cl, sc) = (with(true)?, with(false)?);

@@ -31,10 +31,11 @@
 //! - Constraints: `D ∈ {64, 96, 128, 256}`, `P ∈ {16, 32, 64}`, `H / Hkv ≤ 16` (any divisor),
 //!   16-byte aligned rows; `max_q_len` new tokens per request at most (1 for decode plans).
 //! - Kernel ([`KERNEL_NOTE`]): per (request, KV head, 16-row tile) CTAs over chunks of its keys
-//!   with `mma.sync`; split partials merged on the device in split order — with a split cap of
-//!   at most [`MAX_CLUSTER_SPLITS`] the splits launch as one thread block cluster and merge
-//!   through distributed shared memory (no scratch, no atomics); beyond it the last CTA to
-//!   arrive merges them from the scratch ([`PlanOptions::cluster_merge`]).
+//!   with `mma.sync`; split partials merged on the device in split order — either the splits
+//!   launch as one thread block cluster and merge through distributed shared memory (no
+//!   scratch, no atomics; split caps 2 to [`MAX_CLUSTER_SPLITS`], where the plan's rule
+//!   [`Query::split_choice`] / [`Query::cluster_fits`] takes it) or the last CTA to arrive
+//!   merges them from the scratch ([`PlanOptions::cluster_merge`], [`Plan::cluster_merge`]).
 //!   Each warp streams 16-key blocks through a 2- or 3-stage `cp.async` ring
 //!   ([`Plan::stages`], [`Query::default_stages`]); E4M3 codes are converted to f16 in registers.
 //!   Tiles of at most 8 rows (decode with a group ≤ 8, D ≤ 128) compute `S^T = K Q^T` with the
