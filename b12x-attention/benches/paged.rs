@@ -75,15 +75,7 @@ fn main() -> Result<()> {
         sizes.sort_unstable();
         sizes.dedup();
         for bytes in sizes {
-            let tbps = b12x_core::bench::read_bandwidth(&dev, bytes)?;
-            let us = (bytes / 8192 * 8192) as f64 / (tbps * 1e12) * 1e6;
-            report.add(
-                &format!("read_probe/{}MB", bytes >> 20),
-                "b12x read probes, best shape",
-                &[us],
-                bytes as f64,
-                0.0,
-            );
+            b12x_core::bench::add_read_probe(&mut report, &dev, &format!("read_probe/{}MB", bytes >> 20), bytes)?;
         }
     }
     println!("wrote {}", report.write()?.display());

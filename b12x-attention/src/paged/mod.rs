@@ -374,8 +374,9 @@ impl Query {
         if pairs > slots {
             return (2, true);
         }
+        // The most splits whose clusters still fit (at least 2: pairs always fit).
         let fit = (3 * slots / (4 * pairs)).max(2);
-        if self.max_pages * self.page_size < LONG_CONTEXT && fit <= MAX_CLUSTER_SPLITS {
+        if self.max_pages * self.page_size < LONG_CONTEXT && self.cluster_fits(fit, sm_count, ctas_per_sm) {
             (fit, true)
         } else {
             (full, false)
@@ -631,6 +632,15 @@ impl Plan {
     pub fn cluster_merge(&self) -> bool {
         self.cluster_merge
     }
+    /// The launch's cluster size along x: the split cap when the splits merge in a cluster, else
+    /// 0 (no cluster).
+    fn cluster_x(&self) -> u32 {
+        if self.cluster_merge {
+            self.max_splits as u32
+        } else {
+            0
+        }
+    }
     /// Scratch for the split merges (`partials`, `partial_ml`, `counters`), empty when the plan
     /// never splits or merges its splits in a cluster.
     pub fn scratch_layout(&self) -> ScratchLayout {
@@ -708,8 +718,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     params.partial_ml = bound.ptr("partial_ml");
     params.counters = bound.ptr("counters");
     let selected = resolve(plan, 0, stream)?;
-    let cluster_x = if plan.cluster_merge { plan.max_splits as u32 } else { 0 };
-    launch(&plan.query, plan.stages, cluster_x, &selected, &params, stream)
+    launch(&plan.query, plan.stages, plan.cluster_x(), &selected, &params, stream)
 }
 
 fn launch(
@@ -836,8 +845,13 @@ impl OpPlan for Plan {
             window_left: q.window_left,
             ..PagedParams::default()
         };
-        let cluster_x = if self.cluster_merge { self.max_splits as u32 } else { 0 };
-        Ok(Box::new(RaceCase { query: q.clone(), stages: self.stages, cluster_x, params, _buffer: race }))
+        Ok(Box::new(RaceCase {
+            query: q.clone(),
+            stages: self.stages,
+            cluster_x: self.cluster_x(),
+            params,
+            _buffer: race,
+        }))
     }
 }
 
