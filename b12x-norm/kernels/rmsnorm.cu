@@ -78,19 +78,39 @@ struct RmsnormQuantParams : RmsnormParams {
 };
 static_assert(sizeof(RmsnormQuantParams) == 112, "size must match src/rmsnorm_quant.rs");
 
-// Quantizes vector i of row `row` — the 8 outputs y already rounded to T, packed in yv. Lanes
+// Where one row's quantized output goes: its codes and scales (row bases, computed once per row)
+// and, for NVFP4, 1 / enc (one IEEE division per thread instead of one per vector).
+struct QuantRow {
+  unsigned char* codes;  // row `row` of codes
+  unsigned char* scales; // row `row` of scales (bytes; f32 scales are 4 each)
+  float inv_enc;         // NVFP4: RN(1 / enc)
+};
+
+template <int kQuant>
+__device__ __forceinline__ QuantRow quant_row(const RmsnormQuantParams& p, int64_t row) {
+  constexpr int kScaleBytes = kQuant == kQuantFp8B128F32 ? 4 : 1;
+  QuantRow q;
+  q.codes = p.codes + row * p.ldq;
+  q.scales = static_cast<unsigned char*>(p.scales) + row * p.lds * kScaleBytes;
+  q.inv_enc = kQuant == kQuantNvfp4 ? __fdiv_rn(1.0f, *p.enc) : 0.0f;
+  // Opaque: kept in registers, not recomputed from the parameters at every store.
+  asm volatile("" : "+l"(q.codes), "+l"(q.scales));
+  return q;
+}
+
+// Quantizes vector i of its row — the 8 outputs y already rounded to T, packed in yv. Lanes
 // holding the vectors of one block are consecutive (block of 32 = 4 lanes, group of 128 = 16,
 // NVFP4 block of 16 = 2). Every lane of the CTA calls this for each of its vector slots (zeros
 // past the row end, `live` false) so the block reduction is a full-warp shuffle; `live` gates
 // the stores. Exactly the math of b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y,
 // through the same helpers (b12x/quant.cuh).
 template <int kQuant, typename T>
-__device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_t row, int i, const Vec16& yv,
-                                             bool live) {
-  constexpr int L = kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16;
+__device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, const QuantRow& qr, uint32_t i,
+                                             const Vec16& yv, bool live) {
+  constexpr uint32_t L = kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16;
   uint32_t bits = abs_max_bits16(yv.w);
 #pragma unroll
-  for (int o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
+  for (uint32_t o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
   const bool finite = bits < HalfBits<T>::kInf;
   const float amax = HalfBits<T>::to_f32(bits);
   if constexpr (kQuant == kQuantNvfp4) {
@@ -102,15 +122,15 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
       code = ue4m3(__fmul_rn(enc, div_by_6(amax)));
       const float fs = ue4m3_value(code);
       if (fs != 0.0f) {
-        const float r = __frcp_rn(__fmul_rn(fs, __fdiv_rn(1.0f, enc)));
+        const float r = __frcp_rn(__fmul_rn(fs, qr.inv_enc));
         float f[8];
         unpack_f32<T>(yv, f);
         nvfp4_codes8(f, r, q);
       }
     }
     if (!live) return;
-    *reinterpret_cast<uint32_t*>(p.codes + row * p.ldq + (int64_t)i * 4) = q;
-    if ((i & 1) == 0) static_cast<unsigned char*>(p.scales)[row * p.lds + i / 2] = (unsigned char)code;
+    *reinterpret_cast<uint32_t*>(qr.codes + i * 4) = q;
+    if ((i & 1) == 0) qr.scales[i / 2] = (unsigned char)code;
     return;
   }
   uint2 out = make_uint2(0u, 0u);
@@ -138,13 +158,12 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, int64_
     }
   }
   if (!live) return;
-  *reinterpret_cast<uint2*>(p.codes + row * p.ldq + (int64_t)i * 8) = out;
+  *reinterpret_cast<uint2*>(qr.codes + i * 8) = out;
   if ((i & (L - 1)) == 0) {
-    const int64_t at = row * p.lds + i / L;
     if constexpr (kQuant == kQuantFp8B128F32) {
-      static_cast<float*>(p.scales)[at] = s_f32;
+      reinterpret_cast<float*>(qr.scales)[i / L] = s_f32;
     } else {
-      static_cast<unsigned char*>(p.scales)[at] = (unsigned char)code;
+      qr.scales[i / L] = (unsigned char)code;
     }
   }
 }
@@ -226,6 +245,13 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   // IEEE division and addition (no fast math); rsqrtf is within 2 ulp (CUDA C Programming Guide,
   // "Mathematical Functions"). The oracle's tolerance accounts for it.
   const float rrms = rsqrtf(ss / static_cast<float>(p.cols) + p.eps);
+  const QuantRow qr = [&] {
+    if constexpr (kQuant != kQuantNone) {
+      return quant_row<kQuant>(p, row);
+    } else {
+      return QuantRow{};
+    }
+  }();
 
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
@@ -244,7 +270,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     if constexpr (kQuant != kQuantNone) {
       // Every lane quantizes (zeros past the row end) so the block reductions are full-warp.
       static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
-      quantize_vec<kQuant, TOut>(p, row, i, yv, i < nvec);
+      quantize_vec<kQuant, TOut>(p, qr, (uint32_t)i, yv, i < nvec);
     }
   }
 }
