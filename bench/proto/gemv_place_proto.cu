@@ -39,21 +39,6 @@ __global__ void __launch_bounds__(160, 1) traced_tma(const __grid_constant__ b12
   b12x::bf16_gemv::gemv_tma<NT, 1, 4, KB, bf16>(p);
   trace_end();
 }
-__global__ void __launch_bounds__(512) traced_read(const uint4* src, size_t n, uint32_t* sink) {
-  trace_start();
-  const size_t per = (n + gridDim.x - 1) / gridDim.x;
-  const size_t lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
-  uint32_t acc = 0;
-  for (size_t i = lo + threadIdx.x; i < hi; i += 4 * blockDim.x) {
-    uint4 v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = i + j * blockDim.x < hi ? __ldcs(src + i + j * blockDim.x) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  }
-  if (acc == 0x12345678) *sink = acc;
-  trace_end();
-}
 __global__ void bf16_to_f32(const bf16* a, float* b, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     b[i] = __bfloat162float(a[i]);

@@ -35,22 +35,6 @@ __global__ void __launch_bounds__(256, 1) traced_mma(const __grid_constant__ Bf1
   b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing>(p);
   trace_end();
 }
-// One CTA per SM (grid = SMs x c), each reading a contiguous slice with 16-byte loads, 4 in flight.
-__global__ void __launch_bounds__(512) traced_read(const uint4* src, size_t n, uint32_t* sink) {
-  trace_start();
-  const size_t per = (n + gridDim.x - 1) / gridDim.x;
-  const size_t lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
-  uint32_t acc = 0;
-  for (size_t i = lo + threadIdx.x; i < hi; i += 4 * blockDim.x) {
-    uint4 v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = i + j * blockDim.x < hi ? __ldcs(src + i + j * blockDim.x) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  }
-  if (acc == 0x12345678) *sink = acc;
-  trace_end();
-}
 int main() {
   cudaDeviceProp prop;
   cudaStream_t st = proto_init(prop);

@@ -1,7 +1,8 @@
 // proto_trace.cuh — per-CTA timelines for the prototype harnesses in bench/proto (not part of
 // the build): each traced kernel calls trace_start() first and trace_end() last; report() prints
-// the last replay's launch skew, CTA durations and exits against the event-timed call.
-// Include after proto_common.cuh.
+// the last replay's launch skew, CTA durations and exits against the event-timed call;
+// traced_read is the plain streaming read the harnesses compare against. Include after
+// proto_common.cuh.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -26,6 +27,23 @@ __device__ __forceinline__ void trace_start() {
 __device__ __forceinline__ void trace_end() {
   __syncwarp();
   if ((threadIdx.x & 31) == 0) atomicMax(&g_trace[blockIdx.x][1], gtimer());
+}
+
+// One CTA per SM (grid = SMs x c), each reading a contiguous slice with 16-byte loads, 4 in flight.
+__global__ void __launch_bounds__(512) traced_read(const uint4* src, size_t n, uint32_t* sink) {
+  trace_start();
+  const size_t per = (n + gridDim.x - 1) / gridDim.x;
+  const size_t lo = blockIdx.x * per, hi = lo + per < n ? lo + per : n;
+  uint32_t acc = 0;
+  for (size_t i = lo + threadIdx.x; i < hi; i += 4 * blockDim.x) {
+    uint4 v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = i + j * blockDim.x < hi ? __ldcs(src + i + j * blockDim.x) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  }
+  if (acc == 0x12345678) *sink = acc;
+  trace_end();
 }
 
 __global__ void timer_resolution(unsigned long long* out) {

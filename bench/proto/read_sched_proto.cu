@@ -22,15 +22,10 @@
 #include "../../b12x-core/kernels/read_bw.cu"
 
 #include "proto_common.cuh"
+#include "proto_trace.cuh"
 
-__device__ unsigned long long g_trace[4096][3];
 __device__ unsigned long long g_ticket[2];
 
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 enum Sched { kContig = 0, kInter = 1, kDynamic = 2 };
 
@@ -108,23 +103,6 @@ extern "C" __global__ void __launch_bounds__(32) sched_read(const __grid_constan
     }
   }
   g_trace[blockIdx.x][1] = gtimer();
-}
-
-static void report(const char* what, int grid, double event_us) {
-  static unsigned long long h[4096][3];
-  CK(cudaMemcpyFromSymbol(h, g_trace, sizeof(unsigned long long) * 3 * grid));
-  unsigned long long s0 = ~0ull, s1 = 0, e1 = 0;
-  std::vector<double> dur, ends;
-  for (int c = 0; c < grid; ++c) {
-    s0 = std::min(s0, h[c][0]); s1 = std::max(s1, h[c][0]); e1 = std::max(e1, h[c][1]);
-    dur.push_back((h[c][1] - h[c][0]) * 1e-3);
-  }
-  for (int c = 0; c < grid; ++c) ends.push_back((h[c][1] - s0) * 1e-3);
-  std::sort(dur.begin(), dur.end()); std::sort(ends.begin(), ends.end());
-  printf("  %-40s event %7.2f us | CTAs %4d | skew %5.2f | dur min %6.2f med %6.2f max %6.2f | ends p10 %6.2f p50 %6.2f "
-         "last %6.2f | outside %5.2f\n",
-         what, event_us, grid, (s1 - s0) * 1e-3, dur.front(), dur[dur.size() / 2], dur.back(), ends[ends.size() / 10],
-         ends[ends.size() / 2], (e1 - s0) * 1e-3, event_us - (e1 - s0) * 1e-3);
 }
 
 int main() {
