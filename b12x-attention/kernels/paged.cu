@@ -147,6 +147,11 @@ struct MmaTypeOf<true, T> {
 #ifndef B12X_PAGED_TRACE
 #define B12X_PAGED_TRACE(point, dep) ((void)0)
 #endif
+// Experiment hook for the same harness (empty in the build): runs at CTA entry, once the
+// request index b is known and before its lengths are loaded.
+#ifndef B12X_PAGED_ENTRY
+#define B12X_PAGED_ENTRY(p, b) ((void)0)
+#endif
 
 // Most splits the cluster merge takes (grid x = cluster x <= 8, the portable cluster size);
 // mirrored by src/paged/mod.rs (MAX_CLUSTER_SPLITS).
@@ -173,6 +178,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int b = blockIdx.z / p.kv_heads, g = blockIdx.z % p.kv_heads;
   const int tile = blockIdx.y, split = blockIdx.x;
   B12X_PAGED_TRACE(0, split);
+  B12X_PAGED_ENTRY(p, b);
   const int* cu = p.cu_seqlens_q;
   // The request's geometry from its (untrusted) values; checked before use below.
   const int row0 = __ldg(cu + b), q_len = __ldg(cu + b + 1) - row0;

@@ -9,6 +9,8 @@
 //   drained · t4 warps merged · t5 split merge barrier passed (cluster) or arrival counted
 //   (scratch) · t6 outputs written (t5 = exit for scratch splits that are not last).
 // Configs: the plan's defaults of session 11 (cluster merge) against session 10's (scratch).
+// -DPT_PREFETCH=1 builds the variant that prefetches the page-table row at CTA entry
+// (B12X_PAGED_ENTRY; compare the two binaries' rows in one job).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/ptrace paged_trace_proto.cu && /tmp/ptrace [B ctx]
 #include <cuda.h>
@@ -45,6 +47,22 @@ __device__ __forceinline__ void ptrace_at(int point, int dep) {
   do {                                           \
     if (threadIdx.x == 0) ptrace_at(point, (int)(dep)); \
   } while (0)
+
+#ifndef PT_PREFETCH
+#define PT_PREFETCH 0
+#endif
+// Entry experiment (session 12, not yet run): built with -DPT_PREFETCH=1, threads prefetch the
+// request's page-table row into L2 at CTA entry (one 128-byte line each), so the page-id load
+// that waits for the lengths hits L2. (A second binary, not a runtime flag: reading a flag at
+// entry would itself add a round trip to the chain being measured.)
+#if PT_PREFETCH
+#define B12X_PAGED_ENTRY(p, b)                                                                   \
+  do {                                                                                           \
+    if ((int)threadIdx.x * 32 < (p).max_pages)                                                   \
+      asm volatile("prefetch.global.L2 [%0];" ::"l"((p).page_table + (long long)(b) * (p).pt_stride + \
+                                                   32 * threadIdx.x));                           \
+  } while (0)
+#endif
 
 #include "../../b12x-attention/kernels/paged.cu"
 #include "../../b12x-core/kernels/read_bw.cu"
@@ -112,8 +130,8 @@ int main(int argc, char** argv) {
   const int B = argc > 2 ? atoi(argv[1]) : 8, ctx = argc > 2 ? atoi(argv[2]) : 2048;
   const int H = 32, HKV = 8, D = 128, P = 16;
   const int pages_per_req = ctx / P, num_pages = B * pages_per_req + 3;
-  printf("%s, %d SMs; decode B = %d x ctx %d, H %d, Hkv %d, D %d, P %d, pages scattered\n", prop.name,
-         prop.multiProcessorCount, B, ctx, H, HKV, D, P);
+  printf("%s, %d SMs; decode B = %d x ctx %d, H %d, Hkv %d, D %d, P %d, pages scattered%s\n", prop.name,
+         prop.multiProcessorCount, B, ctx, H, HKV, D, P, PT_PREFETCH ? "; page-table row prefetched at entry" : "");
   const size_t cache_elems = (size_t)num_pages * P * HKV * D;
   unsigned char *kc, *vc, *q, *o;
   CK(cudaMalloc(&kc, cache_elems * 2));
