@@ -49,6 +49,12 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t s_addr) {
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Pins the accumulators around the asynchronous wgmmas: no read or move of them may be scheduled
+// between an issue and its wait.
+__device__ __forceinline__ void fence_operands(float (&d)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) asm volatile("" : "+f"(d[e])::"memory");
+}
 
 // D[64 x 16] (+)= A[64 x 16] * B[16 x 16]^T, both K-major bf16 in shared memory, f32 accumulate.
 __device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t a, uint64_t b, int accumulate) {
@@ -104,6 +110,7 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
     const int s = i % stages;
     b12x::mbar_wait(full0 + 8 * s, (i / stages) & 1);
     const uint32_t st = ring + s * kStage;
+    fence_operands(d);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kK / 16; ++kk) {
@@ -112,6 +119,7 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
     }
     wgmma_commit();
     wgmma_wait_all();  // the stage's shared memory has been read
+    fence_operands(d);
     if (t == 0) b12x::mbar_arrive(empty0 + 8 * s);
   }
   // Accumulator fragment (m64nNk16, f32): warp w of the warpgroup holds rows 16w + lane/4 (+8
