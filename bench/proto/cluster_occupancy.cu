@@ -4,6 +4,7 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/cocc cluster_occupancy.cu && /tmp/cocc
 #include <cuda_runtime.h>
 #include <cstdio>
+#include "proto_launch.cuh"
 
 template <int MINB>
 __global__ void __launch_bounds__(128, MINB) dummy(int* p) {
@@ -18,17 +19,8 @@ void query(const char* name, int smem) {
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dummy<MINB>, 128, smem);
   printf("%-28s smem %6d B: %d CTAs/SM by occupancy\n", name, smem, per_sm);
   for (int c : {1, 2, 3, 4, 6, 8}) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(c, 1, 64);
-    cfg.blockDim = dim3(128, 1, 1);
-    cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = c;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchConfig_t cfg = launch_config(dim3(c, 1, 64), dim3(128, 1, 1), smem, nullptr, true, c, attr);
     int clusters = 0;
     cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, dummy<MINB>, &cfg);
     printf("  cluster %d: %4d clusters = %4d CTAs at once (%s)\n", c, clusters, clusters * c, cudaGetErrorString(e));

@@ -32,6 +32,7 @@
 
 #include "proto_common.cuh"
 #include "proto_trace.cuh"
+#include "proto_launch.cuh"
 
 template <int NT, int KB>
 __global__ void __launch_bounds__(160, 1) traced_tma(const __grid_constant__ b12x::Bf16GemvTmaParams p) {
@@ -118,12 +119,8 @@ int main() {
       p.flags = (ef ? b12x::kTmaEvictFirst : 0) | (pf << 8);
       int grid = (units + p.units_per_cta - 1) / p.units_per_cta;
       if (cluster > 1 && grid % cluster) return;
-      cudaLaunchConfig_t cfg{};
-      cudaLaunchAttribute attr[1];
-      cfg.gridDim = dim3(grid); cfg.blockDim = dim3(160); cfg.dynamicSmemBytes = dyn; cfg.stream = st;
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = cluster; attr[0].val.clusterDim.y = 1; attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr; cfg.numAttrs = cluster > 1 ? 1 : 0;
+      cudaLaunchAttribute attr;
+      cudaLaunchConfig_t cfg = launch_config(dim3(grid), dim3(160), dyn, st, cluster > 1, cluster, attr);
       auto launch = [&] {
         if (sk) CK(cudaMemsetAsync(b.counters, 0, 1 << 16, st));
         CK(cudaLaunchKernelEx(&cfg, kernel, p));

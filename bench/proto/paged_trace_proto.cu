@@ -69,6 +69,7 @@ __device__ __forceinline__ void ptrace_at(int point, int dep) {
 
 using bf16 = b12x::bf16;
 #include "proto_common.cuh"
+#include "proto_launch.cuh"
 
 template <bool kE4m3, int STAGES, int MINB>
 __global__ void __launch_bounds__(128, MINB) traced_paged(const __grid_constant__ b12x::PagedParams p) {
@@ -205,18 +206,8 @@ int main(int argc, char** argv) {
     p.min_chunk = 256;
     p.scale_log2 = 1.4426950408889634f / sqrtf((float)D);
     p.window_left = -1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(cap, 1, B * HKV);
-    cfg.blockDim = dim3(128, 1, 1);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
     cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cap;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = cluster ? 1 : 0;
+    cudaLaunchConfig_t cfg = launch_config(dim3(cap, 1, B * HKV), dim3(128, 1, 1), smem, st, cluster, cap, attr);
     const double t = time_graph(st, [&] { CK(cudaLaunchKernelEx(&cfg, kernel, p)); });
     report(what, cap * B * HKV, t);
   };
