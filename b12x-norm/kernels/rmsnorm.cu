@@ -79,20 +79,22 @@ struct RmsnormQuantParams : RmsnormParams {
 static_assert(sizeof(RmsnormQuantParams) == 112, "size must match src/rmsnorm_quant.rs");
 
 // Where one row's quantized output goes: its codes and scales (row bases, computed once per row)
-// and, for NVFP4, 1 / enc (one IEEE division per thread instead of one per vector).
+// and, for NVFP4, the encode scale (read once per row) and the table of block-scale reciprocals.
 struct QuantRow {
   unsigned char* codes;  // row `row` of codes
   unsigned char* scales; // row `row` of scales (bytes; f32 scales are 4 each)
-  float inv_enc;         // NVFP4: RN(1 / enc)
+  float enc;             // NVFP4: the given encode scale *p.enc
+  const float* rcp;      // NVFP4: shared table, rcp[c] = RN(1 / (f32(c) * RN(1 / enc))) (nvfp4_rcp_table)
 };
 
 template <int kQuant>
-__device__ __forceinline__ QuantRow quant_row(const RmsnormQuantParams& p, int64_t row) {
+__device__ __forceinline__ QuantRow quant_row(const RmsnormQuantParams& p, int64_t row, float enc, const float* rcp) {
   constexpr int kScaleBytes = kQuant == kQuantFp8B128F32 ? 4 : 1;
   QuantRow q;
   q.codes = p.codes + row * p.ldq;
   q.scales = static_cast<unsigned char*>(p.scales) + row * p.lds * kScaleBytes;
-  q.inv_enc = kQuant == kQuantNvfp4 ? __fdiv_rn(1.0f, *p.enc) : 0.0f;
+  q.enc = enc;
+  q.rcp = rcp;
   // Opaque: kept in registers, not recomputed from the parameters at every store.
   asm volatile("" : "+l"(q.codes), "+l"(q.scales));
   return q;
@@ -114,18 +116,16 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, const 
   const bool finite = bits < HalfBits<T>::kInf;
   const float amax = HalfBits<T>::to_f32(bits);
   if constexpr (kQuant == kQuantNvfp4) {
-    // Exactly quantization.nvfp4 (given mode): s = ue4m3(enc * (amax / 6)); r = 1 / (f32(s) * (1 / enc)).
+    // Exactly quantization.nvfp4 (given mode): s = ue4m3(enc * (amax / 6)); r = 1 / (f32(s) * (1 / enc)),
+    // looked up per scale code (code 0, the only zero scale, leaves the codes zero).
     uint32_t code = 0x7Fu;
     uint32_t q = 0u;
     if (finite) {
-      const float enc = *p.enc;
-      code = ue4m3(__fmul_rn(enc, div_by_6(amax)));
-      const float fs = ue4m3_value(code);
-      if (fs != 0.0f) {
-        const float r = __frcp_rn(__fmul_rn(fs, qr.inv_enc));
+      code = ue4m3(__fmul_rn(qr.enc, div_by_6(amax)));
+      if (code != 0u) {
         float f[8];
         unpack_f32<T>(yv, f);
-        nvfp4_codes8(f, r, q);
+        nvfp4_codes8(yv.w, f, qr.rcp[code], q);
       }
     }
     if (!live) return;
@@ -178,6 +178,8 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
                 "the variant table in mod.rs lists 1, 2, 4, 8");
   static_assert(kMaxCols % (VEC * kVecsPerThread * 32) == 0, "rmsnorm_max_threads is whole warps");
   __shared__ float s_red[33];
+  // NVFP4: the block-scale reciprocals, written before block_sum's barriers, read after them.
+  __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
 
   const int64_t row = blockIdx.x;
   const int nvec = p.cols / VEC;
@@ -216,6 +218,12 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     if (i < nvec) r_w[k] = ld_global_v16(g_w + i);
   }
 
+  float enc = 0.0f;
+  if constexpr (kQuant == kQuantNvfp4) {
+    enc = *p.enc;
+    nvfp4_rcp_table(enc, s_rcp);
+  }
+
   float r_ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
@@ -247,7 +255,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   const float rrms = rsqrtf(ss / static_cast<float>(p.cols) + p.eps);
   const QuantRow qr = [&] {
     if constexpr (kQuant != kQuantNone) {
-      return quant_row<kQuant>(p, row);
+      return quant_row<kQuant>(p, row, enc, s_rcp);
     } else {
       return QuantRow{};
     }

@@ -112,7 +112,7 @@ __device__ __forceinline__ void quantize_block(const Nvfp4Params& p, float enc, 
       for (int h = 0; h < 2; ++h) {
         float f[8];
         unpack_f32<T>(v[h], f);
-        nvfp4_codes8(f, r, out[h]);
+        nvfp4_codes8(v[h].w, f, r, out[h]);
       }
     }
   }

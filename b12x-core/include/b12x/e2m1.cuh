@@ -26,7 +26,10 @@ namespace b12x {
 // rne(t) for 0 <= t <= 12 is the low bits of t + 1.5 * 2^23 (one rounding: 2a, a and a/2 are
 // exact). Every f32 input is checked against CUDA's __nv_cvt_float_to_fp4 by b12x-quant's
 // cuda_host_reference test.
-__host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
+// The magnitude part, for callers that place the signs themselves: the bits of
+// 1.5 * 2^23 + code(|y|) (0x4B400000 + a code 0..7: bits 3..21 are zero), so `& 7` is the code
+// and a left shift by 10 or more leaves only the code.
+__host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_not_nan(float y) {
   const float a = fminf(fabsf(y), 6.0f);
   const float magic = 12582912.0f;  // 1.5 * 2^23: its ulp is 1, its low 22 bits zero
   uint32_t b1, b2, b3;
@@ -38,11 +41,14 @@ __host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
     memcpy(&b2, &t2, 4);
     memcpy(&b3, &t3, 4);
   }
-  uint32_t c = b1 < b2 ? b1 : b2;
-  c = c < b3 ? c : b3;  // 1.5 * 2^23 + code: the code is in the low 3 bits
+  const uint32_t c = b1 < b2 ? b1 : b2;
+  return c < b3 ? c : b3;
+}
+
+__host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
   uint32_t ybits;
   memcpy(&ybits, &y, 4);
-  return (c & 0x7u) | ((ybits >> 28) & ~0x7u);  // bit 3: the sign (ybits >> 28 < 16); one LOP3
+  return (e2m1_mag_bits_not_nan(y) & 0x7u) | ((ybits >> 28) & ~0x7u);  // bit 3: the sign (ybits >> 28 < 16); one LOP3
 }
 
 __host__ __device__ __forceinline__ uint32_t e2m1_rne(float y) { return isnan(y) ? 0x7u : e2m1_rne_not_nan(y); }

@@ -147,18 +147,42 @@ __device__ __forceinline__ uint32_t e2m1x2_hw(float lo, float hi) {
 #endif
 
 // ---- NVFP4 codes of one half-block ---------------------------------------------------------
-// ORs into q the E2M1 codes of f[i] * r (element i in nibble i), r = 1 / (f32(s) * (1 / enc)) of the block
-// (b12x_quant::block::quantize_nvfp4). Finite r: SM120/SM121 convert pairs in hardware
-// (e2m1x2_hw), other targets in software. r = Inf (a huge given enc over a tiny block): 0 * Inf
-// is NaN, code 7, as the codec.
-__device__ __forceinline__ void nvfp4_codes8(const float (&f)[8], float r, uint32_t& q) {
+// The sign bits of the 8 16-bit values in w (bf16 or f16; element i in half i % 2 of w[i / 2],
+// its sign in bit 15 of the half) at bit 4i + 3: the sign bits of
+// their 8 E2M1 nibbles (element i in nibble i). Four byte permutes with sign replication (a
+// selector nibble with bit 3 set copies the selected byte's top bit into all 8 bits) gather
+// elements 0, 2, 4, 6 and 1, 3, 5, 7 into one byte each, and one LOP3 keeps bit 3 of the even
+// bytes and bit 7 of the odd ones — 5 instructions for 8 signs instead of 2 per element.
+__device__ __forceinline__ uint32_t nibble_signs(const uint32_t (&w)[4]) {
+  uint32_t a, b, even, odd;
+  asm("prmt.b32 %0, %1, %2, 0xFBD9;" : "=r"(a) : "r"(w[0]), "r"(w[1]));  // bytes: e0 e2 e1 e3
+  asm("prmt.b32 %0, %1, %2, 0xFBD9;" : "=r"(b) : "r"(w[2]), "r"(w[3]));  // bytes: e4 e6 e5 e7
+  asm("prmt.b32 %0, %1, %2, 0x5410;" : "=r"(even) : "r"(a), "r"(b));     // e0 e2 e4 e6
+  asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(odd) : "r"(a), "r"(b));      // e1 e3 e5 e7
+  return (even & 0x08080808u) | (odd & 0x80808080u);
+}
+
+// ORs into q the E2M1 codes of f[i] * r (element i in nibble i), r = 1 / (f32(s) * (1 / enc)) of
+// the block (b12x_quant::block::quantize_nvfp4); f are the values of the 16-bit inputs w. Finite
+// r: SM120/SM121 convert pairs in hardware (e2m1x2_hw), other targets in software — the
+// magnitudes per element, the signs of all 8 at once from w (r > 0, so f[i] * r has the sign of
+// f[i], also when it is +-0). r = Inf (a huge given enc over a tiny block): 0 * Inf is NaN,
+// code 7, as the codec.
+__device__ __forceinline__ void nvfp4_codes8(const uint32_t (&w)[4], const float (&f)[8], float r, uint32_t& q) {
   if (r <= 3.4028235e38f) {
 #if B12X_SM120_FEATURES
 #pragma unroll
     for (int i = 0; i < 4; ++i) q |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
 #else
+    uint32_t c[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q |= e2m1_rne_not_nan(__fmul_rn(f[i], r)) << (4 * i);
+    for (int i = 0; i < 8; ++i) c[i] = e2m1_mag_bits_not_nan(__fmul_rn(f[i], r));
+    // Nibbles 0..2 masked; from nibble 3 on (a shift >= 12) the magic bits leave the word, so
+    // each nibble is one shift-add.
+    uint32_t m = nibble_signs(w) | (c[0] & 0x7u) | ((c[1] & 0x7u) << 4) | ((c[2] & 0x7u) << 8);
+#pragma unroll
+    for (int i = 3; i < 8; ++i) m += c[i] << (4 * i);
+    q |= m;
 #endif
   } else {
 #pragma unroll
@@ -178,17 +202,18 @@ __device__ __forceinline__ void nvfp4_rcp_table(float enc, float* s_rcp) {
 
 // ---- exact division by a block scale -----------------------------------------------------
 // x / s rounded to nearest even, as IEEE division, given r = RN(1 / s) (one reciprocal per
-// block): q0 = RN(x r) is within 1 ulp of x / s, the remainder x - s q0 is exact in one FMA, and
-// RN(q0 + rem r) is the correctly rounded quotient (Markstein's theorem; round to nearest, no
-// overflow). The remainder is a multiple of ulp(s) ulp(q0), so it is exact (if subnormal) when
-// |x / s| >= 2^-11 and s >= 2^-90; smaller quotients come out within 1 ulp, and every value
-// below 2^-10 is +-0 in E4M3 anyway. The sign is set from x, so x = -0 gives -0 (the FMA would
-// give +0).
+// block), s > 0: q0 = RN(x r) is within 1 ulp of x / s, the remainder x - s q0 is exact in one
+// FMA, and RN(q0 + rem r) is the correctly rounded quotient (Markstein's theorem; round to
+// nearest, no overflow). The remainder is a multiple of ulp(s) ulp(q0), so it is exact (if
+// subnormal) when |x / s| >= 2^-11 and s >= 2^-90; smaller quotients come out within 1 ulp, and
+// every value below 2^-10 is +-0 in E4M3 anyway. The remainder is formed negated,
+// n = s q0 - x, and added as -n: the same values, but for x = +-0 the sum of zeros
+// (-n) r + q0 = -0 + q0 keeps x's sign (rem r + q0 = +0 + -0 would give +0), so no sign fix is
+// needed (three instructions).
 __device__ __forceinline__ float div_by_scale(float x, float s, float r) {
   const float q0 = __fmul_rn(x, r);
-  const float rem = __fmaf_rn(-q0, s, x);
-  const float q = __fmaf_rn(rem, r, q0);
-  return __uint_as_float((__float_as_uint(q) & 0x7FFFFFFFu) | (__float_as_uint(x) & 0x80000000u));
+  const float n = __fmaf_rn(q0, s, -x);
+  return __fmaf_rn(-n, r, q0);
 }
 
 // a / 6 for a >= 0 rounded as IEEE division (the NVFP4 scale step amax / 6): div_by_scale when
