@@ -1,5 +1,5 @@
 // Prototype harness (not part of the build, not the source of any reported number; written in
-// session 12, not yet run on a GPU): is the single-call gap of bf16_gemv to cuBLAS at M = 16
+// session 12, first run in session 13: bench-results/2026-12-01-h200-c/wgmma/): is the single-call gap of bf16_gemv to cuBLAS at M = 16
 // (0.95x on 7168x4096) the consumers' ldmatrix + mma.sync issue, which cuBLAS's nvjet kernels
 // avoid with wgmma reading both operands straight from shared memory? An sm_90a-only kernel laid
 // out like nvjet's `64x16` tile: one CTA per 64-row block of W, 384 threads — warpgroup 0's
@@ -24,6 +24,7 @@
 #include "../../b12x-core/kernels/read_bw.cu"
 
 #include "proto_common.cuh"
+#include "proto_launch.cuh"
 
 namespace wg {
 
@@ -66,6 +67,35 @@ __device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t a, uint6
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+
+// x multicast (the kMc kernels): the box lands at the same offset in every CTA of the cluster
+// named by `mask` and completes as transaction bytes on each one's barrier at `bar`.
+__device__ __forceinline__ void tma_load_2d_mc(uint32_t s_dst, const CUtensorMap* desc, int c0, int c1, uint32_t bar,
+                                               uint16_t mask, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5, %6;" ::"r"(s_dst),
+      "l"(desc), "r"(c0), "r"(c1), "r"(bar), "h"(mask), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar_local, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar_local), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_acq_cluster(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(bar), "r"(parity)
+      : "memory");
+}
+
+// kMc: launched in clusters of C consecutive row blocks walking the same k-stages in step; rank r
+// loads stage i's x box for i % C == r by multicast into every rank's ring, and a stage is
+// refilled only once every rank's consumers have released it (empty barriers count C arrivals,
+// one from each rank: warp w of the consuming warpgroup signals rank w).
+template <bool kMc>
 __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Params p) {
   __shared__ __align__(8) uint64_t s_bar[2 * kMaxStages];
   __shared__ float s_part[kRows * kTokens];
@@ -78,25 +108,37 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) {
       b12x::mbar_init(full0 + 8 * s, 1);
-      b12x::mbar_init(empty0 + 8 * s, 1);
+      b12x::mbar_init(empty0 + 8 * s, kMc ? b12x::cluster_size() : 1);
     }
     b12x::mbar_fence_init();
   }
   __syncthreads();
+  const int csize = kMc ? b12x::cluster_size() : 1, crank = kMc ? b12x::cluster_rank() : 0;
+  if (kMc) b12x::cluster_sync();  // every rank's barriers exist before a peer's box or arrival lands
 
   if (wgroup == 0) {
     if (t == 0) {
       const uint64_t w_policy = b12x::l2_policy_evict_first(), x_policy = b12x::l2_policy_evict_last();
       for (int i = 0; i < ksteps; ++i) {
         const int s = i % stages;
-        if (i >= stages) b12x::mbar_wait(empty0 + 8 * s, ((i / stages) - 1) & 1);
+        if (i >= stages) {
+          if (kMc)
+            mbar_wait_acq_cluster(empty0 + 8 * s, ((i / stages) - 1) & 1);
+          else
+            b12x::mbar_wait(empty0 + 8 * s, ((i / stages) - 1) & 1);
+        }
         const uint32_t bar = full0 + 8 * s, st = ring + s * kStage;
         b12x::mbar_arrive_expect_tx(bar, kStage);
         b12x::tma_load_2d(st, reinterpret_cast<const b12x::TmaDescriptor*>(&p.w_map), i * kK, row0, bar, w_policy);
-        b12x::tma_load_2d(st + kWBox, reinterpret_cast<const b12x::TmaDescriptor*>(&p.x_map), i * kK, 0, bar,
-                          x_policy);
+        if (!kMc)
+          b12x::tma_load_2d(st + kWBox, reinterpret_cast<const b12x::TmaDescriptor*>(&p.x_map), i * kK, 0, bar,
+                            x_policy);
+        else if (i % csize == crank)
+          tma_load_2d_mc(st + kWBox, &p.x_map, i * kK, 0, bar, (uint16_t)((1u << csize) - 1u), x_policy);
       }
     }
+    __syncwarp();  // the cluster barrier is .aligned: warp 0 reconverges after thread 0's loop
+    if (kMc) b12x::cluster_sync();  // no rank exits while a peer may still arrive on its barriers
     return;  // the consumers synchronize among themselves only (named barrier 1)
   }
 
@@ -120,7 +162,11 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
     wgmma_commit();
     wgmma_wait_all();  // the stage's shared memory has been read
     fence_operands(d);
-    if (t == 0) b12x::mbar_arrive(empty0 + 8 * s);
+    if (kMc) {
+      if (t % 32 == 0 && t / 32 < csize) mbar_arrive_remote(empty0 + 8 * s, t / 32);
+    } else if (t == 0) {
+      b12x::mbar_arrive(empty0 + 8 * s);
+    }
   }
   // Accumulator fragment (m64nNk16, f32): warp w of the warpgroup holds rows 16w + lane/4 (+8
   // for d[2], d[3], d[6], d[7]), columns (e/4)*8 + 2*(lane%4) + (e%2).
@@ -136,6 +182,7 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
       const float v = d[e] + s_part[tok * kRows + r];
       if (row0 + r < p.n && tok < p.m) p.y[(long long)tok * p.n + row0 + r] = __float2bfloat16_rn(v);
     });
+  if (kMc) b12x::cluster_sync();
 }
 
 }  // namespace wg
@@ -210,22 +257,28 @@ int main() {
         const double err = check(c);
         printf("  %-34s %7.2f us | rel err %.2e\n", "b12x tma rb kb8 (library kernel)", time_graph(st, run), err);
       }
-      for (int stages : {8, 12, 16, 20}) {
-        wg::Params p{};
-        encode(&p.w_map, w, c.k, c.n, (uint64_t)c.k * 2, 64, wg::kRows);
-        encode(&p.x_map, x, c.k, c.m, (uint64_t)c.k * 2, 64, wg::kTokens);
-        p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages;
-        const uint32_t dyn = stages * wg::kStage + 1024;
-        if (dyn + 8 * 1024 > prop.sharedMemPerBlockOptin) continue;
-        CK(cudaFuncSetAttribute(wg::gemv_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
-        const int grid = (c.n + wg::kRows - 1) / wg::kRows;
-        auto run = [&] { wg::gemv_wgmma<<<grid, 384, dyn, st>>>(p); };
-        CK(cudaMemset(y, 0, (size_t)c.n * c.m * 2));
-        run(); CK(cudaStreamSynchronize(st));
-        const double err = check(c);
-        char name[64]; snprintf(name, sizeof name, "wgmma 64x16, %d stages", stages);
-        printf("  %-34s %7.2f us | rel err %.2e%s\n", name, time_graph(st, run), err, err > 2e-2 ? "  WRONG" : "");
-      }
+      for (int mc : {1, 2, 4})
+        for (int stages : {8, 12, 16, 20}) {
+          if (mc > 1 && (c.n / wg::kRows) % mc != 0) continue;
+          wg::Params p{};
+          encode(&p.w_map, w, c.k, c.n, (uint64_t)c.k * 2, 64, wg::kRows);
+          encode(&p.x_map, x, c.k, c.m, (uint64_t)c.k * 2, 64, wg::kTokens);
+          p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages;
+          const uint32_t dyn = stages * wg::kStage + 1024;
+          if (dyn + 8 * 1024 > prop.sharedMemPerBlockOptin) continue;
+          auto kernel = mc > 1 ? wg::gemv_wgmma<true> : wg::gemv_wgmma<false>;
+          CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
+          if (mc > 1) CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+          const int grid = (c.n + wg::kRows - 1) / wg::kRows;
+          cudaLaunchAttribute attr;
+          const cudaLaunchConfig_t cfg = launch_config(dim3(grid), dim3(384), dyn, st, mc > 1, mc, attr);
+          auto run = [&] { CK(cudaLaunchKernelEx(&cfg, kernel, p)); };
+          CK(cudaMemset(y, 0, (size_t)c.n * c.m * 2));
+          run(); CK(cudaStreamSynchronize(st));
+          const double err = check(c);
+          char name[64]; snprintf(name, sizeof name, "wgmma 64x16, %d stages%s", stages, mc > 1 ? (mc == 2 ? ", mc2" : ", mc4") : "");
+          printf("  %-34s %7.2f us | rel err %.2e%s\n", name, time_graph(st, run), err, err > 2e-2 ? "  WRONG" : "");
+        }
     }
   return 0;
 }
