@@ -38,6 +38,8 @@ struct Params {
   CUtensorMap x_map;  // x [M, K] bf16, box {64 k, 16 tokens}, 128-byte swizzle
   bf16* y;            // [M, N]
   int n, k, m, stages;
+  int lockstep_only;  // kMc: each rank loads its own x box (no multicast), the empty barriers still cluster-wide
+  int cta_wait;       // kMc: the producer waits on its empty barrier with the default (CTA-scope) acquire
 };
 
 // Shared-memory matrix descriptor of a K-major tile in the 128-byte swizzle: rows of 128 bytes,
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
       for (int i = 0; i < ksteps; ++i) {
         const int s = i % stages;
         if (i >= stages) {
-          if (kMc)
+          if (kMc && !p.cta_wait)
             mbar_wait_acq_cluster(empty0 + 8 * s, ((i / stages) - 1) & 1);
           else
             b12x::mbar_wait(empty0 + 8 * s, ((i / stages) - 1) & 1);
@@ -131,6 +133,9 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
         b12x::mbar_arrive_expect_tx(bar, kStage);
         b12x::tma_load_2d(st, reinterpret_cast<const b12x::TmaDescriptor*>(&p.w_map), i * kK, row0, bar, w_policy);
         if (!kMc)
+          b12x::tma_load_2d(st + kWBox, reinterpret_cast<const b12x::TmaDescriptor*>(&p.x_map), i * kK, 0, bar,
+                            x_policy);
+        else if (p.lockstep_only)
           b12x::tma_load_2d(st + kWBox, reinterpret_cast<const b12x::TmaDescriptor*>(&p.x_map), i * kK, 0, bar,
                             x_policy);
         else if (i % csize == crank)
@@ -222,7 +227,7 @@ int main() {
     for (size_t i = 0; i < cnt; ++i) { e = std::max(e, (double)std::fabs(a[i] - r[i])); mx = std::max(mx, (double)std::fabs(r[i])); }
     return e / mx;
   };
-  for (int round = 0; round < 2; ++round)
+  for (int round = 0; round < 1; ++round)
     for (auto c : cases) {
       printf("== round %d: N=%d K=%d M=%d (%.1f MB)\n", round, c.n, c.k, c.m, c.n * (double)c.k * 2 / 1e6);
       ref_gemv<<<(c.n * c.m * 32 + 255) / 256, 256>>>(w, x, ref, c.n, c.k, c.m);
@@ -257,16 +262,20 @@ int main() {
         const double err = check(c);
         printf("  %-34s %7.2f us | rel err %.2e\n", "b12x tma rb kb8 (library kernel)", time_graph(st, run), err);
       }
+      // variant 0: multicast (mc > 1) or none; 1: clusters, cluster-wide empty barriers, own x
+      // loads (lockstep without multicast); 2: launched in clusters, the plain kernel; 3: as 0
+      // with the producer's empty-barrier wait at CTA scope.
       for (int mc : {1, 2, 4})
-        for (int stages : {8, 12, 16, 20}) {
+        for (int variant = 0; variant < (mc > 1 ? 4 : 1); ++variant)
+        for (int stages : {8, 16}) {
           if (mc > 1 && (c.n / wg::kRows) % mc != 0) continue;
           wg::Params p{};
           encode(&p.w_map, w, c.k, c.n, (uint64_t)c.k * 2, 64, wg::kRows);
           encode(&p.x_map, x, c.k, c.m, (uint64_t)c.k * 2, 64, wg::kTokens);
-          p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages;
+          p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages; p.lockstep_only = variant == 1; p.cta_wait = variant == 3;
           const uint32_t dyn = stages * wg::kStage + 1024;
           if (dyn + 8 * 1024 > prop.sharedMemPerBlockOptin) continue;
-          auto kernel = mc > 1 ? wg::gemv_wgmma<true> : wg::gemv_wgmma<false>;
+          auto kernel = mc > 1 && variant != 2 ? wg::gemv_wgmma<true> : wg::gemv_wgmma<false>;
           CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
           if (mc > 1) CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
           const int grid = (c.n + wg::kRows - 1) / wg::kRows;
@@ -276,8 +285,13 @@ int main() {
           CK(cudaMemset(y, 0, (size_t)c.n * c.m * 2));
           run(); CK(cudaStreamSynchronize(st));
           const double err = check(c);
-          char name[64]; snprintf(name, sizeof name, "wgmma 64x16, %d stages%s", stages, mc > 1 ? (mc == 2 ? ", mc2" : ", mc4") : "");
-          printf("  %-34s %7.2f us | rel err %.2e%s\n", name, time_graph(st, run), err, err > 2e-2 ? "  WRONG" : "");
+          static const char* const kVariant[4] = {"multicast", "lockstep, own x", "cluster launch only", "multicast, cta-scope wait"};
+          char name[96];
+          if (mc > 1)
+            snprintf(name, sizeof name, "wgmma 64x16, %d st, c%d %s", stages, mc, kVariant[variant]);
+          else
+            snprintf(name, sizeof name, "wgmma 64x16, %d stages", stages);
+          printf("  %-44s %7.2f us | rel err %.2e%s\n", name, time_graph(st, run), err, err > 2e-2 ? "  WRONG" : "");
         }
     }
   return 0;
