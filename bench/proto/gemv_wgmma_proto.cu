@@ -39,7 +39,8 @@ struct Params {
   bf16* y;            // [M, N]
   int n, k, m, stages;
   int lockstep_only;  // kMc: each rank loads its own x box (no multicast), the empty barriers still cluster-wide
-  int cta_wait;       // kMc: the producer waits on its empty barrier with the default (CTA-scope) acquire
+  int cta_wait;       // kMc: consumers arrive with the default .release.cta and the producer waits with
+                     //   the default acquire (CUTLASS's ClusterBarrier) instead of cluster scope
 };
 
 // Shared-memory matrix descriptor of a K-major tile in the 128-byte swizzle: rows of 128 bytes,
@@ -80,10 +81,18 @@ __device__ __forceinline__ void tma_load_2d_mc(uint32_t s_dst, const CUtensorMap
       "l"(desc), "r"(c0), "r"(c1), "r"(bar), "h"(mask), "l"(policy)
       : "memory");
 }
+// The consumers' release of a stage on rank `rank`'s empty barrier. kClusterRelease: with
+// release semantics at cluster scope (a cluster-scope fence per arrival); otherwise the default
+// (.release.cta), as CUTLASS's ClusterBarrier::arrive(cta_id) — the consumers only read the
+// stage (wgmma, complete at wait_group), so there is nothing for the peer to acquire.
+template <bool kClusterRelease>
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar_local, int rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar_local), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  if (kClusterRelease)
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  else
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 __device__ __forceinline__ void mbar_wait_acq_cluster(uint32_t bar, uint32_t parity) {
   asm volatile(
@@ -168,7 +177,12 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
     wgmma_wait_all();  // the stage's shared memory has been read
     fence_operands(d);
     if (kMc) {
-      if (t % 32 == 0 && t / 32 < csize) mbar_arrive_remote(empty0 + 8 * s, t / 32);
+      if (t % 32 == 0 && t / 32 < csize) {
+        if (p.cta_wait)
+          mbar_arrive_remote<false>(empty0 + 8 * s, t / 32);
+        else
+          mbar_arrive_remote<true>(empty0 + 8 * s, t / 32);
+      }
     } else if (t == 0) {
       b12x::mbar_arrive(empty0 + 8 * s);
     }
@@ -264,10 +278,10 @@ int main() {
       }
       // variant 0: multicast (mc > 1) or none; 1: clusters, cluster-wide empty barriers, own x
       // loads (lockstep without multicast); 2: launched in clusters, the plain kernel; 3: as 0
-      // with the producer's empty-barrier wait at CTA scope.
+      // with the remote arrivals and the producer's wait at the default (CTA) scope.
       for (int mc : {1, 2, 4})
         for (int variant = 0; variant < (mc > 1 ? 4 : 1); ++variant)
-        for (int stages : {8, 16}) {
+        for (int stages : {8, 12, 16, 20}) {
           if (mc > 1 && (c.n / wg::kRows) % mc != 0) continue;
           wg::Params p{};
           encode(&p.w_map, w, c.k, c.n, (uint64_t)c.k * 2, 64, wg::kRows);
@@ -285,7 +299,7 @@ int main() {
           CK(cudaMemset(y, 0, (size_t)c.n * c.m * 2));
           run(); CK(cudaStreamSynchronize(st));
           const double err = check(c);
-          static const char* const kVariant[4] = {"multicast", "lockstep, own x", "cluster launch only", "multicast, cta-scope wait"};
+          static const char* const kVariant[4] = {"multicast", "lockstep, own x", "cluster launch only", "multicast, cta-scope arrive+wait"};
           char name[96];
           if (mc > 1)
             snprintf(name, sizeof name, "wgmma 64x16, %d st, c%d %s", stages, mc, kVariant[variant]);
