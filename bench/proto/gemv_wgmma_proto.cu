@@ -38,6 +38,7 @@ struct Params {
   CUtensorMap x_map;  // x [M, K] bf16, box {64 k, 16 tokens}, 128-byte swizzle
   bf16* y;            // [M, N]
   int n, k, m, stages;
+  int defer;          // release each stage one step late (after the next stage's wgmmas are issued)
   int lockstep_only;  // kMc: each rank loads its own x box (no multicast), the empty barriers still cluster-wide
   int cta_wait;       // kMc: consumers arrive with the default .release.cta and the producer waits with
                      //   the default acquire (CUTLASS's ClusterBarrier) instead of cluster scope
@@ -162,11 +163,25 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
 #pragma unroll
   for (int e = 0; e < 8; ++e) d[e] = 0.0f;
   int first = 1;
+  // Releases stage slot `rs` (its wgmmas complete).
+  auto release = [&](int rs) {
+    if (kMc) {
+      if (t % 32 == 0 && t / 32 < csize) {
+        if (p.cta_wait)
+          mbar_arrive_remote<false>(empty0 + 8 * rs, t / 32);
+        else
+          mbar_arrive_remote<true>(empty0 + 8 * rs, t / 32);
+      }
+    } else if (t == 0) {
+      b12x::mbar_arrive(empty0 + 8 * rs);
+    }
+  };
+  int pending = -1;  // p.defer: the slot whose wgmmas may still be in flight, released one step late
   for (int i = c; i < ksteps; i += 2) {
     const int s = i % stages;
     b12x::mbar_wait(full0 + 8 * s, (i / stages) & 1);
     const uint32_t st = ring + s * kStage;
-    fence_operands(d);
+    if (!p.defer) fence_operands(d);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kK / 16; ++kk) {
@@ -174,18 +189,21 @@ __global__ void __launch_bounds__(384, 1) gemv_wgmma(const __grid_constant__ Par
       first = 0;
     }
     wgmma_commit();
-    wgmma_wait_all();  // the stage's shared memory has been read
-    fence_operands(d);
-    if (kMc) {
-      if (t % 32 == 0 && t / 32 < csize) {
-        if (p.cta_wait)
-          mbar_arrive_remote<false>(empty0 + 8 * s, t / 32);
-        else
-          mbar_arrive_remote<true>(empty0 + 8 * s, t / 32);
-      }
-    } else if (t == 0) {
-      b12x::mbar_arrive(empty0 + 8 * s);
+    if (p.defer) {
+      // The previous group (this warpgroup's last stage) is done once at most one is pending.
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      if (pending >= 0) release(pending);
+      pending = s;
+    } else {
+      wgmma_wait_all();  // the stage's shared memory has been read
+      fence_operands(d);
+      release(s);
     }
+  }
+  if (p.defer) {
+    wgmma_wait_all();
+    fence_operands(d);
+    if (pending >= 0) release(pending);
   }
   // Accumulator fragment (m64nNk16, f32): warp w of the warpgroup holds rows 16w + lane/4 (+8
   // for d[2], d[3], d[6], d[7]), columns (e/4)*8 + 2*(lane%4) + (e%2).
@@ -278,15 +296,16 @@ int main() {
       }
       // variant 0: multicast (mc > 1) or none; 1: clusters, cluster-wide empty barriers, own x
       // loads (lockstep without multicast); 2: launched in clusters, the plain kernel; 3: as 0
-      // with the remote arrivals and the producer's wait at the default (CTA) scope.
+      // with the remote arrivals and the producer's wait at the default (CTA) scope; 4: as 3 with
+      // each stage released one step late. Without clusters, variant 1 is the deferred release.
       for (int mc : {1, 2, 4})
-        for (int variant = 0; variant < (mc > 1 ? 4 : 1); ++variant)
-        for (int stages : {8, 12, 16, 20}) {
+        for (int variant = mc > 1 ? 2 : 0; variant < (mc > 1 ? 5 : 2); ++variant)
+        for (int stages : {8, 16}) {
           if (mc > 1 && (c.n / wg::kRows) % mc != 0) continue;
           wg::Params p{};
           encode(&p.w_map, w, c.k, c.n, (uint64_t)c.k * 2, 64, wg::kRows);
           encode(&p.x_map, x, c.k, c.m, (uint64_t)c.k * 2, 64, wg::kTokens);
-          p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages; p.lockstep_only = variant == 1; p.cta_wait = variant == 3;
+          p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages; p.lockstep_only = mc > 1 && variant == 1; p.cta_wait = variant >= 3; p.defer = mc > 1 ? variant == 4 : variant == 1;
           const uint32_t dyn = stages * wg::kStage + 1024;
           if (dyn + 8 * 1024 > prop.sharedMemPerBlockOptin) continue;
           auto kernel = mc > 1 && variant != 2 ? wg::gemv_wgmma<true> : wg::gemv_wgmma<false>;
@@ -299,12 +318,12 @@ int main() {
           CK(cudaMemset(y, 0, (size_t)c.n * c.m * 2));
           run(); CK(cudaStreamSynchronize(st));
           const double err = check(c);
-          static const char* const kVariant[4] = {"multicast", "lockstep, own x", "cluster launch only", "multicast, cta-scope arrive+wait"};
+          static const char* const kVariant[5] = {"multicast", "lockstep, own x", "cluster launch only", "multicast, cta-scope arrive+wait", "multicast, cta-scope, deferred release"};
           char name[96];
           if (mc > 1)
             snprintf(name, sizeof name, "wgmma 64x16, %d st, c%d %s", stages, mc, kVariant[variant]);
           else
-            snprintf(name, sizeof name, "wgmma 64x16, %d stages", stages);
+            snprintf(name, sizeof name, "wgmma 64x16, %d stages%s", stages, variant ? ", deferred release" : "");
           printf("  %-44s %7.2f us | rel err %.2e%s\n", name, time_graph(st, run), err, err > 2e-2 ? "  WRONG" : "");
         }
     }
