@@ -94,8 +94,7 @@ __device__ __forceinline__ void quantize(const Fp8BlockParams& p) {
 #define B12X_FP8_BLOCK_T(G, SNAME, UE8M0, T, NAME)                                                   \
   B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 1, T, NAME)                                                      \
   B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 2, T, NAME)                                                      \
-  B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 4, T, NAME)                                                      \
-  B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 8, T, NAME)
+  B12X_FP8_BLOCK_U(G, SNAME, UE8M0, 4, T, NAME)
 #define B12X_FP8_BLOCK_S(G, T, NAME)                                                                 \
   B12X_FP8_BLOCK_T(G, f32, false, T, NAME)                                                           \
   B12X_FP8_BLOCK_T(G, ue8m0, true, T, NAME)

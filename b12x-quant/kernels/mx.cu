@@ -158,8 +158,7 @@ __device__ __forceinline__ void quantize(const MxParams& p) {
 #define B12X_MX_T(FMT, FP4, T, NAME)                                                                 \
   B12X_MX_U(FMT, FP4, 1, T, NAME)                                                                    \
   B12X_MX_U(FMT, FP4, 2, T, NAME)                                                                    \
-  B12X_MX_U(FMT, FP4, 4, T, NAME)                                                                    \
-  B12X_MX_U(FMT, FP4, 8, T, NAME)
+  B12X_MX_U(FMT, FP4, 4, T, NAME)
 #define B12X_MX_ALL(FMT, FP4)                                                                        \
   B12X_MX_T(FMT, FP4, b12x::bf16, bf16)                                                              \
   B12X_MX_T(FMT, FP4, b12x::fp16, f16)

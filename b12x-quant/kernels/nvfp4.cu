@@ -163,8 +163,7 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
 #define B12X_NVFP4_T(T, NAME)                                                                        \
   B12X_NVFP4_U(1, T, NAME)                                                                           \
   B12X_NVFP4_U(2, T, NAME)                                                                           \
-  B12X_NVFP4_U(4, T, NAME)                                                                           \
-  B12X_NVFP4_U(8, T, NAME)
+  B12X_NVFP4_U(4, T, NAME)
 
 B12X_NVFP4_AMAX(b12x::bf16, bf16)
 B12X_NVFP4_AMAX(b12x::fp16, f16)

@@ -14,7 +14,7 @@ use b12x_core::{Error, LaunchDims, Result, Selected};
 /// CTA sizes instantiated in the flat quantizer kernels.
 pub const THREADS: [u32; 3] = [128, 256, 512];
 /// Slots (16 elements each) per thread instantiated in the flat quantizer kernels.
-pub const UNROLL: [u32; 4] = [1, 2, 4, 8];
+pub const UNROLL: [u32; 3] = [1, 2, 4];
 /// Elements of one slot: the 16 consecutive elements of a row a lane converts (two 16-byte
 /// loads of bf16/f16; `load_units` in `b12x/quant.cuh`).
 pub const SLOT_ELEMENTS: u64 = 16;

@@ -96,7 +96,7 @@ pub fn session_pinned(dev: &Arc<Device>, plan: &dyn OpPlan, config: &str) -> Res
 }
 
 /// The configs a shape trial pins in turn: every candidate up to 2^22 elements; above that the
-/// first candidate (the default) and the two extremes of chunks per CTA (`t128_u1`, `t512_u8`),
+/// first candidate (the default) and the two extremes of chunks per CTA (`t128_u1`, `t512_u4`),
 /// to keep the device time of the large shapes down (each of them still runs every config on
 /// the smaller shapes of the same suite).
 pub fn trial_configs(plan: &dyn OpPlan, elements: usize) -> Vec<String> {
@@ -106,7 +106,7 @@ pub fn trial_configs(plan: &dyn OpPlan, elements: usize) -> Vec<String> {
     }
     all.iter()
         .enumerate()
-        .filter(|(i, c)| *i == 0 || c.as_str() == "t128_u1" || c.as_str() == "t512_u8")
+        .filter(|(i, c)| *i == 0 || c.as_str() == "t128_u1" || c.as_str() == "t512_u4")
         .map(|(_, c)| c.clone())
         .collect()
 }
