@@ -45,10 +45,12 @@ __host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_not_nan(float y) {
   return c < b3 ? c : b3;
 }
 
+// The signed code: the magnitude's code and y's sign in bit 3.
 __host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
   uint32_t ybits;
   memcpy(&ybits, &y, 4);
-  return (e2m1_mag_bits_not_nan(y) & 0x7u) | ((ybits >> 28) & ~0x7u);  // bit 3: the sign (ybits >> 28 < 16); one LOP3
+  // bit 3: the sign (ybits >> 28 < 16); one LOP3
+  return (e2m1_mag_bits_not_nan(y) & 0x7u) | ((ybits >> 28) & ~0x7u);
 }
 
 __host__ __device__ __forceinline__ uint32_t e2m1_rne(float y) { return isnan(y) ? 0x7u : e2m1_rne_not_nan(y); }
