@@ -3,7 +3,8 @@
 //   add form: r = round(x + residual) is written back to residual, then y = rmsnorm(r).
 // Tensors (row-major, strides in elements):  x [T, D]  residual [T, D]  w [D]  y [T, D], one dtype
 // Constraints: D % 8 == 0, D <= 16384, 16-byte aligned rows.   Strategy: one CTA per row, the
-//   row held in registers as 16-byte vectors, deterministic fp32 block reduce.
+//   row held in registers as 16-byte vectors, deterministic fp32 block reduce; the quantized
+//   outputs (v2..v8) give each lane pairs of consecutive vectors (16 elements per block slot).
 // Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32};
 //   fused quantized output (norm.rmsnorm_quant): b12x_rmsnorm[_add]_{mxfp8,fp8b128f32,fp8b128ue8m0,nvfp4}_v{1,2,4,8}_{bf16,f16}.
 // Oracle: src/rmsnorm/reference.rs
@@ -100,40 +101,14 @@ __device__ __forceinline__ QuantRow quant_row(const RmsnormQuantParams& p, int64
   return q;
 }
 
-// Quantizes vector i of its row — the 8 outputs y already rounded to T, packed in yv. Lanes
-// holding the vectors of one block are consecutive (block of 32 = 4 lanes, group of 128 = 16,
-// NVFP4 block of 16 = 2). Every lane of the CTA calls this for each of its vector slots (zeros
-// past the row end, `live` false) so the block reduction is a full-warp shuffle; `live` gates
-// the stores. Exactly the math of b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y,
-// through the same helpers (b12x/quant.cuh).
-template <int kQuant, typename T>
-__device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, const QuantRow& qr, uint32_t i,
-                                             const Vec16& yv, bool live) {
-  constexpr uint32_t L = kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16;
-  uint32_t bits = abs_max_bits16(yv.w);
+// The E4M3 outputs of quantize_vec (MXFP8, block FP8), given the block's reduced amax bits.
+template <int kQuant, typename T, int NV>
+__device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live,
+                                                 uint32_t bits, bool finite, float amax) {
+  constexpr uint32_t L = (kQuant == kQuantMxfp8 ? 4 : 16) / NV;
+  uint2 out[NV];
 #pragma unroll
-  for (uint32_t o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
-  const bool finite = bits < HalfBits<T>::kInf;
-  const float amax = HalfBits<T>::to_f32(bits);
-  if constexpr (kQuant == kQuantNvfp4) {
-    // Exactly quantization.nvfp4 (given mode): s = ue4m3(enc * (amax / 6)); r = 1 / (f32(s) * (1 / enc)),
-    // looked up per scale code (code 0, the only zero scale, leaves the codes zero).
-    uint32_t code = 0x7Fu;
-    uint32_t q = 0u;
-    if (finite) {
-      code = ue4m3(__fmul_rn(qr.enc, div_by_6(amax)));
-      if (code != 0u) {
-        float f[8];
-        unpack_f32<T>(yv, f);
-        nvfp4_codes8(yv.w, f, qr.rcp[code], q);
-      }
-    }
-    if (!live) return;
-    *reinterpret_cast<uint32_t*>(qr.codes + i * 4) = q;
-    if ((i & 1) == 0) qr.scales[i / 2] = (unsigned char)code;
-    return;
-  }
-  uint2 out = make_uint2(0u, 0u);
+  for (int h = 0; h < NV; ++h) out[h] = make_uint2(0u, 0u);
   uint32_t code = 0xFFu;
   float s_f32 = __uint_as_float(0x7FC00000u);
   if (finite) {
@@ -142,29 +117,84 @@ __device__ __forceinline__ void quantize_vec(const RmsnormQuantParams& p, const 
       if (bits != 0u) {
         code = ceil_pow2_code(__fmul_rn(amax, 1.0f / 448.0f));
         const float m = pow2_neg_ue8m0(code);
-        float f[8];
-        unpack_f32<T>(yv, f);
-        uint32_t c[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
-        out.x = c[0] | (c[1] << 16);
-        out.y = c[2] | (c[3] << 16);
+        for (int h = 0; h < NV; ++h) {
+          float f[8];
+          unpack_f32<T>(yv[h], f);
+          uint32_t c[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
+          out[h].x = c[0] | (c[1] << 16);
+          out[h].y = c[2] | (c[3] << 16);
+        }
       }
     } else {
       const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
-      float f[8];
-      unpack_f32<T>(yv, f);
-      out = block_fp8_codes<kQuant == kQuantFp8B128Ue8m0>(f, pr, code, s_f32);
+#pragma unroll
+      for (int h = 0; h < NV; ++h) {
+        float f[8];
+        unpack_f32<T>(yv[h], f);
+        out[h] = block_fp8_codes<kQuant == kQuantFp8B128Ue8m0>(f, pr, code, s_f32);
+      }
     }
   }
   if (!live) return;
-  *reinterpret_cast<uint2*>(qr.codes + i * 8) = out;
-  if ((i & (L - 1)) == 0) {
+  // One store per vector: the plan promises 8-byte aligned code rows only.
+#pragma unroll
+  for (int h = 0; h < NV; ++h) *reinterpret_cast<uint2*>(qr.codes + (i + h) * 8) = out[h];
+  constexpr uint32_t kVecsPerBlock = L * NV;
+  if ((i & (kVecsPerBlock - 1)) == 0) {
     if constexpr (kQuant == kQuantFp8B128F32) {
-      reinterpret_cast<float*>(qr.scales)[i / L] = s_f32;
+      reinterpret_cast<float*>(qr.scales)[i / kVecsPerBlock] = s_f32;
     } else {
-      qr.scales[i / L] = (unsigned char)code;
+      qr.scales[i / kVecsPerBlock] = (unsigned char)code;
     }
+  }
+}
+
+// Quantizes the NV consecutive vectors i .. i + NV - 1 of its row (NV = 1, or 2 for the paired
+// layout: 16 elements per lane) — the outputs y already rounded to T, packed in yv. Lanes holding
+// the vectors of one block are consecutive (block of 32 = 4 / NV lanes, group of 128 = 16 / NV,
+// NVFP4 block of 16 = 2 / NV). Every lane of the CTA calls this for each of its slots (zeros
+// past the row end, `live` false) so the block reduction is a full-warp shuffle; `live` gates
+// the stores. Exactly the math of b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y,
+// through the same helpers (b12x/quant.cuh).
+template <int kQuant, typename T, int NV>
+__device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live) {
+  static_assert(NV == 1 || NV == 2, "one or two vectors per lane");
+  constexpr uint32_t L = (kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16) / NV;
+  uint32_t bits = abs_max_bits16(yv[0].w);
+  if constexpr (NV == 2) bits = max(bits, abs_max_bits16(yv[1].w));
+#pragma unroll
+  for (uint32_t o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
+  const bool finite = bits < HalfBits<T>::kInf;
+  const float amax = HalfBits<T>::to_f32(bits);
+  if constexpr (kQuant == kQuantNvfp4) {
+    // Exactly quantization.nvfp4 (given mode): s = ue4m3(enc * (amax / 6)); r = 1 / (f32(s) * (1 / enc)),
+    // looked up per scale code (code 0, the only zero scale, leaves the codes zero).
+    uint32_t code = 0x7Fu;
+    uint32_t q[NV];
+#pragma unroll
+    for (int h = 0; h < NV; ++h) q[h] = 0u;
+    if (finite) {
+      code = ue4m3(__fmul_rn(qr.enc, div_by_6(amax)));
+      if (code != 0u) {
+        const float r = qr.rcp[code];
+#pragma unroll
+        for (int h = 0; h < NV; ++h) {
+          float f[8];
+          unpack_f32<T>(yv[h], f);
+          nvfp4_codes8(yv[h].w, f, r, q[h]);
+        }
+      }
+    }
+    if (!live) return;
+    // One store per vector: the plan promises 4-byte aligned code rows only.
+#pragma unroll
+    for (int h = 0; h < NV; ++h) *reinterpret_cast<uint32_t*>(qr.codes + (i + h) * 4) = q[h];
+    if ((i & 1) == 0) qr.scales[i / 2] = (unsigned char)code;
+  } else {
+    quantize_fp8_vec<kQuant, T, NV>(qr, i, yv, live, bits, finite, amax);
   }
 }
 
@@ -181,6 +211,17 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   // NVFP4: the block-scale reciprocals, written before block_sum's barriers, read after them.
   __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
 
+  // Quantized outputs pair a lane's vectors (2 consecutive vectors, 16 elements, per slot) so
+  // the block reductions and scales are per 16 elements instead of per 8 (as in the flat
+  // quantizers); v1 keeps one vector per lane. Plain outputs: vector tid + k * blockDim.
+  constexpr bool kPaired = kQuant != kQuantNone && kVecsPerThread >= 2;
+  const auto vidx = [](int k) -> int {
+    if constexpr (kPaired) {
+      return 2 * (threadIdx.x + (k >> 1) * blockDim.x) + (k & 1);
+    } else {
+      return threadIdx.x + k * blockDim.x;
+    }
+  };
   const int64_t row = blockIdx.x;
   const int nvec = p.cols / VEC;
   const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + row * p.x_stride);
@@ -200,21 +241,25 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   }
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
+    const int i = vidx(k);
     r_x[k] = Vec16{};
-    if (i < nvec) r_x[k] = ld_global_cg_v16(g_x + i);
+    if (i < nvec) {
+      // Paired: the two halves of a 32-byte sector, the second an L1 hit (a row's x is read and
+      // written by one thread only: x may alias y or the residual, never another thread's data).
+      r_x[k] = kPaired ? ld_global_ca_v16(g_x + i) : ld_global_cg_v16(g_x + i);
+    }
   }
   if constexpr (kHasResidual) {
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
-      const int i = threadIdx.x + k * blockDim.x;
+      const int i = vidx(k);
       r_res[k] = Vec16{};
-      if (i < nvec) r_res[k] = ld_global_cg_v16(g_res + i);
+      if (i < nvec) r_res[k] = kPaired ? ld_global_ca_v16(g_res + i) : ld_global_cg_v16(g_res + i);
     }
   }
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
+    const int i = vidx(k);
     if (i < nvec) r_w[k] = ld_global_v16(g_w + i);
   }
 
@@ -231,7 +276,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     unpack_f32<TIn>(r_x[k], f_x);
     if constexpr (kHasResidual) {
       // r = round(x + residual): the rounded sum is the new residual and the normalized input.
-      const int i = threadIdx.x + k * blockDim.x;
+      const int i = vidx(k);
       float f_res[VEC];
       unpack_f32<TIn>(r_res[k], f_res);
 #pragma unroll
@@ -261,10 +306,8 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     }
   }();
 
-#pragma unroll
-  for (int k = 0; k < kVecsPerThread; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    // y rounded to the output dtype: what rmsnorm stores, and what the quantizer sees.
+  // y rounded to the output dtype (what rmsnorm stores, and what the quantizer sees) of slot k.
+  const auto y_of = [&](int k, int i) {
     Vec16 yv{};
     if (i < nvec) {
       float f_x[VEC], f_w[VEC], f_y[VEC];
@@ -273,12 +316,40 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
       yv = pack_from_f32<TOut>(f_y);
-      if constexpr (kQuant == kQuantNone) st_global_v16(g_y + i, yv);
     }
-    if constexpr (kQuant != kQuantNone) {
-      // Every lane quantizes (zeros past the row end) so the block reductions are full-warp.
-      static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
-      quantize_vec<kQuant, TOut>(p, qr, (uint32_t)i, yv, i < nvec);
+    return yv;
+  };
+  if constexpr (kPaired) {
+    // Every lane quantizes (zeros past the row end) so the block reductions are full-warp.
+    static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; k += 2) {
+      const int i = vidx(k);  // even; nvec is even (D is a multiple of 16)
+      const Vec16 yv[2] = {y_of(k, i), y_of(k + 1, i + 1)};
+      quantize_vec<kQuant, TOut, 2>(qr, (uint32_t)i, yv, i < nvec);
+    }
+  } else if constexpr (kQuant != kQuantNone) {
+    static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      const Vec16 yv[1] = {y_of(k, i)};
+      quantize_vec<kQuant, TOut, 1>(qr, (uint32_t)i, yv, i < nvec);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      Vec16 yv{};
+      if (i < nvec) {
+        float f_x[VEC], f_w[VEC], f_y[VEC];
+        unpack_f32<TIn>(r_x[k], f_x);
+        unpack_f32<TIn>(r_w[k], f_w);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
+        yv = pack_from_f32<TOut>(f_y);
+        st_global_v16(g_y + i, yv);
+      }
     }
   }
 }
