@@ -4,7 +4,8 @@
 // Tensors (row-major, strides in elements):  x [T, D]  residual [T, D]  w [D]  y [T, D], one dtype
 // Constraints: D % 8 == 0, D <= 16384, 16-byte aligned rows.   Strategy: one CTA per row, the
 //   row held in registers as 16-byte vectors, deterministic fp32 block reduce; the quantized
-//   outputs (v2..v8) give each lane pairs of consecutive vectors (16 elements per block slot).
+//   outputs (v2..v8) swap vectors between neighbour lanes so each lane quantizes two consecutive
+//   vectors (16 elements per block slot).
 // Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32};
 //   fused quantized output (norm.rmsnorm_quant): b12x_rmsnorm[_add]_{mxfp8,fp8b128f32,fp8b128ue8m0,nvfp4}_v{1,2,4,8}_{bf16,f16}.
 // Oracle: src/rmsnorm/reference.rs
@@ -104,7 +105,7 @@ __device__ __forceinline__ QuantRow quant_row(const RmsnormQuantParams& p, int64
 // The E4M3 outputs of quantize_vec (MXFP8, block FP8), given the block's reduced amax bits.
 template <int kQuant, typename T, int NV>
 __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live,
-                                                 uint32_t bits, bool finite, float amax) {
+                                                 bool swapped, uint32_t bits, bool finite, float amax) {
   constexpr uint32_t L = (kQuant == kQuantMxfp8 ? 4 : 16) / NV;
   uint2 out[NV];
 #pragma unroll
@@ -141,7 +142,7 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
   if (!live) return;
   // One store per vector: the plan promises 8-byte aligned code rows only.
 #pragma unroll
-  for (int h = 0; h < NV; ++h) *reinterpret_cast<uint2*>(qr.codes + (i + h) * 8) = out[h];
+  for (int h = 0; h < NV; ++h) *reinterpret_cast<uint2*>(qr.codes + (i + (h ^ swapped)) * 8) = out[h];
   constexpr uint32_t kVecsPerBlock = L * NV;
   if ((i & (kVecsPerBlock - 1)) == 0) {
     if constexpr (kQuant == kQuantFp8B128F32) {
@@ -153,20 +154,23 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
 }
 
 // Quantizes the NV consecutive vectors i .. i + NV - 1 of its row (NV = 1, or 2 for the paired
-// layout: 16 elements per lane) — the outputs y already rounded to T, packed in yv. Lanes holding
-// the vectors of one block are consecutive (block of 32 = 4 / NV lanes, group of 128 = 16 / NV,
-// NVFP4 block of 16 = 2 / NV). Every lane of the CTA calls this for each of its slots (zeros
+// layout: 16 elements per lane; `swapped`: yv[0] is vector i + 1 and yv[1] vector i) — the
+// outputs y already rounded to T, packed in yv. The lanes
+// holding one block are NV apart (block of 32 = 4 / NV lanes, group of 128 = 16 / NV, NVFP4 block
+// of 16 = 2 / NV; paired, the even and the odd lanes each form their own groups). Every lane of
+// the CTA calls this for each of its slots (zeros
 // past the row end, `live` false) so the block reduction is a full-warp shuffle; `live` gates
 // the stores. Exactly the math of b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y,
 // through the same helpers (b12x/quant.cuh).
 template <int kQuant, typename T, int NV>
-__device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live) {
+__device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live,
+                                             bool swapped = false) {
   static_assert(NV == 1 || NV == 2, "one or two vectors per lane");
   constexpr uint32_t L = (kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16) / NV;
   uint32_t bits = abs_max_bits16(yv[0].w);
   if constexpr (NV == 2) bits = max(bits, abs_max_bits16(yv[1].w));
 #pragma unroll
-  for (uint32_t o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
+  for (uint32_t o = NV; o < L * NV; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
   const bool finite = bits < HalfBits<T>::kInf;
   const float amax = HalfBits<T>::to_f32(bits);
   if constexpr (kQuant == kQuantNvfp4) {
@@ -191,10 +195,10 @@ __device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, con
     if (!live) return;
     // One store per vector: the plan promises 4-byte aligned code rows only.
 #pragma unroll
-    for (int h = 0; h < NV; ++h) *reinterpret_cast<uint32_t*>(qr.codes + (i + h) * 4) = q[h];
+    for (int h = 0; h < NV; ++h) *reinterpret_cast<uint32_t*>(qr.codes + (i + (h ^ swapped)) * 4) = q[h];
     if ((i & 1) == 0) qr.scales[i / 2] = (unsigned char)code;
   } else {
-    quantize_fp8_vec<kQuant, T, NV>(qr, i, yv, live, bits, finite, amax);
+    quantize_fp8_vec<kQuant, T, NV>(qr, i, yv, live, swapped, bits, finite, amax);
   }
 }
 
@@ -211,17 +215,13 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   // NVFP4: the block-scale reciprocals, written before block_sum's barriers, read after them.
   __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
 
-  // Quantized outputs pair a lane's vectors (2 consecutive vectors, 16 elements, per slot) so
-  // the block reductions and scales are per 16 elements instead of per 8 (as in the flat
-  // quantizers); v1 keeps one vector per lane. Plain outputs: vector tid + k * blockDim.
+  // Vector tid + k * blockDim of the row is slot k of thread tid (the loads and the sum of
+  // squares of every output, so its reduction order is rmsnorm's). The quantized outputs (v2..v8)
+  // then pair them: the two lanes of an even/odd neighbour pair swap one vector of slots k and
+  // k + 1, so each lane quantizes two consecutive vectors (16 elements per block slot) and the
+  // block reductions and scales are per 16 elements instead of per 8 (as the flat quantizers).
   constexpr bool kPaired = kQuant != kQuantNone && kVecsPerThread >= 2;
-  const auto vidx = [](int k) -> int {
-    if constexpr (kPaired) {
-      return 2 * (threadIdx.x + (k >> 1) * blockDim.x) + (k & 1);
-    } else {
-      return threadIdx.x + k * blockDim.x;
-    }
-  };
+  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
   const int64_t row = blockIdx.x;
   const int nvec = p.cols / VEC;
   const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + row * p.x_stride);
@@ -243,18 +243,14 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   for (int k = 0; k < kVecsPerThread; ++k) {
     const int i = vidx(k);
     r_x[k] = Vec16{};
-    if (i < nvec) {
-      // Paired: the two halves of a 32-byte sector, the second an L1 hit (a row's x is read and
-      // written by one thread only: x may alias y or the residual, never another thread's data).
-      r_x[k] = kPaired ? ld_global_ca_v16(g_x + i) : ld_global_cg_v16(g_x + i);
-    }
+    if (i < nvec) r_x[k] = ld_global_cg_v16(g_x + i);
   }
   if constexpr (kHasResidual) {
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int i = vidx(k);
       r_res[k] = Vec16{};
-      if (i < nvec) r_res[k] = kPaired ? ld_global_ca_v16(g_res + i) : ld_global_cg_v16(g_res + i);
+      if (i < nvec) r_res[k] = ld_global_cg_v16(g_res + i);
     }
   }
 #pragma unroll
@@ -322,11 +318,21 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   if constexpr (kPaired) {
     // Every lane quantizes (zeros past the row end) so the block reductions are full-warp.
     static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
+    const bool odd = threadIdx.x & 1;
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; k += 2) {
-      const int i = vidx(k);  // even; nvec is even (D is a multiple of 16)
-      const Vec16 yv[2] = {y_of(k, i), y_of(k + 1, i + 1)};
-      quantize_vec<kQuant, TOut, 2>(qr, (uint32_t)i, yv, i < nvec);
+      const Vec16 y0 = y_of(k, vidx(k)), y1 = y_of(k + 1, vidx(k + 1));
+      // An even lane keeps its slot-k vector and takes its odd neighbour's (the next vector); the
+      // odd lane keeps its slot-(k+1) vector and takes the even lane's (the previous one).
+      // yv[0] is the lane's own vector, yv[1] the neighbour's: vectors i + odd and i + 1 - odd.
+      Vec16 yv[2];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        yv[0].w[w] = odd ? y1.w[w] : y0.w[w];
+        yv[1].w[w] = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0.w[w] : y1.w[w], 1);
+      }
+      const int i = odd ? vidx(k + 1) - 1 : vidx(k);  // even: nvec is even (D is a multiple of 16)
+      quantize_vec<kQuant, TOut, 2>(qr, (uint32_t)i, yv, i < nvec, odd);
     }
   } else if constexpr (kQuant != kQuantNone) {
     static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");

@@ -47,16 +47,6 @@ __device__ __forceinline__ Vec16 ld_global_stream_v16(const void* p) {
   return v;
 }
 
-// Load through L1 (coherent for data this thread alone reads and writes, not across CTAs): for
-// two 16-byte loads of one 32-byte sector, so the second is an L1 hit.
-__device__ __forceinline__ Vec16 ld_global_ca_v16(const void* p) {
-  Vec16 v;
-  asm volatile("ld.global.ca.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-               : "l"(p));
-  return v;
-}
-
 // Coherent load (data this grid may have written earlier, e.g. split-K partials).
 __device__ __forceinline__ Vec16 ld_global_cg_v16(const void* p) {
   Vec16 v;
