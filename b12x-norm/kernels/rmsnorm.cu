@@ -343,6 +343,8 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
       quantize_vec<kQuant, TOut, 1>(qr, (uint32_t)i, yv, i < nvec);
     }
   } else {
+    // y_of's body, written out: through the lambda ptxas schedules the plain kernels differently
+    // (SASS differs on sm_90a), and these are the validated, benchmarked norm.rmsnorm kernels.
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int i = vidx(k);
