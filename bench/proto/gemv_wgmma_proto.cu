@@ -239,7 +239,7 @@ int main() {
   cudaStream_t st = proto_init(prop);
   printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
   struct Case { int n, k, m; };
-  const Case cases[] = {{7168, 4096, 16}, {7168, 4096, 8}, {4096, 7168, 16}, {18432, 7168, 16}};
+  const Case cases[] = {{7168, 4096, 16}, {18432, 7168, 16}};
   const size_t max_w = 18432ull * 7168;
   bf16 *w, *x, *y; float *ref, *yf;
   CK(cudaMalloc(&w, max_w * 2)); CK(cudaMalloc(&x, 16 * 18432 * 2)); CK(cudaMalloc(&y, 16ull * 18432 * 2));
@@ -297,15 +297,17 @@ int main() {
       // variant 0: multicast (mc > 1) or none; 1: clusters, cluster-wide empty barriers, own x
       // loads (lockstep without multicast); 2: launched in clusters, the plain kernel; 3: as 0
       // with the remote arrivals and the producer's wait at the default (CTA) scope; 4: as 3 with
-      // each stage released one step late. Without clusters, variant 1 is the deferred release.
+      // each stage released one step late; 5: as 1 at CTA scope (is the lockstep itself the
+      // cost?). Without clusters, variant 1 is the deferred release.
       for (int mc : {1, 2, 4})
-        for (int variant = mc > 1 ? 2 : 0; variant < (mc > 1 ? 5 : 2); ++variant)
+        for (int variant = mc > 1 ? 2 : 0; variant < (mc > 1 ? 6 : 1); ++variant)
         for (int stages : {8, 16}) {
           if (mc > 1 && (c.n / wg::kRows) % mc != 0) continue;
           wg::Params p{};
           encode(&p.w_map, w, c.k, c.n, (uint64_t)c.k * 2, 64, wg::kRows);
           encode(&p.x_map, x, c.k, c.m, (uint64_t)c.k * 2, 64, wg::kTokens);
-          p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages; p.lockstep_only = mc > 1 && variant == 1; p.cta_wait = variant >= 3; p.defer = mc > 1 ? variant == 4 : variant == 1;
+          p.y = y; p.n = c.n; p.k = c.k; p.m = c.m; p.stages = stages; p.lockstep_only = mc > 1 && (variant == 1 || variant == 5); p.cta_wait = variant >= 3;
+          p.defer = mc > 1 ? variant == 4 : variant == 1;
           const uint32_t dyn = stages * wg::kStage + 1024;
           if (dyn + 8 * 1024 > prop.sharedMemPerBlockOptin) continue;
           auto kernel = mc > 1 && variant != 2 ? wg::gemv_wgmma<true> : wg::gemv_wgmma<false>;
@@ -318,7 +320,7 @@ int main() {
           CK(cudaMemset(y, 0, (size_t)c.n * c.m * 2));
           run(); CK(cudaStreamSynchronize(st));
           const double err = check(c);
-          static const char* const kVariant[5] = {"multicast", "lockstep, own x", "cluster launch only", "multicast, cta-scope arrive+wait", "multicast, cta-scope, deferred release"};
+          static const char* const kVariant[6] = {"multicast", "lockstep, own x", "cluster launch only", "multicast, cta-scope arrive+wait", "multicast, cta-scope, deferred release", "lockstep, own x, cta-scope arrive+wait"};
           char name[96];
           if (mc > 1)
             snprintf(name, sizeof name, "wgmma 64x16, %d st, c%d %s", stages, mc, kVariant[variant]);
