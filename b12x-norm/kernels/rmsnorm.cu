@@ -102,11 +102,15 @@ __device__ __forceinline__ QuantRow quant_row(const RmsnormQuantParams& p, int64
   return q;
 }
 
+// 16-byte vectors per scale block of a quantized output: MXFP8 32 elements, block FP8 128,
+// NVFP4 16.
+template <int kQuant>
+constexpr uint32_t kBlockVecs = kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16;
+
 // The E4M3 outputs of quantize_vec (MXFP8, block FP8), given the block's reduced amax bits.
 template <int kQuant, typename T, int NV>
 __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live,
                                                  bool swapped, uint32_t bits, bool finite, float amax) {
-  constexpr uint32_t L = (kQuant == kQuantMxfp8 ? 4 : 16) / NV;
   uint2 out[NV];
 #pragma unroll
   for (int h = 0; h < NV; ++h) out[h] = make_uint2(0u, 0u);
@@ -143,34 +147,32 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
   // One store per vector: the plan promises 8-byte aligned code rows only.
 #pragma unroll
   for (int h = 0; h < NV; ++h) *reinterpret_cast<uint2*>(qr.codes + (i + (h ^ swapped)) * 8) = out[h];
-  constexpr uint32_t kVecsPerBlock = L * NV;
-  if ((i & (kVecsPerBlock - 1)) == 0) {
+  constexpr uint32_t B = kBlockVecs<kQuant>;
+  if ((i & (B - 1)) == 0) {
     if constexpr (kQuant == kQuantFp8B128F32) {
-      reinterpret_cast<float*>(qr.scales)[i / kVecsPerBlock] = s_f32;
+      reinterpret_cast<float*>(qr.scales)[i / B] = s_f32;
     } else {
-      qr.scales[i / kVecsPerBlock] = (unsigned char)code;
+      qr.scales[i / B] = (unsigned char)code;
     }
   }
 }
 
 // Quantizes the NV consecutive vectors i .. i + NV - 1 of its row (NV = 1, or 2 for the paired
 // layout: 16 elements per lane; `swapped`: yv[0] is vector i + 1 and yv[1] vector i) — the
-// outputs y already rounded to T, packed in yv. The lanes
-// holding one block are NV apart (block of 32 = 4 / NV lanes, group of 128 = 16 / NV, NVFP4 block
-// of 16 = 2 / NV; paired, the even and the odd lanes each form their own groups). Every lane of
-// the CTA calls this for each of its slots (zeros
-// past the row end, `live` false) so the block reduction is a full-warp shuffle; `live` gates
-// the stores. Exactly the math of b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y,
-// through the same helpers (b12x/quant.cuh).
+// outputs y already rounded to T, packed in yv. The lanes holding one block are NV apart
+// (kBlockVecs / NV of them; paired, the even and the odd lanes each form their own groups).
+// Every lane of the CTA calls this for each of its slots (zeros past the row end, `live` false)
+// so the block reduction is a full-warp shuffle; `live` gates the stores. Exactly the math of
+// b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y, through the same helpers
+// (b12x/quant.cuh).
 template <int kQuant, typename T, int NV>
 __device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live,
                                              bool swapped = false) {
   static_assert(NV == 1 || NV == 2, "one or two vectors per lane");
-  constexpr uint32_t L = (kQuant == kQuantMxfp8 ? 4 : kQuant == kQuantNvfp4 ? 2 : 16) / NV;
   uint32_t bits = abs_max_bits16(yv[0].w);
   if constexpr (NV == 2) bits = max(bits, abs_max_bits16(yv[1].w));
 #pragma unroll
-  for (uint32_t o = NV; o < L * NV; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
+  for (uint32_t o = NV; o < kBlockVecs<kQuant>; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
   const bool finite = bits < HalfBits<T>::kInf;
   const float amax = HalfBits<T>::to_f32(bits);
   if constexpr (kQuant == kQuantNvfp4) {
@@ -196,7 +198,7 @@ __device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, con
     // One store per vector: the plan promises 4-byte aligned code rows only.
 #pragma unroll
     for (int h = 0; h < NV; ++h) *reinterpret_cast<uint32_t*>(qr.codes + (i + (h ^ swapped)) * 4) = q[h];
-    if ((i & 1) == 0) qr.scales[i / 2] = (unsigned char)code;
+    if ((i & (kBlockVecs<kQuant> - 1)) == 0) qr.scales[i / kBlockVecs<kQuant>] = (unsigned char)code;
   } else {
     quantize_fp8_vec<kQuant, T, NV>(qr, i, yv, live, swapped, bits, finite, amax);
   }
