@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Prototype (not the source of any reported number): the library's bf16_gemv TMA kernel
+(through gemv_torch_ext.cu) and torch's F.linear (cuBLAS nvjet) timed in one process by the
+same graph-replay harness (bench/peers.py's Timer logic), with either L2 flush: PyTorch's
+(peers.py: zero_ + sum of max(256 MB, 2x L2)) or the project's (memset 2x L2 + read kernel),
+plus the project's own C++ timing of our kernel. Rounds alternate the order.
+
+    nvcc -std=c++17 -O3 -arch=sm_90a -shared -Xcompiler -fPIC -I../../b12x-core/include \
+      -o /tmp/libgemv_ext.so gemv_torch_ext.cu && python3 gemv_cross_harness.py /tmp/libgemv_ext.so
+"""
+import ctypes
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def make_timer(flush, samples):
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+
+    def time_us(fn):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(samples):
+            flush()
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        del graph
+        return statistics.median(times)
+
+    return time_us
+
+
+def main():
+    lib = ctypes.CDLL(sys.argv[1])
+    lib.gemv_ext_launch.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 7 + [ctypes.c_void_p]
+    lib.gemv_ext_flush.argtypes = [ctypes.c_void_p]
+    lib.gemv_ext_time_cpp.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 8
+    lib.gemv_ext_time_cpp.restype = ctypes.c_double
+    sms = lib.gemv_ext_init()
+    props = torch.cuda.get_device_properties(0)
+    print(f"{props.name}, {sms} SMs, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    l2 = getattr(props, "L2_cache_size", 0) or 0
+    big = torch.empty(max(256 << 20, 2 * l2), dtype=torch.uint8, device="cuda")
+    sink = {}
+
+    def torch_flush():
+        big.zero_()
+        sink["s"] = big.sum(dtype=torch.int64)
+
+    def b12x_flush():
+        lib.gemv_ext_flush(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+
+    samples = 50
+    timers = {"torch-flush": make_timer(torch_flush, samples), "b12x-flush": make_timer(b12x_flush, samples)}
+    # (n, k, m, [(nt, kb, max_stages, sk)]): the library's race winners of these buckets and a neighbour.
+    cases = [
+        (7168, 4096, 16, [(2, 8, 2, 0), (2, 4, 5, 0)]),
+        (7168, 4096, 8, [(1, 8, 3, 0), (1, 4, 6, 0)]),
+        (7168, 4096, 1, [(1, 8, 3, 0)]),
+        (18432, 7168, 16, [(2, 4, 5, 1), (2, 8, 2, 1)]),
+        (18432, 7168, 8, [(1, 4, 6, 1), (1, 8, 3, 1)]),
+    ]
+    torch.manual_seed(0)
+    for n, k, m, cfgs in cases:
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ref = F.linear(x.float(), w.float())
+        fns = {"F.linear": lambda: F.linear(x, w)}
+        for nt, kb, ms, sk in cfgs:
+            def ours(nt=nt, kb=kb, ms=ms, sk=sk):
+                lib.gemv_ext_launch(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, ms, sk,
+                                    ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+                return y
+            ours()
+            torch.cuda.synchronize()
+            err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
+            name = f"b12x tma nt{nt} kb{kb} s{ms} {'sk' if sk else 'rb'}"
+            if err > 2e-2:
+                print(f"  {name}: WRONG rel err {err:.3e}")
+                continue
+            fns[name] = ours
+        print(f"== N={n} K={k} M={m} ({n * k * 2 / 1e6:.1f} MB)")
+        rows = {}
+        for rnd in range(3):
+            order = list(fns.items())
+            if rnd % 2:
+                order.reverse()
+            for fname, fn in order:
+                for tname, timer in timers.items():
+                    rows.setdefault((fname, tname), []).append(timer(fn))
+            for nt, kb, ms, sk in cfgs:
+                t = lib.gemv_ext_time_cpp(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, ms, sk, 30)
+                rows.setdefault((f"b12x tma nt{nt} kb{kb} s{ms} {'sk' if sk else 'rb'}", "C++ proto harness"), []).append(t)
+        for (fname, tname), ts in rows.items():
+            print(f"  {fname:28s} {tname:18s} " + "  ".join(f"{t:6.2f}" for t in ts) + f"   median {statistics.median(ts):6.2f} us")
+
+
+if __name__ == "__main__":
+    main()
