@@ -8,7 +8,9 @@
 //   b12x_read_bw_bulk: one thread per CTA streams kBulkChunk-byte pieces through a
 //   kBulkStages-deep shared-memory ring with cp.async.bulk (the copy engine path, no L1, no
 //   registers; the way TMA-fed kernels and cuBLAS read), xoring one word of each landed piece.
-// Entry points: b12x_read_bw (4 loads in flight), b12x_read_bw_u8 (8), b12x_read_bw_bulk.
+// Entry points: b12x_read_bw (4 loads in flight), b12x_read_bw_u8 (8), b12x_read_bw_bulk;
+//   the L2 flush of bench.rs (EventTimer): b12x_flush_fill (zeros, plain stores) then
+//   b12x_flush_read (plain, L2-allocating loads; xor into the sink as above).
 //   Oracle: none (a probe).
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
@@ -78,6 +80,32 @@ extern "C" __global__ void __launch_bounds__(32) b12x_read_bw_bulk(const __grid_
     const int s = j % kBulkStages;
     b12x::mbar_wait(bar0 + 8 * s, (j / kBulkStages) & 1);
     acc ^= *reinterpret_cast<const unsigned int*>(&s_ring[s][0]);
+  }
+  if (acc == p.magic) p.sink[0] = acc;
+}
+
+// ---- the benchmarks' L2 flush ------------------------------------------------------------
+// Why not memset + b12x_read_bw: the probe's ld.global.nc.L1::no_allocate lines do not displace
+// the memset's dirty lines (or lines the timed work itself loaded with normal priority) from L2,
+// so the timed work paid their write-backs: the read probe over 58.7 MB took 20.0 us after that
+// flush and 17.2 us after this one (bench-results/2026-12-01-h200-d/). Plain stores, then plain
+// loads of the whole buffer (max(256 MB, 2x L2), as bench/peers.py flushes before the peers),
+// leave L2 holding only clean, normal-priority lines of the flush buffer.
+extern "C" __global__ void __launch_bounds__(512) b12x_flush_fill(const __grid_constant__ ReadBwParams p) {
+  b12x::Vec16* dst = const_cast<b12x::Vec16*>(p.src);
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.n_vec; i += stride)
+    dst[i] = b12x::Vec16{{0u, 0u, 0u, 0u}};
+}
+extern "C" __global__ void __launch_bounds__(512) b12x_flush_read(const __grid_constant__ ReadBwParams p) {
+  unsigned int acc = 0;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.n_vec; i += stride) {
+    b12x::Vec16 v;
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                 : "l"(p.src + i));
+    acc ^= v.w[0] ^ v.w[1] ^ v.w[2] ^ v.w[3];
   }
   if (acc == p.magic) p.sink[0] = acc;
 }

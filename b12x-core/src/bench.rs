@@ -1,14 +1,16 @@
 //! Benchmark helpers: one method everywhere (DESIGN.md §7).
 //!
-//! Each timed sample replays a CUDA graph holding the op call(s), with the L2 flushed (a memset
-//! of 2× the L2 size) before the sample and outside the timed events; the median of the
-//! samples is reported. The ceiling is [`read_bandwidth`], measured the same way in the same run.
+//! Each timed sample replays a CUDA graph holding the op call(s), with the L2 flushed before the
+//! sample and outside the timed events ([`EventTimer::flush_l2`]: zeros written over
+//! max(256 MB, 2× L2), then read back with plain loads — what `bench/peers.py` does before the
+//! peers); the median of the samples is reported. The ceiling is [`read_bandwidth`], measured the
+//! same way in the same run.
 
 use crate::autotune::median;
 use crate::kernel::{KernelModule, LaunchDims};
 use crate::{Device, Error, Result};
 use cudarc::driver::sys::{CUevent_flags, CUstreamCaptureMode};
-use cudarc::driver::{result, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 pub struct EventTimer {
     flush: CudaSlice<u8>,
     sink: CudaSlice<u32>,
+    fill: crate::Kernel,
     read: crate::Kernel,
     grid: u32,
     start: CudaEvent,
@@ -25,23 +28,30 @@ pub struct EventTimer {
 impl EventTimer {
     pub fn new(device: &Arc<Device>) -> Result<Self> {
         let ctx = device.context();
-        let flush = device.stream().alloc_zeros::<u8>(2 * device.l2_bytes().max(1 << 20) as usize)?;
+        let bytes = FLUSH_MIN_BYTES.max(2 * device.l2_bytes() as usize);
+        let flush = device.stream().alloc_zeros::<u8>(bytes)?;
         let sink = device.stream().alloc_zeros::<u32>(1)?;
-        let read = device.kernel(&READ_BW, "b12x_read_bw")?;
+        let fill = device.kernel(&READ_BW, "b12x_flush_fill")?;
+        let read = device.kernel(&READ_BW, "b12x_flush_read")?;
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let (start, end) = (ctx.new_event(flags)?, ctx.new_event(flags)?);
-        Ok(Self { flush, sink, read, grid: device.sm_count() * 4, start, end })
+        Ok(Self { flush, sink, fill, read, grid: device.sm_count() * 4, start, end })
     }
-    /// Evicts the sample's data from L2: writes 2× the L2 size, then reads it back, so the
-    /// cache holds only clean lines of the flush buffer and the timed work pays no write-backs.
+    /// Evicts the sample's data from L2: zeros written over the flush buffer (max(256 MB, 2× L2))
+    /// with plain stores, then read back with plain (L2-allocating, normal-priority) loads, so the
+    /// cache holds only clean lines of the flush buffer and the timed work pays no write-backs —
+    /// the same flush `bench/peers.py` runs before the peers. The earlier flush (memset, then the
+    /// read probe's `L1::no_allocate` loads) left dirty lines behind that the timed work paid for
+    /// (a 58.7 MB read: 20.0 µs after it, 17.2 µs after this; `bench-results/2026-12-01-h200-d/`).
     pub fn flush_l2(&mut self, stream: &CudaStream) -> Result<()> {
         let n = self.flush.len();
         let (ptr, _g) = self.flush.device_ptr_mut(stream);
-        unsafe { result::memset_d8_async(ptr, 0x5a, n, stream.cu_stream()) }?;
         let sink = self.sink.device_ptr(stream).0;
         let params = ReadBwParams { src: ptr, sink, n_vec: (n / 16) as u64, magic: 0x9e37_79b9, pad: 0 };
         let dims = LaunchDims { grid: (self.grid, 1, 1), block: (512, 1, 1), smem_bytes: 0 };
-        // SAFETY: ReadBwParams mirrors the kernel's struct; the buffer holds n_vec vectors.
+        // SAFETY: ReadBwParams mirrors the kernels' struct; the buffer holds n_vec vectors (the
+        // fill kernel writes through `src`).
+        unsafe { self.fill.launch(stream, dims, &params) }?;
         unsafe { self.read.launch(stream, dims, &params) }
     }
     /// One sample: flush, event, `work`, event, wait. Returns µs.
@@ -54,6 +64,9 @@ impl EventTimer {
         Ok(self.start.elapsed_ms(&self.end)? as f64 * 1e3)
     }
 }
+
+/// The flush buffer's minimum size (bench/peers.py's `Timer` uses the same).
+const FLUSH_MIN_BYTES: usize = 256 << 20;
 
 /// Captures `work` on the device stream into a graph, replays it `warmup` times, then returns
 /// `samples` timed replays (µs) with L2 flushed before each.
