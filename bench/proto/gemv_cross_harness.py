@@ -48,28 +48,97 @@ def make_timer(flush, samples):
     return time_us
 
 
+class Ext:
+    """gemv_torch_ext.cu's shared library, initialized; every call goes to torch's current stream."""
+
+    def __init__(self, path):
+        lib = ctypes.CDLL(path)
+        lib.gemv_ext_launch.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 7 + [ctypes.c_void_p] + [ctypes.c_int] * 2
+        lib.gemv_ext_flush.argtypes = [ctypes.c_void_p]
+        lib.gemv_ext_flush_kind.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        lib.gemv_ext_read.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p]
+        lib.gemv_ext_smem_dummy.argtypes = [ctypes.c_void_p]
+        lib.gemv_ext_time_cpp.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 8
+        lib.gemv_ext_time_cpp.restype = ctypes.c_double
+        self.lib = lib
+        self.sms = lib.gemv_ext_init()
+
+    @staticmethod
+    def stream():
+        return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+    def gemv(self, w, x, y, n, k, m, nt, kb, stages, sk, ef=1, promo=0):
+        """The library's TMA GEMV y = x W^T (config nt, kb, ring stages, stream-K when sk)."""
+        self.lib.gemv_ext_launch(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, stages, sk, self.stream(),
+                                 ef, promo)
+
+    def flush(self):
+        """The project's flush before session 14 (memset 2x L2, read back with the read probe)."""
+        self.lib.gemv_ext_flush(self.stream())
+
+    def flush_kind(self, kind):
+        self.lib.gemv_ext_flush_kind(kind, self.stream())
+
+    def read(self, t):
+        """The project's read probe over t's bytes."""
+        self.lib.gemv_ext_read(t.data_ptr(), t.numel() * t.element_size(), self.stream())
+
+    def smem_dummy(self):
+        self.lib.gemv_ext_smem_dummy(self.stream())
+
+    def time_cpp(self, w, x, y, n, k, m, nt, kb, stages, sk, samples):
+        return self.lib.gemv_ext_time_cpp(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, stages, sk, samples)
+
+
+class TorchFlush:
+    """bench/peers.py's flush: zero_ + sum of a 256 MB buffer."""
+
+    def __init__(self):
+        self.big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        self.sink = None
+
+    def __call__(self):
+        self.big.zero_()
+        self.sink = self.big.sum(dtype=torch.int64)
+
+
+def rel_err(y, ref):
+    return ((y.float() - ref).abs().max() / ref.abs().max()).item()
+
+
+def add_checked(fns, name, fn, y, ref):
+    """Runs fn once and adds it to fns under name if y then matches ref (else says so)."""
+    fn()
+    torch.cuda.synchronize()
+    err = rel_err(y, ref)
+    if err > 2e-2:
+        print(f"  {name}: WRONG rel err {err:.3e}")
+    else:
+        fns[name] = fn
+
+
+def grid(fns, timers, rounds=2):
+    """{fn name: {timer name: [us per round]}}, every fn under every timer; odd rounds reversed."""
+    res = {}
+    for rnd in range(rounds):
+        for fname, fn in (list(fns.items()) if rnd % 2 == 0 else list(fns.items())[::-1]):
+            for tname, timer in timers.items():
+                res.setdefault(fname, {}).setdefault(tname, []).append(timer(fn))
+    return res
+
+
+def print_grid(res, timers, name_width, col_width):
+    print("  " + " " * name_width + "".join(f"{t:>{col_width}s}" for t in timers))
+    for fname, row in res.items():
+        print(f"  {fname:{name_width}s}" + "".join(f"{'/'.join(f'{t:.2f}' for t in ts):>{col_width}s}" for ts in row.values()))
+
+
 def main():
-    lib = ctypes.CDLL(sys.argv[1])
-    lib.gemv_ext_launch.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 7 + [ctypes.c_void_p]
-    lib.gemv_ext_flush.argtypes = [ctypes.c_void_p]
-    lib.gemv_ext_time_cpp.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 8
-    lib.gemv_ext_time_cpp.restype = ctypes.c_double
-    sms = lib.gemv_ext_init()
+    ext = Ext(sys.argv[1])
     props = torch.cuda.get_device_properties(0)
-    print(f"{props.name}, {sms} SMs, torch {torch.__version__}, CUDA {torch.version.cuda}")
-    l2 = getattr(props, "L2_cache_size", 0) or 0
-    big = torch.empty(max(256 << 20, 2 * l2), dtype=torch.uint8, device="cuda")
-    sink = {}
-
-    def torch_flush():
-        big.zero_()
-        sink["s"] = big.sum(dtype=torch.int64)
-
-    def b12x_flush():
-        lib.gemv_ext_flush(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-
+    print(f"{props.name}, {ext.sms} SMs, torch {torch.__version__}, CUDA {torch.version.cuda}")
     samples = 50
-    timers = {"torch-flush": make_timer(torch_flush, samples), "b12x-flush": make_timer(b12x_flush, samples)}
+    timers = {"torch-flush": make_timer(TorchFlush(), samples), "b12x-flush": make_timer(ext.flush, samples)}
     # (n, k, m, [(nt, kb, max_stages, sk)]): the library's race winners of these buckets and a neighbour.
     cases = [
         (7168, 4096, 16, [(2, 8, 2, 0), (2, 4, 5, 0)]),
@@ -86,18 +155,8 @@ def main():
         ref = F.linear(x.float(), w.float())
         fns = {"F.linear": lambda: F.linear(x, w)}
         for nt, kb, ms, sk in cfgs:
-            def ours(nt=nt, kb=kb, ms=ms, sk=sk):
-                lib.gemv_ext_launch(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, ms, sk,
-                                    ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-                return y
-            ours()
-            torch.cuda.synchronize()
-            err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
-            name = f"b12x tma nt{nt} kb{kb} s{ms} {'sk' if sk else 'rb'}"
-            if err > 2e-2:
-                print(f"  {name}: WRONG rel err {err:.3e}")
-                continue
-            fns[name] = ours
+            add_checked(fns, f"b12x tma nt{nt} kb{kb} s{ms} {'sk' if sk else 'rb'}",
+                        lambda cfg=(nt, kb, ms, sk): ext.gemv(w, x, y, n, k, m, *cfg), y, ref)
         print(f"== N={n} K={k} M={m} ({n * k * 2 / 1e6:.1f} MB)")
         rows = {}
         for rnd in range(3):
@@ -108,7 +167,7 @@ def main():
                 for tname, timer in timers.items():
                     rows.setdefault((fname, tname), []).append(timer(fn))
             for nt, kb, ms, sk in cfgs:
-                t = lib.gemv_ext_time_cpp(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, ms, sk, 30)
+                t = ext.time_cpp(w, x, y, n, k, m, nt, kb, ms, sk, 30)
                 rows.setdefault((f"b12x tma nt{nt} kb{kb} s{ms} {'sk' if sk else 'rb'}", "C++ proto harness"), []).append(t)
         for (fname, tname), ts in rows.items():
             print(f"  {fname:28s} {tname:18s} " + "  ".join(f"{t:6.2f}" for t in ts) + f"   median {statistics.median(ts):6.2f} us")

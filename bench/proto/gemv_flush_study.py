@@ -13,37 +13,21 @@ one process and one harness (gemv_cross_harness.make_timer), flushes:
     nvcc -std=c++17 -O3 -arch=sm_90a -shared -Xcompiler -fPIC -I../../b12x-core/include \
       -o /tmp/libgemv_ext.so gemv_torch_ext.cu && python3 gemv_flush_study.py /tmp/libgemv_ext.so
 """
-import ctypes
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from gemv_cross_harness import make_timer
+from gemv_cross_harness import Ext, TorchFlush, add_checked, grid, make_timer, print_grid
 
 
 def main():
-    lib = ctypes.CDLL(sys.argv[1])
-    lib.gemv_ext_launch.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 7 + [ctypes.c_void_p, ctypes.c_int]
-    lib.gemv_ext_flush_kind.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    lib.gemv_ext_read.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_void_p]
-    lib.gemv_ext_init()
+    ext = Ext(sys.argv[1])
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, L2 {getattr(props, 'L2_cache_size', 0) / 2**20:.0f} MiB, torch {torch.__version__}")
-    big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    sink = {}
-
-    def cur():
-        return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-
-    def torch_flush():
-        big.zero_()
-        sink["s"] = big.sum(dtype=torch.int64)
-
-    flushes = {"torch": torch_flush}
+    flushes = {"torch": TorchFlush()}
     for kind in range(5):
-        flushes[f"k{kind}"] = lambda kind=kind: lib.gemv_ext_flush_kind(kind, cur())
+        flushes[f"k{kind}"] = lambda kind=kind: ext.flush_kind(kind)
     timers = {name: make_timer(f, 30) for name, f in flushes.items()}
     cases = [(7168, 4096, 16, (2, 8, 2, 0)), (7168, 4096, 1, (1, 8, 3, 0)), (18432, 7168, 16, (2, 8, 2, 1))]
     torch.manual_seed(0)
@@ -54,24 +38,10 @@ def main():
         ref = F.linear(x.float(), w.float())
         fns = {"F.linear": lambda: F.linear(x, w)}
         for ef in (1, 0):
-            def ours(ef=ef):
-                lib.gemv_ext_launch(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, ms, sk, cur(), ef)
-                return y
-            ours()
-            torch.cuda.synchronize()
-            err = ((y.float() - ref).abs().max() / ref.abs().max()).item()
-            assert err < 2e-2, err
-            fns[f"b12x {'ef' if ef else 'nh'}"] = ours
-        fns["read W"] = lambda: lib.gemv_ext_read(w.data_ptr(), w.numel() * 2, cur())
+            add_checked(fns, f"b12x {'ef' if ef else 'nh'}", lambda ef=ef: ext.gemv(w, x, y, n, k, m, nt, kb, ms, sk, ef), y, ref)
+        fns["read W"] = lambda: ext.read(w)
         print(f"== N={n} K={k} M={m} ({n * k * 2 / 1e6:.1f} MB), ours tma nt{nt} kb{kb} s{ms} {'sk' if sk else 'rb'}")
-        print("  " + " " * 10 + "".join(f"{t:>16s}" for t in timers))
-        res = {}
-        for rnd in range(2):
-            for fname, fn in (list(fns.items()) if rnd == 0 else list(fns.items())[::-1]):
-                for tname, timer in timers.items():
-                    res.setdefault(fname, {}).setdefault(tname, []).append(timer(fn))
-        for fname, row in res.items():
-            print(f"  {fname:10s}" + "".join(f"{'/'.join(f'{t:.2f}' for t in ts):>16s}" for ts in row.values()))
+        print_grid(grid(fns, timers), timers, 10, 16)
 
 
 if __name__ == "__main__":
