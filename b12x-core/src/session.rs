@@ -259,12 +259,15 @@ impl PreparationSession {
     }
 
     /// From now on, no kernel may be resolved on this device (until this session closes).
+    /// The race timer and its L2-flush buffer (max(256 MB, 2× L2) of device memory) are freed:
+    /// a frozen session races nothing more, and a serving process keeps its session for good.
     pub fn freeze(&mut self) {
         if let Ok(next) = self.state.after_freeze() {
             if self.state != SessionState::Frozen {
                 self.device.frozen.fetch_add(1, Ordering::AcqRel);
             }
             self.state = next;
+            self.timer = None;
         }
     }
 
