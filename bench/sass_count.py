@@ -77,7 +77,7 @@ def count(cubin):
             cur = m.group(1)
             out[cur] = collections.Counter()
             continue
-        m = re.match(r"\s*/\*[0-9a-f]{4}\*/\s+(.*?);", line)
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?);", line)  # addresses grow past 4 hex digits
         if m and cur:
             op = re.sub(r"^@!?U?P\w+\s+", "", m.group(1)).split()[0].split(".")[0]
             if op != "NOP":
