@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prototype (not the source of any reported number): the library's bf16_gemv TMA kernel
 (through gemv_torch_ext.cu) and torch's F.linear (cuBLAS nvjet) timed in one process by the
-same graph-replay harness (bench/peers.py's Timer logic), with either L2 flush: PyTorch's
+same graph-replay harness (bench/peers.py's Timer), with either L2 flush: PyTorch's
 (peers.py: zero_ + sum of max(256 MB, 2x L2)) or the project's (memset 2x L2 + read kernel),
 plus the project's own C++ timing of our kernel. Rounds alternate the order.
 
@@ -9,43 +9,20 @@ plus the project's own C++ timing of our kernel. Rounds alternate the order.
       -o /tmp/libgemv_ext.so gemv_torch_ext.cu && python3 gemv_cross_harness.py /tmp/libgemv_ext.so
 """
 import ctypes
+import os
 import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from peers import L2Flush, Timer  # noqa: E402
+
 
 def make_timer(flush, samples):
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-
-    def time_us(fn):
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        for _ in range(3):
-            graph.replay()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(samples):
-            flush()
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3)
-        del graph
-        return statistics.median(times)
-
-    return time_us
+    """bench/peers.py's Timer with another flush: µs of one graph replay of fn, median."""
+    return Timer(samples, flush).time_us
 
 
 class Ext:
@@ -90,16 +67,9 @@ class Ext:
         return self.lib.gemv_ext_time_cpp(w.data_ptr(), x.data_ptr(), y.data_ptr(), n, k, m, nt, kb, stages, sk, samples)
 
 
-class TorchFlush:
-    """bench/peers.py's flush: zero_ + sum of a 256 MB buffer."""
-
-    def __init__(self):
-        self.big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-        self.sink = None
-
-    def __call__(self):
-        self.big.zero_()
-        self.sink = self.big.sum(dtype=torch.int64)
+# bench/peers.py's flush (zero_ + sum of max(256 MB, 2x L2)), the peers' and, since session 14,
+# b12x-core's EventTimer's.
+TorchFlush = L2Flush
 
 
 def rel_err(y, ref):

@@ -24,7 +24,7 @@ def main():
     ext = Ext(sys.argv[1])
     tiny = torch.zeros(1, device="cuda")
     torch_flush = TorchFlush()
-    big = torch_flush.big
+    big = torch_flush.buf
     sink = {}
     variant = sys.argv[2] if len(sys.argv) > 2 else "a"
     flushes = {
