@@ -592,61 +592,80 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     u_begin = min(int(blockIdx.x) * q, units);
     n_units = min(units - u_begin, q);
   }
+  // Walk order (producer and consumers alike): the CTA's list rotated so that, when it spans
+  // two or more row blocks and its last row block continues in the next CTA, that block's
+  // units come first; its first row block (if it began in the previous CTA) is next anyway.
+  // Both contributions to every shared row block are then finished early, so its merge
+  // (partials out, counter, the last arrival's sum) overlaps the ring's streaming instead of
+  // trailing the last load, and the CTA ends on a direct store of y. Each row block's units
+  // keep their k order, so the bits are those of the plain order.
+  int tail = 0;
+  if (!clustered && n_units > 0 && u_begin / kstages != (u_begin + n_units - 1) / kstages)
+    tail = (u_begin + n_units) % kstages;
+  auto unit_at = [&](int i) { return i < tail ? u_begin + n_units - tail + i : u_begin + i - tail; };
   const int stages = tp.stages;
   const uint32_t full0 = smem_addr(s_bar);
   const uint32_t empty0 = full0 + 8 * kMaxTmaStages;
-  if (threadIdx.x == 0) {
+  const bool pdl = p.flags & kPdl;
+  // Producer (warp CW, lane 0). Stage s of round r waits for the consumers' release of round
+  // r-1. PDL launch: the first round's W boxes go out before pdl_wait (W is never written by an
+  // earlier kernel on the stream, so they stream while that kernel finishes), everything else
+  // after it. Otherwise each stage's W and x boxes go out together (x then arrives with stage 0
+  // instead of behind the whole first round of W: ~0.7 µs sooner on the 58 MB shapes).
+  const bool evict_first = tp.flags & kTmaEvictFirst;
+  const uint64_t w_policy = l2_policy_evict_first();
+  const uint64_t x_policy = l2_policy_evict_last();
+  auto load_w = [&](int i, int s) {
+    const uint32_t bar = full0 + 8 * s;
+    mbar_arrive_expect_tx(bar, Tile::kStageBytes);
+    const int u = unit_at(i);
+    const int rb = u / kstages;
+    const int k0 = (u - rb * kstages) * 64 * KB;
+    const uint32_t st = ring + s * Tile::kStageBytes;
+#pragma unroll
+    for (int j = 0; j < KB; ++j) {
+      if (evict_first)
+        tma_load_2d(st + j * Tile::kWBox, &tp.w_map, k0 + 64 * j, rb * ROWS, bar, w_policy);
+      else
+        tma_load_2d(st + j * Tile::kWBox, &tp.w_map, k0 + 64 * j, rb * ROWS, bar);
+    }
+  };
+  auto load_x = [&](int i, int s) {
+    const uint32_t bar = full0 + 8 * s;
+    const int u = unit_at(i);
+    const int rb = u / kstages;
+    const int k0 = (u - rb * kstages) * 64 * KB;
+    const uint32_t st = ring + s * Tile::kStageBytes;
+#pragma unroll
+    for (int j = 0; j < KB; ++j)
+      tma_load_2d(st + KB * Tile::kWBox + j * Tile::kXBox, &tp.x_map, k0 + 64 * j, 0, bar, x_policy);
+  };
+  // The producer lane initializes the barriers and sends the ring's first round right at the
+  // top of the kernel, before the CTA barrier: after an L2 flush the kernel's code comes from
+  // DRAM, and the producer's loop sits at the far end of the entry point (ptxas places it after
+  // the consumers'), so W streams while the rest of the code is fetched.
+  const int first = min(stages, n_units);
+  if (warp == CW && lane == 0) {
+    tma_prefetch_descriptor(&tp.w_map);
+    tma_prefetch_descriptor(&tp.x_map);
     for (int s = 0; s < stages; ++s) {
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, CW);
     }
     mbar_fence_init();
+    for (int i = 0; i < first; ++i) {
+      load_w(i, i);
+      if (!pdl) load_x(i, i);
+    }
   }
   __syncthreads();
 
-  const bool pdl = p.flags & kPdl;
   if (clustered && n_units < 1) __trap();  // a rank without work would skip the cluster barriers
   if (warp == CW) {
-    // Producer. Stage s of round r waits for the consumers' release of round r-1. PDL launch:
-    // the first round's W boxes go out before pdl_wait (W is never written by an earlier
-    // kernel on the stream, so they stream while that kernel finishes), everything else after
-    // it. Otherwise each stage's W and x boxes go out together (x then arrives with stage 0
-    // instead of behind the whole first round of W: ~0.7 µs sooner on the 58 MB shapes).
     // Every thread lets the next PDL kernel launch only after its own pdl_wait, so only the
     // kernel right before this one can still be running while W is read.
     if (lane == 0) {
-      tma_prefetch_descriptor(&tp.w_map);
-      tma_prefetch_descriptor(&tp.x_map);
-      const bool evict_first = tp.flags & kTmaEvictFirst;
-      const uint64_t w_policy = l2_policy_evict_first();
-      const uint64_t x_policy = l2_policy_evict_last();
-      auto load_w = [&](int i, int s) {
-        const uint32_t bar = full0 + 8 * s;
-        mbar_arrive_expect_tx(bar, Tile::kStageBytes);
-        const int rb = (u_begin + i) / kstages;
-        const int k0 = (u_begin + i - rb * kstages) * 64 * KB;
-        const uint32_t st = ring + s * Tile::kStageBytes;
-#pragma unroll
-        for (int j = 0; j < KB; ++j) {
-          if (evict_first)
-            tma_load_2d(st + j * Tile::kWBox, &tp.w_map, k0 + 64 * j, rb * ROWS, bar, w_policy);
-          else
-            tma_load_2d(st + j * Tile::kWBox, &tp.w_map, k0 + 64 * j, rb * ROWS, bar);
-        }
-      };
-      auto load_x = [&](int i, int s) {
-        const uint32_t bar = full0 + 8 * s;
-        const int rb = (u_begin + i) / kstages;
-        const int k0 = (u_begin + i - rb * kstages) * 64 * KB;
-        const uint32_t st = ring + s * Tile::kStageBytes;
-#pragma unroll
-        for (int j = 0; j < KB; ++j)
-          tma_load_2d(st + KB * Tile::kWBox + j * Tile::kXBox, &tp.x_map, k0 + 64 * j, 0, bar, x_policy);
-      };
-      int first = 0;
       if (pdl) {
-        first = min(stages, n_units);
-        for (int i = 0; i < first; ++i) load_w(i, i);
         pdl_wait_then_release();
         for (int i = 0; i < first; ++i) load_x(i, i);
       }
@@ -714,9 +733,8 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     if (lane == 0) mbar_arrive(empty0 + 8 * s);
     if (++s == stages) s = 0, ++round;
 
-    const int u = u_begin + i;
-    const int rb = u / kstages;
-    if (u - rb * kstages != kstages - 1 && i != n_units - 1) continue;
+    const int rb = unit_at(i) / kstages;
+    if (i + 1 < n_units && unit_at(i + 1) / kstages == rb) continue;  // row block rb goes on
     const int row_base = rb * ROWS + 16 * RT * warp;
     if (clustered) {
       // This is the CTA's only row block. Each lane's fragments go to this CTA's partial
@@ -725,7 +743,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       // tile alive until all ranks have read it.
       // Tile layout [warp][fragment][lane]: conflict-free for the stores and the remote loads.
       constexpr int F = RT * NT * 4;
-      static_assert(RT == 1, "config.rs sizes the cluster tile (tma_cluster_tile_bytes) for RT = 1");
+      // config.rs sizes it the same (tma_cluster_tile_bytes: CW · 32 lanes · F values · 4 B).
       const uint32_t s_mine = ring + stages * Tile::kStageBytes + (warp * F * 32 + lane) * 4;
       for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) {
         st_shared_f32(s_mine + ((rt * NT + nt) * 4 + e) * 32 * 4, acc[rt][nt][e]);
@@ -772,8 +790,9 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       __threadfence();
       float sum[RT][NT][4];
       for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) { sum[rt][nt][e] = 0.0f; });
-      // Loads of up to 8 / NT contributors in flight (32 values per lane; more spills at NT = 4).
-#pragma unroll(8 / NT)
+      // Loads of up to 8 / (NT·RT) contributors in flight (32 values per lane; more spill at
+      // NT = 4, and at RT = 3 with 8 / NT).
+#pragma unroll(8 / (NT * RT))
       for (int c = c_first; c <= c_last; ++c) {
         const float* part = slot_of(c);
         for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
@@ -943,9 +962,13 @@ B12X_GEMV_ALL_OUT(B12X_GEMV_MMA, 8, 2, 2, 3)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 4, 8)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 1, 2, 8)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 3, 3, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 1, 3, 3, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 4, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 4, 8)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 1, 2, 8)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 3, 3, 2)
+B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 2, 3, 3, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_TMA, 4, 1, 4, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 1)
 B12X_GEMV_ALL_OUT(B12X_GEMV_MMA_UNALIGNED, 2)

@@ -331,7 +331,7 @@ fn config_ids_are_stable() {
     assert_eq!(s.variant.symbol(DType::BF16), "b12x_bf16_gemv_simt_mt8_unaligned_bf16out");
     // The cluster split-K work split keeps the TMA kernel (the split is a run-time flag).
     let t = Config {
-        variant: Variant::Tma { nt: 2, cw: 2, kb: 8 },
+        variant: Variant::Tma { nt: 2, rt: 1, cw: 2, kb: 8 },
         warps_r: 2,
         warps_k: 1,
         ksplit: 1,

@@ -21,15 +21,27 @@ pub const MMA_VARIANTS: [(u32, u32, u32, u32); 9] = [
 /// registers; no shared-memory ring.
 pub const DIRECT_VARIANTS: [(u32, u32, u32); 10] =
     [(1, 1, 4), (1, 1, 8), (1, 2, 4), (2, 1, 4), (2, 1, 8), (2, 2, 4), (4, 1, 4), (4, 2, 2), (8, 1, 2), (8, 2, 2)];
-/// TMA variants (BF16 x, 16-byte aligned): `(NT, CW, KB)`. CW consumer warps own 16 W rows
-/// each (16·CW rows per CTA row block), one producer warp keeps a ring of TMA boxes in flight;
+/// TMA variants (BF16 x, 16-byte aligned): `(NT, RT, CW, KB)`. CW consumer warps own 16·RT W
+/// rows each (16·RT·CW rows per CTA row block), one producer warp keeps a ring of TMA boxes in flight;
 /// a ring stage holds KB 64-wide k boxes of W and x. On the H200 longer stretches of each row
 /// per stage (KB = 4, 8: 512 B, 1 KB) stream faster than KB = 2, and 64-row blocks beat 128.
 /// 32-row blocks (CW = 2) double the CTAs of one-CTA-per-row-block work where N is small
 /// (4096 rows: 128 CTAs instead of 64), which matters with PDL: every CTA streams its first
-/// ring of W before `griddepcontrol.wait`.
-pub const TMA_VARIANTS: [(u32, u32, u32); 7] =
-    [(1, 4, 4), (1, 4, 8), (1, 2, 8), (2, 4, 4), (2, 4, 8), (2, 2, 8), (4, 4, 2)];
+/// ring of W before `griddepcontrol.wait`. 144-row blocks (RT = 3, CW = 3) make one CTA per
+/// row block exactly one wave of 128 CTAs on 18432-row W (no merges; 64-row blocks need 288).
+pub const TMA_VARIANTS: [(u32, u32, u32, u32); 11] = [
+    (1, 1, 4, 4),
+    (1, 1, 4, 8),
+    (1, 1, 2, 8),
+    (1, 3, 3, 2),
+    (1, 3, 3, 4),
+    (2, 1, 4, 4),
+    (2, 1, 4, 8),
+    (2, 1, 2, 8),
+    (2, 3, 3, 2),
+    (2, 3, 3, 4),
+    (4, 1, 4, 2),
+];
 /// Deepest TMA ring the kernel supports (`kMaxTmaStages`).
 pub const TMA_MAX_STAGES: u32 = 16;
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
@@ -62,7 +74,7 @@ pub enum Variant {
     Mma { nt: u32, rt: u32, u: u32, stages: u32 },
     MmaDirect { nt: u32, rt: u32, u: u32 },
     MmaUnaligned { nt: u32 },
-    Tma { nt: u32, cw: u32, kb: u32 },
+    Tma { nt: u32, rt: u32, cw: u32, kb: u32 },
     Simt { mt: u32, rs: u32 },
     SimtUnaligned { mt: u32 },
 }
@@ -71,8 +83,8 @@ impl Variant {
     /// Rows of W one warp owns.
     pub fn rows_per_warp(self) -> u32 {
         match self {
-            Variant::Mma { rt, .. } | Variant::MmaDirect { rt, .. } => 16 * rt,
-            Variant::MmaUnaligned { .. } | Variant::Tma { .. } => 16,
+            Variant::Mma { rt, .. } | Variant::MmaDirect { rt, .. } | Variant::Tma { rt, .. } => 16 * rt,
+            Variant::MmaUnaligned { .. } => 16,
             Variant::Simt { rs, .. } => rs,
             Variant::SimtUnaligned { .. } => 2,
         }
@@ -92,7 +104,7 @@ impl Variant {
             Variant::Mma { nt, rt, u, stages } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}"),
             Variant::MmaDirect { nt, rt, u } => format!("mmad_nt{nt}_rt{rt}_u{u}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
-            Variant::Tma { nt, cw, kb } => format!("tma_nt{nt}_rt1_cw{cw}_kb{kb}"),
+            Variant::Tma { nt, rt, cw, kb } => format!("tma_nt{nt}_rt{rt}_cw{cw}_kb{kb}"),
             Variant::Simt { mt, rs } => format!("simt_mt{mt}_rs{rs}"),
             Variant::SimtUnaligned { mt } => format!("simt_mt{mt}_unaligned"),
         }
@@ -107,7 +119,7 @@ impl Variant {
 pub fn all_symbols() -> Vec<String> {
     let mut v: Vec<Variant> = DIRECT_VARIANTS.iter().map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u }).collect();
     v.extend(MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }));
-    v.extend(TMA_VARIANTS.iter().map(|&(nt, cw, kb)| Variant::Tma { nt, cw, kb }));
+    v.extend(TMA_VARIANTS.iter().map(|&(nt, rt, cw, kb)| Variant::Tma { nt, rt, cw, kb }));
     v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
     v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
     v.extend(UNALIGNED_TILES.iter().map(|&mt| Variant::SimtUnaligned { mt }));
@@ -238,7 +250,7 @@ impl Config {
     /// Bytes of one TMA ring stage (0 for the other families).
     pub fn tma_stage_bytes(&self) -> u32 {
         match self.variant {
-            Variant::Tma { nt, cw, kb } => kb * (16 * cw * 128 + 8 * nt * 128),
+            Variant::Tma { nt, rt, cw, kb } => kb * (16 * rt * cw * 128 + 8 * nt * 128),
             _ => 0,
         }
     }
@@ -246,7 +258,7 @@ impl Config {
     /// 16·RT × 8·NT fragment values, f32.
     pub fn tma_cluster_tile_bytes(&self) -> u32 {
         match self.variant {
-            Variant::Tma { nt, cw, .. } => cw * 32 * nt * 4 * 4,
+            Variant::Tma { nt, rt, cw, .. } => cw * 32 * rt * nt * 4 * 4,
             _ => 0,
         }
     }
@@ -392,8 +404,8 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
     // memory allows (at least two stages); both work splits and both W hints.
     if !g.x_f32 && g.aligned {
         let nt = token_tiles(g.rows_hi);
-        for &(vnt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
-            let variant = Variant::Tma { nt: vnt, cw, kb };
+        for &(vnt, rt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
+            let variant = Variant::Tma { nt: vnt, rt, cw, kb };
             let probe = Config { variant, warps_r: cw, warps_k: 1, ksplit: 1, tma: None };
             let stage = probe.tma_stage_bytes();
             let depth = |reserve: u32| {

@@ -48,7 +48,7 @@ pub(super) fn launch(
 
 /// Encodes the TMA descriptors of W and x from `p` and launches a `tma` config.
 fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, stream: &CudaStream) -> Result<()> {
-    let (Variant::Tma { nt, cw, .. }, Some(mode)) = (c.variant, c.tma) else {
+    let (Variant::Tma { nt, rt, cw, .. }, Some(mode)) = (c.variant, c.tma) else {
         return Err(Error::UnknownConfig { op: OP, bucket: String::new(), config: c.id() });
     };
     let (n, k, m) = (p.n as usize, p.k as usize, p.m as usize);
@@ -58,7 +58,7 @@ fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, 
         rows: n,
         cols: k,
         row_stride_bytes: p.ldw as usize * 2,
-        box_rows: 16 * cw,
+        box_rows: 16 * rt * cw,
         box_cols: 64,
     };
     let x = Tma2d { base: p.x, rows: m, row_stride_bytes: p.ldx as usize * 2, box_rows: 8 * nt, ..w };
