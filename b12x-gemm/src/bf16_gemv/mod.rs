@@ -36,18 +36,20 @@
 //!   the current group's MMAs run. Wins some 58 MB buckets on the H200 (within noise of `tma`).
 //! - `mma_nt{NT}_rt{RT}_u{U}_s{S}` — the same MMAs fed through an S-stage cp.async ring per
 //!   warp in shared memory (W copied row-contiguously into a swizzled tile, x pieces by the
-//!   lanes that use them), S−1 groups in flight. Wins the LM head, 18432×7168 at M ≤ 8 and
-//!   the small shapes on the H200.
-//! - `tma_nt{NT}_rt1_cw{CW}_kb{KB}_s{S}_{sk|rb|c2|c4|c8}_{ef|nh}` — the same MMAs fed from shared
-//!   memory: a producer warp keeps an S-stage ring of TMA boxes (KB 64-wide k boxes of 16·CW W
-//!   rows and of x, 128-byte swizzled, zero-filled past N, M and K) in flight while CW consumer
-//!   warps read fragments with `ldmatrix`. `sk`: the flat (row block, k-stage) list is split
-//!   evenly over one CTA per SM (stream-K), row blocks shared by two CTAs merged by the last to
-//!   arrive, in CTA order; `rb`: one CTA per row block; `c{C}`: a cluster of C CTAs per row
+//!   lanes that use them), S−1 groups in flight. Wins the LM head at M ≤ 2 and the small
+//!   shapes on the H200.
+//! - `tma_nt{NT}_rt{RT}_cw{CW}_kb{KB}_s{S}_{sk|rb|c2|c4|c8}_{ef|nh}` — the same MMAs fed from
+//!   shared memory: a producer warp keeps an S-stage ring of TMA boxes (KB 64-wide k boxes of
+//!   16·RT·CW W rows and of x, 128-byte swizzled, zero-filled past N, M and K) in flight while
+//!   CW consumer warps read fragments with `ldmatrix`. `sk`: the flat (row block, k-stage) list
+//!   is split evenly over one CTA per SM (stream-K), each CTA walking the row block it shares
+//!   with the next CTA first, row blocks shared by two CTAs merged by the last to arrive, in
+//!   CTA order; `rb`: one CTA per row block; `c{C}`: a cluster of C CTAs per row
 //!   block splitting its k-stages, partial tiles summed in rank order through distributed
 //!   shared memory (no scratch; wins the router). `ef`/`nh`: L2 evict-first hint on W or
-//!   none. Descriptors are encoded in `run` (a host-only driver call). Wins the 58 MB shapes and
-//!   M = 16 on the large ones on the H200 (`src/bf16_gemv/README.md`).
+//!   none. Descriptors are encoded in `run` (a host-only driver call). Wins the 58 MB shapes at
+//!   M = 16 and (144-row blocks, RT = 3, CW = 3) every M of 18432×7168 on the H200
+//!   (`src/bf16_gemv/README.md`).
 //! - NT is the smallest token tile covering the bucket (M ≤ 8 → NT = 1, …).
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
