@@ -528,6 +528,11 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 // bits whichever CTA finishes last.
 // Out-of-range rows (>= N), tokens (>= M) and k (>= K) are zero-filled by the TMA.
 constexpr int kMaxTmaStages = 16;
+// Prototype hook (bench/proto/gemv_phase_proto.cu times a CTA's phases with it): when `cond`
+// holds, record phase k. Nothing in the library defines it, so it compiles to nothing.
+#ifndef B12X_GEMV_TMA_MARK
+#define B12X_GEMV_TMA_MARK(k, cond)
+#endif
 
 template <int NT, int RT, int CW, int KB>
 struct TmaTile {
@@ -657,6 +662,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       load_w(i, i);
       if (!pdl) load_x(i, i);
     }
+    B12X_GEMV_TMA_MARK(0, true);
   }
   __syncthreads();
 
@@ -704,6 +710,8 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   int s = 0, round = 0;
   for (int i = 0; i < n_units; ++i) {
     mbar_wait(full0 + 8 * s, round & 1);
+    B12X_GEMV_TMA_MARK(1, warp == 0 && i == 0);
+    B12X_GEMV_TMA_MARK(2, warp == 0 && i == n_units - 1);
     const uint32_t st = ring + s * Tile::kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j) {

@@ -1,8 +1,10 @@
 // proto_common.cuh — helpers shared by the prototype harnesses in bench/proto (not part of the
 // build): error checks, a hashed bf16 fill, a naive reference GEMV (f32 out), graph-replay
-// timing with the project's L2 flush (memset + read of 2x L2 outside the timed events) and the
+// timing with the project's L2 flush (EventTimer::flush_l2 since session 14: zero fill + plain
+// read of max(256 MB, 2x L2), outside the timed events; before session 15 these harnesses
+// flushed with the old memset + no-allocate read) and the
 // bf16 tensor-map encoder (through cudaGetDriverEntryPoint: no -lcuda needed).
-// Include after the kernel sources (it uses b12x_read_bw and ReadBwParams).
+// Include after the kernel sources (it uses b12x_flush_fill, b12x_flush_read and ReadBwParams).
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -44,8 +46,11 @@ static double time_graph(cudaStream_t st, std::function<void()> work, int sample
   cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
   std::vector<double> t;
   for (int i = 0; i < samples; ++i) {
-    CK(cudaMemsetAsync(g_flush, i & 0xff, g_flush_bytes, st));
-    { ReadBwParams rp{(const b12x::Vec16*)g_flush, g_sink, g_flush_bytes / 16, 0x9e3779b9u, 0}; b12x_read_bw<<<528, 512, 0, st>>>(rp); }
+    {  // the project's flush (EventTimer::flush_l2, session 14): zeros with plain stores, read back with plain loads
+      ReadBwParams rp{(const b12x::Vec16*)g_flush, g_sink, g_flush_bytes / 16, 0x9e3779b9u, 0};
+      b12x_flush_fill<<<528, 512, 0, st>>>(rp);
+      b12x_flush_read<<<528, 512, 0, st>>>(rp);
+    }
     CK(cudaEventRecord(a, st)); CK(cudaGraphLaunch(ge, st)); CK(cudaEventRecord(b, st));
     CK(cudaEventSynchronize(b)); float ms; cudaEventElapsedTime(&ms, a, b); t.push_back(ms * 1e3);
   }
@@ -55,12 +60,12 @@ static double time_graph(cudaStream_t st, std::function<void()> work, int sample
 }
 
 // The harnesses' start: a non-blocking stream, the device's properties, the flush buffer
-// (2x L2) and the read probe's sink.
+// (max(256 MB, 2x L2)) and the read probe's sink.
 static cudaStream_t proto_init(cudaDeviceProp& prop) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   CK(cudaGetDeviceProperties(&prop, 0));
-  g_flush_bytes = 2 * (size_t)prop.l2CacheSize;
+  g_flush_bytes = std::max<size_t>(256u << 20, 2 * (size_t)prop.l2CacheSize);
   CK(cudaMalloc(&g_flush, g_flush_bytes));
   CK(cudaMalloc(&g_sink, 4));
   return st;
