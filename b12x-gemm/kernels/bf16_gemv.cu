@@ -651,6 +651,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   // the consumers'), so W streams while the rest of the code is fetched.
   const int first = min(stages, n_units);
   if (warp == CW && lane == 0) {
+    B12X_GEMV_TMA_MARK(3, true);
     tma_prefetch_descriptor(&tp.w_map);
     tma_prefetch_descriptor(&tp.x_map);
     for (int s = 0; s < stages; ++s) {
@@ -660,6 +661,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     mbar_fence_init();
     for (int i = 0; i < first; ++i) {
       load_w(i, i);
+      B12X_GEMV_TMA_MARK(4, i == 0);
       if (!pdl) load_x(i, i);
     }
     B12X_GEMV_TMA_MARK(0, true);

@@ -1,19 +1,21 @@
 // Prototype harness: where a single graph-replayed call of the bf16_gemv TMA kernel spends the
 // ~3 µs it takes beyond a pure read of the same 264 MB (session 15; not part of the build, not
 // the source of any reported number). Wraps gemv_tma in kernels that record, per CTA
-// (%globaltimer, 32 ns steps): its first instruction, the producer's first round sent (phase 0),
+// (%globaltimer, 32 ns steps): its first instruction, the producer lane's arrival at its block
+// (phase 3), its first stage of W boxes sent (phase 4), the first round sent (phase 0),
 // consumer warp 0's first and last full stage (phases 1, 2; B12X_GEMV_TMA_MARK in
 // bf16_gemv.cu) and the CTA's exit; the read probes get start and exit. Timed with the
 // project's flush (proto_common.cuh), median of 30; the phases are the last replay's.
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/phase gemv_phase_proto.cu && /tmp/phase
+// -DEARLY_PF: the wrapper's producer lane prefetches the two tensor maps before anything else.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
-__device__ unsigned long long g_mark[4096][3];
+__device__ unsigned long long g_mark[4096][5];
 #define B12X_GEMV_TMA_MARK(k, cond)                                                     \
   if (cond) {                                                                           \
     unsigned long long t_;                                                              \
@@ -29,6 +31,12 @@ __device__ unsigned long long g_mark[4096][3];
 template <int NT, int RT, int CW, int KB>
 __global__ void __launch_bounds__(32 * (CW + 1), 1) phased_tma(const __grid_constant__ b12x::Bf16GemvTmaParams p) {
   trace_start();
+#ifdef EARLY_PF  // variant: the producer lane prefetches both descriptors as its first instruction
+  if (threadIdx.x == 32 * CW) {
+    b12x::tma_prefetch_descriptor(&p.w_map);
+    b12x::tma_prefetch_descriptor(&p.x_map);
+  }
+#endif
   b12x::bf16_gemv::gemv_tma<NT, RT, CW, KB, bf16>(p);
   trace_end();
 }
@@ -47,16 +55,18 @@ static double pct(std::vector<double> v, double q) {
 
 // Phases of the last replay against the event time (µs from the first CTA's start).
 static void report_phases(const char* what, int grid, double event_us, bool marks) {
-  static unsigned long long h[4096][3], m[4096][3];
+  static unsigned long long h[4096][3], m[4096][5];
   CK(cudaMemcpyFromSymbol(h, g_trace, sizeof(unsigned long long) * 3 * grid));
-  if (marks) CK(cudaMemcpyFromSymbol(m, g_mark, sizeof(unsigned long long) * 3 * grid));
+  if (marks) CK(cudaMemcpyFromSymbol(m, g_mark, sizeof(unsigned long long) * 5 * grid));
   unsigned long long s0 = ~0ull;
   for (int c = 0; c < grid; ++c) s0 = std::min(s0, h[c][0]);
-  std::vector<double> start, sent, first, last, end, drain;
+  std::vector<double> start, pro, issued, sent, first, last, end, drain;
   for (int c = 0; c < grid; ++c) {
     start.push_back((h[c][0] - s0) * 1e-3);
     end.push_back((h[c][1] - s0) * 1e-3);
     if (marks) {
+      pro.push_back((m[c][3] - h[c][0]) * 1e-3);
+      issued.push_back((m[c][4] - h[c][0]) * 1e-3);
       sent.push_back((m[c][0] - s0) * 1e-3);
       first.push_back((m[c][1] - s0) * 1e-3);
       last.push_back((m[c][2] - s0) * 1e-3);
@@ -65,9 +75,9 @@ static void report_phases(const char* what, int grid, double event_us, bool mark
   }
   printf("  %-34s event %6.2f | CTAs %4d | start med %5.2f max %5.2f", what, event_us, grid, pct(start, 0.5), pct(start, 1));
   if (marks)
-    printf(" | ring sent med %5.2f max %5.2f | 1st stage med %5.2f max %5.2f | last stage p10 %6.2f med %6.2f max %6.2f"
+    printf(" | producer in %4.2f 1st W sent %4.2f (from CTA start) | ring sent med %5.2f max %5.2f | 1st stage med %5.2f max %5.2f | last stage p10 %6.2f med %6.2f max %6.2f"
            " | stage->exit med %5.2f max %5.2f",
-           pct(sent, 0.5), pct(sent, 1), pct(first, 0.5), pct(first, 1), pct(last, 0.1), pct(last, 0.5), pct(last, 1),
+           pct(pro, 0.5), pct(issued, 0.5), pct(sent, 0.5), pct(sent, 1), pct(first, 0.5), pct(first, 1), pct(last, 0.1), pct(last, 0.5), pct(last, 1),
            pct(drain, 0.5), pct(drain, 1));
   printf(" | exit p10 %6.2f med %6.2f last %6.2f | outside %5.2f\n", pct(end, 0.1), pct(end, 0.5), pct(end, 1),
          event_us - pct(end, 1));
