@@ -650,23 +650,6 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   // DRAM, and the producer's loop sits at the far end of the entry point (ptxas places it after
   // the consumers'), so W streams while the rest of the code is fetched.
   const int first = min(stages, n_units);
-  if (!pdl && warp < CW) {
-    // Plain launch: the consumer warps, idle until the first stage lands, ask L2 for the W lines
-    // of that first round at once. The producer lane's boxes of the round go out only ~0.8-1.3 µs
-    // after the CTA starts (barrier init, then ~50 ns per box: bench-results/2026-12-01-h200-e/
-    // phase/), and meet these lines in L2 or in flight. With PDL the boxes go out before
-    // griddepcontrol.wait instead, while the previous kernel finishes.
-    for (int i = 0; i < first; ++i) {
-      const int u = unit_at(i);
-      const int rb = u / kstages;
-      const int k0 = (u - rb * kstages) * 64 * KB;
-      for (int e = threadIdx.x; e < ROWS * KB; e += 32 * CW) {  // (row, 128-byte box row)
-        const int row = rb * ROWS + e / KB;
-        const int kk = k0 + 64 * (e % KB);
-        if (row < p.n && kk < p.k) prefetch_l2(p.w + (long long)row * p.ldw + kk);
-      }
-    }
-  }
   if (warp == CW && lane == 0) {
     B12X_GEMV_TMA_MARK(3, true);
     tma_prefetch_descriptor(&tp.w_map);
