@@ -374,6 +374,31 @@ fn output_must_not_overlap_inputs() {
     assert!(matches!(params(&q, &v), Err(Error::Aliasing { a: "y", b: "w", .. })));
 }
 
+/// `stream_k_three_row_blocks` of the GPU suite (9000 × 1152) exercises the stream-K walk order
+/// where it matters: some `sk` config's CTAs start inside a row block, own a whole one and end
+/// inside a third (the kernel walks the last one first), and the last row block and k-stage are
+/// partial.
+#[test]
+fn gpu_stream_k_case_covers_the_rotated_walk() {
+    let (n, k) = (9000, 1152);
+    for rows_hi in [1, 16] {
+        let spans_three = enumerate(&geometry(n, k, rows_hi, false, true)).into_iter().any(|c| {
+            let Some(s) = c.tma_schedule(n, k, H200_SMS) else { return false };
+            if c.tma.unwrap().work != TmaWork::StreamK || n % c.rows_per_cta() as usize == 0 {
+                return false;
+            }
+            (0..s.grid).any(|cta| {
+                let (begin, count) = s.units_of(cta);
+                let end = begin + count;
+                begin % s.kstages != 0 && end % s.kstages != 0 && end / s.kstages - begin / s.kstages >= 2
+            })
+        });
+        assert!(spans_three, "rows_hi {rows_hi}: no stream-K CTA spans three row blocks");
+    }
+    // 512 k per stage (KB = 8) and 64- / 144-row blocks: partial last k-stage and row block.
+    assert!(k % 512 != 0 && n % 64 != 0 && n % 144 != 0);
+}
+
 /// The TMA work split: every unit belongs to exactly one CTA; a row block is merged exactly
 /// when two CTAs share it, and the partial slots of shared row blocks never collide.
 #[rstest]

@@ -99,6 +99,10 @@ const CASES: &[Case] = &[
     },
     Case { sample: 61, large: true, ..case("deepseek_v4_lm_head", D4.vocab, D4.hidden, DECODE) },
     Case { fill: Fill::Arange, ..case("awkward_prime_n", 4099, 4104, &[1, 3]) },
+    // Stream-K CTAs that span three row blocks with unaligned ends (the rotated walk: the row
+    // block shared with the next CTA first, a whole one last), a partial last row block and a
+    // partial last k-stage (tests/bf16_gemv.rs checks the schedule has them).
+    Case { bias: Some(DType::BF16), ..case("stream_k_three_row_blocks", 9000, 1152, &[1, 9]) },
     Case { fill: Fill::Arange, ..case("awkward_k40", 129, 40, &[1, 7, 33]) },
     Case { fill: Fill::Arange, ..case("awkward_tiny", 7, 8, &[1, 2]) },
     Case { aligned: false, fill: Fill::Arange, ..case("unaligned_odd_k", 1031, 4097, &[1, 5, 17]) },
