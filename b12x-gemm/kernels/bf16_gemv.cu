@@ -561,49 +561,11 @@ __device__ __forceinline__ void for_each_fragment(F&& f) {
       for (int e = 0; e < 4; ++e) f(rt, nt, e, rt * 16 + g + (e >> 1) * 8, nt * 8 + 2 * t + (e & 1));
 }
 
-// One store of y that the compiler cannot branch around: `ok` predicates the store instruction.
-__device__ __forceinline__ void st_global_if(bf16* ptr, bf16 v, bool ok) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %2, 0;\n\t@p st.global.b16 [%0], %1;\n\t}" ::"l"(ptr),
-               "h"(__bfloat16_as_ushort(v)), "r"(int(ok))
-               : "memory");
-}
-__device__ __forceinline__ void st_global_if(float* ptr, float v, bool ok) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %2, 0;\n\t@p st.global.f32 [%0], %1;\n\t}" ::"l"(ptr), "f"(v),
-               "r"(int(ok))
-               : "memory");
-}
-
-// Stores one warp's fragments (final values: + bias in f32 when there is one, one rounding) for
-// rows [row_base, +16*RT), if `store`. The consumers call it after every stage with `store`
-// false except at the end of a row block the CTA owns alone, so its instructions run (their
-// stores predicated off) all along and are in the instruction cache when the last row block
-// ends; otherwise, after an L2 flush, they came from DRAM only once the last stage had landed
-// (most of the 0.9-1.2 µs from a CTA's last stage to its exit: bench-results/2026-12-01-h200-e/
-// phase/). One predicated store per element at a constant offset from the lane's first element.
+// Stores one warp's fragments (final values: + bias, rounded) for rows [row_base, +16*RT).
 template <int NT, int RT, typename TOut>
-__device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float (&v)[RT][NT][4], int row_base,
-                                            bool store) {
-  const int g = (threadIdx.x & 31) >> 2;
-  const int t = threadIdx.x & 3;
-  const bool has_bias = p.bias != nullptr;
-  float bias[RT][2];
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      bias[rt][h] = 0.0f;
-      if (has_bias) {
-        const int row = min(row_base + rt * 16 + g + 8 * h, p.n - 1);
-        bias[rt][h] = (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
-                                           : to_f32<bf16>(reinterpret_cast<const bf16*>(p.bias)[row]);
-      }
-    }
-  TOut* y_lane = reinterpret_cast<TOut*>(p.y) + (long long)(2 * t) * p.ldy + row_base + g;
+__device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float (&v)[RT][NT][4], int row_base) {
   for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
-    // Without a bias v itself (v + 0 would turn -0 into +0).
-    const float out = has_bias ? v[rt][nt][e] + bias[rt][e >> 1] : v[rt][nt][e];
-    st_global_if(y_lane + (long long)(nt * 8 + (e & 1)) * p.ldy + (r - g), from_f32<TOut>(out),
-                 store && row_base + r < p.n && tok < p.m);
+    if (row_base + r < p.n && tok < p.m) store_out<TOut>(p, row_base + r, tok, v[rt][nt][e]);
   });
 }
 
@@ -782,10 +744,9 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
     if (++s == stages) s = 0, ++round;
 
     const int rb = unit_at(i) / kstages;
-    const bool ends = i + 1 == n_units || unit_at(i + 1) / kstages != rb;  // row block rb ends here
+    if (i + 1 < n_units && unit_at(i + 1) / kstages == rb) continue;  // row block rb goes on
     const int row_base = rb * ROWS + 16 * RT * warp;
     if (clustered) {
-      if (!ends) continue;
       // This is the CTA's only row block. Each lane's fragments go to this CTA's partial
       // tile (after the ring) in fragment order; after the barrier rank c sums fragment f for
       // f % C == c over ranks 0..C-1 in order and stores it; the second barrier keeps every
@@ -811,13 +772,11 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       cluster_sync();
       break;
     }
-    // Flush row block rb: CTAs c_first..c_last cover it. A block this CTA covers alone is
-    // stored straight to y, through a store run after every stage (tma_store_y).
+    // Flush row block rb: CTAs c_first..c_last cover it.
     const int c_first = rb * kstages / q;
     const int c_last = ((rb + 1) * kstages - 1) / q;
-    tma_store_y<NT, RT, TOut>(p, acc, row_base, ends && c_first == c_last);
-    if (!ends) continue;
     if (c_first == c_last) {
+      tma_store_y<NT, RT, TOut>(p, acc, row_base);
       zero();
       continue;
     }
@@ -850,7 +809,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
           sum[rt][nt][e] += c == int(blockIdx.x) ? acc[rt][nt][e] : __ldcg(part + tok * ROWS + warp_row + r);
         });
       }
-      tma_store_y<NT, RT, TOut>(p, sum, row_base, true);
+      tma_store_y<NT, RT, TOut>(p, sum, row_base);
     }
     zero();
   }
