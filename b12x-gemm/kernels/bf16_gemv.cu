@@ -620,12 +620,17 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   const bool evict_first = tp.flags & kTmaEvictFirst;
   const uint64_t w_policy = l2_policy_evict_first();
   const uint64_t x_policy = l2_policy_evict_last();
+  // Unit i of the walk: its row block and first k.
+  auto unit_origin = [&](int i, int& rb, int& k0) {
+    const int u = unit_at(i);
+    rb = u / kstages;
+    k0 = (u - rb * kstages) * 64 * KB;
+  };
   auto load_w = [&](int i, int s) {
     const uint32_t bar = full0 + 8 * s;
     mbar_arrive_expect_tx(bar, Tile::kStageBytes);
-    const int u = unit_at(i);
-    const int rb = u / kstages;
-    const int k0 = (u - rb * kstages) * 64 * KB;
+    int rb, k0;
+    unit_origin(i, rb, k0);
     const uint32_t st = ring + s * Tile::kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j) {
@@ -637,9 +642,8 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   };
   auto load_x = [&](int i, int s) {
     const uint32_t bar = full0 + 8 * s;
-    const int u = unit_at(i);
-    const int rb = u / kstages;
-    const int k0 = (u - rb * kstages) * 64 * KB;
+    int rb, k0;
+    unit_origin(i, rb, k0);
     const uint32_t st = ring + s * Tile::kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j)
