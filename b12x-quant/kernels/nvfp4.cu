@@ -97,25 +97,38 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
 
 // One NVFP4 block (row, blk): its 16 elements, loaded as two 16-byte halves v[0], v[1]; rows >= M
 // hold zeros and only gate the stores. One lane per block: no shuffle, one scale per lane.
+// One branch per block (finite r or not): the scale code is selected (0x7F for a NaN/Inf block),
+// every block is encoded with its table entry r (code 0 gives r = Inf, 0x7F gives NaN: both
+// take the element-wise path) and the codes of NaN/Inf and zero-scale blocks are then cleared —
+// the codec's values, with fewer branches than testing both cases first (issue-bound on sm_90).
 template <typename T>
 __device__ __forceinline__ void quantize_block(const Nvfp4Params& p, float enc, const float* s_rcp, const Vec16 (&v)[2],
                                                int row, int blk) {
   const uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
-  uint32_t code = 0x7Fu;
+  const bool finite = bits < HalfBits<T>::kInf;
+  const float amax = HalfBits<T>::to_f32(finite ? bits : 0u);
+  const uint32_t code = finite ? ue4m3(__fmul_rn(enc, div_by_6(amax))) : 0x7Fu;
+  const float r = s_rcp[code];
   uint32_t out[2] = {0u, 0u};
-  if (bits < HalfBits<T>::kInf) {
-    const float amax = HalfBits<T>::to_f32(bits);
-    code = ue4m3(__fmul_rn(enc, div_by_6(amax)));
-    if (code != 0u) {  // code 0 is the only zero scale (finite inputs give codes 0..126)
-      const float r = s_rcp[code];
+  if (r <= 3.4028235e38f) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float f[8];
-        unpack_f32<T>(v[h], f);
-        nvfp4_codes8(v[h].w, f, r, out[h]);
-      }
+    for (int h = 0; h < 2; ++h) {
+      float f[8];
+      unpack_f32<T>(v[h], f);
+      out[h] = nvfp4_codes8_finite_r(v[h].w, f, r);
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float f[8];
+      unpack_f32<T>(v[h], f);
+      nvfp4_codes8_any_r(f, r, out[h]);
     }
   }
+  // finite inputs give codes 0..126; code 0 is the only zero scale
+  const bool keep = finite && code != 0u;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) out[h] = keep ? out[h] : 0u;
   if (row < p.rows) {
     uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + blk * 8);
     q[0] = out[0];

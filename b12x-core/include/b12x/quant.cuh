@@ -162,31 +162,44 @@ __device__ __forceinline__ uint32_t nibble_signs(const uint32_t (&w)[4]) {
   return (even & 0x08080808u) | (odd & 0x80808080u);
 }
 
-// ORs into q the E2M1 codes of f[i] * r (element i in nibble i), r = 1 / (f32(s) * (1 / enc)) of
-// the block (b12x_quant::block::quantize_nvfp4); f are the values of the 16-bit inputs w. Finite
-// r: SM120/SM121 convert pairs in hardware (e2m1x2_hw), other targets in software — the
-// magnitudes per element, the signs of all 8 at once from w (r > 0, so f[i] * r has the sign of
-// f[i], also when it is +-0). r = Inf (a huge given enc over a tiny block): 0 * Inf is NaN,
-// code 7, as the codec.
+// The E2M1 codes of f[i] * r (element i in nibble i) for a finite r = 1 / (f32(s) * (1 / enc)) of
+// the block (b12x_quant::block::quantize_nvfp4); f are the values of the 16-bit inputs w.
+// SM120/SM121 convert pairs in hardware (e2m1x2_hw), other targets in software — the magnitudes
+// per element, the signs of all 8 at once from w (r > 0, so f[i] * r has the sign of f[i], also
+// when it is +-0).
+__device__ __forceinline__ uint32_t nvfp4_codes8_finite_r(const uint32_t (&w)[4], const float (&f)[8], float r) {
+#if B12X_SM120_FEATURES
+  uint32_t q = 0u;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) q |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
+  return q;
+#else
+  uint32_t c[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) c[i] = e2m1_mag_bits_not_nan(__fmul_rn(f[i], r));
+  // Nibbles 0..2 masked; from nibble 3 on (a shift >= 12) the magic bits leave the word, so
+  // each nibble is one shift-add.
+  uint32_t m = nibble_signs(w) | (c[0] & 0x7u) | ((c[1] & 0x7u) << 4) | ((c[2] & 0x7u) << 8);
+#pragma unroll
+  for (int i = 3; i < 8; ++i) m += c[i] << (4 * i);
+  return m;
+#endif
+}
+
+// ORs into q the same codes for any other r (Inf: a huge given enc over a tiny block; NaN):
+// element by element, as the codec (0 * Inf is NaN, code 7).
+__device__ __forceinline__ void nvfp4_codes8_any_r(const float (&f)[8], float r, uint32_t& q) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+}
+
+// ORs into q the E2M1 codes of f[i] * r (element i in nibble i): nvfp4_codes8_finite_r when r is
+// finite, nvfp4_codes8_any_r otherwise.
 __device__ __forceinline__ void nvfp4_codes8(const uint32_t (&w)[4], const float (&f)[8], float r, uint32_t& q) {
   if (r <= 3.4028235e38f) {
-#if B12X_SM120_FEATURES
-#pragma unroll
-    for (int i = 0; i < 4; ++i) q |= e2m1x2_hw(__fmul_rn(f[2 * i], r), __fmul_rn(f[2 * i + 1], r)) << (8 * i);
-#else
-    uint32_t c[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) c[i] = e2m1_mag_bits_not_nan(__fmul_rn(f[i], r));
-    // Nibbles 0..2 masked; from nibble 3 on (a shift >= 12) the magic bits leave the word, so
-    // each nibble is one shift-add.
-    uint32_t m = nibble_signs(w) | (c[0] & 0x7u) | ((c[1] & 0x7u) << 4) | ((c[2] & 0x7u) << 8);
-#pragma unroll
-    for (int i = 3; i < 8; ++i) m += c[i] << (4 * i);
-    q |= m;
-#endif
+    q |= nvfp4_codes8_finite_r(w, f, r);
   } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q |= e2m1_rne(__fmul_rn(f[i], r)) << (4 * i);
+    nvfp4_codes8_any_r(f, r, q);
   }
 }
 
