@@ -95,66 +95,137 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
   }
 }
 
-// One NVFP4 block (row, blk): its 16 elements, loaded as two 16-byte halves v[0], v[1]; rows >= M
-// hold zeros and only gate the stores. One lane per block: no shuffle, one scale per lane.
-// One branch per block (finite r or not): the scale code is selected (0x7F for a NaN/Inf block),
-// every block is encoded with its table entry r (code 0 gives r = Inf, 0x7F gives NaN: both
-// take the element-wise path) and the codes of NaN/Inf and zero-scale blocks are then cleared —
-// the codec's values, with fewer branches than testing both cases first (issue-bound on sm_90).
+// One NVFP4 block: its 16 elements, loaded as two 16-byte halves v[0], v[1] (zeros past the last
+// row). One lane per block: no shuffle, one scale per lane. One branch per block (finite r or
+// not): the scale code is selected (0x7F for a NaN/Inf block), every block is encoded with its
+// table entry r (code 0 gives r = Inf, 0x7F gives NaN: both take the element-wise path) and the
+// codes of NaN/Inf and zero-scale blocks are then cleared — the codec's values, with fewer
+// branches than testing both cases first (issue-bound on sm_90).
+struct Block {
+  uint32_t code;    // UE4M3 scale
+  uint32_t out[2];  // E2M1 pairs of elements 0-7 and 8-15
+};
 template <typename T>
-__device__ __forceinline__ void quantize_block(const Nvfp4Params& p, float enc, const float* s_rcp, const Vec16 (&v)[2],
-                                               int row, int blk) {
+__device__ __forceinline__ Block encode_block(float enc, const float* s_rcp, const Vec16 (&v)[2]) {
   const uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
   const bool finite = bits < HalfBits<T>::kInf;
   const float amax = HalfBits<T>::to_f32(finite ? bits : 0u);
-  const uint32_t code = finite ? ue4m3(__fmul_rn(enc, div_by_6(amax))) : 0x7Fu;
-  const float r = s_rcp[code];
-  uint32_t out[2] = {0u, 0u};
+  Block b;
+  b.code = finite ? ue4m3(__fmul_rn(enc, div_by_6(amax))) : 0x7Fu;
+  const float r = s_rcp[b.code];
+  b.out[0] = b.out[1] = 0u;
   if (r <= 3.4028235e38f) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float f[8];
       unpack_f32<T>(v[h], f);
-      out[h] = nvfp4_codes8_finite_r(v[h].w, f, r);
+      b.out[h] = nvfp4_codes8_finite_r(v[h].w, f, r);
     }
   } else {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float f[8];
       unpack_f32<T>(v[h], f);
-      nvfp4_codes8_any_r(f, r, out[h]);
+      nvfp4_codes8_any_r(f, r, b.out[h]);
     }
   }
   // finite inputs give codes 0..126; code 0 is the only zero scale
-  const bool keep = finite && code != 0u;
+  const bool keep = finite && b.code != 0u;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) out[h] = keep ? out[h] : 0u;
-  if (row < p.rows) {
-    uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + blk * 8);
-    q[0] = out[0];
-    q[1] = out[1];
-    if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-  }
+  for (int h = 0; h < 2; ++h) b.out[h] = keep ? b.out[h] : 0u;
+  return b;
+}
+
+// The swizzled scale of block (row, blk), rows up to rows_sw (padding rows get the zero scale
+// their zero inputs give).
+__device__ __forceinline__ void store_scale_sw(const Nvfp4Params& p, int row, int blk, uint32_t code) {
   if (p.scales_sw != nullptr && row < p.rows_sw) p.scales_sw[swizzled_offset(row, blk, p.k >> 4)] = (unsigned char)code;
 }
 
-// The quantize pass: U blocks of 16 per thread (ChunkGrid over [rows, K/16] blocks: each warp
-// covers 512 consecutive elements per slot), both 16-byte halves of every block loaded (through
-// L1, so the second half of each 32-byte sector is a hit) before any conversion; while they are
-// in flight the CTA tabulates r for every scale code (nvfp4_rcp_table: one IEEE reciprocal per
-// code instead of one per block).
-template <typename T, int U>
-__device__ __forceinline__ void quantize(const Nvfp4Params& p) {
-  __shared__ float s_rcp[128];
-  const ChunkGrid<U> g(p.rows_sw, p.k >> 4);
-  Vec16 v[U][2];
-  load_units<T, U>(g, p.x, p.ldx, p.rows, v);
+// The encode scale and the CTA's table of the 128 block reciprocals (nvfp4_rcp_table: one IEEE
+// reciprocal per code instead of one per block), built while the loads are in flight.
+__device__ __forceinline__ float prepare_table(const Nvfp4Params& p, float* s_rcp) {
   const float enc = encode_scale(p);
   nvfp4_rcp_table(enc, s_rcp);
   if (p.enc_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.enc_out = enc;
   __syncthreads();
+  return enc;
+}
+
+// The quantize pass: U blocks of 16 per thread over the flat [rows_sw, K/16] block list (a CTA
+// covers U * blockDim consecutive blocks, thread t takes t, t + blockDim, ...: each warp covers
+// 512 consecutive elements per slot), both 16-byte halves of every block loaded (through L1, so
+// the second half of each 32-byte sector is a hit) before any conversion.
+// Strided rows: row and block from ChunkGrid, 64-bit addresses from the row strides.
+template <typename T, int U>
+__device__ __noinline__ void quantize_strided(const Nvfp4Params& p, float* s_rcp) {
+  const ChunkGrid<U> g(p.rows_sw, p.k >> 4);
+  Vec16 v[U][2];
+  load_units<T, U>(g, p.x, p.ldx, p.rows, v);
+  const float enc = prepare_table(p, s_rcp);
 #pragma unroll
-  for (int j = 0; j < U; ++j) quantize_block<T>(p, enc, s_rcp, v[j], g.row[j], g.chunk[j]);
+  for (int j = 0; j < U; ++j) {
+    const Block b = encode_block<T>(enc, s_rcp, v[j]);
+    const int row = g.row[j], blk = g.chunk[j];
+    if (row < p.rows) {
+      uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + blk * 8);
+      q[0] = b.out[0];
+      q[1] = b.out[1];
+      if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)b.code;
+    }
+    store_scale_sw(p, row, blk, b.code);
+  }
+}
+
+// Dense rows (x, codes and row-major scales without row padding, the usual case): block i of the
+// flat list is x[16i ..], codes[8i ..] and scales[i], so every address is one multiply-add of the
+// block index (no division per slot, no 64-bit row arithmetic); row and block are derived only
+// for the swizzled scales. Indices are 32-bit: the plans keep rows * K/8 + 2^11 below 2^32.
+template <typename T, int U>
+__device__ __forceinline__ void quantize_dense(const Nvfp4Params& p, float* s_rcp) {
+  const uint32_t chunks = (uint32_t)p.k >> 4;
+  const uint32_t live = (uint32_t)p.rows * chunks;  // blocks of rows < M
+  const uint32_t base = blockIdx.x * (blockDim.x * U) + threadIdx.x;
+  const T* x = reinterpret_cast<const T*>(p.x);
+  Vec16 v[U][2];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const uint32_t i = base + j * blockDim.x;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
+    if (i < live) {
+      v[j][0] = ld_global_v16(x + (size_t)i * 16);
+      v[j][1] = ld_global_v16(x + (size_t)i * 16 + 8);
+    }
+  }
+  const float enc = prepare_table(p, s_rcp);
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const uint32_t i = base + j * blockDim.x;
+    const Block b = encode_block<T>(enc, s_rcp, v[j]);
+    if (i < live) {
+      uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (size_t)i * 8);
+      q[0] = b.out[0];
+      q[1] = b.out[1];
+      if (p.scales != nullptr) p.scales[i] = (unsigned char)b.code;
+    }
+    if (p.scales_sw != nullptr) {
+      const uint32_t row = i / chunks;
+      store_scale_sw(p, (int)min(row, (uint32_t)p.rows_sw), (int)(i - row * chunks), b.code);
+    }
+  }
+}
+
+template <typename T, int U>
+__device__ __forceinline__ void quantize(const Nvfp4Params& p) {
+  __shared__ float s_rcp[128];
+  const long long chunks = p.k >> 4;
+  const bool dense = p.ldx == p.k && p.ldq == chunks * 8 && (p.scales == nullptr || p.lds == chunks);
+  if (dense) {
+    quantize_dense<T, U>(p, s_rcp);
+  } else {
+    quantize_strided<T, U>(p, s_rcp);
+  }
 }
 
 }  // namespace nvfp4
