@@ -13,7 +13,9 @@
 // Strategy: amax pass: grid-stride 16-byte loads (4 in flight per thread, x walked backwards so
 //   the quantize pass finds its first rows in L2), warp + CTA max, one atomicMax on the f32 bits
 //   (non-negative floats order like their bits). Quantize pass: one lane per block of 16 (two
-//   16-byte loads), U blocks per thread (ChunkGrid, configs t{128,256,512}_u{1,2,4}); UE4M3 via
+//   16-byte loads), U blocks per thread (configs t{128,256,512}_u{1,2,4}); dense rows address
+//   block i of the flat list as x[16i], codes[8i], scales[i] (strided rows: ChunkGrid's row and
+//   block, a separate non-inlined path); one branch per block; UE4M3 via
 //   cvt.rn.satfinite.e4m3x2; r per scale code from a per-CTA table of the 128 reciprocals
 //   (filled while the loads are in flight); E2M1 in software on sm_90, the hardware
 //   cvt.rn.satfinite.e2m1x2.f32 on sm_120a / sm_121a (e2m1x2_hw, unvalidated: never run).
