@@ -32,6 +32,19 @@ enum Tensor {
     Outlier,
 }
 
+/// The global-scale arguments of one run: the given scale as input (given mode), or the
+/// computed one's output (computed mode).
+fn enc_args<'a>(
+    global: GlobalScale,
+    enc_in: &'a CudaSlice<f32>,
+    enc_out: &'a mut CudaSlice<f32>,
+) -> Result<(Option<TensorRef<'a>>, Option<TensorMut<'a>>), String> {
+    let given = (global == GlobalScale::Given).then(|| TensorRef::from_slice(enc_in, &[1])).transpose().map_err(err)?;
+    let computed =
+        (global == GlobalScale::Computed).then(|| TensorMut::from_slice(enc_out, &[1])).transpose().map_err(err)?;
+    Ok((given, computed))
+}
+
 fn check_shape<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: usize, specials: bool) -> TrialResult {
     check_tensor::<T>(dev, global, m, k, Tensor::Mixed { specials })
 }
@@ -71,19 +84,14 @@ fn check_tensor<T: Input>(dev: &Arc<Device>, global: GlobalScale, m: usize, k: u
         let mut scales: CudaSlice<u8> = alloc_poisoned(stream, m * cols).map_err(err)?;
         let mut sw: CudaSlice<u8> = alloc_poisoned(stream, swizzled_len(m, cols)).map_err(err)?;
         let mut enc_out: CudaSlice<f32> = alloc_poisoned(stream, 1).map_err(err)?;
+        let (enc_arg_in, enc_arg_out) = enc_args(global, &enc_in, &mut enc_out)?;
         let args = Args {
             x: TensorRef::from_slice(&x, &[m, k]).map_err(err)?,
             codes: TensorMut::from_slice(&mut codes, &[m, k / 2]).map_err(err)?,
             scales: Some(TensorMut::from_slice(&mut scales, &[m, cols]).map_err(err)?),
             scales_swizzled: Some(TensorMut::from_slice(&mut sw, &[swizzled_len(m, cols)]).map_err(err)?),
-            enc_in: (global == GlobalScale::Given)
-                .then(|| TensorRef::from_slice(&enc_in, &[1]))
-                .transpose()
-                .map_err(err)?,
-            enc_out: (global == GlobalScale::Computed)
-                .then(|| TensorMut::from_slice(&mut enc_out, &[1]))
-                .transpose()
-                .map_err(err)?,
+            enc_in: enc_arg_in,
+            enc_out: enc_arg_out,
         };
         nvfp4::run(&plan, args, Scratch::from_slice(&mut scratch), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
@@ -146,19 +154,14 @@ fn padded_rows(dev: &Arc<Device>, global: GlobalScale) -> TrialResult {
                     TensorMut::from_raw(sb.ptr(), &[m, cols], &[lds as isize, 1], DType::U8).map_err(err)?,
                 )
             };
+            let (enc_arg_in, enc_arg_out) = enc_args(global, &enc_in, &mut enc_out)?;
             let args = Args {
                 x: xv,
                 codes: qv,
                 scales: Some(sv),
                 scales_swizzled: Some(TensorMut::from_slice(&mut sw, &[swizzled_len(m, cols)]).map_err(err)?),
-                enc_in: (global == GlobalScale::Given)
-                    .then(|| TensorRef::from_slice(&enc_in, &[1]))
-                    .transpose()
-                    .map_err(err)?,
-                enc_out: (global == GlobalScale::Computed)
-                    .then(|| TensorMut::from_slice(&mut enc_out, &[1]))
-                    .transpose()
-                    .map_err(err)?,
+                enc_in: enc_arg_in,
+                enc_out: enc_arg_out,
             };
             nvfp4::run(&plan, args, Scratch::from_slice(&mut scratch), stream).map_err(err)?;
         }

@@ -34,6 +34,17 @@ struct SP {
   int inter;        // 0 contig, 1 inter
 };
 
+// The pieces CTA b walks: contig [b*q, (b+1)*q), or inter b, b+G, ...
+__device__ __forceinline__ void pieces_of_cta(int inter, long long pieces, long long& begin, long long& end,
+                                              long long& step) {
+  if (inter) {
+    begin = blockIdx.x; end = pieces; step = gridDim.x;
+  } else {
+    const long long q = (pieces + gridDim.x - 1) / gridDim.x;
+    begin = blockIdx.x * q; end = min(begin + q, pieces); step = 1;
+  }
+}
+
 // A piece is blockDim * U vectors (one iteration of the CTA). Contig: CTA b takes pieces
 // [b*q, (b+1)*q); inter: pieces b, b+G, ...
 template <int U>
@@ -41,12 +52,7 @@ __global__ void __launch_bounds__(1024) stream_reg(const __grid_constant__ SP p)
   const long long piece = (long long)blockDim.x * U;
   const long long pieces = p.n_vec / piece;
   long long begin, end, step;
-  if (p.inter) {
-    begin = blockIdx.x; end = pieces; step = gridDim.x;
-  } else {
-    const long long q = (pieces + gridDim.x - 1) / gridDim.x;
-    begin = blockIdx.x * q; end = min(begin + q, pieces); step = 1;
-  }
+  pieces_of_cta(p.inter, pieces, begin, end, step);
   unsigned int acc = 0;
   for (long long c = begin; c < end; c += step) {
     const Vec16* base = p.src + c * piece + threadIdx.x;
@@ -66,12 +72,7 @@ __global__ void __launch_bounds__(1024) stream_cpa(const __grid_constant__ SP p)
   const long long piece = (long long)blockDim.x * U;
   const long long pieces = p.n_vec / piece;
   long long begin, end, step;
-  if (p.inter) {
-    begin = blockIdx.x; end = pieces; step = gridDim.x;
-  } else {
-    const long long q = (pieces + gridDim.x - 1) / gridDim.x;
-    begin = blockIdx.x * q; end = min(begin + q, pieces); step = 1;
-  }
+  pieces_of_cta(p.inter, pieces, begin, end, step);
   unsigned int acc = 0;
   int it = 0;
   const uint32_t ring = b12x::smem_addr(s_ring);
@@ -107,12 +108,7 @@ __global__ void __launch_bounds__(32) stream_bulk(const __grid_constant__ SP p) 
   b12x::mbar_fence_init();
   const long long pieces = p.n_vec * 16 / kBytes;
   long long begin, end, step;
-  if (p.inter) {
-    begin = blockIdx.x; end = pieces; step = gridDim.x;
-  } else {
-    const long long q = (pieces + gridDim.x - 1) / gridDim.x;
-    begin = blockIdx.x * q; end = min(begin + q, pieces); step = 1;
-  }
+  pieces_of_cta(p.inter, pieces, begin, end, step);
   const unsigned char* src = reinterpret_cast<const unsigned char*>(p.src);
   unsigned int acc = 0;
   int it = 0;
