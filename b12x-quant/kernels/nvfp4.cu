@@ -138,6 +138,13 @@ __device__ __forceinline__ Block encode_block(float enc, const float* s_rcp, con
   return b;
 }
 
+// The block's codes at q (its row's codes + blk * 8 bytes; 4-byte aligned).
+__device__ __forceinline__ void store_codes(unsigned char* q, const Block& b) {
+  uint32_t* q4 = reinterpret_cast<uint32_t*>(q);
+  q4[0] = b.out[0];
+  q4[1] = b.out[1];
+}
+
 // The swizzled scale of block (row, blk), rows up to rows_sw (padding rows get the zero scale
 // their zero inputs give).
 __device__ __forceinline__ void store_scale_sw(const Nvfp4Params& p, int row, int blk, uint32_t code) {
@@ -170,9 +177,7 @@ __device__ __noinline__ void quantize_strided(const Nvfp4Params& p, float* s_rcp
     const Block b = encode_block<T>(enc, s_rcp, v[j]);
     const int row = g.row[j], blk = g.chunk[j];
     if (row < p.rows) {
-      uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (long long)row * p.ldq + blk * 8);
-      q[0] = b.out[0];
-      q[1] = b.out[1];
+      store_codes(p.codes + (long long)row * p.ldq + blk * 8, b);
       if (p.scales != nullptr) p.scales[(long long)row * p.lds + blk] = (unsigned char)b.code;
     }
     store_scale_sw(p, row, blk, b.code);
@@ -193,12 +198,7 @@ __device__ __forceinline__ void quantize_dense(const Nvfp4Params& p, float* s_rc
 #pragma unroll
   for (int j = 0; j < U; ++j) {
     const uint32_t i = base + j * blockDim.x;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
-    if (i < live) {
-      v[j][0] = ld_global_v16(x + (size_t)i * 16);
-      v[j][1] = ld_global_v16(x + (size_t)i * 16 + 8);
-    }
+    load_slot<T>(i < live, [&] { return x + (size_t)i * 16; }, v[j]);
   }
   const float enc = prepare_table(p, s_rcp);
 #pragma unroll
@@ -206,9 +206,7 @@ __device__ __forceinline__ void quantize_dense(const Nvfp4Params& p, float* s_rc
     const uint32_t i = base + j * blockDim.x;
     const Block b = encode_block<T>(enc, s_rcp, v[j]);
     if (i < live) {
-      uint32_t* q = reinterpret_cast<uint32_t*>(p.codes + (size_t)i * 8);
-      q[0] = b.out[0];
-      q[1] = b.out[1];
+      store_codes(p.codes + (size_t)i * 8, b);
       if (p.scales != nullptr) p.scales[i] = (unsigned char)b.code;
     }
     if (p.scales_sw != nullptr) {

@@ -13,7 +13,6 @@
 //! - Constraints: `K % 16 == 0` (`K % 64 == 0` with the swizzled layout); `M ≤ max_rows`.
 //! - Computed mode uses 4 bytes of scratch (`"amax"`), zeroed by a memset inside `run`, then two
 //!   kernels (amax pass, quantize pass): graph-capturable.
-//!
 //! - Performance: unpadded rows (`x`, `codes` and row-major `scales` with row strides K, K/2
 //!   and K/16) take the kernels' dense path, which addresses each block by its flat index;
 //!   padded rows take the general path, which computes row and block per slot (given scale,

@@ -256,6 +256,19 @@ struct ChunkGrid {
   }
 };
 
+// One slot: the 16 elements at src() as two 16-byte halves when live, else zeros (the address
+// is formed only for a live slot).
+template <typename T, typename Src>
+__device__ __forceinline__ void load_slot(bool live, Src&& src, Vec16 (&v)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) v[h].w[0] = v[h].w[1] = v[h].w[2] = v[h].w[3] = 0u;
+  if (live) {
+    const T* p = src();
+    v[0] = ld_global_v16(p);
+    v[1] = ld_global_v16(p + 8);
+  }
+}
+
 // Loads the U 16-element slots of g from x ([rows, K] of T, row stride ldx elements) as two
 // 16-byte halves each, all loads issued before any use. Through L1 (not L1::no_allocate): the
 // two halves of a lane share 32-byte sectors, so the second load of each pair is an L1 hit.
@@ -264,15 +277,10 @@ template <typename T, int U>
 __device__ __forceinline__ void load_units(const ChunkGrid<U>& g, const void* x, long long ldx, int rows,
                                            Vec16 (&v)[U][2]) {
 #pragma unroll
-  for (int j = 0; j < U; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
-    if (g.row[j] < rows) {
-      const T* src = reinterpret_cast<const T*>(x) + (long long)g.row[j] * ldx + g.chunk[j] * 16;
-      v[j][0] = ld_global_v16(src);
-      v[j][1] = ld_global_v16(src + 8);
-    }
-  }
+  for (int j = 0; j < U; ++j)
+    load_slot<T>(
+        g.row[j] < rows,
+        [&] { return reinterpret_cast<const T*>(x) + (long long)g.row[j] * ldx + g.chunk[j] * 16; }, v[j]);
 }
 
 // Block FP8 (DeepSeek 1xG): the E4M3 codes of the 8 values f of one lane, given the group's
