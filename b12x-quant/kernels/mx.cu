@@ -172,12 +172,7 @@ __device__ __forceinline__ void quantize_dense(const MxParams& p) {
 #pragma unroll
   for (int j = 0; j < U; ++j) {
     const uint32_t i = base + j * blockDim.x;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) v[j][h].w[0] = v[j][h].w[1] = v[j][h].w[2] = v[j][h].w[3] = 0u;
-    if (i < live) {
-      v[j][0] = ld_global_v16(x + (size_t)i * 16);
-      v[j][1] = ld_global_v16(x + (size_t)i * 16 + 8);
-    }
+    load_slot<T>(i < live, [&] { return x + (size_t)i * 16; }, v[j]);
   }
 #pragma unroll
   for (int j = 0; j < U; ++j) {
