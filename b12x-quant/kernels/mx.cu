@@ -15,8 +15,9 @@
 // Constraints: K % 32 == 0 (K % 128 == 0 with scales_sw); x rows 16-byte aligned, codes rows
 //   8-byte (E4M3) or 4-byte (E2M1) aligned.
 // Strategy: 2 lanes per block, 16 elements (two 16-byte loads) per lane, for both formats.
-//   U slots per thread (ChunkGrid: a CTA
-//   covers U * blockDim slots, all loads issued first); amax and "any NaN/Inf" as one unsigned
+//   U slots per thread (a CTA covers U * blockDim slots, all loads issued first; dense rows
+//   address slot i as x[16i], codes[8i or 16i], scales[i/2]; strided rows through ChunkGrid, a
+//   separate non-inlined path); amax and "any NaN/Inf" as one unsigned
 //   max of the 16-bit magnitudes over the block's lanes (full-warp xor shuffles, every lane
 //   present); two 8-byte (E4M3) or 4-byte (E2M1) stores of codes per lane; the block's first
 //   lane stores the scale byte(s). Memory bound: 2 B read, ~1.03 (0.53) B written per element.
@@ -67,17 +68,23 @@ __device__ __forceinline__ void for_scaled_pairs(const Vec16 (&v)[2], float m, F
   }
 }
 
-// One 16-element unit (row, unit) per lane, its two 16-byte halves v[0], v[1]; a block of 32 is
-// a lane pair (unit & 1 == lane & 1). Rows >= M (the swizzled layout's padding rows, or past the
-// end of the grid) hold zeros. Every lane of the warp gets here, so the pair's amax reduction is
-// a full-warp shuffle; the row only gates the stores.
+// One 16-element unit per lane, its two 16-byte halves v[0], v[1]; a block of 32 is a lane pair
+// (unit & 1 == lane & 1). Units past the last row hold zeros. Every lane of the warp gets here,
+// so the pair's amax reduction is a full-warp shuffle; the caller's row test only gates the stores.
+struct Unit {
+  uint32_t code;  // UE8M0 scale of the unit's block of 32
+  uint2 out[2];   // E4M3: 8 codes per half; E2M1: 8 nibbles in .x
+};
 template <typename T, bool kFp4>
-__device__ __forceinline__ void quantize_unit(const MxParams& p, const Vec16 (&v)[2], int row, int unit) {
+__device__ __forceinline__ Unit encode_unit(const Vec16 (&v)[2]) {
   uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
   bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));
   const bool finite = bits < HalfBits<T>::kInf;
-  uint32_t code = finite ? 0u : 0xFFu;
-  uint2 out[2] = {make_uint2(0u, 0u), make_uint2(0u, 0u)};  // E4M3: 8 codes per half; E2M1: 8 nibbles in .x
+  Unit u;
+  uint32_t& code = u.code;
+  uint2 (&out)[2] = u.out;
+  code = finite ? 0u : 0xFFu;
+  out[0] = out[1] = make_uint2(0u, 0u);
   if (finite && bits != 0u) {
     const float amax = HalfBits<T>::to_f32(bits);
     code = ceil_pow2_code(__fmul_rn(amax, kFp4 ? 1.0f / 6.0f : 1.0f / 448.0f));
@@ -112,35 +119,87 @@ __device__ __forceinline__ void quantize_unit(const MxParams& p, const Vec16 (&v
       for (int h = 0; h < 2; ++h) out[h] = make_uint2(c[h][0] | (c[h][1] << 16), c[h][2] | (c[h][3] << 16));
     }
   }
-  if (row < p.rows) {
-    unsigned char* q = p.codes + (long long)row * p.ldq;
-    if constexpr (kFp4) {
-      uint32_t* q4 = reinterpret_cast<uint32_t*>(q + unit * 8);
-      q4[0] = out[0].x;
-      q4[1] = out[1].x;
-    } else {
-      uint2* q8 = reinterpret_cast<uint2*>(q + unit * 16);
-      q8[0] = out[0];
-      q8[1] = out[1];
-    }
-  }
-  if ((unit & 1) == 0 && row < p.rows_sw) {
-    const int blk = unit >> 1;
-    if (p.scales != nullptr && row < p.rows) p.scales[(long long)row * p.lds + blk] = (unsigned char)code;
-    if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, p.k >> 5)] = (unsigned char)code;
+  return u;
+}
+
+// The unit's codes at q (its row's codes + unit * 8 (E2M1) or * 16 (E4M3) bytes).
+template <bool kFp4>
+__device__ __forceinline__ void store_codes(unsigned char* q, const Unit& u) {
+  if constexpr (kFp4) {
+    uint32_t* q4 = reinterpret_cast<uint32_t*>(q);
+    q4[0] = u.out[0].x;
+    q4[1] = u.out[1].x;
+  } else {
+    uint2* q8 = reinterpret_cast<uint2*>(q);
+    q8[0] = u.out[0];
+    q8[1] = u.out[1];
   }
 }
 
-// U 16-element units per thread (ChunkGrid over [rows, K/16]: each warp covers 512 consecutive
-// elements per slot), both halves of every unit loaded through L1 (the second half of each
-// 32-byte sector is then a hit), all loads issued before converting any.
+// U 16-element units per thread over the flat [rows_sw, K/16] unit list (each warp covers 512
+// consecutive elements per slot), both halves of every unit loaded through L1 (the second half of
+// each 32-byte sector is then a hit), all loads issued before converting any.
+// Strided rows: row and unit from ChunkGrid, 64-bit addresses from the row strides.
 template <typename T, bool kFp4, int U>
-__device__ __forceinline__ void quantize(const MxParams& p) {
+__device__ __noinline__ void quantize_strided(const MxParams& p) {
   const ChunkGrid<U> g(p.rows_sw, p.k >> 4);
   Vec16 v[U][2];
   load_units<T, U>(g, p.x, p.ldx, p.rows, v);
 #pragma unroll
-  for (int j = 0; j < U; ++j) quantize_unit<T, kFp4>(p, v[j], g.row[j], g.chunk[j]);
+  for (int j = 0; j < U; ++j) {
+    const Unit u = encode_unit<T, kFp4>(v[j]);
+    const int row = g.row[j], unit = g.chunk[j];
+    if (row < p.rows) store_codes<kFp4>(p.codes + (long long)row * p.ldq + unit * (kFp4 ? 8 : 16), u);
+    if ((unit & 1) == 0 && row < p.rows_sw) {
+      const int blk = unit >> 1;
+      if (p.scales != nullptr && row < p.rows) p.scales[(long long)row * p.lds + blk] = (unsigned char)u.code;
+      if (p.scales_sw != nullptr) p.scales_sw[swizzled_offset(row, blk, p.k >> 5)] = (unsigned char)u.code;
+    }
+  }
+}
+
+// Dense rows (x, codes and row-major scales without row padding): unit i of the flat list is
+// x[16i], codes[8i] (E2M1) or [16i] (E4M3), and its block's scale is scales[i / 2] (K/16 is
+// even); row and unit are derived only for the swizzled scales. 32-bit indices: the plans keep
+// rows * K/8 + 2^11 below 2^32.
+template <typename T, bool kFp4, int U>
+__device__ __forceinline__ void quantize_dense(const MxParams& p) {
+  const uint32_t chunks = (uint32_t)p.k >> 4;
+  const uint32_t live = (uint32_t)p.rows * chunks;  // units of rows < M
+  const uint32_t base = blockIdx.x * (blockDim.x * U) + threadIdx.x;
+  const T* x = reinterpret_cast<const T*>(p.x);
+  Vec16 v[U][2];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const uint32_t i = base + j * blockDim.x;
+    load_slot<T>(i < live, [&] { return x + (size_t)i * 16; }, v[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const uint32_t i = base + j * blockDim.x;
+    const Unit u = encode_unit<T, kFp4>(v[j]);
+    if (i < live) store_codes<kFp4>(p.codes + (size_t)i * (kFp4 ? 8 : 16), u);
+    if ((i & 1u) == 0u) {
+      if (p.scales != nullptr && i < live) p.scales[i >> 1] = (unsigned char)u.code;
+      if (p.scales_sw != nullptr) {
+        const uint32_t row = i / chunks;
+        if (row < (uint32_t)p.rows_sw)
+          p.scales_sw[swizzled_offset((int)row, (int)((i - row * chunks) >> 1), p.k >> 5)] = (unsigned char)u.code;
+      }
+    }
+  }
+}
+
+template <typename T, bool kFp4, int U>
+__device__ __forceinline__ void quantize(const MxParams& p) {
+  const long long chunks = p.k >> 4;
+  const bool dense =
+      p.ldx == p.k && p.ldq == chunks * (kFp4 ? 8 : 16) && (p.scales == nullptr || p.lds == chunks / 2);
+  if (dense) {
+    quantize_dense<T, kFp4, U>(p);
+  } else {
+    quantize_strided<T, kFp4, U>(p);
+  }
 }
 
 }  // namespace mx
