@@ -18,6 +18,15 @@
 //! - Kernel: 2 lanes per block, 16 elements per lane (two 16-byte loads: per warp instruction
 //!   the scale, shuffle and address work covers 512 elements). Configs are the CTA size and
 //!   slots per thread of [`crate::flat`] (`"t256_u2"`, …).
+//! - Performance: unpadded rows (`x`, `codes` and row-major `scales` with row strides K, K or
+//!   K/2, and K/32) take the kernels' dense path, which addresses each block by its flat index;
+//!   padded rows take the general path, which computes row and block per slot. On the H200 at
+//!   M = 8192: MXFP4 80% (K = 4096) and 86–87% (K = 7168) of the read ceiling, MXFP8 86% and 91%
+//!   (`bench-results/2026-12-01-h200-g/wip-ab`).
+//!
+//! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite (both paths: the `padded_rows`
+//! trials take the general one) and memcheck clean (`bench-results/2026-12-01-h200-g/wip-ab`);
+//! sm_120a/sm_121a compiled, not run.
 //!
 //! ```no_run
 //! use b12x_core::{RaceBuffer, DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
