@@ -135,11 +135,16 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
       }
     } else {
       const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
+      if constexpr (kQuant == kQuantFp8B128Ue8m0) {
 #pragma unroll
-      for (int h = 0; h < NV; ++h) {
-        float f[8];
-        unpack_f32<T>(yv[h], f);
-        out[h] = block_fp8_codes<kQuant == kQuantFp8B128Ue8m0>(f, pr, code, s_f32);
+        for (int h = 0; h < NV; ++h) {
+          float f[8];
+          unpack_f32<T>(yv[h], f);
+          out[h] = block_fp8_ue8m0_codes(f, pr, code, s_f32);
+        }
+      } else {
+        s_f32 = pr;
+        block_fp8_f32_codes<NV>(pr, [&](int h, float(&f)[8]) { unpack_f32<T>(yv[h], f); }, out);
       }
     }
   }

@@ -44,11 +44,16 @@ __device__ __forceinline__ void quantize_unit(const Fp8BlockParams& p, const Vec
   uint32_t s_code = 0xFFu;
   if (bits < HalfBits<T>::kInf) {
     const float pr = __fmul_rn(fmaxf(HalfBits<T>::to_f32(bits), 1e-4f), 1.0f / 448.0f);
+    if constexpr (kUe8m0) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float f[8];
-      unpack_f32<T>(v[h], f);
-      out[h] = block_fp8_codes<kUe8m0>(f, pr, s_code, s_f32);
+      for (int h = 0; h < 2; ++h) {
+        float f[8];
+        unpack_f32<T>(v[h], f);
+        out[h] = block_fp8_ue8m0_codes(f, pr, s_code, s_f32);
+      }
+    } else {
+      s_f32 = pr;
+      block_fp8_f32_codes<2>(pr, [&](int h, float(&f)[8]) { unpack_f32<T>(v[h], f); }, out);
     }
   }
   if (row >= p.rows) return;

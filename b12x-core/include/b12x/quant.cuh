@@ -283,29 +283,70 @@ __device__ __forceinline__ void load_units(const ChunkGrid<U>& g, const void* x,
         [&] { return reinterpret_cast<const T*>(x) + (long long)g.row[j] * ldx + g.chunk[j] * 16; }, v[j]);
 }
 
-// Block FP8 (DeepSeek 1xG): the E4M3 codes of the 8 values f of one lane, given the group's
-// pr = max(amax, 1e-4) / 448. UE8M0 scales: s = 2^code, code = ceil_pow2(pr), and x / s is the
-// exact product x * 2^(127 - code) (s >= 2^-22). f32 scales: s = pr and IEEE x / s through one
-// reciprocal (div_by_scale; s >= 2^-23). Returns the codes; s_code / s_f32 receive the scale.
-template <bool kUe8m0>
-__device__ __forceinline__ uint2 block_fp8_codes(const float (&f)[8], float pr, uint32_t& s_code, float& s_f32) {
-  float q[8];
-  if constexpr (kUe8m0) {
-    s_code = ceil_pow2_code(pr);
-    s_f32 = __uint_as_float(s_code << 23);
-    const float r = __uint_as_float((254u - s_code) << 23);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = __fmul_rn(f[i], r);
-  } else {
-    s_f32 = pr;
-    const float r = __frcp_rn(pr);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = div_by_scale(f[i], pr, r);
-  }
+// ---- E4M3 of a quotient by a block FP8 scale, in two instructions -------------------------
+// e4m3(x / s) for the block FP8 f32 scales s = RN(max(amax, 1e-4) * RN(1/448)) < 2^64, where x
+// is a bf16 or f16 value with |x| <= amax (the group's max): q = RN(x r + RN(x rlo)) with the
+// round-down reciprocal r = RD(1 / s) and rlo = RN((1 - r s) r) >= 0 (1 - r s is exact in one
+// FMA). q is not always the IEEE quotient (it differs in the last bit for ~4 in 10^5 pairs), but
+// it is within ~2^-47 of x / s, and x / s lies at least that far from every E4M3 rounding
+// boundary whenever it is not on one, so e4m3(q) == e4m3(RN(x / s)). The proof is exhaustive:
+// `b12x-quant/tests/cpu_block_fp8_division.rs` checks every bf16 and every f16 pair (x, amax).
+// Both product terms carry x's sign (r, rlo >= 0), so x = -0 gives -0. Above 2^64, rlo could be
+// subnormal and lose the bits that matter: block_fp8_codes takes the three-instruction division.
+__device__ __forceinline__ float div_by_block_scale(float x, float r, float rlo) {
+  return __fmaf_rn(x, r, __fmul_rn(x, rlo));
+}
+
+// The E4M3 codes of 8 values, packed in order (e4m3x2 pairs, the lower index in the low byte).
+__device__ __forceinline__ uint2 e4m3_codes8(const float (&q)[8]) {
   uint32_t c[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) c[i] = e4m3x2(q[2 * i], q[2 * i + 1]);
   return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+}
+
+// Block FP8 (DeepSeek 1xG) with UE8M0 scales: the E4M3 codes of the 8 values f of one lane, given
+// the group's pr = max(amax, 1e-4) / 448: s = 2^code, code = ceil_pow2(pr), and x / s is the
+// exact product x * 2^(127 - code) (s >= 2^-22). s_code / s_f32 receive the scale.
+__device__ __forceinline__ uint2 block_fp8_ue8m0_codes(const float (&f)[8], float pr, uint32_t& s_code,
+                                                       float& s_f32) {
+  s_code = ceil_pow2_code(pr);
+  s_f32 = __uint_as_float(s_code << 23);
+  const float r = __uint_as_float((254u - s_code) << 23);
+  float q[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = __fmul_rn(f[i], r);
+  return e4m3_codes8(q);
+}
+
+// Block FP8 with f32 scales s = pr: the E4M3 codes of a lane's NV vectors of 8 values, each
+// unpacked by unpack(h, f), as e4m3(IEEE x / s): div_by_block_scale below 2^64 (every real
+// group), div_by_scale above. One branch per lane around all NV vectors, so each path is one
+// straight-line block (a branch per vector split the lane's work and was slower).
+template <int NV, typename Unpack>
+__device__ __forceinline__ void block_fp8_f32_codes(float pr, Unpack&& unpack, uint2 (&out)[NV]) {
+  if (pr < 0x1p64f) {
+    const float r = __frcp_rd(pr);
+    const float rlo = __fmul_rn(__fmaf_rn(-r, pr, 1.0f), r);
+#pragma unroll
+    for (int h = 0; h < NV; ++h) {
+      float f[8], q[8];
+      unpack(h, f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[i] = div_by_block_scale(f[i], r, rlo);
+      out[h] = e4m3_codes8(q);
+    }
+  } else {
+    const float r = __frcp_rn(pr);
+#pragma unroll
+    for (int h = 0; h < NV; ++h) {
+      float f[8], q[8];
+      unpack(h, f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[i] = div_by_scale(f[i], pr, r);
+      out[h] = e4m3_codes8(q);
+    }
+  }
 }
 
 }  // namespace b12x
