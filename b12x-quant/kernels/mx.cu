@@ -167,13 +167,8 @@ __device__ __forceinline__ void quantize_dense(const MxParams& p) {
   const uint32_t chunks = (uint32_t)p.k >> 4;
   const uint32_t live = (uint32_t)p.rows * chunks;  // units of rows < M
   const uint32_t base = blockIdx.x * (blockDim.x * U) + threadIdx.x;
-  const T* x = reinterpret_cast<const T*>(p.x);
   Vec16 v[U][2];
-#pragma unroll
-  for (int j = 0; j < U; ++j) {
-    const uint32_t i = base + j * blockDim.x;
-    load_slot<T>(i < live, [&] { return x + (size_t)i * 16; }, v[j]);
-  }
+  load_dense<T, U>(p.x, base, live, v);
 #pragma unroll
   for (int j = 0; j < U; ++j) {
     const uint32_t i = base + j * blockDim.x;

@@ -74,6 +74,12 @@ fn sweep(decode: impl Fn(u16) -> f32, limit: u16, amax_bits: impl Iterator<Item 
     (pairs, bad, first)
 }
 
+/// Asserts a sweep covered at least `min_pairs` pairs and found no mismatch.
+fn assert_clean((pairs, bad, first): (u64, u64, Option<String>), min_pairs: u64) {
+    assert!(pairs > min_pairs, "swept only {pairs} pairs");
+    assert_eq!(bad, 0, "{bad} of {pairs} pairs differ, first: {first:?}");
+}
+
 fn bf16_of(b: u16) -> f32 {
     bf16::from_bits(b).to_f32()
 }
@@ -86,9 +92,7 @@ fn f16_of(b: u16) -> f32 {
 #[test]
 #[ignore = "6e7 pairs: run with --release -- --ignored"]
 fn bf16_every_pair() {
-    let (pairs, bad, first) = sweep(bf16_of, 0x7F80, 1..0x7F80);
-    assert!(pairs > 50_000_000, "swept only {pairs} pairs");
-    assert_eq!(bad, 0, "{bad} of {pairs} pairs differ, first: {first:?}");
+    assert_clean(sweep(bf16_of, 0x7F80, 1..0x7F80), 50_000_000);
 }
 
 /// Every positive finite f16 amax against every f16 x: ~9·10^8 pairs, so run it optimized:
@@ -96,26 +100,20 @@ fn bf16_every_pair() {
 #[test]
 #[ignore = "9e8 pairs: run with --release -- --ignored"]
 fn f16_every_pair() {
-    let (pairs, bad, first) = sweep(f16_of, 0x7C00, 1..0x7C00);
-    assert!(pairs > 900_000_000, "swept only {pairs} pairs");
-    assert_eq!(bad, 0, "{bad} of {pairs} pairs differ, first: {first:?}");
+    assert_clean(sweep(f16_of, 0x7C00, 1..0x7C00), 900_000_000);
 }
 
 /// The slice of the bf16 sweep every `cargo test` runs: every 16th amax pattern (each binade's
 /// significands in steps of 16, all exponents, the floor) against every x.
 #[test]
 fn bf16_every_16th_amax() {
-    let (pairs, bad, first) = sweep(bf16_of, 0x7F80, (1..0x7F80).step_by(16));
-    assert!(pairs > 3_000_000, "swept only {pairs} pairs");
-    assert_eq!(bad, 0, "{bad} of {pairs} pairs differ, first: {first:?}");
+    assert_clean(sweep(bf16_of, 0x7F80, (1..0x7F80).step_by(16)), 3_000_000);
 }
 
 /// The slice of the f16 sweep every `cargo test` runs: amax in [2^15, 2^16), every 4th.
 #[test]
 fn f16_top_binade() {
-    let (pairs, bad, first) = sweep(f16_of, 0x7C00, (0x7800..0x7C00).step_by(4));
-    assert!(pairs > 4_000_000, "swept only {pairs} pairs");
-    assert_eq!(bad, 0, "{bad} of {pairs} pairs differ, first: {first:?}");
+    assert_clean(sweep(f16_of, 0x7C00, (0x7800..0x7C00).step_by(4)), 4_000_000);
 }
 
 /// Why two instructions: one multiply by RN(1/s) gets thousands of codes wrong (x/s near an E4M3

@@ -269,6 +269,18 @@ __device__ __forceinline__ void load_slot(bool live, Src&& src, Vec16 (&v)[2]) {
   }
 }
 
+// The dense quantizers' loads: slot j of this thread is flat unit base + j * blockDim.x, i.e.
+// x[16 i ..] of a [rows, K] tensor without row padding, live below `live` units.
+template <typename T, int U>
+__device__ __forceinline__ void load_dense(const void* x, uint32_t base, uint32_t live, Vec16 (&v)[U][2]) {
+  const T* xt = reinterpret_cast<const T*>(x);
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const uint32_t i = base + j * blockDim.x;
+    load_slot<T>(i < live, [&] { return xt + (size_t)i * 16; }, v[j]);
+  }
+}
+
 // Loads the U 16-element slots of g from x ([rows, K] of T, row stride ldx elements) as two
 // 16-byte halves each, all loads issued before any use. Through L1 (not L1::no_allocate): the
 // two halves of a lane share 32-byte sectors, so the second load of each pair is an L1 hit.
