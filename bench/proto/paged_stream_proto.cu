@@ -23,6 +23,9 @@
 // `read` is the project's read probe on the same byte count (the size-matched ceiling).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/pstream paged_stream_proto.cu && /tmp/pstream
+// PS_TRACE_ONLY=1 instead times the split schedule (S = 3 and 6) with per-CTA stamps, in the
+// phases paged_trace_proto.cu reports for the library kernel: entry -> first block landed ->
+// ring drained (warp 0), the span and the time outside it.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -49,6 +52,15 @@ __device__ __forceinline__ void wait_pending() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 __device__ __forceinline__ uint32_t saddr(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// Per-CTA stamps of the traced split runs (thread 0: entry, first block landed in warp 0, warp 0's
+// ring drained) and the CTA's SM.
+__device__ unsigned long long g_tr[8192][4];
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 struct Args {
   const uint8_t* k;
@@ -84,7 +96,7 @@ struct Ring {
 };
 
 // A warp's stream of blocks: unit(j) gives (page, g) of its j-th block; n blocks.
-template <int ES, int STAGES, typename Unit>
+template <int ES, int STAGES, bool kTrace = false, typename Unit>
 __device__ __forceinline__ unsigned stream_blocks(const Args& a, uint8_t* ring, int lane, int n, Unit&& unit) {
   using R = Ring<ES, STAGES>;
   unsigned acc = 0;
@@ -108,17 +120,29 @@ __device__ __forceinline__ unsigned stream_blocks(const Args& a, uint8_t* ring, 
     wait_pending<STAGES - 1>();
     __syncwarp();
     acc ^= reinterpret_cast<const unsigned*>(ring + (j % STAGES) * R::kBlock)[lane];
+    if (kTrace && j == 0 && threadIdx.x == 0) {
+      asm volatile("" ::"r"(acc));
+      g_tr[blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)][1] = now_ns();
+    }
     __syncwarp();
   }
   wait_pending<0>();
   return acc;
 }
 
-// split S: grid (S, 1, B * HKV).
-template <int ES, int STAGES>
+// split S: grid (S, 1, B * HKV). kTrace: stamps into g_tr.
+template <int ES, int STAGES, bool kTrace = false>
 __global__ void __launch_bounds__(32 * WARPS) split_probe(const __grid_constant__ Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (kTrace && threadIdx.x == 0) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    g_tr[cta][0] = now_ns();
+    g_tr[cta][1] = g_tr[cta][2] = 0;
+    g_tr[cta][3] = sm;
+  }
   const int b = blockIdx.z / HKV, g = blockIdx.z % HKV;
   const int len = __ldg(a.seq_lens + b);
   const int blocks = (len + P - 1) / P;
@@ -127,11 +151,15 @@ __global__ void __launch_bounds__(32 * WARPS) split_probe(const __grid_constant_
   const int* pt = a.page_table + (size_t)b * a.max_pages;
   unsigned acc = __ldg(reinterpret_cast<const unsigned*>(a.q + ((size_t)b * 32 + g * 4) * D * 2) + lane);
   const int n = hi - lo > warp ? (hi - lo - warp + WARPS - 1) / WARPS : 0;
-  acc ^= stream_blocks<ES, STAGES>(a, smem + warp * STAGES * Ring<ES, STAGES>::kBlock, lane, n,
-                                   [&](int j, int& page, int& gg) {
-                                     page = __ldg(pt + lo + warp + j * WARPS);
-                                     gg = g;
-                                   });
+  acc ^= stream_blocks<ES, STAGES, kTrace>(a, smem + warp * STAGES * Ring<ES, STAGES>::kBlock, lane, n,
+                                           [&](int j, int& page, int& gg) {
+                                             page = __ldg(pt + lo + warp + j * WARPS);
+                                             gg = g;
+                                           });
+  if (kTrace && threadIdx.x == 0) {
+    asm volatile("" ::"r"(acc));
+    g_tr[cta][2] = now_ns();
+  }
   if (acc == 0x12345678u) a.sink[0] = acc;
 }
 
@@ -196,6 +224,37 @@ double run(cudaStream_t st, Args a, dim3 grid) {
   return time_graph(st, [&] { kern<<<grid, 32 * WARPS, smem, st>>>(a); }, 30);
 }
 
+static double pct(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, (size_t)(q * v.size()))];
+}
+
+// The split schedule traced (the last sample's stamps): per CTA, entry -> warp 0's first block
+// landed, -> warp 0's ring drained; the grid's span against the event time.
+template <int ES, int STAGES>
+void traced_split(cudaStream_t st, Args a, int B, int ctx) {
+  constexpr int smem = Ring<ES, STAGES>::kSmem;
+  auto kern = split_probe<ES, STAGES, true>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(a.splits, 1, B * HKV);
+  const double ev = time_graph(st, [&] { kern<<<grid, 32 * WARPS, smem, st>>>(a); }, 30);
+  const int n = grid.x * grid.z;
+  static unsigned long long h[8192][4];
+  CK(cudaMemcpyFromSymbol(h, g_tr, sizeof(h[0]) * n));
+  unsigned long long s0 = ~0ull, e1 = 0;
+  std::vector<double> first, ring;
+  for (int c = 0; c < n; ++c) {
+    s0 = std::min(s0, h[c][0]);
+    e1 = std::max(e1, h[c][2]);
+    if (h[c][1]) first.push_back((h[c][1] - h[c][0]) * 1e-3);
+    if (h[c][1] && h[c][2]) ring.push_back((h[c][2] - h[c][1]) * 1e-3);
+  }
+  printf("trace %s %4d %6d split %d st %d: event %6.2f us, span %6.2f, outside %5.2f | first block %5.2f/%5.2f | ring %6.2f/%6.2f (median/p90 us)\n",
+         ES == 2 ? "bf16" : "e4m3", B, ctx, a.splits, STAGES, ev, (e1 - s0) * 1e-3, ev - (e1 - s0) * 1e-3, pct(first, 0.5),
+         pct(first, 0.9), pct(ring, 0.5), pct(ring, 0.9));
+}
+
 template <int ES, int STAGES>
 int ctas_per_sm(bool stream) {
   int n = 0;
@@ -247,6 +306,18 @@ void shape(cudaStream_t st, const cudaDeviceProp& prop, int B, int ctx) {
   };
   printf("%-5s %4d %6d  %-7s %d %4s %9.2f %7.3f %6.1f%%\n", es, B, ctx, "read", 0, "-", rd, bytes / rd * 1e-6, 100.0);
   const int pairs = B * HKV;
+  if (getenv("PS_TRACE_ONLY")) {
+    for (int S : {3, 6}) {
+      a.splits = S;
+      traced_split<ES, 2>(st, a, B, ctx);
+      traced_split<ES, 3>(st, a, B, ctx);
+    }
+    CK(cudaFree(kv));
+    CK(cudaFree(pt));
+    CK(cudaFree(sl));
+    CK(cudaFree(q));
+    return;
+  }
   for (int S : {1, 2, 3, 4, 6, 8, 12, 16}) {
     if (S > max_pages) continue;
     a.splits = S;
