@@ -260,24 +260,54 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
 
   unsigned char* s_q = s_dyn;
   unsigned char* s_work = s_dyn + Smem::kQ;
-  // Q tile -> shared (rows past tile_rows zero); every warp waits for the whole tile.
-  auto load_q = [&] {
-    for (int idx = threadIdx.x; idx < 16 * (D / 8); idx += blockDim.x) {
-      const int r = idx / (D / 8), c = idx % (D / 8);
-      Vec16 v{{0u, 0u, 0u, 0u}};
-      if (r < tile_rows) {
-        const int rr = tile * kRows + r;
-        const int row = row0 + rr / G, h = g * G + rr % G;
-        v = ld_global_v16(static_cast<const T*>(p.q) + row * p.q_stride + h * D + c * 8);
-        if constexpr (kE4m3) {
+  // Q tile -> shared (rows past tile_rows zero); every warp waits for the whole tile. With 8-row
+  // tiles (decode) the global loads go out first (fetch_q, before the first KV blocks' page ids
+  // are known: session 17 measured the first block landing ~1-2 us earlier), the shared stores and
+  // the barrier after the blocks are issued (load_q). 16-row tiles load and store in one pass
+  // inside load_q: holding their Q registers across the issue spills.
+  constexpr bool kEarlyQ = kSwap;
+  constexpr int kQPer = kEarlyQ ? (16 * (D / 8) + 32 * WARPS - 1) / (32 * WARPS) : 1;
+  auto q_src = [&](int r, int c) {
+    const int rr = tile * kRows + r;
+    const int row = row0 + rr / G, h = g * G + rr % G;
+    return static_cast<const T*>(p.q) + row * p.q_stride + h * D + c * 8;
+  };
+  Vec16 q_regs[kQPer];
+  auto fetch_q = [&] {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.w[i]));
-            v.w[i] = Mma::pack(f.x * kQScaleE4m3, f.y * kQScaleE4m3);
-          }
+    for (int i = 0; i < kQPer; ++i) {
+      const int idx = threadIdx.x + i * 32 * WARPS;
+      const int r = idx / (D / 8), c = idx % (D / 8);
+      q_regs[i] = Vec16{{0u, 0u, 0u, 0u}};
+      if (idx < 16 * (D / 8) && r < tile_rows) q_regs[i] = ld_global_v16(q_src(r, c));
+    }
+  };
+  auto store_q = [&](int r, int c, Vec16 v) {
+    if constexpr (kE4m3) {
+      if (r < tile_rows) {
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.w[w]));
+          v.w[w] = Mma::pack(f.x * kQScaleE4m3, f.y * kQScaleE4m3);
         }
       }
-      *reinterpret_cast<Vec16*>(s_q + (r * kPitch + c * 8) * 2) = v;
+    }
+    *reinterpret_cast<Vec16*>(s_q + (r * kPitch + c * 8) * 2) = v;
+  };
+  auto load_q = [&] {
+    if constexpr (kEarlyQ) {
+#pragma unroll
+      for (int i = 0; i < kQPer; ++i) {
+        const int idx = threadIdx.x + i * 32 * WARPS;
+        if (idx < 16 * (D / 8)) store_q(idx / (D / 8), idx % (D / 8), q_regs[i]);
+      }
+    } else {
+      for (int idx = threadIdx.x; idx < 16 * (D / 8); idx += blockDim.x) {
+        const int r = idx / (D / 8), c = idx % (D / 8);
+        Vec16 v{{0u, 0u, 0u, 0u}};
+        if (r < tile_rows) v = ld_global_v16(q_src(r, c));
+        store_q(r, c, v);
+      }
     }
     __syncthreads();
   };
@@ -339,6 +369,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // Bit s: the page of the block in stage s is valid. The first STAGES - 1 blocks go out
   // before the Q tile is loaded (their latency covers both).
   unsigned ok_bits = 0;
+  if constexpr (kEarlyQ) fetch_q();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (warp + s * WARPS < n_blocks && issue(warp + s * WARPS, s)) ok_bits |= 1u << s;
