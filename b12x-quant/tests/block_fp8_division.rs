@@ -104,16 +104,20 @@ fn f16_every_pair() {
 }
 
 /// The slice of the bf16 sweep every `cargo test` runs: every 16th amax pattern (each binade's
-/// significands in steps of 16, all exponents, the floor) against every x.
+/// significands in steps of 16, all exponents, the floor), and the amax around 1 and 1.75 (1.75 /
+/// 448 = 2^-8: a power-of-two scale, where 1 - r·s = 0), against every x.
 #[test]
 fn bf16_every_16th_amax() {
-    assert_clean(sweep(bf16_of, 0x7F80, (1..0x7F80).step_by(16)), 3_000_000);
+    let amaxes = (1..0x7F80).step_by(16).chain(0x3F80..0x3F90).chain(0x3FE0..0x4000);
+    assert_clean(sweep(bf16_of, 0x7F80, amaxes), 3_000_000);
 }
 
-/// The slice of the f16 sweep every `cargo test` runs: amax in [2^15, 2^16), every 4th.
+/// The slice of the f16 sweep every `cargo test` runs: amax in [2^15, 2^16) every 4th, and every
+/// amax at or below the 1e-4 floor and up to 2^-12 (subnormal amax, every x below it).
 #[test]
-fn f16_top_binade() {
-    assert_clean(sweep(f16_of, 0x7C00, (0x7800..0x7C00).step_by(4)), 4_000_000);
+fn f16_top_binade_and_floor() {
+    let amaxes = (0x7800..0x7C00).step_by(4).chain(0x0001..0x0C00);
+    assert_clean(sweep(f16_of, 0x7C00, amaxes), 4_000_000);
 }
 
 /// Why two instructions: one multiply by RN(1/s) gets thousands of codes wrong (x/s near an E4M3

@@ -302,9 +302,9 @@ __device__ __forceinline__ void load_units(const ChunkGrid<U>& g, const void* x,
 // FMA). q is not always the IEEE quotient (it differs in the last bit for ~4 in 10^5 pairs), but
 // it is within ~2^-47 of x / s, and x / s lies at least that far from every E4M3 rounding
 // boundary whenever it is not on one, so e4m3(q) == e4m3(RN(x / s)). The proof is exhaustive:
-// `b12x-quant/tests/cpu_block_fp8_division.rs` checks every bf16 and every f16 pair (x, amax).
+// `b12x-quant/tests/block_fp8_division.rs` checks every bf16 and every f16 pair (x, amax).
 // Both product terms carry x's sign (r, rlo >= 0), so x = -0 gives -0. Above 2^64, rlo could be
-// subnormal and lose the bits that matter: block_fp8_codes takes the three-instruction division.
+// subnormal and lose the bits that matter: block_fp8_f32_codes takes the three-instruction division.
 __device__ __forceinline__ float div_by_block_scale(float x, float r, float rlo) {
   return __fmaf_rn(x, r, __fmul_rn(x, rlo));
 }
