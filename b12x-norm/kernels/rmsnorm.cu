@@ -144,7 +144,7 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
         }
       } else {
         s_f32 = pr;
-        block_fp8_f32_codes<NV>(pr, [&](int h, float(&f)[8]) { unpack_f32<T>(yv[h], f); }, out);
+        block_fp8_f32_codes<T, NV>(pr, yv, out);
       }
     }
   }

@@ -53,7 +53,7 @@ __device__ __forceinline__ void quantize_unit(const Fp8BlockParams& p, const Vec
       }
     } else {
       s_f32 = pr;
-      block_fp8_f32_codes<2>(pr, [&](int h, float(&f)[8]) { unpack_f32<T>(v[h], f); }, out);
+      block_fp8_f32_codes<T, 2>(pr, v, out);
     }
   }
   if (row >= p.rows) return;

@@ -1,8 +1,8 @@
 //! The launch shape shared by the flat quantizer kernels (`quantization.mxfp8`, `mxfp4`,
 //! `nvfp4`, `fp8_block`): the input is cut into slots of 16 elements of a row (two 16-byte
 //! loads); a CTA of `threads` threads covers `threads · unroll` consecutive slots, thread `t`
-//! taking slots `t, t + threads, …` (`ChunkGrid` / `load_units` in `b12x/quant.cuh`; nvfp4 addresses
-//! unpadded rows from the flat slot index instead) and issuing
+//! taking slots `t, t + threads, …` (`ChunkGrid` / `load_units` in `b12x/quant.cuh`; nvfp4 and
+//! mx address unpadded rows from the flat slot index instead, `load_dense`) and issuing
 //! all its loads before converting any. 16 elements per lane (rather than 8) halves the scale,
 //! shuffle and address work per element: on the H200 it took mxfp4 from 73% to 93% of the read
 //! ceiling and mxfp8 / block FP8 from 84–86% to 90–93% (`bench-results/2026-11-30-h200-j`).

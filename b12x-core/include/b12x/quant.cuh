@@ -331,19 +331,19 @@ __device__ __forceinline__ uint2 block_fp8_ue8m0_codes(const float (&f)[8], floa
   return e4m3_codes8(q);
 }
 
-// Block FP8 with f32 scales s = pr: the E4M3 codes of a lane's NV vectors of 8 values, each
-// unpacked by unpack(h, f), as e4m3(IEEE x / s): div_by_block_scale below 2^64 (every real
-// group), div_by_scale above. One branch per lane around all NV vectors, so each path is one
-// straight-line block (a branch per vector split the lane's work and was slower).
-template <int NV, typename Unpack>
-__device__ __forceinline__ void block_fp8_f32_codes(float pr, Unpack&& unpack, uint2 (&out)[NV]) {
+// Block FP8 with f32 scales s = pr: the E4M3 codes of a lane's NV vectors v of 8 values of T,
+// as e4m3(IEEE x / s): div_by_block_scale below 2^64 (every real group), div_by_scale above. One
+// branch per lane around all NV vectors, so each path is one straight-line block (a branch per
+// vector split the lane's work and was slower).
+template <typename T, int NV>
+__device__ __forceinline__ void block_fp8_f32_codes(float pr, const Vec16 (&v)[NV], uint2 (&out)[NV]) {
   if (pr < 0x1p64f) {
     const float r = __frcp_rd(pr);
     const float rlo = __fmul_rn(__fmaf_rn(-r, pr, 1.0f), r);
 #pragma unroll
     for (int h = 0; h < NV; ++h) {
       float f[8], q[8];
-      unpack(h, f);
+      unpack_f32<T>(v[h], f);
 #pragma unroll
       for (int i = 0; i < 8; ++i) q[i] = div_by_block_scale(f[i], r, rlo);
       out[h] = e4m3_codes8(q);
@@ -353,7 +353,7 @@ __device__ __forceinline__ void block_fp8_f32_codes(float pr, Unpack&& unpack, u
 #pragma unroll
     for (int h = 0; h < NV; ++h) {
       float f[8], q[8];
-      unpack(h, f);
+      unpack_f32<T>(v[h], f);
 #pragma unroll
       for (int i = 0; i < 8; ++i) q[i] = div_by_scale(f[i], pr, r);
       out[h] = e4m3_codes8(q);
