@@ -26,8 +26,10 @@
 //   range is split over up to max_splits CTAs (chunks of >= min_chunk keys, from the device
 //   lengths: the grid is fixed, so a captured graph replays any lengths). Split partials merge
 //   in split order with the sink: launched as clusters of the grid's x (<= 8 splits), through
-//   distributed shared memory after a cluster barrier, each split finishing a share of the
-//   outputs; otherwise through scratch, by the last CTA to arrive (arrive_tagged).
+//   distributed shared memory, each split finishing a share of the outputs (16-row tiles read
+//   the peers' partials after a cluster barrier; 8-row tiles push each share into its
+//   finisher's shared memory before one); otherwise through scratch, by the last CTA to
+//   arrive (arrive_tagged).
 //   Untrusted indices follow src/paging.rs: masked rows, fault bits.
 // Entry points: b12x_paged_{bf16,f16,bf16_e4m3}_d{64,96,128,256} (2-stage rings, 16-row
 //   tiles), ..._d{64,96,128}_s3 (3-stage rings), ..._d{64,96,128}[_s3]_n8 (8-row tiles, S^T = K Q^T).
@@ -82,13 +84,17 @@ static_assert(offsetof(PagedParams, q_stride) == 120, "offset must match params.
 static_assert(offsetof(PagedParams, tokens) == 144, "offset must match params.rs");
 static_assert(offsetof(PagedParams, scale_log2) == 188, "offset must match params.rs");
 
+// Most splits the cluster merge takes (grid x = cluster x <= 8, the portable cluster size);
+// mirrored by src/paged/mod.rs (MAX_CLUSTER_SPLITS).
+constexpr int kMaxClusterSplits = 8;
+
 // Shared-memory geometry of one variant. The Q tile: 16 rows x D elements of T with a 16-byte
 // pad per row. The K/V rings: 16-key blocks of rows of D elements of the cache (T or E4M3),
 // each row 128-byte aligned and unpadded with its 16-byte chunks XOR-swizzled within each
 // 128-byte group (chunk c of row r at (c & ~7) | ((c ^ r) & 7)): cp.async pieces of one global
 // line land in one aligned 128-byte segment (a padded pitch splits the L2 requests: 2.6x the
 // requests, 1.5x the sectors, measured), and ldmatrix rows fall in distinct banks.
-template <typename T, bool kE4m3, int D, int WARPS, int STAGES>
+template <typename T, bool kE4m3, int D, int WARPS, int STAGES, bool kSwap>
 struct PagedSmem {
   static constexpr int kPitch = D + 8;                          // elements per Q row
   static constexpr int kTile = 16 * kPitch * 2;                 // bytes of the Q tile
@@ -100,8 +106,15 @@ struct PagedSmem {
   static constexpr int kQ = kTile;
   static constexpr int kMerge = WARPS * 16 * D * 4 + WARPS * 16 * 2 * 4;  // O, m, l per warp
   static constexpr int kStage = WARPS * kWarp;
-  // + the merged (m, l) of 16 rows after the per-warp ones.
-  static constexpr int kBytes = kQ + (kStage > kMerge ? kStage : kMerge) + 16 * 2 * 4;
+  // 8-row tiles merging in a cluster: what the peers push, in an area of its own (they push
+  // while this CTA may still stream): O of the 8-element chunks this split finishes, [split]
+  // [ceil(chunks / splits)][8] <= (8 * D / 8 + kMaxClusterSplits - 1) * 8 floats, and (m, l)
+  // per row, [split][8][2].
+  static constexpr int kRecvO = kSwap ? (D + kMaxClusterSplits - 1) * 8 * 4 : 0;
+  static constexpr int kRecvMl = kSwap ? kMaxClusterSplits * 8 * 2 * 4 : 0;
+  // Offset of the pushed partials: past the merged (m, l) of 16 rows after the per-warp ones.
+  static constexpr int kRecv = kQ + (kStage > kMerge ? kStage : kMerge) + 16 * 2 * 4;
+  static constexpr int kBytes = kRecv + kRecvO + kRecvMl;
 };
 
 // o = 0 and lse = -inf for rows [r0, r1) of (token, head in group) of request rows row0.. and
@@ -153,10 +166,6 @@ struct MmaTypeOf<true, T> {
 #define B12X_PAGED_ENTRY(p, b) ((void)0)
 #endif
 
-// Most splits the cluster merge takes (grid x = cluster x <= 8, the portable cluster size);
-// mirrored by src/paged/mod.rs (MAX_CLUSTER_SPLITS).
-constexpr int kMaxClusterSplits = 8;
-
 // E4M3 caches run the MMAs in f16: a code pair converts to f16 x 2 in one instruction, exactly,
 // and Q (bf16) is stored as f16 times kQScaleE4m3 (a power of two: exact for |q| in
 // [2^-10, 2^20), which keeps bf16 q inside f16's range), compensated in the logit scale.
@@ -164,7 +173,7 @@ constexpr float kQScaleE4m3 = 0.0625f;
 
 template <typename T, bool kE4m3, int D, int WARPS, int STAGES, bool kSwap>
 __device__ __forceinline__ void paged_attention(const PagedParams& p) {
-  using Smem = PagedSmem<T, kE4m3, D, WARPS, STAGES>;
+  using Smem = PagedSmem<T, kE4m3, D, WARPS, STAGES, kSwap>;
   // Rows per tile: 16 (S = Q K^T, query rows as the MMA's M), or 8 with kSwap (S^T = K Q^T:
   // 16 keys as M, the tile's 8 rows as N; half the MMAs and accumulators of a 16-row tile when
   // a tile holds at most 8 rows, as decode with a group of <= 8 does).
@@ -227,6 +236,13 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int c_lo = base + split * chunk;
   const int c_hi = min(k_hi, c_lo + chunk);
   B12X_PAGED_TRACE(1, c_hi);
+  // 8-row tiles whose splits are a cluster push their partials into the peers' shared memory
+  // (see the merge at the end). Pushes may start only once every peer has started: this
+  // arrival, with its wait before the first push, is that phase of the cluster barrier (every
+  // CTA of a cluster shares (request, KV head, tile), so all or none of its live CTAs get here;
+  // splits past `splits` have left, and exited threads do not hold a cluster barrier up).
+  const bool push = kSwap && splits > 1 && cluster_size() > 1;
+  if (push) cluster_arrive_relaxed();
 
   // Per-lane fragment rows: c0,c1 -> row lr, c2,c3 -> row lr + 8 (kSwap: c0,c2 -> row 2t,
   // c1,c3 -> row 2t + 1). Rows past tile_rows hold q = 0 (finite logits) and are never
@@ -700,6 +716,91 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   }
   __syncthreads();
 
+  const float v_scale = kE4m3 ? __ldg(p.v_scale + b * p.kv_heads + g) : 1.0f;
+  // Joins head h's sink (if any) to a row's merged (m, l) (base 2); returns the factor its
+  // unnormalized O takes (0 for a row without keys, whose O is 0).
+  auto join_sink = [&](int h, float& m, float& l) {
+    const float sk = __ldg(p.sinks + h) * kLog2e;
+    const float m2 = fmaxf(m, sk);
+    const float f = m == -INFINITY ? 0.0f : exp2f(m - m2);
+    l = l * f + exp2f(sk - m2);
+    m = m2;
+    return f;
+  };
+  if constexpr (kSwap) {
+    if (push) {
+      // Cluster merge of 8-row tiles, pushed: the tile's outputs are 8-element chunks (row r,
+      // d 8c..8c+7), chunk ch finished by split ch % splits. Each split merges its warps per
+      // chunk (as the other merges do) and stores the chunk's O and the rows' (m, l) into the
+      // finishing split's receive area (st.shared::cluster: no round trip); after one cluster
+      // barrier (release / acquire) each split sums its chunks over the splits in split order
+      // from its own shared memory and writes them. Same sums in the same order as the scratch
+      // and pull merges (same bits); no CTA reads another's shared memory, so none waits on
+      // its peers before leaving.
+      const int nch = tile_rows * (D / 8), per = (nch + splits - 1) / splits;
+      const uint32_t recv_o = smem_addr(s_dyn + Smem::kRecv), recv_ml = recv_o + Smem::kRecvO;
+      cluster_wait();  // every peer has started (the arrival above)
+      for (int ch = threadIdx.x; ch < nch; ch += blockDim.x) {
+        const int r = ch / (D / 8), d0 = ch % (D / 8) * 8;
+        float m = -INFINITY;
+        for (int w = 0; w < WARPS; ++w) m = fmaxf(m, s_ml[(w * 16 + r) * 2]);
+        float o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, l = 0.0f;
+        if (m != -INFINITY) {
+          for (int w = 0; w < WARPS; ++w) {
+            const float f = exp2f(s_ml[(w * 16 + r) * 2] - m);
+            const float4* src = reinterpret_cast<const float4*>(s_o + (w * 16 + r) * D + d0);
+            const float4 a = src[0], c = src[1];
+            o[0] += f * a.x; o[1] += f * a.y; o[2] += f * a.z; o[3] += f * a.w;
+            o[4] += f * c.x; o[5] += f * c.y; o[6] += f * c.z; o[7] += f * c.w;
+            l += f * s_ml[(w * 16 + r) * 2 + 1];
+          }
+        }
+        const uint32_t at = mapa_shared(recv_o + (split * per + ch / splits) * 32, ch % splits);
+        st_shared_cluster_v4_f32(at, o[0], o[1], o[2], o[3]);
+        st_shared_cluster_v4_f32(at + 16, o[4], o[5], o[6], o[7]);
+        if (d0 == 0) {
+#pragma unroll 1
+          for (int q = 0; q < splits; ++q) st_shared_cluster_v2_f32(mapa_shared(recv_ml + (split * 8 + r) * 8, q), m, l);
+        }
+      }
+      B12X_PAGED_TRACE(4, 0);
+      cluster_arrive_release();
+      cluster_wait();
+      B12X_PAGED_TRACE(5, 0);
+      const float* r_o = reinterpret_cast<const float*>(s_dyn + Smem::kRecv);
+      const float* r_ml = reinterpret_cast<const float*>(s_dyn + Smem::kRecv + Smem::kRecvO);
+      for (int j = threadIdx.x; j * splits + split < nch; j += blockDim.x) {
+        const int ch = j * splits + split, r = ch / (D / 8), d0 = ch % (D / 8) * 8;
+        // (Loops kept rolled: code that runs once per CTA, fetched cold, is what it costs.)
+        float m = -INFINITY;
+#pragma unroll 1
+        for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, r_ml[(sp * 8 + r) * 2]);
+        float o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, l = 0.0f;
+#pragma unroll 1
+        for (int sp = 0; sp < splits; ++sp) {
+          const float w = m == -INFINITY ? 0.0f : exp2f(r_ml[(sp * 8 + r) * 2] - m);
+          l += w * r_ml[(sp * 8 + r) * 2 + 1];
+          if (m != -INFINITY) {
+            const float4* src = reinterpret_cast<const float4*>(r_o + (sp * per + j) * 8);
+            const float4 a = src[0], c = src[1];
+            o[0] += w * a.x; o[1] += w * a.y; o[2] += w * a.z; o[3] += w * a.w;
+            o[4] += w * c.x; o[5] += w * c.y; o[6] += w * c.z; o[7] += w * c.w;
+          }
+        }
+        const int rr = tile * kRows + r;
+        const int row = row0 + rr / G, h = g * G + rr % G;
+        const float f = p.sinks ? join_sink(h, m, l) : 1.0f;
+        float out[16 / sizeof(T)];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) out[e] = m == -INFINITY ? 0.0f : (p.sinks ? o[e] * f : o[e]) / l * v_scale;
+        st_global_v16(static_cast<T*>(p.o) + row * p.o_stride + h * D + d0, pack_from_f32<T>(out));
+        if (d0 == 0 && p.lse) p.lse[row * p.lse_stride + h] = m == -INFINITY ? -INFINITY : (m + log2f(l)) * kLn2;
+      }
+      B12X_PAGED_TRACE(6, 0);
+      return;
+    }
+  }
+
   // Merge the warps (in warp order) for every (row, d) of the tile's rows: into warp 0's slots.
   for (int idx = threadIdx.x; idx < tile_rows * D; idx += blockDim.x) {
     const int r = idx / D;
@@ -724,7 +825,6 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   B12X_PAGED_TRACE(4, 0);
   const float* m_l = s_ml + WARPS * 32;
 
-  const float v_scale = kE4m3 ? __ldg(p.v_scale + b * p.kv_heads + g) : 1.0f;
   const long long slot = (long long)blockIdx.z * p.tiles + tile;
   // Writes the final rows from per-row (m, l) and unnormalized O (base 2), adding the sink:
   // elements first, first + stride, ... of the tile's rows x D.
@@ -734,13 +834,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
       const int rr = tile * kRows + r;
       const int row = row0 + rr / G, h = g * G + rr % G;
       float m = ml_at(r, 0), l = ml_at(r, 1), o = o_at(r, d);
-      if (p.sinks) {
-        const float sk = __ldg(p.sinks + h) * kLog2e;
-        const float m2 = fmaxf(m, sk);
-        l = (m == -INFINITY ? 0.0f : l * exp2f(m - m2)) + exp2f(sk - m2);
-        o = m == -INFINITY ? 0.0f : o * exp2f(m - m2);
-        m = m2;
-      }
+      if (p.sinks) o *= join_sink(h, m, l);
       const bool empty = m == -INFINITY;
       const float out = empty ? 0.0f : o / l * v_scale;
       static_cast<T*>(p.o)[row * p.o_stride + h * D + d] = from_f32<T>(out);
@@ -753,7 +847,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     B12X_PAGED_TRACE(6, 0);
     return;
   }
-  if (cluster_size() > 1) {
+  if (!kSwap && cluster_size() > 1) {  // (8-row tiles pushed theirs above)
     // Cluster merge: the grid's splits of this (request, KV head, tile) are one cluster (rank =
     // split). Each active split keeps its merged O and (m, l) in shared memory; after one
     // cluster barrier (splits past `splits` left at the top: exited threads do not hold a

@@ -107,12 +107,17 @@ fn tiles_and_splits_follow_the_capacity() {
     // The plan's default: small batches with short capacity contexts take the splits that keep
     // the grid within 3/4 of the slots, merged in a cluster; long contexts and devices without
     // clusters keep the one-wave cap and the scratch merge; beyond a wave, 2 in clusters of 2;
-    // a full wave, unsplit.
-    assert_eq!(query().split_choice(132, 2, true), (3, true));
-    assert_eq!(query().split_choice(132, 4, true), (6, true));
+    // a full wave, unsplit. BF16 caches whose pairs fill a third to a half of the SMs: 2 (8 x 8
+    // pairs: one CTA per SM, not 3 splits); E4M3 and smaller batches keep the slots' count.
+    assert_eq!(query().split_choice(132, 2, true), (2, true));
+    assert_eq!(query().split_choice(132, 4, true), (2, true));
+    assert_eq!(Query { kv_dtype: DType::E4M3, ..query() }.split_choice(132, 4, true), (6, true));
+    assert_eq!(Query { kv_dtype: DType::E4M3, ..query() }.split_choice(132, 2, true), (3, true));
+    assert_eq!(Query { max_batch: 4, ..query() }.split_choice(132, 2, true), (6, true));
+    assert_eq!(Query { max_batch: 6, ..query() }.split_choice(132, 2, true), (2, true));
     assert_eq!(query().split_choice(132, 2, false), (4, false));
     assert_eq!(Query { max_pages: 1024, ..query() }.split_choice(132, 2, true), (4, false));
-    assert_eq!(Query { max_pages: 1023, ..query() }.split_choice(132, 2, true), (3, true));
+    assert_eq!(Query { max_pages: 1023, ..query() }.split_choice(132, 2, true), (2, true));
     assert_eq!(Query { max_batch: 16, ..query() }.split_choice(132, 2, true), (2, true));
     assert_eq!(Query { max_batch: 128, ..query() }.split_choice(132, 3, true), (2, true));
     assert_eq!(Query { max_batch: 128, ..query() }.split_choice(132, 3, false), (2, false));

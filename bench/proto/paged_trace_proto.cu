@@ -11,7 +11,9 @@
 // Configs: the plan's defaults of session 11 (cluster merge) against session 10's (scratch).
 // PT_WARM=1 (environment) puts a 1-key launch of the same kernel, on data of its own, before
 // each timed launch in the graph: the timed one then finds its code in L2 (cold-code test; the
-// event then includes both launches, the phases are the timed one's).
+// event then includes both launches, the phases are the timed one's). PT_WARM_KEYS=N gives that
+// launch N keys per request (N > 512: it runs the split merge's code too). PT_CAPS="4,2" times
+// only BF16 3-stage cluster runs at those split caps.
 // -DPT_PREFETCH=1 builds the variant that prefetches the page-table row at CTA entry
 // (B12X_PAGED_ENTRY; compare the two binaries' rows in one job).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
@@ -173,7 +175,10 @@ int main(int argc, char** argv) {
   int *d_lens1, *d_pt_warm;
   unsigned char* q_warm;
   {
-    std::vector<int> ones(B, 1), spare(pt.size(), num_pages - 1);
+    // PT_WARM_KEYS=N: the warm-up batch's length (default 1: one split, so the split merges'
+    // code stays cold; N > 2 * 256 keys runs them too).
+    const int warm_keys = getenv("PT_WARM_KEYS") ? std::min(atoi(getenv("PT_WARM_KEYS")), ctx) : 1;
+    std::vector<int> ones(B, warm_keys), spare(pt.size(), num_pages - 1);
     CK(cudaMalloc(&d_lens1, B * 4));
     CK(cudaMalloc(&d_pt_warm, pt.size() * 4));
     CK(cudaMalloc(&q_warm, (size_t)B * H * D * 2));
@@ -188,9 +193,16 @@ int main(int argc, char** argv) {
     fill_bytes<<<1024, 256>>>(kc, cache_elems * (e4m3 ? 1 : 2), 1, e4m3);
     fill_bytes<<<1024, 256>>>(vc, cache_elems * (e4m3 ? 1 : 2), 2, e4m3);
     CK(cudaDeviceSynchronize());
-    using SmemS3 = b12x::PagedSmem<b12x::bf16, false, 128, 4, 3>;
-    using SmemS2 = b12x::PagedSmem<b12x::bf16, false, 128, 4, 2>;
-    using SmemE = b12x::PagedSmem<b12x::bf16, true, 128, 4, 2>;
+    // The kernels timed are the 8-row (_n8) ones. -DPT_SMEM5: a kernel from before session 18,
+    // whose PagedSmem had no kSwap parameter (A/B against an older paged.cu).
+#ifdef PT_SMEM5
+#define PT_N8
+#else
+#define PT_N8 , true
+#endif
+    using SmemS3 = b12x::PagedSmem<b12x::bf16, false, 128, 4, 3 PT_N8>;
+    using SmemS2 = b12x::PagedSmem<b12x::bf16, false, 128, 4, 2 PT_N8>;
+    using SmemE = b12x::PagedSmem<b12x::bf16, true, 128, 4, 2 PT_N8>;
     const int smem = e4m3 ? SmemE::kBytes : stages == 3 ? SmemS3::kBytes : SmemS2::kBytes;
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     b12x::PagedParams p{};
@@ -237,6 +249,19 @@ int main(int argc, char** argv) {
     });
     report(what, cap * B * HKV, t);
   };
+  // PT_CAPS="a,b,...": only BF16 s3 cluster runs at these split caps (e.g. other batch sizes).
+  if (const char* caps = getenv("PT_CAPS")) {
+    printf("BF16 KV, 8-row tiles, PT_CAPS=%s\n", caps);
+    for (const char* c = caps; *c;) {
+      const int cap = atoi(c);
+      char what[64];
+      snprintf(what, sizeof what, "s3, %d splits, cluster", cap);
+      run(traced_paged<false, 3, 2>, false, 3, cap, true, what);
+      while (*c && *c != ',') ++c;
+      if (*c) ++c;
+    }
+    return 0;
+  }
   printf("BF16 KV, 8-row tiles\n");
   run(traced_paged<false, 3, 2>, false, 3, 3, true, "s3, 3 splits, cluster (default)");
   run(traced_paged<false, 3, 2>, false, 3, 2, true, "s3, 2 splits, cluster");

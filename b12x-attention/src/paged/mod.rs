@@ -32,7 +32,9 @@
 //!   16-byte aligned rows; `max_q_len` new tokens per request at most (1 for decode plans).
 //! - Kernel ([`KERNEL_NOTE`]): per (request, KV head, 16-row tile) CTAs over chunks of its keys
 //!   with `mma.sync`; split partials merged on the device in split order — either the splits
-//!   launch as one thread block cluster and merge through distributed shared memory (no
+//!   launch as one thread block cluster and merge through distributed shared memory (16-row
+//!   tiles read their peers' partials after a cluster barrier, 8-row tiles push each share into
+//!   the shared memory of the split that finishes it before one; no
 //!   scratch, no atomics; split caps 2 to [`MAX_CLUSTER_SPLITS`], where the plan's rule
 //!   [`Query::split_choice`] / [`Query::cluster_fits`] takes it) or the last CTA to arrive
 //!   merges them from the scratch ([`PlanOptions::cluster_merge`], [`Plan::cluster_merge`]).
@@ -277,7 +279,13 @@ impl Query {
         let ring_tile = 16 * (d * es).div_ceil(128) * 128;
         let per_warp = stages * 2 * ring_tile;
         let merge = warps * 16 * d * 4 + warps * 16 * 2 * 4;
-        (tile + (warps * per_warp).max(merge) + 16 * 2 * 4) as u32
+        // 8-row tiles: the area peers push split partials into (kRecvO + kRecvMl).
+        let recv = if self.eight_row_tiles() {
+            (d + MAX_CLUSTER_SPLITS - 1) * 8 * 4 + MAX_CLUSTER_SPLITS * 8 * 2 * 4
+        } else {
+            0
+        };
+        (tile + (warps * per_warp).max(merge) + 16 * 2 * 4 + recv) as u32
     }
 
     /// The kernel symbol of the variant with `stages`-deep rings, e.g. `b12x_paged_bf16_e4m3_d128`
@@ -354,7 +362,8 @@ impl Query {
     /// Beyond a wave: 2 splits, merged in clusters of 2 (a pair of CTAs always fits where two
     /// single ones do). Small batches with capacity contexts below [`LONG_CONTEXT`]: as many
     /// splits as keep the grid within 3/4 of the slots (at least 2, at most
-    /// [`MAX_CLUSTER_SPLITS`]), merged in a cluster — clusters of 3 or more hold only 77–94% of
+    /// [`MAX_CLUSTER_SPLITS`]; 2 for BF16/FP16 caches whose pairs fill a third to a half of the
+    /// SMs), merged in a cluster — clusters of 3 or more hold only 77–94% of
     /// the single CTAs an H200 holds at once (`cudaOccupancyMaxActiveClusters`), so a full wave
     /// of them would spill into a second. Otherwise [`Query::max_splits_at`] with the scratch
     /// merge. Fitted to the H200 decode bench at B = 8 and 128 (`bench-results/2026-12-01-h200/`):
@@ -374,8 +383,17 @@ impl Query {
         if pairs > slots {
             return (2, true);
         }
-        // The most splits whose clusters still fit (at least 2: pairs always fit).
-        let fit = (3 * slots / (4 * pairs)).max(2);
+        // The most splits whose clusters still fit (at least 2: pairs always fit). BF16/FP16
+        // caches whose pairs fill a third to a half of the SMs take 2 (one CTA per SM): B = 8 ×
+        // Llama-3-8B heads (64 pairs) on 128 SMs rather than 3 splits on 124 of them, two CTAs
+        // on most — 4–5% faster at 2k and 8k; at B = 4 one CTA per SM (4 splits) against 6 was
+        // 3% faster at 2k and 2% slower at 8k, so smaller batches keep the slots' count
+        // (`bench-results/2026-12-01-h200-h/paged-push/`). E4M3's register conversion wants
+        // the CTAs in flight (6 splits beat 4 at B = 8).
+        let mut fit = (3 * slots / (4 * pairs)).max(2);
+        if !self.e4m3() && 2 * pairs <= sm_count as usize && 3 * pairs > sm_count as usize {
+            fit = 2;
+        }
         if self.max_pages * self.page_size < LONG_CONTEXT && self.cluster_fits(fit, sm_count, ctas_per_sm) {
             (fit, true)
         } else {

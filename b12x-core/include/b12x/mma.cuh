@@ -202,6 +202,33 @@ __device__ __forceinline__ int cluster_size() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+// The two halves of cluster_sync, for a phase whose arrival and wait are apart: arrive_relaxed
+// orders nothing (a "have started" or "no longer reading" signal), arrive_release publishes this
+// thread's earlier writes (shared::cluster included) to every thread past the matching wait.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The address in the cluster's shared window of the variable at `s_local` in CTA `rank`.
+__device__ __forceinline__ uint32_t mapa_shared(uint32_t s_local, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(s_local), "r"(rank));
+  return remote;
+}
+// Stores to a cluster shared-window address (mapa_shared): fire and forget; a later
+// cluster_arrive_release publishes them.
+__device__ __forceinline__ void st_shared_cluster_v4_f32(uint32_t remote, float a, float b, float c, float d) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(remote), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+__device__ __forceinline__ void st_shared_cluster_v2_f32(uint32_t remote, float a, float b) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(remote), "f"(a), "f"(b) : "memory");
+}
 __device__ __forceinline__ void st_shared_f32(uint32_t s_addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(s_addr), "f"(v) : "memory");
 }
