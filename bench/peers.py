@@ -16,6 +16,9 @@ Cases `bf16_gemv_x8/...` (every GEMV shape but the LM head) time a decode graph'
 each replayed graph holds 8 back-to-back calls, each on its own copy of W (cold weights, as
 consecutive layers); the value is the sample's median / 8, as in the Rust bench's `_x8` rows.
 
+Cases `rmsnorm_x8/T4096_D{4096,7168}_bf16` time 8 back-to-back `F.rms_norm` calls on distinct x per
+replay the same way (the Rust rmsnorm bench's `_x8` rows).
+
 Cases `varlen_prefill/S{S}` (causal) and `varlen_prefill/S4096_full` (not) time SDPA with
 `enable_gqa=True` on one sequence, q [1, 32, S, 128] and k/v [1, 8, S, 128] BF16, as the Rust
 varlen bench's prefill rows.
@@ -37,6 +40,7 @@ GEMV_NK_F32 = [(384, 7168)]  # the FP32-output router GEMV
 RMS_T = [1, 8, 128, 4096, 32768]
 RMS_D = [4096, 7168]
 RMS_EPS = 1e-6
+RMS_X8_T = [4096]  # token counts of the rmsnorm_x8 cases
 CALLS = 8  # back-to-back calls per replay in the bf16_gemv_x8 cases
 CALLS_MAX_W_BYTES = 1 << 30  # the x8 cases leave out the LM head
 
@@ -180,6 +184,16 @@ def main():
             for t in RMS_T:
                 x = torch.randn(t, d, device=dev, dtype=torch.bfloat16)
                 add(f"rmsnorm/T{t}_D{d}_bf16", RMS, lambda x=x, d=d, weight=weight: F.rms_norm(x, (d,), weight, eps=RMS_EPS))
+                if t in RMS_X8_T and not (args.only and args.only not in f"rmsnorm_x{CALLS}/T{t}_D{d}_bf16"):
+                    xs = [x] + [torch.randn(t, d, device=dev, dtype=torch.bfloat16) for _ in range(CALLS - 1)]
+
+                    def chain(xs=xs, d=d, weight=weight):
+                        for xi in xs[:-1]:
+                            F.rms_norm(xi, (d,), weight, eps=RMS_EPS)
+                        return F.rms_norm(xs[-1], (d,), weight, eps=RMS_EPS)
+
+                    add(f"rmsnorm_x{CALLS}/T{t}_D{d}_bf16", f"{RMS}, {CALLS} back-to-back on distinct x", chain, CALLS)
+                    del xs
                 del x
         for b in DECODE_B:
             for ctx in DECODE_CTX:
@@ -211,7 +225,7 @@ def main():
         "gpu": torch.cuda.get_device_name(0),
         "samples": timer.samples,
         "l2_flush_bytes": timer.flush.buf.numel(),
-        "method": "median of CUDA-graph replays (one op call each; bf16_gemv_x8: 8 back-to-back calls on distinct W, / 8), L2 flushed before each sample",
+        "method": "median of CUDA-graph replays (one op call each; bf16_gemv_x8 / rmsnorm_x8: 8 back-to-back calls on distinct W / x, / 8), L2 flushed before each sample",
     }
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)

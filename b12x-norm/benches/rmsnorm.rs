@@ -8,6 +8,14 @@
 //! names `rmsnorm/T{t}_D{d}_bf16` (torch `F.rms_norm`) and `rmsnorm_add/T{t}_D{d}_bf16`.
 //! `B12X_BENCH_QUICK=1` keeps T ∈ {1, 4096}.
 //!
+//! A second table, `rmsnorm_x8/…` and `rmsnorm_add_x8/…` at T = 4096 (where one call's fixed
+//! launch cost, ~3–4 µs of a ~18 µs sample, weighs most), times the steady state of a graph of
+//! layers: each graph replay holds [`CALLS`] back-to-back calls, each on its own x, y (and
+//! residual) buffers, so every call reads cold inputs; L2 flushed before the sample; the row's
+//! time is the sample's median divided by [`CALLS`]. A `read_probe_x8/…` row times the
+//! project's read probes on the same bytes the same way, and the peer (`rmsnorm_x8/…` in
+//! peers.py: 8 `F.rms_norm` calls on distinct x) too.
+//!
 //! Run: `cargo bench -p b12x-norm --bench rmsnorm` (rows go to `bench-results/rmsnorm.{json,md}`).
 
 use b12x_core::bench::{samples, time_graph, BenchReport};
@@ -26,6 +34,10 @@ const QUICK_TOKENS: [usize; 2] = [1, 4096];
 const EPS: f32 = 1e-6;
 /// Distinct host rows; larger inputs repeat them (values do not change the speed).
 const DISTINCT_ROWS: usize = 61;
+/// Back-to-back calls per graph replay in the `_x8` table (each on its own buffers).
+const CALLS: usize = 8;
+/// Token counts of the `_x8` table.
+const CALLS_TOKENS: [usize; 1] = [4096];
 
 fn main() -> Result<()> {
     let Some(dev) = gpu() else {
@@ -34,10 +46,31 @@ fn main() -> Result<()> {
     };
     let quick = b12x_core::bench::quick();
     let mut report = BenchReport::new("rmsnorm", &dev)?;
+    report.note(&format!(
+        "Rows `…_x{CALLS}/…` (and their read probe and peer): each graph replay holds {CALLS} back-to-back calls, each on \
+         its own buffers (cold inputs, as consecutive layers); time = the sample's median / {CALLS}. Every other row: \
+         one call per replay."
+    ));
     for residual in [false, true] {
         for d in COLS {
             for t in TOKENS.into_iter().filter(|t| !quick || QUICK_TOKENS.contains(t)) {
-                bench_case(&dev, &mut report, t, d, residual)?;
+                bench_case(&dev, &mut report, t, d, residual, 1)?;
+            }
+        }
+    }
+    for d in COLS {
+        for t in CALLS_TOKENS {
+            // The bytes of one plain call (x read, y written: the probe reads as many).
+            let bytes = 2 * t * d * size_of::<bf16>();
+            if b12x_core::bench::selected(&format!("read_probe_x{CALLS}/T{t}_D{d}")) {
+                let tbps = b12x_core::bench::read_bandwidth_calls(&dev, bytes, CALLS)?;
+                let us = (bytes / 8192 * 8192) as f64 / (tbps * 1e12) * 1e6;
+                let config =
+                    format!("b12x read probes, best shape, {CALLS} back-to-back on distinct buffers, per read");
+                report.add(&format!("read_probe_x{CALLS}/T{t}_D{d}"), &config, &[us], bytes as f64, 0.0);
+            }
+            for residual in [false, true] {
+                bench_case(&dev, &mut report, t, d, residual, CALLS)?;
             }
         }
     }
@@ -45,10 +78,19 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, t: usize, d: usize, residual: bool) -> Result<()> {
+/// One row: `calls` back-to-back calls per graph replay, each on its own x, y and residual.
+fn bench_case(
+    dev: &Arc<Device>,
+    report: &mut BenchReport,
+    t: usize,
+    d: usize,
+    residual: bool,
+    calls: usize,
+) -> Result<()> {
     // The keys of bench/peers.py.
     let form = if residual { "rmsnorm_add" } else { "rmsnorm" };
-    let case = format!("{form}/T{t}_D{d}_bf16");
+    let suffix = if calls == 1 { String::new() } else { format!("_x{calls}") };
+    let case = format!("{form}{suffix}/T{t}_D{d}_bf16");
     if !b12x_core::bench::selected(&case) {
         return Ok(());
     }
@@ -63,6 +105,10 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, t: usize, d: usize, r
     let w = stream.clone_htod(&w_h)?;
     let mut r = stream.clone_htod(&r_h)?;
     let mut y = stream.alloc_zeros::<bf16>(t * d)?;
+    // The other back-to-back calls' own buffers (x, residual, y).
+    let mut more = (1..calls)
+        .map(|_| Ok((stream.clone_dtod(&x)?, stream.clone_dtod(&r)?, stream.alloc_zeros::<bf16>(t * d)?)))
+        .collect::<std::result::Result<Vec<_>, b12x_core::cudarc::driver::DriverError>>()?;
 
     let q = Query { cols: d, dtype: bf16::DTYPE, max_tokens: t, eps: EPS, residual };
     let plan = rmsnorm::plan(&q, dev)?;
@@ -70,16 +116,17 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, t: usize, d: usize, r
     // max_tokens = T: the call's bucket is the last one.
     let config = session.prepare(&[&plan])?.last().map(|s| s.config.clone()).unwrap_or_default();
 
-    let call = |y: &mut CudaSlice<bf16>, r: &mut CudaSlice<bf16>, s: &Arc<CudaStream>| -> Result<()> {
-        let args = Args {
-            x: TensorRef::from_slice(&x, &[t, d])?,
-            residual: if residual { Some(TensorMut::from_slice(r, &[t, d])?) } else { None },
-            w: TensorRef::from_slice(&w, &[d])?,
-            y: TensorMut::from_slice(y, &[t, d])?,
+    let call_on =
+        |x: &CudaSlice<bf16>, y: &mut CudaSlice<bf16>, r: &mut CudaSlice<bf16>, s: &Arc<CudaStream>| -> Result<()> {
+            let args = Args {
+                x: TensorRef::from_slice(x, &[t, d])?,
+                residual: if residual { Some(TensorMut::from_slice(r, &[t, d])?) } else { None },
+                w: TensorRef::from_slice(&w, &[d])?,
+                y: TensorMut::from_slice(y, &[t, d])?,
+            };
+            rmsnorm::run(&plan, args, Scratch::none(), s)
         };
-        rmsnorm::run(&plan, args, Scratch::none(), s)
-    };
-    call(&mut y, &mut r, stream)?;
+    call_on(&x, &mut y, &mut r, stream)?;
     let (y_got, r_got) = (stream.clone_dtoh(&y)?, stream.clone_dtoh(&r)?);
     // Oracle on the first, middle and last rows.
     for row in [0, t / 2, t - 1] {
@@ -97,7 +144,11 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, t: usize, d: usize, r
     }
 
     // Each replay of the fused form adds x into the residual again; values stay far from overflow.
-    let times = time_graph(dev, samples(), |s| call(&mut y, &mut r, s))?;
+    let times = time_graph(dev, samples(), |s| {
+        call_on(&x, &mut y, &mut r, s)?;
+        more.iter_mut().try_for_each(|(x, r, y)| call_on(x, y, r, s))
+    })?;
+    let times: Vec<f64> = times.iter().map(|t| t / calls as f64).collect();
     let tensors = if residual { 4 } else { 2 };
     let bytes = ((tensors * t * d + d) * size_of::<bf16>()) as f64;
     report.add(&case, &config, &times, bytes, 0.0);
