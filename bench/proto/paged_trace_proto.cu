@@ -13,7 +13,8 @@
 // each timed launch in the graph: the timed one then finds its code in L2 (cold-code test; the
 // event then includes both launches, the phases are the timed one's). PT_WARM_KEYS=N gives that
 // launch N keys per request (N > 512: it runs the split merge's code too). PT_CAPS="4,2" times
-// only BF16 3-stage cluster runs at those split caps.
+// only BF16 3-stage cluster runs at those split caps; PT_UNSPLIT=1 only BF16 at 1 split (both
+// ring depths) and 2 splits in clusters.
 // -DPT_PREFETCH=1 builds the variant that prefetches the page-table row at CTA entry
 // (B12X_PAGED_ENTRY; compare the two binaries' rows in one job).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
@@ -260,6 +261,16 @@ int main(int argc, char** argv) {
       while (*c && *c != ',') ++c;
       if (*c) ++c;
     }
+    return 0;
+  }
+  // PT_UNSPLIT=1: BF16 with 1 split (no merge; what B = 32 x 2k takes) at both ring depths,
+  // and 2 splits in clusters of 2.
+  if (getenv("PT_UNSPLIT")) {
+    printf("BF16 KV, 8-row tiles, PT_UNSPLIT\n");
+    run(traced_paged<false, 2, 3>, false, 2, 1, false, "s2, 1 split (B = 32 default)");
+    run(traced_paged<false, 3, 2>, false, 3, 1, false, "s3, 1 split");
+    run(traced_paged<false, 2, 3>, false, 2, 2, true, "s2, 2 splits, cluster");
+    run(traced_paged<false, 3, 2>, false, 3, 2, true, "s3, 2 splits, cluster");
     return 0;
   }
   printf("BF16 KV, 8-row tiles\n");
