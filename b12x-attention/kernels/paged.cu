@@ -117,6 +117,17 @@ struct PagedSmem {
   static constexpr int kBytes = kRecv + kRecvO + kRecvMl;
 };
 
+// src/paged/mod.rs (Query::smem_bytes) mirrors kBytes by hand; these pin both sides to the same
+// numbers (tests/paged.rs asserts them for the Rust formula).
+static_assert(PagedSmem<bf16, false, 128, 4, 2, true>::kBytes == 74848, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, false, 128, 4, 3, true>::kBytes == 107616, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, true, 128, 4, 2, true>::kBytes == 42592, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, true, 64, 4, 3, true>::kBytes == 54368, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, false, 96, 4, 2, true>::kBytes == 72800, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, false, 256, 2, 2, false>::kBytes == 74112, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, false, 64, 4, 3, false>::kBytes == 51584, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, true, 128, 4, 2, false>::kBytes == 37760, "see Query::smem_bytes");
+
 // o = 0 and lse = -inf for rows [r0, r1) of (token, head in group) of request rows row0.. and
 // KV head g (a masked request), or for whole packed rows (bad packing: g < 0).
 template <typename T, int D>

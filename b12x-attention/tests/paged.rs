@@ -81,6 +81,29 @@ fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
 }
 
 #[test]
+fn shared_memory_matches_the_kernels_layout() {
+    // The same numbers as the static_asserts on PagedSmem::kBytes in kernels/paged.cu (the two
+    // formulas are mirrored by hand): (D, E4M3 cache, ring depth, decode (8-row tiles), bytes).
+    let cases = [
+        (128, false, 2, true, 74848),
+        (128, false, 3, true, 107616),
+        (128, true, 2, true, 42592),
+        (64, true, 3, true, 54368),
+        (96, false, 2, true, 72800),
+        (256, false, 2, false, 74112),
+        (64, false, 3, false, 51584),
+        (128, true, 2, false, 37760),
+    ];
+    for (d, e4m3, stages, decode, bytes) in cases {
+        let kv_dtype = if e4m3 { DType::E4M3 } else { DType::BF16 };
+        let max_q_len = if decode { 1 } else { 8 };
+        let q = Query { head_dim: d, kv_dtype, max_q_len, ..query() };
+        assert_eq!(q.eight_row_tiles(), decode, "D {d}");
+        assert_eq!(q.smem_bytes(stages), bytes, "{}", q.symbol(stages));
+    }
+}
+
+#[test]
 fn tiles_and_splits_follow_the_capacity() {
     // Decode, group 4: one 16-row tile; verify of 8 tokens x group 4: two.
     assert_eq!(query().tiles(), 1);
