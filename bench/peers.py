@@ -16,6 +16,9 @@ Cases `bf16_gemv_x8/...` (every GEMV shape but the LM head) time a decode graph'
 each replayed graph holds 8 back-to-back calls, each on its own copy of W (cold weights, as
 consecutive layers); the value is the sample's median / 8, as in the Rust bench's `_x8` rows.
 
+Cases `paged_decode_x8/B{b}_ctx{c}` (K + V of one call ≤ 512 MB) time 8 back-to-back SDPA calls,
+each on its own contiguous K/V, per replay (the Rust paged bench's `_x8` rows).
+
 Cases `rmsnorm_x8/T4096_D{4096,7168}_bf16` time 8 back-to-back `F.rms_norm` calls on distinct x per
 replay the same way (the Rust rmsnorm bench's `_x8` rows).
 
@@ -53,6 +56,7 @@ DECODE_B = [8, 32, 128]
 DECODE_CTX = [2048, 8192, 32768]
 DECODE_H, DECODE_HKV, DECODE_D = 32, 8, 128
 SDPA = "torch.nn.functional.scaled_dot_product_attention (q_len 1, enable_gqa, contiguous BF16 K/V)"
+DECODE_X8_MAX_KV_BYTES = 512 << 20  # the paged_decode_x8 cases: K + V of one call at most this
 # attention.varlen prefill (b12x-attention/benches/varlen.rs): one sequence, Llama-3-8B heads, BF16.
 PREFILL_S = [1024, 4096, 16384]
 PREFILL_FULL_S = 4096  # the non-causal case
@@ -204,6 +208,17 @@ def main():
                 k = torch.randn(b, DECODE_HKV, ctx, DECODE_D, device=dev, dtype=torch.bfloat16)
                 v = torch.randn(b, DECODE_HKV, ctx, DECODE_D, device=dev, dtype=torch.bfloat16)
                 add(key, SDPA, lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                key = f"paged_decode_x{CALLS}/B{b}_ctx{ctx}"
+                if k.numel() * 2 * 2 <= DECODE_X8_MAX_KV_BYTES and not (args.only and args.only not in key):
+                    kvs = [(k, v)] + [(k.clone(), v.clone()) for _ in range(CALLS - 1)]
+
+                    def chain(q=q, kvs=kvs):
+                        for ki, vi in kvs[:-1]:
+                            F.scaled_dot_product_attention(q, ki, vi, enable_gqa=True)
+                        return F.scaled_dot_product_attention(q, kvs[-1][0], kvs[-1][1], enable_gqa=True)
+
+                    add(key, f"{SDPA}, {CALLS} back-to-back on distinct K/V", chain, CALLS)
+                    del kvs
                 del q, k, v
                 torch.cuda.empty_cache()
         prefill = [(s, True, f"varlen_prefill/S{s}") for s in PREFILL_S]
@@ -225,7 +240,7 @@ def main():
         "gpu": torch.cuda.get_device_name(0),
         "samples": timer.samples,
         "l2_flush_bytes": timer.flush.buf.numel(),
-        "method": "median of CUDA-graph replays (one op call each; bf16_gemv_x8 / rmsnorm_x8: 8 back-to-back calls on distinct W / x, / 8), L2 flushed before each sample",
+        "method": "median of CUDA-graph replays (one op call each; bf16_gemv_x8 / rmsnorm_x8 / paged_decode_x8: 8 back-to-back calls on distinct W / x / K,V, / 8), L2 flushed before each sample",
     }
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)

@@ -18,6 +18,14 @@
 //! count (the size-matched ceiling of each row; below ~300 MB a read does not reach the 2 GB
 //! ceiling the `% ceiling` column uses).
 //!
+//! A second table, `paged_decode_x8/…` (the shapes whose K and V take at most 512 MB: where one
+//! call's launch and tail weigh most), times the steady state of a decode graph by DESIGN.md §7's
+//! "fixed number of back-to-back calls": each graph replay holds [`CALLS`] calls, each on its own
+//! K and V caches (as consecutive layers, sharing the page table, lengths, q and o), L2 flushed
+//! before the sample; the row's time is the sample's median / [`CALLS`]. `read_probe_x8/…` rows
+//! time the read probes the same way, and the peer (`paged_decode_x8/…` in peers.py: SDPA on 8
+//! distinct contiguous K/V) too.
+//!
 //! `B12X_PAGED_SPLIT_CAP=N` and `B12X_PAGED_STAGES=S` plan every case with split cap N or ring
 //! depth S instead of the plan's defaults, `B12X_PAGED_CLUSTER=0|1` with the scratch or the
 //! cluster merge of the splits (to sweep them; the config column says which a row ran with);
@@ -44,6 +52,15 @@ const H: usize = 32;
 const HKV: usize = 8;
 const D: usize = 128;
 const P: usize = 16;
+/// Back-to-back calls per graph replay in the `paged_decode_x8` table (each on its own caches).
+const CALLS: usize = 8;
+/// The `paged_decode_x8` table takes the shapes whose K + V of one call take at most this.
+const CALLS_MAX_KV_BYTES: usize = 512 << 20;
+
+/// K + V bytes of one call.
+fn kv_bytes(b: usize, ctx: usize, kv: DType) -> usize {
+    b * ctx * HKV * D * 2 * kv.size_bytes()
+}
 
 fn main() -> Result<()> {
     let Some(dev) = gpu() else {
@@ -58,10 +75,31 @@ fn main() -> Result<()> {
          page table. Peer: SDPA (q_len 1, enable_gqa) on contiguous BF16 K/V of the same shape; E4M3 rows against the \
          same BF16 peer.",
     );
+    report.note(&format!(
+        "Rows `paged_decode_x{CALLS}/…` and `read_probe_x{CALLS}/…` (and their peer): each graph replay holds {CALLS} \
+         back-to-back calls, each on its own K and V caches (as consecutive layers); time = the sample's median / \
+         {CALLS}. Every other row: one call per replay."
+    ));
     for &b in &batches {
         for ctx in CONTEXTS {
             for kv in [DType::BF16, DType::E4M3] {
-                bench_case(&dev, &mut report, b, ctx, kv)?;
+                bench_case(&dev, &mut report, b, ctx, kv, 1)?;
+            }
+        }
+    }
+    for &b in &batches {
+        for ctx in CONTEXTS.into_iter().filter(|&c| kv_bytes(b, c, DType::BF16) <= CALLS_MAX_KV_BYTES) {
+            let bytes = kv_bytes(b, ctx, DType::BF16);
+            let probe = format!("read_probe_x{CALLS}/{}MB", bytes >> 20);
+            if b12x_core::bench::selected(&probe) {
+                let tbps = b12x_core::bench::read_bandwidth_calls(&dev, bytes, CALLS)?;
+                let us = (bytes / 8192 * 8192) as f64 / (tbps * 1e12) * 1e6;
+                let config =
+                    format!("b12x read probes, best shape, {CALLS} back-to-back on distinct buffers, per read");
+                report.add(&probe, &config, &[us], bytes as f64, 0.0);
+            }
+            for kv in [DType::BF16, DType::E4M3] {
+                bench_case(&dev, &mut report, b, ctx, kv, CALLS)?;
             }
         }
     }
@@ -126,8 +164,17 @@ fn env_usize(name: &str) -> Option<usize> {
     std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: a number, got {v}")))
 }
 
-fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize, kv: DType) -> Result<()> {
-    let peer_case = format!("paged_decode/B{b}_ctx{ctx}");
+/// One row: `calls` back-to-back calls per graph replay, each on its own K and V caches.
+fn bench_case(
+    dev: &Arc<Device>,
+    report: &mut BenchReport,
+    b: usize,
+    ctx: usize,
+    kv: DType,
+    calls: usize,
+) -> Result<()> {
+    let suffix = if calls == 1 { String::new() } else { format!("_x{calls}") };
+    let peer_case = format!("paged_decode{suffix}/B{b}_ctx{ctx}");
     let case = if kv == DType::E4M3 { format!("{peer_case}_e4m3") } else { peer_case.clone() };
     if !b12x_core::bench::selected(&case) {
         return Ok(());
@@ -138,6 +185,8 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let es = kv.size_bytes();
     let cache_bytes = num_pages * P * HKV * D * es;
     let (kc, vc) = (random_cache(s, cache_bytes, kv, 1)?, random_cache(s, cache_bytes, kv, 2)?);
+    // The other back-to-back calls' caches (copies: the values do not change the speed).
+    let more = (1..calls).map(|_| Ok((s.clone_dtod(&kc)?, s.clone_dtod(&vc)?))).collect::<Result<Vec<_>>>()?;
     let mut pages: Vec<i32> = (0..num_pages as i32).collect();
     pages.shuffle(&mut ChaCha8Rng::seed_from_u64(ctx as u64 + b as u64));
     let pt = s.clone_htod(&pages)?;
@@ -181,11 +230,14 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
     let cache_shape = [num_pages, P, HKV, D];
     let strides = b12x_core::contiguous_strides(&cache_shape);
     let raw = |c: &CudaSlice<u8>| -> Result<u64> { Ok(TensorRef::from_slice(c, &[c.len()])?.ptr()) };
-    let (kp, vp, sp) = (raw(&kc)?, raw(&vc)?, TensorRef::from_slice(&scales, &[2 * b * HKV])?.ptr());
+    let caches = std::iter::once((raw(&kc)?, raw(&vc)?))
+        .chain(more.iter().map(|(k, v)| Ok::<_, b12x_core::Error>((raw(k)?, raw(v)?))).collect::<Result<Vec<_>>>()?)
+        .collect::<Vec<_>>();
+    let sp = TensorRef::from_slice(&scales, &[2 * b * HKV])?.ptr();
     let qp = TensorRef::from_slice(&qx, &[b * H * D])?.ptr();
     let op = TensorMut::from_slice(&mut o, &[b * H * D])?.ptr();
     let e4m3 = kv == DType::E4M3;
-    let mut call = |st: &Arc<CudaStream>| -> Result<()> {
+    let mut call_on = |st: &Arc<CudaStream>, (kp, vp): (u64, u64)| -> Result<()> {
         let row = [(H * D) as isize, D as isize, 1];
         // SAFETY: every view lies inside its buffer as allocated above.
         let args = unsafe {
@@ -214,10 +266,10 @@ fn bench_case(dev: &Arc<Device>, report: &mut BenchReport, b: usize, ctx: usize,
         };
         paged::run(&plan, args, Scratch::from_slice(&mut scratch), st)
     };
-    call(s)?;
-    let times = time_graph(dev, samples(), &mut call)?;
-    let kv_bytes = (b * ctx * HKV * D * 2 * es) as f64;
-    let bytes = kv_bytes + (2 * b * H * D * 2 + b * pages_per_req * 4) as f64;
+    call_on(s, caches[0])?;
+    let times = time_graph(dev, samples(), |st| caches.iter().try_for_each(|&c| call_on(st, c)))?;
+    let times: Vec<f64> = times.iter().map(|t| t / calls as f64).collect();
+    let bytes = kv_bytes(b, ctx, kv) as f64 + (2 * b * H * D * 2 + b * pages_per_req * 4) as f64;
     let merge = if plan.cluster_merge() { " cluster_merge" } else { "" };
     let config = format!("{config} stages={} max_splits={}{merge}", plan.stages(), plan.max_splits());
     report.add_vs(&case, &peer_case, &config, &times, bytes, 4.0 * (b * H * ctx * D) as f64);
