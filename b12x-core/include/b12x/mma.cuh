@@ -199,9 +199,6 @@ __device__ __forceinline__ int cluster_size() {
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
   return int(n);
 }
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 // The two halves of cluster_sync, for a phase whose arrival and wait are apart: arrive_relaxed
 // orders nothing (a "have started" or "no longer reading" signal), arrive_release publishes this
 // thread's earlier writes (shared::cluster included) to every thread past the matching wait.
@@ -213,6 +210,10 @@ __device__ __forceinline__ void cluster_arrive_release() {
 }
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  cluster_arrive_release();
+  cluster_wait();
 }
 // The address in the cluster's shared window of the variable at `s_local` in CTA `rank`.
 __device__ __forceinline__ uint32_t mapa_shared(uint32_t s_local, int rank) {
@@ -233,20 +234,16 @@ __device__ __forceinline__ void st_shared_f32(uint32_t s_addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(s_addr), "f"(v) : "memory");
 }
 __device__ __forceinline__ float ld_shared_cluster_f32(uint32_t s_local, int rank) {
-  uint32_t remote;
   float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(s_local), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(mapa_shared(s_local, rank)) : "memory");
   return v;
 }
 // ld_shared_cluster_f32 for data a cluster barrier has already published and nobody writes any
 // more: volatile only to stay after that barrier, no memory clobber, so independent loads stay
 // in flight together.
 __device__ __forceinline__ float ld_shared_cluster_f32_published(uint32_t s_local, int rank) {
-  uint32_t remote;
   float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(s_local), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(mapa_shared(s_local, rank)));
   return v;
 }
 
