@@ -92,11 +92,7 @@ fn main() -> Result<()> {
             let bytes = kv_bytes(b, ctx, DType::BF16);
             let probe = format!("read_probe_x{CALLS}/{}MB", bytes >> 20);
             if b12x_core::bench::selected(&probe) {
-                let tbps = b12x_core::bench::read_bandwidth_calls(&dev, bytes, CALLS)?;
-                let us = (bytes / 8192 * 8192) as f64 / (tbps * 1e12) * 1e6;
-                let config =
-                    format!("b12x read probes, best shape, {CALLS} back-to-back on distinct buffers, per read");
-                report.add(&probe, &config, &[us], bytes as f64, 0.0);
+                b12x_core::bench::add_read_probe_calls(&mut report, &dev, &probe, bytes, CALLS)?;
             }
             for kv in [DType::BF16, DType::E4M3] {
                 bench_case(&dev, &mut report, b, ctx, kv, CALLS)?;

@@ -184,16 +184,27 @@ pub const QUANT_TARGET_ELEMENTS: usize = 32 << 20;
 /// op rows. It is the size-matched ceiling of an op that moves that many bytes: launch, ramp-up
 /// and drain do not amortize over ~100 MB, so even a pure read falls short of the ceiling there.
 pub fn add_read_probe(report: &mut BenchReport, device: &Arc<Device>, case: &str, bytes: usize) -> Result<()> {
-    let tbps = read_bandwidth(device, bytes)?;
+    add_read_probe_calls(report, device, case, bytes, 1)
+}
+
+/// [`add_read_probe`] for a table of `calls` back-to-back calls per graph replay (each read on
+/// its own buffer, as [`read_bandwidth_calls`] times them): the time of one read.
+pub fn add_read_probe_calls(
+    report: &mut BenchReport,
+    device: &Arc<Device>,
+    case: &str,
+    bytes: usize,
+    calls: usize,
+) -> Result<()> {
+    let tbps = read_bandwidth_calls(device, bytes, calls)?;
     let probed = bytes / 8192 * 8192;
     let us = probed as f64 / (tbps * 1e12) * 1e6;
-    report.add(
-        case,
-        "b12x read probes, best shape, reading the op's bytes (read + written)",
-        &[us],
-        probed as f64,
-        0.0,
-    );
+    let config = if calls <= 1 {
+        "b12x read probes, best shape, reading the op's bytes (read + written)".to_string()
+    } else {
+        format!("b12x read probes, best shape, {calls} back-to-back on distinct buffers, per read")
+    };
+    report.add(case, &config, &[us], probed as f64, 0.0);
     Ok(())
 }
 

@@ -62,12 +62,9 @@ fn main() -> Result<()> {
         for t in CALLS_TOKENS {
             // The bytes of one plain call (x read, y written: the probe reads as many).
             let bytes = 2 * t * d * size_of::<bf16>();
-            if b12x_core::bench::selected(&format!("read_probe_x{CALLS}/T{t}_D{d}")) {
-                let tbps = b12x_core::bench::read_bandwidth_calls(&dev, bytes, CALLS)?;
-                let us = (bytes / 8192 * 8192) as f64 / (tbps * 1e12) * 1e6;
-                let config =
-                    format!("b12x read probes, best shape, {CALLS} back-to-back on distinct buffers, per read");
-                report.add(&format!("read_probe_x{CALLS}/T{t}_D{d}"), &config, &[us], bytes as f64, 0.0);
+            let probe = format!("read_probe_x{CALLS}/T{t}_D{d}");
+            if b12x_core::bench::selected(&probe) {
+                b12x_core::bench::add_read_probe_calls(&mut report, &dev, &probe, bytes, CALLS)?;
             }
             for residual in [false, true] {
                 bench_case(&dev, &mut report, t, d, residual, CALLS)?;
