@@ -64,6 +64,18 @@ PREFILL_H, PREFILL_HKV, PREFILL_D = 32, 8, 128
 SDPA_PREFILL = "torch.nn.functional.scaled_dot_product_attention (enable_gqa, BF16 [1, H, S, D])"
 
 
+def back_to_back(fns):
+    """One callable making the calls `fns` in order (the x8 cases' graph body); returns the last
+    call's output."""
+
+    def chain():
+        for f in fns[:-1]:
+            f()
+        return fns[-1]()
+
+    return chain
+
+
 class L2Flush:
     """Zero-fills a buffer of max(256 MiB, 2 x L2) bytes and reads it back: leaves only clean
     lines in L2, so the timed op pays no write-backs (b12x-core's EventTimer flushes the same way)."""
@@ -173,12 +185,7 @@ def main():
                         continue
                     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
                     fns = [router_fn(x, wi) if f32 else (LINEAR, (lambda x=x, wi=wi: F.linear(x, wi))) for wi in ws]
-
-                    def chain(fns=fns):
-                        for _, f in fns[:-1]:
-                            f()
-                        return fns[-1][1]()
-
+                    chain = back_to_back([f for _, f in fns])
                     add(key, f"{fns[0][0]}, {CALLS} back-to-back on distinct W", chain, CALLS)
                 del ws
             del w
@@ -190,12 +197,8 @@ def main():
                 add(f"rmsnorm/T{t}_D{d}_bf16", RMS, lambda x=x, d=d, weight=weight: F.rms_norm(x, (d,), weight, eps=RMS_EPS))
                 if t in RMS_X8_T and not (args.only and args.only not in f"rmsnorm_x{CALLS}/T{t}_D{d}_bf16"):
                     xs = [x] + [torch.randn(t, d, device=dev, dtype=torch.bfloat16) for _ in range(CALLS - 1)]
-
-                    def chain(xs=xs, d=d, weight=weight):
-                        for xi in xs[:-1]:
-                            F.rms_norm(xi, (d,), weight, eps=RMS_EPS)
-                        return F.rms_norm(xs[-1], (d,), weight, eps=RMS_EPS)
-
+                    rms = [lambda xi=xi, d=d, weight=weight: F.rms_norm(xi, (d,), weight, eps=RMS_EPS) for xi in xs]
+                    chain = back_to_back(rms)
                     add(f"rmsnorm_x{CALLS}/T{t}_D{d}_bf16", f"{RMS}, {CALLS} back-to-back on distinct x", chain, CALLS)
                     del xs
                 del x
@@ -211,12 +214,11 @@ def main():
                 key = f"paged_decode_x{CALLS}/B{b}_ctx{ctx}"
                 if k.numel() * 2 * 2 <= DECODE_X8_MAX_KV_BYTES and not (args.only and args.only not in key):
                     kvs = [(k, v)] + [(k.clone(), v.clone()) for _ in range(CALLS - 1)]
-
-                    def chain(q=q, kvs=kvs):
-                        for ki, vi in kvs[:-1]:
-                            F.scaled_dot_product_attention(q, ki, vi, enable_gqa=True)
-                        return F.scaled_dot_product_attention(q, kvs[-1][0], kvs[-1][1], enable_gqa=True)
-
+                    sdpa = [
+                        lambda ki=ki, vi=vi, q=q: F.scaled_dot_product_attention(q, ki, vi, enable_gqa=True)
+                        for ki, vi in kvs
+                    ]
+                    chain = back_to_back(sdpa)
                     add(key, f"{SDPA}, {CALLS} back-to-back on distinct K/V", chain, CALLS)
                     del kvs
                 del q, k, v
