@@ -208,6 +208,26 @@ pub fn add_read_probe_calls(
     Ok(())
 }
 
+/// Adds the row `case`: the driver's device-to-device copy (`cuMemcpyDtoDAsync`, what
+/// `cudaMemcpyAsync` runs) of `bytes` bytes from one buffer to another, in one graph-replayed,
+/// L2-flushed call timed like the op rows; the row counts the bytes read and written
+/// (2 × `bytes`). It is the size-matched floor of any op that reads `bytes` and writes as many,
+/// such as an rmsnorm of x into y.
+pub fn add_copy_probe(report: &mut BenchReport, device: &Arc<Device>, case: &str, bytes: usize) -> Result<()> {
+    let stream = device.stream().clone();
+    let src = stream.alloc_zeros::<u8>(bytes)?;
+    let mut dst = stream.alloc_zeros::<u8>(bytes)?;
+    let src_ptr = src.device_ptr(&stream).0;
+    let dst_ptr = dst.device_ptr_mut(&stream).0;
+    // SAFETY: both buffers hold `bytes` bytes and outlive the graph (dropped at the end).
+    let t = time_graph(device, samples(), |s| {
+        Ok(unsafe { cudarc::driver::result::memcpy_dtod_async(dst_ptr, src_ptr, bytes, s.cu_stream()) }?)
+    })?;
+    report.add(case, "cuMemcpyDtoDAsync of the bytes read (driver copy), read + written", &t, (2 * bytes) as f64, 0.0);
+    drop((src, dst));
+    Ok(())
+}
+
 /// One benchmark row (DESIGN.md §7).
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchRow {

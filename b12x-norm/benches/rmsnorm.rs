@@ -16,6 +16,11 @@
 //! project's read probes on the same bytes the same way, and the peer (`rmsnorm_x8/…` in
 //! peers.py: 8 `F.rms_norm` calls on distinct x) too.
 //!
+//! After the plain rows at T ≥ 4096, `read_probe/T{t}_D{d}` reads the op's bytes with the
+//! project's read probes, and `copy_probe/T{t}_D{d}` copies x into y with the driver's
+//! device-to-device copy (`cuMemcpyDtoDAsync`), both timed the same way: the size-matched
+//! floors of an op that reads x and writes y.
+//!
 //! Run: `cargo bench -p b12x-norm --bench rmsnorm` (rows go to `bench-results/rmsnorm.{json,md}`).
 
 use b12x_core::bench::{samples, time_graph, BenchReport};
@@ -36,6 +41,9 @@ const EPS: f32 = 1e-6;
 const DISTINCT_ROWS: usize = 61;
 /// Back-to-back calls per graph replay in the `_x8` table (each on its own buffers).
 const CALLS: usize = 8;
+/// From this T on (the targets), plain rows are followed by `read_probe/…` and
+/// `copy_probe/…` rows: a read of the op's bytes, and the driver's copy of x into y.
+const PROBE_TOKENS: usize = 4096;
 /// Token counts of the `_x8` table.
 const CALLS_TOKENS: [usize; 1] = [4096];
 
@@ -55,6 +63,21 @@ fn main() -> Result<()> {
         for d in COLS {
             for t in TOKENS.into_iter().filter(|t| !quick || QUICK_TOKENS.contains(t)) {
                 bench_case(&dev, &mut report, t, d, residual, 1)?;
+                if !residual && t >= PROBE_TOKENS {
+                    // The size-matched floors of the plain op: a read of its bytes, and the
+                    // driver's copy of x into y (an rmsnorm reads x and writes y: at least a copy).
+                    let half = t * d * size_of::<bf16>();
+                    for (probe, copy) in [("read_probe", false), ("copy_probe", true)] {
+                        let case = format!("{probe}/T{t}_D{d}");
+                        if !b12x_core::bench::selected(&case) {
+                            continue;
+                        }
+                        match copy {
+                            true => b12x_core::bench::add_copy_probe(&mut report, &dev, &case, half)?,
+                            false => b12x_core::bench::add_read_probe(&mut report, &dev, &case, 2 * half)?,
+                        }
+                    }
+                }
             }
         }
     }
