@@ -29,7 +29,9 @@
 //! `B12X_PAGED_SPLIT_CAP=N` and `B12X_PAGED_STAGES=S` plan every case with split cap N or ring
 //! depth S instead of the plan's defaults, `B12X_PAGED_CLUSTER=0|1` with the scratch or the
 //! cluster merge of the splits (to sweep them; the config column says which a row ran with);
-//! `B12X_PAGED_BATCHES=1,4` runs other batch sizes (no SDPA peer unless `peers.py` has them).
+//! `B12X_PAGED_BATCHES=1,4` runs other batch sizes (no SDPA peer unless `peers.py` has them);
+//! `B12X_PAGED_PDL=1` plans every case with `PlanOptions::pdl` (the x8 rows then show what PDL
+//! hides between back-to-back calls).
 //!
 //! Run: `cargo bench -p b12x-attention --bench paged` (rows go to `bench-results/paged.{json,md}`).
 
@@ -218,6 +220,7 @@ fn bench_case(
             max_splits: env_usize("B12X_PAGED_SPLIT_CAP"),
             stages: env_usize("B12X_PAGED_STAGES"),
             cluster_merge: env_usize("B12X_PAGED_CLUSTER").map(|v| v != 0),
+            pdl: env_usize("B12X_PAGED_PDL").is_some_and(|v| v != 0),
         },
     )?;
     let mut session = PreparationSession::new(dev)?;

@@ -77,8 +77,12 @@ struct PagedParams {
   int32_t min_chunk;             // fewest keys per split (multiple of 16)
   float scale_log2;              // softmax scale * log2(e)
   int32_t window_left;           // -1: off
-  int32_t reserved;
+  uint32_t flags;                // kPagedPdl
 };
+// PagedParams::flags: a programmatic dependent launch. Before griddepcontrol.wait the kernel
+// reads only the lengths, cu_seqlens_q, the page table, the scales and the ring's first blocks
+// whose keys all precede the request's new tokens; Q, later blocks and every write come after.
+constexpr uint32_t kPagedPdl = 1;
 static_assert(sizeof(PagedParams) == 200, "size must match src/paged/params.rs");
 static_assert(offsetof(PagedParams, q_stride) == 120, "offset must match params.rs");
 static_assert(offsetof(PagedParams, tokens) == 144, "offset must match params.rs");
@@ -197,6 +201,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int G = p.heads / p.kv_heads;
   const int b = blockIdx.z / p.kv_heads, g = blockIdx.z % p.kv_heads;
   const int tile = blockIdx.y, split = blockIdx.x;
+  // PDL: every write and every read the kernel before this one may write waits for it (once).
+  bool waited = !(p.flags & kPagedPdl);
+  auto wait_once = [&] {
+    if (!waited) pdl_wait_then_release();
+    waited = true;
+  };
   B12X_PAGED_TRACE(0, split);
   B12X_PAGED_ENTRY(p, b);
   const int* cu = p.cu_seqlens_q;
@@ -224,6 +234,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   if (split > 0 && (bad_req || tile_rows <= 0 || split >= splits)) return;
 
   if (!packed) {
+    wait_once();
     // Every packed row is masked: the first split of each (tile, b, g) CTA zeroes a share.
     if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
     if (split == 0) {
@@ -240,6 +251,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   }
   if (tile_rows <= 0) return;  // no rows here (empty request, or beyond its tiles)
   if (bad_req) {
+    wait_once();
     if (threadIdx.x == 0 && tile == 0 && g == 0) atomicOr(p.error, bad_len ? kFaultLength : kFaultQueryLayout);
     zero_rows<T, D>(p, row0, g, tile * kRows, tile * kRows + tile_rows);
     return;
@@ -347,6 +359,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // k + i (blocks j = warp + WARPS * k, issued in order), so a block's issue does not wait on
   // its own page-table load (one exposed load per 32 blocks instead of one per block).
   int pg_cache = 0, k_issue = 0;
+  bool early_fault = false;
   constexpr int kEs = Smem::kEs;
   constexpr int kChunks = D * kEs / 16;                            // 16-byte chunks per key (<= 32)
   constexpr int kKeysPerPass = 32 / kChunks;                       // keys one warp-wide copy covers
@@ -368,7 +381,11 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     ++k_issue;
     const bool ok = page >= 0 && page < p.num_pages;
     if (!ok) {
-      if (lane == 0) atomicOr(p.error, kFaultPageId);
+      // (Before a PDL wait the fault is kept and reported after it.)
+      if (lane == 0) {
+        if (waited) atomicOr(p.error, kFaultPageId);
+        else early_fault = true;
+      }
       return false;
     }
     // Lane pieces: pass i copies chunk lane_c of key lane_key + i * kKeysPerPass (constant
@@ -396,9 +413,26 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   // Bit s: the page of the block in stage s is valid. The first STAGES - 1 blocks go out
   // before the Q tile is loaded (their latency covers both).
   unsigned ok_bits = 0;
+  // PDL, 8-row (decode) tiles: the first blocks whose 16 keys all precede the new tokens
+  // (positions < t0, which no kernel of this step writes) go out before the wait; Q and the
+  // rest after it. (16-row tiles wait first: the early issue spills their registers.)
+  int s_pre = 0;
+  if (!waited) {
+    if constexpr (kSwap) {
+      for (; s_pre < STAGES - 1; ++s_pre) {
+        const int j = warp + s_pre * WARPS;
+        if (j >= n_blocks || c_lo + 16 * j + 16 > t0) break;
+        if (issue(j, s_pre)) ok_bits |= 1u << s_pre;
+        cp_async_commit();
+      }
+    }
+    wait_once();
+    if (early_fault && lane == 0) atomicOr(p.error, kFaultPageId);
+  }
   if constexpr (kEarlyQ) fetch_q();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < s_pre) continue;
     if (warp + s * WARPS < n_blocks && issue(warp + s * WARPS, s)) ok_bits |= 1u << s;
     cp_async_commit();
   }

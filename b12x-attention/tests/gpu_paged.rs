@@ -417,7 +417,8 @@ fn trials() -> Vec<GpuTrial> {
             let c = case(gm, make_batch(&reqs, gm.p, 31, pad), 31);
             for cap in 2..=paged::MAX_CLUSTER_SPLITS {
                 let with = |cluster| {
-                    let options = PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), stages };
+                    let options =
+                        PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), stages, pdl: false };
                     paged::plan_with(&c.query(), dev, options).map_err(err)
                 };
                 let (cl, sc) = (with(true)?, with(false)?);
@@ -542,6 +543,7 @@ fn trials() -> Vec<GpuTrial> {
             }));
         }
     }
+    out.push(GpuTrial::new("pdl_after_kv_append", pdl_after_kv_append));
     out.push(GpuTrial::new("graph_replay_after_lengths_and_pages_change", graph_replay));
     out.push(GpuTrial::new("run_allocates_nothing", allocates_nothing));
     out.push(GpuTrial::new("unprepared_plan_frozen", unprepared));
@@ -705,4 +707,114 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
 
 fn main() {
     run_gpu_trials(trials())
+}
+
+/// `PlanOptions::pdl`: `attention.kv_append` writes the new tokens' K and V (their cache slots
+/// hold NaN before it), then the decode, launched with PDL, reads them: the kernel may read the
+/// lengths, page ids and the older blocks while kv_append runs, but the new tokens' block only
+/// after `griddepcontrol.wait`. Eager (three times, each after re-poisoning the slots) and in a
+/// replayed graph of the pair; each against the oracle. 8-row (decode, group 4) and 16-row
+/// (group 16) tiles; short requests, whose first block already holds the new token, too.
+fn pdl_after_kv_append(dev: &Arc<Device>) -> TrialResult {
+    use b12x_attention::kv_append;
+    let s = dev.stream();
+    for g in [geo(32, 8, 128, 16), geo(32, 2, 128, 16)] {
+        let reqs: Vec<Req> = vec![(2049, 1), (40, 1), (17, 1), (3000, 1), (1, 1), (300, 1)];
+        let c = case(g, make_batch(&reqs, g.p, 43, 0), 47);
+        let plan = paged::plan_with(&c.query(), dev, PlanOptions { pdl: true, ..Default::default() }).map_err(err)?;
+        if !plan.pdl() {
+            return Err("the plan does not take PDL".into());
+        }
+        let session = prepared(dev, &plan)?;
+        let want = c.expected();
+        let (b, hkv, dd, p) = (c.batch.lens.len(), g.hkv, g.d, g.p);
+        // The new token of request i sits at position len - 1: its cache element offsets.
+        let slot_base = |i: usize| {
+            let t = c.batch.lens[i] as usize - 1;
+            let page = c.batch.pt[i * c.batch.max_pages + t / p] as usize;
+            (page * p + t % p) * hkv * dd
+        };
+        let (mut k_new, mut v_new, mut k_poison, mut v_poison) = (Vec::new(), Vec::new(), c.k.clone(), c.v.clone());
+        for i in 0..b {
+            let base = slot_base(i);
+            k_new.extend_from_slice(&c.k[base..base + hkv * dd]);
+            v_new.extend_from_slice(&c.v[base..base + hkv * dd]);
+            k_poison[base..base + hkv * dd].fill(f32::NAN);
+            v_poison[base..base + hkv * dd].fill(f32::NAN);
+        }
+        let mut d = c.upload(s, &plan)?;
+        let (kp_h, vp_h) = (c.bytes(&k_poison, g.kv_dtype), c.bytes(&v_poison, g.kv_dtype));
+        let kn = s.clone_htod(&c.bytes(&k_new, g.kv_dtype)).map_err(err)?;
+        let vn = s.clone_htod(&c.bytes(&v_new, g.kv_dtype)).map_err(err)?;
+        let aq = kv_append::Query {
+            kv_heads: hkv,
+            head_dim: dd,
+            page_size: p,
+            dtype: g.kv_dtype,
+            cache_dtype: g.kv_dtype,
+            max_batch: b,
+            max_tokens: b,
+            max_pages: c.batch.max_pages,
+            num_pages: c.batch.num_pages,
+        };
+        let append = kv_append::plan(&aq, dev).map_err(err)?;
+        let append_session = prepared(dev, &append)?;
+        let mut append_error = ErrorWord::new(s).map_err(err)?;
+        let cache_shape = [c.batch.num_pages, p, hkv, dd];
+        let cs = b12x_core::contiguous_strides(&cache_shape);
+        let raw = |x: &CudaSlice<u8>| TensorRef::from_slice(x, &[x.len()]).map(|t| t.ptr()).map_err(err);
+        let (knp, vnp, kcp, vcp) = (raw(&kn)?, raw(&vn)?, raw(&d.k)?, raw(&d.v)?);
+        let (ptp, lp, cup) = (
+            TensorRef::from_slice(&d.pt, &[d.pt.len()]).map_err(err)?.ptr(),
+            TensorRef::from_slice(&d.lens, &[b]).map_err(err)?.ptr(),
+            TensorRef::from_slice(&d.cu, &[b + 1]).map_err(err)?.ptr(),
+        );
+        let rows = [(hkv * dd) as isize, dd as isize, 1];
+        let mut pair = |st: &Arc<CudaStream>, d: &mut Dev| -> Result<(), String> {
+            // SAFETY: views inside the buffers allocated above (the caches as in `upload`).
+            let a = unsafe {
+                kv_append::Args {
+                    k: TensorRef::from_raw(knp, &[b, hkv, dd], &rows, g.kv_dtype).map_err(err)?,
+                    v: TensorRef::from_raw(vnp, &[b, hkv, dd], &rows, g.kv_dtype).map_err(err)?,
+                    k_cache: TensorMut::from_raw(kcp, &cache_shape, &cs, g.kv_dtype).map_err(err)?,
+                    v_cache: TensorMut::from_raw(vcp, &cache_shape, &cs, g.kv_dtype).map_err(err)?,
+                    k_scale: None,
+                    v_scale: None,
+                    page_table: TensorRef::from_raw(
+                        ptp,
+                        &[b, c.batch.max_pages],
+                        &[c.batch.max_pages as isize, 1],
+                        DType::I32,
+                    )
+                    .map_err(err)?,
+                    seq_lens: TensorRef::from_raw(lp, &[b], &[1], DType::I32).map_err(err)?,
+                    cu_seqlens_q: TensorRef::from_raw(cup, &[b + 1], &[1], DType::I32).map_err(err)?,
+                    error: append_error.view().map_err(err)?,
+                }
+            };
+            kv_append::run(&append, a, Scratch::none(), st).map_err(err)?;
+            let (args, sc) = c.args(d)?;
+            paged::run(&plan, args, sc, st).map_err(err)
+        };
+        for round in 0..3 {
+            s.memcpy_htod(&kp_h, &mut d.k).map_err(err)?;
+            s.memcpy_htod(&vp_h, &mut d.v).map_err(err)?;
+            pair(s, &mut d)?;
+            compare(&c, &results(&c, &d, s)?, &want).map_err(|e| format!("{}, eager round {round}: {e}", g.hkv))?;
+        }
+        // A replayed graph of the pair (re-poisoned before each replay).
+        let graph = session
+            .capture(s, |st| pair(st, &mut d).map_err(|what| Error::SessionState { state: "test", what }))
+            .map_err(err)?;
+        for round in 0..2 {
+            s.memcpy_htod(&kp_h, &mut d.k).map_err(err)?;
+            s.memcpy_htod(&vp_h, &mut d.v).map_err(err)?;
+            // SAFETY: every buffer the graph uses (d, kn, vn, append_error) outlives it.
+            unsafe { graph.launch() }.map_err(err)?;
+            compare(&c, &results(&c, &d, s)?, &want).map_err(|e| format!("{}, replay {round}: {e}", g.hkv))?;
+        }
+        append_session.close();
+        session.close();
+    }
+    Ok(())
 }

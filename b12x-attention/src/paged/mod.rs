@@ -522,6 +522,7 @@ pub struct Plan {
     max_splits: usize,
     stages: usize,
     cluster_merge: bool,
+    pdl: bool,
     scratch: ScratchLayout,
     slot: PlanSlot,
 }
@@ -548,6 +549,17 @@ pub struct PlanOptions {
     /// (compute capability ≥ 9.0). `Some(true)` needs a cap in `[2, MAX_CLUSTER_SPLITS]` and
     /// such a device (else a typed error); it may cost occupancy where it does not fit.
     pub cluster_merge: Option<bool>,
+    /// Launch every call with programmatic dependent launch (PDL), so that in a stream or graph
+    /// of back-to-back kernels (a decode step) the call starts while the kernel before it
+    /// finishes: before `griddepcontrol.wait` the kernel reads only the lengths, the page table,
+    /// `k_scale` and (8-row decode tiles) the first blocks of the cache whose keys all precede the
+    /// request's new tokens; Q, the blocks holding new tokens and every write (o, lse, the
+    /// error word, the scratch) come after it. Each call lets the next PDL kernel launch only after its own wait, so only the
+    /// kernel right before it can still be running. **The lengths, `cu_seqlens_q`, the page
+    /// table and `k_scale` must not be written by that kernel** (`attention.kv_append` writes only K and V;
+    /// engines update lengths and page tables from the host or earlier in the step). Default
+    /// `false`.
+    pub pdl: bool,
 }
 
 /// [`plan`] with `options` overriding the split cap or the ring depth.
@@ -628,6 +640,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
         max_splits,
         stages,
         cluster_merge,
+        pdl: options.pdl,
         scratch,
         slot: PlanSlot::default(),
     })
@@ -649,6 +662,10 @@ impl Plan {
     /// [`PlanOptions::cluster_merge`]).
     pub fn cluster_merge(&self) -> bool {
         self.cluster_merge
+    }
+    /// Whether calls launch with programmatic dependent launch ([`PlanOptions::pdl`]).
+    pub fn pdl(&self) -> bool {
+        self.pdl
     }
     /// The launch's cluster size along x: the split cap when the splits merge in a cluster, else
     /// 0 (no cluster).
@@ -736,6 +753,9 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     params.partial_ml = bound.ptr("partial_ml");
     params.counters = bound.ptr("counters");
     let selected = resolve(plan, 0, stream)?;
+    if plan.pdl {
+        params.flags |= params::FLAG_PDL;
+    }
     launch(&plan.query, plan.stages, plan.cluster_x(), &selected, &params, stream)
 }
 
@@ -761,7 +781,10 @@ fn launch(
     // `Query::kernel_params`; the scratch regions were bound at the plan's sizes (grid x =
     // max_splits, z = B · Hkv ≤ capacity); the kernel bounds every device index before use.
     // A cluster spans grid x exactly (cluster_x = max_splits).
-    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl: false, cluster_x }) }
+    // With FLAG_PDL the kernel waits (griddepcontrol.wait) before every write and every read
+    // the kernel before it may write (see PlanOptions::pdl).
+    let pdl = p.flags & params::FLAG_PDL != 0;
+    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl, cluster_x }) }
 }
 
 impl OpPlan for Plan {

@@ -60,8 +60,13 @@ pub struct PagedParams {
     pub scale_log2: f32,
     /// −1: off.
     pub window_left: i32,
-    pub reserved: i32,
+    /// Bit 0 ([`FLAG_PDL`]): launched with programmatic dependent launch.
+    pub flags: u32,
 }
+
+/// [`PagedParams::flags`]: the launch is a programmatic dependent launch (the kernel reads only
+/// the lengths, page ids and the cache's old keys before `griddepcontrol.wait`).
+pub const FLAG_PDL: u32 = 1;
 
 const _: () = {
     assert!(size_of::<PagedParams>() == 200);
