@@ -552,13 +552,17 @@ pub struct PlanOptions {
     /// Launch every call with programmatic dependent launch (PDL), so that in a stream or graph
     /// of back-to-back kernels (a decode step) the call starts while the kernel before it
     /// finishes: before `griddepcontrol.wait` the kernel reads only the lengths, the page table,
-    /// `k_scale` and (8-row decode tiles) the first blocks of the cache whose keys all precede the
-    /// request's new tokens; Q, the blocks holding new tokens and every write (o, lse, the
-    /// error word, the scratch) come after it. Each call lets the next PDL kernel launch only after its own wait, so only the
-    /// kernel right before it can still be running. **The lengths, `cu_seqlens_q`, the page
-    /// table and `k_scale` must not be written by that kernel** (`attention.kv_append` writes only K and V;
-    /// engines update lengths and page tables from the host or earlier in the step). Default
-    /// `false`.
+    /// `k_scale` and (8-row decode tiles) the first blocks of the cache whose keys all precede
+    /// the request's new tokens; Q, the blocks holding new tokens and every write (o, lse, the
+    /// error word, the scratch) come after it. Each CTA lets the next PDL kernel launch once it
+    /// has streamed its keys (before its merge and stores), so only the kernel right before a
+    /// call can still be running, and the next call's CTAs take the slots this call's leave.
+    /// **The lengths, `cu_seqlens_q`, the page table and `k_scale` must not be written by that
+    /// kernel** (`attention.kv_append` writes only K and V; engines update lengths and page
+    /// tables from the host or earlier in the step). Default `false`.
+    ///
+    /// (`gemm.bf16_gemv` has its flag in its `Query` because a PDL plan races chains of PDL
+    /// calls and caches its choice under its own key; this op's choices do not depend on it.)
     pub pdl: bool,
 }
 
