@@ -201,14 +201,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   const int G = p.heads / p.kv_heads;
   const int b = blockIdx.z / p.kv_heads, g = blockIdx.z % p.kv_heads;
   const int tile = blockIdx.y, split = blockIdx.x;
-  // PDL: every write and every read the kernel before this one may write waits for it (once).
-  // The next PDL kernel is released only once this CTA has streamed its keys (below), so its
-  // CTAs take the slots this grid's CTAs leave: released right after the wait, they filled the
-  // SMs beside a running grid unevenly (B = 32 x 2k BF16, 2 CTAs per SM: 78 instead of 65 us per
-  // call, bench-results/2026-12-01-h200-i/call3). CTAs that exit early count as released.
+  // PDL: every write and every read the kernel before this one may write waits for it (once),
+  // and the next PDL kernel is released right after it. (Released after the CTA's streaming
+  // instead, 3 of 6 x8 decode rows got 5-8% slower: bench-results/2026-12-01-h200-i/call4.)
   bool waited = !(p.flags & kPagedPdl);
   auto wait_once = [&] {
-    if (!waited) pdl_wait();
+    if (!waited) pdl_wait_then_release();
     waited = true;
   };
   B12X_PAGED_TRACE(0, split);
@@ -733,9 +731,6 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
   }
   __syncthreads();  // every warp is done with its ring: the merge area overlays it
-  // PDL: only the merge and the stores are left (the flag is re-read from the parameters: a
-  // register held across the loop spilled on sm_90a).
-  if (p.flags & kPagedPdl) pdl_launch_dependents();
 
   // Warp partials -> shared: O [warp][16][D], then m, l [warp][16][2].
   float* s_o = reinterpret_cast<float*>(s_work);
