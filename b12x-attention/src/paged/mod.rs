@@ -92,7 +92,7 @@
 mod params;
 pub mod reference;
 
-pub use params::PagedParams;
+pub use params::{PagedParams, FLAG_PDL};
 
 use crate::paging::{check_batch_tensors, require_contiguous};
 use b12x_core::cudarc::driver::CudaStream;
