@@ -6,8 +6,7 @@
 //   row held in registers as 16-byte vectors, deterministic fp32 block reduce; the quantized
 //   outputs (v2..v8) swap vectors between neighbour lanes so each lane quantizes two consecutive
 //   vectors (16 elements per block slot).
-// Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32},
-//   several rows per CTA b12x_rmsnorm[_add]_v{2r4,4r2}_{bf16,f16,f32};
+// Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32};
 //   fused quantized output (norm.rmsnorm_quant): b12x_rmsnorm[_add]_{mxfp8,fp8b128f32,fp8b128ue8m0,nvfp4}_v{1,2,4,8}_{bf16,f16}.
 // Oracle: src/rmsnorm/reference.rs
 #include <stddef.h>
@@ -59,9 +58,6 @@ constexpr int rmsnorm_max_threads() {
              ? kMaxCols / VecN<TIn>::value / kVecsPerThread
              : kMaxBlockThreads;
 }
-
-// Thread bound of the several-rows-per-CTA variants (mod.rs: ROWS_MAX_THREADS).
-constexpr int kRowsMaxThreads = 512;
 
 // One CTA normalizes row blockIdx.x. Thread `tid` owns the 16-byte vectors tid + k * blockDim.x,
 // k < kVecsPerThread, so each load instruction of a warp covers 512 contiguous bytes.
@@ -213,12 +209,8 @@ __device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, con
   }
 }
 
-// kRows > 1: rows kRows·blockIdx.x + r, r < kRows, in one CTA (plain y only): every row's loads
-// are issued before any math, w is loaded once, and one pair of barriers reduces the kRows sums
-// of squares, each in the order of one row per CTA (so y is bitwise the v{kVecsPerThread}
-// kernel's). With kRows == 1 the code below compiles to the one-row kernel (SASS unchanged).
 template <typename TIn, int kVecsPerThread, bool kHasResidual, int kQuant = kQuantNone,
-          typename P = RmsnormParams, int kRows = 1>
+          typename P = RmsnormParams>
 __device__ __forceinline__ void rmsnorm_row(const P& p) {
   using TOut = TIn;
   constexpr int VEC = VecN<TIn>::value;
@@ -226,8 +218,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
                     kVecsPerThread == 8,
                 "the variant table in mod.rs lists 1, 2, 4, 8");
   static_assert(kMaxCols % (VEC * kVecsPerThread * 32) == 0, "rmsnorm_max_threads is whole warps");
-  static_assert(kRows == 1 || kQuant == kQuantNone, "several rows per CTA: plain y only");
-  __shared__ float s_red[kRows * 33];
+  __shared__ float s_red[33];
   // NVFP4: the block-scale reciprocals, written before block_sum's barriers, read after them.
   __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
 
@@ -238,11 +229,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   // block reductions and scales are per 16 elements instead of per 8 (as the flat quantizers).
   constexpr bool kPaired = kQuant != kQuantNone && kVecsPerThread >= 2;
   const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows;  // the CTA's first row
-  // Row `row + r` exists (with one row per CTA the grid has exactly T CTAs).
-  const auto live = [&](int r) -> bool { return kRows == 1 || row + r < p.rows; };
-  // Rows after the first: tensor t's row `row + r` (r > 0) as 16-byte vectors.
-  const auto row_at = [&](auto* base, int64_t stride, int r) { return base + (row + r) * stride; };
+  const int64_t row = blockIdx.x;
   const int nvec = p.cols / VEC;
   const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + row * p.x_stride);
   const Vec16* g_w = static_cast<const Vec16*>(p.w);
@@ -252,37 +239,25 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   // read-only and goes through the non-coherent path. All loads are issued before any math so a
   // thread has its whole row in flight at once. Out-of-row vectors stay zero: they add nothing to
   // the sum of squares and are never stored.
-  Vec16 r_x[kRows][kVecsPerThread];
-  Vec16 r_res[kRows][kVecsPerThread];
+  Vec16 r_x[kVecsPerThread];
+  Vec16 r_res[kVecsPerThread];
   Vec16 r_w[kVecsPerThread];
   Vec16* g_res = nullptr;
   if constexpr (kHasResidual) {
     g_res = reinterpret_cast<Vec16*>(static_cast<TIn*>(p.residual) + row * p.residual_stride);
   }
-  const auto x_row = [&](int r) -> const Vec16* {
-    return r == 0 ? g_x : reinterpret_cast<const Vec16*>(row_at(static_cast<const TIn*>(p.x), p.x_stride, r));
-  };
-  const auto res_row = [&](int r) -> Vec16* {
-    return r == 0 ? g_res : reinterpret_cast<Vec16*>(row_at(static_cast<TIn*>(p.residual), p.residual_stride, r));
-  };
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int i = vidx(k);
-      r_x[r][k] = Vec16{};
-      if (i < nvec && live(r)) r_x[r][k] = ld_global_cg_v16(x_row(r) + i);
-    }
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int i = vidx(k);
+    r_x[k] = Vec16{};
+    if (i < nvec) r_x[k] = ld_global_cg_v16(g_x + i);
   }
   if constexpr (kHasResidual) {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) {
-        const int i = vidx(k);
-        r_res[r][k] = Vec16{};
-        if (i < nvec && live(r)) r_res[r][k] = ld_global_cg_v16(res_row(r) + i);
-      }
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      r_res[k] = Vec16{};
+      if (i < nvec) r_res[k] = ld_global_cg_v16(g_res + i);
     }
   }
 #pragma unroll
@@ -297,47 +272,35 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     nvfp4_rcp_table(enc, s_rcp);
   }
 
-  float r_ss[kRows];
+  float r_ss = 0.0f;
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    r_ss[r] = 0.0f;
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    float f_x[VEC];
+    unpack_f32<TIn>(r_x[k], f_x);
+    if constexpr (kHasResidual) {
+      // r = round(x + residual): the rounded sum is the new residual and the normalized input.
+      const int i = vidx(k);
+      float f_res[VEC];
+      unpack_f32<TIn>(r_res[k], f_res);
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      float f_x[VEC];
-      unpack_f32<TIn>(r_x[r][k], f_x);
-      if constexpr (kHasResidual) {
-        // r = round(x + residual): the rounded sum is the new residual and the normalized input.
-        const int i = vidx(k);
-        float f_res[VEC];
-        unpack_f32<TIn>(r_res[r][k], f_res);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) f_x[j] += f_res[j];
-        r_x[r][k] = pack_from_f32<TIn>(f_x);
-        if (i < nvec && live(r)) st_global_v16(res_row(r) + i, r_x[r][k]);
-        unpack_f32<TIn>(r_x[r][k], f_x);
-      }
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) r_ss[r] = fmaf(f_x[j], f_x[j], r_ss[r]);
+      for (int j = 0; j < VEC; ++j) f_x[j] += f_res[j];
+      r_x[k] = pack_from_f32<TIn>(f_x);
+      if (i < nvec) st_global_v16(g_res + i, r_x[k]);
+      unpack_f32<TIn>(r_x[k], f_x);
     }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) r_ss = fmaf(f_x[j], f_x[j], r_ss);
   }
-  float ss[kRows];
-  if constexpr (kRows == 1) {
-    ss[0] = block_sum(r_ss[0], s_red);
-  } else {
-    block_sum_rows<kRows>(r_ss, reinterpret_cast<float(*)[33]>(s_red), ss);
-  }
-  // Keep the rows packed across the barrier: without this fence the compiler reuses the unpacked
+  const float ss = block_sum(r_ss, s_red);
+  // Keep the row packed across the barrier: without this fence the compiler reuses the unpacked
   // floats of the sum of squares below, which doubles the registers a row needs.
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      asm volatile("" : "+r"(r_x[r][k].w[0]), "+r"(r_x[r][k].w[1]), "+r"(r_x[r][k].w[2]), "+r"(r_x[r][k].w[3]));
-    }
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    asm volatile("" : "+r"(r_x[k].w[0]), "+r"(r_x[k].w[1]), "+r"(r_x[k].w[2]), "+r"(r_x[k].w[3]));
   }
   // IEEE division and addition (no fast math); rsqrtf is within 2 ulp (CUDA C Programming Guide,
   // "Mathematical Functions"). The oracle's tolerance accounts for it.
-  const float rrms = rsqrtf(ss[0] / static_cast<float>(p.cols) + p.eps);
+  const float rrms = rsqrtf(ss / static_cast<float>(p.cols) + p.eps);
   const QuantRow qr = [&] {
     if constexpr (kQuant != kQuantNone) {
       return quant_row<kQuant>(p, row, enc, s_rcp);
@@ -351,7 +314,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     Vec16 yv{};
     if (i < nvec) {
       float f_x[VEC], f_w[VEC], f_y[VEC];
-      unpack_f32<TIn>(r_x[0][k], f_x);
+      unpack_f32<TIn>(r_x[k], f_x);
       unpack_f32<TIn>(r_w[k], f_w);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
@@ -390,23 +353,17 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     // y_of's body, written out: through the lambda ptxas schedules the plain kernels differently
     // (SASS differs on sm_90a), and these are the validated, benchmarked norm.rmsnorm kernels.
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (!live(r)) break;
-      const float rrms_r = r == 0 ? rrms : rsqrtf(ss[r] / static_cast<float>(p.cols) + p.eps);
-      Vec16* y_r = r == 0 ? g_y : reinterpret_cast<Vec16*>(row_at(static_cast<TOut*>(p.y), p.y_stride, r));
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      Vec16 yv{};
+      if (i < nvec) {
+        float f_x[VEC], f_w[VEC], f_y[VEC];
+        unpack_f32<TIn>(r_x[k], f_x);
+        unpack_f32<TIn>(r_w[k], f_w);
 #pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) {
-        const int i = vidx(k);
-        Vec16 yv{};
-        if (i < nvec) {
-          float f_x[VEC], f_w[VEC], f_y[VEC];
-          unpack_f32<TIn>(r_x[r][k], f_x);
-          unpack_f32<TIn>(r_w[k], f_w);
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms_r) * f_w[j];
-          yv = pack_from_f32<TOut>(f_y);
-          st_global_v16(y_r + i, yv);
-        }
+        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
+        yv = pack_from_f32<TOut>(f_y);
+        st_global_v16(g_y + i, yv);
       }
     }
   }
@@ -421,19 +378,6 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
       NAME(const __grid_constant__ b12x::RmsnormParams p) {                            \
     b12x::rmsnorm_row<TIN, KV, HAS_RESIDUAL>(p);                                        \
   }
-// Several rows per CTA (mod.rs: ROWS_VARIANTS): b12x_rmsnorm[_add]_v{KV}r{R}_{dtype}. At most
-// kRowsMaxThreads threads (mod.rs: ROWS_MAX_THREADS), so each thread may hold R rows' vectors in
-// up to 128 registers.
-#define B12X_RMSNORM_ROWS_KERNEL(NAME, TIN, KV, R, HAS_RESIDUAL)                           \
-  extern "C" __global__ void __launch_bounds__(b12x::kRowsMaxThreads, 1)                 \
-      NAME(const __grid_constant__ b12x::RmsnormParams p) {                               \
-    b12x::rmsnorm_row<TIN, KV, HAS_RESIDUAL, b12x::kQuantNone, b12x::RmsnormParams, R>(p); \
-  }
-#define B12X_RMSNORM_ROWS_FORMS(TIN, TNAME)                                \
-  B12X_RMSNORM_ROWS_KERNEL(b12x_rmsnorm_v2r4_##TNAME, TIN, 2, 4, false)    \
-  B12X_RMSNORM_ROWS_KERNEL(b12x_rmsnorm_v4r2_##TNAME, TIN, 4, 2, false)    \
-  B12X_RMSNORM_ROWS_KERNEL(b12x_rmsnorm_add_v2r4_##TNAME, TIN, 2, 4, true) \
-  B12X_RMSNORM_ROWS_KERNEL(b12x_rmsnorm_add_v4r2_##TNAME, TIN, 4, 2, true)
 
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_v1_bf16, b12x::bf16, 1, false)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_v2_bf16, b12x::bf16, 2, false)
@@ -459,9 +403,6 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v1_f32, float, 1, true)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v2_f32, float, 2, true)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v4_f32, float, 4, true)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
-B12X_RMSNORM_ROWS_FORMS(b12x::bf16, bf16)
-B12X_RMSNORM_ROWS_FORMS(b12x::fp16, f16)
-B12X_RMSNORM_ROWS_FORMS(float, f32)
 
 // Fused norm -> quantize: quantized output only (codes + scales; y is not written).
 #define B12X_RMSNORM_QUANT_KERNEL(NAME, TIN, KV, HAS_RESIDUAL, QUANT)                   \

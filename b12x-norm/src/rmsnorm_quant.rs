@@ -307,8 +307,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 
 fn launch(query: &Query, selected: &Selected, p: &RmsnormQuantParams, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    // One row per CTA: the quantized outputs have no several-rows variants.
-    let config = Config::parse(&selected.config).filter(|c| c.rows_per_cta == 1).ok_or_else(unknown)?;
+    let config = Config::parse(&selected.config).ok_or_else(unknown)?;
     let kernel = selected.kernels.first().ok_or_else(unknown)?;
     let dims = LaunchDims {
         grid: (p.base.rows as u32, 1, 1),

@@ -6,9 +6,7 @@ use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{cast, check_bitwise, check_manifest, check_ulp, uniform};
 use b12x_core::{DType, Error, TensorMut, TensorRef};
 use b12x_norm::rmsnorm::reference::{inv_rms, rmsnorm, rmsnorm_add, ulp_bound};
-use b12x_norm::rmsnorm::{
-    buckets, configs, plan_configs, Args, Config, Query, MAX_COLS, ROWS_MAX_THREADS, ROWS_VARIANTS, VECS_PER_THREAD,
-};
+use b12x_norm::rmsnorm::{buckets, configs, Args, Config, Query, MAX_COLS, VECS_PER_THREAD};
 use b12x_norm::rmsnorm_quant::{self, QuantOut};
 use rstest::rstest;
 
@@ -266,37 +264,18 @@ fn configs_default_first(#[case] cols: usize, #[case] dtype: DType, #[case] want
     assert_eq!(ids, want);
 }
 
-/// What a plan races: the one-row configs, then the several-rows variants that fit 512 threads.
-#[rstest]
-#[case::llama3_8b_bf16(4096, DType::BF16, &["v2", "v1", "v4", "v8", "v2r4", "v4r2"])]
-#[case::deepseek_v4_bf16(7168, DType::BF16, &["v4", "v1", "v2", "v8", "v2r4", "v4r2"])]
-// D = 16384: v2r4 would need 1024 threads.
-#[case::d16384_bf16(16384, DType::BF16, &["v8", "v2", "v4", "v4r2"])]
-#[case::llama3_8b_f32(4096, DType::F32, &["v4", "v1", "v2", "v8", "v2r4", "v4r2"])]
-// D = 512: v4 is not legal (v2 already fits one warp), so neither is v4r2.
-#[case::d512_f16(512, DType::F16, &["v1", "v2", "v2r4"])]
-#[case::d8_bf16(8, DType::BF16, &["v1"])]
-fn plan_configs_add_the_rows_variants(#[case] cols: usize, #[case] dtype: DType, #[case] want: &[&str]) {
-    let ids: Vec<String> = plan_configs(&query(cols, dtype)).iter().map(Config::id).collect();
-    assert_eq!(ids, want);
-}
-
 #[test]
 fn every_legal_query_has_configs_that_fit_the_kernel() {
     for dtype in [DType::BF16, DType::F16, DType::F32] {
         let vec_elems = 16 / dtype.size_bytes();
         for cols in (8..=MAX_COLS).step_by(8) {
             let q = query(cols, dtype);
-            let cs = plan_configs(&q);
+            let cs = configs(&q);
             assert!(!cs.is_empty(), "{dtype} D={cols}: no config");
             for c in cs {
                 let threads = c.block_threads(&q);
-                // The kernel's __launch_bounds__: min(1024, kMaxCols / VEC / kVecsPerThread), or
-                // kRowsMaxThreads for the several-rows variants.
-                let bound = match c.rows_per_cta {
-                    1 => 1024.min(MAX_COLS / vec_elems / c.vecs_per_thread),
-                    _ => ROWS_MAX_THREADS,
-                };
+                // The kernel's __launch_bounds__: min(1024, kMaxCols / VEC / kVecsPerThread).
+                let bound = 1024.min(MAX_COLS / vec_elems / c.vecs_per_thread);
                 assert!(threads % 32 == 0 && threads <= bound, "{dtype} D={cols} {}: {threads} threads", c.id());
                 assert!(
                     threads * c.vecs_per_thread * vec_elems >= cols,
@@ -321,26 +300,11 @@ fn buckets_come_from_capacity(#[case] capacity: usize, #[case] want: &[&str]) {
 #[test]
 fn config_ids_round_trip() {
     for v in VECS_PER_THREAD {
-        let c = Config::one_row(v);
+        let c = Config { vecs_per_thread: v };
         assert_eq!(Config::parse(&c.id()), Some(c));
     }
-    for (v, r) in ROWS_VARIANTS {
-        let c = Config { vecs_per_thread: v, rows_per_cta: r };
-        assert_eq!(Config::parse(&c.id()), Some(c));
-    }
-    assert_eq!(Config::parse("v2r4"), Some(Config { vecs_per_thread: 2, rows_per_cta: 4 }));
-    for bad in ["v3", "x2", "v2r2", "v8r2", "v2r", "vr4", "v2r4x", "v2r1"] {
-        assert_eq!(Config::parse(bad), None, "{bad}");
-    }
-}
-
-#[test]
-fn rows_variants_cover_every_row_once() {
-    let c = Config { vecs_per_thread: 2, rows_per_cta: 4 };
-    for (rows, grid) in [(1, 1), (4, 1), (5, 2), (4096, 1024), (4097, 1025)] {
-        assert_eq!(c.grid(rows), grid, "{rows} rows");
-    }
-    assert_eq!(Config::one_row(2).grid(4097), 4097);
+    assert_eq!(Config::parse("v3"), None);
+    assert_eq!(Config::parse("x2"), None);
 }
 
 /// Every symbol the variant table can name.
@@ -349,11 +313,7 @@ fn all_symbols() -> Vec<String> {
     for dtype in [DType::BF16, DType::F16, DType::F32] {
         for residual in [false, true] {
             for v in VECS_PER_THREAD {
-                out.push(Config::one_row(v).symbol(&Query { residual, ..query(4096, dtype) }));
-            }
-            for (v, r) in ROWS_VARIANTS {
-                let c = Config { vecs_per_thread: v, rows_per_cta: r };
-                out.push(c.symbol(&Query { residual, ..query(4096, dtype) }));
+                out.push(Config { vecs_per_thread: v }.symbol(&Query { residual, ..query(4096, dtype) }));
             }
         }
     }
@@ -363,7 +323,7 @@ fn all_symbols() -> Vec<String> {
             for out_fmt in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0, QuantOut::Nvfp4] {
                 let q = rmsnorm_quant::Query { cols: 4096, dtype, max_tokens: 64, eps: 1e-6, residual, out: out_fmt };
                 for v in VECS_PER_THREAD {
-                    out.push(rmsnorm_quant::symbol(&q, &Config::one_row(v)));
+                    out.push(rmsnorm_quant::symbol(&q, &Config { vecs_per_thread: v }));
                 }
             }
         }
@@ -374,10 +334,8 @@ fn all_symbols() -> Vec<String> {
 #[test]
 fn symbols_follow_the_naming_scheme() {
     let q = Query { residual: true, ..query(4096, DType::BF16) };
-    assert_eq!(Config::one_row(2).symbol(&q), "b12x_rmsnorm_add_v2_bf16");
-    assert_eq!(Config::one_row(8).symbol(&query(4096, DType::F16)), "b12x_rmsnorm_v8_f16");
-    let rows = Config { vecs_per_thread: 4, rows_per_cta: 2 };
-    assert_eq!(rows.symbol(&Query { residual: true, ..query(4096, DType::F32) }), "b12x_rmsnorm_add_v4r2_f32");
+    assert_eq!(Config { vecs_per_thread: 2 }.symbol(&q), "b12x_rmsnorm_add_v2_bf16");
+    assert_eq!(Config { vecs_per_thread: 8 }.symbol(&query(4096, DType::F16)), "b12x_rmsnorm_v8_f16");
     let fused = rmsnorm_quant::Query {
         cols: 4096,
         dtype: DType::BF16,
@@ -386,9 +344,9 @@ fn symbols_follow_the_naming_scheme() {
         residual: true,
         out: QuantOut::Fp8Block128Ue8m0,
     };
-    assert_eq!(rmsnorm_quant::symbol(&fused, &Config::one_row(2)), "b12x_rmsnorm_add_fp8b128ue8m0_v2_bf16");
-    // 24 one-row + 12 several-rows plain/add + 64 fused.
-    assert_eq!(all_symbols().len(), 100);
+    assert_eq!(rmsnorm_quant::symbol(&fused, &Config { vecs_per_thread: 2 }), "b12x_rmsnorm_add_fp8b128ue8m0_v2_bf16");
+    // 24 plain + 64 fused.
+    assert_eq!(all_symbols().len(), 88);
 }
 
 #[test]

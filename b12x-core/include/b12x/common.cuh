@@ -134,29 +134,6 @@ __device__ __forceinline__ float block_sum(float v, float* s_red) {
   return s_red[32];
 }
 
-// block_sum of R values at once, with one pair of barriers: out[r] equals block_sum(v[r]) bit
-// for bit (the same warp sums, added in the same order). s_red holds R rows of 33 floats.
-template <int R>
-__device__ __forceinline__ void block_sum_rows(const float (&v)[R], float (*s_red)[33], float (&out)[R]) {
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int nwarps = (blockDim.x + 31) >> 5;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float t = warp_sum(v[r]);
-    if (lane == 0) s_red[r][warp] = t;
-  }
-  __syncthreads();
-  for (int r = warp; r < R; r += nwarps) {
-    float t = lane < nwarps ? s_red[r][lane] : 0.0f;
-    t = warp_sum(t);
-    if (lane == 0) s_red[r][32] = t;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int r = 0; r < R; ++r) out[r] = s_red[r][32];
-}
-
 // Programmatic dependent launch (PDL, sm_90+). A kernel launched with programmatic stream
 // serialization may start while the kernel before it on the stream is still running:
 // `pdl_wait` blocks until that kernel has completed and its writes are visible (it returns at

@@ -18,11 +18,6 @@
 //!   not overlap `x` or `y`.
 //! - Kernel: one CTA per row, the row held in registers as 16-byte vectors; the config is how
 //!   many vectors each thread holds (`"v1"`, `"v2"`, `"v4"`, `"v8"`), tuned per bucket of T.
-//!   The `"v2r4"` and `"v4r2"` configs give each CTA 4 or 2 consecutive rows instead: all their
-//!   loads in flight at once, `w` loaded once, one pair of barriers for the rows' reductions;
-//!   each row is reduced in the order of the one-row config with the same vectors per thread, so
-//!   `"v2r4"` gives bitwise the same `y` as `"v2"`. (At T = 4096, D = 4096 on the H200 they run
-//!   at the speed of `cudaMemcpyAsync` of x to y: `bench-results/2026-12-01-h200-i/`.)
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -67,11 +62,6 @@ pub const MAX_COLS: usize = 16384;
 pub const COL_MULTIPLE: usize = 8;
 /// The variant table: `kVecsPerThread` values instantiated in `kernels/rmsnorm.cu`.
 pub const VECS_PER_THREAD: [usize; 4] = [1, 2, 4, 8];
-/// The several-rows-per-CTA variants, `(kVecsPerThread, kRows)` (plain and fused-add forms;
-/// not the quantized outputs of `norm.rmsnorm_quant`).
-pub const ROWS_VARIANTS: [(usize, usize); 2] = [(2, 4), (4, 2)];
-/// Thread bound of the several-rows variants (`kRowsMaxThreads` in the kernel).
-pub const ROWS_MAX_THREADS: usize = 512;
 const MAX_BLOCK_THREADS: usize = 1024;
 /// Most rows the autotune race allocates (see `bench_case`).
 const RACE_MAX_ROWS: usize = 16384;
@@ -197,63 +187,38 @@ impl Query {
     }
 }
 
-/// One kernel variant: each thread holds `vecs_per_thread` 16-byte vectors of each of the
-/// CTA's `rows_per_cta` rows.
+/// One kernel variant: each thread holds `vecs_per_thread` 16-byte vectors of its row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     pub vecs_per_thread: usize,
-    /// 1, or the `kRows` of a [`ROWS_VARIANTS`] entry.
-    pub rows_per_cta: usize,
 }
 
 impl Config {
-    /// The one-row-per-CTA variant with `vecs_per_thread` vectors per thread.
-    pub const fn one_row(vecs_per_thread: usize) -> Self {
-        Config { vecs_per_thread, rows_per_cta: 1 }
-    }
-    /// The config id used in pins and caches: `"v2"`, or `"v2r4"` with 4 rows per CTA.
+    /// The config id used in pins and caches: `"v2"`.
     pub fn id(&self) -> String {
-        match self.rows_per_cta {
-            1 => format!("v{}", self.vecs_per_thread),
-            r => format!("v{}r{r}", self.vecs_per_thread),
-        }
+        format!("v{}", self.vecs_per_thread)
     }
-    /// Parses an id made by [`Config::id`] (a variant the kernels have).
+    /// Parses an id made by [`Config::id`].
     pub fn parse(id: &str) -> Option<Self> {
-        let body = id.strip_prefix('v')?;
-        let (v, r, known) = match body.split_once('r') {
-            Some((v, r)) => {
-                let (v, r) = (v.parse().ok()?, r.parse().ok()?);
-                (v, r, ROWS_VARIANTS.contains(&(v, r)))
-            }
-            None => {
-                let v = body.parse().ok()?;
-                (v, 1, VECS_PER_THREAD.contains(&v))
-            }
-        };
-        known.then_some(Config { vecs_per_thread: v, rows_per_cta: r })
-    }
-    /// CTAs of a launch over `rows` rows.
-    pub fn grid(&self, rows: usize) -> usize {
-        rows.div_ceil(self.rows_per_cta)
+        let v = id.strip_prefix('v')?.parse().ok()?;
+        VECS_PER_THREAD.contains(&v).then_some(Config { vecs_per_thread: v })
     }
     /// Threads per CTA: whole warps covering the row.
     pub fn block_threads(&self, query: &Query) -> usize {
         query.vecs().div_ceil(self.vecs_per_thread).next_multiple_of(32)
     }
-    /// The kernel symbol, e.g. `b12x_rmsnorm_add_v2_bf16` or `b12x_rmsnorm_v4r2_f16`.
+    /// The kernel symbol, e.g. `b12x_rmsnorm_add_v2_bf16`.
     pub fn symbol(&self, query: &Query) -> String {
         let form = if query.residual { "_add" } else { "" };
-        format!("b12x_rmsnorm{form}_{}_{}", self.id(), query.dtype.name())
+        format!("b12x_rmsnorm{form}_v{}_{}", self.vecs_per_thread, query.dtype.name())
     }
 }
 
-/// The legal one-row-per-CTA configs of a valid `query`, default first (also the configs of
-/// `norm.rmsnorm_quant`).
+/// The legal configs of a valid `query`, default first.
 pub fn configs(query: &Query) -> Vec<Config> {
     let mut legal: Vec<Config> = VECS_PER_THREAD
         .iter()
-        .map(|&v| Config::one_row(v))
+        .map(|&v| Config { vecs_per_thread: v })
         // The block must fit the hardware (the kernel's launch bound then holds too, see kMaxCols).
         .filter(|c| c.block_threads(query) <= MAX_BLOCK_THREADS)
         // A larger variant whose half-size sibling already fits one warp only idles registers.
@@ -265,19 +230,6 @@ pub fn configs(query: &Query) -> Vec<Config> {
         legal[..=i].rotate_right(1);
     }
     legal
-}
-
-/// Every legal config of a valid `query` (what a plan races), default first: [`configs`], then
-/// the [`ROWS_VARIANTS`] whose block fits [`ROWS_MAX_THREADS`] and whose one-row sibling is legal.
-pub fn plan_configs(query: &Query) -> Vec<Config> {
-    let mut out = configs(query);
-    for (v, r) in ROWS_VARIANTS {
-        let c = Config { vecs_per_thread: v, rows_per_cta: r };
-        if out.contains(&Config::one_row(v)) && c.block_threads(query) <= ROWS_MAX_THREADS {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Buckets of T for a capacity: `1..=128`, `129..=2048`, `2049..=capacity`, cut at capacity.
@@ -311,7 +263,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         query: query.clone(),
         device: device.clone(),
         buckets: buckets(query.max_tokens),
-        configs: plan_configs(query),
+        configs: configs(query),
         slot: PlanSlot::default(),
     })
 }
@@ -377,7 +329,7 @@ fn launch(query: &Query, selected: &Selected, params: &RmsnormParams, stream: &C
     let config = Config::parse(&selected.config).ok_or_else(unknown)?;
     let kernel = selected.kernels.first().ok_or_else(unknown)?;
     let dims = LaunchDims {
-        grid: (config.grid(params.rows as usize) as u32, 1, 1),
+        grid: (params.rows as u32, 1, 1),
         block: (config.block_threads(query) as u32, 1, 1),
         smem_bytes: 0,
     };
