@@ -560,9 +560,15 @@ pub struct PlanOptions {
     /// kernel** (`attention.kv_append` writes only K and V; engines update lengths and page
     /// tables from the host or earlier in the step). Default `false`.
     ///
-    /// Measure it on your shapes: in 8 back-to-back decode calls per graph on the H200 it took
+    /// Measure it on your shapes. In 8 back-to-back decode calls per graph on the H200 it took
     /// 1.8–11% off per call at B = 8 × 2k and 8k (BF16 and E4M3) and at B = 32 × 2k E4M3, but
-    /// made B = 32 × 2k BF16 20% slower (78 instead of 65 µs; `bench-results/2026-12-01-h200-i/`).
+    /// made B = 32 × 2k BF16 20% slower with the default 2-stage rings (79 instead of 65 µs).
+    /// What decides it is where the next call's CTAs land. They land evenly when they all fit in
+    /// the CTA slots the running call leaves free, or when nearly none are free (so they take
+    /// the slots its CTAs leave). They land unevenly when only part of them fit. At B = 32 × 2k
+    /// BF16, `stages: Some(3)` (two CTAs per SM instead of three) with PDL takes 62.7 µs, 92% of
+    /// the read ceiling; the same depth made E4M3 slower (42.9 against 37.4 µs), because it
+    /// moved E4M3 from all-fit to part-fit (`bench-results/2026-12-01-h200-i/`, calls 3 and 6).
     ///
     /// (`gemm.bf16_gemv` has its flag in its `Query` because a PDL plan races chains of PDL
     /// calls and caches its choice under its own key; this op's choices do not depend on it.)
