@@ -2,7 +2,7 @@
 //! built manifest, and the oracle on hand-computed cases (one key, two keys, sinks, windows,
 //! causal extend rows, masked requests, bad page ids).
 
-use b12x_attention::paged::{reference, Query, HEAD_DIMS, MAX_CLUSTER_SPLITS};
+use b12x_attention::paged::{pdl_places_evenly, reference, Query, HEAD_DIMS, MAX_CLUSTER_SPLITS};
 use b12x_attention::paging::{HostBatch, FAULT_LENGTH, FAULT_PAGE_ID, FAULT_QUERY_LAYOUT};
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error};
@@ -101,6 +101,36 @@ fn shared_memory_matches_the_kernels_layout() {
         assert_eq!(q.eight_row_tiles(), decode, "D {d}");
         assert_eq!(q.smem_bytes(stages), bytes, "{}", q.symbol(stages));
     }
+}
+
+#[test]
+fn pdl_placement_rule() {
+    // The next call's grid fits beside the running one at once, or nearly only in its slots.
+    assert!(pdl_places_evenly(256, 528));
+    assert!(pdl_places_evenly(256, 264));
+    assert!(pdl_places_evenly(128, 264));
+    // Part of it fits (140 of 256; 144 of 384): uneven.
+    assert!(!pdl_places_evenly(256, 396));
+    assert!(!pdl_places_evenly(384, 528));
+}
+
+#[test]
+fn pdl_plans_pick_a_depth_whose_next_grid_lands_evenly() {
+    let optin = 227 * 1024;
+    // B = 32 x 2k BF16: 256 single CTAs; 2-stage rings hold 3 per SM (140 of the next grid's 256
+    // fit beside the running one), 3-stage rings 2 per SM (8 slots free): a PDL plan takes 3.
+    let b32 = Query { max_batch: 32, max_tokens: 32, max_pages: 128, ..query() };
+    assert_eq!(b32.default_stages(132, optin), 2);
+    assert_eq!(b32.pdl_default_stages(132, optin, true), 3);
+    // E4M3: 4 per SM with 2-stage rings, the whole next grid fits: the default stays.
+    let b32_e4m3 = Query { kv_dtype: DType::E4M3, ..b32.clone() };
+    assert_eq!(b32_e4m3.pdl_default_stages(132, optin, true), 2);
+    // B = 8: splits merged in clusters keep the default (3 for BF16, 2 for E4M3).
+    assert_eq!(query().pdl_default_stages(132, optin, true), 3);
+    assert_eq!(Query { kv_dtype: DType::E4M3, ..query() }.pdl_default_stages(132, optin, true), 2);
+    // B = 128: more than a wave, the default stays.
+    let b128 = Query { max_batch: 128, max_tokens: 128, ..query() };
+    assert_eq!(b128.pdl_default_stages(132, optin, true), b128.default_stages(132, optin));
 }
 
 #[test]

@@ -341,6 +341,39 @@ impl Query {
         }
     }
 
+    /// The ring depth a PDL plan takes by default ([`PlanOptions::pdl`]): [`Query::default_stages`],
+    /// unless its default grid is one wave of single CTAs (no cluster) that the next call could
+    /// only partly place beside the running one, and another depth's default grid is one wave
+    /// that it places evenly (see [`pdl_places_evenly`]). Measured on the H200, 8 back-to-back
+    /// calls per graph: B = 32 × 2k BF16 with PDL takes 79 µs per call with 2-stage rings (3
+    /// CTAs per SM, 140 of the next call's 256 CTAs fit beside the running call) and 62.7 µs with
+    /// 3 (2 per SM, 8 free slots), against 65.3 µs without PDL
+    /// (`bench-results/2026-12-01-h200-i/`, call 6). Grids merged in clusters keep the default:
+    /// B = 8 E4M3 (6 splits in clusters, 38% fit) gained from PDL as it is, and lost 30% with 3
+    /// stages (call 7).
+    pub fn pdl_default_stages(&self, sm_count: u32, smem_optin: u32, clusters: bool) -> usize {
+        let base = self.default_stages(sm_count, smem_optin);
+        // (one wave of single CTAs, placed evenly) of the default grid at `stages`.
+        let grid = |stages: usize| -> Option<(bool, bool)> {
+            let ctas = self.ctas_per_sm(stages, smem_optin);
+            if ctas == 0 {
+                return None;
+            }
+            let (cap, cluster) = self.split_choice(sm_count, ctas, clusters);
+            let (g, slots) = (self.tile_slots() * cap, ctas * sm_count as usize);
+            Some((!cluster && g <= slots, pdl_places_evenly(g, slots)))
+        };
+        match grid(base) {
+            Some((true, false)) => self
+                .stage_options()
+                .iter()
+                .copied()
+                .find(|&s| s != base && grid(s) == Some((true, true)))
+                .unwrap_or(base),
+            _ => base,
+        }
+    }
+
     /// The one-wave split cap for `sm_count` SMs (3 CTAs per SM), merged through scratch (a
     /// plan takes [`Query::split_choice`], which starts from it): when the capacity batch's
     /// (request, KV head, tile) CTAs fill more than a wave, 2 (shorter CTAs even out the SMs
@@ -569,10 +602,22 @@ pub struct PlanOptions {
     /// BF16, `stages: Some(3)` (two CTAs per SM instead of three) with PDL takes 62.7 µs, 92% of
     /// the read ceiling; the same depth made E4M3 slower (42.9 against 37.4 µs), because it
     /// moved E4M3 from all-fit to part-fit (`bench-results/2026-12-01-h200-i/`, calls 3 and 6).
+    /// Without `stages` (and `max_splits`), a PDL plan takes [`Query::pdl_default_stages`],
+    /// which applies this rule.
     ///
     /// (`gemm.bf16_gemv` has its flag in its `Query` because a PDL plan races chains of PDL
     /// calls and caches its choice under its own key; this op's choices do not depend on it.)
     pub pdl: bool,
+}
+
+/// Whether a call launched with PDL while another call of the same one-wave grid (`grid` CTAs
+/// in `slots` CTA slots) runs finds its slots evenly: all of it fits in the free slots at once
+/// (`slots − grid ≥ grid`), or almost none does (`slots − grid ≤ grid / 16`) and it takes the
+/// slots the running call's CTAs leave, as they leave. In between, part of it lands beside the
+/// running call and the rest wherever CTAs exit first, unevenly over the SMs.
+pub fn pdl_places_evenly(grid: usize, slots: usize) -> bool {
+    let free = slots.saturating_sub(grid);
+    free >= grid || 16 * free <= grid
 }
 
 /// [`plan`] with `options` overriding the split cap or the ring depth.
@@ -589,7 +634,11 @@ pub struct PlanOptions {
 pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
     query.validate()?;
     let optin = device.smem_optin();
-    let stages = options.stages.unwrap_or_else(|| query.default_stages(device.sm_count(), optin));
+    let clusters = device.cc().0 >= 9;
+    let stages = options.stages.unwrap_or_else(|| match options.pdl && options.max_splits.is_none() {
+        true => query.pdl_default_stages(device.sm_count(), optin, clusters),
+        false => query.default_stages(device.sm_count(), optin),
+    });
     if !query.stage_options().contains(&stages) {
         return Err(Error::InvalidQuery {
             op: OP,
@@ -608,7 +657,6 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             ),
         });
     }
-    let clusters = device.cc().0 >= 9;
     let (max_splits, cluster_default) = match options.max_splits {
         Some(cap) => (cap, clusters && query.cluster_fits(cap, device.sm_count(), ctas)),
         None => query.split_choice(device.sm_count(), ctas, clusters),
