@@ -229,9 +229,11 @@ fn bench_case(
     let cache_shape = [num_pages, P, HKV, D];
     let strides = b12x_core::contiguous_strides(&cache_shape);
     let raw = |c: &CudaSlice<u8>| -> Result<u64> { Ok(TensorRef::from_slice(c, &[c.len()])?.ptr()) };
-    let caches = std::iter::once((raw(&kc)?, raw(&vc)?))
-        .chain(more.iter().map(|(k, v)| Ok::<_, b12x_core::Error>((raw(k)?, raw(v)?))).collect::<Result<Vec<_>>>()?)
-        .collect::<Vec<_>>();
+    // (K, V) of each back-to-back call: its own caches, the first call's first.
+    let caches = std::iter::once((&kc, &vc))
+        .chain(more.iter().map(|(k, v)| (k, v)))
+        .map(|(k, v)| Ok((raw(k)?, raw(v)?)))
+        .collect::<Result<Vec<_>>>()?;
     let sp = TensorRef::from_slice(&scales, &[2 * b * HKV])?.ptr();
     let qp = TensorRef::from_slice(&qx, &[b * H * D])?.ptr();
     let op = TensorMut::from_slice(&mut o, &[b * H * D])?.ptr();

@@ -67,15 +67,13 @@ fn main() -> Result<()> {
                     // The size-matched floors of the plain op: a read of its bytes, and the
                     // driver's copy of x into y (an rmsnorm reads x and writes y: at least a copy).
                     let half = t * d * size_of::<bf16>();
-                    for (probe, copy) in [("read_probe", false), ("copy_probe", true)] {
-                        let case = format!("{probe}/T{t}_D{d}");
-                        if !b12x_core::bench::selected(&case) {
-                            continue;
-                        }
-                        match copy {
-                            true => b12x_core::bench::add_copy_probe(&mut report, &dev, &case, half)?,
-                            false => b12x_core::bench::add_read_probe(&mut report, &dev, &case, 2 * half)?,
-                        }
+                    let read = format!("read_probe/T{t}_D{d}");
+                    if b12x_core::bench::selected(&read) {
+                        b12x_core::bench::add_read_probe(&mut report, &dev, &read, 2 * half)?;
+                    }
+                    let copy = format!("copy_probe/T{t}_D{d}");
+                    if b12x_core::bench::selected(&copy) {
+                        b12x_core::bench::add_copy_probe(&mut report, &dev, &copy, half)?;
                     }
                 }
             }
