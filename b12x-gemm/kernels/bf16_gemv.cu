@@ -528,8 +528,9 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 // bits whichever CTA finishes last.
 // Out-of-range rows (>= N), tokens (>= M) and k (>= K) are zero-filled by the TMA.
 constexpr int kMaxTmaStages = 16;
-// Prototype hook (bench/proto/gemv_phase_proto.cu times a CTA's phases with it): when `cond`
-// holds, record phase k. Nothing in the library defines it, so it compiles to nothing.
+// Prototype hook (bench/proto/gemv_phase_proto.cu and gemv_drain_proto.cu time a CTA's phases
+// with it): when `cond` holds, record phase k. Nothing in the library defines it, so it
+// compiles to nothing.
 #ifndef B12X_GEMV_TMA_MARK
 #define B12X_GEMV_TMA_MARK(k, cond)
 #endif
@@ -561,11 +562,45 @@ __device__ __forceinline__ void for_each_fragment(F&& f) {
       for (int e = 0; e < 4; ++e) f(rt, nt, e, rt * 16 + g + (e >> 1) * 8, nt * 8 + 2 * t + (e & 1));
 }
 
-// Stores one warp's fragments (final values: + bias, rounded) for rows [row_base, +16*RT).
+// The bias (f32) of this lane's 2·RT rows of a warp's block [row_base, +16*RT): rows g, g + 8 of
+// each 16-row tile (0 past N or without a bias).
+template <int RT>
+__device__ __forceinline__ void tma_load_bias(const Bf16GemvParams& p, bool has_bias, int row_base, float (&bias)[RT][2]) {
+  const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) bias[rt][h] = 0.0f;
+  if (!has_bias) return;
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_base + rt * 16 + g + 8 * h;
+      if (row < p.n)
+        bias[rt][h] = (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
+                                           : to_f32<bf16>(reinterpret_cast<const bf16*>(p.bias)[row]);
+    }
+}
+
+// Stores one warp's fragments for rows [row_base, +16*RT): the values of store_out per element
+// (v + bias[row] in f32 with a bias, v itself without, then one rounding), one predicated store
+// per element at a constant offset from the lane's first. It runs once per row block, at the
+// very end of most CTAs, so its length is on the call's critical path: with a branch per
+// element (store_out) it took ~1,080 of the ~2,560 SM cycles from a CTA's last data to its exit
+// (bench-results/2026-12-01-h200-j/drain/).
 template <int NT, int RT, typename TOut>
-__device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float (&v)[RT][NT][4], int row_base) {
+__device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float (&v)[RT][NT][4], bool has_bias,
+                                            const float (&bias)[RT][2], int row_base) {
+  const int g = (threadIdx.x & 31) >> 2;
+  const int t = threadIdx.x & 3;
+  // The lane's element (token 2t, row g); the others sit at constant multiples of ldy and
+  // constant row offsets from it.
+  TOut* y_lane = reinterpret_cast<TOut*>(p.y) + (long long)(2 * t) * p.ldy + row_base + g;
   for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
-    if (row_base + r < p.n && tok < p.m) store_out<TOut>(p, row_base + r, tok, v[rt][nt][e]);
+    // Without a bias v itself (v + 0 would turn -0 into +0).
+    const TOut out = from_f32<TOut>(has_bias ? v[rt][nt][e] + bias[rt][e >> 1] : v[rt][nt][e]);
+    if (row_base + r < p.n && tok < p.m) y_lane[(long long)(nt * 8 + (e & 1)) * p.ldy + (r - g)] = out;
   });
 }
 
@@ -713,11 +748,27 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
   float acc[RT][NT][4];
   auto zero = [&] { for_each_fragment<NT, RT>([&](int rt, int nt, int e, int, int) { acc[rt][nt][e] = 0.0f; }); };
   zero();
-  int s = 0, round = 0;
+  // The bias of the lane's rows of the current row block (loaded when the block starts, so a
+  // bias read from DRAM is not waited for at the end of the call).
+  const bool has_bias = p.bias != nullptr;
+  float bias[RT][2];
+  int s = 0, round = 0, prev_rb = -1;
   for (int i = 0; i < n_units; ++i) {
+    // Whether this unit ends its row block, and which CTAs share that block, worked out before
+    // the wait: the integer divisions took ~480 SM cycles after the CTA's last mma otherwise.
+    const int rb = unit_at(i) / kstages;
+    const bool ends_block = !(i + 1 < n_units && unit_at(i + 1) / kstages == rb);
+    const int qd = clustered ? 1 : q;
+    const int c_first = rb * kstages / qd;
+    const int c_last = ((rb + 1) * kstages - 1) / qd;
+    if (rb != prev_rb) {
+      prev_rb = rb;
+      tma_load_bias<RT>(p, has_bias, rb * ROWS + 16 * RT * warp, bias);
+    }
     mbar_wait(full0 + 8 * s, round & 1);
     B12X_GEMV_TMA_MARK(1, warp == 0 && i == 0);
     B12X_GEMV_TMA_MARK(2, warp == 0 && i == n_units - 1);
+    B12X_GEMV_TMA_MARK(7, i == n_units - 1);
     const uint32_t st = ring + s * Tile::kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j) {
@@ -743,13 +794,21 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
         }
       }
     }
+    B12X_GEMV_TMA_MARK(5, i == n_units - 1);
     __syncwarp();
     if (lane == 0) mbar_arrive(empty0 + 8 * s);
     if (++s == stages) s = 0, ++round;
 
-    const int rb = unit_at(i) / kstages;
-    if (i + 1 < n_units && unit_at(i + 1) / kstages == rb) continue;  // row block rb goes on
+    if (!ends_block) continue;  // row block rb goes on
     const int row_base = rb * ROWS + 16 * RT * warp;
+    // A row block this CTA owns alone: y stored right away.
+    if (!clustered && c_first == c_last) {
+      B12X_GEMV_TMA_MARK(8, i == n_units - 1);
+      tma_store_y<NT, RT, TOut>(p, acc, has_bias, bias, row_base);
+      B12X_GEMV_TMA_MARK(6, i == n_units - 1);
+      zero();
+      continue;
+    }
     if (clustered) {
       // This is the CTA's only row block. Each lane's fragments go to this CTA's partial
       // tile (after the ring) in fragment order; after the barrier rank c sums fragment f for
@@ -776,14 +835,7 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
       cluster_sync();
       break;
     }
-    // Flush row block rb: CTAs c_first..c_last cover it.
-    const int c_first = rb * kstages / q;
-    const int c_last = ((rb + 1) * kstages - 1) / q;
-    if (c_first == c_last) {
-      tma_store_y<NT, RT, TOut>(p, acc, row_base);
-      zero();
-      continue;
-    }
+    // Flush row block rb, which CTAs c_first..c_last share: sum the partials.
     // Partial slot of CTA c for row block rb: [c][slot][token][ROWS] f32, slot 0 when rb is
     // the first row block of c's stretch, 1 when it is the last.
     auto slot_of = [&](int c) -> float* {
@@ -813,8 +865,9 @@ __device__ __forceinline__ void gemv_tma(const Bf16GemvTmaParams& tp) {
           sum[rt][nt][e] += c == int(blockIdx.x) ? acc[rt][nt][e] : __ldcg(part + tok * ROWS + warp_row + r);
         });
       }
-      tma_store_y<NT, RT, TOut>(p, sum, row_base);
+      tma_store_y<NT, RT, TOut>(p, sum, has_bias, bias, row_base);
     }
+    B12X_GEMV_TMA_MARK(6, i == n_units - 1);
     zero();
   }
 }

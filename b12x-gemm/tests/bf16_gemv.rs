@@ -6,7 +6,9 @@ use b12x_core::half::bf16;
 use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, ulp};
-use b12x_gemm::bf16_gemv::{all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant};
+use b12x_gemm::bf16_gemv::{
+    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, TMA_MAX_STAGES,
+};
 use rstest::rstest;
 
 const H200_SMS: u32 = 132;
@@ -280,10 +282,10 @@ fn default_config_fills_every_sm(#[case] n: usize, #[case] k: usize, #[case] ksp
 #[case::dsv4_lm_head(129280, 7168)]
 #[case::prime_n_odd_k(4099, 4097)]
 #[case::tiny(1, 1)]
-fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
+fn every_bucket_has_configs_that_fit(#[case] n: usize, #[case] k: usize, #[values(H200_SMEM, SM120_SMEM)] smem: u32) {
     for b in pow2_buckets(64) {
         for (x_f32, aligned) in [(false, true), (false, false), (true, true), (true, false)] {
-            let g = Geometry { smem_optin: SM120_SMEM, ..geometry(n, k, b.hi, x_f32, aligned) };
+            let g = Geometry { smem_optin: smem, ..geometry(n, k, b.hi, x_f32, aligned) };
             let cs = enumerate(&g);
             assert!(!cs.is_empty(), "bucket {} x_f32={x_f32} aligned={aligned}", b.label());
             let mut ids: Vec<String> = cs.iter().map(Config::id).collect();
@@ -293,13 +295,14 @@ fn every_bucket_has_configs_that_fit_sm120(#[case] n: usize, #[case] k: usize) {
             for c in &cs {
                 // TMA CTAs add a producer warp to at most 8 consumer warps.
                 let max_threads = if c.tma.is_some() { 288 } else { 256 };
-                assert!(c.dynamic_smem() + 1024 <= SM120_SMEM && c.threads() <= max_threads, "{}", c.id());
+                assert!(c.dynamic_smem() + 1024 <= smem && c.threads() <= max_threads, "{}", c.id());
                 let (partials, counters) = c.scratch_bytes(n, k, b.hi, 132);
                 if let Some(s) = c.tma_schedule(n, k, 132) {
                     assert!(c.tma.is_some_and(|t| t.stages >= 2), "{}", c.id());
                     // What the kernel addresses: up to 1023 bytes to align the ring, the ring,
                     // and (cluster split-K) the partial tile after it.
                     let t = c.tma.unwrap();
+                    assert!(t.stages <= TMA_MAX_STAGES, "{}", c.id());
                     let tile = if matches!(t.work, TmaWork::Cluster(_)) { c.tma_cluster_tile_bytes() } else { 0 };
                     assert!(c.dynamic_smem() >= 1023 + t.stages * c.tma_stage_bytes() + tile, "{}", c.id());
                     assert_eq!(partials > 0, s.merges);

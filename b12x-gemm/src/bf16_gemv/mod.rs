@@ -87,6 +87,7 @@ pub mod reference;
 
 pub use config::{
     all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, MAX_ROWS, TMA_CLUSTERS,
+    TMA_MAX_STAGES,
 };
 pub use params::{Bf16GemvParams, Bf16GemvTmaParams};
 
