@@ -10,7 +10,11 @@ use crate::Result;
 
 pub const WARMUP: usize = 2;
 pub const ROUNDS: usize = 3;
-pub const SAMPLES_PER_ROUND: usize = 5;
+/// Samples per candidate and round. With 5, the gemv race picked a ring ~0.5 µs (0.8%) slower
+/// than the best in 3 of 12 buckets of one call; with 11 in none of 12, and the whole 264 MB
+/// gemv bench (five plans' races included) still took 6-7 s
+/// (`bench-results/2026-12-01-h200-j/race11/`).
+pub const SAMPLES_PER_ROUND: usize = 11;
 /// Candidates slower than the leader by more than this fraction are dropped.
 pub const ELIMINATION: f64 = 0.10;
 
