@@ -635,9 +635,12 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     query.validate()?;
     let optin = device.smem_optin();
     let clusters = device.cc().0 >= 9;
-    let stages = options.stages.unwrap_or_else(|| match options.pdl && options.max_splits.is_none() {
-        true => query.pdl_default_stages(device.sm_count(), optin, clusters),
-        false => query.default_stages(device.sm_count(), optin),
+    let stages = options.stages.unwrap_or_else(|| {
+        if options.pdl && options.max_splits.is_none() {
+            query.pdl_default_stages(device.sm_count(), optin, clusters)
+        } else {
+            query.default_stages(device.sm_count(), optin)
+        }
     });
     if !query.stage_options().contains(&stages) {
         return Err(Error::InvalidQuery {
