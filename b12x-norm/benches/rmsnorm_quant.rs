@@ -1,5 +1,5 @@
 //! Benchmark of `norm.rmsnorm_quant` (bf16 in, plain form) for each quantized output — MXFP8,
-//! block FP8 1×128 with f32 scales, NVFP4 with a given encode scale — over T ∈ {1, 16, 8192, 32768} ×
+//! block FP8 1×128 with f32 and with UE8M0 scales, NVFP4 with a given encode scale — over T ∈ {1, 16, 8192, 32768} ×
 //! D ∈ {4096, 7168}, method of DESIGN.md §7 (graph replay, L2 flushed, median).
 //!
 //! Before timing, the fused codes and scales of the first, middle and last rows are checked bit
@@ -32,7 +32,7 @@ use std::sync::Arc;
 const TOKENS: [usize; 4] = [1, 16, 8192, 32768];
 const QUICK_TOKENS: [usize; 2] = [1, 8192];
 const COLS: [usize; 2] = [4096, 7168];
-const OUTS: [QuantOut; 3] = [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Nvfp4];
+const OUTS: [QuantOut; 4] = [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0, QuantOut::Nvfp4];
 const EPS: f32 = 1e-6;
 /// The NVFP4 encode scale (any positive f32).
 const ENC: f32 = 448.0;
@@ -205,7 +205,8 @@ fn unfused(
     let rplan = rmsnorm::plan(&q.rmsnorm_query(), dev)?;
     let (k, dtype) = (d, DType::BF16);
     let mq = mx::Query { format: mx::MxFormat::Fp8, k, dtype, max_rows: t, row_major: true, swizzled: false };
-    let fq = fp8_block::Query { group: 128, k, dtype, max_rows: t, scale: Fp8ScaleKind::F32 };
+    let scale = if q.out == QuantOut::Fp8Block128Ue8m0 { Fp8ScaleKind::Ue8m0 } else { Fp8ScaleKind::F32 };
+    let fq = fp8_block::Query { group: 128, k, dtype, max_rows: t, scale };
     let nq =
         nvfp4::Query { k, dtype, max_rows: t, row_major: true, swizzled: false, global: nvfp4::GlobalScale::Given };
     let (mplan, fplan, nplan) = (mx::plan(&mq, dev)?, fp8_block::plan(&fq, dev)?, nvfp4::plan(&nq, dev)?);

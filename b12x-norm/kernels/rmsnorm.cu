@@ -174,31 +174,52 @@ template <int kQuant, typename T, int NV>
 __device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, const Vec16 (&yv)[NV], bool live,
                                              bool swapped = false) {
   static_assert(NV == 1 || NV == 2, "one or two vectors per lane");
-  uint32_t bits = abs_max_bits16(yv[0].w);
-  if constexpr (NV == 2) bits = max(bits, abs_max_bits16(yv[1].w));
+  // NVFP4 keeps the magnitudes: its usual blocks encode them (nvfp4_codes8_below7).
+  Vec16 ya[NV];
+  uint32_t bits;
+  if constexpr (kQuant == kQuantNvfp4) {
+#pragma unroll
+    for (int h = 0; h < NV; ++h) ya[h] = abs16(yv[h]);
+    bits = max_bits16(ya[0].w);
+    if constexpr (NV == 2) bits = max(bits, max_bits16(ya[1].w));
+  } else {
+    bits = abs_max_bits16(yv[0].w);
+    if constexpr (NV == 2) bits = max(bits, abs_max_bits16(yv[1].w));
+  }
 #pragma unroll
   for (uint32_t o = NV; o < kBlockVecs<kQuant>; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
   const bool finite = bits < HalfBits<T>::kInf;
   const float amax = HalfBits<T>::to_f32(bits);
   if constexpr (kQuant == kQuantNvfp4) {
     // Exactly quantization.nvfp4 (given mode): s = ue4m3(enc * (amax / 6)); r = 1 / (f32(s) * (1 / enc)),
-    // looked up per scale code (code 0, the only zero scale, leaves the codes zero).
-    uint32_t code = 0x7Fu;
+    // looked up per scale code; as its encode_block, one branch per block: RN(amax r) < 7 (the
+    // usual block) takes nvfp4_codes8_below7, anything else (saturated or subnormal scales,
+    // code 0 / 0x7F: r = Inf / NaN) the general nvfp4_codes8; NaN/Inf blocks (scale 0x7F) and
+    // zero scales (code 0) then have their codes cleared.
+    const float a = finite ? amax : 0.0f;
+    const uint32_t code = finite ? ue4m3(__fmul_rn(qr.enc, div_by_6(a))) : 0x7Fu;
+    const float r = qr.rcp[code];
     uint32_t q[NV];
 #pragma unroll
     for (int h = 0; h < NV; ++h) q[h] = 0u;
-    if (finite) {
-      code = ue4m3(__fmul_rn(qr.enc, div_by_6(amax)));
-      if (code != 0u) {
-        const float r = qr.rcp[code];
+    if (__fmul_rn(a, r) < 7.0f) {
 #pragma unroll
-        for (int h = 0; h < NV; ++h) {
-          float f[8];
-          unpack_f32<T>(yv[h], f);
-          nvfp4_codes8(yv[h].w, f, r, q[h]);
-        }
+      for (int h = 0; h < NV; ++h) {
+        float f[8];
+        unpack_f32<T>(ya[h], f);
+        q[h] = nvfp4_codes8_below7(yv[h].w, f, r);
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < NV; ++h) {
+        float f[8];
+        unpack_f32<T>(yv[h], f);
+        nvfp4_codes8(yv[h].w, f, r, q[h]);
       }
     }
+    const bool keep = finite && code != 0u;
+#pragma unroll
+    for (int h = 0; h < NV; ++h) q[h] = keep ? q[h] : 0u;
     if (!live) return;
     // One store per vector: the plan promises 4-byte aligned code rows only.
 #pragma unroll

@@ -98,37 +98,39 @@ __device__ __forceinline__ void amax_pass(const Nvfp4Params& p) {
 }
 
 // One NVFP4 block: its 16 elements, loaded as two 16-byte halves v[0], v[1] (zeros past the last
-// row). One lane per block: no shuffle, one scale per lane. One branch per block (finite r or
-// not): the scale code is selected (0x7F for a NaN/Inf block), every block is encoded with its
-// table entry r (code 0 gives r = Inf, 0x7F gives NaN: both take the element-wise path) and the
+// row). One lane per block: no shuffle, one scale per lane. One branch per block: the scale code
+// is selected (0x7F for a NaN/Inf block), every block is encoded with its table entry r, and the
 // codes of NaN/Inf and zero-scale blocks are then cleared — the codec's values, with fewer
-// branches than testing both cases first (issue-bound on sm_90).
+// branches than testing both cases first (issue-bound on sm_90). The usual block has
+// RN(amax r) < 7 and takes nvfp4_codes8_below7 (no clamp, no fabs); a saturated or subnormal
+// scale (products up to 7 and beyond) and code 0 / 0x7F (r = Inf / NaN) take nvfp4_codes8.
 struct Block {
   uint32_t code;    // UE4M3 scale
   uint32_t out[2];  // E2M1 pairs of elements 0-7 and 8-15
 };
 template <typename T>
 __device__ __forceinline__ Block encode_block(float enc, const float* s_rcp, const Vec16 (&v)[2]) {
-  const uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
+  const Vec16 a[2] = {abs16(v[0]), abs16(v[1])};
+  const uint32_t bits = max(max_bits16(a[0].w), max_bits16(a[1].w));
   const bool finite = bits < HalfBits<T>::kInf;
   const float amax = HalfBits<T>::to_f32(finite ? bits : 0u);
   Block b;
   b.code = finite ? ue4m3(__fmul_rn(enc, div_by_6(amax))) : 0x7Fu;
   const float r = s_rcp[b.code];
   b.out[0] = b.out[1] = 0u;
-  if (r <= 3.4028235e38f) {
+  if (__fmul_rn(amax, r) < 7.0f) {  // every |x| r < 7 (false for r = Inf or NaN)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float f[8];
-      unpack_f32<T>(v[h], f);
-      b.out[h] = nvfp4_codes8_finite_r(v[h].w, f, r);
+      unpack_f32<T>(a[h], f);
+      b.out[h] = nvfp4_codes8_below7(v[h].w, f, r);
     }
   } else {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float f[8];
       unpack_f32<T>(v[h], f);
-      nvfp4_codes8_any_r(f, r, b.out[h]);
+      nvfp4_codes8(v[h].w, f, r, b.out[h]);
     }
   }
   // finite inputs give codes 0..126; code 0 is the only zero scale

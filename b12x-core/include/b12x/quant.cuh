@@ -162,6 +162,19 @@ __device__ __forceinline__ uint32_t nibble_signs(const uint32_t (&w)[4]) {
   return (even & 0x08080808u) | (odd & 0x80808080u);
 }
 
+// The 8 nibbles of one half-block: c[i] = 1.5 * 2^23 + code_i (the bits e2m1_mag_bits_not_nan
+// returns, code_i <= 7) and the signs of the 16-bit inputs w (nibble_signs). Every c[i] carries
+// the same magic M = 0x4B400000, so sum(c[i] 16^i) = sum(code_i 16^i) + M * 0x11111111 modulo
+// 2^32, and the codes' sum has no carries between nibbles: one shift-add per nibble and one
+// three-input add (the signs minus the constant) instead of masking every code first.
+__device__ __forceinline__ uint32_t pack_e2m1_nibbles(const uint32_t (&c)[8], const uint32_t (&w)[4]) {
+  constexpr uint32_t kMagic = 0x4B400000u * 0x11111111u;  // modulo 2^32
+  uint32_t m = c[0];
+#pragma unroll
+  for (int i = 1; i < 8; ++i) m += c[i] << (4 * i);
+  return m + (nibble_signs(w) - kMagic);
+}
+
 // The E2M1 codes of f[i] * r (element i in nibble i) for a finite r = 1 / (f32(s) * (1 / enc)) of
 // the block (b12x_quant::block::quantize_nvfp4); f are the values of the 16-bit inputs w.
 // SM120/SM121 convert pairs in hardware (e2m1x2_hw), other targets in software — the magnitudes
@@ -177,13 +190,51 @@ __device__ __forceinline__ uint32_t nvfp4_codes8_finite_r(const uint32_t (&w)[4]
   uint32_t c[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) c[i] = e2m1_mag_bits_not_nan(__fmul_rn(f[i], r));
-  // Nibbles 0..2 masked; from nibble 3 on (a shift >= 12) the magic bits leave the word, so
-  // each nibble is one shift-add.
-  uint32_t m = nibble_signs(w) | (c[0] & 0x7u) | ((c[1] & 0x7u) << 4) | ((c[2] & 0x7u) << 8);
-#pragma unroll
-  for (int i = 3; i < 8; ++i) m += c[i] << (4 * i);
-  return m;
+  return pack_e2m1_nibbles(c, w);
 #endif
+}
+
+// The codes of a block whose largest product is small: every |f[i]| * r < 7 (the caller checks
+// RN(amax * r) < 7, which RN's monotonicity extends to every element). f holds the magnitudes
+// (the 16-bit words with their signs cleared, widened); the signs come from w as in
+// nvfp4_codes8_finite_r. Below 7 the E2M1 rule needs no clamp — rne(t / 2) + 4 <= 7 and the min
+// of the three candidates is the code — and t = |f| r >= 0 needs no fabs: one instruction per
+// element fewer than nvfp4_codes8_finite_r, the same codes. SM120/SM121: the hardware path.
+__device__ __forceinline__ uint32_t nvfp4_codes8_below7(const uint32_t (&w)[4], const float (&f)[8], float r) {
+#if B12X_SM120_FEATURES
+  return nvfp4_codes8_finite_r(w, f, r);
+#else
+  const float magic = 12582912.0f;  // 1.5 * 2^23, as e2m1_mag_bits_not_nan
+  uint32_t c[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float t = __fmul_rn(f[i], r);
+    const uint32_t b1 = __float_as_uint(__fmaf_rn(t, 2.0f, magic));
+    const uint32_t b2 = __float_as_uint(__fadd_rn(t, magic + 2.0f));
+    const uint32_t b3 = __float_as_uint(__fmaf_rn(t, 0.5f, magic + 4.0f));
+    c[i] = min(min(b1, b2), b3);
+  }
+  return pack_e2m1_nibbles(c, w);
+#endif
+}
+
+// The 8 16-bit values of v with their signs cleared (bf16/f16 magnitudes), opaque to the
+// compiler: the block amax (max_bits16) and the widened magnitudes of nvfp4_codes8_below7 then
+// share one mask per word, instead of ptxas re-deriving a shifted mask per element.
+__device__ __forceinline__ Vec16 abs16(const Vec16& v) {
+  Vec16 a;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    a.w[i] = v.w[i] & 0x7FFF7FFFu;
+    asm volatile("" : "+r"(a.w[i]));
+  }
+  return a;
+}
+
+// The largest 16-bit value of a, whose signs are clear (abs16): abs_max_bits16 without the mask.
+__device__ __forceinline__ uint32_t max_bits16(const uint32_t (&a)[4]) {
+  const uint32_t m = __vmaxu2(__vmaxu2(a[0], a[1]), __vmaxu2(a[2], a[3]));
+  return max(m & 0xFFFFu, m >> 16);
 }
 
 // ORs into q the same codes for any other r (Inf: a huge given enc over a tiny block; NaN):
@@ -331,6 +382,18 @@ __device__ __forceinline__ uint2 block_fp8_ue8m0_codes(const float (&f)[8], floa
   return e4m3_codes8(q);
 }
 
+// RD(1 / s) for a normal s with 2^-125 < s < 2^125: exactly __frcp_rd(s), whose fast path this is
+// (rcp.approx, then one Newton step with directed roundings: e = RP(1 - s y) is its
+// -RM(s y - 1), r = RM(y e + y)) without the range test and call-out that guard its other
+// inputs — 3 instructions instead of 10 per block in the block FP8 quantizers.
+__device__ __forceinline__ float rcp_rd_normal(float s) {
+  float y, e, r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(s));
+  asm("fma.rp.f32 %0, %1, %2, 0f3F800000;" : "=f"(e) : "f"(-s), "f"(y));
+  asm("fma.rm.f32 %0, %1, %2, %2;" : "=f"(r) : "f"(e), "f"(y));
+  return r;
+}
+
 // Block FP8 with f32 scales s = pr: the E4M3 codes of a lane's NV vectors v of 8 values of T,
 // as e4m3(IEEE x / s): div_by_block_scale below 2^64 (every real group), div_by_scale above. One
 // branch per lane around all NV vectors, so each path is one straight-line block (a branch per
@@ -338,7 +401,7 @@ __device__ __forceinline__ uint2 block_fp8_ue8m0_codes(const float (&f)[8], floa
 template <typename T, int NV>
 __device__ __forceinline__ void block_fp8_f32_codes(float pr, const Vec16 (&v)[NV], uint2 (&out)[NV]) {
   if (pr < 0x1p64f) {
-    const float r = __frcp_rd(pr);
+    const float r = rcp_rd_normal(pr);  // pr >= 1e-4 / 448 > 2^-23: normal
     const float rlo = __fmul_rn(__fmaf_rn(-r, pr, 1.0f), r);
 #pragma unroll
     for (int h = 0; h < NV; ++h) {

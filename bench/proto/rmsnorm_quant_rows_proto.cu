@@ -1,0 +1,226 @@
+// Prototype harness (not part of the build, not the source of any reported number): the
+// persistent fused norm -> quantize entry points (b12x_rmsnorm[_add]_<out>_p{2,4,8}_<dtype>,
+// rmsnorm_quant_rows in b12x-norm/kernels/rmsnorm.cu) against the one-row-per-CTA entry points
+// v{2,4,8} whose outputs they must reproduce bit for bit (same thread <-> vector layout, same
+// block reduction).
+//   check: codes, scales (and the written-back residual of the add form) of p{KV} == v{KV} on
+//          shapes with partial warps (D = 1152), fewer rows than CTAs (T = 7) and more
+//          (T = 3000), bf16 and f16, all four outputs, NaN/Inf/zero rows included;
+//   time:  graph-replay medians (the project's L2 flush) of v{KV} and p{KV} at T = 8192 / 32768,
+//          D = 4096 / 7168, with the grid of p{KV} = min(T, SMs x resident CTAs).
+//   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
+//     -o /tmp/rq_rows rmsnorm_quant_rows_proto.cu && /tmp/rq_rows [check|time|all]
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+#include "../../b12x-norm/kernels/rmsnorm.cu"
+#include "../../b12x-core/kernels/read_bw.cu"
+
+using b12x::bf16;
+#include "proto_common.cuh"
+
+using Params = b12x::RmsnormQuantParams;
+using Fn = void (*)(const Params);
+
+#define ENTRY(FORM, Q, T)                                                                                    \
+  {b12x_rmsnorm##FORM##_##Q##_v2_##T, b12x_rmsnorm##FORM##_##Q##_v4_##T, b12x_rmsnorm##FORM##_##Q##_v8_##T, \
+   b12x_rmsnorm##FORM##_##Q##_p2_##T, b12x_rmsnorm##FORM##_##Q##_p4_##T, b12x_rmsnorm##FORM##_##Q##_p8_##T}
+// [out][form][dtype][v2 v4 v8 p2 p4 p8]
+static const Fn kFns[4][2][2][6] = {
+    {{ENTRY(, mxfp8, bf16), ENTRY(, mxfp8, f16)}, {ENTRY(_add, mxfp8, bf16), ENTRY(_add, mxfp8, f16)}},
+    {{ENTRY(, fp8b128f32, bf16), ENTRY(, fp8b128f32, f16)},
+     {ENTRY(_add, fp8b128f32, bf16), ENTRY(_add, fp8b128f32, f16)}},
+    {{ENTRY(, fp8b128ue8m0, bf16), ENTRY(, fp8b128ue8m0, f16)},
+     {ENTRY(_add, fp8b128ue8m0, bf16), ENTRY(_add, fp8b128ue8m0, f16)}},
+    {{ENTRY(, nvfp4, bf16), ENTRY(, nvfp4, f16)}, {ENTRY(_add, nvfp4, bf16), ENTRY(_add, nvfp4, f16)}},
+};
+static const char* kOut[4] = {"mxfp8", "fp8b128f32", "fp8b128ue8m0", "nvfp4"};
+static const int kBlock[4] = {32, 128, 128, 16};
+static const int kKv[3] = {2, 4, 8};
+
+struct Case {
+  int out, t, d;
+  bool add, f16;
+  size_t code_bytes() const { return out == 3 ? (size_t)t * d / 2 : (size_t)t * d; }
+  size_t scale_bytes() const { return (size_t)t * (d / kBlock[out]) * (out == 1 ? 4 : 1); }
+};
+
+struct Bufs {
+  void *x, *res, *res0, *w, *codes, *scales;
+  float* enc;
+};
+
+static int g_sms;
+
+// Threads per CTA of variant kv (whole warps covering the row) and its bound; 0: illegal.
+static int threads_of(int d, int j) {
+  const int kv = kKv[j % 3];
+  const int th = ((d / 8 + kv - 1) / kv + 31) / 32 * 32;
+  const int bound_v = std::min(16384 / 8 / kv, 1024);
+  const int bound = j < 3 ? bound_v : std::min(bound_v, 512);
+  return th <= bound ? th : 0;
+}
+
+static Params params_of(const Case& c, const Bufs& b) {
+  Params p{};
+  p.x = b.x;
+  p.residual = c.add ? b.res : nullptr;
+  p.w = b.w;
+  p.x_stride = c.d;
+  p.residual_stride = c.d;
+  p.rows = c.t;
+  p.cols = c.d;
+  p.eps = 1e-6f;
+  p.codes = (unsigned char*)b.codes;
+  p.scales = b.scales;
+  p.ldq = c.out == 3 ? c.d / 2 : c.d;
+  p.lds = c.d / kBlock[c.out];
+  p.enc = c.out == 3 ? b.enc : nullptr;
+  return p;
+}
+
+static void launch(const Case& c, const Bufs& b, int j, cudaStream_t st, int* grid_out = nullptr) {
+  const Fn fn = kFns[c.out][c.add][c.f16][j];
+  const int th = threads_of(c.d, j);
+  int grid = c.t;
+  if (j >= 3) {
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void*)fn, th, 0));
+    grid = std::min(c.t, g_sms * occ);
+  }
+  if (grid_out) *grid_out = grid;
+  Params p = params_of(c, b);
+  void* args[] = {&p};
+  CK(cudaLaunchKernel((const void*)fn, dim3(grid), dim3(th), args, 0, st));
+}
+
+__global__ void fill_half_bits(uint16_t* p, size_t n, uint32_t seed, bool f16, bool positive) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    float v = (float)(h & 0xffff) / 16384.0f - 2.0f;  // [-2, 2)
+    if (positive) v = 0.5f + fabsf(v) * 0.5f;
+    p[i] = f16 ? __half_as_ushort(__float2half(v)) : __bfloat16_as_ushort(__float2bfloat16(v));
+  }
+}
+// Row 0 zeros, row 1 holds one +Inf, row 2 one NaN (as the GPU suite's special rows).
+__global__ void special_rows(uint16_t* x, int d, bool f16) {
+  for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] = 0;
+  if (threadIdx.x == 0) {
+    x[d + 17] = f16 ? 0x7C00 : 0x7F80;
+    x[2 * d + 5] = f16 ? 0x7E00 : 0x7FC0;
+  }
+}
+
+static Bufs alloc(const Case& c, cudaStream_t st) {
+  Bufs b;
+  const size_t n = (size_t)c.t * c.d;
+  CK(cudaMalloc(&b.x, n * 2));
+  CK(cudaMalloc(&b.res, n * 2));
+  CK(cudaMalloc(&b.res0, n * 2));
+  CK(cudaMalloc(&b.w, c.d * 2));
+  CK(cudaMalloc(&b.codes, c.code_bytes()));
+  CK(cudaMalloc(&b.scales, c.scale_bytes()));
+  CK(cudaMalloc(&b.enc, 4));
+  fill_half_bits<<<512, 256, 0, st>>>((uint16_t*)b.x, n, 0x1234u + c.d, c.f16, false);
+  fill_half_bits<<<512, 256, 0, st>>>((uint16_t*)b.res0, n, 0x777u + c.t, c.f16, false);
+  fill_half_bits<<<64, 256, 0, st>>>((uint16_t*)b.w, c.d, 0x99u, c.f16, true);
+  if (c.t >= 3) special_rows<<<1, 256, 0, st>>>((uint16_t*)b.x, c.d, c.f16);
+  const float enc = 52.5f;
+  CK(cudaMemcpyAsync(b.enc, &enc, 4, cudaMemcpyHostToDevice, st));
+  CK(cudaStreamSynchronize(st));
+  return b;
+}
+static void release(Bufs& b) {
+  for (void* p : {b.x, b.res, b.res0, b.w, b.codes, b.scales, (void*)b.enc}) CK(cudaFree(p));
+}
+
+struct Out {
+  std::vector<uint8_t> codes, scales, res;
+};
+static Out run_once(const Case& c, Bufs& b, int j, cudaStream_t st) {
+  const size_t n = (size_t)c.t * c.d;
+  CK(cudaMemcpyAsync(b.res, b.res0, n * 2, cudaMemcpyDeviceToDevice, st));
+  CK(cudaMemsetAsync(b.codes, 0xA5, c.code_bytes(), st));
+  CK(cudaMemsetAsync(b.scales, 0xA5, c.scale_bytes(), st));
+  launch(c, b, j, st);
+  CK(cudaStreamSynchronize(st));
+  Out o;
+  o.codes.resize(c.code_bytes());
+  o.scales.resize(c.scale_bytes());
+  CK(cudaMemcpy(o.codes.data(), b.codes, o.codes.size(), cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(o.scales.data(), b.scales, o.scales.size(), cudaMemcpyDeviceToHost));
+  if (c.add) {
+    o.res.resize(n * 2);
+    CK(cudaMemcpy(o.res.data(), b.res, n * 2, cudaMemcpyDeviceToHost));
+  }
+  return o;
+}
+
+static int check_all(cudaStream_t st) {
+  int fails = 0, runs = 0;
+  const int shapes[][2] = {{7, 4096}, {3000, 4096}, {7, 1152}, {300, 7168}, {33, 16384}, {1, 2048}};
+  for (int out = 0; out < 4; ++out)
+    for (auto& sh : shapes)
+      for (int add = 0; add < 2; ++add)
+        for (int f16 = 0; f16 < 2; ++f16) {
+          if (f16 && sh[1] != 4096) continue;
+          Case c{out, sh[0], sh[1], (bool)add, (bool)f16};
+          Bufs b = alloc(c, st);
+          for (int j = 0; j < 3; ++j) {
+            if (!threads_of(c.d, j) || !threads_of(c.d, j + 3)) continue;
+            const Out a = run_once(c, b, j, st), p = run_once(c, b, j + 3, st);
+            ++runs;
+            const bool ok = a.codes == p.codes && a.scales == p.scales && a.res == p.res;
+            if (!ok) {
+              ++fails;
+              printf("MISMATCH %s T%d D%d %s %s kv%d\n", kOut[out], c.t, c.d, add ? "add" : "plain", f16 ? "f16" : "bf16",
+                     kKv[j]);
+            }
+          }
+          release(b);
+        }
+  printf("check: %d comparisons, %d mismatches\n", runs, fails);
+  return fails;
+}
+
+static void time_all(cudaStream_t st) {
+  printf("%-13s %6s %5s %-4s %6s %10s %8s\n", "out", "T", "D", "cfg", "grid", "us", "TB/s");
+  for (int out = 0; out < 4; ++out)
+    for (int d : {4096, 7168})
+      for (int t : {8192, 32768}) {
+        Case c{out, t, d, false, false};
+        Bufs b = alloc(c, st);
+        CK(cudaMemcpyAsync(b.res, b.res0, (size_t)t * d * 2, cudaMemcpyDeviceToDevice, st));
+        const double bytes = (double)t * d * 2 + d * 2 + c.code_bytes() + c.scale_bytes();
+        for (int j = 0; j < 6; ++j) {
+          if (!threads_of(d, j)) continue;
+          int grid = 0;
+          launch(c, b, j, st, &grid);
+          const double us = time_graph(st, [&] { launch(c, b, j, st); }, 30);
+          printf("%-13s %6d %5d %c%d   %6d %10.2f %8.3f\n", kOut[out], t, d, j < 3 ? 'v' : 'p', kKv[j % 3], grid, us,
+                 bytes / us * 1e-6);
+        }
+        release(b);
+      }
+}
+
+int main(int argc, char** argv) {
+  cudaDeviceProp prop;
+  cudaStream_t st = proto_init(prop);
+  g_sms = prop.multiProcessorCount;
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  int fails = 0;
+  if (mode == "check" || mode == "all") fails = check_all(st);
+  if (mode == "time" || mode == "all") time_all(st);
+  return fails ? 1 : 0;
+}
