@@ -166,7 +166,7 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
 // layout: 16 elements per lane; `swapped`: yv[0] is vector i + 1 and yv[1] vector i) — the
 // outputs y already rounded to T, packed in yv. The lanes holding one block are NV apart
 // (kBlockVecs / NV of them; paired, the even and the odd lanes each form their own groups).
-// Every lane of the CTA calls this for each of its slots (zeros past the row end, `live` false)
+// Every lane of the CTA calls this for each of its slots (zeros past the row end — NVFP4: dead blocks — `live` false)
 // so the block reduction is a full-warp shuffle; `live` gates the stores. Exactly the math of
 // b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y, through the same helpers
 // (b12x/quant.cuh).
@@ -284,6 +284,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
     const int i = vidx(k);
+    if constexpr (kQuant == kQuantNvfp4) r_w[k] = Vec16{};  // y_of reads every slot
     if (i < nvec) r_w[k] = ld_global_v16(g_w + i);
   }
 
@@ -330,10 +331,15 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     }
   }();
 
-  // y rounded to the output dtype (what rmsnorm stores, and what the quantizer sees) of slot k.
+  // y rounded to the output dtype (what rmsnorm stores, and what the quantizer sees) of slot k;
+  // zeros past the row end. NVFP4 computes it without the branch: past the row end x and w are
+  // zero, so y is 0 (NaN if rrms is not finite), and those vectors only ever form whole blocks of
+  // their own (D is a multiple of the block), whose results are never stored. (The branch-free
+  // form was 1.4-4.2% faster for NVFP4 and 0.3-4.6% slower for the E4M3 outputs, whose kernels
+  // then need more registers: bench-results/2026-12-01-h200-k/yof.)
   const auto y_of = [&](int k, int i) {
     Vec16 yv{};
-    if (i < nvec) {
+    if (kQuant == kQuantNvfp4 || i < nvec) {
       float f_x[VEC], f_w[VEC], f_y[VEC];
       unpack_f32<TIn>(r_x[k], f_x);
       unpack_f32<TIn>(r_w[k], f_w);
@@ -344,7 +350,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     return yv;
   };
   if constexpr (kPaired) {
-    // Every lane quantizes (zeros past the row end) so the block reductions are full-warp.
+    // Every lane quantizes (zeros or dead blocks past the row end) so the block reductions are full-warp.
     static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
     const bool odd = threadIdx.x & 1;
 #pragma unroll
