@@ -232,8 +232,14 @@ __device__ __forceinline__ void quantize(const Nvfp4Params& p) {
   extern "C" __global__ void __launch_bounds__(256) b12x_nvfp4_amax_##NAME(const __grid_constant__ Nvfp4Params p) { \
     b12x::nvfp4::amax_pass<T>(p);                                                                    \
   }
+// u4: at most 64 registers (1024 threads per SM resident), as before the below-7 encoder, whose
+// shared magnitudes would otherwise take t128_u4 and t256_u4 to 70 (u1 / u2 keep the plain bound:
+// an explicit minimum of 1 CTA changes ptxas's register choice for them).
+#define B12X_NVFP4_BOUNDS_1(THREADS) __launch_bounds__(THREADS)
+#define B12X_NVFP4_BOUNDS_2(THREADS) __launch_bounds__(THREADS)
+#define B12X_NVFP4_BOUNDS_4(THREADS) __launch_bounds__(THREADS, 1024 / THREADS)
 #define B12X_NVFP4(THREADS, U, T, NAME)                                                              \
-  extern "C" __global__ void __launch_bounds__(THREADS) b12x_nvfp4_t##THREADS##_u##U##_##NAME(       \
+  extern "C" __global__ void B12X_NVFP4_BOUNDS_##U(THREADS) b12x_nvfp4_t##THREADS##_u##U##_##NAME(   \
       const __grid_constant__ Nvfp4Params p) {                                                       \
     b12x::nvfp4::quantize<T, U>(p);                                                                  \
   }
