@@ -15,7 +15,8 @@
 //   (non-negative floats order like their bits). Quantize pass: one lane per block of 16 (two
 //   16-byte loads), U blocks per thread (configs t{128,256,512}_u{1,2,4}); dense rows address
 //   block i of the flat list as x[16i], codes[8i], scales[i] (strided rows: ChunkGrid's row and
-//   block, a separate non-inlined path); one branch per block; UE4M3 via
+//   block, a separate non-inlined path); one branch per block (the usual block, RN(amax r) < 7,
+//   encodes its magnitudes without a clamp: nvfp4_codes8_below7); UE4M3 via
 //   cvt.rn.satfinite.e4m3x2; r per scale code from a per-CTA table of the 128 reciprocals
 //   (filled while the loads are in flight); E2M1 in software on sm_90, the hardware
 //   cvt.rn.satfinite.e2m1x2.f32 on sm_120a / sm_121a (e2m1x2_hw, unvalidated: never run).

@@ -11,7 +11,8 @@
 //! - Kernel: G/16 lanes per group, 16 elements per lane (two 16-byte loads); configs are the
 //!   CTA size and slots per thread of [`crate::flat`] (`"t256_u2"`, …). With f32 scales the
 //!   division takes two instructions per element (`div_by_block_scale` in `b12x/quant.cuh`: a
-//!   round-down reciprocal and its remainder term per group); the quotient can differ from IEEE
+//!   round-down reciprocal — `rcp_rd_normal`, the fast path of `__frcp_rd` without its range
+//!   test — and its remainder term per group); the quotient can differ from IEEE
 //!   `x / s` in its last bit, but never its E4M3 code, which `tests/block_fp8_division.rs`
 //!   proves on every bf16 and f16 pair (x, amax). Groups with s ≥ 2^64 (amax ≳ 2^73) take the
 //!   three-instruction exact division.
@@ -19,7 +20,9 @@
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
 //! (`bench-results/2026-11-30-h200-c`, the current kernels again in
 //! `bench-results/2026-11-30-h200-j`; the two-instruction division: suite and memcheck in
-//! `bench-results/2026-12-01-h200-g/fp8-div2`); sm_120a/sm_121a compiled, not run.
+//! `bench-results/2026-12-01-h200-g/fp8-div2`; `rcp_rd_normal`: suite and memcheck in
+//! `bench-results/2026-12-01-h200-k/fused-fp4`, suite again in `…/final`); sm_120a/sm_121a
+//! compiled, not run.
 
 use crate::block::Fp8ScaleKind;
 use crate::flat::{self, FlatConfig};

@@ -16,11 +16,17 @@
 //! - Performance: unpadded rows (`x`, `codes` and row-major `scales` with row strides K, K/2
 //!   and K/16) take the kernels' dense path, which addresses each block by its flat index;
 //!   padded rows take the general path, which computes row and block per slot (given scale,
-//!   M = 32768, K = 4096: 90% of the H200's read ceiling on the dense path).
+//!   M = 32768, K = 4096: 90% of the H200's read ceiling on the dense path). Computed mode reads
+//!   x twice (every code depends on the global amax, and x does not fit on chip), so it moves up
+//!   to twice the bytes of the given mode for the same output: 43–52% of the read ceiling at
+//!   M ≥ 8192, where even an L2 that fed the whole second pass would bound it at 60–78% (README
+//!   status table). Calibrated (given) scales are the fast path for large activations.
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
 //! (`bench-results/2026-11-30-h200-c`; the current kernels, with both paths, in
-//! `bench-results/2026-12-01-h200-f/nvfp4-dense`); sm_120a/sm_121a compiled, not run. On those targets the
+//! `bench-results/2026-12-01-h200-f/nvfp4-dense`; the below-7 encoder and the u4 register cap:
+//! suite, memcheck and racecheck in `bench-results/2026-12-01-h200-k/final`); sm_120a/sm_121a
+//! compiled, not run. On those targets the
 //! E2M1 encoding is the hardware `cvt.rn.satfinite.e2m1x2.f32` instead of the software encoder
 //! sm_90 runs (same rounding by specification; the GPU suite there is what would confirm it).
 
