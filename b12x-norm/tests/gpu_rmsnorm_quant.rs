@@ -126,7 +126,15 @@ fn two_ops<E: Element + HostFloat>(
     Ok((stream.clone_dtoh(&codes).map_err(err)?, stream.clone_dtoh(&scales).map_err(err)?))
 }
 
-fn check<E: Element + HostFloat>(dev: &Arc<Device>, t: usize, d: usize, residual: bool, out: QuantOut) -> TrialResult {
+/// `enc`: the NVFP4 encode scale (any finite positive value; unused by the other outputs).
+fn check<E: Element + HostFloat>(
+    dev: &Arc<Device>,
+    t: usize,
+    d: usize,
+    residual: bool,
+    out: QuantOut,
+    enc: f32,
+) -> TrialResult {
     let stream = dev.stream();
     let mut x_f = uniform(t as u64 + 3, t * d, -2.0, 2.0);
     if t >= 3 {
@@ -144,7 +152,7 @@ fn check<E: Element + HostFloat>(dev: &Arc<Device>, t: usize, d: usize, residual
     let plan = rmsnorm_quant::plan(&q, dev).map_err(err)?;
     let groups = d / out.block();
     let qb = out.code_bytes(d);
-    let enc = stream.clone_htod(&[52.5f32]).map_err(err)?; // any finite positive value
+    let enc = stream.clone_htod(&[enc]).map_err(err)?;
     for config in plan.candidates(0) {
         let mut r_ref = stream.clone_htod(&r_h).map_err(err)?;
         let (want_codes, want_scales) = two_ops::<E>(dev, &q, &config, &x, &w, &mut r_ref, &enc)?;
@@ -195,14 +203,28 @@ fn main() {
             for residual in [false, true] {
                 let form = if residual { "add" } else { "plain" };
                 trials.push(GpuTrial::new(format!("{o}::t{t}_d{d}::{form}::bf16"), move |dev| {
-                    check::<bf16>(dev, t, d, residual, out)
+                    check::<bf16>(dev, t, d, residual, out, 52.5)
                 }));
+            }
+        }
+        if out == QuantOut::Nvfp4 {
+            // |y| reaches ~2.6 here. enc = 1e4 saturates most block scales at 448; with enc = 6.5e-3
+            // the scales are UE4M3 subnormals, and those that round down leave products of 7 and
+            // more: both take the encoder's general path (nvfp4_codes8), the other blocks the
+            // below-7 path.
+            for (name, enc) in [("enc_saturating", 1.0e4f32), ("enc_subnormal_scales", 6.5e-3)] {
+                for residual in [false, true] {
+                    let form = if residual { "add" } else { "plain" };
+                    trials.push(GpuTrial::new(format!("{o}::t300_d4096::{form}::bf16::{name}"), move |dev| {
+                        check::<bf16>(dev, 300, 4096, residual, out, enc)
+                    }));
+                }
             }
         }
         for residual in [false, true] {
             let form = if residual { "add" } else { "plain" };
             trials.push(GpuTrial::new(format!("{o}::t7_d4096::{form}::f16"), move |dev| {
-                check::<f16>(dev, 7, 4096, residual, out)
+                check::<f16>(dev, 7, 4096, residual, out, 52.5)
             }));
         }
     }
