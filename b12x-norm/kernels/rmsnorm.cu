@@ -166,8 +166,8 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
 // layout: 16 elements per lane; `swapped`: yv[0] is vector i + 1 and yv[1] vector i) — the
 // outputs y already rounded to T, packed in yv. The lanes holding one block are NV apart
 // (kBlockVecs / NV of them; paired, the even and the odd lanes each form their own groups).
-// Every lane of the CTA calls this for each of its slots (zeros past the row end — NVFP4: dead blocks — `live` false)
-// so the block reduction is a full-warp shuffle; `live` gates the stores. Exactly the math of
+// Every lane of the CTA calls this for each of its slots (past the row end: zeros, or for NVFP4
+// whole dead blocks; `live` false) so the block reduction is a full-warp shuffle; `live` gates the stores. Exactly the math of
 // b12x-quant's mx / fp8_block / nvfp4 kernels on the rounded y, through the same helpers
 // (b12x/quant.cuh).
 template <int kQuant, typename T, int NV>
@@ -335,8 +335,8 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   // zeros past the row end. NVFP4 computes it without the branch: past the row end x and w are
   // zero, so y is 0 (NaN if rrms is not finite), and those vectors only ever form whole blocks of
   // their own (D is a multiple of the block), whose results are never stored. (The branch-free
-  // form was 1.4-4.2% faster for NVFP4 and 0.3-4.6% slower for the E4M3 outputs, whose kernels
-  // then need more registers: bench-results/2026-12-01-h200-k/yof.)
+  // form was 1.4-4.2% faster for NVFP4; the E4M3 outputs' kernels needed more registers with it
+  // and were slower at 9 of 12 shapes, up to 5.9%: bench-results/2026-12-01-h200-k/yof.)
   const auto y_of = [&](int k, int i) {
     Vec16 yv{};
     if (kQuant == kQuantNvfp4 || i < nvec) {
