@@ -45,6 +45,26 @@ __host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_not_nan(float y) {
   return c < b3 ? c : b3;
 }
 
+// The same bits for 0 <= t < 7 without the clamp (the NVFP4 quantizers' usual blocks, whose
+// products all stay below 7): rne(t / 2) + 4 <= 7 there, so the min of the three candidates is
+// already the code, and t >= 0 needs no fabs. b12x-quant's cuda_host_reference test checks it
+// against CUDA's __nv_cvt_float_to_fp4 on every f32 in [0, 7), and that both functions return
+// 1.5 * 2^23 + a code 0..7 (what pack_e2m1_nibbles in b12x/quant.cuh relies on).
+__host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_below7(float t) {
+  const float magic = 12582912.0f;  // 1.5 * 2^23
+  uint32_t b1, b2, b3;
+  {
+    const float t1 = t * 2.0f + magic;
+    const float t2 = t + (magic + 2.0f);
+    const float t3 = t * 0.5f + (magic + 4.0f);
+    memcpy(&b1, &t1, 4);
+    memcpy(&b2, &t2, 4);
+    memcpy(&b3, &t3, 4);
+  }
+  const uint32_t c = b1 < b2 ? b1 : b2;
+  return c < b3 ? c : b3;
+}
+
 // The signed code: the magnitude's code and y's sign in bit 3.
 __host__ __device__ __forceinline__ uint32_t e2m1_rne_not_nan(float y) {
   uint32_t ybits;

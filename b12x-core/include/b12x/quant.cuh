@@ -204,16 +204,9 @@ __device__ __forceinline__ uint32_t nvfp4_codes8_below7(const uint32_t (&w)[4], 
 #if B12X_SM120_FEATURES
   return nvfp4_codes8_finite_r(w, f, r);
 #else
-  const float magic = 12582912.0f;  // 1.5 * 2^23, as e2m1_mag_bits_not_nan
   uint32_t c[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float t = __fmul_rn(f[i], r);
-    const uint32_t b1 = __float_as_uint(__fmaf_rn(t, 2.0f, magic));
-    const uint32_t b2 = __float_as_uint(__fadd_rn(t, magic + 2.0f));
-    const uint32_t b3 = __float_as_uint(__fmaf_rn(t, 0.5f, magic + 4.0f));
-    c[i] = min(min(b1, b2), b3);
-  }
+  for (int i = 0; i < 8; ++i) c[i] = e2m1_mag_bits_below7(__fmul_rn(f[i], r));
   return pack_e2m1_nibbles(c, w);
 #endif
 }

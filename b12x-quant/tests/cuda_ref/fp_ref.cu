@@ -2,8 +2,10 @@
 // b12x-quant are checked against (tests/cuda_host_reference.rs builds and runs this).
 //
 //   fp_ref IN.f32 OUT.bin
-//   fp_ref --exhaustive-e2m1      (prints the number of the 2^32 f32 inputs on which b12x's
-//                                  kernel E2M1 differs from __nv_cvt_float_to_fp4, then the first few)
+//   fp_ref --exhaustive-e2m1      (prints the first few, then the number, of the checks on the
+//                                  2^32 f32 inputs in which b12x's kernel E2M1 differs from
+//                                  __nv_cvt_float_to_fp4: e2m1_rne, the magic form of
+//                                  e2m1_mag_bits_not_nan, e2m1_mag_bits_below7 on [0, 7))
 //
 // IN: n little-endian f32. OUT: n bytes of E4M3 codes, n of E5M2, n of E2M1 (all
 // __nv_cvt_float_to_fp8/_fp4 with __NV_SATFINITE / cudaRoundNearest), n of E2M1 from b12x's
@@ -40,8 +42,12 @@ static float half_to_float(__half_raw h) {
   return f;
 }
 
-// Every f32 bit pattern through b12x::e2m1_rne and CUDA's conversion.
+// Every f32 bit pattern through b12x::e2m1_rne and CUDA's conversion; for every non-NaN input,
+// e2m1_mag_bits_not_nan is 1.5 * 2^23 + a code 0..7 (the form pack_e2m1_nibbles adds up); and
+// for every f32 in [0, 7), e2m1_mag_bits_below7 (the unclamped form) is 1.5 * 2^23 + CUDA's code.
 static int exhaustive_e2m1() {
+  const unsigned magic = 0x4B400000u;  // 1.5 * 2^23
+  const unsigned seven = 0x40E00000u;  // 7.0f
   unsigned long long bad = 0;
   for (unsigned long long i = 0; i < (1ull << 32); ++i) {
     const unsigned u = (unsigned)i;
@@ -50,6 +56,13 @@ static int exhaustive_e2m1() {
     const unsigned cuda = __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest);
     const unsigned ours = b12x::e2m1_rne(x);
     if (ours != cuda && bad++ < 8) std::printf("%08x: b12x %x, CUDA %x\n", u, ours, cuda);
+    if (x != x) continue;
+    const unsigned mag = b12x::e2m1_mag_bits_not_nan(x) - magic;
+    if (mag != (cuda & 7u) && bad++ < 8) std::printf("%08x: e2m1_mag_bits_not_nan - magic %x, CUDA %x\n", u, mag, cuda);
+    if (u < seven) {  // 0 <= x < 7
+      const unsigned below = b12x::e2m1_mag_bits_below7(x) - magic;
+      if (below != cuda && bad++ < 8) std::printf("%08x: e2m1_mag_bits_below7 - magic %x, CUDA %x\n", u, below, cuda);
+    }
   }
   std::printf("%llu\n", bad);
   return 0;
