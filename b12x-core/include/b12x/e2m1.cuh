@@ -26,32 +26,15 @@ namespace b12x {
 // rne(t) for 0 <= t <= 12 is the low bits of t + 1.5 * 2^23 (one rounding: 2a, a and a/2 are
 // exact). Every f32 input is checked against CUDA's __nv_cvt_float_to_fp4 by b12x-quant's
 // cuda_host_reference test.
-// The magnitude part, for callers that place the signs themselves: the bits of
-// 1.5 * 2^23 + code(|y|) (0x4B400000 + a code 0..7: bits 3..21 are zero), so `& 7` is the code
-// and a left shift by 10 or more leaves only the code.
-__host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_not_nan(float y) {
-  const float a = fminf(fabsf(y), 6.0f);
-  const float magic = 12582912.0f;  // 1.5 * 2^23: its ulp is 1, its low 22 bits zero
-  uint32_t b1, b2, b3;
-  {
-    const float t1 = a * 2.0f + magic;
-    const float t2 = a + (magic + 2.0f);
-    const float t3 = a * 0.5f + (magic + 4.0f);
-    memcpy(&b1, &t1, 4);
-    memcpy(&b2, &t2, 4);
-    memcpy(&b3, &t3, 4);
-  }
-  const uint32_t c = b1 < b2 ? b1 : b2;
-  return c < b3 ? c : b3;
-}
-
-// The same bits for 0 <= t < 7 without the clamp (the NVFP4 quantizers' usual blocks, whose
-// products all stay below 7): rne(t / 2) + 4 <= 7 there, so the min of the three candidates is
-// already the code, and t >= 0 needs no fabs. b12x-quant's cuda_host_reference test checks it
-// against CUDA's __nv_cvt_float_to_fp4 on every f32 in [0, 7), and that both functions return
-// 1.5 * 2^23 + a code 0..7 (what pack_e2m1_nibbles in b12x/quant.cuh relies on).
+// The magnitude part without the clamp, for 0 <= t < 7: the bits of 1.5 * 2^23 + code(t)
+// (0x4B400000 + a code 0..7: bits 3..21 are zero), so `& 7` is the code and a left shift by 10
+// or more leaves only the code. Below 7, rne(t / 2) + 4 <= 7, so the min of the three candidates
+// is already the code (the NVFP4 quantizers' usual blocks, whose products all stay below 7, call
+// it directly). b12x-quant's cuda_host_reference test checks it against __nv_cvt_float_to_fp4 on
+// every f32 in [0, 7), and the 0x4B400000 + 0..7 form that pack_e2m1_nibbles in b12x/quant.cuh
+// adds up.
 __host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_below7(float t) {
-  const float magic = 12582912.0f;  // 1.5 * 2^23
+  const float magic = 12582912.0f;  // 1.5 * 2^23: its ulp is 1, its low 22 bits zero
   uint32_t b1, b2, b3;
   {
     const float t1 = t * 2.0f + magic;
@@ -63,6 +46,12 @@ __host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_below7(float t) {
   }
   const uint32_t c = b1 < b2 ? b1 : b2;
   return c < b3 ? c : b3;
+}
+
+// The magnitude part of any non-NaN y, for callers that place the signs themselves: the same
+// bits for a = min(|y|, 6) (the clamp saturates at code 7).
+__host__ __device__ __forceinline__ uint32_t e2m1_mag_bits_not_nan(float y) {
+  return e2m1_mag_bits_below7(fminf(fabsf(y), 6.0f));
 }
 
 // The signed code: the magnitude's code and y's sign in bit 3.
