@@ -162,12 +162,15 @@ __device__ __forceinline__ void mma_group(float (&acc)[RT][NT][4], const Vec16 (
       for (int nt = 0; nt < NT; ++nt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
 }
 
+// bias[row] as f32 (the bias is f32 or bf16, kBiasF32; the caller checks it is present).
+__device__ __forceinline__ float bias_at(const Bf16GemvParams& p, int row) {
+  return (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
+                              : to_f32<bf16>(reinterpret_cast<const bf16*>(p.bias)[row]);
+}
+
 template <typename TOut>
 __device__ __forceinline__ void store_out(const Bf16GemvParams& p, int row, int tok, float v) {
-  if (p.bias != nullptr) {
-    v += (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
-                    : to_f32<bf16>(reinterpret_cast<const bf16*>(p.bias)[row]);
-  }
+  if (p.bias != nullptr) v += bias_at(p, row);
   reinterpret_cast<TOut*>(p.y)[(long long)tok * p.ldy + row] = from_f32<TOut>(v);
 }
 
@@ -577,9 +580,7 @@ __device__ __forceinline__ void tma_load_bias(const Bf16GemvParams& p, bool has_
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row_base + rt * 16 + g + 8 * h;
-      if (row < p.n)
-        bias[rt][h] = (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
-                                           : to_f32<bf16>(reinterpret_cast<const bf16*>(p.bias)[row]);
+      if (row < p.n) bias[rt][h] = bias_at(p, row);
     }
 }
 
