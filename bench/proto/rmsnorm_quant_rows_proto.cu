@@ -1,6 +1,6 @@
 // Prototype harness (not part of the build, not the source of any reported number): the
 // persistent fused norm -> quantize entry points (b12x_rmsnorm[_add]_<out>_p{2,4,8}_<dtype>,
-// rmsnorm_quant_rows in b12x-norm/kernels/rmsnorm.cu) against the one-row-per-CTA entry points
+// rmsnorm_quant_rows below) against the one-row-per-CTA entry points
 // v{2,4,8} whose outputs they must reproduce bit for bit (same thread <-> vector layout, same
 // block reduction).
 //   check: codes, scales (and the written-back residual of the add form) of p{KV} == v{KV} on
@@ -22,6 +22,164 @@
 #include <vector>
 #include "../../b12x-norm/kernels/rmsnorm.cu"
 #include "../../b12x-core/kernels/read_bw.cu"
+
+// The persistent variant, here rather than in the library (it was slower everywhere: README of
+// bench-results/2026-12-01-h200-k, rows-proto/). Call 2 ran it from rmsnorm.cu itself (at 0d3880a);
+// it lives beside the harness now so the harness still builds, on today's quantize_vec.
+namespace b12x {
+
+// rmsnorm_row's quantized epilogue (its kPaired / single-vector loops), taking y per slot.
+template <int kQuant, typename T, int kVecsPerThread, typename YOf>
+__device__ __forceinline__ void quantize_row(const QuantRow& qr, int nvec, const YOf& y_of) {
+  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
+  if constexpr (kVecsPerThread >= 2) {
+    const bool odd = threadIdx.x & 1;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; k += 2) {
+      const Vec16 y0 = y_of(k, vidx(k)), y1 = y_of(k + 1, vidx(k + 1));
+      Vec16 yv[2];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        yv[0].w[w] = odd ? y1.w[w] : y0.w[w];
+        yv[1].w[w] = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0.w[w] : y1.w[w], 1);
+      }
+      const int i = odd ? vidx(k + 1) - 1 : vidx(k);
+      quantize_vec<kQuant, T, 2>(qr, (uint32_t)i, yv, i < nvec, odd);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      const Vec16 yv[1] = {y_of(k, i)};
+      quantize_vec<kQuant, T, 1>(qr, (uint32_t)i, yv, i < nvec);
+    }
+  }
+}
+
+template <typename TIn, int kVecsPerThread>
+constexpr int rmsnorm_quant_rows_max_threads() {
+  return rmsnorm_max_threads<TIn, kVecsPerThread>() < 512 ? rmsnorm_max_threads<TIn, kVecsPerThread>() : 512;
+}
+
+// Grid = SMs x resident CTAs; CTA c normalizes rows c, c + gridDim.x, ... exactly as
+// rmsnorm_row<kVecsPerThread> (same layout and reduction: outputs equal v{kVecsPerThread}'s), with
+// w widened to f32 once per CTA, the NVFP4 table built once and the next row's loads in flight.
+template <typename TIn, int kVecsPerThread, bool kHasResidual, int kQuant>
+__device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) {
+  using TOut = TIn;
+  constexpr int VEC = VecN<TIn>::value;
+  static_assert(VEC == 8 && kQuant != kQuantNone, "quantized outputs take bf16/f16 rows");
+  __shared__ float s_red[33];
+  __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
+  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
+  const int nvec = p.cols / VEC;
+  const Vec16* g_w = static_cast<const Vec16*>(p.w);
+  Vec16 n_x[kVecsPerThread];
+  Vec16 n_res[kVecsPerThread];
+  const auto load_row = [&](int64_t row) {
+    const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + row * p.x_stride);
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      n_x[k] = Vec16{};
+      if (i < nvec) n_x[k] = ld_global_cg_v16(g_x + i);
+    }
+    if constexpr (kHasResidual) {
+      const Vec16* g_res =
+          reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.residual) + row * p.residual_stride);
+#pragma unroll
+      for (int k = 0; k < kVecsPerThread; ++k) {
+        const int i = vidx(k);
+        n_res[k] = Vec16{};
+        if (i < nvec) n_res[k] = ld_global_cg_v16(g_res + i);
+      }
+    }
+  };
+  int64_t row = blockIdx.x;
+  if (row < p.rows) load_row(row);
+  float w_f[kVecsPerThread][VEC];
+#pragma unroll
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int i = vidx(k);
+    Vec16 wv{};
+    if (i < nvec) wv = ld_global_v16(g_w + i);
+    unpack_f32<TIn>(wv, w_f[k]);
+  }
+  float enc = 0.0f;
+  if constexpr (kQuant == kQuantNvfp4) {
+    enc = *p.enc;
+    nvfp4_rcp_table(enc, s_rcp);
+  }
+  for (; row < p.rows; row += gridDim.x) {
+    Vec16 r_x[kVecsPerThread];
+    Vec16 r_res[kVecsPerThread];
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      r_x[k] = n_x[k];
+      if constexpr (kHasResidual) r_res[k] = n_res[k];
+    }
+    if (row + gridDim.x < p.rows) load_row(row + gridDim.x);
+    float r_ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      float f_x[VEC];
+      unpack_f32<TIn>(r_x[k], f_x);
+      if constexpr (kHasResidual) {
+        const int i = vidx(k);
+        float f_res[VEC];
+        unpack_f32<TIn>(r_res[k], f_res);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) f_x[j] += f_res[j];
+        r_x[k] = pack_from_f32<TIn>(f_x);
+        Vec16* g_res = reinterpret_cast<Vec16*>(static_cast<TIn*>(p.residual) + row * p.residual_stride);
+        if (i < nvec) st_global_v16(g_res + i, r_x[k]);
+        unpack_f32<TIn>(r_x[k], f_x);
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) r_ss = fmaf(f_x[j], f_x[j], r_ss);
+    }
+    const float ss = block_sum(r_ss, s_red);
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      asm volatile("" : "+r"(r_x[k].w[0]), "+r"(r_x[k].w[1]), "+r"(r_x[k].w[2]), "+r"(r_x[k].w[3]));
+    }
+    const float rrms = rsqrtf(ss / static_cast<float>(p.cols) + p.eps);
+    const QuantRow qr = quant_row<kQuant>(p, row, enc, s_rcp);
+    const auto y_of = [&](int k, int i) {
+      Vec16 yv{};
+      if (i < nvec) {
+        float f_x[VEC], f_y[VEC];
+        unpack_f32<TIn>(r_x[k], f_x);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * w_f[k][j];
+        yv = pack_from_f32<TOut>(f_y);
+      }
+      return yv;
+    };
+    quantize_row<kQuant, TOut, kVecsPerThread>(qr, nvec, y_of);
+  }
+}
+
+}  // namespace b12x
+
+#define ROWS_KERNEL(NAME, TIN, KV, RES, QUANT)                                                      \
+  extern "C" __global__ void __launch_bounds__(b12x::rmsnorm_quant_rows_max_threads<TIN, KV>())    \
+      NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                                      \
+    b12x::rmsnorm_quant_rows<TIN, KV, RES, QUANT>(p);                                                  \
+  }
+#define ROWS_KV(FORM, RES, Q, QUANT, TIN, T)                          \
+  ROWS_KERNEL(b12x_rmsnorm##FORM##_##Q##_p2_##T, TIN, 2, RES, QUANT) \
+  ROWS_KERNEL(b12x_rmsnorm##FORM##_##Q##_p4_##T, TIN, 4, RES, QUANT) \
+  ROWS_KERNEL(b12x_rmsnorm##FORM##_##Q##_p8_##T, TIN, 8, RES, QUANT)
+#define ROWS_ALL(Q, QUANT)                                  \
+  ROWS_KV(, false, Q, QUANT, b12x::bf16, bf16)              \
+  ROWS_KV(, false, Q, QUANT, b12x::fp16, f16)               \
+  ROWS_KV(_add, true, Q, QUANT, b12x::bf16, bf16)           \
+  ROWS_KV(_add, true, Q, QUANT, b12x::fp16, f16)
+ROWS_ALL(mxfp8, b12x::kQuantMxfp8)
+ROWS_ALL(fp8b128f32, b12x::kQuantFp8B128F32)
+ROWS_ALL(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0)
+ROWS_ALL(nvfp4, b12x::kQuantNvfp4)
 
 using b12x::bf16;
 #include "proto_common.cuh"
