@@ -26,6 +26,11 @@ Cases `varlen_prefill/S{S}` (causal) and `varlen_prefill/S4096_full` (not) time 
 `enable_gqa=True` on one sequence, q [1, 32, S, 128] and k/v [1, 8, S, 128] BF16, as the Rust
 varlen bench's prefill rows.
 
+Cases `kv_append/{decode_B{b},prefill_T{t}}_{bf16,e4m3}` write k and v `[T, 8, 128]` BF16 into
+paged caches (P = 16, scattered pages, as the Rust kv_append bench) with `index_copy_` at slot
+ids computed on the host from the same page table; the E4M3 rows divide by the request's scales
+and cast to `float8_e4m3fn` first.
+
 --quick keeps every case (the benches pick their own subset) and takes 30 samples instead of 50.
 """
 
@@ -57,6 +62,14 @@ DECODE_CTX = [2048, 8192, 32768]
 DECODE_H, DECODE_HKV, DECODE_D = 32, 8, 128
 SDPA = "torch.nn.functional.scaled_dot_product_attention (q_len 1, enable_gqa, contiguous BF16 K/V)"
 DECODE_X8_MAX_KV_BYTES = 512 << 20  # the paged_decode_x8 cases: K + V of one call at most this
+# attention.kv_append (b12x-attention/benches/kv_append.rs): Llama-3-8B KV heads, P = 16, scattered pages.
+APPEND_HKV, APPEND_D, APPEND_P = 8, 128, 16
+APPEND_DECODE_B = [1, 8, 32, 128]
+APPEND_DECODE_CTX = 2048
+APPEND_PREFILL_T = [4096, 65536]
+APPEND_SCALE = 0.01
+APPEND = "torch index_copy_ of k and v at host-computed slot ids"
+APPEND_E4M3 = "k / scale, v / scale, .to(float8_e4m3fn), then index_copy_ at host-computed slot ids"
 # attention.varlen prefill (b12x-attention/benches/varlen.rs): one sequence, Llama-3-8B heads, BF16.
 PREFILL_S = [1024, 4096, 16384]
 PREFILL_FULL_S = 4096  # the non-causal case
@@ -236,6 +249,41 @@ def main():
             add(key, name, fn)
             del q, k, v
             torch.cuda.empty_cache()
+        append_cases = [(f"decode_B{b}", [APPEND_DECODE_CTX - (i * 389) % APPEND_DECODE_CTX for i in range(b)], 1,
+                         APPEND_DECODE_CTX // APPEND_P) for b in APPEND_DECODE_B]
+        append_cases += [(f"prefill_T{t}", [t], t, t // APPEND_P) for t in APPEND_PREFILL_T]
+        for name, lens, q_len, max_pages in append_cases:
+            for cache in ("bf16", "e4m3"):
+                key = f"kv_append/{name}_{cache}"
+                if args.only and args.only not in key:
+                    continue
+                b, t = len(lens), len(lens) * q_len
+                num_pages = b * max_pages
+                gen = torch.Generator().manual_seed(7)
+                pt = torch.randperm(num_pages, generator=gen).view(b, max_pages)
+                slots = torch.tensor(
+                    [int(pt[i, p // APPEND_P]) * APPEND_P + p % APPEND_P for i, l in enumerate(lens) for p in range(l - q_len, l)],
+                    dtype=torch.int64, device=dev)
+                k = torch.randn(t, APPEND_HKV, APPEND_D, device=dev, dtype=torch.bfloat16)
+                v = torch.randn(t, APPEND_HKV, APPEND_D, device=dev, dtype=torch.bfloat16)
+                cdt = torch.bfloat16 if cache == "bf16" else torch.uint8
+                kc = torch.zeros(num_pages * APPEND_P, APPEND_HKV, APPEND_D, device=dev, dtype=cdt)
+                vc = torch.zeros_like(kc)
+                if cache == "bf16":
+                    def fn(k=k, v=v, kc=kc, vc=vc, slots=slots):
+                        kc.index_copy_(0, slots, k)
+                        vc.index_copy_(0, slots, v)
+                    add(key, APPEND, fn)
+                else:
+                    req = torch.repeat_interleave(torch.arange(b, device=dev), q_len)
+                    scales = torch.full((b, APPEND_HKV), APPEND_SCALE, device=dev)
+                    def fn(k=k, v=v, kc=kc, vc=vc, slots=slots, req=req, scales=scales):
+                        s = scales[req].unsqueeze(-1)
+                        kc.index_copy_(0, slots, (k / s).to(torch.float8_e4m3fn).view(torch.uint8))
+                        vc.index_copy_(0, slots, (v / s).to(torch.float8_e4m3fn).view(torch.uint8))
+                    add(key, APPEND_E4M3, fn)
+                del k, v, kc, vc, slots
+                torch.cuda.empty_cache()
     results["_meta"] = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

@@ -10,9 +10,10 @@
 //   k_scale, v_scale [B, Hkv] f32 (E4M3 only)   page_table [B, max_pages] i32 (row stride
 //   pt_stride)   seq_lens [B] i32   cu_seqlens_q [B+1] i32   error [1] u32 (fault bits, OR-ed)
 // Constraints: D % 8 == 0; k/v rows 16-byte aligned.   Strategy: one thread per 8-element chunk
-//   of one (row, KV head), K and V together; each CTA first checks that cu_seqlens_q is a valid
-//   packing (else nothing is written and FAULT_QUERY_LAYOUT is set), then each thread finds its
-//   request by binary search and checks its length and page id (src/paging.rs has the rules).
+//   of one (row, KV head), K and V together, loaded before anything else; each CTA then checks
+//   that cu_seqlens_q is a valid packing (else nothing is written and FAULT_QUERY_LAYOUT is set;
+//   batches of fewer than kSmemCu requests keep it and seq_lens in shared memory), each thread finds its request by
+//   binary search and checks its length and page id (src/paging.rs has the rules).
 // Entry points: b12x_kv_append_{bf16,f16} (cache dtype = input dtype),
 //   b12x_kv_append_{bf16,f16}_e4m3.   Oracle: src/kv_append/reference.rs
 #include <stddef.h>
@@ -52,15 +53,30 @@ static_assert(offsetof(KvAppendParams, tokens) == 96, "offset must match params.
 static_assert(offsetof(KvAppendParams, page_size) == 124, "offset must match params.rs");
 
 constexpr int kKvAppendThreads = 256;
+// Batches of fewer requests than this keep cu_seqlens_q and seq_lens in shared memory (each CTA
+// loads both at once, coalesced, and every thread finds its request and length there: one
+// dependent round trip less before the page id); larger ones read them in global memory.
+constexpr int kSmemCu = 2048;
 
-// The request owning packed row r of a valid packing (cu[b] <= r < cu[b+1]), or -1 for a row
-// at or past cu[B] (batch padding). Empty requests are skipped by taking the last b.
-__device__ __forceinline__ int request_of(const int32_t* cu, int batch, int r) {
-  if (r >= __ldg(cu + batch) || r < __ldg(cu)) return -1;
+// Whether s[0..batch] packs `tokens` rows validly: 0 <= s[0] <= ... <= s[B] <= tokens. Every
+// thread of the CTA calls it (a CTA barrier inside).
+__device__ __forceinline__ bool packing_ok_shared(const int32_t* s, int batch, int tokens) {
+  bool bad = false;
+  for (int j = threadIdx.x; j < batch; j += blockDim.x) bad |= s[j] > s[j + 1];
+  if (threadIdx.x == 0) bad |= s[0] < 0 || s[batch] > tokens;
+  return !__syncthreads_or(bad);
+}
+
+// The request owning packed row r of a valid packing cu (cu[b] <= r < cu[b+1]: global memory or
+// the shared copy), or -1 for a row at or past cu[B] (batch padding). Empty requests are skipped
+// by taking the last b.
+template <typename Load>
+__device__ __forceinline__ int request_of(Load cu, int batch, int r) {
+  if (r >= cu(batch) || r < cu(0)) return -1;
   int lo = 0, hi = batch;  // cu[lo] <= r < cu[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) >> 1;
-    if (__ldg(cu + mid) <= r)
+    if (cu(mid) <= r)
       lo = mid;
     else
       hi = mid;
@@ -68,42 +84,79 @@ __device__ __forceinline__ int request_of(const int32_t* cu, int batch, int r) {
   return lo;
 }
 
-// Eight values / scale to E4M3 (one 8-byte store).
+// Eight values / scale to E4M3 (one 8-byte store). x / scale is the f32 division rounded to
+// nearest: for a scale in [2^-90, 2^100] (positive, normal, finite; rcp = RN(1 / scale)) through
+// div_by_scale's three instructions, exact whenever |x / scale| >= 2^-11 and within an ulp below
+// (where E4M3 has only +-0); an x whose product x * rcp overflows (or an infinite or NaN x) makes
+// div_by_scale NaN, and then takes x * rcp itself (+-Inf saturates to +-448 as the true quotient
+// does; NaN stays NaN). Any other scale (zero, negative, subnormal, huge, Inf, NaN) takes the
+// IEEE division. The GPU suite checks every 16-bit input at 32 scales against the oracle.
 template <typename TIn>
 __device__ __forceinline__ void store_chunk_e4m3(void* cache, long long elem, const Vec16& v, float scale) {
   float f[8];
   unpack_f32<TIn>(v, f);
+  float q[8];
+  if (scale >= 0x1p-90f && scale <= 0x1p100f) {
+    const float rcp = __frcp_rn(scale);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float q0 = __fmul_rn(f[j], rcp);
+      const float d = div_by_scale(f[j], scale, rcp);
+      q[j] = d != d ? q0 : d;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[j] = __fdiv_rn(f[j], scale);
+  }
   uint32_t w[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const uint32_t lo = e4m3x2(__fdiv_rn(f[4 * i], scale), __fdiv_rn(f[4 * i + 1], scale));
-    const uint32_t hi = e4m3x2(__fdiv_rn(f[4 * i + 2], scale), __fdiv_rn(f[4 * i + 3], scale));
-    w[i] = lo | (hi << 16);
-  }
+  for (int i = 0; i < 2; ++i) w[i] = e4m3x2(q[4 * i], q[4 * i + 1]) | (e4m3x2(q[4 * i + 2], q[4 * i + 3]) << 16);
   uint8_t* dst = static_cast<uint8_t*>(cache) + elem;
   asm volatile("st.global.v2.u32 [%0], {%1,%2};" ::"l"(dst), "r"(w[0]), "r"(w[1]) : "memory");
 }
 
 template <typename TIn, bool kE4m3>
 __device__ __forceinline__ void kv_append(const KvAppendParams& p) {
-  if (!packing_ok(p.cu_seqlens_q, p.batch, p.tokens)) {
+  __shared__ int32_t s_cu[kSmemCu];
+  __shared__ int32_t s_len[kSmemCu];
+  // 32-bit indices: the plan keeps max_tokens * kv_heads * head_dim / 8 within i32.
+  const uint32_t chunks = p.head_dim / 8;
+  const uint32_t per_row = p.kv_heads * chunks;
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const bool live = i < (uint32_t)p.tokens * per_row;
+  const int r = live ? int(i / per_row) : 0;
+  const uint32_t in_row = i - (uint32_t)r * per_row;
+  const int g = int(in_row / chunks);
+  const int c = int(in_row - (uint32_t)g * chunks);
+  // The new token's K and V depend on nothing the batch says: their loads go out first, beside
+  // the packing's.
+  Vec16 kv{}, vv{};
+  if (live) {
+    kv = ld_global_v16(static_cast<const TIn*>(p.k) + r * p.k_stride + g * p.head_dim + c * 8);
+    vv = ld_global_v16(static_cast<const TIn*>(p.v) + r * p.v_stride + g * p.head_dim + c * 8);
+  }
+  const bool shared_cu = p.batch <= kSmemCu - 1;
+  if (shared_cu) {
+    for (int j = threadIdx.x; j <= p.batch; j += blockDim.x) {
+      s_cu[j] = __ldg(p.cu_seqlens_q + j);
+      if (j < p.batch) s_len[j] = __ldg(p.seq_lens + j);
+    }
+    __syncthreads();
+  }
+  if (!(shared_cu ? packing_ok_shared(s_cu, p.batch, p.tokens) : packing_ok(p.cu_seqlens_q, p.batch, p.tokens))) {
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
     return;
   }
-  const int chunks = p.head_dim / 8;
-  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const long long per_row = (long long)p.kv_heads * chunks;
-  if (i >= (long long)p.tokens * per_row) return;
-  const int r = int(i / per_row);
-  const int g = int(i % per_row) / chunks;
-  const int c = int(i % chunks);
-  const int b = request_of(p.cu_seqlens_q, p.batch, r);
+  if (!live) return;
+  const auto cu_global = [&](int j) { return __ldg(p.cu_seqlens_q + j); };
+  const auto cu_shared = [&](int j) { return s_cu[j]; };
+  const int b = shared_cu ? request_of(cu_shared, p.batch, r) : request_of(cu_global, p.batch, r);
   if (b < 0) return;
   // One thread per request row reports its faults (chunk 0 of head 0).
   const bool reporter = g == 0 && c == 0;
-  const int row0 = __ldg(p.cu_seqlens_q + b);
-  const int q_len = __ldg(p.cu_seqlens_q + b + 1) - row0;
-  const int len = __ldg(p.seq_lens + b);
+  const int row0 = shared_cu ? s_cu[b] : cu_global(b);
+  const int q_len = (shared_cu ? s_cu[b + 1] : cu_global(b + 1)) - row0;
+  const int len = shared_cu ? s_len[b] : __ldg(p.seq_lens + b);
   if (len < 0 || (long long)len > (long long)p.max_pages * p.page_size) {
     if (reporter) atomicOr(p.error, kFaultLength);
     return;
@@ -119,8 +172,6 @@ __device__ __forceinline__ void kv_append(const KvAppendParams& p) {
     return;
   }
   const long long dst = (((long long)page * p.page_size + pos % p.page_size) * p.kv_heads + g) * p.head_dim + c * 8;
-  const Vec16 kv = ld_global_v16(static_cast<const TIn*>(p.k) + r * p.k_stride + g * p.head_dim + c * 8);
-  const Vec16 vv = ld_global_v16(static_cast<const TIn*>(p.v) + r * p.v_stride + g * p.head_dim + c * 8);
   if constexpr (kE4m3) {
     const int s = b * p.kv_heads + g;
     store_chunk_e4m3<TIn>(p.k_cache, dst, kv, __ldg(p.k_scale + s));

@@ -308,11 +308,98 @@ fn trials() -> Vec<GpuTrial> {
             check(dev, &case(g, b, 9, 8 * 128))
         }));
     }
+    // The E4M3 division on every 16-bit input at 32 scales of every kind (store_chunk_e4m3's
+    // fast path and its fallbacks), and a batch past the shared-memory packing (kSmemCu).
+    for dtype in [DType::BF16, DType::F16] {
+        out.push(GpuTrial::new(format!("e4m3_every_input_at_32_scales::{}", dtype.name()), move |dev| {
+            check(dev, &every_input_case(dtype))
+        }));
+    }
+    out.push(GpuTrial::new("decode_b2100_packing_in_global_memory", move |dev| {
+        let g = Geo { cache: DType::E4M3, ..g };
+        check(dev, &case(g, make_batch(&decode_reqs(2100, 16), 16, 13, 2), 13, 8 * 128))
+    }));
     out.push(GpuTrial::new("graph_replay_after_lengths_and_pages_change", graph_replay));
     out.push(GpuTrial::new("run_allocates_nothing", allocates_nothing));
     out.push(GpuTrial::new("unprepared_plan_frozen", unprepared));
     out.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
     out
+}
+
+/// K scales of `every_input_case`, one per (request, KV head): usual ones, both ends of the fast
+/// path's range [2^-90, 2^100] and just past them, subnormal, zero, negative, infinite, NaN.
+const EVERY_INPUT_K_SCALES: [f32; 16] = [
+    0.01,
+    0.5,
+    1.0,
+    3.7,
+    f32::from_bits(0x12800000), // 2^-90
+    f32::from_bits(0x12000000), // 2^-91
+    1e-40,
+    0.0,
+    -0.0,
+    -1.5,
+    f32::NAN,
+    f32::INFINITY,
+    f32::from_bits(0x71800000), // 2^100
+    f32::from_bits(0x72000000), // 2^101
+    3e38,
+    f32::MIN_POSITIVE,
+];
+/// V scales of `every_input_case`.
+const EVERY_INPUT_V_SCALES: [f32; 16] = [
+    1e-3,
+    0.123_456_7,
+    7.0,
+    448.0,
+    1e-20,
+    1e20,
+    f32::from_bits(0x13000000), // 2^-89
+    0.75,
+    f32::from_bits(0x21800000), // 2^-60
+    1e-30,
+    5e-39,
+    f32::NEG_INFINITY,
+    65504.0,
+    1.0 / 3.0,
+    f32::from_bits(0x0d800000), // 2^-100
+    1e38,
+];
+
+/// E4M3 cache, Hkv 8, D 128, two requests appending 512 tokens each: each (request, KV head)
+/// holds all 65536 codes of `dtype` once (k in code order, v in another), so with 16 K and 16 V
+/// scales every input meets 32 scales; compared bitwise with the oracle's f32 division.
+fn every_input_case(dtype: DType) -> Case {
+    let g = Geo { hkv: 8, d: 128, p: 16, dtype, cache: DType::E4M3 };
+    let value = |bits: u16| {
+        if dtype == DType::BF16 {
+            bf16::from_bits(bits).to_f32()
+        } else {
+            f16::from_bits(bits).to_f32()
+        }
+    };
+    let (mut k, mut v) = (Vec::new(), Vec::new());
+    for b in 0..2u32 {
+        for t in 0..512u32 {
+            for h in 0..8u32 {
+                for e in 0..128u32 {
+                    let n = t * 128 + e;
+                    k.push(value(n as u16));
+                    // An odd multiplier and an xor: a permutation of the codes.
+                    v.push(value((n.wrapping_mul(40503) ^ (h * 4099 + b * 77)) as u16));
+                }
+            }
+        }
+    }
+    Case {
+        g,
+        batch: make_batch(&[(512, 512), (512, 512)], 16, 17, 0),
+        k,
+        v,
+        row_stride: 8 * 128,
+        k_scale: EVERY_INPUT_K_SCALES.to_vec(),
+        v_scale: EVERY_INPUT_V_SCALES.to_vec(),
+    }
 }
 
 /// Capture one call, then change lengths and page tables in place (device values) and replay:
