@@ -822,6 +822,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         float m = -INFINITY;
 #pragma unroll 1
         for (int sp = 0; sp < splits; ++sp) m = fmaxf(m, r_ml[(sp * 8 + r) * 2]);
+        B12X_PAGED_TRACE(7, __float_as_int(m));
         float o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, l = 0.0f;
 #pragma unroll 1
         for (int sp = 0; sp < splits; ++sp) {
@@ -837,7 +838,9 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
         const int rr = tile * kRows + r;
         const int row = row0 + rr / G, h = g * G + rr % G;
         const float f = p.sinks ? join_sink(h, m, l) : 1.0f;
+        B12X_PAGED_TRACE(8, __float_as_int(o[7]) ^ __float_as_int(l));
         const float norm = v_scale / l;  // one division per chunk, not 8 (each ~36 instructions)
+        B12X_PAGED_TRACE(9, __float_as_int(norm));
         float out[16 / sizeof(T)];
 #pragma unroll
         for (int e = 0; e < 8; ++e) out[e] = m == -INFINITY ? 0.0f : (p.sinks ? o[e] * f : o[e]) * norm;

@@ -7,7 +7,9 @@
 // goes (medians and p90 over CTAs of the last sample):
 //   t0 entry · t1 lengths and chunk known · t2 first 16-key block landed (warp 0) · t3 ring
 //   drained · t4 warps merged · t5 split merge barrier passed (cluster) or arrival counted
-//   (scratch) · t6 outputs written (t5 = exit for scratch splits that are not last).
+//   (scratch) · t6 outputs written (t5 = exit for scratch splits that are not last); inside the
+//   8-row tiles' pushed merge also t7 max of m over the splits · t8 weighted sum over the splits ·
+//   t9 division, each with the SM clock (the finish's sub-phases, in cycles, below the phases).
 // Configs: the plan's defaults of session 11 (cluster merge) against session 10's (scratch).
 // PT_WARM=1 (environment) puts a 1-key launch of the same kernel, on data of its own, before
 // each timed launch in the graph: the timed one then finds its code in L2 (cold-code test; the
@@ -29,8 +31,10 @@
 #include <random>
 #include <vector>
 
-constexpr int kTracePoints = 7;
+constexpr int kTracePoints = 10;
 __device__ unsigned long long g_ptrace[8192][kTracePoints + 1];  // + SM id
+// SM clock at each point (the finish's sub-phases are shorter than %globaltimer's steps).
+__device__ long long g_pclk[8192][kTracePoints];
 
 __device__ __forceinline__ unsigned long long ptrace_now() {
   unsigned long long t;
@@ -42,6 +46,7 @@ __device__ __forceinline__ void ptrace_at(int point, int dep) {
   asm volatile("" ::"r"(dep));
   const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   g_ptrace[cta][point] = ptrace_now();
+  g_pclk[cta][point] = clock64();
   if (point == 0) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
@@ -91,9 +96,12 @@ static double pct(std::vector<double> v, double q) {
 // The last sample's trace of `grid` CTAs against the event time.
 static void report(const char* what, int grid, double event_us) {
   static unsigned long long h[8192][kTracePoints + 1];
+  static long long ck[8192][kTracePoints];
   CK(cudaMemcpyFromSymbol(h, g_ptrace, sizeof(h[0]) * grid));
+  CK(cudaMemcpyFromSymbol(ck, g_pclk, sizeof(ck[0]) * grid));
+  std::vector<double> fin[4];  // finish sub-phases in SM cycles: 5->7, 7->8, 8->9, 9->6
   unsigned long long s0 = ~0ull, s1 = 0, e1 = 0;
-  std::vector<double> ph[kTracePoints];
+  std::vector<double> ph[7];
   int active = 0, sms = 0;
   std::vector<int> seen(1024, 0);
   for (int c = 0; c < grid; ++c) {
@@ -104,15 +112,25 @@ static void report(const char* what, int grid, double event_us) {
     e1 = std::max(e1, end);
     if (!h[c][1]) continue;  // left at the top (no split to take)
     ++active;
-    for (int i = 1; i < kTracePoints; ++i)
+    for (int i = 1; i < 7; ++i)
       if (h[c][i] && h[c][i - 1]) ph[i].push_back((h[c][i] - h[c][i - 1]) * 1e-3);
+    if (h[c][7] && h[c][8] && h[c][9] && h[c][6] && h[c][5]) {
+      fin[0].push_back(double(ck[c][7] - ck[c][5]));
+      fin[1].push_back(double(ck[c][8] - ck[c][7]));
+      fin[2].push_back(double(ck[c][9] - ck[c][8]));
+      fin[3].push_back(double(ck[c][6] - ck[c][9]));
+    }
   }
   printf("  %-36s event %7.2f us | %4d CTAs (%d active) on %3d SMs | start skew %5.2f | span %6.2f | outside %5.2f\n",
          what, event_us, grid, active, sms, (s1 - s0) * 1e-3, (e1 - s0) * 1e-3, event_us - (e1 - s0) * 1e-3);
-  const char* names[kTracePoints] = {"", "lengths", "first block", "ring", "warp merge", "split barrier", "finish"};
+  const char* names[7] = {"", "lengths", "first block", "ring", "warp merge", "split barrier", "finish"};
   printf("  %-36s", "");
-  for (int i = 1; i < kTracePoints; ++i) printf(" %s %5.2f/%5.2f |", names[i], pct(ph[i], 0.5), pct(ph[i], 0.9));
+  for (int i = 1; i < 7; ++i) printf(" %s %5.2f/%5.2f |", names[i], pct(ph[i], 0.5), pct(ph[i], 0.9));
   printf(" (median/p90 us)\n");
+  if (!fin[0].empty())
+    printf("  %-36s finish (pushed merge, thread 0, SM cycles median/p90): max m %.0f/%.0f | sum over splits %.0f/%.0f | "
+           "division %.0f/%.0f | outputs stored %.0f/%.0f\n", "", pct(fin[0], 0.5), pct(fin[0], 0.9), pct(fin[1], 0.5),
+           pct(fin[1], 0.9), pct(fin[2], 0.5), pct(fin[2], 0.9), pct(fin[3], 0.5), pct(fin[3], 0.9));
 }
 
 __global__ void fill_bytes(unsigned char* p, size_t n, uint32_t seed, bool e4m3) {
