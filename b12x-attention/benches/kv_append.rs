@@ -27,8 +27,7 @@ use b12x_attention::kv_append::{self, Args, Query};
 use b12x_attention::paging::ErrorWord;
 use b12x_core::bench::{samples, time_graph, BenchReport};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
-use b12x_core::half::bf16;
-use b12x_core::testing::{gpu, uniform};
+use b12x_core::testing::{gpu, random_bf16_bytes};
 use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -80,13 +79,6 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// A device buffer of `n` seeded random bf16 values of unit variance.
-fn random_bf16(s: &Arc<CudaStream>, seed: u64, n: usize) -> Result<CudaSlice<u8>> {
-    let host: Vec<u8> =
-        uniform(seed, n, -1.732, 1.732).into_iter().flat_map(|x| bf16::from_f32(x).to_bits().to_le_bytes()).collect();
-    Ok(s.clone_htod(&host)?)
-}
-
 /// One row: B = `lens.len()` requests with context lengths `lens` (the new tokens included), each
 /// appending `q_len` tokens (the last of its context), page-table rows of `max_pages` entries
 /// over a cache of B · `max_pages` scattered pages.
@@ -123,7 +115,7 @@ fn bench_case(
     let st = dev.stream();
 
     let row = HKV * D;
-    let (k, v) = (random_bf16(st, 1, t * row)?, random_bf16(st, 2, t * row)?);
+    let (k, v) = (random_bf16_bytes(st, 1, t * row)?, random_bf16_bytes(st, 2, t * row)?);
     let cache_bytes = num_pages * P * row * cache.size_bytes();
     let (mut kc, mut vc) = (st.alloc_zeros::<u8>(cache_bytes)?, st.alloc_zeros::<u8>(cache_bytes)?);
     let mut pages: Vec<i32> = (0..num_pages as i32).collect();

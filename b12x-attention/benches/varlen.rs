@@ -24,8 +24,7 @@ use b12x_attention::paging::ErrorWord;
 use b12x_attention::varlen::{self, Args, Query};
 use b12x_core::bench::{samples, time_graph, BenchReport};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
-use b12x_core::half::bf16;
-use b12x_core::testing::{gpu, uniform};
+use b12x_core::testing::{gpu, random_bf16_bytes};
 use b12x_core::{DType, Device, OpPlan, PreparationSession, Result, TensorMut, TensorRef};
 use std::sync::Arc;
 
@@ -67,15 +66,6 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// A device buffer of `n` seeded random bf16 values with unit variance (uniform in ±√3), so the
-/// logits are distributed like the peer's `torch.randn` inputs: the running maxima change as
-/// often as on real data (the kernel skips the O rescale when no row maximum changed).
-fn random_bf16(s: &Arc<CudaStream>, seed: u64, n: usize) -> Result<CudaSlice<u8>> {
-    let host: Vec<u8> =
-        uniform(seed, n, -1.732, 1.732).into_iter().flat_map(|x| bf16::from_f32(x).to_bits().to_le_bytes()).collect();
-    Ok(s.clone_htod(&host)?)
-}
-
 fn bench_seq(
     dev: &Arc<Device>,
     report: &mut BenchReport,
@@ -111,8 +101,11 @@ fn bench_seq(
     }
     let st = dev.stream();
     let (q_bytes, kv_bytes) = (s * H * D * 2, s * HKV * D * 2);
-    let (qx, kx, vx) =
-        (random_bf16(st, 1, s * H * D)?, random_bf16(st, 2, s * HKV * D)?, random_bf16(st, 3, s * HKV * D)?);
+    let (qx, kx, vx) = (
+        random_bf16_bytes(st, 1, s * H * D)?,
+        random_bf16_bytes(st, 2, s * HKV * D)?,
+        random_bf16_bytes(st, 3, s * HKV * D)?,
+    );
     let mut o = st.alloc_zeros::<u8>(q_bytes)?;
     let cu = st.clone_htod(&[0i32, s as i32])?;
     let mut err = ErrorWord::new(st)?;

@@ -64,6 +64,17 @@ pub fn uniform(seed: u64, n: usize, lo: f32, hi: f32) -> Vec<f32> {
     (0..n).map(|_| rng.random_range(lo..hi)).collect()
 }
 
+/// A device buffer of `n` seeded bf16 values of unit variance (uniform in ±√3, like
+/// `torch.randn` in its first two moments), as raw bytes: the benches' inputs, which must be
+/// neither zeros nor constants (kernels may take faster paths on them than real data does).
+pub fn random_bf16_bytes(stream: &Arc<CudaStream>, seed: u64, n: usize) -> Result<CudaSlice<u8>> {
+    let host: Vec<u8> = uniform(seed, n, -1.732, 1.732)
+        .into_iter()
+        .flat_map(|x| half::bf16::from_f32(x).to_bits().to_le_bytes())
+        .collect();
+    Ok(stream.clone_htod(&host)?)
+}
+
 /// `0, 1, 2, ...` scaled by `scale` and wrapped at `modulo` (structured fill: exposes layout bugs).
 pub fn arange(n: usize, modulo: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|i| (i % modulo.max(1)) as f32 * scale).collect()
