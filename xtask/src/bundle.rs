@@ -42,8 +42,29 @@ fn classify(pkg: &str, kinds: &[String], target: &str, is_test: bool) -> Option<
     None
 }
 
-/// Builds the bundle; `packages` (empty: the whole workspace) limits it to those packages.
-pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String]) -> Result {
+/// Cargo's target selection for bundle names: `gpu_<op>` is the test target of that name,
+/// `bench_<name>` the bench target `<name>`; empty: every test and bench.
+fn target_args(targets: &[String]) -> Result<Vec<String>> {
+    if targets.is_empty() {
+        return Ok(vec!["--tests".into(), "--benches".into()]);
+    }
+    let mut args = Vec::new();
+    for t in targets {
+        if let Some(bench) = t.strip_prefix("bench_") {
+            args.extend(["--bench".to_string(), bench.to_string()]);
+        } else if t.starts_with("gpu_") {
+            args.extend(["--test".to_string(), t.clone()]);
+        } else {
+            return Err(format!("--targets takes bundle names gpu_<op> or bench_<name>, got `{t}`").into());
+        }
+    }
+    Ok(args)
+}
+
+/// Builds the bundle; `packages` (empty: the whole workspace) limits it to those packages and
+/// `targets` (empty: every test and bench) to those binaries.
+pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets: &[String]) -> Result {
+    let target_args = target_args(targets)?;
     toolchain::ensure(None, false)?;
     let r = root();
     let num = arch.trim_start_matches("sm_").trim_end_matches('a');
@@ -51,7 +72,9 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String]) -> Resu
     let out = out.unwrap_or_else(|| r.join(".gpu/bundle"));
 
     println!(
-        "\n==> B12X_CUDA_ARCHS={arch} cargo build --profile bundle --workspace --tests --benches (target {})",
+        "\n==> B12X_CUDA_ARCHS={arch} cargo build --profile bundle {} {} (target {})",
+        if packages.is_empty() { "--workspace".to_string() } else { format!("-p {}", packages.join(" -p ")) },
+        target_args.join(" "),
         target_dir.display()
     );
     let mut cmd = cargo();
@@ -66,7 +89,8 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String]) -> Resu
             cmd.args(["-p", p]);
         }
     }
-    cmd.args(["--tests", "--benches", "--message-format=json-render-diagnostics"])
+    cmd.args(&target_args)
+        .arg("--message-format=json-render-diagnostics")
         .env("B12X_CUDA_ARCHS", arch)
         .env("CARGO_TARGET_DIR", &target_dir)
         .current_dir(&r)
@@ -212,10 +236,21 @@ fn sizes_of(dir: &Path) -> Result<Vec<(String, u64)>> {
 
 #[cfg(test)]
 mod tests {
-    use super::classify;
+    use super::{classify, target_args};
 
     fn k(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn targets_select_cargo_targets() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(target_args(&[]).unwrap(), names(&["--tests", "--benches"]));
+        assert_eq!(
+            target_args(&names(&["gpu_kv_append", "bench_kv_append"])).unwrap(),
+            names(&["--test", "gpu_kv_append", "--bench", "kv_append"])
+        );
+        assert!(target_args(&names(&["cpu_b12x-norm_lib"])).is_err());
     }
 
     #[test]

@@ -71,6 +71,11 @@ enum Cmd {
         /// `b12x-core,b12x-attention`), for when the whole workspace exceeds the 64 MiB limit.
         #[arg(long, value_delimiter = ',')]
         packages: Vec<String>,
+        /// Only these binaries, by their bundle names (comma-separated, e.g.
+        /// `gpu_kv_append,bench_kv_append`): a build of just those targets, for one op's
+        /// suite and bench (minutes less on a 2-core machine than every test and bench).
+        #[arg(long, value_delimiter = ',')]
+        targets: Vec<String>,
     },
     /// Run the benchmarks on this machine's GPU (with PyTorch peers when importable).
     Bench {
@@ -91,7 +96,7 @@ fn main() -> ExitCode {
         Cmd::Prepare { no_build } => prepare(no_build),
         Cmd::PrepareGpu => profile::autotune(),
         Cmd::Ops { json } => ops(json),
-        Cmd::GpuBundle { arch, out, packages } => bundle::gpu_bundle(&arch, out, &packages),
+        Cmd::GpuBundle { arch, out, packages, targets } => bundle::gpu_bundle(&arch, out, &packages, &targets),
         Cmd::Bench { quick, packages } => bench(quick, &packages),
     };
     match result {
