@@ -10,7 +10,8 @@
 //   (scratch) · t6 outputs written (t5 = exit for scratch splits that are not last); inside the
 //   8-row tiles' pushed merge also t7 max of m over the splits · t8 weighted sum over the splits ·
 //   t9 division, each with the SM clock (the finish's sub-phases, in cycles, below the phases).
-// Configs: the plan's defaults of session 11 (cluster merge) against session 10's (scratch).
+// Configs: the plan's choices for B = 8 ("plan": BF16 2 splits, E4M3 6, in clusters), session 11's
+// (3 BF16 splits) and session 10's (scratch merge).
 // PT_WARM=1 (environment) puts a 1-key launch of the same kernel, on data of its own, before
 // each timed launch in the graph: the timed one then finds its code in L2 (cold-code test; the
 // event then includes both launches, the phases are the timed one's). PT_WARM_KEYS=N gives that
@@ -292,12 +293,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   printf("BF16 KV, 8-row tiles\n");
-  run(traced_paged<false, 3, 2>, false, 3, 3, true, "s3, 3 splits, cluster (default)");
-  run(traced_paged<false, 3, 2>, false, 3, 2, true, "s3, 2 splits, cluster");
+  run(traced_paged<false, 3, 2>, false, 3, 3, true, "s3, 3 splits, cluster (session 11)");
+  run(traced_paged<false, 3, 2>, false, 3, 2, true, "s3, 2 splits, cluster (plan, B = 8)");
   run(traced_paged<false, 3, 2>, false, 3, 4, false, "s3, 4 splits, scratch (session 10)");
   run(traced_paged<false, 2, 3>, false, 2, 3, true, "s2, 3 splits, cluster");
   printf("E4M3 KV, 8-row tiles\n");
-  run(traced_paged<true, 2, 4>, true, 2, 6, true, "s2, 6 splits, cluster (default)");
+  run(traced_paged<true, 2, 4>, true, 2, 6, true, "s2, 6 splits, cluster (plan, B = 8)");
   run(traced_paged<true, 2, 4>, true, 2, 8, false, "s2, 8 splits, scratch (session 10)");
   run(traced_paged<true, 2, 4>, true, 2, 4, true, "s2, 4 splits, cluster");
   return 0;
