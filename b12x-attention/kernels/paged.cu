@@ -731,6 +731,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
   }
   __syncthreads();  // every warp is done with its ring: the merge area overlays it
+  B12X_PAGED_TRACE(10, 0);
 
   // Warp partials -> shared: O [warp][16][D], then m, l [warp][16][2].
   float* s_o = reinterpret_cast<float*>(s_work);
@@ -762,6 +763,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     }
   }
   __syncthreads();
+  B12X_PAGED_TRACE(11, 0);
 
   const float v_scale = kE4m3 ? __ldg(p.v_scale + b * p.kv_heads + g) : 1.0f;
   // Joins head h's sink (if any) to a row's merged (m, l) (base 2); returns the factor its

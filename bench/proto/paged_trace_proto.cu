@@ -9,7 +9,9 @@
 //   drained · t4 warps merged · t5 split merge barrier passed (cluster) or arrival counted
 //   (scratch) · t6 outputs written (t5 = exit for scratch splits that are not last); inside the
 //   8-row tiles' pushed merge also t7 max of m over the splits · t8 weighted sum over the splits ·
-//   t9 division, each with the SM clock (the finish's sub-phases, in cycles, below the phases).
+//   t9 division, each with the SM clock (the finish's sub-phases, in cycles, below the phases);
+//   and t10 every warp done with its ring (the CTA barrier after t3) · t11 warp partials in shared
+//   memory: the warp merge's parts (t3 -> t10 is the warps' skew).
 // Configs: the plan's choices for B = 8 ("plan": BF16 2 splits, E4M3 6, in clusters), session 11's
 // (3 BF16 splits) and session 10's (scratch merge).
 // PT_WARM=1 (environment) puts a 1-key launch of the same kernel, on data of its own, before
@@ -32,7 +34,7 @@
 #include <random>
 #include <vector>
 
-constexpr int kTracePoints = 10;
+constexpr int kTracePoints = 12;
 __device__ unsigned long long g_ptrace[8192][kTracePoints + 1];  // + SM id
 // SM clock at each point (the finish's sub-phases are shorter than %globaltimer's steps).
 __device__ long long g_pclk[8192][kTracePoints];
@@ -101,6 +103,7 @@ static void report(const char* what, int grid, double event_us) {
   CK(cudaMemcpyFromSymbol(h, g_ptrace, sizeof(h[0]) * grid));
   CK(cudaMemcpyFromSymbol(ck, g_pclk, sizeof(ck[0]) * grid));
   std::vector<double> fin[4];  // finish sub-phases in SM cycles: 5->7, 7->8, 8->9, 9->6
+  std::vector<double> wm[3];   // warp merge sub-phases in SM cycles: 3->10, 10->11, 11->4
   unsigned long long s0 = ~0ull, s1 = 0, e1 = 0;
   std::vector<double> ph[7];
   int active = 0, sms = 0;
@@ -115,6 +118,11 @@ static void report(const char* what, int grid, double event_us) {
     ++active;
     for (int i = 1; i < 7; ++i)
       if (h[c][i] && h[c][i - 1]) ph[i].push_back((h[c][i] - h[c][i - 1]) * 1e-3);
+    if (h[c][3] && h[c][10] && h[c][11] && h[c][4]) {
+      wm[0].push_back(double(ck[c][10] - ck[c][3]));
+      wm[1].push_back(double(ck[c][11] - ck[c][10]));
+      wm[2].push_back(double(ck[c][4] - ck[c][11]));
+    }
     if (h[c][7] && h[c][8] && h[c][9] && h[c][6] && h[c][5]) {
       fin[0].push_back(double(ck[c][7] - ck[c][5]));
       fin[1].push_back(double(ck[c][8] - ck[c][7]));
@@ -128,6 +136,10 @@ static void report(const char* what, int grid, double event_us) {
   printf("  %-36s", "");
   for (int i = 1; i < 7; ++i) printf(" %s %5.2f/%5.2f |", names[i], pct(ph[i], 0.5), pct(ph[i], 0.9));
   printf(" (median/p90 us)\n");
+  if (!wm[0].empty())
+    printf("  %-36s warp merge (thread 0, SM cycles median/p90): warps' skew %.0f/%.0f | partials to shared %.0f/%.0f | "
+           "merge and push %.0f/%.0f\n", "", pct(wm[0], 0.5), pct(wm[0], 0.9), pct(wm[1], 0.5), pct(wm[1], 0.9),
+           pct(wm[2], 0.5), pct(wm[2], 0.9));
   if (!fin[0].empty())
     printf("  %-36s finish (pushed merge, thread 0, SM cycles median/p90): max m %.0f/%.0f | sum over splits %.0f/%.0f | "
            "division %.0f/%.0f | outputs stored %.0f/%.0f\n", "", pct(fin[0], 0.5), pct(fin[0], 0.9), pct(fin[1], 0.5),
