@@ -108,11 +108,9 @@ __device__ __forceinline__ void store_chunk_e4m3(void* cache, long long elem, co
 #pragma unroll
     for (int j = 0; j < 8; ++j) q[j] = __fdiv_rn(f[j], scale);
   }
-  uint32_t w[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) w[i] = e4m3x2(q[4 * i], q[4 * i + 1]) | (e4m3x2(q[4 * i + 2], q[4 * i + 3]) << 16);
+  const uint2 w = e4m3_codes8(q);
   uint8_t* dst = static_cast<uint8_t*>(cache) + elem;
-  asm volatile("st.global.v2.u32 [%0], {%1,%2};" ::"l"(dst), "r"(w[0]), "r"(w[1]) : "memory");
+  asm volatile("st.global.v2.u32 [%0], {%1,%2};" ::"l"(dst), "r"(w.x), "r"(w.y) : "memory");
 }
 
 template <typename TIn, bool kE4m3>
