@@ -58,15 +58,6 @@ constexpr int kKvAppendThreads = 256;
 // dependent round trip less before the page id); larger ones read them in global memory.
 constexpr int kSmemCu = 2048;
 
-// Whether s[0..batch] packs `tokens` rows validly: 0 <= s[0] <= ... <= s[B] <= tokens. Every
-// thread of the CTA calls it (a CTA barrier inside).
-__device__ __forceinline__ bool packing_ok_shared(const int32_t* s, int batch, int tokens) {
-  bool bad = false;
-  for (int j = threadIdx.x; j < batch; j += blockDim.x) bad |= s[j] > s[j + 1];
-  if (threadIdx.x == 0) bad |= s[0] < 0 || s[batch] > tokens;
-  return !__syncthreads_or(bad);
-}
-
 // The request owning packed row r of a valid packing cu (cu[b] <= r < cu[b+1]: global memory or
 // the shared copy), or -1 for a row at or past cu[B] (batch padding). Empty requests are skipped
 // by taking the last b.
@@ -141,13 +132,13 @@ __device__ __forceinline__ void kv_append(const KvAppendParams& p) {
     }
     __syncthreads();
   }
-  if (!(shared_cu ? packing_ok_shared(s_cu, p.batch, p.tokens) : packing_ok(p.cu_seqlens_q, p.batch, p.tokens))) {
+  const auto cu_global = [&](int j) { return __ldg(p.cu_seqlens_q + j); };
+  const auto cu_shared = [&](int j) { return s_cu[j]; };
+  if (!(shared_cu ? packing_ok_by(cu_shared, p.batch, p.tokens) : packing_ok(p.cu_seqlens_q, p.batch, p.tokens))) {
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
     return;
   }
   if (!live) return;
-  const auto cu_global = [&](int j) { return __ldg(p.cu_seqlens_q + j); };
-  const auto cu_shared = [&](int j) { return s_cu[j]; };
   const int b = shared_cu ? request_of(cu_shared, p.batch, r) : request_of(cu_global, p.batch, r);
   if (b < 0) return;
   // One thread per request row reports its faults (chunk 0 of head 0).
