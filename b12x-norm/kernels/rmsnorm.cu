@@ -11,6 +11,8 @@
 // Oracle: src/rmsnorm/reference.rs
 #include <stddef.h>
 
+#include <type_traits>
+
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
@@ -121,21 +123,35 @@ __device__ __forceinline__ void quantize_fp8_vec(const QuantRow& qr, uint32_t i,
       code = 0u;
       if (bits != 0u) {
         code = ceil_pow2_code(__fmul_rn(amax, 1.0f / 448.0f));
-        const float m = pow2_neg_ue8m0(code);
+        if constexpr (std::is_same<T, bf16>::value) {
+          // bf16: the product in bf16x2 (code <= 247 for a finite bf16 amax: m is normal).
+          const uint32_t m2 = pow2_neg_ue8m0_bf16x2(code);
 #pragma unroll
-        for (int h = 0; h < NV; ++h) {
-          float f[8];
-          unpack_f32<T>(yv[h], f);
-          uint32_t c[4];
+          for (int h = 0; h < NV; ++h) out[h] = e4m3_codes8_pow2_bf16(yv[h].w, m2);
+        } else {
+          const float m = pow2_neg_ue8m0(code);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
-          out[h].x = c[0] | (c[1] << 16);
-          out[h].y = c[2] | (c[3] << 16);
+          for (int h = 0; h < NV; ++h) {
+            float f[8];
+            unpack_f32<T>(yv[h], f);
+            uint32_t c[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) c[j] = e4m3x2(__fmul_rn(f[2 * j], m), __fmul_rn(f[2 * j + 1], m));
+            out[h].x = c[0] | (c[1] << 16);
+            out[h].y = c[2] | (c[3] << 16);
+          }
         }
       }
     } else {
       const float pr = __fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f);
-      if constexpr (kQuant == kQuantFp8B128Ue8m0) {
+      if constexpr (kQuant == kQuantFp8B128Ue8m0 && std::is_same<T, bf16>::value) {
+        // bf16: x * 2^(127 - code) in bf16x2 (block_fp8_ue8m0_codes' product; 2^-22 <= s <= 2^120,
+        // so the factor is normal).
+        code = ceil_pow2_code(pr);
+        const uint32_t m2 = pow2_neg_ue8m0_bf16x2(code);
+#pragma unroll
+        for (int h = 0; h < NV; ++h) out[h] = e4m3_codes8_pow2_bf16(yv[h].w, m2);
+      } else if constexpr (kQuant == kQuantFp8B128Ue8m0) {
 #pragma unroll
         for (int h = 0; h < NV; ++h) {
           float f[8];
@@ -183,8 +199,11 @@ __device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, con
     bits = max_bits16(ya[0].w);
     if constexpr (NV == 2) bits = max(bits, max_bits16(ya[1].w));
   } else {
-    bits = abs_max_bits16(yv[0].w);
-    if constexpr (NV == 2) bits = max(bits, abs_max_bits16(yv[1].w));
+    if constexpr (NV == 2) {
+      bits = abs_max_bits16x2<T>(yv[0].w, yv[1].w);
+    } else {
+      bits = abs_max_bits16(yv[0].w);
+    }
   }
 #pragma unroll
   for (uint32_t o = NV; o < kBlockVecs<kQuant>; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));

@@ -36,7 +36,7 @@ namespace fp8_block {
 template <typename T, int G, bool kUe8m0>
 __device__ __forceinline__ void quantize_unit(const Fp8BlockParams& p, const Vec16 (&v)[2], int row, int unit) {
   constexpr int L = G / 16;  // lanes per group
-  uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
+  uint32_t bits = abs_max_bits16x2<T>(v[0].w, v[1].w);
 #pragma unroll
   for (int o = 1; o < L; o <<= 1) bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, o));
   uint2 out[2] = {make_uint2(0u, 0u), make_uint2(0u, 0u)};
@@ -44,7 +44,13 @@ __device__ __forceinline__ void quantize_unit(const Fp8BlockParams& p, const Vec
   uint32_t s_code = 0xFFu;
   if (bits < HalfBits<T>::kInf) {
     const float pr = __fmul_rn(fmaxf(HalfBits<T>::to_f32(bits), 1e-4f), 1.0f / 448.0f);
-    if constexpr (kUe8m0) {
+    if constexpr (kUe8m0 && std::is_same<T, bf16>::value) {
+      // bf16: the products x * 2^(127 - code) in bf16x2 (2^-22 <= s <= 2^120: a normal factor).
+      s_code = ceil_pow2_code(pr);
+      const uint32_t m2 = pow2_neg_ue8m0_bf16x2(s_code);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) out[h] = e4m3_codes8_pow2_bf16(v[h].w, m2);
+    } else if constexpr (kUe8m0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float f[8];

@@ -47,14 +47,6 @@ static_assert(sizeof(MxParams) == 72, "mirror of MxParams in src/mx.rs");
 namespace b12x {
 namespace mx {
 
-// 2^(127 - code) as bf16 bits in both halves (code <= 254 - 1 for any finite bf16 amax, so the
-// exponent field 254 - code is >= 1; code 254 would be the subnormal 2^-127 = 0x0040).
-__device__ __forceinline__ uint32_t pow2_neg_ue8m0_bf16x2(uint32_t code) {
-  const uint32_t e = 254u - code;
-  const uint32_t h = e == 0u ? 0x0040u : (e << 7);
-  return h | (h << 16);
-}
-
 // enc(h, i, a, b) for every pair i < 4 of each half h of v, with a, b the pair's f32 products
 // x * m (exact: m is a power of two).
 template <typename T, typename F>
@@ -77,7 +69,7 @@ struct Unit {
 };
 template <typename T, bool kFp4>
 __device__ __forceinline__ Unit encode_unit(const Vec16 (&v)[2]) {
-  uint32_t bits = max(abs_max_bits16(v[0].w), abs_max_bits16(v[1].w));
+  uint32_t bits = abs_max_bits16x2<T>(v[0].w, v[1].w);
   bits = max(bits, __shfl_xor_sync(0xFFFFFFFFu, bits, 1));
   const bool finite = bits < HalfBits<T>::kInf;
   Unit u;
@@ -112,6 +104,11 @@ __device__ __forceinline__ Unit encode_unit(const Vec16 (&v)[2]) {
         });
       }
 #endif
+    } else if constexpr (std::is_same<T, bf16>::value) {
+      // bf16: the products in bf16x2 (exact, as for E2M1 above; code <= 247 here).
+      const uint32_t m2 = pow2_neg_ue8m0_bf16x2(code);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) out[h] = e4m3_codes8_pow2_bf16(v[h].w, m2);
     } else {
       uint32_t c[2][4];
       for_scaled_pairs<T>(v, pow2_neg_ue8m0(code), [&](int h, int i, float a, float b) { c[h][i] = e4m3x2(a, b); });

@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
 
@@ -68,6 +70,30 @@ __device__ __forceinline__ uint32_t abs_max_bits16(const uint32_t (&w)[4]) {
   const uint32_t m = 0x7FFF7FFFu;
   const uint32_t a = __vmaxu2(__vmaxu2(w[0] & m, w[1] & m), __vmaxu2(w[2] & m, w[3] & m));
   return max(a & 0xFFFFu, a >> 16);
+}
+
+// The same for the 16 halves of two vectors through the 16-bit float max with absolute inputs
+// (`max.NaN.xorsign.abs`, HMNMX2 on sm_90 and sm_120): seven pairwise maxima of |a|, |b| keep the
+// largest magnitude bit for bit (a max returns one of its inputs; the xorsign only touches the
+// sign, cleared at the end), and any NaN turns the result into the canonical NaN 0x7FFF, which
+// like every Inf/NaN magnitude sorts at or above HalfBits<T>::kInf: the same amax and the same
+// finiteness as abs_max_bits16 over both vectors, in 11 instructions instead of 18.
+template <typename T>
+__device__ __forceinline__ uint32_t hmax_abs2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    asm("max.NaN.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  } else {
+    asm("max.NaN.xorsign.abs.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  }
+  return d;
+}
+template <typename T>
+__device__ __forceinline__ uint32_t abs_max_bits16x2(const uint32_t (&v)[4], const uint32_t (&u)[4]) {
+  const uint32_t a = hmax_abs2<T>(hmax_abs2<T>(v[0], v[1]), hmax_abs2<T>(v[2], v[3]));
+  const uint32_t b = hmax_abs2<T>(hmax_abs2<T>(u[0], u[1]), hmax_abs2<T>(u[2], u[3]));
+  const uint32_t m = hmax_abs2<T>(a, b) & 0x7FFF7FFFu;
+  return max(m & 0xFFFFu, m >> 16);
 }
 
 // Magnitude bits at and above which a bf16 / f16 is Inf or NaN.
@@ -358,6 +384,30 @@ __device__ __forceinline__ uint2 e4m3_codes8(const float (&q)[8]) {
   uint32_t c[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) c[i] = e4m3x2(q[2 * i], q[2 * i + 1]);
+  return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+}
+
+// 2^(127 - code) as bf16 bits in both halves, for code <= 253 (the exponent field 254 - code >= 1;
+// code 254 would be the subnormal 2^-127 = 0x0040, also handled).
+__device__ __forceinline__ uint32_t pow2_neg_ue8m0_bf16x2(uint32_t code) {
+  const uint32_t e = 254u - code;
+  const uint32_t h = e == 0u ? 0x0040u : (e << 7);
+  return h | (h << 16);
+}
+
+// The E4M3 codes of the 8 bf16 values in w times the power of two m2 (bf16x2 bits, both halves),
+// packed in order. The product is taken in bf16x2, which is exact whenever it is a normal bf16
+// (a power-of-two scaling), i.e. the same value as the f32 product; below bf16's normal range
+// (|x m| < 2^-126) it may round, but every such value is +-0 in E4M3 either way and keeps its
+// sign (the -0 addend leaves +-0 products as they are). One bf16x2 instruction per pair instead
+// of an f32 multiply per element.
+__device__ __forceinline__ uint2 e4m3_codes8_pow2_bf16(const uint32_t (&w)[4], uint32_t m2) {
+  uint32_t c[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t p = bf16x2_fma(w[i], m2, 0x80008000u);
+    c[i] = e4m3x2(__uint_as_float(p << 16), __uint_as_float(p & 0xFFFF0000u));
+  }
   return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
 }
 
