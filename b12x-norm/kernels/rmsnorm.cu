@@ -451,8 +451,24 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v4_f32, float, 4, true)
 B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
 
 // Fused norm -> quantize: quantized output only (codes + scales; y is not written).
+// Register bounds: the plain (no residual) v4 forms are capped at 48 registers, where none spills
+// on sm_90a: a D = 7168 row's 224 threads then fit 6 CTAs per SM instead of 5 (E4M3 outputs, 52
+// registers) or 4 (NVFP4, 64). On sm_120a/121a the NVFP4 form (hardware E2M1 conversion) spills
+// at 48 and takes 56. The other forms keep the launch bound alone (the residual forms' v4 spill
+// at 56).
+#define B12X_RQ_BOUNDS(TIN, KV, HAS_RESIDUAL, QUANT) B12X_RQ_BOUNDS_##KV##_##HAS_RESIDUAL(TIN, KV, QUANT)
+#define B12X_RQ_BOUNDS_LB(TIN, KV, QUANT) __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>())
+#define B12X_RQ_BOUNDS_1_false B12X_RQ_BOUNDS_LB
+#define B12X_RQ_BOUNDS_2_false B12X_RQ_BOUNDS_LB
+#define B12X_RQ_BOUNDS_4_false(TIN, KV, QUANT) \
+  __maxnreg__(B12X_SM120_FEATURES && QUANT == b12x::kQuantNvfp4 ? 56 : 48)
+#define B12X_RQ_BOUNDS_8_false B12X_RQ_BOUNDS_LB
+#define B12X_RQ_BOUNDS_1_true B12X_RQ_BOUNDS_LB
+#define B12X_RQ_BOUNDS_2_true B12X_RQ_BOUNDS_LB
+#define B12X_RQ_BOUNDS_4_true B12X_RQ_BOUNDS_LB
+#define B12X_RQ_BOUNDS_8_true B12X_RQ_BOUNDS_LB
 #define B12X_RMSNORM_QUANT_KERNEL(NAME, TIN, KV, HAS_RESIDUAL, QUANT)                   \
-  extern "C" __global__ void __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>()) \
+  extern "C" __global__ void B12X_RQ_BOUNDS(TIN, KV, HAS_RESIDUAL, QUANT)              \
       NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                       \
     b12x::rmsnorm_row<TIN, KV, HAS_RESIDUAL, QUANT, b12x::RmsnormQuantParams>(p);       \
   }

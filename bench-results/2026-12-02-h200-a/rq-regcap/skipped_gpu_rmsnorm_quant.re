@@ -1,0 +1,1 @@
+^(nvfp4::t300_d4096::plain::bf16::enc_saturating|nvfp4::t300_d4096::add::bf16::enc_saturating|nvfp4::t300_d4096::plain::bf16::enc_subnormal_scales|nvfp4::t300_d4096::add::bf16::enc_subnormal_scales|nvfp4::t7_d4096::plain::f16|nvfp4::t7_d4096::add::f16)$
