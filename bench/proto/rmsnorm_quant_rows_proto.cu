@@ -24,7 +24,8 @@
 #include "../../b12x-core/kernels/read_bw.cu"
 
 // The persistent variant, here rather than in the library (it was slower everywhere: README of
-// bench-results/2026-12-01-h200-k, rows-proto/). Call 2 ran it from rmsnorm.cu itself (at 0d3880a);
+// bench-results/2026-12-01-h200-k, rows-proto/; with w packed and capped at 56-72 registers too,
+// 5-15% behind v4 at T = 32768: bench-results/2026-12-02-h200-a, rows-packed-w/). Call 2 ran it from rmsnorm.cu itself (at 0d3880a);
 // it lives beside the harness now so the harness still builds, on today's quantize_vec.
 namespace b12x {
 
@@ -97,6 +98,7 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
   };
   int64_t row = blockIdx.x;
   if (row < p.rows) load_row(row);
+#if PROTO_W_F32
   float w_f[kVecsPerThread][VEC];
 #pragma unroll
   for (int k = 0; k < kVecsPerThread; ++k) {
@@ -105,6 +107,16 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
     if (i < nvec) wv = ld_global_v16(g_w + i);
     unpack_f32<TIn>(wv, w_f[k]);
   }
+#else
+  // w stays packed (half the registers of its f32 copy); widened at each use, as in rmsnorm_row.
+  Vec16 w_p[kVecsPerThread];
+#pragma unroll
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int i = vidx(k);
+    w_p[k] = Vec16{};
+    if (i < nvec) w_p[k] = ld_global_v16(g_w + i);
+  }
+#endif
   float enc = 0.0f;
   if constexpr (kQuant == kQuantNvfp4) {
     enc = *p.enc;
@@ -119,6 +131,13 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
       if constexpr (kHasResidual) r_res[k] = n_res[k];
     }
     if (row + gridDim.x < p.rows) load_row(row + gridDim.x);
+#if !PROTO_W_F32
+    // Opaque per iteration: otherwise ptxas hoists the loop-invariant widening of w out of the
+    // loop (its f32 copy: twice the registers).
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k)
+      asm volatile("" : "+r"(w_p[k].w[0]), "+r"(w_p[k].w[1]), "+r"(w_p[k].w[2]), "+r"(w_p[k].w[3]));
+#endif
     float r_ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
@@ -150,8 +169,15 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
       if (i < nvec) {
         float f_x[VEC], f_y[VEC];
         unpack_f32<TIn>(r_x[k], f_x);
+#if PROTO_W_F32
 #pragma unroll
         for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * w_f[k][j];
+#else
+        float f_w[VEC];
+        unpack_f32<TIn>(w_p[k], f_w);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
+#endif
         yv = pack_from_f32<TOut>(f_y);
       }
       return yv;
@@ -162,8 +188,27 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
 
 }  // namespace b12x
 
+// PROTO_W_F32=1: session 21's variant (w widened to f32 once per CTA, launch bound only). Default
+// (session 23): w packed and each form capped at PROTO_CAP_{2,4,8} registers.
+#ifndef PROTO_W_F32
+#define PROTO_W_F32 0
+#endif
+#ifndef PROTO_CAP_2
+#define PROTO_CAP_2 40
+#endif
+#ifndef PROTO_CAP_4
+#define PROTO_CAP_4 64
+#endif
+#ifndef PROTO_CAP_8
+#define PROTO_CAP_8 96
+#endif
+#if PROTO_W_F32
+#define ROWS_BOUND(TIN, KV) __launch_bounds__(b12x::rmsnorm_quant_rows_max_threads<TIN, KV>())
+#else
+#define ROWS_BOUND(TIN, KV) __maxnreg__(KV == 2 ? PROTO_CAP_2 : KV == 4 ? PROTO_CAP_4 : PROTO_CAP_8)
+#endif
 #define ROWS_KERNEL(NAME, TIN, KV, RES, QUANT)                                                      \
-  extern "C" __global__ void __launch_bounds__(b12x::rmsnorm_quant_rows_max_threads<TIN, KV>())    \
+  extern "C" __global__ void ROWS_BOUND(TIN, KV)                                                    \
       NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                                      \
     b12x::rmsnorm_quant_rows<TIN, KV, RES, QUANT>(p);                                                  \
   }
