@@ -25,8 +25,9 @@
 
 // The persistent variant, here rather than in the library (it was slower everywhere: README of
 // bench-results/2026-12-01-h200-k, rows-proto/; with w packed and capped at 56-72 registers too,
-// 5-15% behind v4 at T = 32768: bench-results/2026-12-02-h200-a, rows-packed-w/). Call 2 ran it from rmsnorm.cu itself (at 0d3880a);
-// it lives beside the harness now so the harness still builds, on today's quantize_vec.
+// 5-15% behind v4 at T = 32768: bench-results/2026-12-02-h200-a, rows-packed-w/). Call 2 of
+// session 21 ran it from rmsnorm.cu itself (at 0d3880a); it lives beside the harness now so the
+// harness still builds, on today's quantize_vec.
 namespace b12x {
 
 // rmsnorm_row's quantized epilogue (its kPaired / single-vector loops), taking y per slot.
