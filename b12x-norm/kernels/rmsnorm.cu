@@ -452,10 +452,11 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
 
 // Fused norm -> quantize: quantized output only (codes + scales; y is not written).
 // Register bounds: the plain (no residual) v4 forms are capped at 48 registers, where none spills
-// on sm_90a: a D = 7168 row's 224 threads then fit 6 CTAs per SM instead of 5 (E4M3 outputs, 52
-// registers) or 4 (NVFP4, 64). On sm_120a/121a the NVFP4 form (hardware E2M1 conversion) spills
-// at 48 and takes 56. The other forms keep the launch bound alone (the residual forms' v4 spill
-// at 56).
+// on sm_90a. An SM sub-partition then holds 10 warps (16384 registers) instead of 9 (56 allocated)
+// or 8 (NVFP4, 64): D = 4096 rows (4-warp CTAs) fit 10 CTAs per SM instead of 9, D = 7168 rows
+// (7-warp CTAs) 5 instead of 4 for NVFP4 and still 5 for the E4M3 outputs (ncu, session 23).
+// On sm_120a/121a the NVFP4 form (hardware E2M1 conversion) spills at 48 and takes 56. The other
+// forms keep the launch bound alone (the residual forms' v4 spill at 56).
 #define B12X_RQ_BOUNDS(TIN, KV, HAS_RESIDUAL, QUANT) B12X_RQ_BOUNDS_##KV##_##HAS_RESIDUAL(TIN, KV, QUANT)
 #define B12X_RQ_BOUNDS_LB(TIN, KV, QUANT) __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>())
 #define B12X_RQ_BOUNDS_1_false B12X_RQ_BOUNDS_LB
