@@ -127,6 +127,9 @@ fn two_ops<E: Element + HostFloat>(
 }
 
 /// `enc`: the NVFP4 encode scale (any finite positive value; unused by the other outputs).
+/// `w_exps`: when not empty, 32-element group g of w is scaled by 2^w_exps[g % len] (y's blocks
+/// then span the format's scale range: huge and tiny block scales, subnormal y, saturated and
+/// zero NVFP4 scales).
 fn check<E: Element + HostFloat>(
     dev: &Arc<Device>,
     t: usize,
@@ -134,6 +137,7 @@ fn check<E: Element + HostFloat>(
     residual: bool,
     out: QuantOut,
     enc: f32,
+    w_exps: &[i32],
 ) -> TrialResult {
     let stream = dev.stream();
     let mut x_f = uniform(t as u64 + 3, t * d, -2.0, 2.0);
@@ -145,7 +149,14 @@ fn check<E: Element + HostFloat>(
     }
     let x_h = cast::<E>(&x_f);
     let r_h = cast::<E>(&uniform(t as u64 + 4, t * d, -2.0, 2.0));
-    let w_h = cast::<E>(&uniform(5, d, 0.5, 1.5));
+    let mut w_f = uniform(5, d, 0.5, 1.5);
+    if !w_exps.is_empty() {
+        for (g, chunk) in w_f.chunks_mut(32).enumerate() {
+            let e = w_exps[g % w_exps.len()];
+            chunk.iter_mut().for_each(|v| *v *= 2f32.powi(e));
+        }
+    }
+    let w_h = cast::<E>(&w_f);
     let x = stream.clone_htod(&x_h).map_err(err)?;
     let w = stream.clone_htod(&w_h).map_err(err)?;
     let q = rmsnorm_quant::Query { cols: d, dtype: E::DTYPE, max_tokens: t.max(64), eps: 1e-6, residual, out };
@@ -203,7 +214,7 @@ fn main() {
             for residual in [false, true] {
                 let form = if residual { "add" } else { "plain" };
                 trials.push(GpuTrial::new(format!("{o}::t{t}_d{d}::{form}::bf16"), move |dev| {
-                    check::<bf16>(dev, t, d, residual, out, 52.5)
+                    check::<bf16>(dev, t, d, residual, out, 52.5, &[])
                 }));
             }
         }
@@ -216,15 +227,23 @@ fn main() {
                 for residual in [false, true] {
                     let form = if residual { "add" } else { "plain" };
                     trials.push(GpuTrial::new(format!("{o}::t300_d4096::{form}::bf16::{name}"), move |dev| {
-                        check::<bf16>(dev, 300, 4096, residual, out, enc)
+                        check::<bf16>(dev, 300, 4096, residual, out, enc, &[])
                     }));
                 }
             }
         }
+        // w from 2^-131 (a bf16 subnormal: subnormal y) to 2^116 (|y| up to ~2^123, |x rrms| <=
+        // sqrt(D)); f16 from 2^-20 (f16 subnormal y) to 2^8.
+        trials.push(GpuTrial::new(format!("{o}::t33_d4096::plain::bf16::w_extremes"), move |dev| {
+            check::<bf16>(dev, 33, 4096, false, out, 52.5, &[-131, -116, -80, -40, 0, 40, 80, 116])
+        }));
+        trials.push(GpuTrial::new(format!("{o}::t33_d7168::plain::f16::w_extremes"), move |dev| {
+            check::<f16>(dev, 33, 7168, false, out, 52.5, &[-20, -12, -4, 0, 4, 8])
+        }));
         for residual in [false, true] {
             let form = if residual { "add" } else { "plain" };
             trials.push(GpuTrial::new(format!("{o}::t7_d4096::{form}::f16"), move |dev| {
-                check::<f16>(dev, 7, 4096, residual, out, 52.5)
+                check::<f16>(dev, 7, 4096, residual, out, 52.5, &[])
             }));
         }
     }
