@@ -455,29 +455,37 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
 // on sm_90a. An SM sub-partition then holds 10 warps (16384 registers) instead of 9 (56 allocated)
 // or 8 (NVFP4, 64): D = 4096 rows (4-warp CTAs) fit 10 CTAs per SM instead of 9, D = 7168 rows
 // (7-warp CTAs) 5 instead of 4 for NVFP4 and still 5 for the E4M3 outputs (ncu, session 23).
+// The plain v8 forms of the power-of-two E4M3 outputs (MXFP8, block FP8 UE8M0) take 72 (7 warps
+// per sub-partition instead of 6: D = 7168's 4-warp CTAs 7 per SM instead of 6); block FP8 f32
+// and NVFP4 spill at 72 and keep the launch bound (80 registers on sm_90a).
 // On sm_120a/121a the NVFP4 form (hardware E2M1 conversion) spills at 48 and takes 56. The other
 // forms keep the launch bound alone (the residual forms' v4 spill at 56).
-#define B12X_RQ_BOUNDS(TIN, KV, HAS_RESIDUAL, QUANT) B12X_RQ_BOUNDS_##KV##_##HAS_RESIDUAL(TIN, KV, QUANT)
-#define B12X_RQ_BOUNDS_LB(TIN, KV, QUANT) __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>())
+#define B12X_RQ_BOUNDS(TIN, KV, HAS_RESIDUAL, QUANT, QNAME) \
+  B12X_RQ_BOUNDS_##KV##_##HAS_RESIDUAL(TIN, KV, QUANT, QNAME)
+#define B12X_RQ_BOUNDS_LB(TIN, KV, QUANT, QNAME) __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>())
 #define B12X_RQ_BOUNDS_1_false B12X_RQ_BOUNDS_LB
 #define B12X_RQ_BOUNDS_2_false B12X_RQ_BOUNDS_LB
-#define B12X_RQ_BOUNDS_4_false(TIN, KV, QUANT) \
+#define B12X_RQ_BOUNDS_4_false(TIN, KV, QUANT, QNAME) \
   __maxnreg__(B12X_SM120_FEATURES && QUANT == b12x::kQuantNvfp4 ? 56 : 48)
-#define B12X_RQ_BOUNDS_8_false B12X_RQ_BOUNDS_LB
+#define B12X_RQ_BOUNDS_8_false(TIN, KV, QUANT, QNAME) B12X_RQ_V8_##QNAME(TIN, KV, QUANT, QNAME)
+#define B12X_RQ_V8_mxfp8(TIN, KV, QUANT, QNAME) __maxnreg__(72)
+#define B12X_RQ_V8_fp8b128ue8m0(TIN, KV, QUANT, QNAME) __maxnreg__(72)
+#define B12X_RQ_V8_fp8b128f32 B12X_RQ_BOUNDS_LB
+#define B12X_RQ_V8_nvfp4 B12X_RQ_BOUNDS_LB
 #define B12X_RQ_BOUNDS_1_true B12X_RQ_BOUNDS_LB
 #define B12X_RQ_BOUNDS_2_true B12X_RQ_BOUNDS_LB
 #define B12X_RQ_BOUNDS_4_true B12X_RQ_BOUNDS_LB
 #define B12X_RQ_BOUNDS_8_true B12X_RQ_BOUNDS_LB
-#define B12X_RMSNORM_QUANT_KERNEL(NAME, TIN, KV, HAS_RESIDUAL, QUANT)                   \
-  extern "C" __global__ void B12X_RQ_BOUNDS(TIN, KV, HAS_RESIDUAL, QUANT)              \
+#define B12X_RMSNORM_QUANT_KERNEL(NAME, TIN, KV, HAS_RESIDUAL, QUANT, QNAME)            \
+  extern "C" __global__ void B12X_RQ_BOUNDS(TIN, KV, HAS_RESIDUAL, QUANT, QNAME)       \
       NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                       \
     b12x::rmsnorm_row<TIN, KV, HAS_RESIDUAL, QUANT, b12x::RmsnormQuantParams>(p);       \
   }
 #define B12X_RMSNORM_QUANT_V(FORM, RES, QNAME, QUANT, TIN, TNAME)                                          \
-  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v1_##TNAME, TIN, 1, RES, QUANT)                 \
-  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v2_##TNAME, TIN, 2, RES, QUANT)                 \
-  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v4_##TNAME, TIN, 4, RES, QUANT)                 \
-  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v8_##TNAME, TIN, 8, RES, QUANT)
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v1_##TNAME, TIN, 1, RES, QUANT, QNAME)                 \
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v2_##TNAME, TIN, 2, RES, QUANT, QNAME)                 \
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v4_##TNAME, TIN, 4, RES, QUANT, QNAME)                 \
+  B12X_RMSNORM_QUANT_KERNEL(b12x_rmsnorm##FORM##_##QNAME##_v8_##TNAME, TIN, 8, RES, QUANT, QNAME)
 #define B12X_RMSNORM_QUANT_FORMS(QNAME, QUANT, TIN, TNAME)                                                 \
   B12X_RMSNORM_QUANT_V(, false, QNAME, QUANT, TIN, TNAME)                                                  \
   B12X_RMSNORM_QUANT_V(_add, true, QNAME, QUANT, TIN, TNAME)

@@ -1,0 +1,25 @@
+#!/bin/bash
+# Session 23, call 8: the plain v8 forms of the MXFP8 and block FP8 UE8M0 outputs of
+# norm.rmsnorm_quant capped at 72 registers (working tree on 90fb0ca, .gpu/bundle) against
+# 90fb0ca (.gpu/base): gpu_rmsnorm_quant, its memcheck + racecheck (reduced, 16 processes each),
+# then the bench alternated new/base twice.
+R=$OUT/r; mkdir -p $R; B=$PWD/.gpu/bundle; BASE=$PWD/.gpu/base; S=$PWD/bench/sanitize_parallel.sh
+export B12X_ALLOW_PARTIAL_ARCHS=1 B12X_COMMIT=$(cat $B/COMMIT)
+save() { (cd $OUT && tar czf r.tgz r); }
+cd $B/bin
+B12X_CACHE_DIR=/tmp/c-t timeout 100 ./gpu_rmsnorm_quant --test-threads 1 > $R/gpu_rmsnorm_quant.log 2>&1
+echo "gpu_rmsnorm_quant rc=$? $(grep -c '\.\.\. ok' $R/gpu_rmsnorm_quant.log) ok t=$SECONDS" >> $R/summary.txt
+for tool in memcheck racecheck; do
+  B12X_TEST_PROFILE=reduced bash $S ./gpu_rmsnorm_quant $tool $R/san_rq 16 60 > $R/san_rq_$tool.txt 2>&1
+  echo "$tool gpu_rmsnorm_quant: $(tail -1 $R/san_rq_$tool.txt) t=$SECONDS" >> $R/summary.txt; save
+done
+bench() { # label dir
+  mkdir -p $R/$1
+  (cd $2 && B12X_CACHE_DIR=/tmp/c-$1 B12X_BENCH_SAMPLES=30 B12X_BENCH_OUT=$R/$1 timeout 60 ./bench_rmsnorm_quant > $R/$1/bench.log 2>&1)
+  echo "$1 rc=$? t=$SECONDS" >> $R/summary.txt; save
+}
+for i in 1 2; do
+  bench rq_new$i $B/bin; bench rq_base$i $BASE/bin
+done
+cat $R/summary.txt
+cd $OUT && tar czf r.tgz r && rm -rf r
