@@ -21,8 +21,9 @@
 //! (`bench-results/2026-11-30-h200-c`, the current kernels again in
 //! `bench-results/2026-11-30-h200-j`; the two-instruction division: suite and memcheck in
 //! `bench-results/2026-12-01-h200-g/fp8-div2`; `rcp_rd_normal`: suite and memcheck in
-//! `bench-results/2026-12-01-h200-k/fused-fp4`, suite again in `…/final`); sm_120a/sm_121a
-//! compiled, not run.
+//! `bench-results/2026-12-01-h200-k/fused-fp4`, suite again in `…/final`; the session-23 kernels —
+//! bf16x2 UE8M0 scaling, HMNMX2 amax — suite, memcheck and racecheck in
+//! `bench-results/2026-12-02-h200-a/quant-ab` and `…/rq-regcap`); sm_120a/sm_121a compiled, not run.
 
 use crate::block::Fp8ScaleKind;
 use crate::flat::{self, FlatConfig};

@@ -25,8 +25,9 @@
 //!   (`bench-results/2026-12-01-h200-g/wip-ab`).
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite (both paths: the `padded_rows`
-//! trials take the general one) and memcheck clean (`bench-results/2026-12-01-h200-g/wip-ab`);
-//! sm_120a/sm_121a compiled, not run.
+//! trials take the general one) and memcheck clean (`bench-results/2026-12-01-h200-g/wip-ab`;
+//! the session-23 kernels — bf16x2 E4M3 scaling, HMNMX2 amax — suite, memcheck and racecheck in
+//! `bench-results/2026-12-02-h200-a/quant-ab` and `…/rq-regcap`); sm_120a/sm_121a compiled, not run.
 //!
 //! ```no_run
 //! use b12x_core::{RaceBuffer, DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
