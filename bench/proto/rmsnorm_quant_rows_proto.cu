@@ -7,7 +7,8 @@
 //          shapes with partial warps (D = 1152), fewer rows than CTAs (T = 7) and more
 //          (T = 3000), bf16 and f16, all four outputs, NaN/Inf/zero rows included;
 //   time:  graph-replay medians (the project's L2 flush) of v{KV} and p{KV} at T = 8192 / 32768,
-//          D = 4096 / 7168, with the grid of p{KV} = min(T, SMs x resident CTAs).
+//          D = 4096 / 7168, with the grid of p{KV} = min(T, SMs x resident CTAs); and r4 (two rows
+//          per CTA, plain bf16 only; checked against v4 too), grid ceil(T / 2).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/rq_rows rmsnorm_quant_rows_proto.cu && /tmp/rq_rows [check|time|all]
 #include <cuda.h>
@@ -187,6 +188,102 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
   }
 }
 
+// Two rows per CTA (session 23, not yet run): CTA c normalizes rows 2c and 2c + 1 exactly as
+// rmsnorm_row<kVecsPerThread> (same thread <-> vector layout, each row's sum of squares reduced in
+// block_sum's order: outputs equal v{kVecsPerThread}'s), with w loaded once for both and both
+// rows' loads in flight together. Plain form only.
+template <typename TIn, int kVecsPerThread, int kQuant>
+__device__ __forceinline__ void rmsnorm_quant_two_rows(const RmsnormQuantParams& p) {
+  using TOut = TIn;
+  constexpr int VEC = VecN<TIn>::value;
+  static_assert(VEC == 8 && kQuant != kQuantNone, "quantized outputs take bf16/f16 rows");
+  __shared__ float s_red2[2][33];
+  __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
+  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
+  const int nvec = p.cols / VEC;
+  const int64_t row0 = 2 * (int64_t)blockIdx.x;
+  const bool has1 = row0 + 1 < p.rows;  // CTA-uniform
+  Vec16 r_x[2][kVecsPerThread];
+  Vec16 r_w[kVecsPerThread];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + (row0 + r) * p.x_stride);
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      r_x[r][k] = Vec16{};
+      if (i < nvec && (r == 0 || has1)) r_x[r][k] = ld_global_cg_v16(g_x + i);
+    }
+  }
+  const Vec16* g_w = static_cast<const Vec16*>(p.w);
+#pragma unroll
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int i = vidx(k);
+    r_w[k] = Vec16{};
+    if (i < nvec) r_w[k] = ld_global_v16(g_w + i);
+  }
+  float enc = 0.0f;
+  if constexpr (kQuant == kQuantNvfp4) {
+    enc = *p.enc;
+    nvfp4_rcp_table(enc, s_rcp);
+  }
+  float ss[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      float f_x[VEC];
+      unpack_f32<TIn>(r_x[r][k], f_x);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) ss[r] = fmaf(f_x[j], f_x[j], ss[r]);
+    }
+  // block_sum for both rows at once (the same operations per row, so the same bits).
+  {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    const float v0 = warp_sum(ss[0]), v1 = warp_sum(ss[1]);
+    if (lane == 0) {
+      s_red2[0][warp] = v0;
+      s_red2[1][warp] = v1;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const float t0 = warp_sum(lane < nwarps ? s_red2[0][lane] : 0.0f);
+      const float t1 = warp_sum(lane < nwarps ? s_red2[1][lane] : 0.0f);
+      if (lane == 0) {
+        s_red2[0][32] = t0;
+        s_red2[1][32] = t1;
+      }
+    }
+    __syncthreads();
+    ss[0] = s_red2[0][32];
+    ss[1] = s_red2[1][32];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k)
+      asm volatile("" : "+r"(r_x[r][k].w[0]), "+r"(r_x[r][k].w[1]), "+r"(r_x[r][k].w[2]), "+r"(r_x[r][k].w[3]));
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (r == 1 && !has1) break;
+    const float rrms = rsqrtf(ss[r] / static_cast<float>(p.cols) + p.eps);
+    const QuantRow qr = quant_row<kQuant>(p, row0 + r, enc, s_rcp);
+    const auto y_of = [&](int k, int i) {
+      Vec16 yv{};
+      if (kQuant == kQuantNvfp4 || i < nvec) {
+        float f_x[VEC], f_w[VEC], f_y[VEC];
+        unpack_f32<TIn>(r_x[r][k], f_x);
+        unpack_f32<TIn>(r_w[k], f_w);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
+        yv = pack_from_f32<TOut>(f_y);
+      }
+      return yv;
+    };
+    quantize_row<kQuant, TOut, kVecsPerThread>(qr, nvec, y_of);
+  }
+}
+
 }  // namespace b12x
 
 // PROTO_W_F32=1: session 21's variant (w widened to f32 once per CTA, launch bound only). Default
@@ -227,6 +324,22 @@ ROWS_ALL(fp8b128f32, b12x::kQuantFp8B128F32)
 ROWS_ALL(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0)
 ROWS_ALL(nvfp4, b12x::kQuantNvfp4)
 
+// Two rows per CTA: b12x_rmsnorm_<out>_r4_bf16 (v4's layout), capped at PROTO_CAP_R4 registers:
+// at 64 the E4M3 outputs do not spill on sm_90a (4 CTAs of 7 warps per SM, 8 rows in flight
+// against v4's 5 and v8's 7); NVFP4 spills 60 bytes there (72: none).
+#ifndef PROTO_CAP_R4
+#define PROTO_CAP_R4 64
+#endif
+#define TWO_ROWS_KERNEL(NAME, TIN, QUANT)                                             \
+  extern "C" __global__ void __maxnreg__(PROTO_CAP_R4)                                \
+      NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                      \
+    b12x::rmsnorm_quant_two_rows<TIN, 4, QUANT>(p);                                  \
+  }
+TWO_ROWS_KERNEL(b12x_rmsnorm_mxfp8_r4_bf16, b12x::bf16, b12x::kQuantMxfp8)
+TWO_ROWS_KERNEL(b12x_rmsnorm_fp8b128f32_r4_bf16, b12x::bf16, b12x::kQuantFp8B128F32)
+TWO_ROWS_KERNEL(b12x_rmsnorm_fp8b128ue8m0_r4_bf16, b12x::bf16, b12x::kQuantFp8B128Ue8m0)
+TWO_ROWS_KERNEL(b12x_rmsnorm_nvfp4_r4_bf16, b12x::bf16, b12x::kQuantNvfp4)
+
 using b12x::bf16;
 #include "proto_common.cuh"
 
@@ -245,6 +358,9 @@ static const Fn kFns[4][2][2][6] = {
      {ENTRY(_add, fp8b128ue8m0, bf16), ENTRY(_add, fp8b128ue8m0, f16)}},
     {{ENTRY(, nvfp4, bf16), ENTRY(, nvfp4, f16)}, {ENTRY(_add, nvfp4, bf16), ENTRY(_add, nvfp4, f16)}},
 };
+// Two rows per CTA (plain bf16 only): variant index 6, "r4" (v4's layout, grid ceil(T / 2)).
+static const Fn kR4[4] = {b12x_rmsnorm_mxfp8_r4_bf16, b12x_rmsnorm_fp8b128f32_r4_bf16,
+                          b12x_rmsnorm_fp8b128ue8m0_r4_bf16, b12x_rmsnorm_nvfp4_r4_bf16};
 static const char* kOut[4] = {"mxfp8", "fp8b128f32", "fp8b128ue8m0", "nvfp4"};
 static const int kBlock[4] = {32, 128, 128, 16};
 static const int kKv[3] = {2, 4, 8};
@@ -265,6 +381,7 @@ static int g_sms;
 
 // Threads per CTA of variant kv (whole warps covering the row) and its bound; 0: illegal.
 static int threads_of(int d, int j) {
+  if (j == 6) j = 1;  // r4: v4's CTA
   const int kv = kKv[j % 3];
   const int th = ((d / 8 + kv - 1) / kv + 31) / 32 * 32;
   const int bound_v = std::min(16384 / 8 / kv, 1024);
@@ -291,10 +408,10 @@ static Params params_of(const Case& c, const Bufs& b) {
 }
 
 static void launch(const Case& c, const Bufs& b, int j, cudaStream_t st, int* grid_out = nullptr) {
-  const Fn fn = kFns[c.out][c.add][c.f16][j];
+  const Fn fn = j == 6 ? kR4[c.out] : kFns[c.out][c.add][c.f16][j];
   const int th = threads_of(c.d, j);
-  int grid = c.t;
-  if (j >= 3) {
+  int grid = j == 6 ? (c.t + 1) / 2 : c.t;
+  if (j >= 3 && j < 6) {
     int occ = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void*)fn, th, 0));
     grid = std::min(c.t, g_sms * occ);
@@ -391,6 +508,14 @@ static int check_all(cudaStream_t st) {
                      kKv[j]);
             }
           }
+          if (!add && !f16 && threads_of(c.d, 1)) {  // r4 against v4
+            const Out a = run_once(c, b, 1, st), r = run_once(c, b, 6, st);
+            ++runs;
+            if (!(a.codes == r.codes && a.scales == r.scales)) {
+              ++fails;
+              printf("MISMATCH %s T%d D%d plain bf16 r4\n", kOut[out], c.t, c.d);
+            }
+          }
           release(b);
         }
   printf("check: %d comparisons, %d mismatches\n", runs, fails);
@@ -406,13 +531,13 @@ static void time_all(cudaStream_t st) {
         Bufs b = alloc(c, st);
         CK(cudaMemcpyAsync(b.res, b.res0, (size_t)t * d * 2, cudaMemcpyDeviceToDevice, st));
         const double bytes = (double)t * d * 2 + d * 2 + c.code_bytes() + c.scale_bytes();
-        for (int j = 0; j < 6; ++j) {
+        for (int j = 0; j < 7; ++j) {
           if (!threads_of(d, j)) continue;
           int grid = 0;
           launch(c, b, j, st, &grid);
           const double us = time_graph(st, [&] { launch(c, b, j, st); }, 30);
-          printf("%-13s %6d %5d %c%d   %6d %10.2f %8.3f\n", kOut[out], t, d, j < 3 ? 'v' : 'p', kKv[j % 3], grid, us,
-                 bytes / us * 1e-6);
+          printf("%-13s %6d %5d %c%d   %6d %10.2f %8.3f\n", kOut[out], t, d, j < 3 ? 'v' : j < 6 ? 'p' : 'r',
+                 kKv[j == 6 ? 1 : j % 3], grid, us, bytes / us * 1e-6);
         }
         release(b);
       }
