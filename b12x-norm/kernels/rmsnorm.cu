@@ -249,6 +249,19 @@ __device__ __forceinline__ void quantize_vec(const QuantRow& qr, uint32_t i, con
   }
 }
 
+// One vector of y: (x · rrms) · w in f32, rounded to TOut (what rmsnorm stores and the quantizers
+// see).
+template <typename TIn, typename TOut>
+__device__ __forceinline__ Vec16 norm_vec(const Vec16& x, const Vec16& w, float rrms) {
+  constexpr int VEC = VecN<TIn>::value;
+  float f_x[VEC], f_w[VEC], f_y[VEC];
+  unpack_f32<TIn>(x, f_x);
+  unpack_f32<TIn>(w, f_w);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
+  return pack_from_f32<TOut>(f_y);
+}
+
 template <typename TIn, int kVecsPerThread, bool kHasResidual, int kQuant = kQuantNone,
           typename P = RmsnormParams>
 __device__ __forceinline__ void rmsnorm_row(const P& p) {
@@ -358,14 +371,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
   // and were slower at 9 of 12 shapes, up to 5.9%: bench-results/2026-12-01-h200-k/yof.)
   const auto y_of = [&](int k, int i) {
     Vec16 yv{};
-    if (kQuant == kQuantNvfp4 || i < nvec) {
-      float f_x[VEC], f_w[VEC], f_y[VEC];
-      unpack_f32<TIn>(r_x[k], f_x);
-      unpack_f32<TIn>(r_w[k], f_w);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
-      yv = pack_from_f32<TOut>(f_y);
-    }
+    if (kQuant == kQuantNvfp4 || i < nvec) yv = norm_vec<TIn, TOut>(r_x[k], r_w[k], rrms);
     return yv;
   };
   if constexpr (kPaired) {

@@ -169,18 +169,15 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
     const auto y_of = [&](int k, int i) {
       Vec16 yv{};
       if (i < nvec) {
+#if PROTO_W_F32
         float f_x[VEC], f_y[VEC];
         unpack_f32<TIn>(r_x[k], f_x);
-#if PROTO_W_F32
 #pragma unroll
         for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * w_f[k][j];
-#else
-        float f_w[VEC];
-        unpack_f32<TIn>(w_p[k], f_w);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
-#endif
         yv = pack_from_f32<TOut>(f_y);
+#else
+        yv = norm_vec<TIn, TOut>(r_x[k], w_p[k], rrms);
+#endif
       }
       return yv;
     };
@@ -270,14 +267,7 @@ __device__ __forceinline__ void rmsnorm_quant_two_rows(const RmsnormQuantParams&
     const QuantRow qr = quant_row<kQuant>(p, row0 + r, enc, s_rcp);
     const auto y_of = [&](int k, int i) {
       Vec16 yv{};
-      if (kQuant == kQuantNvfp4 || i < nvec) {
-        float f_x[VEC], f_w[VEC], f_y[VEC];
-        unpack_f32<TIn>(r_x[r][k], f_x);
-        unpack_f32<TIn>(r_w[k], f_w);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) f_y[j] = (f_x[j] * rrms) * f_w[j];
-        yv = pack_from_f32<TOut>(f_y);
-      }
+      if (kQuant == kQuantNvfp4 || i < nvec) yv = norm_vec<TIn, TOut>(r_x[r][k], r_w[k], rrms);
       return yv;
     };
     quantize_row<kQuant, TOut, kVecsPerThread>(qr, nvec, y_of);
