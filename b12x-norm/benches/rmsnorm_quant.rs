@@ -3,7 +3,8 @@
 //! D ∈ {4096, 7168}, method of DESIGN.md §7 (graph replay, L2 flushed, median).
 //!
 //! Before timing, the fused codes and scales of the first, middle and last rows are checked bit
-//! for bit against `norm.rmsnorm` (same config pinned) followed by the CPU codec of b12x-quant.
+//! for bit against `norm.rmsnorm` (the same row layout pinned: v4 for v4r2) followed by the CPU
+//! codec of b12x-quant.
 //!
 //! Bytes are the compulsory traffic: x read (2 B/element), w read, codes written (1 or 1/2
 //! B/element), scales written. For T = 8192 a second row, `unfused_<out>/…`, times the same work
@@ -143,9 +144,13 @@ fn check(
 ) -> Result<()> {
     let stream = dev.stream();
     let rplan = rmsnorm::plan(&q.rmsnorm_query(), dev)?;
+    // The norm.rmsnorm config with the fused config's row layout (v4r2: v4).
+    let unknown =
+        || b12x_core::Error::UnknownConfig { op: rmsnorm_quant::OP, bucket: String::new(), config: config.into() };
+    let row_config = rmsnorm_quant::Config::parse(config).ok_or_else(unknown)?.row.id();
     let mut s = PreparationSession::new(dev)?.with_autotune(false);
     for b in rplan.buckets() {
-        s.pin(&rplan, &b.label(), config);
+        s.pin(&rplan, &b.label(), &row_config);
     }
     s.prepare(&[&rplan])?;
     let mut y = stream.alloc_zeros::<bf16>(t * d)?;

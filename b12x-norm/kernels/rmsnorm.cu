@@ -8,6 +8,7 @@
 //   vectors (16 elements per block slot).
 // Entry points: b12x_rmsnorm_v{1,2,4,8}_{bf16,f16,f32}, b12x_rmsnorm_add_v{1,2,4,8}_{bf16,f16,f32};
 //   fused quantized output (norm.rmsnorm_quant): b12x_rmsnorm[_add]_{mxfp8,fp8b128f32,fp8b128ue8m0,nvfp4}_v{1,2,4,8}_{bf16,f16}.
+//   and two rows per CTA (plain form): b12x_rmsnorm_{mxfp8,fp8b128f32,fp8b128ue8m0,nvfp4}_v4r2_{bf16,f16}.
 // Oracle: src/rmsnorm/reference.rs
 #include <stddef.h>
 
@@ -262,6 +263,43 @@ __device__ __forceinline__ Vec16 norm_vec(const Vec16& x, const Vec16& w, float 
   return pack_from_f32<TOut>(f_y);
 }
 
+// The quantizing epilogue of one row: y_of(k, i) is the rounded y vector of slot k (vector i
+// = tid + k * blockDim.x of the row; zeros past the row end, see rmsnorm_row). With two or more
+// slots (kPaired) the two lanes of an even/odd neighbour pair swap one vector of slots k and
+// k + 1, so each lane quantizes two consecutive vectors (16 elements per block slot) and the block
+// reductions and scales are per 16 elements instead of per 8 (as the flat quantizers). Every lane
+// quantizes (zeros or dead blocks past the row end) so the block reductions are full-warp.
+template <int kQuant, typename TOut, int kVecsPerThread, typename YOf>
+__device__ __forceinline__ void quantize_row(const QuantRow& qr, int nvec, const YOf& y_of) {
+  static_assert(VecN<TOut>::value == 8, "quantized outputs take bf16/f16 rows");
+  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
+  if constexpr (kVecsPerThread >= 2) {
+    const bool odd = threadIdx.x & 1;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; k += 2) {
+      const Vec16 y0 = y_of(k, vidx(k)), y1 = y_of(k + 1, vidx(k + 1));
+      // An even lane keeps its slot-k vector and takes its odd neighbour's (the next vector); the
+      // odd lane keeps its slot-(k+1) vector and takes the even lane's (the previous one).
+      // yv[0] is the lane's own vector, yv[1] the neighbour's: vectors i + odd and i + 1 - odd.
+      Vec16 yv[2];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        yv[0].w[w] = odd ? y1.w[w] : y0.w[w];
+        yv[1].w[w] = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0.w[w] : y1.w[w], 1);
+      }
+      const int i = odd ? vidx(k + 1) - 1 : vidx(k);  // even: nvec is even (D is a multiple of 16)
+      quantize_vec<kQuant, TOut, 2>(qr, (uint32_t)i, yv, i < nvec, odd);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      const Vec16 yv[1] = {y_of(k, i)};
+      quantize_vec<kQuant, TOut, 1>(qr, (uint32_t)i, yv, i < nvec);
+    }
+  }
+}
+
 template <typename TIn, int kVecsPerThread, bool kHasResidual, int kQuant = kQuantNone,
           typename P = RmsnormParams>
 __device__ __forceinline__ void rmsnorm_row(const P& p) {
@@ -277,10 +315,7 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
 
   // Vector tid + k * blockDim of the row is slot k of thread tid (the loads and the sum of
   // squares of every output, so its reduction order is rmsnorm's). The quantized outputs (v2..v8)
-  // then pair them: the two lanes of an even/odd neighbour pair swap one vector of slots k and
-  // k + 1, so each lane quantizes two consecutive vectors (16 elements per block slot) and the
-  // block reductions and scales are per 16 elements instead of per 8 (as the flat quantizers).
-  constexpr bool kPaired = kQuant != kQuantNone && kVecsPerThread >= 2;
+  // then pair them (quantize_row).
   const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
   const int64_t row = blockIdx.x;
   const int nvec = p.cols / VEC;
@@ -374,33 +409,8 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
     if (kQuant == kQuantNvfp4 || i < nvec) yv = norm_vec<TIn, TOut>(r_x[k], r_w[k], rrms);
     return yv;
   };
-  if constexpr (kPaired) {
-    // Every lane quantizes (zeros or dead blocks past the row end) so the block reductions are full-warp.
-    static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
-    const bool odd = threadIdx.x & 1;
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; k += 2) {
-      const Vec16 y0 = y_of(k, vidx(k)), y1 = y_of(k + 1, vidx(k + 1));
-      // An even lane keeps its slot-k vector and takes its odd neighbour's (the next vector); the
-      // odd lane keeps its slot-(k+1) vector and takes the even lane's (the previous one).
-      // yv[0] is the lane's own vector, yv[1] the neighbour's: vectors i + odd and i + 1 - odd.
-      Vec16 yv[2];
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        yv[0].w[w] = odd ? y1.w[w] : y0.w[w];
-        yv[1].w[w] = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0.w[w] : y1.w[w], 1);
-      }
-      const int i = odd ? vidx(k + 1) - 1 : vidx(k);  // even: nvec is even (D is a multiple of 16)
-      quantize_vec<kQuant, TOut, 2>(qr, (uint32_t)i, yv, i < nvec, odd);
-    }
-  } else if constexpr (kQuant != kQuantNone) {
-    static_assert(VEC == 8, "quantized outputs take bf16/f16 rows");
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int i = vidx(k);
-      const Vec16 yv[1] = {y_of(k, i)};
-      quantize_vec<kQuant, TOut, 1>(qr, (uint32_t)i, yv, i < nvec);
-    }
+  if constexpr (kQuant != kQuantNone) {
+    quantize_row<kQuant, TOut, kVecsPerThread>(qr, nvec, y_of);
   } else {
     // y_of's body, written out: through the lambda ptxas schedules the plain kernels differently
     // (SASS differs on sm_90a), and these are the validated, benchmarked norm.rmsnorm kernels.
@@ -418,6 +428,100 @@ __device__ __forceinline__ void rmsnorm_row(const P& p) {
         st_global_v16(g_y + i, yv);
       }
     }
+  }
+}
+
+// Two rows per CTA (norm.rmsnorm_quant's "v4r2" configs, plain form): CTA c normalizes rows 2c
+// and 2c + 1 with rmsnorm_row's layout and reduction, so each row's outputs equal the one-row
+// kernel's with the same kVecsPerThread bit for bit. w is loaded once for both rows and both rows'
+// loads are in flight together, with half the CTAs (and barriers) of the one-row grid: at the same
+// registers per thread an SM holds more rows in flight (4 CTAs of 7 warps at D = 7168 hold 8 rows
+// where v4 holds 5). The host launches ceil(T / 2) CTAs; a last odd row leaves the second idle.
+template <typename TIn, int kVecsPerThread, int kQuant>
+__device__ __forceinline__ void rmsnorm_quant_two_rows(const RmsnormQuantParams& p) {
+  using TOut = TIn;
+  constexpr int VEC = VecN<TIn>::value;
+  static_assert(VEC == 8 && kQuant != kQuantNone, "quantized outputs take bf16/f16 rows");
+  __shared__ float s_red[2][33];
+  __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
+  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
+  const int nvec = p.cols / VEC;
+  const int64_t row0 = 2 * (int64_t)blockIdx.x;
+  const bool has1 = row0 + 1 < p.rows;  // CTA-uniform
+  Vec16 r_x[2][kVecsPerThread];
+  Vec16 r_w[kVecsPerThread];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + (row0 + r) * p.x_stride);
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      r_x[r][k] = Vec16{};
+      if (i < nvec && (r == 0 || has1)) r_x[r][k] = ld_global_cg_v16(g_x + i);
+    }
+  }
+  const Vec16* g_w = static_cast<const Vec16*>(p.w);
+#pragma unroll
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int i = vidx(k);
+    r_w[k] = Vec16{};
+    if (i < nvec) r_w[k] = ld_global_v16(g_w + i);
+  }
+  float enc = 0.0f;
+  if constexpr (kQuant == kQuantNvfp4) {
+    enc = *p.enc;
+    nvfp4_rcp_table(enc, s_rcp);
+  }
+  float ss[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      float f_x[VEC];
+      unpack_f32<TIn>(r_x[r][k], f_x);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) ss[r] = fmaf(f_x[j], f_x[j], ss[r]);
+    }
+  // block_sum for both rows under the same two barriers (per row the same operations in the same
+  // order, so the same bits).
+  {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    const float v0 = warp_sum(ss[0]), v1 = warp_sum(ss[1]);
+    if (lane == 0) {
+      s_red[0][warp] = v0;
+      s_red[1][warp] = v1;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const float t0 = warp_sum(lane < nwarps ? s_red[0][lane] : 0.0f);
+      const float t1 = warp_sum(lane < nwarps ? s_red[1][lane] : 0.0f);
+      if (lane == 0) {
+        s_red[0][32] = t0;
+        s_red[1][32] = t1;
+      }
+    }
+    __syncthreads();
+    ss[0] = s_red[0][32];
+    ss[1] = s_red[1][32];
+  }
+  // Keep the rows packed across the barrier (as rmsnorm_row).
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k)
+      asm volatile("" : "+r"(r_x[r][k].w[0]), "+r"(r_x[r][k].w[1]), "+r"(r_x[r][k].w[2]), "+r"(r_x[r][k].w[3]));
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (r == 1 && !has1) break;
+    const float rrms = rsqrtf(ss[r] / static_cast<float>(p.cols) + p.eps);
+    const QuantRow qr = quant_row<kQuant>(p, row0 + r, enc, s_rcp);
+    // rmsnorm_row's y_of.
+    const auto y_of = [&](int k, int i) {
+      Vec16 yv{};
+      if (kQuant == kQuantNvfp4 || i < nvec) yv = norm_vec<TIn, TOut>(r_x[r][k], r_w[k], rrms);
+      return yv;
+    };
+    quantize_row<kQuant, TOut, kVecsPerThread>(qr, nvec, y_of);
   }
 }
 
@@ -503,3 +607,27 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
 
 B12X_RMSNORM_QUANT_ALL(b12x::bf16, bf16)
 B12X_RMSNORM_QUANT_ALL(b12x::fp16, f16)
+
+// Two rows per CTA (plain form, kVecsPerThread 4: norm.rmsnorm_quant's "v4r2" configs), capped at
+// 64 registers for the power-of-two E4M3 outputs and 72 for block FP8 f32 and NVFP4 (none spills
+// there on sm_90a; on sm_120a/121a NVFP4, with the hardware E2M1 conversion, spills at 72 and
+// takes 80). At D = 7168 (7-warp CTAs) either cap holds 4 CTAs, 8 rows, per SM;
+// at D = 4096 64 registers hold 8 CTAs (16 rows) and 72 hold 7 (session 24, rows-r4: 72 was
+// 3-5% faster for block FP8 f32 and NVFP4 at D = 7168, and up to 6% slower for the others).
+#define B12X_RQ2_CAP_mxfp8 64
+#define B12X_RQ2_CAP_fp8b128ue8m0 64
+#define B12X_RQ2_CAP_fp8b128f32 72
+#define B12X_RQ2_CAP_nvfp4 (B12X_SM120_FEATURES ? 80 : 72)
+#define B12X_RMSNORM_QUANT_TWO_ROWS(QNAME, QUANT, TIN, TNAME)                                 \
+  extern "C" __global__ void __maxnreg__(B12X_RQ2_CAP_##QNAME)                                \
+      b12x_rmsnorm_##QNAME##_v4r2_##TNAME(const __grid_constant__ b12x::RmsnormQuantParams p) { \
+    b12x::rmsnorm_quant_two_rows<TIN, 4, QUANT>(p);                                           \
+  }
+#define B12X_RMSNORM_QUANT_TWO_ROWS_ALL(TIN, TNAME)                                    \
+  B12X_RMSNORM_QUANT_TWO_ROWS(mxfp8, b12x::kQuantMxfp8, TIN, TNAME)                    \
+  B12X_RMSNORM_QUANT_TWO_ROWS(fp8b128f32, b12x::kQuantFp8B128F32, TIN, TNAME)          \
+  B12X_RMSNORM_QUANT_TWO_ROWS(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0, TIN, TNAME)      \
+  B12X_RMSNORM_QUANT_TWO_ROWS(nvfp4, b12x::kQuantNvfp4, TIN, TNAME)
+
+B12X_RMSNORM_QUANT_TWO_ROWS_ALL(b12x::bf16, bf16)
+B12X_RMSNORM_QUANT_TWO_ROWS_ALL(b12x::fp16, f16)

@@ -14,7 +14,8 @@
 //!   `[T, D/16]` u8 (NVFP4); `enc [1]` f32 on the device (NVFP4 only; finite, > 0).
 //! - Constraints: those of `norm.rmsnorm`, and D a multiple of the block (32, 128 or 16).
 //! - Kernel: `norm.rmsnorm`'s row kernel with a quantizing epilogue; the lanes holding a block's
-//!   consecutive 16-byte vectors reduce its amax with shuffles. Configs as `norm.rmsnorm`.
+//!   consecutive 16-byte vectors reduce its amax with shuffles. Configs ([`Config`]): those of
+//!   `norm.rmsnorm` (one row per CTA), and for the plain form `"v4r2"`, two rows per CTA.
 //!
 //! **Status: validated on the H200 (sm_90a)**: bit-exact GPU suite, memcheck and racecheck clean
 //! (`bench-results/2026-11-30-h200-c`, again after the row-base stores of
@@ -26,7 +27,7 @@
 //! output's E2M1 encoding is the hardware `cvt.rn.satfinite.e2m1x2.f32`). The existing
 //! `norm.rmsnorm` entry points compile to the same SASS as before this op was added.
 
-use crate::rmsnorm::{self, Config, RmsnormParams};
+use crate::rmsnorm::{self, RmsnormParams};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::plan::bucket_of;
 use b12x_core::{
@@ -238,11 +239,76 @@ impl Query {
     }
 }
 
-/// The kernel symbol of a config, e.g. `b12x_rmsnorm_add_mxfp8_v2_bf16`.
-pub fn symbol(query: &Query, config: &Config) -> String {
-    let form = if query.residual { "_add" } else { "" };
-    format!("b12x_rmsnorm{form}_{}_v{}_{}", query.out.name(), config.vecs_per_thread, query.dtype.name())
+/// One fused kernel variant: `norm.rmsnorm`'s row layout [`Config::row`] (its vectors per thread,
+/// hence its reduction order) and one or two rows per CTA.
+///
+/// Ids: `"v1"` … `"v8"` (one row per CTA, as `norm.rmsnorm`) and `"v4r2"`: two rows per CTA in
+/// v4's layout (plain form only), w loaded once for both rows and both rows' loads in flight
+/// together; the grid has ⌈T / 2⌉ CTAs. Every config's codes and scales equal
+/// `norm.rmsnorm` with [`Config::row`], then the quantizer, bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// The row layout: `norm.rmsnorm`'s config with the same reduction order.
+    pub row: rmsnorm::Config,
+    /// Rows per CTA: 1, or 2 (with `row.vecs_per_thread` = [`TWO_ROWS_VECS`]).
+    pub rows_per_cta: usize,
 }
+
+/// The vectors per thread of the two-rows-per-CTA configs.
+pub const TWO_ROWS_VECS: usize = 4;
+
+impl Config {
+    /// One row per CTA with `vecs_per_thread` vectors per thread (`"v2"`).
+    pub fn one_row(vecs_per_thread: usize) -> Self {
+        Config { row: rmsnorm::Config { vecs_per_thread }, rows_per_cta: 1 }
+    }
+    /// Two rows per CTA (`"v4r2"`).
+    pub fn two_rows() -> Self {
+        Config { row: rmsnorm::Config { vecs_per_thread: TWO_ROWS_VECS }, rows_per_cta: 2 }
+    }
+    /// The config id used in pins and caches: `"v2"`, `"v4r2"`.
+    pub fn id(&self) -> String {
+        if self.rows_per_cta == 2 {
+            format!("{}r2", self.row.id())
+        } else {
+            self.row.id()
+        }
+    }
+    /// Parses an id made by [`Config::id`].
+    pub fn parse(id: &str) -> Option<Self> {
+        match id.strip_suffix("r2") {
+            Some(row) => (rmsnorm::Config::parse(row)? == Config::two_rows().row).then(Config::two_rows),
+            None => Some(Config { row: rmsnorm::Config::parse(id)?, rows_per_cta: 1 }),
+        }
+    }
+    /// CTAs for `rows` rows.
+    pub fn grid(&self, rows: usize) -> usize {
+        rows.div_ceil(self.rows_per_cta)
+    }
+    /// The kernel symbol, e.g. `b12x_rmsnorm_add_mxfp8_v2_bf16`, `b12x_rmsnorm_nvfp4_v4r2_bf16`.
+    pub fn symbol(&self, query: &Query) -> String {
+        let form = if query.residual { "_add" } else { "" };
+        format!("b12x_rmsnorm{form}_{}_{}_{}", query.out.name(), self.id(), query.dtype.name())
+    }
+}
+
+/// The legal configs of a valid `query`, default first: `norm.rmsnorm`'s for the same row, then
+/// for the plain form `"v4r2"` where v4 is legal with a CTA of ≤ 512 threads (D ≤ 16384 for
+/// bf16/f16: within the 64–80 registers per thread the two-row kernels are capped at).
+pub fn configs(query: &Query) -> Vec<Config> {
+    let rq = query.rmsnorm_query();
+    let rows = rmsnorm::configs(&rq);
+    let two = !query.residual
+        && rows.iter().any(|c| c.vecs_per_thread == TWO_ROWS_VECS && c.block_threads(&rq) <= TWO_ROWS_MAX_THREADS);
+    let mut out: Vec<Config> = rows.into_iter().map(|c| Config { row: c, rows_per_cta: 1 }).collect();
+    if two {
+        out.push(Config::two_rows());
+    }
+    out
+}
+
+/// The largest CTA of a two-row config (its register cap allows 896 threads at 72 per thread).
+const TWO_ROWS_MAX_THREADS: usize = 512;
 
 /// A validated query bound to a device.
 #[derive(Clone, Debug)]
@@ -254,15 +320,14 @@ pub struct Plan {
     slot: PlanSlot,
 }
 
-/// Validates `query` and enumerates its configs (those of `norm.rmsnorm` for the same row).
+/// Validates `query` and enumerates its configs ([`configs`]).
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
-    let rq = query.rmsnorm_query();
     Ok(Plan {
         query: query.clone(),
         device: device.clone(),
         buckets: rmsnorm::buckets(query.max_tokens),
-        configs: rmsnorm::configs(&rq),
+        configs: configs(query),
         slot: PlanSlot::default(),
     })
 }
@@ -314,8 +379,8 @@ fn launch(query: &Query, selected: &Selected, p: &RmsnormQuantParams, stream: &C
     let config = Config::parse(&selected.config).ok_or_else(unknown)?;
     let kernel = selected.kernels.first().ok_or_else(unknown)?;
     let dims = LaunchDims {
-        grid: (p.base.rows as u32, 1, 1),
-        block: (config.block_threads(&query.rmsnorm_query()) as u32, 1, 1),
+        grid: (config.grid(p.base.rows as usize) as u32, 1, 1),
+        block: (config.row.block_threads(&query.rmsnorm_query()) as u32, 1, 1),
         smem_bytes: 0,
     };
     // SAFETY: RmsnormQuantParams mirrors the kernel's struct (asserted on both sides); `p` passed
@@ -344,7 +409,7 @@ impl OpPlan for Plan {
         self.configs.iter().map(Config::id).collect()
     }
     fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
-        self.configs.get(config_index).map(|c| vec![symbol(&self.query, c)]).unwrap_or_default()
+        self.configs.get(config_index).map(|c| vec![c.symbol(&self.query)]).unwrap_or_default()
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot

@@ -1,5 +1,6 @@
 //! GPU validation of `norm.rmsnorm_quant`: for each config (pinned), the fused kernel's codes
-//! and scales must equal — bit for bit — `norm.rmsnorm` with the same config followed by the
+//! and scales must equal — bit for bit — `norm.rmsnorm` with the same row layout (its config;
+//! v4 for the two-rows-per-CTA v4r2) followed by the
 //! b12x-quant quantizer (`quantization.mxfp8` / `.fp8_block` / `.nvfp4` given), and its written-back
 //! residual must equal rmsnorm's. (The same config matters: the row's sum of squares is reduced
 //! in a config-dependent order.)
@@ -42,7 +43,9 @@ fn two_ops<E: Element + HostFloat>(
     let stream = dev.stream();
     let (t, d) = (x.len() / q.cols, q.cols);
     let rplan = rmsnorm::plan(&q.rmsnorm_query(), dev).map_err(err)?;
-    let s1 = pinned(dev, &rplan, config)?;
+    // norm.rmsnorm with the fused config's row layout (v4r2: v4), so the same reduction order.
+    let row = rmsnorm_quant::Config::parse(config).ok_or_else(|| format!("unknown config {config}"))?.row;
+    let s1 = pinned(dev, &rplan, &row.id())?;
     let mut y = alloc_poisoned::<E>(stream, t * d).map_err(err)?;
     let args = rmsnorm::Args {
         x: TensorRef::from_slice(x, &[t, d]).map_err(err)?,

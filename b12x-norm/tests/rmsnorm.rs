@@ -323,7 +323,10 @@ fn all_symbols() -> Vec<String> {
             for out_fmt in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0, QuantOut::Nvfp4] {
                 let q = rmsnorm_quant::Query { cols: 4096, dtype, max_tokens: 64, eps: 1e-6, residual, out: out_fmt };
                 for v in VECS_PER_THREAD {
-                    out.push(rmsnorm_quant::symbol(&q, &Config { vecs_per_thread: v }));
+                    out.push(rmsnorm_quant::Config::one_row(v).symbol(&q));
+                }
+                if !residual {
+                    out.push(rmsnorm_quant::Config::two_rows().symbol(&q));
                 }
             }
         }
@@ -344,9 +347,11 @@ fn symbols_follow_the_naming_scheme() {
         residual: true,
         out: QuantOut::Fp8Block128Ue8m0,
     };
-    assert_eq!(rmsnorm_quant::symbol(&fused, &Config { vecs_per_thread: 2 }), "b12x_rmsnorm_add_fp8b128ue8m0_v2_bf16");
-    // 24 plain + 64 fused.
-    assert_eq!(all_symbols().len(), 88);
+    assert_eq!(rmsnorm_quant::Config::one_row(2).symbol(&fused), "b12x_rmsnorm_add_fp8b128ue8m0_v2_bf16");
+    let plain = rmsnorm_quant::Query { residual: false, out: QuantOut::Nvfp4, ..fused };
+    assert_eq!(rmsnorm_quant::Config::two_rows().symbol(&plain), "b12x_rmsnorm_nvfp4_v4r2_bf16");
+    // 24 plain + 64 fused one-row + 8 fused two-row.
+    assert_eq!(all_symbols().len(), 96);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! nothing dereferenced).
 
 use b12x_core::{DType, Error, TensorMut, TensorRef};
-use b12x_norm::rmsnorm_quant::{Args, QuantOut, Query};
+use b12x_norm::rmsnorm_quant::{configs, Args, Config, QuantOut, Query, TWO_ROWS_VECS};
 
 fn query(cols: usize, out: QuantOut, residual: bool) -> Query {
     Query { cols, dtype: DType::BF16, max_tokens: 64, eps: 1e-6, residual, out }
@@ -75,4 +75,31 @@ fn nvfp4_output_takes_packed_codes_and_the_encode_scale() {
     a.codes = view_mut(0x4000_0000, &[3, 4096], DType::U8);
     assert!(matches!(q.kernel_params(&a), Err(Error::Shape { tensor: "codes", .. })));
     assert!(matches!(query(4104, QuantOut::Nvfp4, false).validate(), Err(Error::InvalidQuery { field: "cols", .. })));
+}
+
+#[test]
+fn config_ids_round_trip_and_two_rows_are_plain_only() {
+    for c in [Config::one_row(1), Config::one_row(2), Config::one_row(4), Config::one_row(8), Config::two_rows()] {
+        assert_eq!(Config::parse(&c.id()), Some(c));
+    }
+    assert_eq!(Config::two_rows().id(), "v4r2");
+    assert_eq!(Config::two_rows().row.vecs_per_thread, TWO_ROWS_VECS);
+    // Only v4 has a two-row form; junk is rejected.
+    for bad in ["v2r2", "v8r2", "r2", "v4r3", "v4r2r2", "x4"] {
+        assert_eq!(Config::parse(bad), None, "{bad}");
+    }
+    assert_eq!(Config::two_rows().grid(7), 4);
+    assert_eq!(Config::two_rows().grid(8), 4);
+    assert_eq!(Config::one_row(4).grid(7), 7);
+    let ids = |q: Query| configs(&q).iter().map(Config::id).collect::<Vec<_>>();
+    for out in [QuantOut::Mxfp8, QuantOut::Fp8Block128F32, QuantOut::Fp8Block128Ue8m0, QuantOut::Nvfp4] {
+        // The plain form adds v4r2 last (the default stays norm.rmsnorm's); the residual form does not.
+        let plain = ids(query(7168, out, false));
+        assert_eq!(plain.last().map(String::as_str), Some("v4r2"), "{out:?}");
+        assert_eq!(&plain[..plain.len() - 1], &ids(query(7168, out, true))[..], "{out:?}");
+        // D = 16384: v4's CTA is 512 threads, still offered.
+        assert!(ids(query(16384, out, false)).contains(&"v4r2".to_string()));
+    }
+    // D = 512: v4 is not legal (v2 already fits one warp), so neither is v4r2.
+    assert!(!ids(query(512, QuantOut::Mxfp8, false)).iter().any(|c| c.starts_with("v4")));
 }

@@ -28,36 +28,8 @@
 // bench-results/2026-12-01-h200-k, rows-proto/; with w packed and capped at 56-72 registers too,
 // 5-15% behind v4 at T = 32768: bench-results/2026-12-02-h200-a, rows-packed-w/). Call 2 of
 // session 21 ran it from rmsnorm.cu itself (at 0d3880a); it lives beside the harness now so the
-// harness still builds, on today's quantize_vec.
+// harness still builds, on today's quantize_row.
 namespace b12x {
-
-// rmsnorm_row's quantized epilogue (its kPaired / single-vector loops), taking y per slot.
-template <int kQuant, typename T, int kVecsPerThread, typename YOf>
-__device__ __forceinline__ void quantize_row(const QuantRow& qr, int nvec, const YOf& y_of) {
-  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
-  if constexpr (kVecsPerThread >= 2) {
-    const bool odd = threadIdx.x & 1;
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; k += 2) {
-      const Vec16 y0 = y_of(k, vidx(k)), y1 = y_of(k + 1, vidx(k + 1));
-      Vec16 yv[2];
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        yv[0].w[w] = odd ? y1.w[w] : y0.w[w];
-        yv[1].w[w] = __shfl_xor_sync(0xFFFFFFFFu, odd ? y0.w[w] : y1.w[w], 1);
-      }
-      const int i = odd ? vidx(k + 1) - 1 : vidx(k);
-      quantize_vec<kQuant, T, 2>(qr, (uint32_t)i, yv, i < nvec, odd);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int i = vidx(k);
-      const Vec16 yv[1] = {y_of(k, i)};
-      quantize_vec<kQuant, T, 1>(qr, (uint32_t)i, yv, i < nvec);
-    }
-  }
-}
 
 template <typename TIn, int kVecsPerThread>
 constexpr int rmsnorm_quant_rows_max_threads() {
@@ -185,95 +157,6 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
   }
 }
 
-// Two rows per CTA (session 23, not yet run): CTA c normalizes rows 2c and 2c + 1 exactly as
-// rmsnorm_row<kVecsPerThread> (same thread <-> vector layout, each row's sum of squares reduced in
-// block_sum's order: outputs equal v{kVecsPerThread}'s), with w loaded once for both and both
-// rows' loads in flight together. Plain form only.
-template <typename TIn, int kVecsPerThread, int kQuant>
-__device__ __forceinline__ void rmsnorm_quant_two_rows(const RmsnormQuantParams& p) {
-  using TOut = TIn;
-  constexpr int VEC = VecN<TIn>::value;
-  static_assert(VEC == 8 && kQuant != kQuantNone, "quantized outputs take bf16/f16 rows");
-  __shared__ float s_red2[2][33];
-  __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
-  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
-  const int nvec = p.cols / VEC;
-  const int64_t row0 = 2 * (int64_t)blockIdx.x;
-  const bool has1 = row0 + 1 < p.rows;  // CTA-uniform
-  Vec16 r_x[2][kVecsPerThread];
-  Vec16 r_w[kVecsPerThread];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const Vec16* g_x = reinterpret_cast<const Vec16*>(static_cast<const TIn*>(p.x) + (row0 + r) * p.x_stride);
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int i = vidx(k);
-      r_x[r][k] = Vec16{};
-      if (i < nvec && (r == 0 || has1)) r_x[r][k] = ld_global_cg_v16(g_x + i);
-    }
-  }
-  const Vec16* g_w = static_cast<const Vec16*>(p.w);
-#pragma unroll
-  for (int k = 0; k < kVecsPerThread; ++k) {
-    const int i = vidx(k);
-    r_w[k] = Vec16{};
-    if (i < nvec) r_w[k] = ld_global_v16(g_w + i);
-  }
-  float enc = 0.0f;
-  if constexpr (kQuant == kQuantNvfp4) {
-    enc = *p.enc;
-    nvfp4_rcp_table(enc, s_rcp);
-  }
-  float ss[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      float f_x[VEC];
-      unpack_f32<TIn>(r_x[r][k], f_x);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) ss[r] = fmaf(f_x[j], f_x[j], ss[r]);
-    }
-  // block_sum for both rows at once (the same operations per row, so the same bits).
-  {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    const float v0 = warp_sum(ss[0]), v1 = warp_sum(ss[1]);
-    if (lane == 0) {
-      s_red2[0][warp] = v0;
-      s_red2[1][warp] = v1;
-    }
-    __syncthreads();
-    if (warp == 0) {
-      const float t0 = warp_sum(lane < nwarps ? s_red2[0][lane] : 0.0f);
-      const float t1 = warp_sum(lane < nwarps ? s_red2[1][lane] : 0.0f);
-      if (lane == 0) {
-        s_red2[0][32] = t0;
-        s_red2[1][32] = t1;
-      }
-    }
-    __syncthreads();
-    ss[0] = s_red2[0][32];
-    ss[1] = s_red2[1][32];
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r)
-#pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k)
-      asm volatile("" : "+r"(r_x[r][k].w[0]), "+r"(r_x[r][k].w[1]), "+r"(r_x[r][k].w[2]), "+r"(r_x[r][k].w[3]));
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (r == 1 && !has1) break;
-    const float rrms = rsqrtf(ss[r] / static_cast<float>(p.cols) + p.eps);
-    const QuantRow qr = quant_row<kQuant>(p, row0 + r, enc, s_rcp);
-    const auto y_of = [&](int k, int i) {
-      Vec16 yv{};
-      if (kQuant == kQuantNvfp4 || i < nvec) yv = norm_vec<TIn, TOut>(r_x[r][k], r_w[k], rrms);
-      return yv;
-    };
-    quantize_row<kQuant, TOut, kVecsPerThread>(qr, nvec, y_of);
-  }
-}
-
 }  // namespace b12x
 
 // PROTO_W_F32=1: session 21's variant (w widened to f32 once per CTA, launch bound only). Default
@@ -314,21 +197,8 @@ ROWS_ALL(fp8b128f32, b12x::kQuantFp8B128F32)
 ROWS_ALL(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0)
 ROWS_ALL(nvfp4, b12x::kQuantNvfp4)
 
-// Two rows per CTA: b12x_rmsnorm_<out>_r4_bf16 (v4's layout), capped at PROTO_CAP_R4 registers:
-// at 64 the E4M3 outputs do not spill on sm_90a (4 CTAs of 7 warps per SM, 8 rows in flight
-// against v4's 5 and v8's 7); NVFP4 spills 60 bytes there (72: none).
-#ifndef PROTO_CAP_R4
-#define PROTO_CAP_R4 64
-#endif
-#define TWO_ROWS_KERNEL(NAME, TIN, QUANT)                                             \
-  extern "C" __global__ void __maxnreg__(PROTO_CAP_R4)                                \
-      NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                      \
-    b12x::rmsnorm_quant_two_rows<TIN, 4, QUANT>(p);                                  \
-  }
-TWO_ROWS_KERNEL(b12x_rmsnorm_mxfp8_r4_bf16, b12x::bf16, b12x::kQuantMxfp8)
-TWO_ROWS_KERNEL(b12x_rmsnorm_fp8b128f32_r4_bf16, b12x::bf16, b12x::kQuantFp8B128F32)
-TWO_ROWS_KERNEL(b12x_rmsnorm_fp8b128ue8m0_r4_bf16, b12x::bf16, b12x::kQuantFp8B128Ue8m0)
-TWO_ROWS_KERNEL(b12x_rmsnorm_nvfp4_r4_bf16, b12x::bf16, b12x::kQuantNvfp4)
+// Two rows per CTA: the library's b12x_rmsnorm_<out>_v4r2_bf16 (norm.rmsnorm_quant's "v4r2"
+// configs; session 24 ported them from here after rows-r4 in bench-results/2026-12-02-h200-b).
 
 using b12x::bf16;
 #include "proto_common.cuh"
@@ -349,8 +219,8 @@ static const Fn kFns[4][2][2][6] = {
     {{ENTRY(, nvfp4, bf16), ENTRY(, nvfp4, f16)}, {ENTRY(_add, nvfp4, bf16), ENTRY(_add, nvfp4, f16)}},
 };
 // Two rows per CTA (plain bf16 only): variant index 6, "r4" (v4's layout, grid ceil(T / 2)).
-static const Fn kR4[4] = {b12x_rmsnorm_mxfp8_r4_bf16, b12x_rmsnorm_fp8b128f32_r4_bf16,
-                          b12x_rmsnorm_fp8b128ue8m0_r4_bf16, b12x_rmsnorm_nvfp4_r4_bf16};
+static const Fn kR4[4] = {b12x_rmsnorm_mxfp8_v4r2_bf16, b12x_rmsnorm_fp8b128f32_v4r2_bf16,
+                          b12x_rmsnorm_fp8b128ue8m0_v4r2_bf16, b12x_rmsnorm_nvfp4_v4r2_bf16};
 static const char* kOut[4] = {"mxfp8", "fp8b128f32", "fp8b128ue8m0", "nvfp4"};
 static const int kBlock[4] = {32, 128, 128, 16};
 static const int kKv[3] = {2, 4, 8};
