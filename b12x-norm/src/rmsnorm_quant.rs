@@ -22,8 +22,9 @@
 //! `bench-results/2026-12-01-h200-b/rowbase`, and for the session-21 kernels: suite in
 //! `bench-results/2026-12-01-h200-k/final`, memcheck and racecheck in `…/yof`; the session-23
 //! kernels — bf16x2 scaling, HMNMX2 amax, register caps — and the extreme-weight trials: suite,
-//! memcheck and racecheck in `bench-results/2026-12-02-h200-a/rq-v8cap`); sm_120a/sm_121a
-//! compiled, not run (there the NVFP4
+//! memcheck and racecheck in `bench-results/2026-12-02-h200-a/rq-v8cap`; the two-row `v4r2`
+//! configs and the shared epilogue of session 24: `bench-results/2026-12-02-h200-b/rq-two-rows`);
+//! sm_120a/sm_121a compiled, not run (there the NVFP4
 //! output's E2M1 encoding is the hardware `cvt.rn.satfinite.e2m1x2.f32`). The existing
 //! `norm.rmsnorm` entry points compile to the same SASS as before this op was added.
 
