@@ -8,7 +8,9 @@
 //          (T = 3000), bf16 and f16, all four outputs, NaN/Inf/zero rows included;
 //   time:  graph-replay medians (the project's L2 flush) of v{KV} and p{KV} at T = 8192 / 32768,
 //          D = 4096 / 7168, with the grid of p{KV} = min(T, SMs x resident CTAs); and r4 (two rows
-//          per CTA, plain bf16 only; checked against v4 too), grid ceil(T / 2).
+//          per CTA, plain bf16 only; checked against v4 too), grid ceil(T / 2), and s2 / s3
+//          (persistent CTAs with a 2- or 3-row ring in shared memory, plain bf16, checked against
+//          v4); the p{KV} only with a second argument `p`.
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/rq_rows rmsnorm_quant_rows_proto.cu && /tmp/rq_rows [check|time|all]
 #include <cuda.h>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 #include "../../b12x-norm/kernels/rmsnorm.cu"
+#include "b12x/mma.cuh"
 #include "../../b12x-core/kernels/read_bw.cu"
 
 // The persistent variant, here rather than in the library (it was slower everywhere: README of
@@ -157,6 +160,106 @@ __device__ __forceinline__ void rmsnorm_quant_rows(const RmsnormQuantParams& p) 
   }
 }
 
+// Persistent CTAs with a ring of rows in shared memory (session 24; 7-13% slower than the
+// library's configs at T = 32768, slower at 8192 too: bench-results/2026-12-02-h200-b/rows-ring/,
+// kept here as the record): CTA c normalizes rows c,
+// c + G, c + 2G, ... (G = gridDim.x) in rmsnorm_row's layout (outputs equal v{kVecsPerThread}'s),
+// each row brought into a kStages-deep ring by one bulk copy (cp.async.bulk, completing on the
+// stage's mbarrier), so kStages rows per CTA are in flight while it computes, with registers for
+// one row only. A stage is refilled (row + kStages * G) by thread 0 right after the sum of
+// squares' block reduction: its first barrier means every thread has read the stage.
+template <typename TIn, int kVecsPerThread, int kQuant, int kStages>
+__device__ __forceinline__ void rmsnorm_quant_ring(const RmsnormQuantParams& p) {
+  using TOut = TIn;
+  constexpr int VEC = VecN<TIn>::value;
+  static_assert(VEC == 8 && kQuant != kQuantNone, "quantized outputs take bf16/f16 rows");
+  // Dynamic shared memory: w (one row's bytes), then the kStages ring slots.
+  extern __shared__ __align__(128) unsigned char s_dyn[];
+  __shared__ __align__(8) uint64_t s_bar[kStages + 1];  // the ring's stages, then w's
+  __shared__ float s_red[33];
+  __shared__ float s_rcp[kQuant == kQuantNvfp4 ? 128 : 1];
+  const auto vidx = [](int k) -> int { return threadIdx.x + k * blockDim.x; };
+  const int nvec = p.cols / VEC;
+  const uint32_t row_bytes = (uint32_t)p.cols * (uint32_t)sizeof(TIn);
+  const uint32_t s_w = smem_addr(s_dyn), ring = s_w + row_bytes, bars = smem_addr(s_bar);
+  const TIn* g_x0 = static_cast<const TIn*>(p.x);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s <= kStages; ++s) mbar_init(bars + 8 * s, 1);
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      const int64_t r = (int64_t)blockIdx.x + (int64_t)s * gridDim.x;
+      if (r < p.rows) {
+        mbar_arrive_expect_tx(bars + 8 * s, row_bytes);
+        bulk_copy_g2s(ring + s * row_bytes, g_x0 + r * p.x_stride, row_bytes, bars + 8 * s);
+      }
+    }
+    mbar_arrive_expect_tx(bars + 8 * kStages, row_bytes);
+    bulk_copy_g2s(s_w, p.w, row_bytes, bars + 8 * kStages);
+  }
+  float enc = 0.0f;
+  if constexpr (kQuant == kQuantNvfp4) {
+    enc = *p.enc;
+    nvfp4_rcp_table(enc, s_rcp);
+  }
+  mbar_wait(bars + 8 * kStages, 0);
+  const auto lds16 = [](uint32_t a) {
+    Vec16 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                 : "r"(a));
+    return v;
+  };
+  int s = 0;
+  uint32_t parity = 0;
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    mbar_wait(bars + 8 * s, parity);
+    Vec16 r_x[kVecsPerThread];
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int i = vidx(k);
+      r_x[k] = Vec16{};
+      if (i < nvec) r_x[k] = lds16(ring + s * row_bytes + 16u * (uint32_t)i);
+    }
+    float r_ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      float f_x[VEC];
+      unpack_f32<TIn>(r_x[k], f_x);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) r_ss = fmaf(f_x[j], f_x[j], r_ss);
+    }
+    const float ss = block_sum(r_ss, s_red);
+    if (threadIdx.x == 0) {
+      const int64_t r = row + (int64_t)kStages * gridDim.x;
+      if (r < p.rows) {
+        mbar_arrive_expect_tx(bars + 8 * s, row_bytes);
+        bulk_copy_g2s(ring + s * row_bytes, g_x0 + r * p.x_stride, row_bytes, bars + 8 * s);
+      }
+    }
+    if (++s == kStages) {
+      s = 0;
+      parity ^= 1u;
+    }
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k)
+      asm volatile("" : "+r"(r_x[k].w[0]), "+r"(r_x[k].w[1]), "+r"(r_x[k].w[2]), "+r"(r_x[k].w[3]));
+    const float rrms = rsqrtf(ss / static_cast<float>(p.cols) + p.eps);
+    const QuantRow qr = quant_row<kQuant>(p, row, enc, s_rcp);
+    // w from shared memory at its use (zeros past the row end, as rmsnorm_row's NVFP4 form).
+    const auto y_of = [&](int k, int i) {
+      Vec16 yv{};
+      if (i < nvec) yv = norm_vec<TIn, TOut>(r_x[k], lds16(s_w + 16u * (uint32_t)i), rrms);
+      return yv;
+    };
+    quantize_row<kQuant, TOut, kVecsPerThread>(qr, nvec, y_of);
+  }
+}
+
 }  // namespace b12x
 
 // PROTO_W_F32=1: session 21's variant (w widened to f32 once per CTA, launch bound only). Default
@@ -200,6 +303,27 @@ ROWS_ALL(nvfp4, b12x::kQuantNvfp4)
 // Two rows per CTA: the library's b12x_rmsnorm_<out>_v4r2_bf16 (norm.rmsnorm_quant's "v4r2"
 // configs; session 24 ported them from here after rows-r4 in bench-results/2026-12-02-h200-b).
 
+// Ring entry points: b12x_rmsnorm_<out>_s{2,3}_bf16 (v4's layout), capped at PROTO_CAP_RING
+// registers (E4M3 outputs: none spills at 48 on sm_90a) or PROTO_CAP_RING_NVFP4 (56 spills).
+#ifndef PROTO_CAP_RING
+#define PROTO_CAP_RING 48
+#endif
+#ifndef PROTO_CAP_RING_NVFP4
+#define PROTO_CAP_RING_NVFP4 64
+#endif
+#define RING_KERNEL(NAME, QUANT, S)                                                                          \
+  extern "C" __global__ void __maxnreg__(QUANT == b12x::kQuantNvfp4 ? PROTO_CAP_RING_NVFP4 : PROTO_CAP_RING) \
+      NAME(const __grid_constant__ b12x::RmsnormQuantParams p) {                    \
+    b12x::rmsnorm_quant_ring<b12x::bf16, 4, QUANT, S>(p);                          \
+  }
+#define RING_OUT(Q, QUANT)                           \
+  RING_KERNEL(b12x_rmsnorm_##Q##_s2_bf16, QUANT, 2) \
+  RING_KERNEL(b12x_rmsnorm_##Q##_s3_bf16, QUANT, 3)
+RING_OUT(mxfp8, b12x::kQuantMxfp8)
+RING_OUT(fp8b128f32, b12x::kQuantFp8B128F32)
+RING_OUT(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0)
+RING_OUT(nvfp4, b12x::kQuantNvfp4)
+
 using b12x::bf16;
 #include "proto_common.cuh"
 
@@ -221,6 +345,11 @@ static const Fn kFns[4][2][2][6] = {
 // Two rows per CTA (plain bf16 only): variant index 6, "r4" (v4's layout, grid ceil(T / 2)).
 static const Fn kR4[4] = {b12x_rmsnorm_mxfp8_v4r2_bf16, b12x_rmsnorm_fp8b128f32_v4r2_bf16,
                           b12x_rmsnorm_fp8b128ue8m0_v4r2_bf16, b12x_rmsnorm_nvfp4_v4r2_bf16};
+// Rings (plain bf16 only): variant indices 7 ("s2") and 8 ("s3"), v4's layout, persistent grid.
+static const Fn kRing[4][2] = {{b12x_rmsnorm_mxfp8_s2_bf16, b12x_rmsnorm_mxfp8_s3_bf16},
+                               {b12x_rmsnorm_fp8b128f32_s2_bf16, b12x_rmsnorm_fp8b128f32_s3_bf16},
+                               {b12x_rmsnorm_fp8b128ue8m0_s2_bf16, b12x_rmsnorm_fp8b128ue8m0_s3_bf16},
+                               {b12x_rmsnorm_nvfp4_s2_bf16, b12x_rmsnorm_nvfp4_s3_bf16}};
 static const char* kOut[4] = {"mxfp8", "fp8b128f32", "fp8b128ue8m0", "nvfp4"};
 static const int kBlock[4] = {32, 128, 128, 16};
 static const int kKv[3] = {2, 4, 8};
@@ -238,10 +367,11 @@ struct Bufs {
 };
 
 static int g_sms;
+static bool g_all;  // time the p{2,4,8} variants too
 
 // Threads per CTA of variant kv (whole warps covering the row) and its bound; 0: illegal.
 static int threads_of(int d, int j) {
-  if (j == 6) j = 1;  // r4: v4's CTA
+  if (j >= 6) j = 1;  // r4, s2, s3: v4's CTA
   const int kv = kKv[j % 3];
   const int th = ((d / 8 + kv - 1) / kv + 31) / 32 * 32;
   const int bound_v = std::min(16384 / 8 / kv, 1024);
@@ -268,18 +398,20 @@ static Params params_of(const Case& c, const Bufs& b) {
 }
 
 static void launch(const Case& c, const Bufs& b, int j, cudaStream_t st, int* grid_out = nullptr) {
-  const Fn fn = j == 6 ? kR4[c.out] : kFns[c.out][c.add][c.f16][j];
+  const Fn fn = j == 6 ? kR4[c.out] : j >= 7 ? kRing[c.out][j - 7] : kFns[c.out][c.add][c.f16][j];
   const int th = threads_of(c.d, j);
   int grid = j == 6 ? (c.t + 1) / 2 : c.t;
-  if (j >= 3 && j < 6) {
+  const size_t smem = j >= 7 ? (size_t)(j - 4) * c.d * 2 : 0;  // w + 2 or 3 ring slots
+  if (smem) CK(cudaFuncSetAttribute((const void*)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  if ((j >= 3 && j < 6) || j >= 7) {
     int occ = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void*)fn, th, 0));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void*)fn, th, smem));
     grid = std::min(c.t, g_sms * occ);
   }
   if (grid_out) *grid_out = grid;
   Params p = params_of(c, b);
   void* args[] = {&p};
-  CK(cudaLaunchKernel((const void*)fn, dim3(grid), dim3(th), args, 0, st));
+  CK(cudaLaunchKernel((const void*)fn, dim3(grid), dim3(th), args, smem, st));
 }
 
 __global__ void fill_half_bits(uint16_t* p, size_t n, uint32_t seed, bool f16, bool positive) {
@@ -368,12 +500,15 @@ static int check_all(cudaStream_t st) {
                      kKv[j]);
             }
           }
-          if (!add && !f16 && threads_of(c.d, 1)) {  // r4 against v4
-            const Out a = run_once(c, b, 1, st), r = run_once(c, b, 6, st);
-            ++runs;
-            if (!(a.codes == r.codes && a.scales == r.scales)) {
-              ++fails;
-              printf("MISMATCH %s T%d D%d plain bf16 r4\n", kOut[out], c.t, c.d);
+          if (!add && !f16 && threads_of(c.d, 1)) {  // r4, s2, s3 against v4
+            const Out a = run_once(c, b, 1, st);
+            for (int j : {6, 7, 8}) {
+              const Out r = run_once(c, b, j, st);
+              ++runs;
+              if (!(a.codes == r.codes && a.scales == r.scales)) {
+                ++fails;
+                printf("MISMATCH %s T%d D%d plain bf16 %s\n", kOut[out], c.t, c.d, j == 6 ? "r4" : j == 7 ? "s2" : "s3");
+              }
             }
           }
           release(b);
@@ -391,13 +526,15 @@ static void time_all(cudaStream_t st) {
         Bufs b = alloc(c, st);
         CK(cudaMemcpyAsync(b.res, b.res0, (size_t)t * d * 2, cudaMemcpyDeviceToDevice, st));
         const double bytes = (double)t * d * 2 + d * 2 + c.code_bytes() + c.scale_bytes();
-        for (int j = 0; j < 7; ++j) {
+        for (int j = 0; j < 9; ++j) {
           if (!threads_of(d, j)) continue;
+          if (j >= 3 && j < 6 && !g_all) continue;  // the persistent register variants: measured slower (session 23)
           int grid = 0;
           launch(c, b, j, st, &grid);
           const double us = time_graph(st, [&] { launch(c, b, j, st); }, 30);
-          printf("%-13s %6d %5d %c%d   %6d %10.2f %8.3f\n", kOut[out], t, d, j < 3 ? 'v' : j < 6 ? 'p' : 'r',
-                 kKv[j == 6 ? 1 : j % 3], grid, us, bytes / us * 1e-6);
+          const char kind = j < 3 ? 'v' : j < 6 ? 'p' : j == 6 ? 'r' : 's';
+          const int num = j < 6 ? kKv[j % 3] : j == 6 ? 4 : j - 5;
+          printf("%-13s %6d %5d %c%d   %6d %10.2f %8.3f\n", kOut[out], t, d, kind, num, grid, us, bytes / us * 1e-6);
         }
         release(b);
       }
@@ -408,6 +545,7 @@ int main(int argc, char** argv) {
   cudaStream_t st = proto_init(prop);
   g_sms = prop.multiProcessorCount;
   const std::string mode = argc > 1 ? argv[1] : "all";
+  g_all = argc > 2 && std::string(argv[2]) == "p";
   int fails = 0;
   if (mode == "check" || mode == "all") fails = check_all(st);
   if (mode == "time" || mode == "all") time_all(st);
