@@ -402,6 +402,123 @@ pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), Str
     }
 }
 
+/// The archs whose kernels a CPU test of built code should check: [`REQUIRED_ARCHS`], or with
+/// `B12X_ALLOW_PARTIAL_ARCHS=1` (GPU bundles build for the GPU's arch only) those of them the
+/// manifest `manifest_json` says were built.
+pub fn checked_archs(manifest_json: &str) -> Vec<&'static str> {
+    let partial = std::env::var("B12X_ALLOW_PARTIAL_ARCHS").is_ok_and(|v| v == "1");
+    if !partial {
+        return REQUIRED_ARCHS.to_vec();
+    }
+    let m: serde_json::Value = serde_json::from_str(manifest_json).unwrap_or_default();
+    let built: Vec<&str> = m["archs"].as_array().into_iter().flatten().filter_map(|a| a.as_str()).collect();
+    REQUIRED_ARCHS.iter().copied().filter(|a| built.contains(a)).collect()
+}
+
+/// The pinned `cuobjdump` (`cargo xtask toolchain` installs it into `<repo>/.b12x/sasstool`), or
+/// the one `B12X_CUOBJDUMP` names.
+pub fn cuobjdump_path() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("B12X_CUOBJDUMP") {
+        return p.into();
+    }
+    let core = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    core.parent().unwrap_or(core).join(".b12x/sasstool/nvidia/cu13/bin/cuobjdump")
+}
+
+/// The SASS of every kernel of `arch` (`"sm_120a"`) in a fatbin: kernel name → its listing as
+/// `cuobjdump -sass` prints it. This is how the CPU suite checks the code of the archs we cannot
+/// run (the sm_120a / sm_121a paths: e.g. that a kernel contains the hardware conversion it was
+/// written for). Errors when the inspector is missing (run `cargo xtask toolchain`) or the fatbin
+/// holds no kernel for `arch`.
+pub fn sass_functions(fatbin: &[u8], arch: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    type Listing = std::collections::BTreeMap<String, String>;
+    type Memo = std::sync::Mutex<std::collections::HashMap<(usize, usize, String), Listing>>;
+    // Disassembly takes seconds per fatbin and arch; a test binary often asks several times.
+    static MEMO: OnceLock<Memo> = OnceLock::new();
+    let key = (fatbin.as_ptr() as usize, fatbin.len(), arch.to_string());
+    let memo = MEMO.get_or_init(Default::default);
+    if let Some(hit) = memo.lock().map_err(|e| e.to_string())?.get(&key) {
+        return Ok(hit.clone());
+    }
+    let listing = disassemble(fatbin, arch)?;
+    memo.lock().map_err(|e| e.to_string())?.insert(key, listing.clone());
+    Ok(listing)
+}
+
+fn disassemble(fatbin: &[u8], arch: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let tool = cuobjdump_path();
+    if !tool.is_file() {
+        return Err(format!("{} not found: run `cargo xtask toolchain` (or set B12X_CUOBJDUMP)", tool.display()));
+    }
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("b12x-sass-{}-{n}.fatbin", std::process::id()));
+    std::fs::write(&path, fatbin).map_err(|e| format!("{}: {e}", path.display()))?;
+    let out = std::process::Command::new(&tool).args(["-sass", "-arch", arch]).arg(&path).output();
+    let _ = std::fs::remove_file(&path);
+    let out = out.map_err(|e| format!("could not run {}: {e}", tool.display()))?;
+    if !out.status.success() {
+        return Err(format!("cuobjdump -sass -arch {arch} failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut functions = std::collections::BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in text.lines() {
+        if let Some(name) = line.trim().strip_prefix("Function : ") {
+            if let Some((k, v)) = current.take() {
+                functions.insert(k, v);
+            }
+            current = Some((name.trim().to_string(), String::new()));
+        } else if let Some((_, body)) = current.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    if let Some((k, v)) = current {
+        functions.insert(k, v);
+    }
+    if functions.is_empty() {
+        return Err(format!("the fatbin holds no {arch} kernel"));
+    }
+    Ok(functions)
+}
+
+/// Checks the SASS of the kernels of `fatbin` whose names start with `prefix` (exactly `kernels`
+/// of them per arch) on every arch of [`checked_archs`]: on the archs in `with`, each contains
+/// `needle` (an opcode with its modifiers, e.g. `"F2FP.SATFINITE.E2M1.F32"`); on the others none
+/// does. For the hardware paths of the archs we cannot run: a kernel that silently fell back to
+/// its portable path (or a guard that let the hardware path into the wrong arch) fails here.
+pub fn check_sass_opcode(
+    fatbin: Option<&[u8]>,
+    manifest_json: &str,
+    prefix: &str,
+    kernels: usize,
+    needle: &str,
+    with: &[&str],
+) -> Result<(), String> {
+    let fatbin = fatbin.ok_or("kernels not built (no nvcc at build time): run `cargo xtask toolchain` and rebuild")?;
+    let mut errs = Vec::new();
+    for arch in checked_archs(manifest_json) {
+        let functions = sass_functions(fatbin, arch)?;
+        let selected: Vec<(&String, &String)> = functions.iter().filter(|(k, _)| k.starts_with(prefix)).collect();
+        if selected.len() != kernels {
+            errs.push(format!("{arch}: {} kernels named {prefix}*, expected {kernels}", selected.len()));
+        }
+        let want = with.contains(&arch);
+        for (name, sass) in selected {
+            if sass.contains(needle) != want {
+                let verb = if want { "lacks" } else { "contains" };
+                errs.push(format!("{name} on {arch} {verb} {needle}"));
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
 /// The body of a GPU trial: gets the device, returns a failure message.
 #[cfg(feature = "testing")]
 pub type TrialFn = Box<dyn FnOnce(&Arc<Device>) -> Result<(), String> + Send>;

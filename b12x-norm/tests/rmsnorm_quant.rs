@@ -103,3 +103,23 @@ fn config_ids_round_trip_and_two_rows_are_plain_only() {
     // D = 512: v4 is not legal (v2 already fits one warp), so neither is v4r2.
     assert!(!ids(query(512, QuantOut::Mxfp8, false)).iter().any(|c| c.starts_with("v4")));
 }
+
+/// The fused NVFP4 output on sm_120a / sm_121a (never run: no SM120 hardware) encodes E2M1 with
+/// the hardware conversion (SASS `F2FP.SATFINITE.E2M1.F32`), the sm_90a one (validated) in
+/// software; the E4M3 outputs contain no E2M1 conversion anywhere. Checked on the built cubins
+/// with `cuobjdump` (`cargo xtask toolchain`).
+#[test]
+fn fused_nvfp4_uses_the_hardware_e2m1_conversion_on_sm120_only() {
+    use b12x_core::testing::check_sass_opcode;
+    use b12x_norm::{KERNEL_MANIFEST, RMSNORM_FATBIN};
+    const SM120: &[&str] = &["sm_120a", "sm_121a"];
+    // v1, v2, v4, v8 and (plain form only) v4r2, each bf16 and f16.
+    check_sass_opcode(RMSNORM_FATBIN, KERNEL_MANIFEST, "b12x_rmsnorm_nvfp4_", 10, "F2FP.SATFINITE.E2M1.F32", SM120)
+        .unwrap();
+    check_sass_opcode(RMSNORM_FATBIN, KERNEL_MANIFEST, "b12x_rmsnorm_add_nvfp4_", 8, "F2FP.SATFINITE.E2M1.F32", SM120)
+        .unwrap();
+    for out in ["mxfp8", "fp8b128f32", "fp8b128ue8m0"] {
+        let prefix = format!("b12x_rmsnorm_{out}_");
+        check_sass_opcode(RMSNORM_FATBIN, KERNEL_MANIFEST, &prefix, 10, "E2M1", &[]).unwrap();
+    }
+}
