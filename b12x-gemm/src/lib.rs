@@ -3,8 +3,10 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `gemm.bf16_gemv` | [`bf16_gemv`] | `y = x · Wᵀ (+ bias)` for few rows of x (decode), BF16 weights |
+//! | `gemm.blockscaled` | [`blockscaled`] | `C = alpha · A · Bᵀ (+ bias)` with NVFP4 / MX / block-FP8 / per-tensor FP8 operands: formats and the CPU oracle so far (issue 5) |
 
 pub mod bf16_gemv;
+pub mod blockscaled;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
 include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
