@@ -14,3 +14,8 @@ include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 /// The embedded `kernels/bf16_gemv.cu`, loaded once per device.
 pub static BF16_GEMV_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-gemm/bf16_gemv", fatbin: BF16_GEMV_FATBIN, hash: BF16_GEMV_HASH };
+
+/// The embedded `kernels/bsmma_probe.cu`: one SM120 block-scaled MMA per launch (tests only:
+/// `tests/gpu_bsmma_probe.rs`; the portable product on other GPUs), loaded once per device.
+pub static BSMMA_PROBE_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-gemm/bsmma_probe", fatbin: BSMMA_PROBE_FATBIN, hash: BSMMA_PROBE_HASH };

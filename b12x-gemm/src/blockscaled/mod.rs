@@ -2,6 +2,12 @@
 //! per-tensor quantized operands (issue 5). This module holds the op's executable spec so far:
 //! the operand formats ([`Activation`], [`Weight`]) as b12x-quant's CPU codecs hold them and
 //! the CPU oracle ([`mod@reference`]). The kernels, `pack_weight` and the plan/run API come next.
+//! The SM120 block-scaled MMAs the kernels will use, and where their operands live, are in
+//! `b12x/mma_sm120.cuh` (b12x-core): fragment and scale index functions checked on the CPU
+//! against the PTX ISA's formulas and CUTLASS's layouts (`tests/sm120_fragments.rs`), wrappers
+//! whose SASS CI checks, and `kernels/bsmma_probe.cu`, one MMA per launch against the CPU product
+//! (`tests/gpu_bsmma_probe.rs`: the portable path on the H200; **the hardware path is
+//! unvalidated**: no SM120 GPU).
 //!
 //! Formats (formats.md; every value decodes exactly as b12x-quant's codecs decode it):
 //!
