@@ -599,14 +599,15 @@ B12X_RMSNORM_KERNEL(b12x_rmsnorm_add_v8_f32, float, 8, true)
 #define B12X_RMSNORM_QUANT_FORMS(QNAME, QUANT, TIN, TNAME)                                                 \
   B12X_RMSNORM_QUANT_V(, false, QNAME, QUANT, TIN, TNAME)                                                  \
   B12X_RMSNORM_QUANT_V(_add, true, QNAME, QUANT, TIN, TNAME)
-#define B12X_RMSNORM_QUANT_ALL(TIN, TNAME)                                                                 \
-  B12X_RMSNORM_QUANT_FORMS(mxfp8, b12x::kQuantMxfp8, TIN, TNAME)                                           \
-  B12X_RMSNORM_QUANT_FORMS(fp8b128f32, b12x::kQuantFp8B128F32, TIN, TNAME)                                 \
-  B12X_RMSNORM_QUANT_FORMS(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0, TIN, TNAME)                             \
-  B12X_RMSNORM_QUANT_FORMS(nvfp4, b12x::kQuantNvfp4, TIN, TNAME)
+// M(QNAME, QUANT, TIN, TNAME) for each quantized output.
+#define B12X_RQ_EACH_OUTPUT(M, TIN, TNAME)                \
+  M(mxfp8, b12x::kQuantMxfp8, TIN, TNAME)                 \
+  M(fp8b128f32, b12x::kQuantFp8B128F32, TIN, TNAME)       \
+  M(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0, TIN, TNAME)   \
+  M(nvfp4, b12x::kQuantNvfp4, TIN, TNAME)
 
-B12X_RMSNORM_QUANT_ALL(b12x::bf16, bf16)
-B12X_RMSNORM_QUANT_ALL(b12x::fp16, f16)
+B12X_RQ_EACH_OUTPUT(B12X_RMSNORM_QUANT_FORMS, b12x::bf16, bf16)
+B12X_RQ_EACH_OUTPUT(B12X_RMSNORM_QUANT_FORMS, b12x::fp16, f16)
 
 // Two rows per CTA (plain form, kVecsPerThread 4: norm.rmsnorm_quant's "v4r2" configs), capped at
 // 64 registers for the power-of-two E4M3 outputs and 72 for block FP8 f32 and NVFP4 (none spills
@@ -623,11 +624,5 @@ B12X_RMSNORM_QUANT_ALL(b12x::fp16, f16)
       b12x_rmsnorm_##QNAME##_v4r2_##TNAME(const __grid_constant__ b12x::RmsnormQuantParams p) { \
     b12x::rmsnorm_quant_two_rows<TIN, 4, QUANT>(p);                                           \
   }
-#define B12X_RMSNORM_QUANT_TWO_ROWS_ALL(TIN, TNAME)                                    \
-  B12X_RMSNORM_QUANT_TWO_ROWS(mxfp8, b12x::kQuantMxfp8, TIN, TNAME)                    \
-  B12X_RMSNORM_QUANT_TWO_ROWS(fp8b128f32, b12x::kQuantFp8B128F32, TIN, TNAME)          \
-  B12X_RMSNORM_QUANT_TWO_ROWS(fp8b128ue8m0, b12x::kQuantFp8B128Ue8m0, TIN, TNAME)      \
-  B12X_RMSNORM_QUANT_TWO_ROWS(nvfp4, b12x::kQuantNvfp4, TIN, TNAME)
-
-B12X_RMSNORM_QUANT_TWO_ROWS_ALL(b12x::bf16, bf16)
-B12X_RMSNORM_QUANT_TWO_ROWS_ALL(b12x::fp16, f16)
+B12X_RQ_EACH_OUTPUT(B12X_RMSNORM_QUANT_TWO_ROWS, b12x::bf16, bf16)
+B12X_RQ_EACH_OUTPUT(B12X_RMSNORM_QUANT_TWO_ROWS, b12x::fp16, f16)

@@ -7,11 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#if !defined(__CUDACC__) && !defined(__host__)
-#define __host__
-#define __device__
-#define __forceinline__ inline
-#endif
+#include "hostdevice.cuh"
 
 namespace b12x {
 

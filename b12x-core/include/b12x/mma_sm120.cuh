@@ -25,11 +25,7 @@
 #pragma once
 #include <stdint.h>
 
-#if !defined(__CUDACC__) && !defined(__host__)
-#define __host__
-#define __device__
-#define __forceinline__ inline
-#endif
+#include "hostdevice.cuh"
 
 namespace b12x {
 namespace bsmma {
@@ -75,53 +71,35 @@ __host__ __device__ constexpr uint32_t e2m1_container(uint32_t code) { return (c
 #if defined(__CUDACC__) && B12X_SM120_FEATURES
 namespace bsmma {
 
-// D = (A * SF_A) (B * SF_B) + C, m16n8k32, E4M3 x E4M3, one UE8M0 per 32 of K (byte 0 of the
-// scale registers).
-__device__ __forceinline__ void mma_mxf8_e4m3(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                                              const float (&c)[4], uint32_t sfa, uint32_t sfb) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13}, %14, {%16, %16}, %15, {%16, %16};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]), "r"(sfa), "r"(sfb), "h"((uint16_t)0));
-}
+// void NAME(d, a, b, c, sfa, sfb): D = (A * SF_A) (B * SF_B) + C by the mma.sync INSTR, all four
+// selectors {byte-id, thread-id} zero.
+#define B12X_BSMMA_WRAPPER(NAME, INSTR)                                                                     \
+  __device__ __forceinline__ void NAME(float(&d)[4], const uint32_t(&a)[4], const uint32_t(&b)[2],          \
+                                       const float(&c)[4], uint32_t sfa, uint32_t sfb) {                    \
+    asm volatile(INSTR                                                                                      \
+                 " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13}, %14, {%16, %16}, %15," \
+                 " {%16, %16};"                                                                             \
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), \
+                   "f"(c[2]), "f"(c[3]), "r"(sfa), "r"(sfb), "h"((uint16_t)0));                             \
+  }
 
-// The same with E2M1 x E2M1 (each code in its byte container, e2m1_container): FP4 weights
-// against FP4 activations at the FP8 shape (kind::mxf8f6f4 takes mixed types too).
-__device__ __forceinline__ void mma_mxf8_e2m1(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                                              const float (&c)[4], uint32_t sfa, uint32_t sfb) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m1.e2m1.f32.ue8m0 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13}, %14, {%16, %16}, %15, {%16, %16};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]), "r"(sfa), "r"(sfb), "h"((uint16_t)0));
-}
-
+// m16n8k32, E4M3 x E4M3, one UE8M0 per 32 of K (byte 0 of the scale registers).
+B12X_BSMMA_WRAPPER(mma_mxf8_e4m3,
+                   "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e4m3.f32.ue8m0")
+// The same with E2M1 x E2M1 (each code in its byte container, e2m1_container): FP4 operands at the
+// FP8 shape (kind::mxf8f6f4 takes mixed types too).
+B12X_BSMMA_WRAPPER(mma_mxf8_e2m1,
+                   "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m1.e2m1.f32.ue8m0")
 // m16n8k64, packed E2M1 x E2M1, UE8M0 per 32 of K (MXFP4: bytes 0, 1 of the scale registers).
 // Written as kind::mxf4nvf4 scale_vec::2X (CUTLASS's form; the same SASS as kind::mxf4).
-__device__ __forceinline__ void mma_mxf4(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                                         const float (&c)[4], uint32_t sfa, uint32_t sfb) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13}, %14, {%16, %16}, %15, {%16, %16};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]), "r"(sfa), "r"(sfb), "h"((uint16_t)0));
-}
-
+B12X_BSMMA_WRAPPER(mma_mxf4,
+                   "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0")
 // m16n8k64, packed E2M1 x E2M1, UE4M3 per 16 of K (NVFP4: bytes 0..3 of the scale registers; bit
 // 7 of each zero).
-__device__ __forceinline__ void mma_nvf4(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
-                                         const float (&c)[4], uint32_t sfa, uint32_t sfb) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13}, %14, {%16, %16}, %15, {%16, %16};"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-        "f"(c[3]), "r"(sfa), "r"(sfb), "h"((uint16_t)0));
-}
+B12X_BSMMA_WRAPPER(mma_nvf4,
+                   "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3")
+#undef B12X_BSMMA_WRAPPER
 
 }  // namespace bsmma
 #endif
