@@ -13,7 +13,10 @@
 // a byte of two codes -> bf16x2 of e2m1 * 2^-126 by bit placement (the magnitude bits into the
 // exponent's low bits and the mantissa's top bit: E2M1's subnormal 0.5 lands on bf16's), then one
 // mul.bf16x2 by ue4m3 * 2^119 (a 128-entry shared table), i.e. w * enc * 2^-7, exact; the epilogue
-// multiplies by 2^7 / enc in f32.
+// multiplies by 2^7 / enc in f32. Variant B: tokens as the MMA's M (x fragments reused by RT
+// weight tiles); variant C: the weight's nibbles interleaved per bf16x2 pair (interleave_pairs).
+// Results: bench-results/2026-12-02-h200-b/w4a16-proto{,-b,-c}/ (44-54% of the ceiling; C 6%
+// faster at M = 1; B faster at M = 16).
 //
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include -lcublas \
 //     -o /tmp/w4a16 w4a16_gemv_proto.cu && /tmp/w4a16
@@ -65,7 +68,30 @@ __device__ __forceinline__ uint32_t hmul2_bf16(uint32_t a, uint32_t b) {
   return d;
 }
 
-template <int MT, int WARPS>
+// Variant C's weight: within every 32-bit word (8 consecutive k), the nibbles reordered so that
+// the pair (2q, 2q + 1) sits at nibbles q and q + 4 (16 bits apart, as a bf16x2 wants them).
+__global__ void interleave_pairs(const uint32_t* in, uint32_t* out, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint32_t w = in[i];
+    uint32_t o = 0;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      o |= ((w >> (8 * q)) & 0xFu) << (4 * q);            // element 2q -> nibble q
+      o |= ((w >> (8 * q + 4)) & 0xFu) << (4 * q + 16);   // element 2q + 1 -> nibble q + 4
+    }
+    out[i] = o;
+  }
+}
+
+// Pair q of an interleaved word -> bf16x2 of e2m1 * 2^-126 (as e2m1x2_bf16_scaled).
+template <int Q>
+__device__ __forceinline__ uint32_t e2m1_pair_interleaved(uint32_t w) {
+  const uint32_t mag = (Q <= 1 ? w << (6 - 4 * Q) : w >> (4 * Q - 6)) & 0x01C001C0u;
+  const uint32_t sgn = Q == 3 ? w : w << (12 - 4 * Q);
+  return (sgn & 0x80008000u) | mag;
+}
+
+template <int MT, int WARPS, bool kInterleaved = false>
 __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant__ W4Params p) {
   __shared__ uint32_t s_scale[128];  // ue4m3 code -> bf16x2 of (value * 2^119, same)
   __shared__ float s_part[WARPS][MT * 128];
@@ -121,10 +147,22 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant_
       const uint32_t wlo = wlw[s / 2], whi = whw[s / 2];
       const int j = 2 * (s & 1);
       uint32_t a[4];
-      a[0] = hmul2_bf16(e2m1x2_bf16_scaled(wlo, j), scl);      // row g, slots 2t, 2t+1
-      a[1] = hmul2_bf16(e2m1x2_bf16_scaled(whi, j), sch);      // row g+8
-      a[2] = hmul2_bf16(e2m1x2_bf16_scaled(wlo, j + 1), scl);  // row g, slots 2t+8, 2t+9
-      a[3] = hmul2_bf16(e2m1x2_bf16_scaled(whi, j + 1), sch);  // row g+8
+      if constexpr (kInterleaved) {
+        // Pairs j, j + 1 of the word (elements 4s .. 4s + 3 of the lane's 32).
+        const uint32_t p0l = (s & 1) ? e2m1_pair_interleaved<2>(wlo) : e2m1_pair_interleaved<0>(wlo);
+        const uint32_t p1l = (s & 1) ? e2m1_pair_interleaved<3>(wlo) : e2m1_pair_interleaved<1>(wlo);
+        const uint32_t p0h = (s & 1) ? e2m1_pair_interleaved<2>(whi) : e2m1_pair_interleaved<0>(whi);
+        const uint32_t p1h = (s & 1) ? e2m1_pair_interleaved<3>(whi) : e2m1_pair_interleaved<1>(whi);
+        a[0] = hmul2_bf16(p0l, scl);
+        a[1] = hmul2_bf16(p0h, sch);
+        a[2] = hmul2_bf16(p1l, scl);
+        a[3] = hmul2_bf16(p1h, sch);
+      } else {
+        a[0] = hmul2_bf16(e2m1x2_bf16_scaled(wlo, j), scl);      // row g, slots 2t, 2t+1
+        a[1] = hmul2_bf16(e2m1x2_bf16_scaled(whi, j), sch);      // row g+8
+        a[2] = hmul2_bf16(e2m1x2_bf16_scaled(wlo, j + 1), scl);  // row g, slots 2t+8, 2t+9
+        a[3] = hmul2_bf16(e2m1x2_bf16_scaled(whi, j + 1), sch);  // row g+8
+      }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[mt][s / 2]);
@@ -284,9 +322,9 @@ __global__ void fill_w(unsigned char* codes, unsigned char* scales, bf16* wd, in
   }
 }
 
-template <int MT, int WARPS>
+template <int MT, int WARPS, bool kInterleaved = false>
 static void launch(const W4Params& p, cudaStream_t st) {
-  w4a16_nvfp4<MT, WARPS><<<p.n / 16, 32 * WARPS, 0, st>>>(p);
+  w4a16_nvfp4<MT, WARPS, kInterleaved><<<p.n / 16, 32 * WARPS, 0, st>>>(p);
 }
 template <int RT, int WARPS>
 static void launch_b(const W4Params& p, cudaStream_t st) {
@@ -309,10 +347,11 @@ int main(int argc, char** argv) {
   const float enc = 37.5f;
   size_t maxnk = 0;
   for (auto s : shapes) maxnk = std::max(maxnk, (size_t)s.n * s.k);
-  unsigned char *codes, *scales;
+  unsigned char *codes, *codes_il, *scales;
   bf16 *wd, *x, *yb;
   float *y, *yref;
   CK(cudaMalloc(&codes, maxnk / 2));
+  CK(cudaMalloc(&codes_il, maxnk / 2));
   CK(cudaMalloc(&scales, maxnk / 16));
   CK(cudaMalloc(&wd, maxnk * 2));
   CK(cudaMalloc(&x, 16 * 36864 * 2));
@@ -323,6 +362,7 @@ int main(int argc, char** argv) {
   printf("%-12s %3s %-10s %10s %8s %8s  %s\n", "NxK", "M", "cfg", "us", "TB/s", "vs cuBLAS", "check");
   for (auto sh : shapes) {
     fill_w<<<1024, 256>>>(codes, scales, wd, sh.n, sh.k, enc, 0x1234u + sh.n);
+    interleave_pairs<<<1024, 256>>>((const uint32_t*)codes, (uint32_t*)codes_il, (size_t)sh.n * sh.k / 8);
     CK(cudaDeviceSynchronize());
     const size_t wbytes = (size_t)sh.n * sh.k / 2 + (size_t)sh.n * sh.k / 16;
     if (!ncu_mode) {  // read probe of the same bytes (the project's b12x_read_bw, best of 1-4 CTAs per SM x 512)
@@ -370,23 +410,26 @@ int main(int argc, char** argv) {
         printf("%6dx%-5d %3d %-10s %10.2f %8.3f %8.2fx  max|err|/max|y| %.2e%s\n", sh.n, sh.k, m, name, tt, bytes / tt / 1e6,
                tc / tt, worst / scale, worst / scale < 1e-4 ? "" : "  FAIL");
       };
+      W4Params pc = p;
+      pc.codes = codes_il;
       if (ncu_mode) {  // one launch of each, for ncu
         launch<1, 8>(p, st);
-        launch_b<4, 4>(p, st);
+        launch<1, 8, true>(pc, st);
         CK(cudaStreamSynchronize(st));
         return 0;
       }
       if (m <= 8) {
         run("mt1_w4", [&] { launch<1, 4>(p, st); });
         run("mt1_w8", [&] { launch<1, 8>(p, st); });
+        run("C_mt1_w4", [&] { launch<1, 4, true>(pc, st); });
+        run("C_mt1_w8", [&] { launch<1, 8, true>(pc, st); });
       } else {
         run("mt2_w4", [&] { launch<2, 4>(p, st); });
         run("mt2_w8", [&] { launch<2, 8>(p, st); });
+        run("C_mt2_w4", [&] { launch<2, 4, true>(pc, st); });
+        run("C_mt2_w8", [&] { launch<2, 8, true>(pc, st); });
       }
-      run("B_rt2_w4", [&] { launch_b<2, 4>(p, st); });
-      run("B_rt4_w4", [&] { launch_b<4, 4>(p, st); });
-      run("B_rt4_w8", [&] { launch_b<4, 8>(p, st); });
-      run("B_rt8_w4", [&] { launch_b<8, 4>(p, st); });
+      if (m > 8) run("B_rt4_w8", [&] { launch_b<4, 8>(p, st); });
       printf("%6dx%-5d %3d %-10s %10.2f %8.3f (bf16 weight: %.1f MB)\n", sh.n, sh.k, m, "cublas", tc,
              ((double)sh.n * sh.k * 2) / tc / 1e6, (double)sh.n * sh.k * 2 / 1e6);
     }
