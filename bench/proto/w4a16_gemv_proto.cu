@@ -91,19 +91,24 @@ __device__ __forceinline__ uint32_t e2m1_pair_interleaved(uint32_t w) {
   return (sgn & 0x80008000u) | mag;
 }
 
-template <int MT, int WARPS, bool kInterleaved = false>
+template <int MT, int WARPS, bool kInterleaved = false, int PF = 1, bool kReplicated = false>
 __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant__ W4Params p) {
-  __shared__ uint32_t s_scale[128];  // ue4m3 code -> bf16x2 of (value * 2^119, same)
+  // ue4m3 code -> bf16x2 of (value * 2^119, same); kLanes copies (entry c of lane l at
+  // c * kLanes + l) so the lanes' lookups of random codes never share a bank.
+  constexpr int kLanes = kReplicated ? 32 : 1;
+  __shared__ uint32_t s_scale[128 * kLanes];
   __shared__ float s_part[WARPS][MT * 128];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  for (int c = threadIdx.x; c < 128; c += blockDim.x) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(ldexpf(ue4m3_f32(c), 119));
+  for (int i = threadIdx.x; i < 128 * kLanes; i += blockDim.x) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(ldexpf(ue4m3_f32(i / kLanes), 119));
     const uint32_t b = __bfloat16_as_ushort(h);
-    s_scale[c] = b | (b << 16);
+    s_scale[i] = b | (b << 16);
   }
+  const uint32_t* s_lut = s_scale + (kReplicated ? lane : 0);
   __syncthreads();
   const int row0 = blockIdx.x * 16;
-  const int kw = p.k / WARPS, kbeg = warp * kw;
+  // gridDim.y CTAs split K (their sums added atomically into a zeroed y), then the warps.
+  const int kw = p.k / (WARPS * gridDim.y), kbeg = (blockIdx.y * WARPS + warp) * kw;
   const unsigned char* c_lo = p.codes + (size_t)(row0 + g) * (p.k / 2);
   const unsigned char* c_hi = c_lo + (size_t)8 * (p.k / 2);
   const unsigned char* s_lo = p.scales + (size_t)(row0 + g) * (p.k / 16);
@@ -124,13 +129,19 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant_
     sl = *reinterpret_cast<const unsigned short*>(s_lo + kk / 16);
     sh = *reinterpret_cast<const unsigned short*>(s_hi + kk / 16);
   };
-  uint4 wl, wh;
-  uint32_t sl, sh;
+  uint4 wl, wh, ql = make_uint4(0, 0, 0, 0), qh = ql;
+  uint32_t sl, sh, qsl = 0, qsh = 0;
   load(kbeg, wl, wh, sl, sh);
+  if (PF == 2 && kbeg + 128 < kbeg + kw) load(kbeg + 128, ql, qh, qsl, qsh);
   for (int k0 = kbeg; k0 < kbeg + kw; k0 += 128) {
-    uint4 nl = wl, nh = wh;
-    uint32_t nsl = sl, nsh = sh;
-    if (k0 + 128 < kbeg + kw) load(k0 + 128, nl, nh, nsl, nsh);
+    // PF chunks of W in flight: the next (PF = 1) or the next two (PF = 2).
+    uint4 nl = PF == 2 ? ql : wl, nh = PF == 2 ? qh : wh;
+    uint32_t nsl = PF == 2 ? qsl : sl, nsh = PF == 2 ? qsh : sh;
+    if (PF == 2) {
+      if (k0 + 256 < kbeg + kw) load(k0 + 256, ql, qh, qsl, qsh);
+    } else if (k0 + 128 < kbeg + kw) {
+      load(k0 + 128, nl, nh, nsl, nsh);
+    }
     const int kk = k0 + 32 * t;
     uint4 xv[MT][4];
 #pragma unroll
@@ -142,8 +153,8 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant_
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
       // Step s: bytes 2s, 2s + 1 of the lane's 16 (k = 32t + 4s .. + 3), one 16-k scale block.
-      const uint32_t scl = s_scale[(s < 4 ? sl : sl >> 8) & 0x7F];
-      const uint32_t sch = s_scale[(s < 4 ? sh : sh >> 8) & 0x7F];
+      const uint32_t scl = s_lut[((s < 4 ? sl : sl >> 8) & 0x7F) * kLanes];
+      const uint32_t sch = s_lut[((s < 4 ? sh : sh >> 8) & 0x7F) * kLanes];
       const uint32_t wlo = wlw[s / 2], whi = whw[s / 2];
       const int j = 2 * (s & 1);
       uint32_t a[4];
@@ -186,7 +197,14 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant_
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) v += s_part[w][e];
     const int mt = e / 128, r = (e % 128) / 8, tok = 8 * mt + e % 8;
-    if (tok < p.m) p.y[(size_t)tok * p.n + row0 + r] = v * p.out_scale;
+    if (tok < p.m) {
+      float* dst = p.y + (size_t)tok * p.n + row0 + r;
+      if (gridDim.y == 1) {
+        *dst = v * p.out_scale;
+      } else {
+        atomicAdd(dst, v * p.out_scale);
+      }
+    }
   }
 }
 
@@ -322,9 +340,10 @@ __global__ void fill_w(unsigned char* codes, unsigned char* scales, bf16* wd, in
   }
 }
 
-template <int MT, int WARPS, bool kInterleaved = false>
-static void launch(const W4Params& p, cudaStream_t st) {
-  w4a16_nvfp4<MT, WARPS, kInterleaved><<<p.n / 16, 32 * WARPS, 0, st>>>(p);
+template <int MT, int WARPS, bool kInterleaved = false, int PF = 1, bool kReplicated = false>
+static void launch(const W4Params& p, cudaStream_t st, int ks = 1) {
+  if (ks > 1) CK(cudaMemsetAsync(p.y, 0, (size_t)p.m * p.n * 4, st));
+  w4a16_nvfp4<MT, WARPS, kInterleaved, PF, kReplicated><<<dim3(p.n / 16, ks), 32 * WARPS, 0, st>>>(p);
 }
 template <int RT, int WARPS>
 static void launch_b(const W4Params& p, cudaStream_t st) {
@@ -413,8 +432,8 @@ int main(int argc, char** argv) {
       W4Params pc = p;
       pc.codes = codes_il;
       if (ncu_mode) {  // one launch of each, for ncu
-        launch<1, 8>(p, st);
         launch<1, 8, true>(pc, st);
+        launch<1, 8, true, 1, true>(pc, st);
         CK(cudaStreamSynchronize(st));
         return 0;
       }
@@ -423,11 +442,18 @@ int main(int argc, char** argv) {
         run("mt1_w8", [&] { launch<1, 8>(p, st); });
         run("C_mt1_w4", [&] { launch<1, 4, true>(pc, st); });
         run("C_mt1_w8", [&] { launch<1, 8, true>(pc, st); });
+        run("C_w8_pf2", [&] { launch<1, 8, true, 2>(pc, st); });
+        run("CR_w8", [&] { launch<1, 8, true, 1, true>(pc, st); });
+        run("CR_w4", [&] { launch<1, 4, true, 1, true>(pc, st); });
+        run("CR_w8_pf2", [&] { launch<1, 8, true, 2, true>(pc, st); });
+        if (sh.k % (4 * 2 * 128) == 0) run("CR_w4ks2", [&] { launch<1, 4, true, 1, true>(pc, st, 2); });
       } else {
         run("mt2_w4", [&] { launch<2, 4>(p, st); });
         run("mt2_w8", [&] { launch<2, 8>(p, st); });
         run("C_mt2_w4", [&] { launch<2, 4, true>(pc, st); });
         run("C_mt2_w8", [&] { launch<2, 8, true>(pc, st); });
+        run("CR_mt2_w8", [&] { launch<2, 8, true, 1, true>(pc, st); });
+        run("CR_mt2_w4", [&] { launch<2, 4, true, 1, true>(pc, st); });
       }
       if (m > 8) run("B_rt4_w8", [&] { launch_b<4, 8>(p, st); });
       printf("%6dx%-5d %3d %-10s %10.2f %8.3f (bf16 weight: %.1f MB)\n", sh.n, sh.k, m, "cublas", tc,
