@@ -15,8 +15,10 @@
 // mul.bf16x2 by ue4m3 * 2^119 (a 128-entry shared table), i.e. w * enc * 2^-7, exact; the epilogue
 // multiplies by 2^7 / enc in f32. Variant B: tokens as the MMA's M (x fragments reused by RT
 // weight tiles); variant C: the weight's nibbles interleaved per bf16x2 pair (interleave_pairs).
-// Results: bench-results/2026-12-02-h200-b/w4a16-proto{,-b,-c}/ (44-54% of the ceiling; C 6%
-// faster at M = 1; B faster at M = 16).
+// Variant D: C with a tight loop; DA: D with funnel shifts (ALU pipe). Results:
+// bench-results/2026-12-02-h200-b/w4a16-proto{,-b,-c,-d,-e,-f}/ and w4a16-ncu-stalls/ (44-54% of
+// the ceiling; B faster at M = 16; C and D cut instructions to 3.85 / 3.5 per element and then
+// are latency-bound: one chunk in flight per warp is too little).
 //
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include -lcublas \
 //     -o /tmp/w4a16 w4a16_gemv_proto.cu && /tmp/w4a16
@@ -89,6 +91,14 @@ __device__ __forceinline__ uint32_t e2m1_pair_interleaved(uint32_t w) {
   const uint32_t mag = (Q <= 1 ? w << (6 - 4 * Q) : w >> (4 * Q - 6)) & 0x01C001C0u;
   const uint32_t sgn = Q == 3 ? w : w << (12 - 4 * Q);
   return (sgn & 0x80008000u) | mag;
+}
+// The same with the shifts as funnel shifts (SHF, the ALU pipe) where ptxas would otherwise pick
+// IMAD.SHL (the FMA pipe, half rate on SM90, which mul.bf16x2 needs too).
+template <int Q>
+__device__ __forceinline__ uint32_t e2m1_pair_interleaved_alu(uint32_t w) {
+  const uint32_t m = Q <= 1 ? __funnelshift_l(0u, w, 6 - 4 * Q) : __funnelshift_r(w, 0u, 4 * Q - 6);
+  const uint32_t sg = Q == 3 ? w : __funnelshift_l(0u, w, 12 - 4 * Q);
+  return (sg & 0x80008000u) | (m & 0x01C001C0u);
 }
 
 template <int MT, int WARPS, bool kInterleaved = false, int PF = 1, bool kReplicated = false>
@@ -205,6 +215,84 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant_
         atomicAdd(dst, v * p.out_scale);
       }
     }
+  }
+}
+
+// Variant D: variant C (interleaved pairs, MT = 1) with a tight loop: pointers advanced per chunk
+// (no 64-bit index math per load), two register buffers used in turn by a loop unrolled twice
+// (no copies), so the inner loop is loads, the dequantization, the MMAs and the scale lookups.
+// K per warp must be a multiple of 256.
+template <int WARPS, bool kAlu = false>
+__global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4_d(const __grid_constant__ W4Params p) {
+  __shared__ uint32_t s_scale[128];
+  __shared__ float s_part[WARPS][128];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  for (int c = threadIdx.x; c < 128; c += blockDim.x) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(ldexpf(ue4m3_f32(c), 119));
+    const uint32_t b = __bfloat16_as_ushort(h);
+    s_scale[c] = b | (b << 16);
+  }
+  __syncthreads();
+  const int row0 = blockIdx.x * 16;
+  const int kw = p.k / WARPS, kbeg = warp * kw, chunks = kw / 128;
+  // The lane's 16 bytes of rows g and g + 8 (k = kbeg + 32t ..), their two scale bytes, and its
+  // 64 bytes of x row g; per chunk the codes advance 64 bytes, the scales 8, x 256.
+  const uint4* cl = reinterpret_cast<const uint4*>(p.codes + (size_t)(row0 + g) * (p.k / 2) + kbeg / 2) + t;
+  const uint4* ch = cl + (size_t)8 * (p.k / 2) / 16;
+  const unsigned short* sl = reinterpret_cast<const unsigned short*>(p.scales + (size_t)(row0 + g) * (p.k / 16) + kbeg / 16) + t;
+  const unsigned short* sh = sl + (size_t)8 * (p.k / 16) / 2;
+  const bool xlive = g < p.m;
+  const uint4* xp = reinterpret_cast<const uint4*>(p.x + (size_t)(xlive ? g : 0) * p.k + kbeg) + 4 * t;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const auto compute = [&](const uint4& wl, const uint4& wh, uint32_t scl2, uint32_t sch2, const uint4* x) {
+    uint4 xv[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) xv[q] = xlive ? __ldg(x + q) : make_uint4(0, 0, 0, 0);
+    const uint32_t wlw[4] = {wl.x, wl.y, wl.z, wl.w}, whw[4] = {wh.x, wh.y, wh.z, wh.w};
+    const uint32_t sc[2][2] = {{s_scale[scl2 & 0x7F], s_scale[sch2 & 0x7F]},
+                               {s_scale[(scl2 >> 8) & 0x7F], s_scale[(sch2 >> 8) & 0x7F]}};
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+      const uint32_t wlo = wlw[s / 2], whi = whw[s / 2];
+      const uint32_t scl = sc[s / 4][0], sch = sc[s / 4][1];
+      uint32_t a[4];
+      a[0] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<2>(wlo) : e2m1_pair_interleaved<2>(wlo)) : (kAlu ? e2m1_pair_interleaved_alu<0>(wlo) : e2m1_pair_interleaved<0>(wlo)), scl);
+      a[1] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<2>(whi) : e2m1_pair_interleaved<2>(whi)) : (kAlu ? e2m1_pair_interleaved_alu<0>(whi) : e2m1_pair_interleaved<0>(whi)), sch);
+      a[2] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<3>(wlo) : e2m1_pair_interleaved<3>(wlo)) : (kAlu ? e2m1_pair_interleaved_alu<1>(wlo) : e2m1_pair_interleaved<1>(wlo)), scl);
+      a[3] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<3>(whi) : e2m1_pair_interleaved<3>(whi)) : (kAlu ? e2m1_pair_interleaved_alu<1>(whi) : e2m1_pair_interleaved<1>(whi)), sch);
+      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[s / 2]);
+      const uint32_t b[2] = {xw[2 * (s & 1)], xw[2 * (s & 1) + 1]};
+      b12x::mma_m16n8k16_bf16_f32(acc, a, b);
+    }
+  };
+  uint4 al = __ldg(cl), ah = __ldg(ch);
+  uint32_t asl = *sl, ash = *sh;
+  for (int i = 0; i < chunks; i += 2) {
+    const uint4 bl = __ldg(cl + 4), bh = __ldg(ch + 4);
+    const uint32_t bsl = sl[4], bsh = sh[4];
+    compute(al, ah, asl, ash, xp);
+    cl += 8;
+    ch += 8;
+    sl += 8;
+    sh += 8;
+    if (i + 2 < chunks) {
+      al = __ldg(cl);
+      ah = __ldg(ch);
+      asl = *sl;
+      ash = *sh;
+    }
+    compute(bl, bh, bsl, bsh, xp + 16);
+    xp += 32;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s_part[warp][(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+  __syncthreads();
+  for (int e = threadIdx.x; e < 128; e += blockDim.x) {
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) v += s_part[w][e];
+    const int r = e / 8, tok = e % 8;
+    if (tok < p.m) p.y[(size_t)tok * p.n + row0 + r] = v * p.out_scale;
   }
 }
 
@@ -345,6 +433,10 @@ static void launch(const W4Params& p, cudaStream_t st, int ks = 1) {
   if (ks > 1) CK(cudaMemsetAsync(p.y, 0, (size_t)p.m * p.n * 4, st));
   w4a16_nvfp4<MT, WARPS, kInterleaved, PF, kReplicated><<<dim3(p.n / 16, ks), 32 * WARPS, 0, st>>>(p);
 }
+template <int WARPS, bool kAlu = false>
+static void launch_d(const W4Params& p, cudaStream_t st) {
+  w4a16_nvfp4_d<WARPS, kAlu><<<p.n / 16, 32 * WARPS, 0, st>>>(p);
+}
 template <int RT, int WARPS>
 static void launch_b(const W4Params& p, cudaStream_t st) {
   w4a16_nvfp4_b<RT, WARPS><<<p.n / (8 * RT), 32 * WARPS, 0, st>>>(p);
@@ -433,7 +525,8 @@ int main(int argc, char** argv) {
       pc.codes = codes_il;
       if (ncu_mode) {  // one launch of each, for ncu
         launch<1, 8, true>(pc, st);
-        launch<1, 8, true, 1, true>(pc, st);
+        if (sh.k % (4 * 256) == 0) launch_d<4>(pc, st);
+        if (sh.k % (4 * 256) == 0) launch_d<4, true>(pc, st);
         CK(cudaStreamSynchronize(st));
         return 0;
       }
@@ -442,11 +535,11 @@ int main(int argc, char** argv) {
         run("mt1_w8", [&] { launch<1, 8>(p, st); });
         run("C_mt1_w4", [&] { launch<1, 4, true>(pc, st); });
         run("C_mt1_w8", [&] { launch<1, 8, true>(pc, st); });
-        run("C_w8_pf2", [&] { launch<1, 8, true, 2>(pc, st); });
-        run("CR_w8", [&] { launch<1, 8, true, 1, true>(pc, st); });
-        run("CR_w4", [&] { launch<1, 4, true, 1, true>(pc, st); });
-        run("CR_w8_pf2", [&] { launch<1, 8, true, 2, true>(pc, st); });
-        if (sh.k % (4 * 2 * 128) == 0) run("CR_w4ks2", [&] { launch<1, 4, true, 1, true>(pc, st, 2); });
+        if (sh.k % (8 * 256) == 0) run("D_w8", [&] { launch_d<8>(pc, st); });
+        if (sh.k % (4 * 256) == 0) run("D_w4", [&] { launch_d<4>(pc, st); });
+        if (sh.k % (2 * 256) == 0) run("D_w2", [&] { launch_d<2>(pc, st); });
+        if (sh.k % (8 * 256) == 0) run("DA_w8", [&] { launch_d<8, true>(pc, st); });
+        if (sh.k % (4 * 256) == 0) run("DA_w4", [&] { launch_d<4, true>(pc, st); });
       } else {
         run("mt2_w4", [&] { launch<2, 4>(p, st); });
         run("mt2_w8", [&] { launch<2, 8>(p, st); });
