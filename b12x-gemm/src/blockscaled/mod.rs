@@ -1,7 +1,8 @@
 //! `gemm.blockscaled` — `C[M, N] = alpha · A[M, K] · B[N, K]ᵀ (+ bias)` with block-scaled or
 //! per-tensor quantized operands (issue 5). This module holds the op's executable spec so far:
 //! the operand formats ([`Activation`], [`Weight`]) as b12x-quant's CPU codecs hold them and
-//! the CPU oracle ([`mod@reference`]). The kernels, `pack_weight` and the plan/run API come next.
+//! the CPU oracle ([`mod@reference`]), and `pack_weight` ([`pack`]: layout v1, host and device).
+//! The kernels and the plan/run API come next.
 //! The SM120 block-scaled MMAs the kernels will use, and where their operands live, are in
 //! `b12x/mma_sm120.cuh` (b12x-core): fragment and scale index functions checked on the CPU
 //! against the PTX ISA's formulas and CUTLASS's layouts (`tests/sm120_fragments.rs`), wrappers
@@ -23,6 +24,7 @@
 //! | | block FP8 | E4M3 | f32 or UE8M0 per 128×128 / 32×32 tile (edge tiles partial) |
 //! | | per-tensor FP8 | E4M3 | one f32 |
 
+pub mod pack;
 pub mod reference;
 
 use b12x_core::half::{bf16, f16};

@@ -1,0 +1,239 @@
+//! `pack_weight`: a checkpoint weight ([`Weight`], row-major codes and scales as b12x-quant's
+//! codecs hold them) in the layout the `gemm.blockscaled` kernels load, on the host
+//! ([`pack_host`], [`unpack_host`]) or owned on the device ([`pack_weight`], [`PackedWeight`]).
+//!
+//! Layout v1 ([`LAYOUT_VERSION`]):
+//!
+//! | part | NVFP4 | MXFP4 / MXFP8 | block FP8 (G × G tiles) | per-tensor FP8 |
+//! |---|---|---|---|---|
+//! | `codes` | `[N, K/2]` E2M1 pairs, low nibble = even k (the checkpoint order) | `[N, K/2]` / `[N, K]` | `[N, K]` E4M3 | `[N, K]` E4M3 |
+//! | `scales` | UE4M3, swizzled 128×4 (`b12x_quant::layout`) over `[N, K/16]` | UE8M0, swizzled 128×4 over `[N, K/32]` | row-major `[⌈N/G⌉, ⌈K/G⌉]`, f32 (4 bytes LE) or UE8M0 | none |
+//! | `global` | the encode scale `enc` | 1 | 1 | the f32 scale |
+//!
+//! Why this layout (design notes in `README.md` beside this file): row-major packed codes load as
+//! whole `mma.sync` block-scale fragment registers on SM120 (four consecutive bytes of one row per
+//! register) and, with the K permutation, as contiguous 16-byte pieces on the SM90 dequantizing
+//! path; the swizzled 128×4 scales are cuBLASLt's and CUTLASS's layout (so packed weights
+//! interoperate) and what the SM120 scale registers gather from. A pair-interleaved nibble order
+//! saved the SM90 prototype 14% of its instructions but only 6% of its time
+//! (`bench-results/2026-12-02-h200-b/w4a16-proto-c/`): not worth a second layout yet.
+
+use super::Weight;
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::{Error, Result};
+use b12x_quant::block::{BlockFp8, Fp8ScaleKind, Fp8Scales, Mx, Nvfp4, TensorFp8};
+use b12x_quant::codec::Element;
+use b12x_quant::layout::{from_swizzled, to_swizzled};
+use std::sync::Arc;
+
+/// The layout [`PackedHost`] and [`PackedWeight`] hold; bumped when the kernels want another.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// The op id used in errors.
+pub const OP: &str = "gemm.pack_weight";
+
+/// A weight's format, as packed weights record it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightFormat {
+    Nvfp4,
+    Mxfp4,
+    Mxfp8,
+    /// Block FP8 with `tile × tile` scale tiles (128 or 32).
+    BlockFp8 {
+        tile: usize,
+        scale: Fp8ScaleKind,
+    },
+    TensorFp8,
+}
+
+impl WeightFormat {
+    /// Elements per scale along K (tile width for block FP8; K for per-tensor FP8: 0).
+    pub fn block(self) -> usize {
+        match self {
+            WeightFormat::Nvfp4 => 16,
+            WeightFormat::Mxfp4 | WeightFormat::Mxfp8 => 32,
+            WeightFormat::BlockFp8 { tile, .. } => tile,
+            WeightFormat::TensorFp8 => 0,
+        }
+    }
+    /// Bytes of codes per row of K elements.
+    pub fn code_bytes(self, k: usize) -> usize {
+        match self {
+            WeightFormat::Nvfp4 | WeightFormat::Mxfp4 => k / 2,
+            _ => k,
+        }
+    }
+}
+
+/// A weight in layout v1 on the host (module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedHost {
+    pub format: WeightFormat,
+    pub n: usize,
+    pub k: usize,
+    pub codes: Vec<u8>,
+    pub scales: Vec<u8>,
+    pub global: f32,
+}
+
+fn bad(field: &'static str, reason: String) -> Error {
+    Error::InvalidQuery { op: OP, field, reason }
+}
+
+fn expect_len(tensor: &'static str, len: usize, want: usize, dims: String) -> Result<()> {
+    if len == want {
+        Ok(())
+    } else {
+        Err(Error::Shape { tensor, expected: format!("{dims} = {want} bytes"), actual: vec![len] })
+    }
+}
+
+impl Weight {
+    /// The format of this weight.
+    pub fn format(&self) -> Result<WeightFormat> {
+        Ok(match self {
+            Weight::Nvfp4(_) => WeightFormat::Nvfp4,
+            Weight::Mx(q) if q.element == Element::E2M1 => WeightFormat::Mxfp4,
+            Weight::Mx(q) if q.element == Element::E4M3 => WeightFormat::Mxfp8,
+            Weight::Mx(q) => return Err(bad("element", format!("MX weights are E2M1 or E4M3, got {:?}", q.element))),
+            Weight::BlockFp8(q) => {
+                let scale = match q.scales {
+                    Fp8Scales::F32(_) => Fp8ScaleKind::F32,
+                    Fp8Scales::Ue8m0(_) => Fp8ScaleKind::Ue8m0,
+                };
+                match q.tile {
+                    (128, 128) | (32, 32) => WeightFormat::BlockFp8 { tile: q.tile.0, scale },
+                    (r, c) => return Err(bad("tile", format!("weights take 128×128 or 32×32 tiles, got {r}×{c}"))),
+                }
+            }
+            Weight::TensorFp8 { .. } => WeightFormat::TensorFp8,
+        })
+    }
+}
+
+/// Checks `w` (shapes of its codes and scales, K a multiple of its block, a finite positive
+/// global scale) and packs it into layout v1. Typed errors name the bad part; nothing is kept.
+pub fn pack_host(w: &Weight) -> Result<PackedHost> {
+    let format = w.format()?;
+    let (n, k) = w.shape();
+    if n == 0 || k == 0 {
+        return Err(bad("shape", format!("N and K must be positive, got {n} × {k}")));
+    }
+    let block = format.block();
+    if block > 0 && !matches!(format, WeightFormat::BlockFp8 { .. }) && k % block != 0 {
+        return Err(bad("k", format!("K = {k} is not a multiple of the {format:?} block {block}")));
+    }
+    let cb = format.code_bytes(k);
+    let positive = |what: &'static str, v: f32| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(bad(what, format!("must be finite and > 0, got {v}")))
+        }
+    };
+    let (codes, scales, global) = match w {
+        Weight::Nvfp4(q) => {
+            expect_len("codes", q.codes.len(), n * cb, format!("[N, K/2] = [{n}, {cb}]"))?;
+            expect_len("scales", q.scales.len(), n * (k / 16), format!("[N, K/16] = [{n}, {}]", k / 16))?;
+            (q.codes.clone(), to_swizzled(&q.scales, n, k / 16), positive("enc", q.enc)?)
+        }
+        Weight::Mx(q) => {
+            expect_len(
+                "codes",
+                q.codes.len(),
+                n * cb,
+                format!("[N, {}] = [{n}, {cb}]", if cb < k { "K/2" } else { "K" }),
+            )?;
+            expect_len("scales", q.scales.len(), n * (k / 32), format!("[N, K/32] = [{n}, {}]", k / 32))?;
+            (q.codes.clone(), to_swizzled(&q.scales, n, k / 32), 1.0)
+        }
+        Weight::BlockFp8(q) => {
+            let g = q.tile.0;
+            let groups = n.div_ceil(g) * k.div_ceil(g);
+            expect_len("codes", q.codes.len(), n * k, format!("[N, K] = [{n}, {k}]"))?;
+            let scales = match &q.scales {
+                Fp8Scales::F32(v) => {
+                    expect_len("scales", 4 * v.len(), 4 * groups, format!("f32 [⌈N/{g}⌉, ⌈K/{g}⌉] × 4"))?;
+                    v.iter().flat_map(|s| s.to_le_bytes()).collect()
+                }
+                Fp8Scales::Ue8m0(v) => {
+                    expect_len("scales", v.len(), groups, format!("u8 [⌈N/{g}⌉, ⌈K/{g}⌉]"))?;
+                    v.clone()
+                }
+            };
+            (q.codes.clone(), scales, 1.0)
+        }
+        Weight::TensorFp8 { q, .. } => {
+            expect_len("codes", q.codes.len(), n * k, format!("[N, K] = [{n}, {k}]"))?;
+            (q.codes.clone(), Vec::new(), positive("scale", q.scale)?)
+        }
+    };
+    Ok(PackedHost { format, n, k, codes, scales, global })
+}
+
+/// The checkpoint weight a packed one came from (exact inverse of [`pack_host`]).
+pub fn unpack_host(p: &PackedHost) -> Weight {
+    let (n, k) = (p.n, p.k);
+    match p.format {
+        WeightFormat::Nvfp4 => Weight::Nvfp4(Nvfp4 {
+            rows: n,
+            k,
+            codes: p.codes.clone(),
+            scales: from_swizzled(&p.scales, n, k / 16),
+            enc: p.global,
+        }),
+        WeightFormat::Mxfp4 | WeightFormat::Mxfp8 => Weight::Mx(Mx {
+            element: if p.format == WeightFormat::Mxfp4 { Element::E2M1 } else { Element::E4M3 },
+            rows: n,
+            k,
+            codes: p.codes.clone(),
+            scales: from_swizzled(&p.scales, n, k / 32),
+        }),
+        WeightFormat::BlockFp8 { tile, scale } => Weight::BlockFp8(BlockFp8 {
+            rows: n,
+            k,
+            tile: (tile, tile),
+            codes: p.codes.clone(),
+            scales: match scale {
+                Fp8ScaleKind::F32 => Fp8Scales::F32(
+                    p.scales.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+                ),
+                Fp8ScaleKind::Ue8m0 => Fp8Scales::Ue8m0(p.scales.clone()),
+            },
+        }),
+        WeightFormat::TensorFp8 => Weight::TensorFp8 { n, k, q: TensorFp8 { codes: p.codes.clone(), scale: p.global } },
+    }
+}
+
+/// A packed weight owned on the device (layout v1): dropping it frees it. It records its format
+/// and shape, which the GEMM plans check against their query.
+#[derive(Debug)]
+pub struct PackedWeight {
+    pub format: WeightFormat,
+    pub n: usize,
+    pub k: usize,
+    pub codes: CudaSlice<u8>,
+    /// Empty (one zero byte) for per-tensor FP8.
+    pub scales: CudaSlice<u8>,
+    pub global: f32,
+}
+
+/// Checks and packs `w` ([`pack_host`]) and uploads it on `stream` (synchronously: packing is a
+/// load-time step, never inside a captured graph).
+pub fn pack_weight(w: &Weight, stream: &Arc<CudaStream>) -> Result<PackedWeight> {
+    let h = pack_host(w)?;
+    let codes = stream.clone_htod(&h.codes)?;
+    let scales = if h.scales.is_empty() { stream.clone_htod(&[0u8])? } else { stream.clone_htod(&h.scales)? };
+    stream.synchronize()?;
+    Ok(PackedWeight { format: h.format, n: h.n, k: h.k, codes, scales, global: h.global })
+}
+
+impl PackedWeight {
+    /// Downloads it back into layout v1 on the host (tests, inspection).
+    pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<PackedHost> {
+        let codes = stream.clone_dtoh(&self.codes)?;
+        let scales =
+            if self.format == WeightFormat::TensorFp8 { Vec::new() } else { stream.clone_dtoh(&self.scales)? };
+        Ok(PackedHost { format: self.format, n: self.n, k: self.k, codes, scales, global: self.global })
+    }
+}

@@ -1,0 +1,118 @@
+//! CPU tests of `gemm.pack_weight` (layout v1): every format round-trips exactly, the scales are
+//! in the swizzled 128×4 layout of b12x-quant, codes are untouched, and malformed weights are
+//! typed errors naming the bad part.
+
+use b12x_core::Error;
+use b12x_gemm::blockscaled::pack::{pack_host, unpack_host, WeightFormat, OP};
+use b12x_gemm::blockscaled::Weight;
+use b12x_quant::block::{
+    quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, Mx, MxOptions, Nvfp4,
+};
+use b12x_quant::codec::Element;
+use b12x_quant::layout::{swizzled_len, swizzled_offset};
+
+fn values(n: usize, k: usize) -> Vec<f32> {
+    (0..n * k).map(|i| ((i * 7919 % 113) as f32 - 56.0) / 9.0).collect()
+}
+
+fn weights(n: usize, k: usize) -> Vec<(Weight, WeightFormat)> {
+    let w = values(n, k);
+    vec![
+        (Weight::Nvfp4(quantize_nvfp4(&w, n, k, Some(7.5)).unwrap()), WeightFormat::Nvfp4),
+        (Weight::Mx(quantize_mx(&w, n, k, Element::E2M1, MxOptions::default()).unwrap()), WeightFormat::Mxfp4),
+        (Weight::Mx(quantize_mx(&w, n, k, Element::E4M3, MxOptions::default()).unwrap()), WeightFormat::Mxfp8),
+        (
+            Weight::BlockFp8(quantize_block_fp8(&w, n, k, (128, 128), Fp8ScaleKind::F32).unwrap()),
+            WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 },
+        ),
+        (
+            Weight::BlockFp8(quantize_block_fp8(&w, n, k, (32, 32), Fp8ScaleKind::Ue8m0).unwrap()),
+            WeightFormat::BlockFp8 { tile: 32, scale: Fp8ScaleKind::Ue8m0 },
+        ),
+        (Weight::TensorFp8 { n, k, q: quantize_tensor_fp8(&w, None).unwrap() }, WeightFormat::TensorFp8),
+    ]
+}
+
+#[test]
+fn every_format_round_trips_and_keeps_its_codes() {
+    // N = 200: two 128-row scale tiles, the second partial; K = 320: K/16 = 20, K/32 = 10 (a
+    // partial 4-column tile); block FP8 edge tiles partial in both dimensions.
+    let (n, k) = (200, 320);
+    for (w, format) in weights(n, k) {
+        let p = pack_host(&w).unwrap();
+        assert_eq!(p.format, format);
+        assert_eq!((p.n, p.k), (n, k));
+        assert_eq!(w.format().unwrap(), format);
+        assert_eq!(unpack_host(&p), w, "{format:?}");
+        assert_eq!(p.codes.len(), n * format.code_bytes(k));
+        match &w {
+            Weight::Nvfp4(q) => {
+                assert_eq!(p.codes, q.codes);
+                assert_eq!(p.global, q.enc);
+                assert_eq!(p.scales.len(), swizzled_len(n, k / 16));
+            }
+            Weight::Mx(q) => {
+                assert_eq!(p.codes, q.codes);
+                assert_eq!(p.scales.len(), swizzled_len(n, k / 32));
+            }
+            Weight::BlockFp8(q) => assert_eq!(p.codes, q.codes),
+            Weight::TensorFp8 { q, .. } => {
+                assert!(p.scales.is_empty());
+                assert_eq!(p.global, q.scale);
+            }
+        }
+    }
+}
+
+#[test]
+fn block_scales_are_in_the_swizzled_layout() {
+    let (n, k) = (200, 320);
+    let Weight::Nvfp4(q) = weights(n, k).remove(0).0 else { unreachable!() };
+    let p = pack_host(&Weight::Nvfp4(q.clone())).unwrap();
+    let cols = k / 16;
+    for (r, c) in [(0, 0), (1, 0), (31, 3), (32, 0), (127, 19), (130, 5), (199, 19)] {
+        assert_eq!(p.scales[swizzled_offset(r, c, cols)], q.scales[r * cols + c], "({r}, {c})");
+    }
+    // Row 0's first four scales are the first four bytes; rows 32 apart interleave by 4 bytes.
+    assert_eq!(&p.scales[..4], &q.scales[..4]);
+    assert_eq!(p.scales[4], q.scales[32 * cols]);
+    // Padding (rows 200..255, column 20..23 of the last tile) is zero.
+    assert_eq!(p.scales[swizzled_offset(255, 0, cols)], 0);
+}
+
+fn field_of(r: b12x_core::Result<b12x_gemm::blockscaled::pack::PackedHost>) -> String {
+    match r {
+        Err(Error::InvalidQuery { op, field, .. }) => {
+            assert_eq!(op, OP);
+            field.to_string()
+        }
+        Err(Error::Shape { tensor, .. }) => format!("shape:{tensor}"),
+        other => panic!("expected a typed error, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_weights_are_typed_errors() {
+    let nv = |k: usize, codes: usize, scales: usize, enc: f32| {
+        Weight::Nvfp4(Nvfp4 { rows: 2, k, codes: vec![0; codes], scales: vec![0x38; scales], enc })
+    };
+    assert!(pack_host(&nv(32, 32, 4, 1.0)).is_ok());
+    assert_eq!(field_of(pack_host(&nv(24, 24, 2, 1.0))), "k"); // K not a multiple of 16
+    assert_eq!(field_of(pack_host(&nv(32, 30, 4, 1.0))), "shape:codes");
+    assert_eq!(field_of(pack_host(&nv(32, 32, 3, 1.0))), "shape:scales");
+    assert_eq!(field_of(pack_host(&nv(32, 32, 4, 0.0))), "enc");
+    assert_eq!(field_of(pack_host(&nv(32, 32, 4, f32::NAN))), "enc");
+    assert_eq!(field_of(pack_host(&nv(0, 0, 0, 1.0))), "shape");
+    let mx = |element, k: usize| Weight::Mx(Mx { element, rows: 1, k, codes: vec![0; k], scales: vec![127; k / 32] });
+    assert_eq!(field_of(pack_host(&mx(Element::E5M2, 32))), "element");
+    assert_eq!(field_of(pack_host(&mx(Element::E4M3, 48))), "k");
+    // Activation tiles are not weight tiles.
+    let act = quantize_block_fp8(&values(2, 128), 2, 128, (1, 128), Fp8ScaleKind::F32).unwrap();
+    assert_eq!(field_of(pack_host(&Weight::BlockFp8(act))), "tile");
+    // Per-tensor FP8 with a zero scale or the wrong number of codes.
+    let mut t = quantize_tensor_fp8(&values(2, 8), None).unwrap();
+    t.scale = 0.0;
+    assert_eq!(field_of(pack_host(&Weight::TensorFp8 { n: 2, k: 8, q: t })), "scale");
+    let t = quantize_tensor_fp8(&values(2, 8), None).unwrap();
+    assert_eq!(field_of(pack_host(&Weight::TensorFp8 { n: 3, k: 8, q: t })), "shape:codes");
+}
