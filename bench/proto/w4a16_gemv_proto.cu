@@ -15,7 +15,9 @@
 // mul.bf16x2 by ue4m3 * 2^119 (a 128-entry shared table), i.e. w * enc * 2^-7, exact; the epilogue
 // multiplies by 2^7 / enc in f32. Variant B: tokens as the MMA's M (x fragments reused by RT
 // weight tiles); variant C: the weight's nibbles interleaved per bf16x2 pair (interleave_pairs).
-// Variant D: C with a tight loop; DA: D with funnel shifts (ALU pipe). Results:
+// Variant D: C with a tight loop; DA: D with funnel shifts (ALU pipe); E: a per-warp cp.async
+// ring; F: a persistent streaming wave with a producer warp's bulk-copy ring (prepared in session
+// 24, not yet run: the next device call's first experiment). Results:
 // bench-results/2026-12-02-h200-b/w4a16-proto{,-b,-c,-d,-e,-f}/ and w4a16-ncu-stalls/ (44-54% of
 // the ceiling; B faster at M = 16; C and D cut instructions to 3.85 / 3.5 per element and then
 // are latency-bound: one chunk in flight per warp is too little).
@@ -421,6 +423,122 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_pattern_probe(const __grid_c
   if (acc == 0x9e3779b9u) p.y[0] = (float)acc;
 }
 
+// Variant F (session 24, prepared for the next device call, NOT YET RUN): the structure the
+// load-only probes pointed to — a persistent wave streaming long contiguous runs through a deep
+// shared-memory ring. Items are (16-row block, 1024-k stage) in row-block-major order, split into
+// equal contiguous ranges over the grid (stream-K); per CTA a producer warp (warp 4, lane 0) fills
+// an S-stage ring with 16 bulk copies of 512 code bytes and 16 of 64 scale bytes per item
+// (mbarrier full[s] counts the bytes; empty[s] the 4 consumer warps), and 4 consumer warps each
+// take a quarter of the stage's K (two 128-k chunks, variant D's math reading from shared
+// memory). At a row-block boundary the consumers sum their partials through shared memory and
+// add them atomically into y (zeroed in the graph; several CTAs share a row block).
+constexpr int kFStageBytes = 16 * 512 + 16 * 64;
+template <int S>
+__global__ void __launch_bounds__(160) w4a16_nvfp4_f(const __grid_constant__ W4Params p) {
+  extern __shared__ __align__(128) unsigned char f_smem[];
+  __shared__ __align__(8) uint64_t f_full[S], f_empty[S];
+  __shared__ uint32_t s_scale[128];
+  __shared__ float s_part[4][128];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  for (int c = threadIdx.x; c < 128; c += blockDim.x) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(ldexpf(ue4m3_f32(c), 119));
+    const uint32_t b = __bfloat16_as_ushort(h);
+    s_scale[c] = b | (b << 16);
+  }
+  const uint32_t ring = smem_u32addr(f_smem), full = smem_u32addr(f_full), empty = smem_u32addr(f_empty);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) {
+      b12x::mbar_init(full + 8 * i, 1);
+      b12x::mbar_init(empty + 8 * i, 4);
+    }
+    b12x::mbar_fence_init();
+  }
+  __syncthreads();
+  const int nks = p.k / 1024;
+  const long long total = (long long)(p.n / 16) * nks;
+  const long long i0 = total * blockIdx.x / gridDim.x, i1 = total * (blockIdx.x + 1) / gridDim.x;
+  if (warp == 4) {  // producer
+    if (lane == 0) {
+      for (long long i = i0; i < i1; ++i) {
+        const int s = (int)((i - i0) % S);
+        const uint32_t round = (uint32_t)((i - i0) / S);
+        b12x::mbar_wait(empty + 8 * s, (round & 1) ^ 1);
+        const int rb = (int)(i / nks), ks = (int)(i % nks);
+        const uint32_t st = ring + s * kFStageBytes;
+        b12x::mbar_arrive_expect_tx(full + 8 * s, kFStageBytes);
+        for (int r = 0; r < 16; ++r) {
+          const size_t row = (size_t)rb * 16 + r;
+          b12x::bulk_copy_g2s(st + 512 * r, p.codes + row * (p.k / 2) + (size_t)ks * 512, 512, full + 8 * s);
+          b12x::bulk_copy_g2s(st + 8192 + 64 * r, p.scales + row * (p.k / 16) + (size_t)ks * 64, 64, full + 8 * s);
+        }
+      }
+    }
+    return;
+  }
+  // Consumers: warp w (0..3) takes k [256 w, 256 w + 256) of every 1024-k stage.
+  const bool xlive = g < p.m;
+  const bf16* xrow = p.x + (size_t)(xlive ? g : 0) * p.k;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const auto flush = [&](int rb) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s_part[warp][(g + 8 * (i >> 1)) * 8 + 2 * t + (i & 1)] = acc[i];
+      acc[i] = 0.0f;
+    }
+    asm volatile("bar.sync 1, 128;" ::: "memory");
+    const int e = threadIdx.x;  // 0..127: (row r, token tok)
+    const float v = s_part[0][e] + s_part[1][e] + s_part[2][e] + s_part[3][e];
+    const int r = e / 8, tok = e % 8;
+    if (tok < p.m) atomicAdd(p.y + (size_t)tok * p.n + rb * 16 + r, v * p.out_scale);
+    asm volatile("bar.sync 1, 128;" ::: "memory");
+  };
+  int cur_rb = (int)(i0 / nks);
+  for (long long i = i0; i < i1; ++i) {
+    const int s = (int)((i - i0) % S);
+    const uint32_t round = (uint32_t)((i - i0) / S);
+    const int rb = (int)(i / nks), ks = (int)(i % nks);
+    if (rb != cur_rb) {
+      flush(cur_rb);
+      cur_rb = rb;
+    }
+    b12x::mbar_wait(full + 8 * s, round & 1);
+    const uint32_t st = ring + s * kFStageBytes;
+#pragma unroll
+    for (int c2 = 0; c2 < 2; ++c2) {
+      const int koff = 256 * warp + 128 * c2;  // within the stage
+      uint4 wl, wh;
+      uint32_t scl2, sch2;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(wl.x), "=r"(wl.y), "=r"(wl.z), "=r"(wl.w) : "r"(st + 512 * g + koff / 2 + 16 * t));
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(wh.x), "=r"(wh.y), "=r"(wh.z), "=r"(wh.w) : "r"(st + 512 * (g + 8) + koff / 2 + 16 * t));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(scl2) : "r"(st + 8192 + 64 * g + koff / 16 + 2 * t));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(sch2) : "r"(st + 8192 + 64 * (g + 8) + koff / 16 + 2 * t));
+      const uint4* xp = reinterpret_cast<const uint4*>(xrow + (size_t)ks * 1024 + koff + 32 * t);
+      uint4 xv[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) xv[q] = xlive ? __ldg(xp + q) : make_uint4(0, 0, 0, 0);
+      const uint32_t wlw[4] = {wl.x, wl.y, wl.z, wl.w}, whw[4] = {wh.x, wh.y, wh.z, wh.w};
+      const uint32_t sc[2][2] = {{s_scale[scl2 & 0x7F], s_scale[sch2 & 0x7F]},
+                                 {s_scale[(scl2 >> 8) & 0x7F], s_scale[(sch2 >> 8) & 0x7F]}};
+#pragma unroll
+      for (int s8 = 0; s8 < 8; ++s8) {
+        const uint32_t wlo = wlw[s8 / 2], whi = whw[s8 / 2];
+        const uint32_t scl = sc[s8 / 4][0], sch = sc[s8 / 4][1];
+        uint32_t a[4];
+        a[0] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<2>(wlo) : e2m1_pair_interleaved_alu<0>(wlo), scl);
+        a[1] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<2>(whi) : e2m1_pair_interleaved_alu<0>(whi), sch);
+        a[2] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<3>(wlo) : e2m1_pair_interleaved_alu<1>(wlo), scl);
+        a[3] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<3>(whi) : e2m1_pair_interleaved_alu<1>(whi), sch);
+        const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[s8 / 2]);
+        const uint32_t b[2] = {xw[2 * (s8 & 1)], xw[2 * (s8 & 1) + 1]};
+        b12x::mma_m16n8k16_bf16_f32(acc, a, b);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) b12x::mbar_arrive(empty + 8 * s);
+  }
+  if (i1 > i0) flush(cur_rb);
+}
+
 // Variant B (tokens as the MMA's M): D[16 tokens][8 rows] += x[16][16 k] . W[16 k][8 rows]; a warp
 // holds the x fragments of a chunk (reused by its RT 8-row tiles: x is read once per RT * 8
 // weight rows instead of once per 16) and the same K permutation (lane t: k = 32t .. 32t + 31).
@@ -568,6 +686,15 @@ static void launch_e(const W4Params& p, cudaStream_t st) {
   CK(cudaFuncSetAttribute(w4a16_nvfp4_e<WARPS, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   w4a16_nvfp4_e<WARPS, S><<<p.n / 16, 32 * WARPS, smem, st>>>(p);
 }
+template <int S>
+static void launch_f(const W4Params& p, cudaStream_t st, int ctas_per_sm) {
+  const int smem = S * kFStageBytes;
+  CK(cudaFuncSetAttribute(w4a16_nvfp4_f<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CK(cudaMemsetAsync(p.y, 0, (size_t)p.m * p.n * 4, st));
+  w4a16_nvfp4_f<S><<<sms * ctas_per_sm, 160, smem, st>>>(p);
+}
 template <int RT, int WARPS>
 static void launch_b(const W4Params& p, cudaStream_t st) {
   w4a16_nvfp4_b<RT, WARPS><<<p.n / (8 * RT), 32 * WARPS, 0, st>>>(p);
@@ -657,6 +784,7 @@ int main(int argc, char** argv) {
       if (ncu_mode) {  // one launch of each, for ncu
         launch<1, 8, true>(pc, st);
         launch_e<4, 8>(pc, st);
+        if (sh.k % 1024 == 0) launch_f<8>(pc, st, 2);
         CK(cudaStreamSynchronize(st));
         return 0;
       }
@@ -680,6 +808,12 @@ int main(int argc, char** argv) {
           probe("P_frag_w4", [&] { w4a16_pattern_probe<4, 0><<<sh.n / 16, 128, 0, st>>>(pc); });
           probe("P_rows_w8", [&] { w4a16_pattern_probe<8, 1><<<sh.n / 16, 256, 0, st>>>(pc); });
           probe("P_rows_w4", [&] { w4a16_pattern_probe<4, 1><<<sh.n / 16, 128, 0, st>>>(pc); });
+        }
+        if (sh.k % 1024 == 0) {
+          run("F_s4_c2", [&] { launch_f<4>(pc, st, 2); });
+          run("F_s8_c2", [&] { launch_f<8>(pc, st, 2); });
+          run("F_s6_c3", [&] { launch_f<6>(pc, st, 3); });
+          run("F_s12_c1", [&] { launch_f<12>(pc, st, 1); });
         }
         run("E_w4_s4", [&] { launch_e<4, 4>(pc, st); });
         run("E_w4_s8", [&] { launch_e<4, 8>(pc, st); });
