@@ -428,11 +428,17 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_pattern_probe(const __grid_c
 // shared-memory ring. Items are (16-row block, 1024-k stage) in row-block-major order, split into
 // equal contiguous ranges over the grid (stream-K); per CTA a producer warp (warp 4, lane 0) fills
 // an S-stage ring with 16 bulk copies of 512 code bytes and 16 of 64 scale bytes per item
+// (reviewed by a helper in session 24: protocol and addresses modelled exhaustively, no bug found;
+// its padding and fence suggestions applied)
 // (mbarrier full[s] counts the bytes; empty[s] the 4 consumer warps), and 4 consumer warps each
 // take a quarter of the stage's K (two 128-k chunks, variant D's math reading from shared
 // memory). At a row-block boundary the consumers sum their partials through shared memory and
 // add them atomically into y (zeroed in the graph; several CTAs share a row block).
-constexpr int kFStageBytes = 16 * 512 + 16 * 64;
+// Stage layout: code rows at a 576-byte pitch, scale rows at an 80-byte pitch from byte 9216 (the
+// padding keeps the consumers' 16-byte and 2-byte reads free of bank conflicts); 9216 bytes copied.
+constexpr int kFCodePitch = 576, kFScaleBase = 16 * kFCodePitch, kFScalePitch = 80;
+constexpr int kFStageBytes = kFScaleBase + 16 * kFScalePitch;
+constexpr int kFCopiedBytes = 16 * 512 + 16 * 64;
 template <int S>
 __global__ void __launch_bounds__(160) w4a16_nvfp4_f(const __grid_constant__ W4Params p) {
   extern __shared__ __align__(128) unsigned char f_smem[];
@@ -465,11 +471,11 @@ __global__ void __launch_bounds__(160) w4a16_nvfp4_f(const __grid_constant__ W4P
         b12x::mbar_wait(empty + 8 * s, (round & 1) ^ 1);
         const int rb = (int)(i / nks), ks = (int)(i % nks);
         const uint32_t st = ring + s * kFStageBytes;
-        b12x::mbar_arrive_expect_tx(full + 8 * s, kFStageBytes);
+        b12x::mbar_arrive_expect_tx(full + 8 * s, kFCopiedBytes);
         for (int r = 0; r < 16; ++r) {
           const size_t row = (size_t)rb * 16 + r;
-          b12x::bulk_copy_g2s(st + 512 * r, p.codes + row * (p.k / 2) + (size_t)ks * 512, 512, full + 8 * s);
-          b12x::bulk_copy_g2s(st + 8192 + 64 * r, p.scales + row * (p.k / 16) + (size_t)ks * 64, 64, full + 8 * s);
+          b12x::bulk_copy_g2s(st + kFCodePitch * r, p.codes + row * (p.k / 2) + (size_t)ks * 512, 512, full + 8 * s);
+          b12x::bulk_copy_g2s(st + kFScaleBase + kFScalePitch * r, p.scales + row * (p.k / 16) + (size_t)ks * 64, 64, full + 8 * s);
         }
       }
     }
@@ -508,10 +514,10 @@ __global__ void __launch_bounds__(160) w4a16_nvfp4_f(const __grid_constant__ W4P
       const int koff = 256 * warp + 128 * c2;  // within the stage
       uint4 wl, wh;
       uint32_t scl2, sch2;
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(wl.x), "=r"(wl.y), "=r"(wl.z), "=r"(wl.w) : "r"(st + 512 * g + koff / 2 + 16 * t));
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(wh.x), "=r"(wh.y), "=r"(wh.z), "=r"(wh.w) : "r"(st + 512 * (g + 8) + koff / 2 + 16 * t));
-      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(scl2) : "r"(st + 8192 + 64 * g + koff / 16 + 2 * t));
-      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(sch2) : "r"(st + 8192 + 64 * (g + 8) + koff / 16 + 2 * t));
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(wl.x), "=r"(wl.y), "=r"(wl.z), "=r"(wl.w) : "r"(st + kFCodePitch * g + koff / 2 + 16 * t));
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(wh.x), "=r"(wh.y), "=r"(wh.z), "=r"(wh.w) : "r"(st + kFCodePitch * (g + 8) + koff / 2 + 16 * t));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(scl2) : "r"(st + kFScaleBase + kFScalePitch * g + koff / 16 + 2 * t));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(sch2) : "r"(st + kFScaleBase + kFScalePitch * (g + 8) + koff / 16 + 2 * t));
       const uint4* xp = reinterpret_cast<const uint4*>(xrow + (size_t)ks * 1024 + koff + 32 * t);
       uint4 xv[4];
 #pragma unroll
@@ -533,6 +539,9 @@ __global__ void __launch_bounds__(160) w4a16_nvfp4_f(const __grid_constant__ W4P
         b12x::mma_m16n8k16_bf16_f32(acc, a, b);
       }
     }
+    // Generic-proxy reads of the stage before the producer's async-proxy refill: the PTX ISA
+    // ("Async Proxy") asks for a cross-proxy fence; CUTLASS omits it, this prototype keeps it.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncwarp();
     if (lane == 0) b12x::mbar_arrive(empty + 8 * s);
   }
@@ -688,6 +697,10 @@ static void launch_e(const W4Params& p, cudaStream_t st) {
 }
 template <int S>
 static void launch_f(const W4Params& p, cudaStream_t st, int ctas_per_sm) {
+  if (p.m > 8 || p.k % 1024 != 0) {
+    printf("launch_f: needs M <= 8 and K %% 1024 == 0\n");
+    exit(1);
+  }
   const int smem = S * kFStageBytes;
   CK(cudaFuncSetAttribute(w4a16_nvfp4_f<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int sms = 0;
