@@ -1,0 +1,62 @@
+// fp4_dequant.cuh — E2M1 (FP4) codes to BF16 without a conversion instruction, for the SM90
+// dequantizing GEMM path (issue 5; bench/proto/w4a16_gemv_proto.cu measured this form, variants C,
+// D and F). Host and device: the CPU suite checks every value (b12x-gemm/tests/fp4_dequant.rs).
+//
+// Bit placement: an E2M1 code s.e1e0.m (bias 1) with its magnitude bits e1 e0 m moved to BF16 bits
+// 8..6 (the exponent's two low bits and the mantissa's top bit) and its sign to bit 15 is the BF16
+// value code * 2^-126 exactly: for e >= 1 the BF16 exponent field is e (2^(e - 127) (1 + m/2) =
+// 2^(e-1) (1 + m/2) * 2^-126), and for e = 0 it is BF16's subnormal m * 2^-127 = (m * 0.5) * 2^-126
+// (E2M1's subnormal 0.5 on BF16's). One `mul.bf16x2` by a block scale s * 2^119 (ue4m3_bf16_x2^119,
+// a normal BF16 for every finite UE4M3) then gives code * s * 2^-7 exactly (at most 6 significant
+// bits, 2^-17 .. 2^4: normal), and the f32 epilogue multiplies by 2^7 / enc.
+//
+// Interleaved words: the packed weight's 32-bit words hold 8 consecutive k; with the nibbles of
+// each pair (2q, 2q + 1) at nibbles q and q + 4 (e2m1_interleave_word) a pair converts to a bf16x2
+// with two shifts, two masks and an OR (e2m1_pair_bf16_2m126<Q>).
+#pragma once
+#include <stdint.h>
+#include <string.h>
+
+#include "hostdevice.cuh"
+
+namespace b12x {
+
+// Reorders the 8 nibbles of w (element i at nibble i, the checkpoint order) so that element 2q is
+// at nibble q and element 2q + 1 at nibble q + 4.
+__host__ __device__ constexpr uint32_t e2m1_interleave_word(uint32_t w) {
+  uint32_t o = 0;
+  for (int q = 0; q < 4; ++q) {
+    o |= ((w >> (8 * q)) & 0xFu) << (4 * q);
+    o |= ((w >> (8 * q + 4)) & 0xFu) << (4 * q + 16);
+  }
+  return o;
+}
+
+// Pair Q (0..3) of an interleaved word as bf16x2 (element 2Q low, 2Q + 1 high) of code * 2^-126.
+template <int Q>
+__host__ __device__ __forceinline__ uint32_t e2m1_pair_bf16_2m126(uint32_t w) {
+  static_assert(Q >= 0 && Q < 4, "four pairs per word");
+#if defined(__CUDA_ARCH__)
+  // Funnel shifts: SHF on the ALU pipe (ptxas turns plain left shifts into IMAD.SHL, which shares
+  // the FMA pipe with the mul.bf16x2 that follows; measured in w4a16-proto-f).
+  const uint32_t m = Q <= 1 ? __funnelshift_l(0u, w, 6 - 4 * Q) : __funnelshift_r(w, 0u, 4 * Q - 6);
+  const uint32_t sg = Q == 3 ? w : __funnelshift_l(0u, w, 12 - 4 * Q);
+#else
+  const uint32_t m = Q <= 1 ? w << (6 - 4 * Q) : w >> (4 * Q - 6);
+  const uint32_t sg = Q == 3 ? w : w << (12 - 4 * Q);
+#endif
+  return (sg & 0x80008000u) | (m & 0x01C001C0u);
+}
+
+// The BF16 bits of ue4m3(code) * 2^119 (code 0..126: finite UE4M3; exact, normal).
+__host__ __device__ inline uint16_t ue4m3_bf16_x2p119(uint32_t code) {
+  const uint32_t e = (code >> 3) & 0xFu, m = code & 7u;
+  if (e != 0) return (uint16_t)(((e + 239u) << 7) | (m << 4));  // 2^(e - 7) (1 + m/8) * 2^119
+  if (m == 0) return 0;
+  // Subnormal m * 2^-9 * 2^119 = m * 2^110: normalize the 3-bit m.
+  const uint32_t top = m >= 4 ? 2u : m >= 2 ? 1u : 0u;  // m = 2^top (1 + f)
+  const uint32_t frac = (m << (7 - top)) & 0x7Fu;         // the bits below the leading one, at 6..
+  return (uint16_t)(((110u + top + 127u) << 7) | frac);
+}
+
+}  // namespace b12x

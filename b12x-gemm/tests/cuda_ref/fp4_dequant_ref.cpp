@@ -1,0 +1,34 @@
+// fp4_dequant_ref.cpp — the host build of b12x-core/include/b12x/fp4_dequant.cuh, printing its
+// values for tests/fp4_dequant.rs. Lines:
+//   "pair Q LO HI BITS": elements 2Q = LO, 2Q + 1 = HI (E2M1 codes) of a checkpoint-order word whose
+//                        other nibbles are 0x5A3C.. filler, interleaved, converted: BITS (bf16x2)
+//   "interleave W OUT": e2m1_interleave_word(W)
+//   "scale CODE BITS": ue4m3_bf16_x2p119(CODE), CODE 0..126
+#include <cstdio>
+
+#include "b12x/fp4_dequant.cuh"
+
+using namespace b12x;
+
+int main() {
+  for (int q = 0; q < 4; ++q)
+    for (uint32_t lo = 0; lo < 16; ++lo)
+      for (uint32_t hi = 0; hi < 16; ++hi) {
+        uint32_t w = 0x9E3779B9u;  // filler in the other nibbles
+        w &= ~(0xFFu << (8 * q));
+        w |= (lo | (hi << 4)) << (8 * q);
+        const uint32_t il = e2m1_interleave_word(w);
+        uint32_t r = 0;
+        switch (q) {
+          case 0: r = e2m1_pair_bf16_2m126<0>(il); break;
+          case 1: r = e2m1_pair_bf16_2m126<1>(il); break;
+          case 2: r = e2m1_pair_bf16_2m126<2>(il); break;
+          default: r = e2m1_pair_bf16_2m126<3>(il); break;
+        }
+        std::printf("pair %d %u %u %u\n", q, lo, hi, r);
+      }
+  const uint32_t words[] = {0x76543210u, 0xFEDCBA98u, 0x9E3779B9u, 0x00000000u, 0xFFFFFFFFu, 0x12345678u};
+  for (uint32_t w : words) std::printf("interleave %u %u\n", w, e2m1_interleave_word(w));
+  for (uint32_t c = 0; c < 127; ++c) std::printf("scale %u %u\n", c, (uint32_t)ue4m3_bf16_x2p119(c));
+  return 0;
+}

@@ -1,0 +1,84 @@
+//! The E2M1 → BF16 dequantization helpers of `b12x-core/include/b12x/fp4_dequant.cuh` (host
+//! build, `tests/cuda_ref/fp4_dequant_ref.cpp`) against b12x-quant's codecs, on every value:
+//! every pair of every interleaved word is `code · 2^-126` in BF16 exactly, every finite UE4M3
+//! scale is `s · 2^119` exactly, and every product of the two is exact in BF16 (so the kernels'
+//! one `mul.bf16x2` per pair rounds nothing).
+
+use b12x_core::half::bf16;
+use b12x_quant::codec::{e2m1_decode, ue4m3_decode};
+use std::path::Path;
+use std::process::Command;
+
+fn run_ref() -> String {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("b12x-gemm-fp4-dequant-ref");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("fp4_dequant_ref");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let out = Command::new(&cxx)
+        .args(["-O1", "-std=c++17", "-x", "c++", "-I"])
+        .arg(root.join("../b12x-core/include"))
+        .arg(root.join("tests/cuda_ref/fp4_dequant_ref.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C++ compiler `{cxx}`: {e}"));
+    assert!(out.status.success(), "compiling fp4_dequant_ref.cpp failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success());
+    String::from_utf8(run.stdout).unwrap()
+}
+
+fn bf16_bits(b: u32) -> f64 {
+    bf16::from_bits(b as u16).to_f64()
+}
+
+#[test]
+fn every_value_is_exact() {
+    let out = run_ref();
+    let (mut pairs, mut scales, mut words) = (0, 0, 0);
+    let two_m126 = 2f64.powi(-126);
+    let mut scale_of = vec![0.0f64; 127];
+    for line in out.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        match f[0] {
+            "pair" => {
+                let (lo, hi, r) = (n(2) as u8, n(3) as u8, n(4) as u32);
+                assert_eq!(bf16_bits(r & 0xFFFF), f64::from(e2m1_decode(lo)) * two_m126, "{line}: low half");
+                assert_eq!(bf16_bits(r >> 16), f64::from(e2m1_decode(hi)) * two_m126, "{line}: high half");
+                // Signs survive on zeros too (-0 is 0x8000).
+                assert_eq!((r >> 15) & 1, u32::from(lo >> 3), "{line}");
+                assert_eq!(r >> 31, u32::from(hi >> 3), "{line}");
+                pairs += 1;
+            }
+            "interleave" => {
+                let (w, o) = (n(1) as u32, n(2) as u32);
+                for q in 0..4 {
+                    assert_eq!((o >> (4 * q)) & 0xF, (w >> (8 * q)) & 0xF, "{line}: element 2q");
+                    assert_eq!((o >> (4 * q + 16)) & 0xF, (w >> (8 * q + 4)) & 0xF, "{line}: element 2q + 1");
+                }
+                words += 1;
+            }
+            "scale" => {
+                let (c, b) = (n(1) as usize, n(2) as u32);
+                let want = f64::from(ue4m3_decode(c as u8)) * 2f64.powi(119);
+                assert_eq!(bf16_bits(b), want, "{line}");
+                scale_of[c] = want;
+                scales += 1;
+            }
+            _ => panic!("bad line {line}"),
+        }
+    }
+    assert_eq!((pairs, words, scales), (4 * 256, 6, 127));
+    // Every product (code · 2^-126) · (s · 2^119) is representable in BF16: mul.bf16x2 is exact.
+    for code in 0u8..16 {
+        for (c, &s) in scale_of.iter().enumerate() {
+            let p = f64::from(e2m1_decode(code)) * two_m126 * s;
+            assert_eq!(bf16::from_f64(p).to_f64(), p, "code {code:#x}, scale code {c:#x}");
+            if p != 0.0 {
+                assert!(p.abs() >= 2f64.powi(-126), "normal: {p}");
+            }
+        }
+    }
+}
