@@ -38,6 +38,7 @@
 #include <vector>
 #include "../../b12x-core/kernels/read_bw.cu"
 #include "b12x/mma.cuh"
+#include "b12x/fp4_dequant.cuh"
 
 using b12x::bf16;
 #include "proto_common.cuh"
@@ -79,16 +80,8 @@ __device__ __forceinline__ uint32_t hmul2_bf16(uint32_t a, uint32_t b) {
 // Variant C's weight: within every 32-bit word (8 consecutive k), the nibbles reordered so that
 // the pair (2q, 2q + 1) sits at nibbles q and q + 4 (16 bits apart, as a bf16x2 wants them).
 __global__ void interleave_pairs(const uint32_t* in, uint32_t* out, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    const uint32_t w = in[i];
-    uint32_t o = 0;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      o |= ((w >> (8 * q)) & 0xFu) << (4 * q);            // element 2q -> nibble q
-      o |= ((w >> (8 * q + 4)) & 0xFu) << (4 * q + 16);   // element 2q + 1 -> nibble q + 4
-    }
-    out[i] = o;
-  }
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    out[i] = b12x::e2m1_interleave_word(in[i]);
 }
 
 // Pair q of an interleaved word -> bf16x2 of e2m1 * 2^-126 (as e2m1x2_bf16_scaled).
@@ -99,12 +92,10 @@ __device__ __forceinline__ uint32_t e2m1_pair_interleaved(uint32_t w) {
   return (sgn & 0x80008000u) | mag;
 }
 // The same with the shifts as funnel shifts (SHF, the ALU pipe) where ptxas would otherwise pick
-// IMAD.SHL (the FMA pipe, half rate on SM90, which mul.bf16x2 needs too).
+// IMAD.SHL (the FMA pipe, half rate on SM90, which mul.bf16x2 needs too): the library helper.
 template <int Q>
 __device__ __forceinline__ uint32_t e2m1_pair_interleaved_alu(uint32_t w) {
-  const uint32_t m = Q <= 1 ? __funnelshift_l(0u, w, 6 - 4 * Q) : __funnelshift_r(w, 0u, 4 * Q - 6);
-  const uint32_t sg = Q == 3 ? w : __funnelshift_l(0u, w, 12 - 4 * Q);
-  return (sg & 0x80008000u) | (m & 0x01C001C0u);
+  return b12x::e2m1_pair_bf16_2m126<Q>(w);
 }
 
 template <int MT, int WARPS, bool kInterleaved = false, int PF = 1, bool kReplicated = false>
