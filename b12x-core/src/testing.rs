@@ -402,6 +402,34 @@ pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), Str
     }
 }
 
+/// Compiles the C++ file `src` (a `.cu` source is compiled as C++) with the host compiler (`$CXX`,
+/// else `c++`), `-O2 -std=c++17` and the include folders, into `dir/name`, and returns the
+/// program's path. For the CPU tests of `__host__ __device__` headers the kernels share. Panics
+/// with the compiler's output when it fails.
+pub fn compile_host_cpp(
+    dir: &std::path::Path,
+    name: &str,
+    src: &std::path::Path,
+    includes: &[&std::path::Path],
+) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let exe = dir.join(name);
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let mut cmd = std::process::Command::new(&cxx);
+    cmd.args(["-O2", "-std=c++17", "-x", "c++"]);
+    for inc in includes {
+        cmd.arg("-I").arg(inc);
+    }
+    let out = cmd
+        .arg(src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C++ compiler `{cxx}`: {e}"));
+    assert!(out.status.success(), "compiling {} failed:\n{}", src.display(), String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
 /// The archs whose kernels a CPU test of built code should check: [`REQUIRED_ARCHS`], or with
 /// `B12X_ALLOW_PARTIAL_ARCHS=1` (GPU bundles build for the GPU's arch only) those of them the
 /// manifest `manifest_json` says were built.

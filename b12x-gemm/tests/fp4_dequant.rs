@@ -10,20 +10,13 @@ use std::path::Path;
 use std::process::Command;
 
 fn run_ref() -> String {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("b12x-gemm-fp4-dequant-ref");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("fp4_dequant_ref");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let out = Command::new(&cxx)
-        .args(["-O1", "-std=c++17", "-x", "c++", "-I"])
-        .arg(root.join("../b12x-core/include"))
-        .arg(root.join("tests/cuda_ref/fp4_dequant_ref.cpp"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the C++ compiler `{cxx}`: {e}"));
-    assert!(out.status.success(), "compiling fp4_dequant_ref.cpp failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let exe = b12x_core::testing::compile_host_cpp(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("b12x-gemm-fp4-dequant-ref"),
+        "fp4_dequant_ref",
+        &root.join("tests/cuda_ref/fp4_dequant_ref.cpp"),
+        &[&root.join("../b12x-core/include")],
+    );
     let run = Command::new(&exe).output().unwrap();
     assert!(run.status.success());
     String::from_utf8(run.stdout).unwrap()

@@ -29,20 +29,13 @@ fn header_table() -> &'static Table {
 }
 
 fn build_table() -> Table {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("b12x-gemm-frag-ref");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("frag_ref");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let out = Command::new(&cxx)
-        .args(["-O1", "-std=c++17", "-x", "c++", "-I"])
-        .arg(root.join("../b12x-core/include"))
-        .arg(root.join("tests/cuda_ref/frag_ref.cpp"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the C++ compiler `{cxx}`: {e}"));
-    assert!(out.status.success(), "compiling frag_ref.cpp failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let exe = b12x_core::testing::compile_host_cpp(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("b12x-gemm-frag-ref"),
+        "frag_ref",
+        &root.join("tests/cuda_ref/frag_ref.cpp"),
+        &[&root.join("../b12x-core/include")],
+    );
     let run = Command::new(&exe).output().unwrap();
     assert!(run.status.success());
     let mut t = Table { frag: BTreeMap::new(), other: BTreeMap::new() };

@@ -25,20 +25,8 @@ fn cuda_include() -> PathBuf {
 /// Builds fp_ref (once per test; each test has its own folder) and returns its path.
 fn build_reference(name: &str) -> std::path::PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("fp_ref");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_ref/fp_ref.cu");
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let out = Command::new(&cxx)
-        .args(["-O2", "-std=c++17", "-x", "c++", "-I"])
-        .arg(cuda_include())
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the C++ compiler `{cxx}`: {e}"));
-    assert!(out.status.success(), "compiling fp_ref.cu failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    exe
+    b12x_core::testing::compile_host_cpp(&dir, "fp_ref", &src, &[&cuda_include()])
 }
 
 /// (codes [E4M3 | E5M2 | E2M1 | b12x kernel E2M1] for `xs`, decodes [256 E4M3 | 256 E5M2 | 16 E2M1]).
