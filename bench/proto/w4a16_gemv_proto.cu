@@ -215,6 +215,36 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4(const __grid_constant_
   }
 }
 
+// One 128-k chunk of variants D, E and F: the lane's 16 code bytes of rows g and g + 8
+// (interleaved words), their two scale bytes per row, x's 64 bytes of row g; 8 k-steps of
+// dequantization (kAlu: the pair conversion as funnel shifts) and MMA into acc.
+template <bool kAlu>
+__device__ __forceinline__ void chunk_mma(const uint4& wl, const uint4& wh, uint32_t scl2, uint32_t sch2,
+                                          const uint4 (&xv)[4], const uint32_t* s_scale, float (&acc)[4]) {
+  const uint32_t wlw[4] = {wl.x, wl.y, wl.z, wl.w}, whw[4] = {wh.x, wh.y, wh.z, wh.w};
+  const uint32_t sc[2][2] = {{s_scale[scl2 & 0x7F], s_scale[sch2 & 0x7F]},
+                             {s_scale[(scl2 >> 8) & 0x7F], s_scale[(sch2 >> 8) & 0x7F]}};
+  const auto pair = [](uint32_t w, bool odd, bool second) {
+    if (kAlu) {
+      return odd ? (second ? e2m1_pair_interleaved_alu<3>(w) : e2m1_pair_interleaved_alu<2>(w))
+                 : (second ? e2m1_pair_interleaved_alu<1>(w) : e2m1_pair_interleaved_alu<0>(w));
+    }
+    return odd ? (second ? e2m1_pair_interleaved<3>(w) : e2m1_pair_interleaved<2>(w))
+               : (second ? e2m1_pair_interleaved<1>(w) : e2m1_pair_interleaved<0>(w));
+  };
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    const uint32_t wlo = wlw[s / 2], whi = whw[s / 2];
+    const uint32_t scl = sc[s / 4][0], sch = sc[s / 4][1];
+    const bool odd = s & 1;
+    const uint32_t a[4] = {hmul2_bf16(pair(wlo, odd, false), scl), hmul2_bf16(pair(whi, odd, false), sch),
+                           hmul2_bf16(pair(wlo, odd, true), scl), hmul2_bf16(pair(whi, odd, true), sch)};
+    const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[s / 2]);
+    const uint32_t b[2] = {xw[2 * odd], xw[2 * odd + 1]};
+    b12x::mma_m16n8k16_bf16_f32(acc, a, b);
+  }
+}
+
 // Variant D: variant C (interleaved pairs, MT = 1) with a tight loop: pointers advanced per chunk
 // (no 64-bit index math per load), two register buffers used in turn by a loop unrolled twice
 // (no copies), so the inner loop is loads, the dequantization, the MMAs and the scale lookups.
@@ -245,22 +275,7 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4_d(const __grid_constan
     uint4 xv[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) xv[q] = xlive ? __ldg(x + q) : make_uint4(0, 0, 0, 0);
-    const uint32_t wlw[4] = {wl.x, wl.y, wl.z, wl.w}, whw[4] = {wh.x, wh.y, wh.z, wh.w};
-    const uint32_t sc[2][2] = {{s_scale[scl2 & 0x7F], s_scale[sch2 & 0x7F]},
-                               {s_scale[(scl2 >> 8) & 0x7F], s_scale[(sch2 >> 8) & 0x7F]}};
-#pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      const uint32_t wlo = wlw[s / 2], whi = whw[s / 2];
-      const uint32_t scl = sc[s / 4][0], sch = sc[s / 4][1];
-      uint32_t a[4];
-      a[0] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<2>(wlo) : e2m1_pair_interleaved<2>(wlo)) : (kAlu ? e2m1_pair_interleaved_alu<0>(wlo) : e2m1_pair_interleaved<0>(wlo)), scl);
-      a[1] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<2>(whi) : e2m1_pair_interleaved<2>(whi)) : (kAlu ? e2m1_pair_interleaved_alu<0>(whi) : e2m1_pair_interleaved<0>(whi)), sch);
-      a[2] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<3>(wlo) : e2m1_pair_interleaved<3>(wlo)) : (kAlu ? e2m1_pair_interleaved_alu<1>(wlo) : e2m1_pair_interleaved<1>(wlo)), scl);
-      a[3] = hmul2_bf16((s & 1) ? (kAlu ? e2m1_pair_interleaved_alu<3>(whi) : e2m1_pair_interleaved<3>(whi)) : (kAlu ? e2m1_pair_interleaved_alu<1>(whi) : e2m1_pair_interleaved<1>(whi)), sch);
-      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[s / 2]);
-      const uint32_t b[2] = {xw[2 * (s & 1)], xw[2 * (s & 1) + 1]};
-      b12x::mma_m16n8k16_bf16_f32(acc, a, b);
-    }
+    chunk_mma<kAlu>(wl, wh, scl2, sch2, xv, s_scale, acc);
   };
   uint4 al = __ldg(cl), ah = __ldg(ch);
   uint32_t asl = *sl, ash = *sh;
@@ -351,22 +366,7 @@ __global__ void __launch_bounds__(32 * WARPS) w4a16_nvfp4_e(const __grid_constan
     uint4 xv[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) xv[q] = xlive ? __ldg(xp + 16 * c + q) : make_uint4(0, 0, 0, 0);
-    const uint32_t wlw[4] = {wl.x, wl.y, wl.z, wl.w}, whw[4] = {wh.x, wh.y, wh.z, wh.w};
-    const uint32_t sc[2][2] = {{s_scale[scl2 & 0x7F], s_scale[sch2 & 0x7F]},
-                               {s_scale[(scl2 >> 8) & 0x7F], s_scale[(sch2 >> 8) & 0x7F]}};
-#pragma unroll
-    for (int s = 0; s < 8; ++s) {
-      const uint32_t wlo = wlw[s / 2], whi = whw[s / 2];
-      const uint32_t scl = sc[s / 4][0], sch = sc[s / 4][1];
-      uint32_t a[4];
-      a[0] = hmul2_bf16((s & 1) ? e2m1_pair_interleaved_alu<2>(wlo) : e2m1_pair_interleaved_alu<0>(wlo), scl);
-      a[1] = hmul2_bf16((s & 1) ? e2m1_pair_interleaved_alu<2>(whi) : e2m1_pair_interleaved_alu<0>(whi), sch);
-      a[2] = hmul2_bf16((s & 1) ? e2m1_pair_interleaved_alu<3>(wlo) : e2m1_pair_interleaved_alu<1>(wlo), scl);
-      a[3] = hmul2_bf16((s & 1) ? e2m1_pair_interleaved_alu<3>(whi) : e2m1_pair_interleaved_alu<1>(whi), sch);
-      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[s / 2]);
-      const uint32_t b[2] = {xw[2 * (s & 1)], xw[2 * (s & 1) + 1]};
-      b12x::mma_m16n8k16_bf16_f32(acc, a, b);
-    }
+    chunk_mma<true>(wl, wh, scl2, sch2, xv, s_scale, acc);
   }
   b12x::cp_async_wait<0>();
 #pragma unroll
@@ -513,22 +513,7 @@ __global__ void __launch_bounds__(160) w4a16_nvfp4_f(const __grid_constant__ W4P
       uint4 xv[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) xv[q] = xlive ? __ldg(xp + q) : make_uint4(0, 0, 0, 0);
-      const uint32_t wlw[4] = {wl.x, wl.y, wl.z, wl.w}, whw[4] = {wh.x, wh.y, wh.z, wh.w};
-      const uint32_t sc[2][2] = {{s_scale[scl2 & 0x7F], s_scale[sch2 & 0x7F]},
-                                 {s_scale[(scl2 >> 8) & 0x7F], s_scale[(sch2 >> 8) & 0x7F]}};
-#pragma unroll
-      for (int s8 = 0; s8 < 8; ++s8) {
-        const uint32_t wlo = wlw[s8 / 2], whi = whw[s8 / 2];
-        const uint32_t scl = sc[s8 / 4][0], sch = sc[s8 / 4][1];
-        uint32_t a[4];
-        a[0] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<2>(wlo) : e2m1_pair_interleaved_alu<0>(wlo), scl);
-        a[1] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<2>(whi) : e2m1_pair_interleaved_alu<0>(whi), sch);
-        a[2] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<3>(wlo) : e2m1_pair_interleaved_alu<1>(wlo), scl);
-        a[3] = hmul2_bf16((s8 & 1) ? e2m1_pair_interleaved_alu<3>(whi) : e2m1_pair_interleaved_alu<1>(whi), sch);
-        const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[s8 / 2]);
-        const uint32_t b[2] = {xw[2 * (s8 & 1)], xw[2 * (s8 & 1) + 1]};
-        b12x::mma_m16n8k16_bf16_f32(acc, a, b);
-      }
+      chunk_mma<true>(wl, wh, scl2, sch2, xv, s_scale, acc);
     }
     // Generic-proxy reads of the stage before the producer's async-proxy refill: the PTX ISA
     // ("Async Proxy") asks for a cross-proxy fence; CUTLASS omits it, this prototype keeps it.
