@@ -31,6 +31,10 @@ paged caches (P = 16, scattered pages, as the Rust kv_append bench) with `index_
 ids computed on the host from the same page table; the E4M3 rows divide by the request's scales
 and cast to `float8_e4m3fn` first.
 
+Cases `blockscaled_w4a16/M{m}_N{n}_K{k}_bf16` time `F.linear` (cuBLAS BF16) on a BF16 weight of the
+W4A16 rows' shape: the issue's peer for gemm.blockscaled's decode path (cuBLAS on the dequantized
+weight; the values do not change its speed).
+
 --quick keeps every case (the benches pick their own subset) and takes 30 samples instead of 50.
 """
 
@@ -50,6 +54,7 @@ RMS_D = [4096, 7168]
 RMS_EPS = 1e-6
 RMS_X8_T = [4096]  # token counts of the rmsnorm_x8 cases
 CALLS = 8  # back-to-back calls per replay in the bf16_gemv_x8 cases
+W4A16_NK = [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168), (7168, 2048)]  # blockscaled_w4a16
 CALLS_MAX_W_BYTES = 1 << 30  # the x8 cases leave out the LM head
 
 LINEAR = "torch.nn.functional.linear (cuBLAS)"
@@ -201,6 +206,15 @@ def main():
                     chain = back_to_back([f for _, f in fns])
                     add(key, f"{fns[0][0]}, {CALLS} back-to-back on distinct W", chain, CALLS)
                 del ws
+            del w
+            torch.cuda.empty_cache()
+        for n, k in W4A16_NK:
+            if args.only and not any(args.only in f"blockscaled_w4a16/M{m}_N{n}_K{k}_bf16" for m in GEMV_M):
+                continue
+            w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+            for m in GEMV_M:
+                x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+                add(f"blockscaled_w4a16/M{m}_N{n}_K{k}_bf16", LINEAR, lambda x=x, w=w: F.linear(x, w))
             del w
             torch.cuda.empty_cache()
         for d in RMS_D:

@@ -24,6 +24,7 @@
 //! | | block FP8 | E4M3 | f32 or UE8M0 per 128×128 / 32×32 tile (edge tiles partial) |
 //! | | per-tensor FP8 | E4M3 | one f32 |
 
+pub mod gemv;
 pub mod pack;
 pub mod reference;
 

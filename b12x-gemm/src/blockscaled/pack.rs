@@ -216,6 +216,9 @@ pub struct PackedWeight {
     /// Empty (one zero byte) for per-tensor FP8.
     pub scales: CudaSlice<u8>,
     pub global: f32,
+    /// The smallest and largest scale byte of the unpadded scales (NVFP4, MXFP4, MXFP8; `(0, 0)`
+    /// otherwise): the GEMM kernels that hold MX scales as BF16 pick their exponent offset from it.
+    pub scale_bytes: (u8, u8),
 }
 
 /// Checks and packs `w` ([`pack_host`]) and uploads it on `stream` (synchronously: packing is a
@@ -225,7 +228,13 @@ pub fn pack_weight(w: &Weight, stream: &Arc<CudaStream>) -> Result<PackedWeight>
     let codes = stream.clone_htod(&h.codes)?;
     let scales = if h.scales.is_empty() { stream.clone_htod(&[0u8])? } else { stream.clone_htod(&h.scales)? };
     stream.synchronize()?;
-    Ok(PackedWeight { format: h.format, n: h.n, k: h.k, codes, scales, global: h.global })
+    let range = |v: &[u8]| (v.iter().copied().min().unwrap_or(0), v.iter().copied().max().unwrap_or(0));
+    let scale_bytes = match w {
+        Weight::Nvfp4(q) => range(&q.scales),
+        Weight::Mx(q) => range(&q.scales),
+        _ => (0, 0),
+    };
+    Ok(PackedWeight { format: h.format, n: h.n, k: h.k, codes, scales, global: h.global, scale_bytes })
 }
 
 impl PackedWeight {

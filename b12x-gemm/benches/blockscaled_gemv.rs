@@ -1,0 +1,166 @@
+//! Benchmark of `gemm.blockscaled`'s W4A16 decode path with the method of DESIGN.md §7: one op
+//! call per CUDA graph replay, L2 flushed before each sample, median of `bench::samples()`
+//! (≥ 20), the oracle checked on sampled rows before timing, configs chosen by the session's
+//! autotune race.
+//!
+//! Grid: weight ∈ {NVFP4, MXFP4} × M ∈ {1, 2, 4, 8, 16} × (N, K) ∈ {(18432, 7168), (36864, 7168),
+//! (7168, 18432)} (the issue's ≥ 64 MB shapes at BF16; 74–149 MB of codes + scales) and
+//! {(4096, 7168), (7168, 2048)} (smaller, reported in µs), bf16 x and y. Bytes are the weight's
+//! codes + scales (the issue's measure; x and y add < 0.1%); FLOPs 2·M·N·K. Before each shape a
+//! `read_probe/…` row times the project's read probes reading exactly those bytes: the
+//! size-matched ceiling. Peer: cuBLAS BF16 on the dequantized weight (`bench/peers.py`:
+//! `F.linear`, keyed `blockscaled_w4a16/M{m}_N{n}_K{k}_bf16`; the issue expects ≥ 3× for FP4).
+//! `B12X_BENCH_QUICK=1` keeps M ∈ {1, 16}.
+//!
+//! Run: `cargo bench -p b12x-gemm --bench blockscaled_gemv` (rows go to
+//! `bench-results/blockscaled_gemv.{json,md}`).
+
+use b12x_core::bench::{samples, time_graph, BenchReport};
+use b12x_core::half::bf16;
+use b12x_core::testing::{cast, gpu, uniform};
+use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
+use b12x_gemm::blockscaled::gemv::{self, Args, Query};
+use b12x_gemm::blockscaled::pack::{pack_weight, WeightFormat};
+use b12x_gemm::blockscaled::{reference, Activation, Weight};
+use b12x_quant::block::{quantize_mx, quantize_nvfp4, Mx, MxOptions, Nvfp4};
+use b12x_quant::codec::Element;
+use std::sync::Arc;
+
+const ROWS: [usize; 5] = [1, 2, 4, 8, 16];
+const QUICK_ROWS: [usize; 2] = [1, 16];
+const SHAPES: [(usize, usize); 5] = [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168), (7168, 2048)];
+/// Distinct quantized rows; larger weights repeat them (values do not change the speed).
+const DISTINCT_ROWS: usize = 256;
+/// Every SAMPLE-th row of W is checked against the oracle before timing.
+const SAMPLE: usize = 97;
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else {
+        eprintln!("blockscaled_gemv bench: no CUDA device, nothing to measure");
+        return Ok(());
+    };
+    let quick = b12x_core::bench::quick();
+    let mut report = BenchReport::new("blockscaled_gemv", &dev)?;
+    report.note(
+        "Bytes = the packed weight's codes + scales (NVFP4: 0.5625 B per weight, MXFP4: 0.53125); \
+         the peer is cuBLAS BF16 (F.linear) on a BF16 weight of the same shape (2 B per weight).",
+    );
+    for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+        for (n, k) in SHAPES {
+            bench_shape(&dev, &mut report, format, (n, k), quick)?;
+        }
+    }
+    println!("wrote {}", report.write()?.display());
+    Ok(())
+}
+
+/// `DISTINCT_ROWS` quantized rows repeated to `n` rows (codes and row-major scales tile by rows;
+/// NVFP4 keeps one encode scale).
+fn tiled_weight(format: WeightFormat, n: usize, k: usize) -> Result<(Weight, Weight)> {
+    let d = DISTINCT_ROWS.min(n);
+    let mut w = uniform(1, d * k, -1.0, 1.0);
+    for (r, row) in w.chunks_mut(k).enumerate() {
+        let mag = 2f32.powi((r % 9) as i32 - 4);
+        row.iter_mut().for_each(|v| *v *= mag);
+    }
+    let rep = |v: &[u8]| -> Vec<u8> { v.iter().copied().cycle().take(v.len() / d * n).collect() };
+    let bad = |e: b12x_quant::block::FormatError| b12x_core::Error::InvalidQuery {
+        op: "bench",
+        field: "weight",
+        reason: e.to_string(),
+    };
+    Ok(match format {
+        WeightFormat::Nvfp4 => {
+            let q = quantize_nvfp4(&w, d, k, None).map_err(bad)?;
+            let big = Nvfp4 { rows: n, k, codes: rep(&q.codes), scales: rep(&q.scales), enc: q.enc };
+            (Weight::Nvfp4(q), Weight::Nvfp4(big))
+        }
+        _ => {
+            let q = quantize_mx(&w, d, k, Element::E2M1, MxOptions::default()).map_err(bad)?;
+            let big = Mx { element: Element::E2M1, rows: n, k, codes: rep(&q.codes), scales: rep(&q.scales) };
+            (Weight::Mx(q), Weight::Mx(big))
+        }
+    })
+}
+
+fn bench_shape(
+    dev: &Arc<Device>,
+    report: &mut BenchReport,
+    format: WeightFormat,
+    (n, k): (usize, usize),
+    quick: bool,
+) -> Result<()> {
+    let fname = if format == WeightFormat::Nvfp4 { "nvfp4" } else { "mxfp4" };
+    let case_name = |m: usize| format!("blockscaled_w4a16_{fname}/M{m}_N{n}_K{k}_bf16");
+    let peer_name = |m: usize| format!("blockscaled_w4a16/M{m}_N{n}_K{k}_bf16");
+    let ms: Vec<usize> = ROWS
+        .into_iter()
+        .filter(|m| !quick || QUICK_ROWS.contains(m))
+        .filter(|&m| b12x_core::bench::selected(&case_name(m)))
+        .collect();
+    if ms.is_empty() {
+        return Ok(());
+    }
+    let stream = dev.stream();
+    let (small, big) = tiled_weight(format, n, k)?;
+    let packed = pack_weight(&big, stream)?;
+    drop(big);
+    let w_bytes = n * k / 2 + n * k / format.block();
+    let probe_tbps = b12x_core::bench::read_bandwidth_calls(dev, w_bytes, 1)?;
+    let probe_us = (w_bytes / 8192 * 8192) as f64 / (probe_tbps * 1e12) * 1e6;
+    report.add(
+        &format!("read_probe/{fname}_{}MB_N{n}_K{k}", w_bytes >> 20),
+        "b12x read probes, best shape",
+        &[probe_us],
+        w_bytes as f64,
+        0.0,
+    );
+    let mx = *ROWS.iter().max().unwrap_or(&1);
+    let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
+    let x = stream.clone_htod(&x_h)?;
+    let y = stream.alloc_zeros::<bf16>(mx * n)?;
+    let q = Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: mx };
+    let plan = gemv::plan(&q, dev)?;
+    let scratch_bytes = plan.scratch_layout().total_bytes();
+    let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;
+    let sp = TensorRef::from_slice(&scratch, &[scratch.len()])?.ptr().next_multiple_of(SCRATCH_ALIGN as u64);
+    let mut session = PreparationSession::new(dev)?;
+    session.prepare(&[&plan])?;
+    let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
+    let small_rows: Vec<usize> = rows.iter().map(|r| r % DISTINCT_ROWS.min(n)).collect();
+    let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), TensorRef::from_slice(&y, &[mx * n])?.ptr());
+    for m in ms {
+        let case = case_name(m);
+        let bucket = b12x_core::plan::bucket_of(b12x_core::OpPlan::buckets(&plan), m).unwrap_or(0);
+        let config = b12x_core::OpPlan::slot(&plan).get(bucket).map(|s| s.config.clone()).unwrap_or_default();
+        let call = |s: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
+            // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the calls
+            // and the graph, and nothing else touches them meanwhile.
+            let (xv, yv) = unsafe {
+                (
+                    TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
+                    TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], DType::BF16)?,
+                )
+            };
+            let args = Args { x: xv, w: &packed, bias: None, y: yv, alpha: 1.0 };
+            // SAFETY: the plan's scratch buffer, used by nothing else.
+            let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
+            gemv::run(&plan, args, scratch, s)
+        };
+        call(stream)?;
+        stream.synchronize()?;
+        let got: Vec<f64> = stream.clone_dtoh(&y)?.iter().map(|v| v.to_f64()).collect();
+        let a = Activation::Bf16 { m, k, data: x_h[..m * k].to_vec() };
+        let want = reference::exact(&a, &small, 1.0, None, &small_rows)
+            .map_err(|e| b12x_core::Error::InvalidQuery { op: "bench", field: "oracle", reason: e.to_string() })?;
+        let got: Vec<f64> =
+            (0..m).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
+        if let Err(e) = reference::check_bound(&case, DType::BF16, &got, &want, &[m, rows.len()]) {
+            panic!("oracle check failed before timing: {e}");
+        }
+        let times = time_graph(dev, samples(), call)?;
+        report.add_vs(&case, &peer_name(m), &config, &times, w_bytes as f64, (2 * m * n * k) as f64);
+    }
+    session.close();
+    Ok(())
+}

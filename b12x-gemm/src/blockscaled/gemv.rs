@@ -1,0 +1,641 @@
+//! `gemm.blockscaled`, decode path (M ≤ 16): `y = alpha · x · Wᵀ (+ bias)` with a packed FP4
+//! weight (NVFP4 or MXFP4, [`PackedWeight`]) and BF16 activations — **W4A16**.
+//!
+//! - Tensors (row-major, strides in elements): `x [M, K]` bf16 (16-byte aligned base and row
+//!   stride), `w` a [`PackedWeight`] of shape `[N, K]` in the query's format, `bias [N]` bf16 or
+//!   f32 (contiguous, optional), `y [M, N]` bf16, f16 or f32 (rows may be padded).
+//! - Math: every weight element is `code · scale` exactly as formats.md decodes it (NVFP4 also
+//!   `/ enc`); products are accumulated in f32 in an order the kernel chooses (the
+//!   [oracle](super::reference) states the bound), then `alpha ·`, then the bias in f32, then one
+//!   rounding to the output dtype. Bitwise reproducible: same inputs and config, same bits,
+//!   eager or replayed (no float atomics; merges in a fixed order).
+//! - Capacity and buckets: `Query::max_rows` (1..=16) splits into `{1}, {2}, {3-4}, {5-8},
+//!   {9-16}` (cut at capacity), each tuned by the session; M ≤ 8 runs 8-token MMA tiles, 9..16 two.
+//!   Larger M (the middle and prefill buckets of the issue) is not implemented yet: a query with
+//!   `max_rows > 16` is refused with [`Error::InvalidQuery`].
+//! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
+//!   the TMA); FP16 activations, FP8 weights and quantized activations are not implemented yet
+//!   ([`Error::Unsupported`]). MXFP4 scales are held as BF16 with an exponent offset chosen from
+//!   the weight's scale range ([`PackedWeight::scale_bytes`]): weights whose largest scale byte is
+//!   above 128 and whose scale bytes span more than 133 binades are refused (no real checkpoint
+//!   comes near).
+//!
+//! Kernel (`kernels/blockscaled_gemv.cu`, design in `src/blockscaled/README.md`): one or two
+//! persistent CTAs per SM walk an even share of the (128-row block, 256-k stage) list; a producer
+//! warp streams each stage's codes (one TMA box) and scale tiles (one bulk copy) into a ring in
+//! shared memory; eight consumer warps dequantize in registers (E2M1 → BF16 by bit placement, ×
+//! the block scale in BF16, exact) and run BF16 `mma.sync` with the weight rows as the MMA's M.
+//! Configs `w4a16_nt{NT}_s{S}_c{C}`: NT token tiles of 8, an S-stage ring, C CTAs per SM.
+//!
+//! ```no_run
+//! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
+//! use b12x_gemm::blockscaled::{self, gemv, pack::{pack_weight, WeightFormat}, Weight};
+//! # fn main() -> b12x_core::Result<()> {
+//! # let checkpoint: Weight = unimplemented!();
+//! let dev = Device::new(0)?;
+//! let s = dev.stream();
+//! let w = pack_weight(&checkpoint, &s)?; // an NVFP4 [4096, 7168] weight, packed once at load time
+//! let query = gemv::Query {
+//!     n: 4096, k: 7168, weight: WeightFormat::Nvfp4, x_dtype: DType::BF16,
+//!     out_dtype: DType::BF16, bias: None, max_rows: 8,
+//! };
+//! let plan = gemv::plan(&query, &dev)?;
+//! let mut session = PreparationSession::new(&dev)?;
+//! session.prepare(&[&plan])?;
+//! let x = s.alloc_zeros::<b12x_core::half::bf16>(7168)?;
+//! let mut y = s.alloc_zeros::<b12x_core::half::bf16>(4096)?;
+//! let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1))?;
+//! let args = gemv::Args {
+//!     x: TensorRef::from_slice(&x, &[1, 7168])?,
+//!     w: &w,
+//!     bias: None,
+//!     y: TensorMut::from_slice(&mut y, &[1, 4096])?,
+//!     alpha: 1.0,
+//! };
+//! gemv::run(&plan, args, Scratch::from_slice(&mut scratch), &s)?;
+//! # Ok(()) }
+//! ```
+
+use super::pack::{PackedWeight, WeightFormat};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use b12x_core::plan::bucket_of;
+use b12x_core::{
+    pow2_buckets, require_disjoint, resolve, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, KernelModule,
+    LaunchDims, LaunchOpts, OpPlan, PlanSlot, RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut,
+    TensorRef,
+};
+use std::mem::{offset_of, size_of};
+use std::sync::Arc;
+
+/// The op id.
+pub const OP: &str = "gemm.blockscaled";
+/// Largest `Query::max_rows` of the decode path.
+pub const MAX_ROWS: usize = 16;
+/// Weight rows per unit of work (eight consumer warps × 16).
+const ROWS: usize = 128;
+/// k per unit of work.
+const STAGE_K: usize = 256;
+/// Shared memory of one ring stage: a 128 × 128-byte code box and up to four 512-byte scale tiles.
+const STAGE_BYTES: u32 = 128 * 128 + 4 * 512;
+/// Static shared memory of the entry points (barriers, the scale table), rounded up.
+const STATIC_SMEM: u32 = 1280;
+/// Threads per CTA: eight consumer warps and the producer.
+const THREADS: u32 = 32 * 9;
+
+b12x_core::inventory::submit! {
+    b12x_core::OpInfo {
+        name: OP,
+        group: "gemm",
+        entry_points: &["plan", "run", "pack_weight"],
+        dtypes: &["nvfp4|mxfp4 w (packed); bf16 x; bf16|f16|f32 y; bf16|f32 bias"],
+        archs: &[
+            ("sm_90a", b12x_core::Validation::Validated),
+            ("sm_120a", b12x_core::Validation::CompiledOnly),
+            ("sm_121a", b12x_core::Validation::CompiledOnly),
+        ],
+        krate: "b12x-gemm",
+        summary: "y = alpha · x · Wᵀ (+ bias), packed NVFP4/MXFP4 weights, BF16 x, M ≤ 16 (W4A16 decode)",
+    }
+}
+
+/// Mirror of the kernel's `BsGemvParams` (`kernels/blockscaled_gemv.cu`; size and offsets
+/// asserted on both sides).
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BsGemvParams {
+    /// `CUtensorMap` of the codes `[N, K/2]` bytes viewed as `[N, K/4]` 16-bit elements: boxes
+    /// of 64 × 128 rows, 128-byte swizzle, zero fill.
+    pub codes_map: [u64; 16],
+    pub scales: u64,
+    pub x: u64,
+    pub bias: u64,
+    pub y: u64,
+    pub partials: u64,
+    pub counters: u64,
+    pub ldx: i64,
+    pub ldy: i64,
+    pub n: i32,
+    pub k: i32,
+    pub m: i32,
+    pub kstages: i32,
+    pub units_per_cta: i32,
+    pub stages: i32,
+    pub scale_tiles: i32,
+    pub scale_bias: i32,
+    pub out_scale: f32,
+    pub flags: i32,
+    pub reserved: [i32; 6],
+}
+
+const _: () = {
+    assert!(size_of::<BsGemvParams>() == 256);
+    assert!(offset_of!(BsGemvParams, scales) == 128);
+    assert!(offset_of!(BsGemvParams, ldx) == 176);
+    assert!(offset_of!(BsGemvParams, n) == 192);
+    assert!(offset_of!(BsGemvParams, out_scale) == 224);
+    assert!(offset_of!(BsGemvParams, flags) == 228);
+};
+
+/// [`BsGemvParams::flags`]: the bias is f32 (else bf16).
+const FLAG_BIAS_F32: i32 = 1;
+
+/// One launch configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// 8-token MMA tiles (1: M ≤ 8, 2: M ≤ 16).
+    pub nt: usize,
+    /// Ring depth (2..=12).
+    pub stages: usize,
+    /// CTAs per SM (1 or 2; NT = 2 needs 128 registers per thread: one).
+    pub ctas: usize,
+}
+
+impl Config {
+    /// `w4a16_nt{NT}_s{S}_c{C}`.
+    pub fn id(&self) -> String {
+        format!("w4a16_nt{}_s{}_c{}", self.nt, self.stages, self.ctas)
+    }
+    /// Inverse of [`Config::id`].
+    pub fn parse(id: &str) -> Option<Config> {
+        let rest = id.strip_prefix("w4a16_nt")?;
+        let (nt, rest) = rest.split_once("_s")?;
+        let (stages, ctas) = rest.split_once("_c")?;
+        Some(Config { nt: nt.parse().ok()?, stages: stages.parse().ok()?, ctas: ctas.parse().ok()? })
+    }
+    /// Dynamic shared memory: the ring plus 1 KB of slack for its 1024-byte alignment.
+    pub fn dynamic_smem(&self) -> u32 {
+        self.stages as u32 * STAGE_BYTES + 1024
+    }
+    /// Whether `ctas` CTAs of this config fit an SM (`smem_optin` bytes per CTA at most, 228 KB
+    /// per SM with 1 KB reserved per CTA).
+    pub fn fits(&self, smem_optin: u32) -> bool {
+        let per_cta = self.dynamic_smem() + STATIC_SMEM;
+        let legal = matches!(self.nt, 1 | 2) && (2..=12).contains(&self.stages) && matches!(self.ctas, 1 | 2);
+        legal
+            && (self.nt == 1 || self.ctas == 1)
+            && per_cta <= smem_optin
+            && self.ctas as u32 * (per_cta + 1024) <= 233_472
+    }
+    /// `(grid, units per CTA, k-stages per row block)` for an `n × k` weight on `sm_count` SMs.
+    pub fn schedule(&self, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize) {
+        let kstages = k.div_ceil(STAGE_K);
+        let units = n.div_ceil(ROWS) * kstages;
+        let slots = (sm_count as usize * self.ctas).max(1);
+        let q = units.div_ceil(slots).max(1);
+        (units.div_ceil(q), q, kstages)
+    }
+    /// Scratch bytes: `(partials, counters)` — two partial tiles per CTA, one tagged counter per
+    /// (row block, consumer warp).
+    pub fn scratch_bytes(&self, n: usize, k: usize, sm_count: u32) -> (usize, usize) {
+        let (grid, _, _) = self.schedule(n, k, sm_count);
+        (2 * grid * 8 * self.nt * ROWS * 4, n.div_ceil(ROWS) * 8 * 8)
+    }
+    /// The kernel symbol for `format` and `out`.
+    pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
+        let f = if format == WeightFormat::Nvfp4 { "nvfp4" } else { "mxfp4" };
+        let o = match out {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            _ => "bf16",
+        };
+        format!("b12x_bsgemv_w4a16_{f}_nt{}_{o}out", self.nt)
+    }
+}
+
+/// The legal configs for a bucket whose largest M is `rows_hi`, default first.
+pub fn configs(rows_hi: usize, smem_optin: u32) -> Vec<Config> {
+    let nt = if rows_hi <= 8 { 1 } else { 2 };
+    let cands: &[(usize, usize)] =
+        if nt == 1 { &[(6, 2), (4, 2), (8, 1), (12, 1)] } else { &[(12, 1), (8, 1), (6, 1)] };
+    cands.iter().map(|&(stages, ctas)| Config { nt, stages, ctas }).filter(|c| c.fits(smem_optin)).collect()
+}
+
+/// Every entry point of `kernels/blockscaled_gemv.cu`.
+pub fn all_symbols() -> Vec<String> {
+    let mut out = Vec::new();
+    for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+        for nt in [1, 2] {
+            for o in [DType::BF16, DType::F16, DType::F32] {
+                out.push(Config { nt, stages: 2, ctas: 1 }.symbol(f, o));
+            }
+        }
+    }
+    out
+}
+
+/// The static problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// N: rows of W, columns of y.
+    pub n: usize,
+    /// K: the reduction length (a multiple of 32).
+    pub k: usize,
+    /// The packed weight's format: NVFP4 or MXFP4.
+    pub weight: WeightFormat,
+    /// dtype of x: bf16.
+    pub x_dtype: DType,
+    /// dtype of y: bf16, f16 or f32.
+    pub out_dtype: DType,
+    /// dtype of the bias (bf16 or f32), `None` for no bias.
+    pub bias: Option<DType>,
+    /// Capacity: the largest M `run` accepts (1..=16).
+    pub max_rows: usize,
+}
+
+impl Query {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        let unsupported = |reason: String| Err(Error::Unsupported { op: OP, device: String::new(), reason });
+        let limit = i32::MAX as usize - STAGE_K;
+        if self.n == 0 || self.n > limit {
+            return bad("n", format!("(N) must be in 1..={limit}, got {}", self.n));
+        }
+        if self.k == 0 || self.k > limit || self.k % 32 != 0 {
+            return bad("k", format!("(K) must be a positive multiple of 32 up to {limit}, got {}", self.k));
+        }
+        if !matches!(self.weight, WeightFormat::Nvfp4 | WeightFormat::Mxfp4) {
+            return unsupported(format!(
+                "{:?} weights: only NVFP4 and MXFP4 (W4A16) are implemented so far",
+                self.weight
+            ));
+        }
+        if self.x_dtype != DType::BF16 {
+            return unsupported(format!("{} activations: only bf16 is implemented so far", self.x_dtype));
+        }
+        if !matches!(self.out_dtype, DType::BF16 | DType::F16 | DType::F32) {
+            return bad("out_dtype", format!("must be bf16, f16 or f32, got {}", self.out_dtype));
+        }
+        if let Some(b) = self.bias.filter(|&b| !matches!(b, DType::BF16 | DType::F32)) {
+            return bad("bias", format!("must be bf16 or f32, got {b}"));
+        }
+        if self.max_rows == 0 || self.max_rows > MAX_ROWS {
+            return bad(
+                "max_rows",
+                format!(
+                    "(M capacity) must be in 1..={MAX_ROWS} (the prefill path is not implemented yet), got {}",
+                    self.max_rows
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks `args` against the query and builds the kernel parameters (without the codes'
+    /// descriptor and the schedule); nothing is launched.
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<(BsGemvParams, u64)> {
+        let (n, k) = (self.n, self.k);
+        let w = args.w;
+        if w.format != self.weight {
+            let reason = format!("the plan takes {:?} weights, got a packed {:?} weight", self.weight, w.format);
+            return Err(Error::InvalidQuery { op: OP, field: "w", reason });
+        }
+        if (w.n, w.k) != (n, k) {
+            return Err(Error::Shape { tensor: "w", expected: format!("[N, K] = [{n}, {k}]"), actual: vec![w.n, w.k] });
+        }
+        let m = args.x.shape().first().copied().unwrap_or(0);
+        args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?;
+        args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?;
+        if m > self.max_rows {
+            return Err(Error::Capacity { what: "M (rows of x)", got: m, capacity: self.max_rows });
+        }
+        if args.bias.is_some() != self.bias.is_some() {
+            let expected = match self.bias {
+                Some(d) => format!("[N] = [{n}] {d} (the plan has a bias)"),
+                None => "no tensor (the plan has no bias)".into(),
+            };
+            let actual = args.bias.as_ref().map(|b| b.shape().to_vec()).unwrap_or_default();
+            return Err(Error::Shape { tensor: "bias", expected, actual });
+        }
+        if !args.alpha.is_finite() {
+            return Err(Error::InvalidQuery {
+                op: OP,
+                field: "alpha",
+                reason: format!("must be finite, got {}", args.alpha),
+            });
+        }
+        // Codes and scales: whole 16-byte lines (K % 32 == 0); the scales are 512-byte tiles.
+        let codes = w.codes.device_ptr(w.codes.stream()).0;
+        let scales = w.scales.device_ptr(w.scales.stream()).0;
+        let (scale_bias, factor) = match w.format {
+            WeightFormat::Nvfp4 => (0, 128.0 / f64::from(w.global)),
+            _ => {
+                // The kernel multiplies code · 2^-126 by the BF16 scale 2^(e - 1 - c) (exponent
+                // field e + 126 - c): exact while that scale is finite (e - c ≤ 128) and every
+                // product code · 2^(e - 127 - c) ≥ 0.5 · 2^(e - 127 - c) is at least BF16's
+                // smallest subnormal 2^-133 (e - c ≥ -5); the epilogue multiplies by 2^c.
+                let (lo, hi) = (i32::from(w.scale_bytes.0), i32::from(w.scale_bytes.1));
+                let c = (hi - 128).max(0);
+                if lo - c < -5 {
+                    let reason = format!(
+                        "MXFP4 scale bytes span {lo}..={hi}: more than the 133 binades the BF16 path holds exactly"
+                    );
+                    return Err(Error::InvalidQuery { op: OP, field: "w", reason });
+                }
+                (126 - c, (2.0f64).powi(c))
+            }
+        };
+        let mut p = BsGemvParams {
+            scales,
+            x: args.x.ptr(),
+            y: args.y.ptr(),
+            ldx: args.x.row_stride("x")? as i64,
+            ldy: args.y.row_stride("y")? as i64,
+            n: n as i32,
+            k: k as i32,
+            m: m as i32,
+            kstages: k.div_ceil(STAGE_K) as i32,
+            scale_tiles: (k / w.format.block()).div_ceil(4) as i32,
+            scale_bias,
+            out_scale: (f64::from(args.alpha) * factor) as f32,
+            ..BsGemvParams::default()
+        };
+        if let (Some(b), Some(dtype)) = (&args.bias, self.bias) {
+            b.expect("bias", "[N]", dtype, &[n])?;
+            if n > 1 && b.strides() != [1] {
+                let reason = "bias must be contiguous".into();
+                return Err(Error::Stride { tensor: "bias", strides: b.strides().to_vec(), reason });
+            }
+            b.require_aligned("bias", dtype.size_bytes())?;
+            p.bias = b.ptr();
+            p.flags = if dtype == DType::F32 { FLAG_BIAS_F32 } else { 0 };
+        }
+        args.x.require_aligned("x", 16)?;
+        args.y.require_aligned("y", self.out_dtype.size_bytes())?;
+        let y = ("y", args.y.byte_span());
+        require_disjoint(y, ("x", args.x.byte_span()))?;
+        require_disjoint(y, ("w.codes", (codes, codes + (n * k / 2) as u64)))?;
+        require_disjoint(y, ("w.scales", (scales, scales + w.scales.len() as u64)))?;
+        if let Some(b) = &args.bias {
+            require_disjoint(y, ("bias", b.byte_span()))?;
+        }
+        Ok((p, codes))
+    }
+}
+
+impl Default for BsGemvParams {
+    fn default() -> Self {
+        bytemuck::Zeroable::zeroed()
+    }
+}
+
+/// A validated query bound to a device; a cheap handle whose prepared state a session fills.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    query: Query,
+    device: Arc<Device>,
+    buckets: Vec<Bucket>,
+    configs: Vec<Vec<Config>>,
+    scratch: ScratchLayout,
+    slot: PlanSlot,
+}
+
+/// Validates `query` and enumerates its configs per bucket. Allocates, compiles and launches
+/// nothing.
+pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    query.validate()?;
+    let buckets = pow2_buckets(query.max_rows);
+    let configs: Vec<Vec<Config>> = buckets.iter().map(|b| configs(b.hi, device.smem_optin())).collect();
+    if configs.iter().any(Vec::is_empty) {
+        let reason = format!("no config fits {} bytes of shared memory per CTA", device.smem_optin());
+        return Err(Error::Unsupported { op: OP, device: device.name().to_string(), reason });
+    }
+    let (mut partials, mut counters) = (0, 0);
+    for c in configs.iter().flatten() {
+        let (p, n) = c.scratch_bytes(query.n, query.k, device.sm_count());
+        (partials, counters) = (partials.max(p), counters.max(n));
+    }
+    let mut scratch = ScratchLayout::new();
+    // f32 [2 · CTAs][8 · NT tokens][128 rows]: the partial tiles of row blocks CTAs share.
+    scratch.add("partials", partials);
+    // [row blocks][8 warps] 8-byte tagged arrival counters; any initial bits.
+    scratch.add("counters", counters);
+    Ok(Plan { query: query.clone(), device: device.clone(), buckets, configs, scratch, slot: PlanSlot::default() })
+}
+
+impl Plan {
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+    /// Legal configs of bucket `bucket`, default first.
+    pub fn configs(&self, bucket: usize) -> &[Config] {
+        self.configs.get(bucket).map_or(&[], Vec::as_slice)
+    }
+    /// The scratch every call needs: `partials` (f32 partial tiles) and `counters` (8-byte
+    /// tagged arrival counters, no zeroing needed).
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        self.scratch.clone()
+    }
+}
+
+/// The tensors of one call.
+#[derive(Debug)]
+pub struct Args<'a> {
+    /// `[M, K]` bf16.
+    pub x: TensorRef<'a>,
+    /// The packed `[N, K]` weight, in the query's format.
+    pub w: &'a PackedWeight,
+    /// `[N]` contiguous, `Some` exactly when the query has a bias.
+    pub bias: Option<TensorRef<'a>>,
+    /// `[M, N]`, the output.
+    pub y: TensorMut<'a>,
+    /// The output scale (finite).
+    pub alpha: f32,
+}
+
+/// Computes `args.y` on `stream`. Every check happens before any launch; no allocation, no
+/// synchronization. `M = 0` launches nothing.
+pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
+    let (mut p, codes) = plan.query.kernel_params(&args)?;
+    let bound = plan.scratch.bind(&scratch)?;
+    plan.device.check_stream(stream)?;
+    if p.m == 0 {
+        return Ok(());
+    }
+    let m = p.m as usize;
+    let capacity = Error::Capacity { what: "M (rows of x)", got: m, capacity: plan.query.max_rows };
+    let bucket = bucket_of(&plan.buckets, m).ok_or(capacity)?;
+    let selected = resolve(plan, bucket, stream)?;
+    p.partials = bound.ptr("partials");
+    p.counters = bound.ptr("counters");
+    launch(plan, bucket, &selected, &mut p, codes, stream)
+}
+
+fn launch(
+    plan: &Plan,
+    bucket: usize,
+    sel: &Selected,
+    p: &mut BsGemvParams,
+    codes: u64,
+    stream: &CudaStream,
+) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
+    let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
+    let kernel = sel.kernels.first().ok_or_else(unknown)?;
+    let q = &plan.query;
+    let map = Tma2d {
+        base: codes,
+        dtype: DType::BF16, // the packed bytes as 16-bit elements: 64 of them are a 128-byte line
+        rows: q.n,
+        cols: q.k / 4,
+        row_stride_bytes: q.k / 2,
+        box_rows: ROWS as u32,
+        box_cols: 64,
+    };
+    p.codes_map = map.encode("w.codes")?;
+    let (grid, per_cta, _) = c.schedule(q.n, q.k, plan.device.sm_count());
+    p.units_per_cta = per_cta as i32;
+    p.stages = c.stages as i32;
+    let dims = LaunchDims { grid: (grid as u32, 1, 1), block: (THREADS, 1, 1), smem_bytes: c.dynamic_smem() };
+    // SAFETY: BsGemvParams mirrors the kernel's struct (asserted on both sides); the tensors
+    // passed `Query::kernel_params` (the descriptor covers exactly the packed codes, the scale
+    // tiles are the packed weight's), and the scratch was bound at the plan's sizes, which cover
+    // every candidate's partial slots and counters.
+    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl: false, cluster_x: 0 }) }
+}
+
+impl OpPlan for Plan {
+    fn op(&self) -> &'static str {
+        OP
+    }
+    fn query_key(&self) -> String {
+        let q = &self.query;
+        let bias = q.bias.map_or("none", DType::name);
+        format!(
+            "N={} K={} w={:?} x={} out={} bias={bias} max_rows={}",
+            q.n, q.k, q.weight, q.x_dtype, q.out_dtype, q.max_rows
+        )
+    }
+    fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+    fn module(&self) -> &'static KernelModule {
+        &crate::BLOCKSCALED_GEMV_MODULE
+    }
+    fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+    fn candidates(&self, bucket: usize) -> Vec<String> {
+        self.configs(bucket).iter().map(Config::id).collect()
+    }
+    fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
+        let q = &self.query;
+        self.configs(bucket).get(config_index).map(|c| vec![c.symbol(q.weight, q.out_dtype)]).unwrap_or_default()
+    }
+    fn dynamic_smem(&self, bucket: usize, config_index: usize) -> u32 {
+        // The opt-in limit is per kernel function and `prime` sets the device's maximum.
+        self.configs(bucket).get(config_index).map_or(0, Config::dynamic_smem) + STATIC_SMEM
+    }
+    fn slot(&self) -> &PlanSlot {
+        &self.slot
+    }
+    fn bench_case(&self, bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
+        // One zeroed buffer: scratch, codes, scales, x, y, bias at the bucket's largest M (the
+        // speed does not depend on the values).
+        let q = &self.query;
+        let m = self.buckets.get(bucket).map_or(1, |b| b.hi);
+        let scale_bytes = q.n.div_ceil(ROWS) * (q.k / q.weight.block()).div_ceil(4) * 512;
+        let sizes = [
+            self.scratch.total_bytes(),
+            q.n * q.k / 2,
+            scale_bytes,
+            m * q.k * 2,
+            m * q.n * q.out_dtype.size_bytes(),
+            q.bias.map_or(0, |b| q.n * b.size_bytes()),
+        ];
+        let race = RaceBuffer::new(&self.device, &sizes)?;
+        let at = &race.ptrs;
+        // SAFETY: the first region of the race's buffer, used by nothing else.
+        let bound = self.scratch.bind(&unsafe { Scratch::from_raw(at[0], sizes[0]) })?;
+        let params = BsGemvParams {
+            scales: at[2],
+            x: at[3],
+            y: at[4],
+            bias: if q.bias.is_some() { at[5] } else { 0 },
+            partials: bound.ptr("partials"),
+            counters: bound.ptr("counters"),
+            ldx: q.k as i64,
+            ldy: q.n as i64,
+            n: q.n as i32,
+            k: q.k as i32,
+            m: m as i32,
+            kstages: q.k.div_ceil(STAGE_K) as i32,
+            scale_tiles: (q.k / q.weight.block()).div_ceil(4) as i32,
+            scale_bias: 126,
+            out_scale: 1.0,
+            flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 },
+            ..BsGemvParams::default()
+        };
+        Ok(Box::new(RaceCase { plan: self, bucket, params, codes: at[1], _buffer: race.buffer }))
+    }
+}
+
+struct RaceCase<'p> {
+    plan: &'p Plan,
+    bucket: usize,
+    params: BsGemvParams,
+    codes: u64,
+    _buffer: CudaSlice<u8>,
+}
+
+impl BenchCase for RaceCase<'_> {
+    fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
+        let mut p = self.params;
+        launch(self.plan, self.bucket, selected, &mut p, self.codes, stream)
+    }
+}
+
+/// The plans `cargo xtask prepare` tunes by default: the issue's decode shapes ((18432, 7168),
+/// (36864, 7168), (7168, 18432), (4096, 7168)) for NVFP4 and MXFP4, bf16 out, capacity 16.
+pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn OpPlan>>> {
+    let mut out: Vec<Box<dyn OpPlan>> = Vec::new();
+    for weight in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+        for (n, k) in [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168)] {
+            let q = Query { n, k, weight, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 16 };
+            out.push(Box::new(plan(&q, device)?));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_ids_round_trip_and_fit() {
+        for hi in [1, 2, 4, 8, 16] {
+            let cs = configs(hi, 232_448);
+            assert!(!cs.is_empty());
+            for c in cs {
+                assert_eq!(Config::parse(&c.id()), Some(c));
+                assert!(c.fits(232_448));
+                assert_eq!(c.nt, if hi <= 8 { 1 } else { 2 });
+            }
+        }
+        assert_eq!(Config::parse("w4a16_nt1_s6"), None);
+        // Two CTAs of 12 stages do not fit an SM; NT = 2 never runs two CTAs per SM.
+        assert!(!Config { nt: 1, stages: 12, ctas: 2 }.fits(232_448));
+        assert!(!Config { nt: 2, stages: 4, ctas: 2 }.fits(232_448));
+        // An SM120-sized opt-in (99 KB) still fits a shallow ring.
+        assert!(configs(1, 101_376).iter().all(|c| c.dynamic_smem() + STATIC_SMEM <= 101_376));
+    }
+
+    #[test]
+    fn schedule_covers_every_unit_once() {
+        for (n, k) in [(18432, 7168), (576, 7168), (1000, 1536), (7168, 18432), (1, 32)] {
+            for c in configs(8, 232_448) {
+                let (grid, q, kstages) = c.schedule(n, k, 132);
+                let units = n.div_ceil(128) * kstages;
+                assert!(grid <= 132 * c.ctas && grid * q >= units && (grid - 1) * q < units);
+            }
+        }
+    }
+
+    #[test]
+    fn symbols_are_the_kernels_entry_points() {
+        let all = all_symbols();
+        assert_eq!(all.len(), 12);
+        b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
+    }
+}

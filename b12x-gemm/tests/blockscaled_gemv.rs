@@ -1,0 +1,73 @@
+//! `gemm.blockscaled` decode path, on the CPU: query validation (typed errors naming the field),
+//! the scale-range rule for MXFP4, and the kernel table.
+
+use b12x_core::{DType, Error};
+use b12x_gemm::blockscaled::gemv::{all_symbols, configs, Query, MAX_ROWS};
+use b12x_gemm::blockscaled::pack::WeightFormat;
+use b12x_quant::block::Fp8ScaleKind;
+
+fn query() -> Query {
+    Query {
+        n: 4096,
+        k: 7168,
+        weight: WeightFormat::Nvfp4,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 16,
+    }
+}
+
+fn field_of(q: &Query) -> String {
+    match q.validate() {
+        Err(Error::InvalidQuery { field, .. }) => field.to_string(),
+        Err(Error::Unsupported { .. }) => "unsupported".into(),
+        Err(e) => format!("other: {e}"),
+        Ok(()) => "ok".into(),
+    }
+}
+
+#[test]
+fn valid_queries_pass() {
+    for weight in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+        for out_dtype in [DType::BF16, DType::F16, DType::F32] {
+            for bias in [None, Some(DType::BF16), Some(DType::F32)] {
+                for max_rows in [1, 8, 9, MAX_ROWS] {
+                    let q = Query { weight, out_dtype, bias, max_rows, ..query() };
+                    assert_eq!(field_of(&q), "ok", "{q:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(field_of(&Query { n: 1, k: 32, ..query() }), "ok");
+}
+
+#[test]
+fn bad_queries_name_the_field() {
+    assert_eq!(field_of(&Query { n: 0, ..query() }), "n");
+    assert_eq!(field_of(&Query { k: 0, ..query() }), "k");
+    // K must be a multiple of 32 (whole 16-byte lines of codes), also for NVFP4's 16-blocks.
+    assert_eq!(field_of(&Query { k: 7168 + 16, ..query() }), "k");
+    assert_eq!(field_of(&Query { out_dtype: DType::I32, ..query() }), "out_dtype");
+    assert_eq!(field_of(&Query { bias: Some(DType::F16), ..query() }), "bias");
+    assert_eq!(field_of(&Query { max_rows: 0, ..query() }), "max_rows");
+    assert_eq!(field_of(&Query { max_rows: MAX_ROWS + 1, ..query() }), "max_rows");
+    // Not implemented yet: typed, never a silent fallback.
+    for weight in
+        [WeightFormat::Mxfp8, WeightFormat::TensorFp8, WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 }]
+    {
+        assert_eq!(field_of(&Query { weight, ..query() }), "unsupported");
+    }
+    assert_eq!(field_of(&Query { x_dtype: DType::F16, ..query() }), "unsupported");
+}
+
+#[test]
+fn every_bucket_has_configs_and_symbols_are_distinct() {
+    for hi in [1, 2, 4, 8, 16] {
+        assert!(!configs(hi, 232_448).is_empty());
+    }
+    let mut all = all_symbols();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 12);
+}

@@ -1,0 +1,443 @@
+//! `gemm.blockscaled` decode path (W4A16: packed NVFP4 / MXFP4 weights × BF16 x, M ≤ 16) on
+//! the GPU against the CPU oracle (`blockscaled::reference`): every element within the oracle's
+//! bound (1 ULP of a bf16/f16 output plus the K-dependent f32 accumulation term), the cosine
+//! difference within 1e-5 (1e-6 for f32), rows and tokens past the output untouched (y starts
+//! NaN-poisoned). Shapes from DeepSeek-V4(-Flash), Llama-3-8B and Qwen3-30B-A3B plus awkward N
+//! and K (partial row blocks, a partial last k-stage, stream-K CTAs sharing row blocks); every
+//! config of the bucket for small shapes, the default for large ones.
+//! Further trials: graph replay equals eager bitwise (with stream-K merges), `run` allocates
+//! nothing, bad inputs are typed errors that launch nothing.
+
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::{bf16, f16};
+use b12x_core::testing::{
+    alloc_poisoned, cast, check_run_allocates_nothing, poison, reduced_profile, run_gpu_trials, uniform, GpuTrial,
+};
+use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
+use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query};
+use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
+use b12x_gemm::blockscaled::{reference, Activation, Weight};
+use b12x_quant::block::{quantize_mx, quantize_nvfp4, MxOptions};
+use b12x_quant::codec::Element;
+use std::sync::Arc;
+
+type TrialResult = Result<(), String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    name: &'static str,
+    n: usize,
+    k: usize,
+    ms: &'static [usize],
+    out: DType,
+    bias: Option<DType>,
+    alpha: f32,
+    /// Extra elements at the end of each row of x and y.
+    pad: usize,
+    /// Check every `sample`-th row of W (and the last one) instead of all.
+    sample: usize,
+    /// Only the default config; skipped in the reduced (sanitizer) profile.
+    large: bool,
+    /// The weight's values times 2^shift (MXFP4 scale bytes above 128 or far below 127).
+    shift: i32,
+}
+
+const fn case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> Case {
+    Case { name, n, k, ms, out: DType::BF16, bias: None, alpha: 1.0, pad: 0, sample: 1, large: false, shift: 0 }
+}
+
+const DECODE: &[usize] = &[1, 3, 16];
+const CASES: &[Case] = &[
+    // DeepSeek-V4(-Flash) projections.
+    Case { sample: 7, ..case("dsv4_wq_a_7168x1536", 7168, 1536, DECODE) },
+    Case { sample: 3, ..case("dsv4_1536x7168", 1536, 7168, DECODE) },
+    Case { sample: 29, large: true, ..case("dsv4_wq_b_24576x1536", 24576, 1536, DECODE) },
+    Case { sample: 13, ..case("dsv4_4096x7168", 4096, 7168, &[1, 8, 9, 16]) },
+    Case { sample: 31, large: true, ..case("dsv4_down_7168x18432", 7168, 18432, DECODE) },
+    Case { out: DType::F32, ..case("dsv4_wkv_576x7168_f32", 576, 7168, DECODE) },
+    Case { sample: 37, large: true, ..case("ffn_18432x7168", 18432, 7168, &[1, 4, 16]) },
+    // Llama-3-8B and Qwen3-30B-A3B.
+    Case { sample: 11, ..case("llama3_8b_qkv_6144x4096", 6144, 4096, &[1, 5]) },
+    Case { sample: 17, large: true, ..case("llama3_8b_down_4096x14336", 4096, 14336, &[1, 16]) },
+    Case { sample: 5, ..case("qwen3_30b_q_4096x2048", 4096, 2048, &[2, 12]) },
+    Case { ..case("qwen3_30b_expert_down_2048x768", 2048, 768, &[1, 7]) },
+    // Awkward shapes: partial row blocks, K not a multiple of the 256-k stage, tiny, padded
+    // rows, every output dtype, bias dtypes, alpha.
+    Case { bias: Some(DType::BF16), alpha: 0.75, ..case("awkward_n1000_bias", 1000, 3072, &[1, 6]) },
+    Case { out: DType::F16, ..case("awkward_prime_n_f16", 4099, 1056, &[1, 3, 13]) },
+    Case { out: DType::F32, bias: Some(DType::F32), ..case("awkward_n129_k96_f32", 129, 96, &[1, 16]) },
+    Case { ..case("tiny_1x32", 1, 32, &[1, 2]) },
+    Case { pad: 8, alpha: -2.0, bias: Some(DType::F32), ..case("padded_rows", 2048, 2048, &[2, 11]) },
+    // Scale bytes far from 127: MXFP4's BF16 exponent offset (c > 0) and tiny weights.
+    Case { shift: 24, out: DType::F32, ..case("large_scales_f32", 1000, 2048, &[1, 4]) },
+    Case { shift: -30, out: DType::F32, ..case("small_scales_f32", 1000, 2048, &[1, 4]) },
+    // Stream-K CTAs spanning three row blocks with a partial last block and k-stage.
+    Case { bias: Some(DType::BF16), ..case("stream_k_three_row_blocks", 9000, 1312, &[1, 9]) },
+];
+
+const FORMATS: [WeightFormat; 2] = [WeightFormat::Nvfp4, WeightFormat::Mxfp4];
+
+/// A quantized weight: uniform values in [-1, 1) times a per-row magnitude spanning ~2^±6 (so
+/// block scales vary), quantized by b12x-quant's codecs.
+fn weight(format: WeightFormat, n: usize, k: usize, seed: u64, shift: i32) -> Result<Weight, String> {
+    let mut w = uniform(seed, n * k, -1.0, 1.0);
+    for (r, row) in w.chunks_mut(k).enumerate() {
+        let mag = 2f32.powi((r * 7 % 13) as i32 - 6 + shift);
+        row.iter_mut().for_each(|v| *v *= mag);
+    }
+    Ok(match format {
+        WeightFormat::Nvfp4 => Weight::Nvfp4(quantize_nvfp4(&w, n, k, None).map_err(err)?),
+        _ => Weight::Mx(quantize_mx(&w, n, k, Element::E2M1, MxOptions::default()).map_err(err)?),
+    })
+}
+
+/// An output buffer of any of the three dtypes.
+enum Out {
+    Bf16(CudaSlice<bf16>),
+    F16(CudaSlice<f16>),
+    F32(CudaSlice<f32>),
+}
+
+impl Out {
+    fn poisoned(stream: &Arc<CudaStream>, n: usize, dtype: DType) -> Result<Self, String> {
+        Ok(match dtype {
+            DType::BF16 => Out::Bf16(alloc_poisoned(stream, n).map_err(err)?),
+            DType::F16 => Out::F16(alloc_poisoned(stream, n).map_err(err)?),
+            _ => Out::F32(alloc_poisoned(stream, n).map_err(err)?),
+        })
+    }
+    fn poison(&mut self, stream: &CudaStream) -> TrialResult {
+        match self {
+            Out::Bf16(s) => poison(stream, s),
+            Out::F16(s) => poison(stream, s),
+            Out::F32(s) => poison(stream, s),
+        }
+        .map_err(err)
+    }
+    fn download(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, String> {
+        Ok(match self {
+            Out::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_f64()).collect(),
+            Out::F16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_f64()).collect(),
+            Out::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|&v| f64::from(v)).collect(),
+        })
+    }
+    fn bits(&self, stream: &Arc<CudaStream>) -> Result<Vec<u32>, String> {
+        Ok(match self {
+            Out::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| u32::from(v.to_bits())).collect(),
+            Out::F16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| u32::from(v.to_bits())).collect(),
+            Out::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_bits()).collect(),
+        })
+    }
+    fn view_mut(&mut self, rows: usize, cols: usize, stride: usize, dtype: DType) -> TensorMut<'_> {
+        let ptr = match self {
+            Out::Bf16(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()),
+            Out::F16(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()),
+            Out::F32(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()),
+        }
+        .unwrap_or(0);
+        // SAFETY: every caller allocated at least rows * stride elements of `dtype`; the buffer
+        // is borrowed mutably for the view's lifetime.
+        unsafe { TensorMut::from_raw(ptr, &[rows, cols], &[stride as isize, 1], dtype) }.expect("view")
+    }
+}
+
+fn view<'a>(s: &'a CudaSlice<bf16>, rows: usize, cols: usize, stride: usize) -> TensorRef<'a> {
+    let ptr = TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0);
+    // SAFETY: callers allocated at least rows * stride elements.
+    unsafe { TensorRef::from_raw(ptr, &[rows, cols], &[stride as isize, 1], DType::BF16) }.expect("view")
+}
+
+/// A bias buffer of either dtype, and its values as the oracle sees them.
+enum Bias {
+    Bf16(CudaSlice<bf16>),
+    F32(CudaSlice<f32>),
+}
+
+impl Bias {
+    fn view(&self) -> TensorRef<'_> {
+        match self {
+            Bias::Bf16(s) => TensorRef::from_slice(s, &[s.len()]).expect("bias"),
+            Bias::F32(s) => TensorRef::from_slice(s, &[s.len()]).expect("bias"),
+        }
+    }
+}
+
+fn scratch_buffer(stream: &Arc<CudaStream>, plan: &Plan) -> Result<CudaSlice<u8>, String> {
+    alloc_poisoned::<u8>(stream, plan.scratch_layout().total_bytes() + SCRATCH_ALIGN).map_err(err)
+}
+
+fn scratch_of(buf: &mut CudaSlice<u8>, bytes: usize) -> Scratch<'_> {
+    let ptr = TensorRef::from_slice(buf, &[buf.len()]).map(|v| v.ptr()).unwrap_or(0);
+    // SAFETY: [aligned, aligned + bytes) lies inside `buf` (SCRATCH_ALIGN spare bytes), which
+    // the returned value borrows mutably.
+    unsafe { Scratch::from_raw(ptr.next_multiple_of(SCRATCH_ALIGN as u64), bytes) }
+}
+
+fn session_pinned(dev: &Arc<Device>, plan: &Plan, label: &str, config: &str) -> Result<PreparationSession, String> {
+    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    s.pin(plan, label, config);
+    s.prepare(&[plan]).map_err(err)?;
+    Ok(s)
+}
+
+/// Everything one (case, format) needs on the host and the device.
+struct Setup {
+    w: Weight,
+    packed: PackedWeight,
+}
+
+fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
+    let (n, k) = (c.n, c.k);
+    let stream = dev.stream();
+    let s = {
+        let w = weight(format, n, k, 2, c.shift)?;
+        let packed = pack_weight(&w, stream).map_err(err)?;
+        Setup { w, packed }
+    };
+    let rows: Vec<usize> = (0..n).filter(|r| r % c.sample == 0 || *r == n - 1).collect();
+    let b_h: Option<Vec<f32>> = c.bias.map(|d| {
+        let v = uniform(3, n, -1.0, 1.0);
+        if d == DType::BF16 {
+            cast::<bf16>(&v).iter().map(|b| b.to_f32()).collect()
+        } else {
+            v
+        }
+    });
+    let bias = match (&b_h, c.bias) {
+        (Some(v), Some(DType::BF16)) => Some(Bias::Bf16(stream.clone_htod(&cast::<bf16>(v)).map_err(err)?)),
+        (Some(v), Some(_)) => Some(Bias::F32(stream.clone_htod(v).map_err(err)?)),
+        _ => None,
+    };
+    let q = Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: c.out, bias: c.bias, max_rows: 16 };
+    let plan = gemv::plan(&q, dev).map_err(err)?;
+    let mut scratch = scratch_buffer(stream, &plan)?;
+    for &m in c.ms {
+        let (lx, ly) = (k + c.pad, n + c.pad);
+        let x_h: Vec<f32> =
+            cast::<bf16>(&uniform(1 + m as u64, m * lx, -1.0, 1.0)).iter().map(|b| b.to_f32()).collect();
+        let x_c: Vec<bf16> = (0..m).flat_map(|r| cast::<bf16>(&x_h[r * lx..r * lx + k])).collect();
+        let a = Activation::Bf16 { m, k, data: x_c };
+        let want = reference::exact(&a, &s.w, c.alpha, b_h.as_deref(), &rows).map_err(err)?;
+        let x = stream.clone_htod(&cast::<bf16>(&x_h)).map_err(err)?;
+        let mut y = Out::poisoned(stream, m * ly, c.out)?;
+        let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
+        let label = plan.buckets()[bucket].label();
+        let configs = plan.candidates(bucket);
+        for id in configs.iter().take(if c.large { 1 } else { configs.len() }) {
+            let _session = session_pinned(dev, &plan, &label, id)?;
+            y.poison(stream)?;
+            let args = Args {
+                x: view(&x, m, k, lx),
+                w: &s.packed,
+                bias: bias.as_ref().map(Bias::view),
+                y: y.view_mut(m, n, ly, c.out),
+                alpha: c.alpha,
+            };
+            gemv::run(&plan, args, scratch_of(&mut scratch, plan.scratch_layout().total_bytes()), stream)
+                .map_err(err)?;
+            stream.synchronize().map_err(err)?;
+            let got = y.download(stream)?;
+            let name = format!("{} {format:?} m={m} {id}", c.name);
+            let mut sel = Vec::with_capacity(m * rows.len());
+            for i in 0..m {
+                for &r in &rows {
+                    sel.push(got[i * ly + r]);
+                }
+                // Padding past N stays poisoned.
+                if got[i * ly + n..(i + 1) * ly].iter().any(|v| !v.is_nan()) {
+                    return Err(format!("{name}: wrote past N in row {i}"));
+                }
+            }
+            reference::check_bound(&name, c.out, &sel, &want, &[m, rows.len()])?;
+        }
+    }
+    Ok(())
+}
+
+/// A merging stream-K problem (9000 × 1312: CTAs share row blocks) for the whole-op trials.
+struct Fixture {
+    plan: Plan,
+    packed: PackedWeight,
+    x: CudaSlice<bf16>,
+    y: Out,
+    scratch: CudaSlice<u8>,
+}
+
+const FN: usize = 9000;
+const FK: usize = 1312;
+
+fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
+    let stream = dev.stream();
+    let w = weight(WeightFormat::Nvfp4, FN, FK, 5, 0)?;
+    let packed = pack_weight(&w, stream).map_err(err)?;
+    let q = Query {
+        n: FN,
+        k: FK,
+        weight: WeightFormat::Nvfp4,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 16,
+    };
+    let plan = gemv::plan(&q, dev).map_err(err)?;
+    let x = stream.clone_htod(&cast::<bf16>(&uniform(9, m * FK, -1.0, 1.0))).map_err(err)?;
+    let y = Out::poisoned(stream, m * FN, DType::BF16)?;
+    let scratch = scratch_buffer(stream, &plan)?;
+    Ok(Fixture { plan, packed, x, y, scratch })
+}
+
+impl Fixture {
+    fn run(&mut self, m: usize, stream: &Arc<CudaStream>) -> b12x_core::Result<()> {
+        let args = Args {
+            x: view(&self.x, m, FK, FK),
+            w: &self.packed,
+            bias: None,
+            y: self.y.view_mut(m, FN, FN, DType::BF16),
+            alpha: 1.0,
+        };
+        let bytes = self.plan.scratch_layout().total_bytes();
+        gemv::run(&self.plan, args, scratch_of(&mut self.scratch, bytes), stream)
+    }
+}
+
+fn same_bits(name: &str, got: &[u32], want: &[u32]) -> TrialResult {
+    match got.iter().zip(want).position(|(a, b)| a != b) {
+        Some(i) => Err(format!("{name}: element {i} differs ({:#x} vs {:#x})", got[i], want[i])),
+        None => Ok(()),
+    }
+}
+
+/// Eager runs, then the call captured into a graph and replayed three times: all bitwise equal
+/// (the merges' tagged counters need no reset between launches or replays).
+fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
+    let m = 3;
+    let stream = dev.stream();
+    let mut f = fixture(dev, m)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&f.plan]).map_err(err)?;
+    let c = f.plan.configs(2)[0];
+    let (_, per_cta, kstages) = c.schedule(FN, FK, dev.sm_count());
+    if per_cta % kstages == 0 {
+        return Err(format!("{}: expected CTAs sharing row blocks, got {per_cta} units per CTA", c.id()));
+    }
+    f.run(m, stream).map_err(err)?;
+    let eager = f.y.bits(stream)?;
+    for again in 0..2 {
+        f.y.poison(stream)?;
+        f.run(m, stream).map_err(err)?;
+        same_bits(&format!("eager run {again}"), &f.y.bits(stream)?, &eager)?;
+    }
+    let graph = session.capture(stream, |s| f.run(m, s)).map_err(err)?;
+    for replay in 0..3 {
+        f.y.poison(stream)?;
+        // SAFETY: every buffer the graph uses lives in `f`, which outlives the graph.
+        unsafe { graph.launch() }.map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        same_bits(&format!("replay {replay}"), &f.y.bits(stream)?, &eager)?;
+    }
+    Ok(())
+}
+
+fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
+    let m = 8;
+    let stream = dev.stream();
+    let mut f = fixture(dev, m)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&f.plan]).map_err(err)?;
+    check_run_allocates_nothing(dev, stream, 100, || f.run(m, stream))
+}
+
+/// Bad inputs on real buffers: typed errors, and y stays poisoned (nothing launched).
+fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let stream = dev.stream();
+    let m = 4;
+    let mut f = fixture(dev, m)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&f.plan]).map_err(err)?;
+    let bytes = f.plan.scratch_layout().total_bytes();
+    let mx = pack_weight(&weight(WeightFormat::Mxfp4, FN, FK, 5, 0)?, stream).map_err(err)?;
+    let small = pack_weight(&weight(WeightFormat::Nvfp4, 128, FK, 5, 0)?, stream).map_err(err)?;
+    let x_ptr = view(&f.x, m, FK, FK).ptr();
+    // SAFETY: views inside f.x (m rows of FK); all rejected before a launch.
+    let raw = |ptr: u64, rows: usize, stride: usize| {
+        unsafe { TensorRef::from_raw(ptr, &[rows, FK], &[stride as isize, 1], DType::BF16) }.map_err(err)
+    };
+    type Check = fn(&Error) -> bool;
+    let cases: [(&str, TensorRef<'_>, &PackedWeight, f32, usize, Check); 6] = [
+        ("MXFP4 weight on an NVFP4 plan", raw(x_ptr, m, FK)?, &mx, 1.0, bytes, |e| {
+            matches!(e, Error::InvalidQuery { field: "w", .. })
+        }),
+        ("weight of another shape", raw(x_ptr, m, FK)?, &small, 1.0, bytes, |e| {
+            matches!(e, Error::Shape { tensor: "w", .. })
+        }),
+        ("misaligned x", raw(x_ptr + 2, 2, FK)?, &f.packed, 1.0, bytes, |e| {
+            matches!(e, Error::Misaligned { tensor: "x", .. })
+        }),
+        ("odd x row stride", raw(x_ptr, 2, FK + 1)?, &f.packed, 1.0, bytes, |e| {
+            matches!(e, Error::Misaligned { tensor: "x", .. })
+        }),
+        ("non-finite alpha", raw(x_ptr, m, FK)?, &f.packed, f32::NAN, bytes, |e| {
+            matches!(e, Error::InvalidQuery { field: "alpha", .. })
+        }),
+        ("scratch too small", raw(x_ptr, m, FK)?, &f.packed, 1.0, bytes - 8, |e| {
+            matches!(e, Error::ScratchTooSmall { .. })
+        }),
+    ];
+    for (name, x, w, alpha, scratch_bytes, is_expected) in cases {
+        let rows = x.shape()[0];
+        let args = Args { x, w, bias: None, y: f.y.view_mut(rows, FN, FN, DType::BF16), alpha };
+        match gemv::run(&f.plan, args, scratch_of(&mut f.scratch, scratch_bytes), stream) {
+            Err(e) if is_expected(&e) => {}
+            other => return Err(format!("{name}: unexpected {other:?}")),
+        }
+    }
+    // A bias on a plan without one, and 17 rows on a 16-row plan.
+    let b = stream.clone_htod(&vec![bf16::ZERO; FN]).map_err(err)?;
+    let args = Args {
+        x: raw(x_ptr, m, FK)?,
+        w: &f.packed,
+        bias: Some(TensorRef::from_slice(&b, &[FN]).map_err(err)?),
+        y: f.y.view_mut(m, FN, FN, DType::BF16),
+        alpha: 1.0,
+    };
+    if !matches!(
+        gemv::run(&f.plan, args, scratch_of(&mut f.scratch, bytes), stream),
+        Err(Error::Shape { tensor: "bias", .. })
+    ) {
+        return Err("a bias on a plan without one: expected Shape".into());
+    }
+    let x17 = stream.clone_htod(&vec![bf16::ZERO; 17 * FK]).map_err(err)?;
+    let mut y17 = Out::poisoned(stream, 17 * FN, DType::BF16)?;
+    let args = Args {
+        x: view(&x17, 17, FK, FK),
+        w: &f.packed,
+        bias: None,
+        y: y17.view_mut(17, FN, FN, DType::BF16),
+        alpha: 1.0,
+    };
+    if !matches!(gemv::run(&f.plan, args, scratch_of(&mut f.scratch, bytes), stream), Err(Error::Capacity { .. })) {
+        return Err("17 rows on a max_rows = 16 plan: expected Capacity".into());
+    }
+    stream.synchronize().map_err(err)?;
+    if f.y.download(stream)?.iter().chain(y17.download(stream)?.iter()).any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let mut trials = Vec::new();
+    for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
+        for format in FORMATS {
+            trials.push(GpuTrial::new(format!("{}::{format:?}", c.name), move |d| check_case(d, c, format)));
+        }
+    }
+    trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
+    trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
+    trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
+    run_gpu_trials(trials)
+}
