@@ -58,10 +58,10 @@ namespace bsgemv {
 
 constexpr int kRows = 128;          // weight rows per unit (8 consumer warps x 16)
 constexpr int kConsumers = 8;
-constexpr int kStageK = 256;        // k per unit
+constexpr int kBoxK = 256;                        // k per TMA box of codes (128 bytes per row)
 constexpr uint32_t kCodeBytes = kRows * 128;      // one TMA box: 128 rows x 128 bytes
-constexpr uint32_t kScaleBytes = 4 * 512;         // up to 4 scale tiles (NVFP4: 16 columns)
-constexpr uint32_t kStageBytes = kCodeBytes + kScaleBytes;
+constexpr uint32_t kScaleBytes = 4 * 512;         // up to 4 scale tiles per box (NVFP4: 16 columns)
+constexpr uint32_t kBoxBytes = kCodeBytes + kScaleBytes;  // a unit of KB boxes takes KB * kBoxBytes
 constexpr int kMaxStages = 12;
 constexpr int kBiasF32 = 1;
 
@@ -71,12 +71,12 @@ struct FmtInfo;
 template <>
 struct FmtInfo<Fmt::Nvfp4> {
   static constexpr int kBlock = 16;
-  static constexpr int kTilesPerStage = 4;  // 256 k / 16 = 16 columns
+  static constexpr int kTilesPerBox = 4;  // 256 k / 16 = 16 columns
 };
 template <>
 struct FmtInfo<Fmt::Mxfp4> {
   static constexpr int kBlock = 32;
-  static constexpr int kTilesPerStage = 2;  // 8 columns
+  static constexpr int kTilesPerBox = 2;  // 8 columns
 };
 
 __device__ __forceinline__ uint32_t hmul2_bf16(uint32_t a, uint32_t b) {
@@ -117,10 +117,11 @@ __device__ __forceinline__ uint32_t pair(uint32_t w) {
 
 // The 8 MMA k-steps of one lane's 32 k (a 32-bit word = 8 k per two steps): weight rows g and
 // g + 8 (cl, ch), their block scales as bf16x2 (sc[row][0..1]: NVFP4 words 0-1 and 2-3 take
-// blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word) for NT token tiles.
+// blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word) for NT token tiles. Even and
+// odd steps accumulate into two chains (acc[0], acc[1]: half the dependent MMA latency).
 template <int NT>
 __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, const uint32_t (&scl)[2],
-                                          const uint32_t (&sch)[2], const uint4 (&xv)[NT][4], float (&acc)[NT][4]) {
+                                          const uint32_t (&sch)[2], const uint4 (&xv)[NT][4], float (&acc)[2][NT][4]) {
   const uint32_t wl[4] = {cl.x, cl.y, cl.z, cl.w}, wh[4] = {ch.x, ch.y, ch.z, ch.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -135,15 +136,16 @@ __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, cons
       const uint4 x = xv[nt][j];  // x0x1 x2x3 x4x5 x6x7
       const uint32_t b0[2] = {prmt(x.x, x.z, 0x5410), prmt(x.x, x.z, 0x7632)};  // (x0, x4), (x1, x5)
       const uint32_t b1[2] = {prmt(x.y, x.w, 0x5410), prmt(x.y, x.w, 0x7632)};  // (x2, x6), (x3, x7)
-      mma_m16n8k16_bf16_f32(acc[nt], a0, b0);
-      mma_m16n8k16_bf16_f32(acc[nt], a1, b1);
+      mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
+      mma_m16n8k16_bf16_f32(acc[1][nt], a1, b1);
     }
   }
 }
 
-template <Fmt F, int NT, typename TOut>
+template <Fmt F, int NT, int KB, typename TOut>
 __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
   using Info = FmtInfo<F>;
+  constexpr uint32_t kStageBytes = KB * kBoxBytes;  // KB code boxes, then the unit's scale tiles
   constexpr int MT = 8 * NT;
   __shared__ __align__(8) uint64_t s_bar[2 * kMaxStages];  // full[stages], then empty[stages]
   __shared__ uint32_t s_tab[256];                          // scale byte -> bf16x2 scale
@@ -176,11 +178,12 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     const int u = unit_at(i);
     const int rb = u / kstages, ks = u - rb * kstages;
     const uint32_t bar = full0 + 8 * s, st = ring + s * kStageBytes;
-    const int tiles = min(Info::kTilesPerStage, p.scale_tiles - ks * Info::kTilesPerStage);
-    mbar_arrive_expect_tx(bar, kCodeBytes + 512u * tiles);
-    tma_load_2d(st, &p.codes_map, ks * (kStageK / 4), rb * kRows, bar);
-    bulk_copy_g2s(st + kCodeBytes, p.scales + ((size_t)rb * p.scale_tiles + ks * Info::kTilesPerStage) * 512,
-                  512u * tiles, bar);
+    constexpr int kTiles = KB * Info::kTilesPerBox;
+    const int tiles = min(kTiles, p.scale_tiles - ks * kTiles);
+    mbar_arrive_expect_tx(bar, KB * kCodeBytes + 512u * tiles);
+#pragma unroll
+    for (int j = 0; j < KB; ++j) tma_load_2d(st + j * kCodeBytes, &p.codes_map, (ks * KB + j) * (kBoxK / 4), rb * kRows, bar);
+    bulk_copy_g2s(st + KB * kCodeBytes, p.scales + ((size_t)rb * p.scale_tiles + ks * kTiles) * 512, 512u * tiles, bar);
   };
   const int first = min(stages, n_units);
   if (warp == kConsumers && lane == 0) {
@@ -215,12 +218,14 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
   const uint32_t code_lo0 = swizzle128_offset(r_lo, 2 * t), code_lo1 = swizzle128_offset(r_lo, 2 * t + 1);
   const uint32_t code_hi0 = swizzle128_offset(r_lo + 8, 2 * t), code_hi1 = swizzle128_offset(r_lo + 8, 2 * t + 1);
   const bool has_bias = p.bias != nullptr;
-  float acc[NT][4];
+  float acc[2][NT][4];
   auto zero = [&] {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int c = 0; c < 2; ++c)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[c][nt][e] = 0.0f;
   };
   zero();
   bool tok_live[NT];
@@ -250,44 +255,57 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
                                          : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[row]);
       }
     }
-    // x of this unit (k = ks * 256 + 64t + 32c' + 8j), zero past K and M: loaded before the wait.
-    const int k0 = ks * kStageK + 64 * t;
-    uint4 xv[2][NT][4];
-#pragma unroll
-    for (int c2 = 0; c2 < 2; ++c2)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int k = k0 + 32 * c2 + 8 * j;
-          xv[c2][nt][j] = ld_x(xrow[nt] + (long long)ks * kStageK + 32 * c2 + 8 * j, tok_live[nt] && k < p.k);
-        }
-    mbar_wait(full0 + 8 * s, round & 1);
     const uint32_t st = ring + s * kStageBytes;
-    const uint32_t sw_lo = ld_shared_u32(st + kCodeBytes + sc_tile + sc_off) >> sc_shift;
-    const uint32_t sw_hi = ld_shared_u32(st + kCodeBytes + sc_tile + sc_off + 128) >> sc_shift;
-    const uint4 c_lo0 = ld_shared_v4(st + code_lo0), c_hi0 = ld_shared_v4(st + code_hi0);
-    const uint4 c_lo1 = ld_shared_v4(st + code_lo1), c_hi1 = ld_shared_v4(st + code_hi1);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * s);  // everything this warp needs is in registers
-    if (++s == stages) s = 0, ++round;
-    if (F == Fmt::Nvfp4) {
-      const uint32_t l0[2] = {s_tab[sw_lo & 0xFF], s_tab[(sw_lo >> 8) & 0xFF]};
-      const uint32_t h0[2] = {s_tab[sw_hi & 0xFF], s_tab[(sw_hi >> 8) & 0xFF]};
-      sub_chunk<NT>(c_lo0, c_hi0, l0, h0, xv[0], acc);
-      const uint32_t l1[2] = {s_tab[(sw_lo >> 16) & 0xFF], s_tab[sw_lo >> 24]};
-      const uint32_t h1[2] = {s_tab[(sw_hi >> 16) & 0xFF], s_tab[sw_hi >> 24]};
-      sub_chunk<NT>(c_lo1, c_hi1, l1, h1, xv[1], acc);
-    } else {
-      const uint32_t a = s_tab[sw_lo & 0xFF], b = s_tab[sw_hi & 0xFF];
-      const uint32_t l0[2] = {a, a}, h0[2] = {b, b};
-      sub_chunk<NT>(c_lo0, c_hi0, l0, h0, xv[0], acc);
-      const uint32_t c = s_tab[(sw_lo >> 8) & 0xFF], d = s_tab[(sw_hi >> 8) & 0xFF];
-      const uint32_t l1[2] = {c, c}, h1[2] = {d, d};
-      sub_chunk<NT>(c_lo1, c_hi1, l1, h1, xv[1], acc);
+#pragma unroll
+    for (int j = 0; j < KB; ++j) {
+      // x of box j (k = (ks KB + j) 256 + 64t + 32c' + 8q), zero past K and M.
+      const int kb0 = (ks * KB + j) * kBoxK;
+      uint4 xv[2][NT][4];
+#pragma unroll
+      for (int c2 = 0; c2 < 2; ++c2)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int q4 = 0; q4 < 4; ++q4) {
+            const int k = kb0 + 64 * t + 32 * c2 + 8 * q4;
+            xv[c2][nt][q4] = ld_x(xrow[nt] + kb0 + 32 * c2 + 8 * q4, tok_live[nt] && k < p.k);
+          }
+      if (j == 0) mbar_wait(full0 + 8 * s, round & 1);  // x of the first box is already on its way
+      const uint32_t sbox = st + KB * kCodeBytes + 512u * Info::kTilesPerBox * j;
+      const uint32_t sw_lo = ld_shared_u32(sbox + sc_tile + sc_off) >> sc_shift;
+      const uint32_t sw_hi = ld_shared_u32(sbox + sc_tile + sc_off + 128) >> sc_shift;
+      const uint32_t cb = st + j * kCodeBytes;
+      const uint4 c_lo0 = ld_shared_v4(cb + code_lo0), c_hi0 = ld_shared_v4(cb + code_hi0);
+      const uint4 c_lo1 = ld_shared_v4(cb + code_lo1), c_hi1 = ld_shared_v4(cb + code_hi1);
+      if (F == Fmt::Nvfp4) {
+        const uint32_t l0[2] = {s_tab[sw_lo & 0xFF], s_tab[(sw_lo >> 8) & 0xFF]};
+        const uint32_t h0[2] = {s_tab[sw_hi & 0xFF], s_tab[(sw_hi >> 8) & 0xFF]};
+        sub_chunk<NT>(c_lo0, c_hi0, l0, h0, xv[0], acc);
+        const uint32_t l1[2] = {s_tab[(sw_lo >> 16) & 0xFF], s_tab[sw_lo >> 24]};
+        const uint32_t h1[2] = {s_tab[(sw_hi >> 16) & 0xFF], s_tab[sw_hi >> 24]};
+        sub_chunk<NT>(c_lo1, c_hi1, l1, h1, xv[1], acc);
+      } else {
+        const uint32_t a = s_tab[sw_lo & 0xFF], b = s_tab[sw_hi & 0xFF];
+        const uint32_t l0[2] = {a, a}, h0[2] = {b, b};
+        sub_chunk<NT>(c_lo0, c_hi0, l0, h0, xv[0], acc);
+        const uint32_t c = s_tab[(sw_lo >> 8) & 0xFF], d = s_tab[(sw_hi >> 8) & 0xFF];
+        const uint32_t l1[2] = {c, c}, h1[2] = {d, d};
+        sub_chunk<NT>(c_lo1, c_hi1, l1, h1, xv[1], acc);
+      }
     }
+    // Release the stage once its data is consumed (the MMAs above used every loaded register),
+    // with the cross-proxy fence the PTX ISA asks for before the bulk copies overwrite it.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    if (++s == stages) s = 0, ++round;
     if (!ends_block) continue;
 
+    float tot[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tot[nt][e] = acc[0][nt][e] + acc[1][nt][e];
     // Lane element e of tile nt: row g + 8 (e >> 1), token 8 nt + 2t + (e & 1).
     auto store = [&](const float (&v)[NT][4]) {
 #pragma unroll
@@ -302,7 +320,7 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
         }
     };
     if (c_first == c_last) {  // a row block this CTA owns alone
-      store(acc);
+      store(tot);
       zero();
       continue;
     }
@@ -318,7 +336,7 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        __stcg(mine + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + 8 * (e >> 1), acc[nt][e]);
+        __stcg(mine + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + 8 * (e >> 1), tot[nt][e]);
     __threadfence();
     __syncwarp();
     unsigned int prev = 0;
@@ -337,7 +355,7 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            sum[nt][e] += c == int(blockIdx.x) ? acc[nt][e]
+            sum[nt][e] += c == int(blockIdx.x) ? tot[nt][e]
                                                : __ldcg(part + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + 8 * (e >> 1));
       }
       store(sum);
@@ -351,20 +369,24 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
 
 using b12x::BsGemvParams;
 
-#define B12X_BSGEMV(FMT, FMTNAME, NT, TOUT, OUTNAME)                                                     \
-  extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), 3 - NT)                  \
-      b12x_bsgemv_w4a16_##FMTNAME##_nt##NT##_##OUTNAME##out(const __grid_constant__ BsGemvParams p) {   \
-    b12x::bsgemv::gemv_w4a16<b12x::bsgemv::Fmt::FMT, NT, TOUT>(p);                                      \
+#define B12X_BSGEMV(FMT, FMTNAME, NT, KB, TOUT, OUTNAME)                                                    \
+  extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), 3 - NT)                   \
+      b12x_bsgemv_w4a16_##FMTNAME##_nt##NT##_kb##KB##_##OUTNAME##out(const __grid_constant__ BsGemvParams p) { \
+    b12x::bsgemv::gemv_w4a16<b12x::bsgemv::Fmt::FMT, NT, KB, TOUT>(p);                                       \
   }
 
 // The entry-point table in src/blockscaled/gemv.rs lists exactly these. NT = 1 fits two CTAs per SM
 // (<= 112 registers), NT = 2 one.
-#define B12X_BSGEMV_OUTS(FMT, FMTNAME, NT)   \
-  B12X_BSGEMV(FMT, FMTNAME, NT, b12x::bf16, bf16) \
-  B12X_BSGEMV(FMT, FMTNAME, NT, b12x::fp16, f16) \
-  B12X_BSGEMV(FMT, FMTNAME, NT, float, f32)
+#define B12X_BSGEMV_OUTS(FMT, FMTNAME, NT, KB)           \
+  B12X_BSGEMV(FMT, FMTNAME, NT, KB, b12x::bf16, bf16) \
+  B12X_BSGEMV(FMT, FMTNAME, NT, KB, b12x::fp16, f16)  \
+  B12X_BSGEMV(FMT, FMTNAME, NT, KB, float, f32)
 
-B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 1)
-B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 2)
-B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 1)
-B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 2)
+B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 1, 1)
+B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 1, 2)
+B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 2, 1)
+B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 2, 2)
+B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 1, 1)
+B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 1, 2)
+B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 2, 1)
+B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 2, 2)

@@ -96,6 +96,9 @@ fn exact_on_a_row_subset_matches_the_full_result() {
 #[case::bf16_just_below_two(DType::BF16, 1.99, 2f64.powi(-7))]
 #[case::bf16_minus_eight(DType::BF16, -8.0, 2f64.powi(-4))]
 #[case::f32_one(DType::F32, 1.0, 2f64.powi(-23))]
+#[case::f16_one(DType::F16, 1.0, 2f64.powi(-10))]
+#[case::f16_five(DType::F16, 5.78, 2f64.powi(-8))]
+#[case::f16_subnormal(DType::F16, 1e-6, 2f64.powi(-24))]
 fn ulp_of_the_output_type(#[case] out: DType, #[case] v: f64, #[case] want: f64) {
     assert_eq!(ulp(out, v), want);
 }

@@ -69,5 +69,5 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     let mut all = all_symbols();
     all.sort();
     all.dedup();
-    assert_eq!(all.len(), 12);
+    assert_eq!(all.len(), 24);
 }

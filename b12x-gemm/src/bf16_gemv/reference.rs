@@ -87,11 +87,15 @@ pub fn gemv<X: HostFloat, B: HostFloat, O: HostFloat>(
     round(&exact(x, w, bias, m, k, &rows).acc)
 }
 
-/// One ULP of `out` at magnitude `v` (the spacing of representable values just above |v|).
+/// One ULP of `out` (bf16, f16 or f32) at magnitude `v` (the spacing of representable values
+/// just above |v|; the subnormal spacing below the smallest normal).
 pub fn ulp(out: DType, v: f64) -> f64 {
-    let mant_bits = if out == DType::BF16 { 8 } else { 24 };
-    let v = v.abs().max(f64::from(f32::MIN_POSITIVE));
-    let e = v.log2().floor();
+    let (mant_bits, min_normal) = match out {
+        DType::BF16 => (8, f64::from(f32::MIN_POSITIVE)),
+        DType::F16 => (11, 2f64.powi(-14)),
+        _ => (24, f64::from(f32::MIN_POSITIVE)),
+    };
+    let e = v.abs().max(min_normal).log2().floor();
     2f64.powf(e - (mant_bits - 1) as f64)
 }
 
@@ -105,6 +109,7 @@ pub fn bound(out: DType, k: usize, acc: f64, abs: f64) -> f64 {
 /// the f32 accumulation on top. f32 output: relative errors of a few 1e-6 give `1 − cos` of
 /// ~1e-11; 1e-6 still catches any misplaced or missing term of a sum.
 pub fn cosine_bound(out: DType) -> f64 {
+    // f16 rounds with relative error ≤ 2⁻¹¹: 1 − cos ≤ 1.2e-7 from the rounding.
     if out == DType::BF16 {
         1e-5
     } else {

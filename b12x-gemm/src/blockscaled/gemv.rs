@@ -25,7 +25,8 @@
 //! warp streams each stage's codes (one TMA box) and scale tiles (one bulk copy) into a ring in
 //! shared memory; eight consumer warps dequantize in registers (E2M1 → BF16 by bit placement, ×
 //! the block scale in BF16, exact) and run BF16 `mma.sync` with the weight rows as the MMA's M.
-//! Configs `w4a16_nt{NT}_s{S}_c{C}`: NT token tiles of 8, an S-stage ring, C CTAs per SM.
+//! Configs `w4a16_nt{NT}_kb{KB}_s{S}_c{C}`: NT token tiles of 8, units of KB 256-k boxes, an
+//! S-stage ring, C CTAs per SM.
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -73,10 +74,11 @@ pub const OP: &str = "gemm.blockscaled";
 pub const MAX_ROWS: usize = 16;
 /// Weight rows per unit of work (eight consumer warps × 16).
 const ROWS: usize = 128;
-/// k per unit of work.
-const STAGE_K: usize = 256;
-/// Shared memory of one ring stage: a 128 × 128-byte code box and up to four 512-byte scale tiles.
-const STAGE_BYTES: u32 = 128 * 128 + 4 * 512;
+/// k per TMA box of codes (a unit of work is `kb` boxes).
+const BOX_K: usize = 256;
+/// Shared memory per box of a ring stage: a 128 × 128-byte code box and up to four 512-byte
+/// scale tiles.
+const BOX_BYTES: u32 = 128 * 128 + 4 * 512;
 /// Static shared memory of the entry points (barriers, the scale table), rounded up.
 const STATIC_SMEM: u32 = 1280;
 /// Threads per CTA: eight consumer warps and the producer.
@@ -144,6 +146,8 @@ const FLAG_BIAS_F32: i32 = 1;
 pub struct Config {
     /// 8-token MMA tiles (1: M ≤ 8, 2: M ≤ 16).
     pub nt: usize,
+    /// 256-k code boxes per unit of work and ring stage (1 or 2).
+    pub kb: usize,
     /// Ring depth (2..=12).
     pub stages: usize,
     /// CTAs per SM (1 or 2; NT = 2 needs 128 registers per thread: one).
@@ -151,26 +155,31 @@ pub struct Config {
 }
 
 impl Config {
-    /// `w4a16_nt{NT}_s{S}_c{C}`.
+    /// `w4a16_nt{NT}_kb{KB}_s{S}_c{C}`.
     pub fn id(&self) -> String {
-        format!("w4a16_nt{}_s{}_c{}", self.nt, self.stages, self.ctas)
+        format!("w4a16_nt{}_kb{}_s{}_c{}", self.nt, self.kb, self.stages, self.ctas)
     }
     /// Inverse of [`Config::id`].
     pub fn parse(id: &str) -> Option<Config> {
         let rest = id.strip_prefix("w4a16_nt")?;
-        let (nt, rest) = rest.split_once("_s")?;
+        let (nt, rest) = rest.split_once("_kb")?;
+        let (kb, rest) = rest.split_once("_s")?;
         let (stages, ctas) = rest.split_once("_c")?;
-        Some(Config { nt: nt.parse().ok()?, stages: stages.parse().ok()?, ctas: ctas.parse().ok()? })
+        let n = |v: &str| v.parse().ok();
+        Some(Config { nt: n(nt)?, kb: n(kb)?, stages: n(stages)?, ctas: n(ctas)? })
     }
     /// Dynamic shared memory: the ring plus 1 KB of slack for its 1024-byte alignment.
     pub fn dynamic_smem(&self) -> u32 {
-        self.stages as u32 * STAGE_BYTES + 1024
+        (self.stages * self.kb) as u32 * BOX_BYTES + 1024
     }
     /// Whether `ctas` CTAs of this config fit an SM (`smem_optin` bytes per CTA at most, 228 KB
     /// per SM with 1 KB reserved per CTA).
     pub fn fits(&self, smem_optin: u32) -> bool {
         let per_cta = self.dynamic_smem() + STATIC_SMEM;
-        let legal = matches!(self.nt, 1 | 2) && (2..=12).contains(&self.stages) && matches!(self.ctas, 1 | 2);
+        let legal = matches!(self.nt, 1 | 2)
+            && matches!(self.kb, 1 | 2)
+            && (2..=12).contains(&self.stages)
+            && matches!(self.ctas, 1 | 2);
         legal
             && (self.nt == 1 || self.ctas == 1)
             && per_cta <= smem_optin
@@ -178,7 +187,7 @@ impl Config {
     }
     /// `(grid, units per CTA, k-stages per row block)` for an `n × k` weight on `sm_count` SMs.
     pub fn schedule(&self, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize) {
-        let kstages = k.div_ceil(STAGE_K);
+        let kstages = k.div_ceil(BOX_K * self.kb);
         let units = n.div_ceil(ROWS) * kstages;
         let slots = (sm_count as usize * self.ctas).max(1);
         let q = units.div_ceil(slots).max(1);
@@ -198,16 +207,20 @@ impl Config {
             DType::F16 => "f16",
             _ => "bf16",
         };
-        format!("b12x_bsgemv_w4a16_{f}_nt{}_{o}out", self.nt)
+        format!("b12x_bsgemv_w4a16_{f}_nt{}_kb{}_{o}out", self.nt, self.kb)
     }
 }
 
 /// The legal configs for a bucket whose largest M is `rows_hi`, default first.
 pub fn configs(rows_hi: usize, smem_optin: u32) -> Vec<Config> {
     let nt = if rows_hi <= 8 { 1 } else { 2 };
-    let cands: &[(usize, usize)] =
-        if nt == 1 { &[(6, 2), (4, 2), (8, 1), (12, 1)] } else { &[(12, 1), (8, 1), (6, 1)] };
-    cands.iter().map(|&(stages, ctas)| Config { nt, stages, ctas }).filter(|c| c.fits(smem_optin)).collect()
+    // (kb, stages, CTAs per SM).
+    let cands: &[(usize, usize, usize)] = if nt == 1 {
+        &[(1, 6, 2), (1, 4, 2), (2, 3, 2), (2, 2, 2), (1, 12, 1), (2, 6, 1)]
+    } else {
+        &[(1, 12, 1), (1, 8, 1), (2, 6, 1), (2, 4, 1)]
+    };
+    cands.iter().map(|&(kb, stages, ctas)| Config { nt, kb, stages, ctas }).filter(|c| c.fits(smem_optin)).collect()
 }
 
 /// Every entry point of `kernels/blockscaled_gemv.cu`.
@@ -215,8 +228,10 @@ pub fn all_symbols() -> Vec<String> {
     let mut out = Vec::new();
     for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
         for nt in [1, 2] {
-            for o in [DType::BF16, DType::F16, DType::F32] {
-                out.push(Config { nt, stages: 2, ctas: 1 }.symbol(f, o));
+            for kb in [1, 2] {
+                for o in [DType::BF16, DType::F16, DType::F32] {
+                    out.push(Config { nt, kb, stages: 2, ctas: 1 }.symbol(f, o));
+                }
             }
         }
     }
@@ -247,7 +262,7 @@ impl Query {
     pub fn validate(&self) -> Result<()> {
         let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
         let unsupported = |reason: String| Err(Error::Unsupported { op: OP, device: String::new(), reason });
-        let limit = i32::MAX as usize - STAGE_K;
+        let limit = i32::MAX as usize - 2 * BOX_K;
         if self.n == 0 || self.n > limit {
             return bad("n", format!("(N) must be in 1..={limit}, got {}", self.n));
         }
@@ -344,7 +359,6 @@ impl Query {
             n: n as i32,
             k: k as i32,
             m: m as i32,
-            kstages: k.div_ceil(STAGE_K) as i32,
             scale_tiles: (k / w.format.block()).div_ceil(4) as i32,
             scale_bias,
             out_scale: (f64::from(args.alpha) * factor) as f32,
@@ -483,8 +497,9 @@ fn launch(
         box_cols: 64,
     };
     p.codes_map = map.encode("w.codes")?;
-    let (grid, per_cta, _) = c.schedule(q.n, q.k, plan.device.sm_count());
+    let (grid, per_cta, kstages) = c.schedule(q.n, q.k, plan.device.sm_count());
     p.units_per_cta = per_cta as i32;
+    p.kstages = kstages as i32;
     p.stages = c.stages as i32;
     let dims = LaunchDims { grid: (grid as u32, 1, 1), block: (THREADS, 1, 1), smem_bytes: c.dynamic_smem() };
     // SAFETY: BsGemvParams mirrors the kernel's struct (asserted on both sides); the tensors
@@ -559,7 +574,6 @@ impl OpPlan for Plan {
             n: q.n as i32,
             k: q.k as i32,
             m: m as i32,
-            kstages: q.k.div_ceil(STAGE_K) as i32,
             scale_tiles: (q.k / q.weight.block()).div_ceil(4) as i32,
             scale_bias: 126,
             out_scale: 1.0,
@@ -613,10 +627,11 @@ mod tests {
                 assert_eq!(c.nt, if hi <= 8 { 1 } else { 2 });
             }
         }
-        assert_eq!(Config::parse("w4a16_nt1_s6"), None);
+        assert_eq!(Config::parse("w4a16_nt1_kb1_s6"), None);
+        assert!(!Config { nt: 1, kb: 2, stages: 4, ctas: 2 }.fits(232_448));
         // Two CTAs of 12 stages do not fit an SM; NT = 2 never runs two CTAs per SM.
-        assert!(!Config { nt: 1, stages: 12, ctas: 2 }.fits(232_448));
-        assert!(!Config { nt: 2, stages: 4, ctas: 2 }.fits(232_448));
+        assert!(!Config { nt: 1, kb: 1, stages: 12, ctas: 2 }.fits(232_448));
+        assert!(!Config { nt: 2, kb: 1, stages: 4, ctas: 2 }.fits(232_448));
         // An SM120-sized opt-in (99 KB) still fits a shallow ring.
         assert!(configs(1, 101_376).iter().all(|c| c.dynamic_smem() + STATIC_SMEM <= 101_376));
     }
@@ -627,6 +642,7 @@ mod tests {
             for c in configs(8, 232_448) {
                 let (grid, q, kstages) = c.schedule(n, k, 132);
                 let units = n.div_ceil(128) * kstages;
+                assert_eq!(kstages, k.div_ceil(256 * c.kb));
                 assert!(grid <= 132 * c.ctas && grid * q >= units && (grid - 1) * q < units);
             }
         }
@@ -635,7 +651,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 12);
+        assert_eq!(all.len(), 24);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
