@@ -2,7 +2,7 @@
 // (W4A16).                                                                       crate: b12x-gemm
 //   y[m,n] = out_scale * sum_k x[m,k] * W[n,k] (+ bias[n])   (f32 accumulate, bias added in f32,
 //   one rounding to TOut), W = E2M1 code * block scale (NVFP4: UE4M3 per 16 k; MXFP4: UE8M0 per 32)
-// Tensors: codes [N, K/2] bytes (pack_weight layout v1: row-major, low nibble = even k),
+// Tensors: codes [N, K/2] bytes (pack_weight layout v2: row-major, bit-permuted 32-bit words),
 //   scales in the swizzled 128x4 layout (b12x_quant::layout), x [M, K] bf16 (row stride ldx),
 //   bias [N] bf16|f32, y [M, N] TOut (row stride ldy).
 // Constraints: K % 32 == 0 (the codes' rows are whole 16-byte lines for the TMA); M <= 8 * NT.
@@ -12,11 +12,11 @@
 //   zero past N and K) and the stage's swizzled scale tiles as one bulk copy. Eight consumer
 //   warps own 16 rows each: lane (g, t) takes the 64 contiguous k 64t .. 64t + 63 of the stage
 //   (16-byte chunks 2t and 2t + 1 of its rows' box lines: conflict free under the swizzle),
-//   turns each pair of codes (k_q, k_q+4) of a 32-bit word into a bf16x2 of code * 2^-126 with
-//   shifts and masks (b12x/fp4_dequant.cuh), scales it by the block's BF16 scale (exact) and
-//   feeds swap-AB mma.sync m16n8k16 (16 weight rows x 8 tokens); x is paired the same way with
-//   prmt. The MMA sums over k, so this K permutation, applied to both operands, changes only
-//   the summation order. Row blocks shared by neighbouring CTAs are merged by the last warp to
+//   turns each adjacent pair of codes of a layout-v2 word into a bf16x2 of code * 2^-126 with
+//   rotates and masks (9 ALU instructions per word, b12x/fp4_dequant.cuh), scales it by the
+//   block's BF16 scale (exact) and feeds swap-AB mma.sync m16n8k16 (16 weight rows x 8 tokens)
+//   with x's bf16 pairs as loaded. The MMA sums over k, so this K permutation, applied to both
+//   operands, changes only the summation order. Row blocks shared by neighbouring CTAs are merged by the last warp to
 //   arrive, in CTA order (tagged counters, no memset): bitwise reproducible.
 // Entry points: b12x_bsgemv_w4a16_{nvfp4,mxfp4}_nt{1,2}_{bf16,f16,f32}out (BsGemvParams).
 // Oracle: src/blockscaled/reference.rs.
@@ -85,12 +85,6 @@ __device__ __forceinline__ uint32_t hmul2_bf16(uint32_t a, uint32_t b) {
   return d;
 }
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
@@ -112,13 +106,15 @@ __device__ __forceinline__ uint4 ld_x(const bf16* p, bool live) {
 
 template <int Q>
 __device__ __forceinline__ uint32_t pair(uint32_t w) {
-  return e2m1_pair_bf16_2m126<Q>(w);
+  return e2m1_sm90_pair_bf16_2m126<Q>(w);
 }
 
-// The 8 MMA k-steps of one lane's 32 k (a 32-bit word = 8 k per two steps): weight rows g and
-// g + 8 (cl, ch), their block scales as bf16x2 (sc[row][0..1]: NVFP4 words 0-1 and 2-3 take
-// blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word) for NT token tiles. Even and
-// odd steps accumulate into two chains (acc[0], acc[1]: half the dependent MMA latency).
+// The 8 MMA k-steps of one lane's 32 k (four layout-v2 words of 8 k, two steps each): weight rows
+// g and g + 8 (cl, ch), their block scales as bf16x2 (sc[row][0..1]: NVFP4 words 0-1 and 2-3
+// take blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word) for NT token tiles. Word
+// j's step A multiplies pairs (k0, k1) and (k2, k3) — MMA slots (2t, 2t+1) and (2t+8, 2t+9) — by
+// x's bf16x2 registers 0 and 1 as loaded, step B pairs (k4, k5), (k6, k7) by registers 2 and 3.
+// Even and odd steps accumulate into two chains (acc[0], acc[1]: half the dependent MMA latency).
 template <int NT>
 __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, const uint32_t (&scl)[2],
                                           const uint32_t (&sch)[2], const uint4 (&xv)[NT][4], float (&acc)[2][NT][4]) {
@@ -126,7 +122,6 @@ __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, cons
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const uint32_t sl = scl[j >> 1], sh = sch[j >> 1];
-    // Steps 2j (pairs 0, 1: k 0|4, 1|5 of the word) and 2j + 1 (pairs 2, 3: k 2|6, 3|7).
     const uint32_t a0[4] = {hmul2_bf16(pair<0>(wl[j]), sl), hmul2_bf16(pair<0>(wh[j]), sh),
                             hmul2_bf16(pair<1>(wl[j]), sl), hmul2_bf16(pair<1>(wh[j]), sh)};
     const uint32_t a1[4] = {hmul2_bf16(pair<2>(wl[j]), sl), hmul2_bf16(pair<2>(wh[j]), sh),
@@ -134,8 +129,7 @@ __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, cons
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const uint4 x = xv[nt][j];  // x0x1 x2x3 x4x5 x6x7
-      const uint32_t b0[2] = {prmt(x.x, x.z, 0x5410), prmt(x.x, x.z, 0x7632)};  // (x0, x4), (x1, x5)
-      const uint32_t b1[2] = {prmt(x.y, x.w, 0x5410), prmt(x.y, x.w, 0x7632)};  // (x2, x6), (x3, x7)
+      const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
       mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
       mma_m16n8k16_bf16_f32(acc[1][nt], a1, b1);
     }

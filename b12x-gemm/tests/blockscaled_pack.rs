@@ -1,9 +1,10 @@
-//! CPU tests of `gemm.pack_weight` (layout v1): every format round-trips exactly, the scales are
-//! in the swizzled 128×4 layout of b12x-quant, codes are untouched, and malformed weights are
-//! typed errors naming the bad part.
+//! CPU tests of `gemm.pack_weight` (layout v2): every format round-trips exactly, the scales are
+//! in the swizzled 128×4 layout of b12x-quant, FP4 codes are the checkpoint's words bit-permuted
+//! in place (every other format's codes untouched), and malformed weights are typed errors naming
+//! the bad part.
 
 use b12x_core::Error;
-use b12x_gemm::blockscaled::pack::{pack_host, unpack_host, WeightFormat, OP};
+use b12x_gemm::blockscaled::pack::{pack_host, sm90_permute_word, unpack_host, WeightFormat, OP};
 use b12x_gemm::blockscaled::Weight;
 use b12x_quant::block::{
     quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, Mx, MxOptions, Nvfp4,
@@ -33,6 +34,24 @@ fn weights(n: usize, k: usize) -> Vec<(Weight, WeightFormat)> {
     ]
 }
 
+/// The checkpoint's FP4 codes with every little-endian 32-bit word permuted (layout v2).
+fn permuted(codes: &[u8]) -> Vec<u8> {
+    codes
+        .chunks_exact(4)
+        .flat_map(|b| sm90_permute_word(u32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn the_fp4_permutation_is_a_bijection_on_bits() {
+    for bit in 0..32 {
+        let o = sm90_permute_word(1 << bit);
+        assert_eq!(o.count_ones(), 1, "bit {bit}");
+    }
+    let all: u32 = (0..32).map(|b| sm90_permute_word(1 << b)).fold(0, |a, o| a | o);
+    assert_eq!(all, u32::MAX);
+}
+
 #[test]
 fn every_format_round_trips_and_keeps_its_codes() {
     // N = 200: two 128-row scale tiles, the second partial; K = 320: K/16 = 20, K/32 = 10 (a
@@ -47,12 +66,13 @@ fn every_format_round_trips_and_keeps_its_codes() {
         assert_eq!(p.codes.len(), n * format.code_bytes(k));
         match &w {
             Weight::Nvfp4(q) => {
-                assert_eq!(p.codes, q.codes);
+                assert_eq!(p.codes, permuted(&q.codes));
                 assert_eq!(p.global, q.enc);
                 assert_eq!(p.scales.len(), swizzled_len(n, k / 16));
             }
             Weight::Mx(q) => {
-                assert_eq!(p.codes, q.codes);
+                let want = if format == WeightFormat::Mxfp4 { permuted(&q.codes) } else { q.codes.clone() };
+                assert_eq!(p.codes, want);
                 assert_eq!(p.scales.len(), swizzled_len(n, k / 32));
             }
             Weight::BlockFp8(q) => assert_eq!(p.codes, q.codes),

@@ -2,9 +2,11 @@
 //! build, `tests/cuda_ref/fp4_dequant_ref.cpp`) against b12x-quant's codecs, on every value:
 //! every pair of every interleaved word is `code · 2^-126` in BF16 exactly, every finite UE4M3
 //! scale is `s · 2^119` exactly, and every product of the two is exact in BF16 (so the kernels'
-//! one `mul.bf16x2` per pair rounds nothing).
+//! one `mul.bf16x2` per pair rounds nothing); the same for pack_weight's layout-v2 words (every
+//! pair of every bit-permuted word), whose permutation `pack.rs` and the header compute alike.
 
 use b12x_core::half::bf16;
+use b12x_gemm::blockscaled::pack::{sm90_permute_word, sm90_unpermute_word};
 use b12x_quant::codec::{e2m1_decode, ue4m3_decode};
 use std::path::Path;
 use std::process::Command;
@@ -30,6 +32,7 @@ fn bf16_bits(b: u32) -> f64 {
 fn every_value_is_exact() {
     let out = run_ref();
     let (mut pairs, mut scales, mut words) = (0, 0, 0);
+    let (mut v2pairs, mut v2words) = (0, 0);
     let two_m126 = 2f64.powi(-126);
     let mut scale_of = vec![0.0f64; 127];
     for line in out.lines() {
@@ -60,10 +63,27 @@ fn every_value_is_exact() {
                 scale_of[c] = want;
                 scales += 1;
             }
+            "v2pair" => {
+                let (lo, hi, r) = (n(2) as u8, n(3) as u8, n(4) as u32);
+                assert_eq!(bf16_bits(r & 0xFFFF), f64::from(e2m1_decode(lo)) * two_m126, "{line}: low half");
+                assert_eq!(bf16_bits(r >> 16), f64::from(e2m1_decode(hi)) * two_m126, "{line}: high half");
+                assert_eq!((r >> 15) & 1, u32::from(lo >> 3), "{line}");
+                assert_eq!(r >> 31, u32::from(hi >> 3), "{line}");
+                v2pairs += 1;
+            }
+            "v2word" => {
+                let (w, o, back) = (n(1) as u32, n(2) as u32, n(3) as u32);
+                assert_eq!(back, w, "{line}: the inverse");
+                // pack_weight (Rust) permutes exactly as the header.
+                assert_eq!(sm90_permute_word(w), o, "{line}: pack.rs");
+                assert_eq!(sm90_unpermute_word(o), w, "{line}: pack.rs inverse");
+                v2words += 1;
+            }
             _ => panic!("bad line {line}"),
         }
     }
     assert_eq!((pairs, words, scales), (4 * 256, 6, 127));
+    assert_eq!((v2pairs, v2words), (4 * 256, 64));
     // Every product (code · 2^-126) · (s · 2^119) is representable in BF16: mul.bf16x2 is exact.
     for code in 0u8..16 {
         for (c, &s) in scale_of.iter().enumerate() {

@@ -48,6 +48,65 @@ __host__ __device__ __forceinline__ uint32_t e2m1_pair_bf16_2m126(uint32_t w) {
   return (sg & 0x80008000u) | (m & 0x01C001C0u);
 }
 
+// ---- pack_weight layout v2: bit-permuted words (gemm.blockscaled's SM90 W4A16 path) ----
+// A packed 32-bit word holds the same 8 consecutive k as the checkpoint word (element i at nibble
+// i there), with its 32 bits permuted so that the bf16x2 of code * 2^-126 of the adjacent pair
+// (2Q, 2Q + 1) costs 1 (Q = 0), 2 (Q = 1, 2) or 4 (Q = 3) ALU instructions instead of ~4 each
+// (9 per word instead of ~16, and no pairing of x: pair Q multiplies x's bf16x2 register Q).
+// Target bit t of pair Q's output (t = 6, 7, 8: element 2Q's code bits 0, 1, 2 (m, e0, e1); 15: its
+// sign; 22, 23, 24, 31: element 2Q + 1's) comes from bit (t + rot) mod 32 of the packed word,
+// rot = 0, 4, 10 for Q = 0, 1, 2 and, for Q = 3, 14 at t = 6 and 22 and 6 elsewhere (the 32
+// source positions are distinct: a bijection; tests/fp4_dequant.rs checks every value).
+__host__ __device__ constexpr int e2m1_sm90_rot(int q, int t) {
+  return q == 0 ? 0 : q == 1 ? 4 : q == 2 ? 10 : ((t == 6 || t == 22) ? 14 : 6);
+}
+
+// Target bit index j (0..7) of a pair's output: 6, 7, 8, 15, 22, 23, 24, 31.
+__host__ __device__ constexpr int e2m1_sm90_target(int j) { return j < 3 ? 6 + j : j == 3 ? 15 : j < 7 ? 18 + j : 31; }
+
+// The checkpoint word w (element i at nibble i) in layout v2.
+__host__ __device__ constexpr uint32_t e2m1_sm90_permute_word(uint32_t w) {
+  uint32_t o = 0;
+  for (int q = 0; q < 4; ++q)
+    for (int j = 0; j < 8; ++j) {
+      const int elem = 2 * q + (j >> 2), bit = j & 3, t = e2m1_sm90_target(j);
+      const uint32_t v = (w >> (4 * elem + bit)) & 1u;
+      o |= v << ((t + e2m1_sm90_rot(q, t)) & 31);
+    }
+  return o;
+}
+
+// Inverse of e2m1_sm90_permute_word.
+__host__ __device__ constexpr uint32_t e2m1_sm90_unpermute_word(uint32_t o) {
+  uint32_t w = 0;
+  for (int q = 0; q < 4; ++q)
+    for (int j = 0; j < 8; ++j) {
+      const int elem = 2 * q + (j >> 2), bit = j & 3, t = e2m1_sm90_target(j);
+      w |= ((o >> ((t + e2m1_sm90_rot(q, t)) & 31)) & 1u) << (4 * elem + bit);
+    }
+  return w;
+}
+
+__host__ __device__ __forceinline__ uint32_t e2m1_rotr(uint32_t w, int n) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(w, w, n);  // SHF.R.W (ALU pipe)
+#else
+  return n == 0 ? w : (w >> n) | (w << (32 - n));
+#endif
+}
+
+// Pair Q (elements 2Q low, 2Q + 1 high) of a layout-v2 word as bf16x2 of code * 2^-126.
+template <int Q>
+__host__ __device__ __forceinline__ uint32_t e2m1_sm90_pair_bf16_2m126(uint32_t w) {
+  static_assert(Q >= 0 && Q < 4, "four pairs per word");
+  constexpr uint32_t kM = 0x81C081C0u;
+  if (Q == 0) return w & kM;
+  if (Q == 1) return e2m1_rotr(w, 4) & kM;
+  if (Q == 2) return e2m1_rotr(w, 10) & kM;
+  constexpr uint32_t k14 = 0x00400040u;  // targets 6 and 22 come from rot 14
+  return (e2m1_rotr(w, 6) & (kM & ~k14)) | (e2m1_rotr(w, 14) & k14);
+}
+
 // The BF16 bits of ue4m3(code) * 2^119 (code 0..126: finite UE4M3; exact, normal).
 __host__ __device__ inline uint16_t ue4m3_bf16_x2p119(uint32_t code) {
   const uint32_t e = (code >> 3) & 0xFu, m = code & 7u;

@@ -2,21 +2,23 @@
 //! codecs hold them) in the layout the `gemm.blockscaled` kernels load, on the host
 //! ([`pack_host`], [`unpack_host`]) or owned on the device ([`pack_weight`], [`PackedWeight`]).
 //!
-//! Layout v1 ([`LAYOUT_VERSION`]):
+//! Layout v2 ([`LAYOUT_VERSION`]):
 //!
 //! | part | NVFP4 | MXFP4 / MXFP8 | block FP8 (G × G tiles) | per-tensor FP8 |
 //! |---|---|---|---|---|
-//! | `codes` | `[N, K/2]` E2M1 pairs, low nibble = even k (the checkpoint order) | `[N, K/2]` / `[N, K]` | `[N, K]` E4M3 | `[N, K]` E4M3 |
+//! | `codes` | `[N, K/2]` bytes: each little-endian 32-bit word holds the 8 consecutive k of the checkpoint word, bits permuted ([`sm90_permute_word`]) | MXFP4 as NVFP4; MXFP8 `[N, K]` E4M3 | `[N, K]` E4M3 | `[N, K]` E4M3 |
 //! | `scales` | UE4M3, swizzled 128×4 (`b12x_quant::layout`) over `[N, K/16]` | UE8M0, swizzled 128×4 over `[N, K/32]` | row-major `[⌈N/G⌉, ⌈K/G⌉]`, f32 (4 bytes LE) or UE8M0 | none |
 //! | `global` | the encode scale `enc` | 1 | 1 | the f32 scale |
 //!
-//! Why this layout (design notes in `README.md` beside this file): row-major packed codes load as
-//! whole `mma.sync` block-scale fragment registers on SM120 (four consecutive bytes of one row per
-//! register) and, with the K permutation, as contiguous 16-byte pieces on the SM90 dequantizing
-//! path; the swizzled 128×4 scales are cuBLASLt's and CUTLASS's layout (so packed weights
-//! interoperate) and what the SM120 scale registers gather from. A pair-interleaved nibble order
-//! saved the SM90 prototype 14% of its instructions but only 6% of its time
-//! (`bench-results/2026-12-02-h200-b/w4a16-proto-c/`): not worth a second layout yet.
+//! Why this layout (design notes in `README.md` beside this file): rows stay whole and in k
+//! order (a TMA box of codes covers k-contiguous runs of whole rows), and within each 32-bit word
+//! the FP4 bits are permuted so that the SM90 path (`gemm.blockscaled`'s W4A16 kernel) turns a
+//! word into its four bf16x2 pairs of `code · 2^-126` with 9 ALU instructions instead of ~16, and
+//! multiplies x's bf16 pairs as they are (the permutation and its decoding live in
+//! `b12x/fp4_dequant.cuh`, which the CPU tests check against this file on every value). The
+//! swizzled 128×4 scales are cuBLASLt's and CUTLASS's layout and what the SM120 scale registers
+//! gather from. Layout v1 (session 24) kept the checkpoint nibble order; the SM120 block-scaled
+//! path, not written yet, will undo the permutation in registers or take a layout of its own.
 
 use super::Weight;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
@@ -27,7 +29,53 @@ use b12x_quant::layout::{from_swizzled, to_swizzled};
 use std::sync::Arc;
 
 /// The layout [`PackedHost`] and [`PackedWeight`] hold; bumped when the kernels want another.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
+
+/// Source bit of target bit `t` of pair `q` (module docs; mirrors `e2m1_sm90_rot` of
+/// `b12x/fp4_dequant.cuh`).
+fn sm90_source(q: usize, t: usize) -> usize {
+    let rot = match q {
+        0 => 0,
+        1 => 4,
+        2 => 10,
+        _ if t == 6 || t == 22 => 14,
+        _ => 6,
+    };
+    (t + rot) % 32
+}
+
+/// Target bits of a pair's bf16x2: element 2q's code bits 0, 1, 2, 3 go to 6, 7, 8, 15, element
+/// 2q + 1's to 22, 23, 24, 31.
+const SM90_TARGETS: [usize; 8] = [6, 7, 8, 15, 22, 23, 24, 31];
+
+/// A checkpoint word of 8 E2M1 codes (element i at nibble i) in layout v2.
+pub fn sm90_permute_word(w: u32) -> u32 {
+    let mut o = 0;
+    for q in 0..4 {
+        for (j, &t) in SM90_TARGETS.iter().enumerate() {
+            let (elem, bit) = (2 * q + j / 4, j % 4);
+            o |= ((w >> (4 * elem + bit)) & 1) << sm90_source(q, t);
+        }
+    }
+    o
+}
+
+/// Inverse of [`sm90_permute_word`].
+pub fn sm90_unpermute_word(o: u32) -> u32 {
+    let mut w = 0;
+    for q in 0..4 {
+        for (j, &t) in SM90_TARGETS.iter().enumerate() {
+            let (elem, bit) = (2 * q + j / 4, j % 4);
+            w |= ((o >> sm90_source(q, t)) & 1) << (4 * elem + bit);
+        }
+    }
+    w
+}
+
+/// Applies `f` to every little-endian 32-bit word of `codes` (whole words: K/2 is a multiple of 8).
+fn map_words(codes: &[u8], f: fn(u32) -> u32) -> Vec<u8> {
+    codes.chunks_exact(4).flat_map(|b| f(u32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes()).collect()
+}
 
 /// The op id used in errors.
 pub const OP: &str = "gemm.pack_weight";
@@ -65,7 +113,7 @@ impl WeightFormat {
     }
 }
 
-/// A weight in layout v1 on the host (module docs).
+/// A weight in layout v2 on the host (module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedHost {
     pub format: WeightFormat,
@@ -112,7 +160,7 @@ impl Weight {
 }
 
 /// Checks `w` (shapes of its codes and scales, K a multiple of its block, a finite positive
-/// global scale) and packs it into layout v1. Typed errors name the bad part; nothing is kept.
+/// global scale) and packs it into layout v2. Typed errors name the bad part; nothing is kept.
 pub fn pack_host(w: &Weight) -> Result<PackedHost> {
     let format = w.format()?;
     let (n, k) = w.shape();
@@ -135,7 +183,7 @@ pub fn pack_host(w: &Weight) -> Result<PackedHost> {
         Weight::Nvfp4(q) => {
             expect_len("codes", q.codes.len(), n * cb, format!("[N, K/2] = [{n}, {cb}]"))?;
             expect_len("scales", q.scales.len(), n * (k / 16), format!("[N, K/16] = [{n}, {}]", k / 16))?;
-            (q.codes.clone(), to_swizzled(&q.scales, n, k / 16), positive("enc", q.enc)?)
+            (map_words(&q.codes, sm90_permute_word), to_swizzled(&q.scales, n, k / 16), positive("enc", q.enc)?)
         }
         Weight::Mx(q) => {
             expect_len(
@@ -145,7 +193,9 @@ pub fn pack_host(w: &Weight) -> Result<PackedHost> {
                 format!("[N, {}] = [{n}, {cb}]", if cb < k { "K/2" } else { "K" }),
             )?;
             expect_len("scales", q.scales.len(), n * (k / 32), format!("[N, K/32] = [{n}, {}]", k / 32))?;
-            (q.codes.clone(), to_swizzled(&q.scales, n, k / 32), 1.0)
+            let codes =
+                if format == WeightFormat::Mxfp4 { map_words(&q.codes, sm90_permute_word) } else { q.codes.clone() };
+            (codes, to_swizzled(&q.scales, n, k / 32), 1.0)
         }
         Weight::BlockFp8(q) => {
             let g = q.tile.0;
@@ -178,7 +228,7 @@ pub fn unpack_host(p: &PackedHost) -> Weight {
         WeightFormat::Nvfp4 => Weight::Nvfp4(Nvfp4 {
             rows: n,
             k,
-            codes: p.codes.clone(),
+            codes: map_words(&p.codes, sm90_unpermute_word),
             scales: from_swizzled(&p.scales, n, k / 16),
             enc: p.global,
         }),
@@ -186,7 +236,11 @@ pub fn unpack_host(p: &PackedHost) -> Weight {
             element: if p.format == WeightFormat::Mxfp4 { Element::E2M1 } else { Element::E4M3 },
             rows: n,
             k,
-            codes: p.codes.clone(),
+            codes: if p.format == WeightFormat::Mxfp4 {
+                map_words(&p.codes, sm90_unpermute_word)
+            } else {
+                p.codes.clone()
+            },
             scales: from_swizzled(&p.scales, n, k / 32),
         }),
         WeightFormat::BlockFp8 { tile, scale } => Weight::BlockFp8(BlockFp8 {
@@ -205,7 +259,7 @@ pub fn unpack_host(p: &PackedHost) -> Weight {
     }
 }
 
-/// A packed weight owned on the device (layout v1): dropping it frees it. It records its format
+/// A packed weight owned on the device (layout v2): dropping it frees it. It records its format
 /// and shape, which the GEMM plans check against their query.
 #[derive(Debug)]
 pub struct PackedWeight {
@@ -238,7 +292,7 @@ pub fn pack_weight(w: &Weight, stream: &Arc<CudaStream>) -> Result<PackedWeight>
 }
 
 impl PackedWeight {
-    /// Downloads it back into layout v1 on the host (tests, inspection).
+    /// Downloads it back into layout v2 on the host (tests, inspection).
     pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<PackedHost> {
         let codes = stream.clone_dtoh(&self.codes)?;
         let scales =

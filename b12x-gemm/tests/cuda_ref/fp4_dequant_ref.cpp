@@ -4,6 +4,9 @@
 //                        other nibbles are 0x5A3C.. filler, interleaved, converted: BITS (bf16x2)
 //   "interleave W OUT": e2m1_interleave_word(W)
 //   "scale CODE BITS": ue4m3_bf16_x2p119(CODE), CODE 0..126
+//   "v2pair Q LO HI BITS": elements 2Q = LO, 2Q + 1 = HI of a checkpoint word (other nibbles filler),
+//                        permuted to layout v2 and converted by e2m1_sm90_pair_bf16_2m126<Q>
+//   "v2word W OUT BACK": e2m1_sm90_permute_word(W) and its inverse applied to that
 #include <cstdio>
 
 #include "b12x/fp4_dequant.cuh"
@@ -29,6 +32,27 @@ int main() {
       }
   const uint32_t words[] = {0x76543210u, 0xFEDCBA98u, 0x9E3779B9u, 0x00000000u, 0xFFFFFFFFu, 0x12345678u};
   for (uint32_t w : words) std::printf("interleave %u %u\n", w, e2m1_interleave_word(w));
+  for (int q = 0; q < 4; ++q)
+    for (uint32_t lo = 0; lo < 16; ++lo)
+      for (uint32_t hi = 0; hi < 16; ++hi) {
+        uint32_t w = 0x6A09E667u;
+        w &= ~(0xFFu << (8 * q));
+        w |= (lo | (hi << 4)) << (8 * q);
+        const uint32_t v2 = e2m1_sm90_permute_word(w);
+        uint32_t r = 0;
+        switch (q) {
+          case 0: r = e2m1_sm90_pair_bf16_2m126<0>(v2); break;
+          case 1: r = e2m1_sm90_pair_bf16_2m126<1>(v2); break;
+          case 2: r = e2m1_sm90_pair_bf16_2m126<2>(v2); break;
+          default: r = e2m1_sm90_pair_bf16_2m126<3>(v2); break;
+        }
+        std::printf("v2pair %d %u %u %u\n", q, lo, hi, r);
+      }
+  for (uint32_t i = 0; i < 64; ++i) {
+    const uint32_t w = i < 6 ? words[i] : (i * 0x9E3779B9u) ^ (i << 7);
+    const uint32_t o = e2m1_sm90_permute_word(w);
+    std::printf("v2word %u %u %u\n", w, o, e2m1_sm90_unpermute_word(o));
+  }
   for (uint32_t c = 0; c < 127; ++c) std::printf("scale %u %u\n", c, (uint32_t)ue4m3_bf16_x2p119(c));
   return 0;
 }
