@@ -111,13 +111,16 @@ __device__ __forceinline__ uint32_t pair(uint32_t w) {
 
 // The 8 MMA k-steps of one lane's 32 k (four layout-v2 words of 8 k, two steps each): weight rows
 // g and g + 8 (cl, ch), their block scales as bf16x2 (sc[row][0..1]: NVFP4 words 0-1 and 2-3
-// take blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word) for NT token tiles. Word
+// take blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word from xp[nt], zero unless
+// xok[nt]) for NT token tiles. Word
 // j's step A multiplies pairs (k0, k1) and (k2, k3) — MMA slots (2t, 2t+1) and (2t+8, 2t+9) — by
 // x's bf16x2 registers 0 and 1 as loaded, step B pairs (k4, k5), (k6, k7) by registers 2 and 3.
-// Even and odd steps accumulate into two chains (acc[0], acc[1]: half the dependent MMA latency).
-template <int NT>
+// With CH = 2 even and odd steps accumulate into two chains (half the dependent MMA latency; NT = 1),
+// with CH = 1 into one (NT = 2: registers for two CTAs per SM).
+template <int NT, int CH>
 __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, const uint32_t (&scl)[2],
-                                          const uint32_t (&sch)[2], const uint4 (&xv)[NT][4], float (&acc)[2][NT][4]) {
+                                          const uint32_t (&sch)[2], const bf16* const (&xp)[NT], const bool (&xok)[NT],
+                                          float (&acc)[CH][NT][4]) {
   const uint32_t wl[4] = {cl.x, cl.y, cl.z, cl.w}, wh[4] = {ch.x, ch.y, ch.z, ch.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -128,10 +131,10 @@ __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, cons
                             hmul2_bf16(pair<3>(wl[j]), sl), hmul2_bf16(pair<3>(wh[j]), sh)};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const uint4 x = xv[nt][j];  // x0x1 x2x3 x4x5 x6x7
+      const uint4 x = ld_x(xp[nt] + 8 * j, xok[nt]);  // x0x1 x2x3 x4x5 x6x7
       const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
       mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
-      mma_m16n8k16_bf16_f32(acc[1][nt], a1, b1);
+      mma_m16n8k16_bf16_f32(acc[CH - 1][nt], a1, b1);
     }
   }
 }
@@ -212,10 +215,11 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
   const uint32_t code_lo0 = swizzle128_offset(r_lo, 2 * t), code_lo1 = swizzle128_offset(r_lo, 2 * t + 1);
   const uint32_t code_hi0 = swizzle128_offset(r_lo + 8, 2 * t), code_hi1 = swizzle128_offset(r_lo + 8, 2 * t + 1);
   const bool has_bias = p.bias != nullptr;
-  float acc[2][NT][4];
+  constexpr int CH = NT == 1 ? 2 : 1;  // accumulator chains
+  float acc[CH][NT][4];
   auto zero = [&] {
 #pragma unroll
-    for (int c = 0; c < 2; ++c)
+    for (int c = 0; c < CH; ++c)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -229,62 +233,47 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     tok_live[nt] = g + 8 * nt < p.m;
     xrow[nt] = p.x + (tok_live[nt] ? (long long)(g + 8 * nt) * p.ldx : 0) + 64 * t;
   }
-  // Bias of rows g and g + 8 of the current row block (f32; 0 without a bias or past N).
-  float bias[2] = {0.0f, 0.0f};
-  int s = 0, round = 0, prev_rb = -1;
+  int s = 0, round = 0;
   for (int i = 0; i < n_units; ++i) {
     const int u = unit_at(i);
     const int rb = u / kstages, ks = u - rb * kstages;
     const bool ends_block = !(i + 1 < n_units && unit_at(i + 1) / kstages == rb);
-    const int c_first = rb * kstages / q, c_last = ((rb + 1) * kstages - 1) / q;
-    const int row_base = rb * kRows + 16 * warp;
-    if (rb != prev_rb) {
-      prev_rb = rb;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row_base + g + 8 * h;
-        bias[h] = 0.0f;
-        if (has_bias && row < p.n)
-          bias[h] = (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
-                                         : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[row]);
-      }
-    }
     const uint32_t st = ring + s * kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j) {
-      // x of box j (k = (ks KB + j) 256 + 64t + 32c' + 8q), zero past K and M.
       const int kb0 = (ks * KB + j) * kBoxK;
-      uint4 xv[2][NT][4];
-#pragma unroll
-      for (int c2 = 0; c2 < 2; ++c2)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int q4 = 0; q4 < 4; ++q4) {
-            const int k = kb0 + 64 * t + 32 * c2 + 8 * q4;
-            xv[c2][nt][q4] = ld_x(xrow[nt] + kb0 + 32 * c2 + 8 * q4, tok_live[nt] && k < p.k);
-          }
-      if (j == 0) mbar_wait(full0 + 8 * s, round & 1);  // x of the first box is already on its way
       const uint32_t sbox = st + KB * kCodeBytes + 512u * Info::kTilesPerBox * j;
-      const uint32_t sw_lo = ld_shared_u32(sbox + sc_tile + sc_off) >> sc_shift;
-      const uint32_t sw_hi = ld_shared_u32(sbox + sc_tile + sc_off + 128) >> sc_shift;
       const uint32_t cb = st + j * kCodeBytes;
-      const uint4 c_lo0 = ld_shared_v4(cb + code_lo0), c_hi0 = ld_shared_v4(cb + code_hi0);
-      const uint4 c_lo1 = ld_shared_v4(cb + code_lo1), c_hi1 = ld_shared_v4(cb + code_hi1);
-      if (F == Fmt::Nvfp4) {
-        const uint32_t l0[2] = {s_tab[sw_lo & 0xFF], s_tab[(sw_lo >> 8) & 0xFF]};
-        const uint32_t h0[2] = {s_tab[sw_hi & 0xFF], s_tab[(sw_hi >> 8) & 0xFF]};
-        sub_chunk<NT>(c_lo0, c_hi0, l0, h0, xv[0], acc);
-        const uint32_t l1[2] = {s_tab[(sw_lo >> 16) & 0xFF], s_tab[sw_lo >> 24]};
-        const uint32_t h1[2] = {s_tab[(sw_hi >> 16) & 0xFF], s_tab[sw_hi >> 24]};
-        sub_chunk<NT>(c_lo1, c_hi1, l1, h1, xv[1], acc);
-      } else {
-        const uint32_t a = s_tab[sw_lo & 0xFF], b = s_tab[sw_hi & 0xFF];
-        const uint32_t l0[2] = {a, a}, h0[2] = {b, b};
-        sub_chunk<NT>(c_lo0, c_hi0, l0, h0, xv[0], acc);
-        const uint32_t c = s_tab[(sw_lo >> 8) & 0xFF], d = s_tab[(sw_hi >> 8) & 0xFF];
-        const uint32_t l1[2] = {c, c}, h1[2] = {d, d};
-        sub_chunk<NT>(c_lo1, c_hi1, l1, h1, xv[1], acc);
+      uint32_t sw_lo = 0, sw_hi = 0;
+#pragma unroll
+      for (int c2 = 0; c2 < 2; ++c2) {
+        // x of this 32-k piece (k = (ks KB + j) 256 + 64t + 32c' + 8q), zero past K and M, read
+        // word by word inside sub_chunk (few live registers: three or two CTAs per SM).
+        const bf16* xp[NT];
+        bool xok[NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          xp[nt] = xrow[nt] + kb0 + 32 * c2;
+          xok[nt] = tok_live[nt] && kb0 + 64 * t + 32 * c2 < p.k;  // K % 32 == 0: all 32 or none
+        }
+        if (j == 0 && c2 == 0) mbar_wait(full0 + 8 * s, round & 1);
+        if (c2 == 0) {
+          sw_lo = ld_shared_u32(sbox + sc_tile + sc_off) >> sc_shift;
+          sw_hi = ld_shared_u32(sbox + sc_tile + sc_off + 128) >> sc_shift;
+        }
+        const uint4 c_lo = ld_shared_v4(cb + (c2 ? code_lo1 : code_lo0));
+        const uint4 c_hi = ld_shared_v4(cb + (c2 ? code_hi1 : code_hi0));
+        uint32_t l[2], h[2];
+        if (F == Fmt::Nvfp4) {  // blocks 2c', 2c' + 1 of the lane's 64 k: bytes 2c', 2c' + 1
+          l[0] = s_tab[(sw_lo >> (16 * c2)) & 0xFF];
+          l[1] = s_tab[(sw_lo >> (16 * c2 + 8)) & 0xFF];
+          h[0] = s_tab[(sw_hi >> (16 * c2)) & 0xFF];
+          h[1] = s_tab[(sw_hi >> (16 * c2 + 8)) & 0xFF];
+        } else {  // one MX block per 32 k: byte c'
+          l[0] = l[1] = s_tab[(sw_lo >> (8 * c2)) & 0xFF];
+          h[0] = h[1] = s_tab[(sw_hi >> (8 * c2)) & 0xFF];
+        }
+        sub_chunk<NT, CH>(c_lo, c_hi, l, h, xp, xok, acc);
       }
     }
     // Release the stage once its data is consumed (the MMAs above used every loaded register),
@@ -295,11 +284,24 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     if (++s == stages) s = 0, ++round;
     if (!ends_block) continue;
 
+    // The row block is done (registers kept for the loop above are few: three CTAs per SM).
+    const int c_first = rb * kstages / q, c_last = ((rb + 1) * kstages - 1) / q;
+    const int row_base = rb * kRows + 16 * warp;
+    // Bias of rows g and g + 8 (f32; 0 without a bias or past N).
+    float bias[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row_base + g + 8 * h;
+      if (has_bias && row < p.n)
+        bias[h] = (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
+                                       : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[row]);
+    }
+
     float tot[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) tot[nt][e] = acc[0][nt][e] + acc[1][nt][e];
+      for (int e = 0; e < 4; ++e) tot[nt][e] = CH == 2 ? acc[0][nt][e] + acc[CH - 1][nt][e] : acc[0][nt][e];
     // Lane element e of tile nt: row g + 8 (e >> 1), token 8 nt + 2t + (e & 1).
     auto store = [&](const float (&v)[NT][4]) {
 #pragma unroll
@@ -363,14 +365,22 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
 
 using b12x::BsGemvParams;
 
+// Occupancy: NT = 1 three CTAs per SM on SM90 (72 registers; 228 KB of shared memory), two on
+// SM120 (100 KB of shared memory per SM); NT = 2 one (at two, 96 registers, ptxas spills a few
+// bytes: the next thing to fix for M = 9..16).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define B12X_BSGEMV_MIN_CTAS(NT) ((NT) == 1 ? 2 : 1)
+#else
+#define B12X_BSGEMV_MIN_CTAS(NT) ((NT) == 1 ? 3 : 1)
+#endif
+
 #define B12X_BSGEMV(FMT, FMTNAME, NT, KB, TOUT, OUTNAME)                                                    \
-  extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), 3 - NT)                   \
+  extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), B12X_BSGEMV_MIN_CTAS(NT))                   \
       b12x_bsgemv_w4a16_##FMTNAME##_nt##NT##_kb##KB##_##OUTNAME##out(const __grid_constant__ BsGemvParams p) { \
     b12x::bsgemv::gemv_w4a16<b12x::bsgemv::Fmt::FMT, NT, KB, TOUT>(p);                                       \
   }
 
-// The entry-point table in src/blockscaled/gemv.rs lists exactly these. NT = 1 fits two CTAs per SM
-// (<= 112 registers), NT = 2 one.
+// The entry-point table in src/blockscaled/gemv.rs lists exactly these.
 #define B12X_BSGEMV_OUTS(FMT, FMTNAME, NT, KB)           \
   B12X_BSGEMV(FMT, FMTNAME, NT, KB, b12x::bf16, bf16) \
   B12X_BSGEMV(FMT, FMTNAME, NT, KB, b12x::fp16, f16)  \

@@ -150,7 +150,7 @@ pub struct Config {
     pub kb: usize,
     /// Ring depth (2..=12).
     pub stages: usize,
-    /// CTAs per SM (1 or 2; NT = 2 needs 128 registers per thread: one).
+    /// CTAs per SM (1..=3; NT = 1 is built for three on SM90, two on SM120; NT = 2 for one).
     pub ctas: usize,
 }
 
@@ -179,7 +179,7 @@ impl Config {
         let legal = matches!(self.nt, 1 | 2)
             && matches!(self.kb, 1 | 2)
             && (2..=12).contains(&self.stages)
-            && matches!(self.ctas, 1 | 2);
+            && (1..=3).contains(&self.ctas);
         legal
             && (self.nt == 1 || self.ctas == 1)
             && per_cta <= smem_optin
@@ -216,7 +216,7 @@ pub fn configs(rows_hi: usize, smem_optin: u32) -> Vec<Config> {
     let nt = if rows_hi <= 8 { 1 } else { 2 };
     // (kb, stages, CTAs per SM).
     let cands: &[(usize, usize, usize)] = if nt == 1 {
-        &[(1, 6, 2), (1, 4, 2), (2, 3, 2), (2, 2, 2), (1, 12, 1), (2, 6, 1)]
+        &[(1, 4, 3), (2, 2, 3), (1, 3, 3), (1, 6, 2), (2, 3, 2), (2, 2, 2), (1, 12, 1)]
     } else {
         &[(1, 12, 1), (1, 8, 1), (2, 6, 1), (2, 4, 1)]
     };
