@@ -1,8 +1,10 @@
 //! `gemm.blockscaled` — `C[M, N] = alpha · A[M, K] · B[N, K]ᵀ (+ bias)` with block-scaled or
-//! per-tensor quantized operands (issue 5). This module holds the op's executable spec so far:
-//! the operand formats ([`Activation`], [`Weight`]) as b12x-quant's CPU codecs hold them and
-//! the CPU oracle ([`mod@reference`]), and `pack_weight` ([`pack`]: layout v1, host and device).
-//! The kernels and the plan/run API come next.
+//! per-tensor quantized operands (issue 5). This module holds the operand formats
+//! ([`Activation`], [`Weight`]) as b12x-quant's CPU codecs hold them, the CPU oracle
+//! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v2, host and device), and the first op
+//! path: [`gemv`], the W4A16 decode path (packed NVFP4 / MXFP4 weights × BF16 x, M ≤ 16). The
+//! other formats, the prefill buckets and the fixed linears are not written yet
+//! (`src/blockscaled/README.md`).
 //! The SM120 block-scaled MMAs the kernels will use, and where their operands live, are in
 //! `b12x/mma_sm120.cuh` (b12x-core): fragment and scale index functions checked on the CPU
 //! against the PTX ISA's formulas and CUTLASS's layouts (`tests/sm120_fragments.rs`), wrappers
