@@ -6,19 +6,22 @@
 //   scales in the swizzled 128x4 layout (b12x_quant::layout), x [M, K] bf16 (row stride ldx),
 //   bias [N] bf16|f32, y [M, N] TOut (row stride ldy).
 // Constraints: K % 32 == 0 (the codes' rows are whole 16-byte lines for the TMA); M <= 8 * NT.
-// Strategy (src/blockscaled/README.md): one or two persistent CTAs per SM walk an even share of
-//   the flat (row block of 128 rows, k-stage of 256 k) list (stream-K). A producer warp keeps a
-//   ring of stages in flight: the codes as one TMA box (128 rows x 128 bytes, 128-byte swizzle,
-//   zero past N and K) and the stage's swizzled scale tiles as one bulk copy. Eight consumer
-//   warps own 16 rows each: lane (g, t) takes the 64 contiguous k 64t .. 64t + 63 of the stage
-//   (16-byte chunks 2t and 2t + 1 of its rows' box lines: conflict free under the swizzle),
-//   turns each adjacent pair of codes of a layout-v2 word into a bf16x2 of code * 2^-126 with
-//   rotates and masks (9 ALU instructions per word, b12x/fp4_dequant.cuh), scales it by the
-//   block's BF16 scale (exact) and feeds swap-AB mma.sync m16n8k16 (16 weight rows x 8 tokens)
-//   with x's bf16 pairs as loaded. The MMA sums over k, so this K permutation, applied to both
-//   operands, changes only the summation order. Row blocks shared by neighbouring CTAs are merged by the last warp to
-//   arrive, in CTA order (tagged counters, no memset): bitwise reproducible.
-// Entry points: b12x_bsgemv_w4a16_{nvfp4,mxfp4}_nt{1,2}_{bf16,f16,f32}out (BsGemvParams).
+// Strategy (src/blockscaled/README.md): one to three persistent CTAs per SM walk an even share of
+//   the flat (row block of 128 rows, KB x 256-k) unit list (stream-K). A producer warp keeps a
+//   ring of stages in flight: per 256-k box the codes as one TMA box (128 rows x 128 bytes,
+//   128-byte swizzle, zero past N and K), the unit's swizzled scale tiles as one bulk copy, and x
+//   (8 NT tokens x 256 k) staged with cp.async by the warp's 32 lanes in the order the consumers
+//   read it (zero past M and K; the stage's full barrier counts the TMA bytes and the 32 lanes'
+//   cp.async arrivals). Eight consumer warps own 16 rows each: lane (g, t) takes the 64
+//   contiguous k 64t .. 64t + 63 of a box (16-byte chunks 2t and 2t + 1 of its rows' box lines:
+//   conflict free under the swizzle), turns each adjacent pair of codes of a layout-v2 word into
+//   a bf16x2 of code * 2^-126 with rotates and masks (9 ALU instructions per word,
+//   b12x/fp4_dequant.cuh), scales it by the block's BF16 scale (exact) and feeds swap-AB mma.sync
+//   m16n8k16 (16 weight rows x 8 tokens) with x's bf16 pairs as staged. The MMA sums over k, so
+//   this K permutation, applied to both operands, changes only the summation order. Row blocks
+//   shared by neighbouring CTAs are merged by the last warp to arrive, in CTA order (tagged
+//   counters, no memset): bitwise reproducible.
+// Entry points: b12x_bsgemv_w4a16_{nvfp4,mxfp4}_nt{1,2}_kb{1,2}_{bf16,f16,f32}out (BsGemvParams).
 // Oracle: src/blockscaled/reference.rs.
 #include "b12x/common.cuh"
 #include "b12x/fp4_dequant.cuh"
@@ -61,7 +64,11 @@ constexpr int kConsumers = 8;
 constexpr int kBoxK = 256;                        // k per TMA box of codes (128 bytes per row)
 constexpr uint32_t kCodeBytes = kRows * 128;      // one TMA box: 128 rows x 128 bytes
 constexpr uint32_t kScaleBytes = 4 * 512;         // up to 4 scale tiles per box (NVFP4: 16 columns)
-constexpr uint32_t kBoxBytes = kCodeBytes + kScaleBytes;  // a unit of KB boxes takes KB * kBoxBytes
+// x of one box, staged by the producer warp: 8 NT token rows at a 576-byte pitch (512 bytes of x
+// + 64 of padding), each row's 32 16-byte chunks in the order the consumers read them (chunk
+// (c' 4 + q) 4 + t holds k = 64t + 32c' + 8q .. +7): every ld.shared.v4 of a warp is conflict
+// free (rows g and g + 1 of a quarter warp 4 bank groups apart, lanes t adjacent).
+constexpr uint32_t kXPitch = 576;
 constexpr int kMaxStages = 12;
 constexpr int kBiasF32 = 1;
 
@@ -97,11 +104,16 @@ __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
   return v;
 }
 
-// Eight bf16 of x (16 bytes) through the read-only path, or zeros.
-__device__ __forceinline__ uint4 ld_x(const bf16* p, bool live) {
-  uint4 v = make_uint4(0, 0, 0, 0);
-  if (live) v = __ldg(reinterpret_cast<const uint4*>(p));
-  return v;
+// 16 bytes global -> shared (cp.async, L1-cached: x is shared by the CTAs of an SM), or 16 zeros
+// when !live (src-size 0).
+__device__ __forceinline__ void cp_async_16(uint32_t s_dst, const void* g_src, bool live) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(s_dst), "l"(g_src), "r"(live ? 16 : 0) : "memory");
+}
+
+// Arrives on mbarrier `bar` once this thread's earlier cp.async copies have landed (the arrival
+// is one of the barrier's expected arrivals: .noinc).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
 template <int Q>
@@ -111,16 +123,15 @@ __device__ __forceinline__ uint32_t pair(uint32_t w) {
 
 // The 8 MMA k-steps of one lane's 32 k (four layout-v2 words of 8 k, two steps each): weight rows
 // g and g + 8 (cl, ch), their block scales as bf16x2 (sc[row][0..1]: NVFP4 words 0-1 and 2-3
-// take blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word from xp[nt], zero unless
-// xok[nt]) for NT token tiles. Word
+// take blocks 0 and 1; MXFP4 both the same), and x (8 bf16 per word at shared address
+// xs[nt] + 64 j, the staged x tile) for NT token tiles. Word
 // j's step A multiplies pairs (k0, k1) and (k2, k3) — MMA slots (2t, 2t+1) and (2t+8, 2t+9) — by
 // x's bf16x2 registers 0 and 1 as loaded, step B pairs (k4, k5), (k6, k7) by registers 2 and 3.
 // With CH = 2 even and odd steps accumulate into two chains (half the dependent MMA latency; NT = 1),
 // with CH = 1 into one (NT = 2: registers for two CTAs per SM).
 template <int NT, int CH>
 __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, const uint32_t (&scl)[2],
-                                          const uint32_t (&sch)[2], const bf16* const (&xp)[NT], const bool (&xok)[NT],
-                                          float (&acc)[CH][NT][4]) {
+                                          const uint32_t (&sch)[2], const uint32_t (&xs)[NT], float (&acc)[CH][NT][4]) {
   const uint32_t wl[4] = {cl.x, cl.y, cl.z, cl.w}, wh[4] = {ch.x, ch.y, ch.z, ch.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -131,7 +142,7 @@ __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, cons
                             hmul2_bf16(pair<3>(wl[j]), sl), hmul2_bf16(pair<3>(wh[j]), sh)};
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const uint4 x = ld_x(xp[nt] + 8 * j, xok[nt]);  // x0x1 x2x3 x4x5 x6x7
+      const uint4 x = ld_shared_v4(xs[nt] + 64 * j);  // x0x1 x2x3 x4x5 x6x7
       const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
       mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
       mma_m16n8k16_bf16_f32(acc[CH - 1][nt], a1, b1);
@@ -142,7 +153,11 @@ __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, cons
 template <Fmt F, int NT, int KB, typename TOut>
 __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
   using Info = FmtInfo<F>;
-  constexpr uint32_t kStageBytes = KB * kBoxBytes;  // KB code boxes, then the unit's scale tiles
+  // A stage: KB code boxes, the unit's scale tiles, KB staged x boxes; 1024-byte multiple (the
+  // swizzled code boxes of every stage start 1024-byte aligned).
+  constexpr uint32_t kXBox = 8 * NT * kXPitch;  // one box's staged x
+  constexpr uint32_t kXOff = KB * (kCodeBytes + kScaleBytes);
+  constexpr uint32_t kStageBytes = (KB * (kCodeBytes + kScaleBytes + kXBox) + 1023u) & ~1023u;
   constexpr int MT = 8 * NT;
   __shared__ __align__(8) uint64_t s_bar[2 * kMaxStages];  // full[stages], then empty[stages]
   __shared__ uint32_t s_tab[256];                          // scale byte -> bf16x2 scale
@@ -186,21 +201,40 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
   if (warp == kConsumers && lane == 0) {
     tma_prefetch_descriptor(&p.codes_map);
     for (int s = 0; s < stages; ++s) {
-      mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, kConsumers);
+      mbar_init(full0 + 8 * s, 1 + 32);  // the TMA lane's expect_tx + the warp's 32 x arrivals
+      mbar_init(empty0 + 8 * s, 32 * kConsumers);  // every consumer lane releases
     }
     mbar_fence_init();
     for (int i = 0; i < first; ++i) load(i, i);
   }
   __syncthreads();
   if (warp == kConsumers) {
-    if (lane == 0) {
-      int s = first % stages, round = first / stages;
-      for (int i = first; i < n_units; ++i) {
-        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-        load(i, s);
-        if (++s == stages) s = 0, ++round;
+    // x of unit i into stage s: lane L copies chunk L of every token row of every box (k = 64t +
+    // 32c' + 8q with L = (c' 4 + q) 4 + t), zeros past M and K, then arrives on the stage's full
+    // barrier once its copies have landed.
+    const int xt = lane & 3, xq = (lane >> 2) & 3, xc = lane >> 4;
+    auto stage_x = [&](int i, int s) {
+      const int u = unit_at(i);
+      const int ks = u - (u / kstages) * kstages;
+      const uint32_t xb = ring + s * kStageBytes + kXOff + 16u * lane;
+#pragma unroll
+      for (int j = 0; j < KB; ++j) {
+        const int k = (ks * KB + j) * kBoxK + 64 * xt + 32 * xc + 8 * xq;
+#pragma unroll
+        for (int r = 0; r < 8 * NT; ++r) {
+          const bool live = r < p.m && k < p.k;
+          cp_async_16(xb + j * kXBox + r * kXPitch, live ? p.x + (long long)r * p.ldx + k : p.x, live);
+        }
       }
+      cp_async_mbar_arrive(full0 + 8 * s);
+    };
+    for (int i = 0; i < first; ++i) stage_x(i, i);
+    int s = first % stages, round = first / stages;
+    for (int i = first; i < n_units; ++i) {
+      if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+      if (lane == 0) load(i, s);
+      stage_x(i, s);
+      if (++s == stages) s = 0, ++round;
     }
     return;  // nothing below synchronizes the whole CTA
   }
@@ -226,36 +260,23 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
         for (int e = 0; e < 4; ++e) acc[c][nt][e] = 0.0f;
   };
   zero();
-  bool tok_live[NT];
-  const bf16* xrow[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    tok_live[nt] = g + 8 * nt < p.m;
-    xrow[nt] = p.x + (tok_live[nt] ? (long long)(g + 8 * nt) * p.ldx : 0) + 64 * t;
-  }
   int s = 0, round = 0;
   for (int i = 0; i < n_units; ++i) {
-    const int u = unit_at(i);
-    const int rb = u / kstages, ks = u - rb * kstages;
+    const int rb = unit_at(i) / kstages;
     const bool ends_block = !(i + 1 < n_units && unit_at(i + 1) / kstages == rb);
     const uint32_t st = ring + s * kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j) {
-      const int kb0 = (ks * KB + j) * kBoxK;
       const uint32_t sbox = st + KB * kCodeBytes + 512u * Info::kTilesPerBox * j;
       const uint32_t cb = st + j * kCodeBytes;
+      const uint32_t xbox = st + kXOff + j * kXBox;
       uint32_t sw_lo = 0, sw_hi = 0;
 #pragma unroll
       for (int c2 = 0; c2 < 2; ++c2) {
-        // x of this 32-k piece (k = (ks KB + j) 256 + 64t + 32c' + 8q), zero past K and M, read
-        // word by word inside sub_chunk (few live registers: three or two CTAs per SM).
-        const bf16* xp[NT];
-        bool xok[NT];
+        // x of this 32-k piece from the staged tile: token g + 8 nt, chunks (c' 4 + q) 4 + t.
+        uint32_t xs[NT];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          xp[nt] = xrow[nt] + kb0 + 32 * c2;
-          xok[nt] = tok_live[nt] && kb0 + 64 * t + 32 * c2 < p.k;  // K % 32 == 0: all 32 or none
-        }
+        for (int nt = 0; nt < NT; ++nt) xs[nt] = xbox + (g + 8 * nt) * kXPitch + 256u * c2 + 16u * t;
         if (j == 0 && c2 == 0) mbar_wait(full0 + 8 * s, round & 1);
         if (c2 == 0) {
           sw_lo = ld_shared_u32(sbox + sc_tile + sc_off) >> sc_shift;
@@ -273,14 +294,16 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
           l[0] = l[1] = s_tab[(sw_lo >> (8 * c2)) & 0xFF];
           h[0] = h[1] = s_tab[(sw_hi >> (8 * c2)) & 0xFF];
         }
-        sub_chunk<NT, CH>(c_lo, c_hi, l, h, xp, xok, acc);
+        sub_chunk<NT, CH>(c_lo, c_hi, l, h, xs, acc);
       }
     }
     // Release the stage once its data is consumed (the MMAs above used every loaded register),
-    // with the cross-proxy fence the PTX ISA asks for before the bulk copies overwrite it.
+    // with the cross-proxy fence the PTX ISA asks for before the bulk copies overwrite it. Every
+    // lane arrives for its own reads (each arrival a release; with one arrival per warp after
+    // __syncwarp, compute-sanitizer racecheck reported the refills of a wrapped ring as races
+    // with the other lanes' reads: bench-results/2026-12-02-h200-c/w4a16-op-xsmem/).
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    mbar_arrive(empty0 + 8 * s);
     if (++s == stages) s = 0, ++round;
     if (!ends_block) continue;
 
@@ -365,13 +388,12 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
 
 using b12x::BsGemvParams;
 
-// Occupancy: NT = 1 three CTAs per SM on SM90 (72 registers; 228 KB of shared memory), two on
-// SM120 (100 KB of shared memory per SM); NT = 2 one (at two, 96 registers, ptxas spills a few
-// bytes: the next thing to fix for M = 9..16).
+// Occupancy: NT = 1 three CTAs per SM on SM90 (72 registers; 228 KB of shared memory), NT = 2
+// two (96 registers); two and one on SM120 (100 KB of shared memory per SM).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define B12X_BSGEMV_MIN_CTAS(NT) ((NT) == 1 ? 2 : 1)
 #else
-#define B12X_BSGEMV_MIN_CTAS(NT) ((NT) == 1 ? 3 : 1)
+#define B12X_BSGEMV_MIN_CTAS(NT) ((NT) == 1 ? 3 : 2)
 #endif
 
 #define B12X_BSGEMV(FMT, FMTNAME, NT, KB, TOUT, OUTNAME)                                                    \

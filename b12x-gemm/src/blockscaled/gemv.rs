@@ -20,11 +20,12 @@
 //!   above 128 and whose scale bytes span more than 133 binades are refused (no real checkpoint
 //!   comes near).
 //!
-//! Kernel (`kernels/blockscaled_gemv.cu`, design in `src/blockscaled/README.md`): one or two
-//! persistent CTAs per SM walk an even share of the (128-row block, 256-k stage) list; a producer
-//! warp streams each stage's codes (one TMA box) and scale tiles (one bulk copy) into a ring in
-//! shared memory; eight consumer warps dequantize in registers (E2M1 → BF16 by bit placement, ×
-//! the block scale in BF16, exact) and run BF16 `mma.sync` with the weight rows as the MMA's M.
+//! Kernel (`kernels/blockscaled_gemv.cu`, design in `src/blockscaled/README.md`): one to three
+//! persistent CTAs per SM walk an even share of the (128-row block, 256·KB-k) list; a producer
+//! warp streams each stage's codes (TMA boxes), scale tiles (one bulk copy) and x (staged with
+//! `cp.async` in the consumers' read order) into a ring in shared memory; eight consumer warps
+//! dequantize in registers (E2M1 → BF16 by bit placement, × the block scale in BF16, exact) and
+//! run BF16 `mma.sync` with the weight rows as the MMA's M.
 //! Configs `w4a16_nt{NT}_kb{KB}_s{S}_c{C}`: NT token tiles of 8, units of KB 256-k boxes, an
 //! S-stage ring, C CTAs per SM.
 //!
@@ -76,9 +77,11 @@ pub const MAX_ROWS: usize = 16;
 const ROWS: usize = 128;
 /// k per TMA box of codes (a unit of work is `kb` boxes).
 const BOX_K: usize = 256;
-/// Shared memory per box of a ring stage: a 128 × 128-byte code box and up to four 512-byte
-/// scale tiles.
+/// Shared memory per box of a ring stage besides x: a 128 × 128-byte code box and up to four
+/// 512-byte scale tiles.
 const BOX_BYTES: u32 = 128 * 128 + 4 * 512;
+/// Staged x per box and 8-token tile: 8 rows at a 576-byte pitch.
+const X_TILE_BYTES: u32 = 8 * 576;
 /// Static shared memory of the entry points (barriers, the scale table), rounded up.
 const STATIC_SMEM: u32 = 1280;
 /// Threads per CTA: eight consumer warps and the producer.
@@ -150,7 +153,8 @@ pub struct Config {
     pub kb: usize,
     /// Ring depth (2..=12).
     pub stages: usize,
-    /// CTAs per SM (1..=3; NT = 1 is built for three on SM90, two on SM120; NT = 2 for one).
+    /// CTAs per SM (1..=3; NT = 1 is built for three on SM90, two on SM120; NT = 2 for two on
+    /// SM90, one on SM120).
     pub ctas: usize,
 }
 
@@ -168,9 +172,14 @@ impl Config {
         let n = |v: &str| v.parse().ok();
         Some(Config { nt: n(nt)?, kb: n(kb)?, stages: n(stages)?, ctas: n(ctas)? })
     }
+    /// Shared memory of one ring stage (`kb` code boxes, their scale tiles and staged x, rounded
+    /// up to 1024 bytes as the kernel lays it out).
+    pub fn stage_bytes(&self) -> u32 {
+        (self.kb as u32 * (BOX_BYTES + self.nt as u32 * X_TILE_BYTES)).next_multiple_of(1024)
+    }
     /// Dynamic shared memory: the ring plus 1 KB of slack for its 1024-byte alignment.
     pub fn dynamic_smem(&self) -> u32 {
-        (self.stages * self.kb) as u32 * BOX_BYTES + 1024
+        self.stages as u32 * self.stage_bytes() + 1024
     }
     /// Whether `ctas` CTAs of this config fit an SM (`smem_optin` bytes per CTA at most, 228 KB
     /// per SM with 1 KB reserved per CTA).
@@ -181,7 +190,7 @@ impl Config {
             && (2..=12).contains(&self.stages)
             && (1..=3).contains(&self.ctas);
         legal
-            && (self.nt == 1 || self.ctas == 1)
+            && (self.nt == 1 || self.ctas <= 2)
             && per_cta <= smem_optin
             && self.ctas as u32 * (per_cta + 1024) <= 233_472
     }
@@ -216,9 +225,9 @@ pub fn configs(rows_hi: usize, smem_optin: u32) -> Vec<Config> {
     let nt = if rows_hi <= 8 { 1 } else { 2 };
     // (kb, stages, CTAs per SM).
     let cands: &[(usize, usize, usize)] = if nt == 1 {
-        &[(1, 4, 3), (2, 2, 3), (1, 3, 3), (1, 6, 2), (2, 3, 2), (2, 2, 2), (1, 12, 1)]
+        &[(1, 3, 3), (1, 2, 3), (1, 4, 2), (2, 2, 2), (1, 8, 1), (2, 4, 1)]
     } else {
-        &[(1, 12, 1), (1, 8, 1), (2, 6, 1), (2, 4, 1)]
+        &[(1, 4, 2), (2, 2, 2), (1, 3, 2), (1, 8, 1), (2, 4, 1)]
     };
     cands.iter().map(|&(kb, stages, ctas)| Config { nt, kb, stages, ctas }).filter(|c| c.fits(smem_optin)).collect()
 }
@@ -629,9 +638,9 @@ mod tests {
         }
         assert_eq!(Config::parse("w4a16_nt1_kb1_s6"), None);
         assert!(!Config { nt: 1, kb: 2, stages: 4, ctas: 2 }.fits(232_448));
-        // Two CTAs of 12 stages do not fit an SM; NT = 2 never runs two CTAs per SM.
+        // Two CTAs of 12 stages do not fit an SM; NT = 2 never runs three CTAs per SM.
         assert!(!Config { nt: 1, kb: 1, stages: 12, ctas: 2 }.fits(232_448));
-        assert!(!Config { nt: 2, kb: 1, stages: 4, ctas: 2 }.fits(232_448));
+        assert!(!Config { nt: 2, kb: 1, stages: 2, ctas: 3 }.fits(232_448));
         // An SM120-sized opt-in (99 KB) still fits a shallow ring.
         assert!(configs(1, 101_376).iter().all(|c| c.dynamic_smem() + STATIC_SMEM <= 101_376));
     }
@@ -644,6 +653,18 @@ mod tests {
                 let units = n.div_ceil(128) * kstages;
                 assert_eq!(kstages, k.div_ceil(256 * c.kb));
                 assert!(grid <= 132 * c.ctas && grid * q >= units && (grid - 1) * q < units);
+            }
+        }
+    }
+
+    #[test]
+    fn the_ring_wrap_test_shape_wraps_every_config() {
+        // tests/gpu_blockscaled_gemv.rs's 4096 × 14336 case: more units per CTA than stages, so
+        // the sanitizers see every ring refilled (H200: 132 SMs).
+        for hi in [1, 16] {
+            for c in configs(hi, 232_448) {
+                let (_, q, _) = c.schedule(4096, 14336, 132);
+                assert!(q > c.stages, "{}: {q} units per CTA", c.id());
             }
         }
     }
