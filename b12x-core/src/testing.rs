@@ -32,6 +32,48 @@ pub fn alloc_poisoned<T: Element>(stream: &Arc<CudaStream>, n: usize) -> Result<
     Ok(s)
 }
 
+/// A poisoned device buffer for `bytes` of a plan's scratch, with room to align its start
+/// ([`aligned_scratch`]).
+pub fn alloc_scratch(stream: &Arc<CudaStream>, bytes: usize) -> Result<CudaSlice<u8>> {
+    alloc_poisoned::<u8>(stream, bytes + crate::SCRATCH_ALIGN)
+}
+
+/// The first `bytes` of `buf` after its first `SCRATCH_ALIGN` boundary (allocations are only
+/// 256-byte aligned; scratch regions must be `SCRATCH_ALIGN`-aligned). `buf` comes from
+/// [`alloc_scratch`] with at least `bytes`.
+pub fn aligned_scratch(buf: &mut CudaSlice<u8>, bytes: usize) -> crate::Scratch<'_> {
+    let ptr = crate::TensorRef::from_slice(buf, &[buf.len()]).map(|v| v.ptr()).unwrap_or(0);
+    assert!(buf.len() >= bytes + crate::SCRATCH_ALIGN, "scratch buffer of {} bytes for {bytes}", buf.len());
+    // SAFETY: [aligned, aligned + bytes) lies inside `buf` (SCRATCH_ALIGN spare bytes, asserted
+    // above), which the returned value borrows mutably.
+    unsafe { crate::Scratch::from_raw(ptr.next_multiple_of(crate::SCRATCH_ALIGN as u64), bytes) }
+}
+
+/// A session that prepares with `config` pinned in bucket `label` of `plan` (the other buckets
+/// take their default), without the autotune race.
+pub fn session_pinned(
+    dev: &Arc<Device>,
+    plan: &dyn crate::OpPlan,
+    label: &str,
+    config: &str,
+) -> Result<crate::PreparationSession, String> {
+    let mut s = crate::PreparationSession::new(dev).map_err(|e| e.to_string())?.with_autotune(false);
+    s.pin(plan, label, config);
+    s.prepare(&[plan]).map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// Two outputs' bit patterns are equal; the error names the first differing element.
+pub fn same_bits(name: &str, got: &[u32], want: &[u32]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!("{name}: {} elements, {} expected", got.len(), want.len()));
+    }
+    match got.iter().zip(want).position(|(a, b)| a != b) {
+        Some(i) => Err(format!("{name}: element {i} differs ({:#x} vs {:#x})", got[i], want[i])),
+        None => Ok(()),
+    }
+}
+
 /// Checks that `run` allocates no device memory: one warm-up call (with CUDA lazy loading the
 /// driver may page in a kernel's code on its first launch, a one-time driver cost rather than an
 /// allocation by `run`), then `calls` more; the device's free memory must not change.

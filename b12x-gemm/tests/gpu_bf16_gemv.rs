@@ -15,8 +15,8 @@
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{
-    alloc_poisoned, arange, cast, check_run_allocates_nothing, poison, reduced_profile, run_gpu_trials, shapes,
-    uniform, GpuTrial,
+    aligned_scratch, alloc_poisoned, alloc_scratch, arange, cast, check_run_allocates_nothing, poison, reduced_profile,
+    run_gpu_trials, same_bits, session_pinned, shapes, uniform, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
 use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query};
@@ -188,28 +188,6 @@ fn gather(v: &[f32], rows: usize, cols: usize, stride: usize) -> Vec<f32> {
     (0..rows).flat_map(|r| v[r * stride..r * stride + cols].iter().copied()).collect()
 }
 
-/// A poisoned scratch buffer for `plan`, with room to align its start (see [`scratch_of`]).
-fn scratch_buffer(stream: &Arc<CudaStream>, plan: &Plan) -> Result<CudaSlice<u8>, String> {
-    alloc_poisoned::<u8>(stream, plan.scratch_layout().total_bytes() + SCRATCH_ALIGN).map_err(err)
-}
-
-/// The first `bytes` of `buf` after its first SCRATCH_ALIGN boundary (allocations are only
-/// 256-byte aligned; scratch regions must be 1024-byte aligned).
-fn scratch_of(buf: &mut CudaSlice<u8>, bytes: usize) -> Scratch<'_> {
-    let ptr = TensorRef::from_slice(buf, &[buf.len()]).map(|v| v.ptr()).unwrap_or(0);
-    // SAFETY: [aligned, aligned + bytes) lies inside `buf` (allocated with SCRATCH_ALIGN spare
-    // bytes), which the returned value borrows mutably.
-    unsafe { Scratch::from_raw(ptr.next_multiple_of(SCRATCH_ALIGN as u64), bytes) }
-}
-
-/// Prepares `plan` with `config` pinned in bucket `label` (others: default, no race).
-fn session_pinned(dev: &Arc<Device>, plan: &Plan, label: &str, config: &str) -> Result<PreparationSession, String> {
-    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    s.pin(plan, label, config);
-    s.prepare(&[plan]).map_err(err)?;
-    Ok(s)
-}
-
 fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
     let (n, k) = (c.n, c.k);
     let (lx, lw, ly) = (k + c.pad, k + c.pad, n + c.pad);
@@ -231,7 +209,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
     let label = plan.buckets()[bucket].label();
-    let mut scratch = scratch_buffer(stream, &plan)?;
+    let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     let configs = plan.candidates(bucket);
     // Large shapes: the default and the first TMA config (stream-K) only.
     let first_tma = configs.iter().position(|id| id.starts_with("tma_"));
@@ -246,7 +224,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
             bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
             y: y.view_mut(m, n, ly, c.out),
         };
-        bf16_gemv::run(&plan, args, scratch_of(&mut scratch, plan.scratch_layout().total_bytes()), stream)
+        bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream)
             .map_err(err)?;
         stream.synchronize().map_err(err)?;
         let all = y.download(stream)?;
@@ -290,7 +268,7 @@ fn router(dev: &Arc<Device>, m: usize) -> Result<Router, String> {
     let x = Buf::upload(stream, &uniform(11, m * RK, -1.0, 1.0), DType::BF16)?;
     let w = Buf::upload(stream, &uniform(12, RN * RK, -1.0, 1.0), DType::BF16)?;
     let y = Buf::poisoned(stream, m * RN, F32)?;
-    let scratch = scratch_buffer(stream, &plan)?;
+    let scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     Ok(Router { plan, x, w, y, scratch })
 }
 
@@ -303,7 +281,7 @@ impl Router {
             y: self.y.view_mut(m, RN, RN, F32),
         };
         let bytes = self.plan.scratch_layout().total_bytes();
-        bf16_gemv::run(&self.plan, args, scratch_of(&mut self.scratch, bytes), stream)
+        bf16_gemv::run(&self.plan, args, aligned_scratch(&mut self.scratch, bytes), stream)
     }
 }
 
@@ -428,14 +406,14 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 bias: None,
                 y: y1.view_mut(m, N1, N1, DType::BF16),
             };
-            bf16_gemv::run(&p1, a1, scratch_of(&mut shared, p1.scratch_layout().total_bytes()), s)?;
+            bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
                 x: y1.view(m, N1, N1, DType::BF16),
                 w: w2.view(N2, N1, N1, DType::BF16),
                 bias: None,
                 y: y2.view_mut(m, N2, N2, DType::BF16),
             };
-            bf16_gemv::run(&p2, a2, scratch_of(&mut shared, p2.scratch_layout().total_bytes()), s)
+            bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
         let mut eager = Vec::new();
         for again in 0..3 {
@@ -483,14 +461,6 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
         session.close();
     }
     Ok(())
-}
-
-fn same_bits(name: &str, got: &[u32], want: &[u32]) -> TrialResult {
-    match got.iter().zip(want).position(|(a, b)| a != b) {
-        None if got.len() == want.len() => Ok(()),
-        None => Err(format!("{name}: length {} != {}", got.len(), want.len())),
-        Some(i) => Err(format!("{name}: element {i} differs: 0x{:x} vs 0x{:x}", got[i], want[i])),
-    }
 }
 
 /// Frozen session and graph capture reject an unprepared plan and launch nothing; without either,
@@ -584,7 +554,10 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         bias: None,
         y: y9.view_mut(9, RN, RN, F32),
     };
-    if !matches!(bf16_gemv::run(&r.plan, args, scratch_of(&mut r.scratch, need), stream), Err(Error::Capacity { .. })) {
+    if !matches!(
+        bf16_gemv::run(&r.plan, args, aligned_scratch(&mut r.scratch, need), stream),
+        Err(Error::Capacity { .. })
+    ) {
         return Err("9 rows on a max_rows = 8 plan: expected Capacity".into());
     }
     stream.synchronize().map_err(err)?;

@@ -11,9 +11,10 @@
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{
-    alloc_poisoned, cast, check_run_allocates_nothing, poison, reduced_profile, run_gpu_trials, uniform, GpuTrial,
+    aligned_scratch, alloc_poisoned, alloc_scratch, cast, check_run_allocates_nothing, poison, reduced_profile,
+    run_gpu_trials, same_bits, session_pinned, uniform, GpuTrial,
 };
-use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
+use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorMut, TensorRef};
 use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query};
 use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
 use b12x_gemm::blockscaled::{reference, Activation, Weight};
@@ -168,24 +169,6 @@ impl Bias {
     }
 }
 
-fn scratch_buffer(stream: &Arc<CudaStream>, plan: &Plan) -> Result<CudaSlice<u8>, String> {
-    alloc_poisoned::<u8>(stream, plan.scratch_layout().total_bytes() + SCRATCH_ALIGN).map_err(err)
-}
-
-fn scratch_of(buf: &mut CudaSlice<u8>, bytes: usize) -> Scratch<'_> {
-    let ptr = TensorRef::from_slice(buf, &[buf.len()]).map(|v| v.ptr()).unwrap_or(0);
-    // SAFETY: [aligned, aligned + bytes) lies inside `buf` (SCRATCH_ALIGN spare bytes), which
-    // the returned value borrows mutably.
-    unsafe { Scratch::from_raw(ptr.next_multiple_of(SCRATCH_ALIGN as u64), bytes) }
-}
-
-fn session_pinned(dev: &Arc<Device>, plan: &Plan, label: &str, config: &str) -> Result<PreparationSession, String> {
-    let mut s = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    s.pin(plan, label, config);
-    s.prepare(&[plan]).map_err(err)?;
-    Ok(s)
-}
-
 /// Everything one (case, format) needs on the host and the device.
 struct Setup {
     w: Weight,
@@ -216,7 +199,7 @@ fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
     };
     let q = Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: c.out, bias: c.bias, max_rows: 16 };
     let plan = gemv::plan(&q, dev).map_err(err)?;
-    let mut scratch = scratch_buffer(stream, &plan)?;
+    let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     for &m in c.ms {
         let (lx, ly) = (k + c.pad, n + c.pad);
         let x_h: Vec<f32> =
@@ -239,7 +222,7 @@ fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
                 y: y.view_mut(m, n, ly, c.out),
                 alpha: c.alpha,
             };
-            gemv::run(&plan, args, scratch_of(&mut scratch, plan.scratch_layout().total_bytes()), stream)
+            gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream)
                 .map_err(err)?;
             stream.synchronize().map_err(err)?;
             let got = y.download(stream)?;
@@ -288,7 +271,7 @@ fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
     let plan = gemv::plan(&q, dev).map_err(err)?;
     let x = stream.clone_htod(&cast::<bf16>(&uniform(9, m * FK, -1.0, 1.0))).map_err(err)?;
     let y = Out::poisoned(stream, m * FN, DType::BF16)?;
-    let scratch = scratch_buffer(stream, &plan)?;
+    let scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     Ok(Fixture { plan, packed, x, y, scratch })
 }
 
@@ -302,14 +285,7 @@ impl Fixture {
             alpha: 1.0,
         };
         let bytes = self.plan.scratch_layout().total_bytes();
-        gemv::run(&self.plan, args, scratch_of(&mut self.scratch, bytes), stream)
-    }
-}
-
-fn same_bits(name: &str, got: &[u32], want: &[u32]) -> TrialResult {
-    match got.iter().zip(want).position(|(a, b)| a != b) {
-        Some(i) => Err(format!("{name}: element {i} differs ({:#x} vs {:#x})", got[i], want[i])),
-        None => Ok(()),
+        gemv::run(&self.plan, args, aligned_scratch(&mut self.scratch, bytes), stream)
     }
 }
 
@@ -392,7 +368,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     for (name, x, w, alpha, scratch_bytes, is_expected) in cases {
         let rows = x.shape()[0];
         let args = Args { x, w, bias: None, y: f.y.view_mut(rows, FN, FN, DType::BF16), alpha };
-        match gemv::run(&f.plan, args, scratch_of(&mut f.scratch, scratch_bytes), stream) {
+        match gemv::run(&f.plan, args, aligned_scratch(&mut f.scratch, scratch_bytes), stream) {
             Err(e) if is_expected(&e) => {}
             other => return Err(format!("{name}: unexpected {other:?}")),
         }
@@ -407,7 +383,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         alpha: 1.0,
     };
     if !matches!(
-        gemv::run(&f.plan, args, scratch_of(&mut f.scratch, bytes), stream),
+        gemv::run(&f.plan, args, aligned_scratch(&mut f.scratch, bytes), stream),
         Err(Error::Shape { tensor: "bias", .. })
     ) {
         return Err("a bias on a plan without one: expected Shape".into());
@@ -421,7 +397,8 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         y: y17.view_mut(17, FN, FN, DType::BF16),
         alpha: 1.0,
     };
-    if !matches!(gemv::run(&f.plan, args, scratch_of(&mut f.scratch, bytes), stream), Err(Error::Capacity { .. })) {
+    if !matches!(gemv::run(&f.plan, args, aligned_scratch(&mut f.scratch, bytes), stream), Err(Error::Capacity { .. }))
+    {
         return Err("17 rows on a max_rows = 16 plan: expected Capacity".into());
     }
     stream.synchronize().map_err(err)?;
