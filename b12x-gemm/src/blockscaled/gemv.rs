@@ -31,12 +31,15 @@
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
-//! use b12x_gemm::blockscaled::{self, gemv, pack::{pack_weight, WeightFormat}, Weight};
+//! use b12x_gemm::blockscaled::{gemv, pack::{pack_weight, WeightFormat}, Weight};
 //! # fn main() -> b12x_core::Result<()> {
-//! # let checkpoint: Weight = unimplemented!();
+//! // A checkpoint's NVFP4 [4096, 7168] weight (here quantized from f32 by b12x-quant's codec),
+//! // packed once at load time; the packed weight owns its device memory.
+//! let w_f32 = vec![0.25f32; 4096 * 7168];
+//! let checkpoint = Weight::Nvfp4(b12x_quant::block::quantize_nvfp4(&w_f32, 4096, 7168, None).expect("K % 16 == 0"));
 //! let dev = Device::new(0)?;
 //! let s = dev.stream();
-//! let w = pack_weight(&checkpoint, &s)?; // an NVFP4 [4096, 7168] weight, packed once at load time
+//! let w = pack_weight(&checkpoint, &s)?;
 //! let query = gemv::Query {
 //!     n: 4096, k: 7168, weight: WeightFormat::Nvfp4, x_dtype: DType::BF16,
 //!     out_dtype: DType::BF16, bias: None, max_rows: 8,
