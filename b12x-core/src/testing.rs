@@ -74,6 +74,37 @@ pub fn same_bits(name: &str, got: &[u32], want: &[u32]) -> Result<(), String> {
     }
 }
 
+/// Runs `run` on `state` eagerly three times and as one CUDA graph captured in `session` and
+/// replayed three times, poisoning the output (`poison`) before every run but the first; every
+/// run's output bits (`bits`) must equal the first eager run's.
+pub fn check_graph_replay_equals_eager<T>(
+    session: &crate::PreparationSession,
+    stream: &Arc<CudaStream>,
+    state: &mut T,
+    run: impl Fn(&mut T, &Arc<CudaStream>) -> Result<()>,
+    poison: impl Fn(&mut T, &Arc<CudaStream>) -> Result<(), String>,
+    bits: impl Fn(&T, &Arc<CudaStream>) -> Result<Vec<u32>, String>,
+) -> Result<(), String> {
+    let err = |e: crate::Error| e.to_string();
+    run(state, stream).map_err(err)?;
+    let eager = bits(state, stream)?;
+    for again in 0..2 {
+        poison(state, stream)?;
+        run(state, stream).map_err(err)?;
+        same_bits(&format!("eager run {again}"), &bits(state, stream)?, &eager)?;
+    }
+    let graph = session.capture(stream, |s| run(state, s)).map_err(err)?;
+    for replay in 0..3 {
+        poison(state, stream)?;
+        // SAFETY: the graph uses only what `run` reaches through `state` or its captures, all
+        // borrowed for longer than this function, which drops the graph before returning.
+        unsafe { graph.launch() }.map_err(err)?;
+        stream.synchronize().map_err(|e| e.to_string())?;
+        same_bits(&format!("replay {replay}"), &bits(state, stream)?, &eager)?;
+    }
+    Ok(())
+}
+
 /// Checks that `run` allocates no device memory: one warm-up call (with CUDA lazy loading the
 /// driver may page in a kernel's code on its first launch, a one-time driver cost rather than an
 /// allocation by `run`), then `calls` more; the device's free memory must not change.

@@ -15,8 +15,9 @@
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{
-    aligned_scratch, alloc_poisoned, alloc_scratch, arange, cast, check_run_allocates_nothing, poison, reduced_profile,
-    run_gpu_trials, same_bits, session_pinned, shapes, uniform, GpuTrial,
+    aligned_scratch, alloc_poisoned, alloc_scratch, arange, cast, check_graph_replay_equals_eager,
+    check_run_allocates_nothing, poison, reduced_profile, run_gpu_trials, same_bits, session_pinned, shapes, uniform,
+    GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
 use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query};
@@ -335,22 +336,14 @@ fn graph_equals_eager_with(dev: &Arc<Device>, pick: Pick) -> TrialResult {
     if pick == Pick::Default && chosen.ksplit < 2 {
         return Err(format!("expected a split-K default for the router, got {}", chosen.id()));
     }
-    r.run(m, stream).map_err(err)?;
-    let eager = r.y.bits(stream)?;
-    for again in 0..2 {
-        r.y.poison(stream)?;
-        r.run(m, stream).map_err(err)?;
-        same_bits(&format!("eager run {again}"), &r.y.bits(stream)?, &eager)?;
-    }
-    let graph = session.capture(stream, |s| r.run(m, s)).map_err(err)?;
-    for replay in 0..3 {
-        r.y.poison(stream)?;
-        // SAFETY: every buffer the graph uses lives in `r`, which outlives the graph.
-        unsafe { graph.launch() }.map_err(err)?;
-        stream.synchronize().map_err(err)?;
-        same_bits(&format!("replay {replay}"), &r.y.bits(stream)?, &eager)?;
-    }
-    Ok(())
+    check_graph_replay_equals_eager(
+        &session,
+        stream,
+        &mut r,
+        |x, s| x.run(m, s),
+        |x, s| x.y.poison(s),
+        |x, s| x.y.bits(s),
+    )
 }
 
 /// Two PDL-launched calls back to back, the second reading the first's output as its x

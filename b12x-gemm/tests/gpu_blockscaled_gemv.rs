@@ -11,8 +11,8 @@
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::{bf16, f16};
 use b12x_core::testing::{
-    aligned_scratch, alloc_poisoned, alloc_scratch, cast, check_run_allocates_nothing, poison, reduced_profile,
-    run_gpu_trials, same_bits, session_pinned, uniform, GpuTrial,
+    aligned_scratch, alloc_poisoned, alloc_scratch, cast, check_graph_replay_equals_eager, check_run_allocates_nothing,
+    poison, reduced_profile, run_gpu_trials, session_pinned, uniform, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorMut, TensorRef};
 use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query};
@@ -302,22 +302,14 @@ fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
     if per_cta % kstages == 0 {
         return Err(format!("{}: expected CTAs sharing row blocks, got {per_cta} units per CTA", c.id()));
     }
-    f.run(m, stream).map_err(err)?;
-    let eager = f.y.bits(stream)?;
-    for again in 0..2 {
-        f.y.poison(stream)?;
-        f.run(m, stream).map_err(err)?;
-        same_bits(&format!("eager run {again}"), &f.y.bits(stream)?, &eager)?;
-    }
-    let graph = session.capture(stream, |s| f.run(m, s)).map_err(err)?;
-    for replay in 0..3 {
-        f.y.poison(stream)?;
-        // SAFETY: every buffer the graph uses lives in `f`, which outlives the graph.
-        unsafe { graph.launch() }.map_err(err)?;
-        stream.synchronize().map_err(err)?;
-        same_bits(&format!("replay {replay}"), &f.y.bits(stream)?, &eager)?;
-    }
-    Ok(())
+    check_graph_replay_equals_eager(
+        &session,
+        stream,
+        &mut f,
+        |x, s| x.run(m, s),
+        |x, s| x.y.poison(s),
+        |x, s| x.y.bits(s),
+    )
 }
 
 fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
