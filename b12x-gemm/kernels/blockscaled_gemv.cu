@@ -297,12 +297,14 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
         sub_chunk<NT, CH>(c_lo, c_hi, l, h, xs, acc);
       }
     }
-    // Release the stage once its data is consumed (the MMAs above used every loaded register),
-    // with the cross-proxy fence the PTX ISA asks for before the bulk copies overwrite it. Every
-    // lane arrives for its own reads (each arrival a release; with one arrival per warp after
-    // __syncwarp, compute-sanitizer racecheck reported the refills of a wrapped ring as races
-    // with the other lanes' reads: bench-results/2026-12-02-h200-c/w4a16-op-xsmem/).
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    // Release the stage once its data is consumed (the MMAs above used every loaded register).
+    // Every lane arrives for its own reads (with one arrival per warp after __syncwarp,
+    // compute-sanitizer racecheck reported the refills of a wrapped ring as races with the other
+    // lanes' reads: bench-results/2026-12-02-h200-c/w4a16-op-xsmem/). No proxy fence: these are
+    // reads, and the producer's wait on this barrier orders them before its TMA / bulk-copy
+    // overwrite (CUTLASS's TMA pipelines release the same way); `fence.proxy.async` here cost a
+    // MEMBAR.ALL.CTA per warp and stage (5.5% of ncu's stall samples,
+    // bench-results/2026-12-02-h200-d/w4a16-release/).
     mbar_arrive(empty0 + 8 * s);
     if (++s == stages) s = 0, ++round;
     if (!ends_block) continue;
