@@ -1,10 +1,11 @@
-//! Benchmark of `gemm.blockscaled`'s W4A16 decode path with the method of DESIGN.md §7: one op
-//! call per CUDA graph replay, L2 flushed before each sample, median of `bench::samples()`
-//! (≥ 20), the oracle checked on sampled rows before timing, configs chosen by the session's
-//! autotune race.
+//! Benchmark of `gemm.blockscaled`'s decode path (W4A16 and W8A16) with the method of DESIGN.md
+//! §7: one op call per CUDA graph replay, L2 flushed before each sample, median of
+//! `bench::samples()` (≥ 20), the oracle checked on sampled rows before timing, configs chosen by
+//! the session's autotune race.
 //!
-//! Grid: weight ∈ {NVFP4, MXFP4} × M ∈ {1, 2, 4, 8, 16} × (N, K) ∈ {(18432, 7168), (36864, 7168),
-//! (7168, 18432)} (the issue's ≥ 64 MB shapes at BF16; 74–149 MB of codes + scales) and
+//! Grid: weight ∈ {NVFP4, MXFP4 (`blockscaled_w4a16_*`), MXFP8, block FP8 128 × 128 with f32
+//! scales (`blockscaled_w8a16_*`)} × M ∈ {1, 2, 4, 8, 16} × (N, K) ∈ {(18432, 7168), (36864,
+//! 7168), (7168, 18432)} (the issue's ≥ 64 MB shapes at BF16; 70–272 MB of codes + scales) and
 //! {(4096, 7168), (7168, 2048)} (smaller, reported in µs), bf16 x and y. Bytes are the weight's
 //! codes + scales (the issue's measure; x and y add < 0.1%); FLOPs 2·M·N·K. Before each shape a
 //! `read_probe/…` row times the project's read probes reading exactly those bytes: the
@@ -22,7 +23,9 @@ use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, T
 use b12x_gemm::blockscaled::gemv::{self, Args, Query};
 use b12x_gemm::blockscaled::pack::{pack_weight, WeightFormat};
 use b12x_gemm::blockscaled::{reference, Activation, Weight};
-use b12x_quant::block::{quantize_mx, quantize_nvfp4, Mx, MxOptions, Nvfp4};
+use b12x_quant::block::{
+    quantize_block_fp8, quantize_mx, quantize_nvfp4, BlockFp8, Fp8ScaleKind, Fp8Scales, Mx, MxOptions, Nvfp4,
+};
 use b12x_quant::codec::Element;
 use std::sync::Arc;
 
@@ -42,10 +45,12 @@ fn main() -> Result<()> {
     let quick = b12x_core::bench::quick();
     let mut report = BenchReport::new("blockscaled_gemv", &dev)?;
     report.note(
-        "Bytes = the packed weight's codes + scales (NVFP4: 0.5625 B per weight, MXFP4: 0.53125); \
-         the peer is cuBLAS BF16 (F.linear) on a BF16 weight of the same shape (2 B per weight).",
+        "Bytes = the packed weight's codes + scales (NVFP4: 0.5625 B per weight, MXFP4: 0.53125, \
+         MXFP8: 1.03125, block FP8 128 × 128: 1.0002); the peer is cuBLAS BF16 (F.linear) on a BF16 \
+         weight of the same shape (2 B per weight).",
     );
-    for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+    let block = WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 };
+    for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
         for (n, k) in SHAPES {
             bench_shape(&dev, &mut report, format, (n, k), quick)?;
         }
@@ -54,8 +59,9 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// `DISTINCT_ROWS` quantized rows repeated to `n` rows (codes and row-major scales tile by rows;
-/// NVFP4 keeps one encode scale).
+/// `DISTINCT_ROWS` quantized rows repeated to `n` rows (codes and row-major scales tile by rows,
+/// block-FP8 scales by rows of 128-row tiles; NVFP4 keeps one encode scale). `n` is a multiple of
+/// 128.
 fn tiled_weight(format: WeightFormat, n: usize, k: usize) -> Result<(Weight, Weight)> {
     let d = DISTINCT_ROWS.min(n);
     let mut w = uniform(1, d * k, -1.0, 1.0);
@@ -75,10 +81,26 @@ fn tiled_weight(format: WeightFormat, n: usize, k: usize) -> Result<(Weight, Wei
             let big = Nvfp4 { rows: n, k, codes: rep(&q.codes), scales: rep(&q.scales), enc: q.enc };
             (Weight::Nvfp4(q), Weight::Nvfp4(big))
         }
-        _ => {
-            let q = quantize_mx(&w, d, k, Element::E2M1, MxOptions::default()).map_err(bad)?;
-            let big = Mx { element: Element::E2M1, rows: n, k, codes: rep(&q.codes), scales: rep(&q.scales) };
+        WeightFormat::Mxfp4 | WeightFormat::Mxfp8 => {
+            let element = if format == WeightFormat::Mxfp4 { Element::E2M1 } else { Element::E4M3 };
+            let q = quantize_mx(&w, d, k, element, MxOptions::default()).map_err(bad)?;
+            let big = Mx { element, rows: n, k, codes: rep(&q.codes), scales: rep(&q.scales) };
             (Weight::Mx(q), Weight::Mx(big))
+        }
+        WeightFormat::BlockFp8 { tile, scale } => {
+            let q = quantize_block_fp8(&w, d, k, (tile, tile), scale).map_err(bad)?;
+            let tiles = n / tile * k.div_ceil(tile);
+            let scales = match &q.scales {
+                Fp8Scales::F32(v) => Fp8Scales::F32(v.iter().copied().cycle().take(tiles).collect()),
+                Fp8Scales::Ue8m0(v) => Fp8Scales::Ue8m0(v.iter().copied().cycle().take(tiles).collect()),
+            };
+            let big = BlockFp8 { rows: n, k, tile: q.tile, codes: rep(&q.codes), scales };
+            (Weight::BlockFp8(q), Weight::BlockFp8(big))
+        }
+        WeightFormat::TensorFp8 => {
+            let q = b12x_quant::block::quantize_tensor_fp8(&w, None).map_err(bad)?;
+            let big = b12x_quant::block::TensorFp8 { codes: rep(&q.codes), scale: q.scale };
+            (Weight::TensorFp8 { n: d, k, q }, Weight::TensorFp8 { n, k, q: big })
         }
     })
 }
@@ -90,8 +112,14 @@ fn bench_shape(
     (n, k): (usize, usize),
     quick: bool,
 ) -> Result<()> {
-    let fname = if format == WeightFormat::Nvfp4 { "nvfp4" } else { "mxfp4" };
-    let case_name = |m: usize| format!("blockscaled_w4a16_{fname}/M{m}_N{n}_K{k}_bf16");
+    let (fname, wa) = match format {
+        WeightFormat::Nvfp4 => ("nvfp4", "w4a16"),
+        WeightFormat::Mxfp4 => ("mxfp4", "w4a16"),
+        WeightFormat::Mxfp8 => ("mxfp8", "w8a16"),
+        WeightFormat::BlockFp8 { .. } => ("fp8block128", "w8a16"),
+        WeightFormat::TensorFp8 => ("fp8tensor", "w8a16"),
+    };
+    let case_name = |m: usize| format!("blockscaled_{wa}_{fname}/M{m}_N{n}_K{k}_bf16");
     let peer_name = |m: usize| format!("blockscaled_w4a16/M{m}_N{n}_K{k}_bf16");
     let ms: Vec<usize> = ROWS
         .into_iter()
@@ -105,7 +133,12 @@ fn bench_shape(
     let (small, big) = tiled_weight(format, n, k)?;
     let packed = pack_weight(&big, stream)?;
     drop(big);
-    let w_bytes = n * k / 2 + n * k / format.block();
+    let scale_bytes = match format {
+        WeightFormat::Nvfp4 | WeightFormat::Mxfp4 | WeightFormat::Mxfp8 => n * k / format.block(),
+        WeightFormat::BlockFp8 { tile, .. } => 4 * n.div_ceil(tile) * k.div_ceil(tile),
+        WeightFormat::TensorFp8 => 0,
+    };
+    let w_bytes = n * format.code_bytes(k) + scale_bytes;
     let probe_tbps = b12x_core::bench::read_bandwidth_calls(dev, w_bytes, 1)?;
     let probe_us = (w_bytes / 8192 * 8192) as f64 / (probe_tbps * 1e12) * 1e6;
     report.add(

@@ -47,8 +47,10 @@ struct BsGemvParams {
   int scale_tiles;               // 512-byte scale tiles per 128-row block: ceil(K / block / 4)
   int scale_bias;                // MXFP4: BF16 exponent field of scale byte e is e + scale_bias
   float out_scale;               // alpha x the format's factor: NVFP4 2^7 / enc, MXFP4 2^(126 - scale_bias)
-  int flags;                     // bit 0: bias is f32
-  int reserved[6];
+  int flags;                     // bit 0: bias is f32; bit 1 (FP8 block): 32 x 32 scale tiles (else 128 x 128)
+  int sld;                       // FP8 block: f32 scales per row of scale tiles (padded to a multiple of 4)
+  int sgroups;                   // FP8 block: rows of scale tiles, ceil(N / tile)
+  int reserved[4];
 };
 static_assert(sizeof(BsGemvParams) == 256, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, scales) == 128, "mirror of gemv.rs");
@@ -56,34 +58,36 @@ static_assert(offsetof(BsGemvParams, ldx) == 176, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, n) == 192, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, out_scale) == 224, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, flags) == 228, "mirror of gemv.rs");
+static_assert(offsetof(BsGemvParams, sgroups) == 236, "mirror of gemv.rs");
 
 namespace bsgemv {
 
 constexpr int kRows = 128;          // weight rows per unit (8 consumer warps x 16)
 constexpr int kConsumers = 8;
-constexpr int kBoxK = 256;                        // k per TMA box of codes (128 bytes per row)
 constexpr uint32_t kCodeBytes = kRows * 128;      // one TMA box: 128 rows x 128 bytes
-constexpr uint32_t kScaleBytes = 4 * 512;         // up to 4 scale tiles per box (NVFP4: 16 columns)
-// x of one box, staged by the producer warp: 8 NT token rows at a 576-byte pitch (512 bytes of x
-// + 64 of padding), each row's 32 16-byte chunks in the order the consumers read them (chunk
-// (c' 4 + q) 4 + t holds k = 64t + 32c' + 8q .. +7): every ld.shared.v4 of a warp is conflict
-// free (rows g and g + 1 of a quarter warp 4 bank groups apart, lanes t adjacent).
-constexpr uint32_t kXPitch = 576;
 constexpr int kMaxStages = 12;
 constexpr int kBiasF32 = 1;
+constexpr int kTile32 = 2;
+constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
 
-enum class Fmt { Nvfp4, Mxfp4 };
+// Nvfp4, Mxfp4: E2M1 codes (layout v2), 256 k per box. Mxfp8: E4M3 codes with UE8M0 scales in
+// swizzled 128x4 tiles; Fp8Block: E4M3 with f32 scales per 128 x 128 or 32 x 32 tile (flags),
+// applied to per-tile partial sums; Fp8Tensor: E4M3, the one scale in the epilogue; 128 k per box.
+enum class Fmt { Nvfp4, Mxfp4, Mxfp8, Fp8Block, Fp8Tensor };
 template <Fmt F>
-struct FmtInfo;
-template <>
-struct FmtInfo<Fmt::Nvfp4> {
-  static constexpr int kBlock = 16;
-  static constexpr int kTilesPerBox = 4;  // 256 k / 16 = 16 columns
-};
-template <>
-struct FmtInfo<Fmt::Mxfp4> {
-  static constexpr int kBlock = 32;
-  static constexpr int kTilesPerBox = 2;  // 8 columns
+struct FmtInfo {
+  static constexpr bool kFp8 = F == Fmt::Mxfp8 || F == Fmt::Fp8Block || F == Fmt::Fp8Tensor;
+  static constexpr int kBoxK = kFp8 ? 128 : 256;  // k per TMA box of codes (128 bytes per row)
+  // Swizzled 128x4 scale tiles per box (bulk copy): NVFP4 256 k / 16 / 4, MXFP4 / MXFP8 k / 32 / 4.
+  static constexpr int kTilesPerBox = F == Fmt::Nvfp4 ? 4 : F == Fmt::Mxfp4 ? 2 : F == Fmt::Mxfp8 ? 1 : 0;
+  // Shared memory per box for scales (src/blockscaled/gemv.rs mirrors it): FP4 2 KB, FP8 512 B
+  // (one MXFP8 tile, or the f32 block scales: 4 tile rows x 4 x 4 B at most).
+  static constexpr uint32_t kScaleBytes = kFp8 ? 512u : 4u * 512u;
+  // x of one box, staged by the producer warp: 8 NT token rows at a pitch of the box's 2 kBoxK
+  // bytes + 64 (rows g and g + 1 of a quarter warp 4 bank groups apart: every ld.shared.v4 of a
+  // warp conflict free). FP4: each row's 32 16-byte chunks in the consumers' read order (chunk
+  // (c' 4 + q) 4 + t holds k = 64t + 32c' + 8q .. +7); FP8: in k order.
+  static constexpr uint32_t kXPitch = 2 * kBoxK + 64;
 };
 
 __device__ __forceinline__ uint32_t hmul2_bf16(uint32_t a, uint32_t b) {
@@ -150,11 +154,53 @@ __device__ __forceinline__ void sub_chunk(const uint4& cl, const uint4& ch, cons
   }
 }
 
+// The 8 MMA k-steps of one lane's 32 k of E4M3 codes in a 128-k box (FP8 formats): four groups
+// T of 8 k (k 32T + 8t .. +7: 8 bytes of rows g and g + 8 from chunk 2T + t/2 of their box lines),
+// each two steps — word 0's pairs (k0, k1), (k2, k3) against x's bf16x2 registers 0 and 1, word
+// 1's against 2 and 3 — so every MMA sums the 32 k of one group T only: per-group f32 scales can
+// multiply the MMA's partial sums (Fp8Block). The pairs are code * 2^-120, times scl / sch in
+// BF16 (MXFP8: the block scale times 2^(120 - c); else 2^120: the code itself).
+template <int NT, int CH>
+__device__ __forceinline__ void fp8_group(const uint2& cl, const uint2& ch, uint32_t scl, uint32_t sch, uint32_t xaddr0,
+                                          float (&acc)[CH][NT][4]) {
+  const uint32_t a0[4] = {hmul2_bf16(e4m3_pair_bf16_2m120<0>(cl.x), scl), hmul2_bf16(e4m3_pair_bf16_2m120<0>(ch.x), sch),
+                          hmul2_bf16(e4m3_pair_bf16_2m120<1>(cl.x), scl), hmul2_bf16(e4m3_pair_bf16_2m120<1>(ch.x), sch)};
+  const uint32_t a1[4] = {hmul2_bf16(e4m3_pair_bf16_2m120<0>(cl.y), scl), hmul2_bf16(e4m3_pair_bf16_2m120<0>(ch.y), sch),
+                          hmul2_bf16(e4m3_pair_bf16_2m120<1>(cl.y), scl), hmul2_bf16(e4m3_pair_bf16_2m120<1>(ch.y), sch)};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const uint4 x = ld_shared_v4(xaddr0 + nt * 8 * FmtInfo<Fmt::Mxfp8>::kXPitch);  // x_k0 .. x_k7 of token g + 8 nt
+    const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
+    mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
+    mma_m16n8k16_bf16_f32(acc[CH - 1][nt], a1, b1);
+  }
+}
+
+__device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+  return v;
+}
+
+// 4 bytes global -> shared (cp.async), or zeros when !live.
+__device__ __forceinline__ void cp_async_4(uint32_t s_dst, const void* g_src, bool live) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s_dst), "l"(g_src), "r"(live ? 4 : 0) : "memory");
+}
+
 template <Fmt F, int NT, int KB, typename TOut>
-__device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
+__device__ __forceinline__ void gemv(const BsGemvParams& p) {
   using Info = FmtInfo<F>;
-  // A stage: KB code boxes, the unit's scale tiles, KB staged x boxes; 1024-byte multiple (the
-  // swizzled code boxes of every stage start 1024-byte aligned).
+  constexpr bool kFp8 = Info::kFp8;
+  constexpr int kBoxK = Info::kBoxK;
+  constexpr uint32_t kScaleBytes = Info::kScaleBytes, kXPitch = Info::kXPitch;
+  // A stage: KB code boxes, their scales, KB staged x boxes; 1024-byte multiple (the swizzled
+  // code boxes of every stage start 1024-byte aligned).
   constexpr uint32_t kXBox = 8 * NT * kXPitch;  // one box's staged x
   constexpr uint32_t kXOff = KB * (kCodeBytes + kScaleBytes);
   constexpr uint32_t kStageBytes = (KB * (kCodeBytes + kScaleBytes + kXBox) + 1023u) & ~1023u;
@@ -191,11 +237,12 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     const int rb = u / kstages, ks = u - rb * kstages;
     const uint32_t bar = full0 + 8 * s, st = ring + s * kStageBytes;
     constexpr int kTiles = KB * Info::kTilesPerBox;
-    const int tiles = min(kTiles, p.scale_tiles - ks * kTiles);
+    const int tiles = kTiles > 0 ? min(kTiles, p.scale_tiles - ks * kTiles) : 0;
     mbar_arrive_expect_tx(bar, KB * kCodeBytes + 512u * tiles);
 #pragma unroll
-    for (int j = 0; j < KB; ++j) tma_load_2d(st + j * kCodeBytes, &p.codes_map, (ks * KB + j) * (kBoxK / 4), rb * kRows, bar);
-    bulk_copy_g2s(st + KB * kCodeBytes, p.scales + ((size_t)rb * p.scale_tiles + ks * kTiles) * 512, 512u * tiles, bar);
+    for (int j = 0; j < KB; ++j) tma_load_2d(st + j * kCodeBytes, &p.codes_map, (ks * KB + j) * 64, rb * kRows, bar);
+    if (kTiles > 0)
+      bulk_copy_g2s(st + KB * kCodeBytes, p.scales + ((size_t)rb * p.scale_tiles + ks * kTiles) * 512, 512u * tiles, bar);
   };
   const int first = min(stages, n_units);
   if (warp == kConsumers && lane == 0) {
@@ -209,21 +256,46 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
   }
   __syncthreads();
   if (warp == kConsumers) {
-    // x of unit i into stage s: lane L copies chunk L of every token row of every box (k = 64t +
-    // 32c' + 8q with L = (c' 4 + q) 4 + t), zeros past M and K, then arrives on the stage's full
-    // barrier once its copies have landed.
+    // x of unit i into stage s, zeros past M and K; FP8 block scales too (cp.async: 16 bytes of
+    // 4 tile columns per tile row (32 x 32), or the box's one f32 (128 x 128)); then each lane
+    // arrives on the stage's full barrier once its copies have landed.
+    // FP4: lane L copies chunk L of every token row (k = 64t + 32c' + 8q with L = (c' 4 + q) 4 +
+    // t); FP8: chunk L % 16 (k = 8 (L % 16)) of the rows of parity L / 16.
     const int xt = lane & 3, xq = (lane >> 2) & 3, xc = lane >> 4;
+    const int x_koff = kFp8 ? 8 * (lane & 15) : 64 * xt + 32 * xc + 8 * xq;
+    const uint32_t x_soff = kFp8 ? 16u * (lane & 15) + kXPitch * (lane >> 4) : 16u * lane;
+    const bool tile32 = (p.flags & kTile32) != 0;
+    const float* bscales = reinterpret_cast<const float*>(p.scales);
     auto stage_x = [&](int i, int s) {
       const int u = unit_at(i);
-      const int ks = u - (u / kstages) * kstages;
-      const uint32_t xb = ring + s * kStageBytes + kXOff + 16u * lane;
+      const int rb = u / kstages, ks = u - rb * kstages;
+      const uint32_t st = ring + s * kStageBytes;
+      const uint32_t xb = st + kXOff + x_soff;
 #pragma unroll
       for (int j = 0; j < KB; ++j) {
-        const int k = (ks * KB + j) * kBoxK + 64 * xt + 32 * xc + 8 * xq;
+        const int k = (ks * KB + j) * kBoxK + x_koff;
+        constexpr int kRowStep = kFp8 ? 2 : 1;
 #pragma unroll
-        for (int r = 0; r < 8 * NT; ++r) {
+        for (int r0 = 0; r0 < 8 * NT; r0 += kRowStep) {
+          const int r = r0 + (kFp8 ? (lane >> 4) : 0);
           const bool live = r < p.m && k < p.k;
-          cp_async_16(xb + j * kXBox + r * kXPitch, live ? p.x + (long long)r * p.ldx + k : p.x, live);
+          cp_async_16(xb + j * kXBox + r0 * kXPitch, live ? p.x + (long long)r * p.ldx + k : p.x, live);
+        }
+        if (F == Fmt::Fp8Block) {
+          // Zeros for a box past K (the last unit of a row block may hold one: its codes are
+          // zeros too) and for tile rows past N; the padded rows keep every live copy in bounds.
+          const uint32_t sdst = st + KB * kCodeBytes + 512u * j;
+          const int box = ks * KB + j;
+          const bool box_live = box * kBoxK < p.k;
+          if (tile32) {
+            if (lane < 4) {  // tile row 4 rb + lane: columns 4 box .. 4 box + 3
+              const int tr = 4 * rb + lane;
+              const bool live = box_live && tr < p.sgroups;
+              cp_async_16(sdst + 16u * lane, live ? bscales + (long long)tr * p.sld + 4 * box : bscales, live);
+            }
+          } else if (lane == 0) {
+            cp_async_4(sdst, box_live ? bscales + (long long)rb * p.sld + box : bscales, box_live);
+          }
         }
       }
       cp_async_mbar_arrive(full0 + 8 * s);
@@ -239,27 +311,45 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     return;  // nothing below synchronizes the whole CTA
   }
 
-  // Consumer warp `warp`: rows [16 warp, +16) of each unit.
-  // Scale bytes of rows g and g + 8 in a tile: (r % 32) * 16 + (r / 32) * 4 (layout.rs).
-  const int r_lo = 16 * warp + g;
+  // Consumer warp `warp`: rows [16 warp, +16) of each unit; the MMA's rows g and g + 8 are weight
+  // rows r_lo and r_lo + kHi. FP4: 16 warp + g and + 8. FP8: 16 warp + 2g and + 1, so that the
+  // four rows of a half warp's 8-byte code loads (g = 0..3) sit 2 apart under the 128-byte
+  // swizzle (chunk XOR 0, 2, 4, 6): the two chunks of a group land in 8 distinct bank groups.
+  constexpr int kRowMul = kFp8 ? 2 : 1, kHi = kFp8 ? 1 : 8;
+  const int r_lo = 16 * warp + kRowMul * g;
+  // Scale bytes of row r in a tile: (r % 32) * 16 + (r / 32) * 4 (layout.rs); r_lo + kHi is 16 kHi
+  // bytes further (same 32-row group).
   const uint32_t sc_off = uint32_t((r_lo % 32) * 16 + (r_lo / 32) * 4);
   // NVFP4: tile t holds the lane's 4 blocks (k 64t ..); MXFP4: tile t / 2, bytes 2 (t % 2) ..
   const uint32_t sc_tile = F == Fmt::Nvfp4 ? 512u * t : 512u * (t >> 1);
   const int sc_shift = F == Fmt::Nvfp4 ? 0 : 16 * (t & 1);
+  // FP4: the lane's 16-byte chunks 2t, 2t + 1; FP8: 8 bytes at chunk 2T + t / 2 (per group T).
   const uint32_t code_lo0 = swizzle128_offset(r_lo, 2 * t), code_lo1 = swizzle128_offset(r_lo, 2 * t + 1);
   const uint32_t code_hi0 = swizzle128_offset(r_lo + 8, 2 * t), code_hi1 = swizzle128_offset(r_lo + 8, 2 * t + 1);
+  // FP8 block scales: 32 x 32 tiles: the warp's tile row (warp / 2), 4 columns per box.
+  const bool tile32 = (p.flags & kTile32) != 0;
+  const uint32_t bs_off = tile32 ? 16u * (warp >> 1) : 0u;
   const bool has_bias = p.bias != nullptr;
   constexpr int CH = NT == 1 ? 2 : 1;  // accumulator chains
   float acc[CH][NT][4];
-  auto zero = [&] {
+  auto zero = [&](float (&a)[CH][NT][4]) {
 #pragma unroll
     for (int c = 0; c < CH; ++c)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[c][nt][e] = 0.0f;
+        for (int e = 0; e < 4; ++e) a[c][nt][e] = 0.0f;
   };
-  zero();
+  // acc += part * scale (FP8 block: a tile's partial sums; part is zeroed).
+  auto promote = [&](float (&part)[CH][NT][4], float scale) {
+#pragma unroll
+    for (int c = 0; c < CH; ++c)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[c][nt][e] = fmaf(part[c][nt][e], scale, acc[c][nt][e]), part[c][nt][e] = 0.0f;
+  };
+  zero(acc);
   int s = 0, round = 0;
   for (int i = 0; i < n_units; ++i) {
     const int rb = unit_at(i) / kstages;
@@ -267,34 +357,66 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     const uint32_t st = ring + s * kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j) {
-      const uint32_t sbox = st + KB * kCodeBytes + 512u * Info::kTilesPerBox * j;
+      const uint32_t sbox = st + KB * kCodeBytes + (kFp8 ? 512u : 512u * Info::kTilesPerBox) * j;
       const uint32_t cb = st + j * kCodeBytes;
       const uint32_t xbox = st + kXOff + j * kXBox;
-      uint32_t sw_lo = 0, sw_hi = 0;
-#pragma unroll
-      for (int c2 = 0; c2 < 2; ++c2) {
-        // x of this 32-k piece from the staged tile: token g + 8 nt, chunks (c' 4 + q) 4 + t.
-        uint32_t xs[NT];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) xs[nt] = xbox + (g + 8 * nt) * kXPitch + 256u * c2 + 16u * t;
-        if (j == 0 && c2 == 0) mbar_wait(full0 + 8 * s, round & 1);
-        if (c2 == 0) {
-          sw_lo = ld_shared_u32(sbox + sc_tile + sc_off) >> sc_shift;
-          sw_hi = ld_shared_u32(sbox + sc_tile + sc_off + 128) >> sc_shift;
+      if (j == 0) mbar_wait(full0 + 8 * s, round & 1);
+      if constexpr (kFp8) {
+        // x of group T, token g + 8 nt: chunk 4T + t of its row.
+        const uint32_t x0 = xbox + g * kXPitch + 16u * t;
+        uint32_t sw_lo = 0, sw_hi = 0;
+        if (F == Fmt::Mxfp8) {  // the box's one tile: bytes T of rows g, g + 8 are group T's scales
+          sw_lo = ld_shared_u32(sbox + sc_off);
+          sw_hi = ld_shared_u32(sbox + sc_off + 16 * kHi);
         }
-        const uint4 c_lo = ld_shared_v4(cb + (c2 ? code_lo1 : code_lo0));
-        const uint4 c_hi = ld_shared_v4(cb + (c2 ? code_hi1 : code_hi0));
-        uint32_t l[2], h[2];
-        if (F == Fmt::Nvfp4) {  // blocks 2c', 2c' + 1 of the lane's 64 k: bytes 2c', 2c' + 1
-          l[0] = s_tab[(sw_lo >> (16 * c2)) & 0xFF];
-          l[1] = s_tab[(sw_lo >> (16 * c2 + 8)) & 0xFF];
-          h[0] = s_tab[(sw_hi >> (16 * c2)) & 0xFF];
-          h[1] = s_tab[(sw_hi >> (16 * c2 + 8)) & 0xFF];
-        } else {  // one MX block per 32 k: byte c'
-          l[0] = l[1] = s_tab[(sw_lo >> (8 * c2)) & 0xFF];
-          h[0] = h[1] = s_tab[(sw_hi >> (8 * c2)) & 0xFF];
+        float part[CH][NT][4];  // Fp8Block: one scale tile's partial sums
+        if constexpr (F == Fmt::Fp8Block) zero(part);
+#pragma unroll
+        for (int T = 0; T < 4; ++T) {
+          const uint32_t coff = 8u * (t & 1);
+          const uint2 cl = ld_shared_v2(cb + swizzle128_offset(r_lo, 2 * T + (t >> 1)) + coff);
+          const uint2 chv = ld_shared_v2(cb + swizzle128_offset(r_lo + kHi, 2 * T + (t >> 1)) + coff);
+          uint32_t l = kTwo120, h = kTwo120;
+          if constexpr (F == Fmt::Mxfp8) {
+            l = s_tab[(sw_lo >> (8 * T)) & 0xFF];
+            h = s_tab[(sw_hi >> (8 * T)) & 0xFF];
+          }
+          if constexpr (F == Fmt::Fp8Block) {
+            fp8_group<NT, CH>(cl, chv, l, h, x0 + 64u * T, part);
+            if (tile32) promote(part, ld_shared_f32(sbox + bs_off + 4u * T));
+          } else {
+            fp8_group<NT, CH>(cl, chv, l, h, x0 + 64u * T, acc);
+          }
         }
-        sub_chunk<NT, CH>(c_lo, c_hi, l, h, xs, acc);
+        if constexpr (F == Fmt::Fp8Block) {
+          if (!tile32) promote(part, ld_shared_f32(sbox));
+        }
+      } else {
+        uint32_t sw_lo = 0, sw_hi = 0;
+#pragma unroll
+        for (int c2 = 0; c2 < 2; ++c2) {
+          // x of this 32-k piece from the staged tile: token g + 8 nt, chunks (c' 4 + q) 4 + t.
+          uint32_t xs[NT];
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) xs[nt] = xbox + (g + 8 * nt) * kXPitch + 256u * c2 + 16u * t;
+          if (c2 == 0) {
+            sw_lo = ld_shared_u32(sbox + sc_tile + sc_off) >> sc_shift;
+            sw_hi = ld_shared_u32(sbox + sc_tile + sc_off + 128) >> sc_shift;
+          }
+          const uint4 c_lo = ld_shared_v4(cb + (c2 ? code_lo1 : code_lo0));
+          const uint4 c_hi = ld_shared_v4(cb + (c2 ? code_hi1 : code_hi0));
+          uint32_t l[2], h[2];
+          if (F == Fmt::Nvfp4) {  // blocks 2c', 2c' + 1 of the lane's 64 k: bytes 2c', 2c' + 1
+            l[0] = s_tab[(sw_lo >> (16 * c2)) & 0xFF];
+            l[1] = s_tab[(sw_lo >> (16 * c2 + 8)) & 0xFF];
+            h[0] = s_tab[(sw_hi >> (16 * c2)) & 0xFF];
+            h[1] = s_tab[(sw_hi >> (16 * c2 + 8)) & 0xFF];
+          } else {  // one MX block per 32 k: byte c'
+            l[0] = l[1] = s_tab[(sw_lo >> (8 * c2)) & 0xFF];
+            h[0] = h[1] = s_tab[(sw_hi >> (8 * c2)) & 0xFF];
+          }
+          sub_chunk<NT, CH>(c_lo, c_hi, l, h, xs, acc);
+        }
       }
     }
     // Release the stage once its data is consumed (the MMAs above used every loaded register).
@@ -312,11 +434,11 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     // The row block is done (registers kept for the loop above are few: three CTAs per SM).
     const int c_first = rb * kstages / q, c_last = ((rb + 1) * kstages - 1) / q;
     const int row_base = rb * kRows + 16 * warp;
-    // Bias of rows g and g + 8 (f32; 0 without a bias or past N).
+    // Bias of rows r_lo and r_lo + kHi (f32; 0 without a bias or past N).
     float bias[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = row_base + g + 8 * h;
+      const int row = row_base + kRowMul * g + kHi * h;
       if (has_bias && row < p.n)
         bias[h] = (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
                                        : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[row]);
@@ -327,13 +449,13 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) tot[nt][e] = CH == 2 ? acc[0][nt][e] + acc[CH - 1][nt][e] : acc[0][nt][e];
-    // Lane element e of tile nt: row g + 8 (e >> 1), token 8 nt + 2t + (e & 1).
+    // Lane element e of tile nt: row kRowMul g + kHi (e >> 1), token 8 nt + 2t + (e & 1).
     auto store = [&](const float (&v)[NT][4]) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int row = row_base + g + 8 * (e >> 1), tok = 8 * nt + 2 * t + (e & 1);
+          const int row = row_base + kRowMul * g + kHi * (e >> 1), tok = 8 * nt + 2 * t + (e & 1);
           const float y = v[nt][e] * p.out_scale;
           // Without a bias y itself (y + 0 would turn -0 into +0).
           const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
@@ -342,7 +464,7 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
     };
     if (c_first == c_last) {  // a row block this CTA owns alone
       store(tot);
-      zero();
+      zero(acc);
       continue;
     }
     // Row block rb is shared by CTAs c_first..c_last: partial slot [c][slot][token][128 rows],
@@ -351,13 +473,13 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
       const int slot = (c * q) / kstages == rb ? 0 : 1;
       return p.partials + (long long)(2 * c + slot) * (MT * kRows);
     };
-    const int wrow = 16 * warp + g;
+    const int wrow = 16 * warp + kRowMul * g;
     float* mine = slot_of(blockIdx.x);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        __stcg(mine + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + 8 * (e >> 1), tot[nt][e]);
+        __stcg(mine + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + kHi * (e >> 1), tot[nt][e]);
     __threadfence();
     __syncwarp();
     unsigned int prev = 0;
@@ -377,11 +499,11 @@ __device__ __forceinline__ void gemv_w4a16(const BsGemvParams& p) {
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             sum[nt][e] += c == int(blockIdx.x) ? tot[nt][e]
-                                               : __ldcg(part + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + 8 * (e >> 1));
+                                               : __ldcg(part + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + kHi * (e >> 1));
       }
       store(sum);
     }
-    zero();
+    zero(acc);
   }
 }
 
@@ -398,23 +520,25 @@ using b12x::BsGemvParams;
 #define B12X_BSGEMV_MIN_CTAS(NT) ((NT) == 1 ? 3 : 2)
 #endif
 
-#define B12X_BSGEMV(FMT, FMTNAME, NT, KB, TOUT, OUTNAME)                                                    \
+#define B12X_BSGEMV(FMT, FMTNAME, W, NT, KB, TOUT, OUTNAME)                                                    \
   extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), B12X_BSGEMV_MIN_CTAS(NT))                   \
-      b12x_bsgemv_w4a16_##FMTNAME##_nt##NT##_kb##KB##_##OUTNAME##out(const __grid_constant__ BsGemvParams p) { \
-    b12x::bsgemv::gemv_w4a16<b12x::bsgemv::Fmt::FMT, NT, KB, TOUT>(p);                                       \
+      b12x_bsgemv_##W##_##FMTNAME##_nt##NT##_kb##KB##_##OUTNAME##out(const __grid_constant__ BsGemvParams p) { \
+    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, KB, TOUT>(p);                                       \
   }
 
 // The entry-point table in src/blockscaled/gemv.rs lists exactly these.
-#define B12X_BSGEMV_OUTS(FMT, FMTNAME, NT, KB)           \
-  B12X_BSGEMV(FMT, FMTNAME, NT, KB, b12x::bf16, bf16) \
-  B12X_BSGEMV(FMT, FMTNAME, NT, KB, b12x::fp16, f16)  \
-  B12X_BSGEMV(FMT, FMTNAME, NT, KB, float, f32)
+#define B12X_BSGEMV_OUTS(FMT, FMTNAME, W, NT, KB)           \
+  B12X_BSGEMV(FMT, FMTNAME, W, NT, KB, b12x::bf16, bf16) \
+  B12X_BSGEMV(FMT, FMTNAME, W, NT, KB, b12x::fp16, f16)  \
+  B12X_BSGEMV(FMT, FMTNAME, W, NT, KB, float, f32)
+#define B12X_BSGEMV_FMT(FMT, FMTNAME, W)  \
+  B12X_BSGEMV_OUTS(FMT, FMTNAME, W, 1, 1) \
+  B12X_BSGEMV_OUTS(FMT, FMTNAME, W, 1, 2) \
+  B12X_BSGEMV_OUTS(FMT, FMTNAME, W, 2, 1) \
+  B12X_BSGEMV_OUTS(FMT, FMTNAME, W, 2, 2)
 
-B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 1, 1)
-B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 1, 2)
-B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 2, 1)
-B12X_BSGEMV_OUTS(Nvfp4, nvfp4, 2, 2)
-B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 1, 1)
-B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 1, 2)
-B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 2, 1)
-B12X_BSGEMV_OUTS(Mxfp4, mxfp4, 2, 2)
+B12X_BSGEMV_FMT(Nvfp4, nvfp4, w4a16)
+B12X_BSGEMV_FMT(Mxfp4, mxfp4, w4a16)
+B12X_BSGEMV_FMT(Mxfp8, mxfp8, w8a16)
+B12X_BSGEMV_FMT(Fp8Block, fp8block, w8a16)
+B12X_BSGEMV_FMT(Fp8Tensor, fp8tensor, w8a16)

@@ -3,7 +3,7 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `gemm.bf16_gemv` | [`bf16_gemv`] | `y = x · Wᵀ (+ bias)` for few rows of x (decode), BF16 weights |
-//! | `gemm.blockscaled` | [`blockscaled`] | `C = alpha · A · Bᵀ (+ bias)` with NVFP4 / MX / block-FP8 / per-tensor FP8 operands: formats, the CPU oracle, `pack_weight`, and the W4A16 decode path ([`blockscaled::gemv`], M ≤ 16) so far (issue 5) |
+//! | `gemm.blockscaled` | [`blockscaled`] | `C = alpha · A · Bᵀ (+ bias)` with NVFP4 / MX / block-FP8 / per-tensor FP8 operands: formats, the CPU oracle, `pack_weight`, and the W4A16 / W8A16 decode path ([`blockscaled::gemv`], M ≤ 16) so far (issue 5) |
 
 pub mod bf16_gemv;
 pub mod blockscaled;
@@ -20,7 +20,7 @@ pub static BF16_GEMV_MODULE: b12x_core::KernelModule =
 pub static BSMMA_PROBE_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-gemm/bsmma_probe", fatbin: BSMMA_PROBE_FATBIN, hash: BSMMA_PROBE_HASH };
 
-/// The embedded `kernels/blockscaled_gemv.cu` (`gemm.blockscaled`'s W4A16 decode path), loaded
+/// The embedded `kernels/blockscaled_gemv.cu` (`gemm.blockscaled`'s W4A16 / W8A16 decode path), loaded
 /// once per device.
 pub static BLOCKSCALED_GEMV_MODULE: b12x_core::KernelModule = b12x_core::KernelModule {
     name: "b12x-gemm/blockscaled_gemv",

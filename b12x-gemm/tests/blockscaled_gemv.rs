@@ -1,5 +1,5 @@
-//! `gemm.blockscaled` decode path, on the CPU: query validation (typed errors naming the field),
-//! the scale-range rule for MXFP4, and the kernel table.
+//! `gemm.blockscaled` decode path, on the CPU: query validation (typed errors naming the field)
+//! and the kernel table.
 
 use b12x_core::{DType, Error};
 use b12x_gemm::blockscaled::gemv::{all_symbols, configs, Query, MAX_ROWS};
@@ -29,7 +29,17 @@ fn field_of(q: &Query) -> String {
 
 #[test]
 fn valid_queries_pass() {
-    for weight in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+    let block = |tile, scale| WeightFormat::BlockFp8 { tile, scale };
+    for weight in [
+        WeightFormat::Nvfp4,
+        WeightFormat::Mxfp4,
+        WeightFormat::Mxfp8,
+        block(128, Fp8ScaleKind::F32),
+        block(128, Fp8ScaleKind::Ue8m0),
+        block(32, Fp8ScaleKind::F32),
+        block(32, Fp8ScaleKind::Ue8m0),
+        WeightFormat::TensorFp8,
+    ] {
         for out_dtype in [DType::BF16, DType::F16, DType::F32] {
             for bias in [None, Some(DType::BF16), Some(DType::F32)] {
                 for max_rows in [1, 8, 9, MAX_ROWS] {
@@ -52,22 +62,22 @@ fn bad_queries_name_the_field() {
     assert_eq!(field_of(&Query { bias: Some(DType::F16), ..query() }), "bias");
     assert_eq!(field_of(&Query { max_rows: 0, ..query() }), "max_rows");
     assert_eq!(field_of(&Query { max_rows: MAX_ROWS + 1, ..query() }), "max_rows");
+    // Block FP8 weights come in 128 × 128 or 32 × 32 tiles only.
+    let weight = WeightFormat::BlockFp8 { tile: 64, scale: Fp8ScaleKind::F32 };
+    assert_eq!(field_of(&Query { weight, ..query() }), "weight");
     // Not implemented yet: typed, never a silent fallback.
-    for weight in
-        [WeightFormat::Mxfp8, WeightFormat::TensorFp8, WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 }]
-    {
-        assert_eq!(field_of(&Query { weight, ..query() }), "unsupported");
-    }
     assert_eq!(field_of(&Query { x_dtype: DType::F16, ..query() }), "unsupported");
 }
 
 #[test]
 fn every_bucket_has_configs_and_symbols_are_distinct() {
     for hi in [1, 2, 4, 8, 16] {
-        assert!(!configs(hi, 232_448).is_empty());
+        assert!(!configs(hi, 232_448, false).is_empty());
+        assert!(!configs(hi, 232_448, true).is_empty());
     }
     let mut all = all_symbols();
     all.sort();
     all.dedup();
-    assert_eq!(all.len(), 24);
+    // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs.
+    assert_eq!(all.len(), 60);
 }

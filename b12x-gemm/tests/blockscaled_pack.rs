@@ -1,10 +1,10 @@
-//! CPU tests of `gemm.pack_weight` (layout v2): every format round-trips exactly, the scales are
-//! in the swizzled 128×4 layout of b12x-quant, FP4 codes are the checkpoint's words bit-permuted
-//! in place (every other format's codes untouched), and malformed weights are typed errors naming
-//! the bad part.
+//! CPU tests of `gemm.pack_weight` (layout v3): every format round-trips exactly, the scales are
+//! in the swizzled 128×4 layout of b12x-quant (block FP8: padded f32 rows), FP4 codes are the
+//! checkpoint's words bit-permuted in place (every other format's codes untouched), and
+//! malformed weights (also NaN codes or scales) are typed errors naming the bad part.
 
 use b12x_core::Error;
-use b12x_gemm::blockscaled::pack::{pack_host, sm90_permute_word, unpack_host, WeightFormat, OP};
+use b12x_gemm::blockscaled::pack::{block_scale_ld, pack_host, sm90_permute_word, unpack_host, WeightFormat, OP};
 use b12x_gemm::blockscaled::Weight;
 use b12x_quant::block::{
     quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, Mx, MxOptions, Nvfp4,
@@ -29,6 +29,14 @@ fn weights(n: usize, k: usize) -> Vec<(Weight, WeightFormat)> {
         (
             Weight::BlockFp8(quantize_block_fp8(&w, n, k, (32, 32), Fp8ScaleKind::Ue8m0).unwrap()),
             WeightFormat::BlockFp8 { tile: 32, scale: Fp8ScaleKind::Ue8m0 },
+        ),
+        (
+            Weight::BlockFp8(quantize_block_fp8(&w, n, k, (32, 32), Fp8ScaleKind::F32).unwrap()),
+            WeightFormat::BlockFp8 { tile: 32, scale: Fp8ScaleKind::F32 },
+        ),
+        (
+            Weight::BlockFp8(quantize_block_fp8(&w, n, k, (128, 128), Fp8ScaleKind::Ue8m0).unwrap()),
+            WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::Ue8m0 },
         ),
         (Weight::TensorFp8 { n, k, q: quantize_tensor_fp8(&w, None).unwrap() }, WeightFormat::TensorFp8),
     ]
@@ -75,7 +83,24 @@ fn every_format_round_trips_and_keeps_its_codes() {
                 assert_eq!(p.codes, want);
                 assert_eq!(p.scales.len(), swizzled_len(n, k / 32));
             }
-            Weight::BlockFp8(q) => assert_eq!(p.codes, q.codes),
+            Weight::BlockFp8(q) => {
+                assert_eq!(p.codes, q.codes);
+                // f32 rows of ⌈K/G⌉ scales padded with zeros to a multiple of 4.
+                let (g, gc) = (q.tile.0, k.div_ceil(q.tile.0));
+                let ld = block_scale_ld(k, g);
+                assert_eq!(ld % 4, 0);
+                assert_eq!(p.scales.len(), 4 * n.div_ceil(g) * ld);
+                let at = |r: usize, c: usize| {
+                    let b = &p.scales[4 * (r * ld + c)..][..4];
+                    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                };
+                for r in 0..n.div_ceil(g) {
+                    for c in 0..ld {
+                        let want = if c < gc { q.scales.value(r * gc + c) } else { 0.0 };
+                        assert_eq!(at(r, c).to_bits(), want.to_bits(), "{format:?} ({r}, {c})");
+                    }
+                }
+            }
             Weight::TensorFp8 { q, .. } => {
                 assert!(p.scales.is_empty());
                 assert_eq!(p.global, q.scale);
@@ -135,4 +160,33 @@ fn malformed_weights_are_typed_errors() {
     assert_eq!(field_of(pack_host(&Weight::TensorFp8 { n: 2, k: 8, q: t })), "scale");
     let t = quantize_tensor_fp8(&values(2, 8), None).unwrap();
     assert_eq!(field_of(pack_host(&Weight::TensorFp8 { n: 3, k: 8, q: t })), "shape:codes");
+}
+
+#[test]
+fn nan_codes_and_scales_are_refused() {
+    let (n, k) = (40, 64);
+    for (w, format) in weights(n, k) {
+        // An E4M3 NaN code (either sign) in an FP8 weight.
+        for nan in [0x7Fu8, 0xFF] {
+            let mut bad = w.clone();
+            match &mut bad {
+                Weight::Mx(q) if format == WeightFormat::Mxfp8 => q.codes[77] = nan,
+                Weight::BlockFp8(q) => q.codes[77] = nan,
+                Weight::TensorFp8 { q, .. } => q.codes[77] = nan,
+                _ => continue,
+            }
+            assert_eq!(field_of(pack_host(&bad)), "codes", "{format:?} {nan:#x}");
+        }
+        // A NaN block scale: UE8M0 0xFF, a non-finite f32.
+        let mut bad = w.clone();
+        match &mut bad {
+            Weight::Mx(q) => q.scales[1] = 0xFF,
+            Weight::BlockFp8(q) => match &mut q.scales {
+                b12x_quant::block::Fp8Scales::F32(v) => v[0] = f32::INFINITY,
+                b12x_quant::block::Fp8Scales::Ue8m0(v) => v[0] = 0xFF,
+            },
+            _ => continue,
+        }
+        assert_eq!(field_of(pack_host(&bad)), "scales", "{format:?}");
+    }
 }

@@ -4,10 +4,13 @@
 //! scale is `s · 2^119` exactly, and every product of the two is exact in BF16 (so the kernels'
 //! one `mul.bf16x2` per pair rounds nothing); the same for pack_weight's layout-v2 words (every
 //! pair of every bit-permuted word), whose permutation `pack.rs` and the header compute alike.
+//! And the E4M3 → BF16 pairs of the W8A16 path: every pair of finite codes is `code · 2^-120` in
+//! BF16 exactly (signs kept on zeros), so one `mul.bf16x2` by `2^120` or by a power-of-two block
+//! scale times it is exact.
 
 use b12x_core::half::bf16;
 use b12x_gemm::blockscaled::pack::{sm90_permute_word, sm90_unpermute_word};
-use b12x_quant::codec::{e2m1_decode, ue4m3_decode};
+use b12x_quant::codec::{e2m1_decode, e4m3_decode, ue4m3_decode};
 use std::path::Path;
 use std::process::Command;
 
@@ -32,7 +35,7 @@ fn bf16_bits(b: u32) -> f64 {
 fn every_value_is_exact() {
     let out = run_ref();
     let (mut pairs, mut scales, mut words) = (0, 0, 0);
-    let (mut v2pairs, mut v2words) = (0, 0);
+    let (mut v2pairs, mut v2words, mut e4m3_pairs) = (0, 0, 0);
     let two_m126 = 2f64.powi(-126);
     let mut scale_of = vec![0.0f64; 127];
     for line in out.lines() {
@@ -79,11 +82,26 @@ fn every_value_is_exact() {
                 assert_eq!(sm90_unpermute_word(o), w, "{line}: pack.rs inverse");
                 v2words += 1;
             }
+            "e4m3" => {
+                let (lo, hi, r) = (n(2) as u8, n(3) as u8, n(4) as u32);
+                for (half, code) in [(r & 0xFFFF, lo), (r >> 16, hi)] {
+                    if code & 0x7F == 0x7F {
+                        continue; // NaN: pack_weight refuses weights holding it
+                    }
+                    let want = f64::from(e4m3_decode(code)) * 2f64.powi(-120);
+                    assert_eq!(bf16_bits(half), want, "{line}: code {code:#x}");
+                    assert_eq!(half >> 15, u32::from(code >> 7), "{line}: sign of {code:#x}");
+                    // Times 2^120 (BF16 0x7B80) in BF16 is the code itself: exact, normal or zero.
+                    let back = want * 2f64.powi(120);
+                    assert_eq!(bf16::from_f64(back).to_f64(), back, "{line}");
+                }
+                e4m3_pairs += 1;
+            }
             _ => panic!("bad line {line}"),
         }
     }
     assert_eq!((pairs, words, scales), (4 * 256, 6, 127));
-    assert_eq!((v2pairs, v2words), (4 * 256, 64));
+    assert_eq!((v2pairs, v2words, e4m3_pairs), (4 * 256, 64, 2 * 65536));
     // Every product (code · 2^-126) · (s · 2^119) is representable in BF16: mul.bf16x2 is exact.
     for code in 0u8..16 {
         for (c, &s) in scale_of.iter().enumerate() {

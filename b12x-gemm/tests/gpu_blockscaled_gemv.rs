@@ -1,4 +1,5 @@
-//! `gemm.blockscaled` decode path (W4A16: packed NVFP4 / MXFP4 weights × BF16 x, M ≤ 16) on
+//! `gemm.blockscaled` decode path (W4A16: packed NVFP4 / MXFP4 weights; W8A16: MXFP8, block FP8
+//! with 128 × 128 / 32 × 32 tiles and f32 / UE8M0 scales, per-tensor FP8; × BF16 x, M ≤ 16) on
 //! the GPU against the CPU oracle (`blockscaled::reference`): every element within the oracle's
 //! bound (1 ULP of a bf16/f16 output plus the K-dependent f32 accumulation term), the cosine
 //! difference within 1e-5 (1e-6 for f32), rows and tokens past the output untouched (y starts
@@ -18,7 +19,9 @@ use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorMut, Ten
 use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query};
 use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
 use b12x_gemm::blockscaled::{reference, Activation, Weight};
-use b12x_quant::block::{quantize_mx, quantize_nvfp4, MxOptions};
+use b12x_quant::block::{
+    quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, MxOptions,
+};
 use b12x_quant::codec::Element;
 use std::sync::Arc;
 
@@ -82,7 +85,33 @@ const CASES: &[Case] = &[
     Case { bias: Some(DType::BF16), ..case("stream_k_three_row_blocks", 9000, 1312, &[1, 9]) },
 ];
 
-const FORMATS: [WeightFormat; 2] = [WeightFormat::Nvfp4, WeightFormat::Mxfp4];
+/// Formats every case runs.
+const FORMATS: [WeightFormat; 4] = [
+    WeightFormat::Nvfp4,
+    WeightFormat::Mxfp4,
+    WeightFormat::Mxfp8,
+    WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 },
+];
+/// Formats the cases of [`SOME`] run (the same kernels as FORMATS' FP8 ones with other scale
+/// handling: 32 × 32 tiles, UE8M0 block scales, no block scales).
+const MORE_FORMATS: [WeightFormat; 4] = [
+    WeightFormat::BlockFp8 { tile: 32, scale: Fp8ScaleKind::F32 },
+    WeightFormat::BlockFp8 { tile: 32, scale: Fp8ScaleKind::Ue8m0 },
+    WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::Ue8m0 },
+    WeightFormat::TensorFp8,
+];
+const SOME: &[&str] = &[
+    "dsv4_1536x7168",
+    "dsv4_wkv_576x7168_f32",
+    "llama3_8b_down_4096x14336_ring_wraps",
+    "awkward_n1000_bias",
+    "awkward_prime_n_f16",
+    "awkward_n129_k96_f32",
+    "tiny_1x32",
+    "padded_rows",
+    "small_scales_f32",
+    "stream_k_three_row_blocks",
+];
 
 /// A quantized weight: uniform values in [-1, 1) times a per-row magnitude spanning ~2^±6 (so
 /// block scales vary), quantized by b12x-quant's codecs.
@@ -94,7 +123,12 @@ fn weight(format: WeightFormat, n: usize, k: usize, seed: u64, shift: i32) -> Re
     }
     Ok(match format {
         WeightFormat::Nvfp4 => Weight::Nvfp4(quantize_nvfp4(&w, n, k, None).map_err(err)?),
-        _ => Weight::Mx(quantize_mx(&w, n, k, Element::E2M1, MxOptions::default()).map_err(err)?),
+        WeightFormat::Mxfp4 => Weight::Mx(quantize_mx(&w, n, k, Element::E2M1, MxOptions::default()).map_err(err)?),
+        WeightFormat::Mxfp8 => Weight::Mx(quantize_mx(&w, n, k, Element::E4M3, MxOptions::default()).map_err(err)?),
+        WeightFormat::BlockFp8 { tile, scale } => {
+            Weight::BlockFp8(quantize_block_fp8(&w, n, k, (tile, tile), scale).map_err(err)?)
+        }
+        WeightFormat::TensorFp8 => Weight::TensorFp8 { n, k, q: quantize_tensor_fp8(&w, None).map_err(err)? },
     })
 }
 
@@ -400,13 +434,55 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+/// An MXFP8 weight whose scale bytes span more binades than the BF16 path holds exactly (1 and
+/// 200): a typed error, nothing launched.
+fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
+    let (n, k, m) = (128, 64, 2);
+    let stream = dev.stream();
+    let Weight::Mx(mut q) = weight(WeightFormat::Mxfp8, n, k, 7, 0)? else { unreachable!() };
+    q.scales[0] = 1;
+    q.scales[1] = 200;
+    let packed = pack_weight(&Weight::Mx(q), stream).map_err(err)?;
+    let query = Query {
+        n,
+        k,
+        weight: WeightFormat::Mxfp8,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 4,
+    };
+    let plan = gemv::plan(&query, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    let x = stream.clone_htod(&vec![bf16::ONE; m * k]).map_err(err)?;
+    let mut y = Out::poisoned(stream, m * n, DType::BF16)?;
+    let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
+    let args = Args { x: view(&x, m, k, k), w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
+    match gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream) {
+        Err(Error::InvalidQuery { field: "w", .. }) => {}
+        other => return Err(format!("expected InvalidQuery on w, got {other:?}")),
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    Ok(())
+}
+
 fn main() {
     let mut trials = Vec::new();
     for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
-        for format in FORMATS {
-            trials.push(GpuTrial::new(format!("{}::{format:?}", c.name), move |d| check_case(d, c, format)));
+        let more = if SOME.contains(&c.name) { &MORE_FORMATS[..] } else { &[] };
+        for &format in FORMATS.iter().chain(more) {
+            let label = match format {
+                WeightFormat::BlockFp8 { tile, scale } => format!("BlockFp8_{tile}_{scale:?}"),
+                f => format!("{f:?}"),
+            };
+            trials.push(GpuTrial::new(format!("{}::{label}", c.name), move |d| check_case(d, c, format)));
         }
     }
+    trials.push(GpuTrial::new("mxfp8_scale_range_refused", mxfp8_scale_range_refused));
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));

@@ -118,4 +118,24 @@ __host__ __device__ inline uint16_t ue4m3_bf16_x2p119(uint32_t code) {
   return (uint16_t)(((110u + top + 127u) << 7) | frac);
 }
 
+// E4M3 (FP8 weights of gemm.blockscaled's W8A16 path): bytes 2Q and 2Q + 1 of a little-endian
+// word of four codes (k order) as a bf16x2 of code * 2^-120, exactly: the sign to bit 15 and the
+// seven exponent-mantissa bits to bits 10..4 of each half. BF16's exponent field then holds
+// E4M3's (bias 7 against 127: the 2^-120), and E4M3 subnormals (exponent 0) land on BF16
+// subnormals of the same significand, so every finite code is exact; the kernels multiply by
+// 2^120 or a block scale times it in BF16 (exact). The NaN codes 0x7F / 0xFF decode as +-480 *
+// 2^-120: pack_weight refuses weights that hold them. Four instructions per pair on the device
+// (PRMT, SHF, two LOP3).
+template <int Q>
+__host__ __device__ __forceinline__ uint32_t e4m3_pair_bf16_2m120(uint32_t w) {
+  static_assert(Q == 0 || Q == 1, "two pairs per word");
+#ifdef __CUDA_ARCH__
+  const uint32_t p = __byte_perm(w, 0u, Q == 0 ? 0x1404u : 0x3424u);  // bytes 2Q, 2Q+1 to bytes 1, 3
+#else
+  const uint32_t lo = (w >> (16 * Q)) & 0xFFu, hi = (w >> (16 * Q + 8)) & 0xFFu;
+  const uint32_t p = (lo << 8) | (hi << 24);
+#endif
+  return (p & 0x80008000u) | ((p >> 4) & 0x07F007F0u);
+}
+
 }  // namespace b12x

@@ -1,5 +1,6 @@
-//! `gemm.blockscaled`, decode path (M ≤ 16): `y = alpha · x · Wᵀ (+ bias)` with a packed FP4
-//! weight (NVFP4 or MXFP4, [`PackedWeight`]) and BF16 activations — **W4A16**.
+//! `gemm.blockscaled`, decode path (M ≤ 16): `y = alpha · x · Wᵀ (+ bias)` with a packed weight
+//! ([`PackedWeight`]) and BF16 activations — **W4A16** (NVFP4, MXFP4) and **W8A16** (MXFP8,
+//! block FP8 with 128 × 128 or 32 × 32 tiles and f32 or UE8M0 scales, per-tensor FP8).
 //!
 //! - Tensors (row-major, strides in elements): `x [M, K]` bf16 (16-byte aligned base and row
 //!   stride), `w` a [`PackedWeight`] of shape `[N, K]` in the query's format, `bias [N]` bf16 or
@@ -7,26 +8,31 @@
 //! - Math: every weight element is `code · scale` exactly as formats.md decodes it (NVFP4 also
 //!   `/ enc`); products are accumulated in f32 in an order the kernel chooses (the
 //!   [oracle](super::reference) states the bound), then `alpha ·`, then the bias in f32, then one
-//!   rounding to the output dtype. Bitwise reproducible: same inputs and config, same bits,
-//!   eager or replayed (no float atomics; merges in a fixed order).
+//!   rounding to the output dtype. Where the scales apply: block scales of FP4 and MXFP8 weights
+//!   multiply the codes in BF16 (exactly: powers of two, or UE4M3 values times a power of two);
+//!   block-FP8 scales multiply each scale tile's f32 partial sums (DeepGEMM's promotion);
+//!   NVFP4's `1/enc` and the per-tensor FP8 scale multiply the f32 result with alpha. Bitwise
+//!   reproducible: same inputs and config, same bits, eager or replayed (no float atomics; merges
+//!   in a fixed order).
 //! - Capacity and buckets: `Query::max_rows` (1..=16) splits into `{1}, {2}, {3-4}, {5-8},
 //!   {9-16}` (cut at capacity), each tuned by the session; M ≤ 8 runs 8-token MMA tiles, 9..16 two.
 //!   Larger M (the middle and prefill buckets of the issue) is not implemented yet: a query with
 //!   `max_rows > 16` is refused with [`Error::InvalidQuery`].
 //! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
-//!   the TMA); FP16 activations, FP8 weights and quantized activations are not implemented yet
-//!   ([`Error::Unsupported`]). MXFP4 scales are held as BF16 with an exponent offset chosen from
-//!   the weight's scale range ([`PackedWeight::scale_bytes`]): weights whose largest scale byte is
-//!   above 128 and whose scale bytes span more than 133 binades are refused (no real checkpoint
-//!   comes near).
+//!   the TMA; block-FP8 edge tiles may still be partial); FP16 and quantized activations are not
+//!   implemented yet ([`Error::Unsupported`]). MX scales are held as BF16 with an exponent offset
+//!   chosen from the weight's scale range ([`PackedWeight::scale_bytes`]): MXFP4 weights whose
+//!   scale bytes span more than 133 binades, MXFP8 weights spanning more than 131, are refused
+//!   ([`Error::InvalidQuery`]; no real checkpoint comes near).
 //!
 //! Kernel (`kernels/blockscaled_gemv.cu`, design in `src/blockscaled/README.md`): one to three
-//! persistent CTAs per SM walk an even share of the (128-row block, 256·KB-k) list; a producer
-//! warp streams each stage's codes (TMA boxes), scale tiles (one bulk copy) and x (staged with
-//! `cp.async` in the consumers' read order) into a ring in shared memory; eight consumer warps
-//! dequantize in registers (E2M1 → BF16 by bit placement, × the block scale in BF16, exact) and
-//! run BF16 `mma.sync` with the weight rows as the MMA's M.
-//! Configs `w4a16_nt{NT}_kb{KB}_s{S}_c{C}`: NT token tiles of 8, units of KB 256-k boxes, an
+//! persistent CTAs per SM walk an even share of the (128-row block, KB boxes of 128 bytes per
+//! row: 256 k of FP4, 128 of FP8) list; a producer warp streams each stage's codes (TMA boxes),
+//! scales (MX / NVFP4 tiles as one bulk copy, block-FP8 f32 scales with `cp.async`) and x
+//! (staged with `cp.async` in the consumers' read order) into a ring in shared memory; eight
+//! consumer warps dequantize in registers (E2M1 / E4M3 → BF16 by bit placement, × the block
+//! scale or 2^120 in BF16, exact) and run BF16 `mma.sync` with the weight rows as the MMA's M.
+//! Configs `w{4|8}a16_nt{NT}_kb{KB}_s{S}_c{C}`: NT token tiles of 8, units of KB boxes, an
 //! S-stage ring, C CTAs per SM.
 //!
 //! ```no_run
@@ -78,13 +84,23 @@ pub const OP: &str = "gemm.blockscaled";
 pub const MAX_ROWS: usize = 16;
 /// Weight rows per unit of work (eight consumer warps × 16).
 const ROWS: usize = 128;
-/// k per TMA box of codes (a unit of work is `kb` boxes).
-const BOX_K: usize = 256;
-/// Shared memory per box of a ring stage besides x: a 128 × 128-byte code box and up to four
-/// 512-byte scale tiles.
-const BOX_BYTES: u32 = 128 * 128 + 4 * 512;
-/// Staged x per box and 8-token tile: 8 rows at a 576-byte pitch.
-const X_TILE_BYTES: u32 = 8 * 576;
+/// k per TMA box of codes (128 bytes per row; a unit of work is `kb` boxes): FP4 256, FP8 128.
+const fn box_k(w8: bool) -> usize {
+    if w8 {
+        128
+    } else {
+        256
+    }
+}
+/// Shared memory per box of a ring stage besides x: a 128 × 128-byte code box and its scales
+/// (FP4: up to four 512-byte tiles; FP8: one tile or the f32 block scales).
+const fn box_bytes(w8: bool) -> u32 {
+    128 * 128 + if w8 { 512 } else { 4 * 512 }
+}
+/// Staged x per box and 8-token tile: 8 rows at a pitch of `2 · box_k + 64` bytes.
+const fn x_tile_bytes(w8: bool) -> u32 {
+    8 * (2 * box_k(w8) as u32 + 64)
+}
 /// Static shared memory of the entry points (barriers, the scale table), rounded up.
 const STATIC_SMEM: u32 = 1280;
 /// Threads per CTA: eight consumer warps and the producer.
@@ -95,14 +111,14 @@ b12x_core::inventory::submit! {
         name: OP,
         group: "gemm",
         entry_points: &["plan", "run", "pack_weight"],
-        dtypes: &["nvfp4|mxfp4 w (packed); bf16 x; bf16|f16|f32 y; bf16|f32 bias"],
+        dtypes: &["nvfp4|mxfp4|mxfp8|block fp8|tensor fp8 w (packed); bf16 x; bf16|f16|f32 y; bf16|f32 bias"],
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = alpha · x · Wᵀ (+ bias), packed NVFP4/MXFP4 weights, BF16 x, M ≤ 16 (W4A16 decode)",
+        summary: "y = alpha · x · Wᵀ (+ bias), packed FP4 / FP8 weights, BF16 x, M ≤ 16 (W4A16 / W8A16 decode)",
     }
 }
 
@@ -111,8 +127,8 @@ b12x_core::inventory::submit! {
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BsGemvParams {
-    /// `CUtensorMap` of the codes `[N, K/2]` bytes viewed as `[N, K/4]` 16-bit elements: boxes
-    /// of 64 × 128 rows, 128-byte swizzle, zero fill.
+    /// `CUtensorMap` of the codes (`[N, K/2]` FP4 or `[N, K]` FP8 bytes) viewed as 16-bit
+    /// elements: boxes of 64 × 128 rows (128 bytes per row), 128-byte swizzle, zero fill.
     pub codes_map: [u64; 16],
     pub scales: u64,
     pub x: u64,
@@ -132,7 +148,11 @@ pub struct BsGemvParams {
     pub scale_bias: i32,
     pub out_scale: f32,
     pub flags: i32,
-    pub reserved: [i32; 6],
+    /// Block FP8: f32 scales per row of scale tiles ([`super::pack::block_scale_ld`]).
+    pub sld: i32,
+    /// Block FP8: rows of scale tiles, `⌈N / tile⌉`.
+    pub sgroups: i32,
+    pub reserved: [i32; 4],
 }
 
 const _: () = {
@@ -142,17 +162,54 @@ const _: () = {
     assert!(offset_of!(BsGemvParams, n) == 192);
     assert!(offset_of!(BsGemvParams, out_scale) == 224);
     assert!(offset_of!(BsGemvParams, flags) == 228);
+    assert!(offset_of!(BsGemvParams, sgroups) == 236);
 };
 
 /// [`BsGemvParams::flags`]: the bias is f32 (else bf16).
 const FLAG_BIAS_F32: i32 = 1;
+/// [`BsGemvParams::flags`]: block FP8 with 32 × 32 scale tiles (else 128 × 128).
+const FLAG_TILE32: i32 = 2;
+
+/// Whether `format` takes the W8A16 (E4M3 codes, 128-k boxes) kernels.
+fn is_w8(format: WeightFormat) -> bool {
+    !matches!(format, WeightFormat::Nvfp4 | WeightFormat::Mxfp4)
+}
+
+/// The parameters that follow from the packed scales' layout (`pack.rs`): 512-byte tiles per
+/// 128-row block (NVFP4, MX), or the block-FP8 f32 rows and tile size.
+fn set_scale_layout(p: &mut BsGemvParams, format: WeightFormat, n: usize, k: usize) {
+    match format {
+        WeightFormat::Nvfp4 | WeightFormat::Mxfp4 | WeightFormat::Mxfp8 => {
+            p.scale_tiles = (k / format.block()).div_ceil(4) as i32;
+        }
+        WeightFormat::BlockFp8 { tile, .. } => {
+            p.sld = super::pack::block_scale_ld(k, tile) as i32;
+            p.sgroups = n.div_ceil(tile) as i32;
+            p.flags |= if tile == 32 { FLAG_TILE32 } else { 0 };
+        }
+        WeightFormat::TensorFp8 => {}
+    }
+}
+
+/// Bytes of a packed weight's scales (at least 16: per-tensor FP8 keeps a placeholder).
+fn scale_bytes(format: WeightFormat, n: usize, k: usize) -> usize {
+    match format {
+        WeightFormat::Nvfp4 | WeightFormat::Mxfp4 | WeightFormat::Mxfp8 => {
+            n.div_ceil(ROWS) * (k / format.block()).div_ceil(4) * 512
+        }
+        WeightFormat::BlockFp8 { tile, .. } => 4 * n.div_ceil(tile) * super::pack::block_scale_ld(k, tile),
+        WeightFormat::TensorFp8 => 16,
+    }
+}
 
 /// One launch configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
+    /// E4M3 weights (W8A16: 128-k boxes) rather than E2M1 (W4A16: 256-k boxes).
+    pub w8: bool,
     /// 8-token MMA tiles (1: M ≤ 8, 2: M ≤ 16).
     pub nt: usize,
-    /// 256-k code boxes per unit of work and ring stage (1 or 2).
+    /// Code boxes (128 rows × 128 bytes) per unit of work and ring stage (1 or 2).
     pub kb: usize,
     /// Ring depth (2..=12).
     pub stages: usize,
@@ -162,23 +219,27 @@ pub struct Config {
 }
 
 impl Config {
-    /// `w4a16_nt{NT}_kb{KB}_s{S}_c{C}`.
+    /// `w{4|8}a16_nt{NT}_kb{KB}_s{S}_c{C}`.
     pub fn id(&self) -> String {
-        format!("w4a16_nt{}_kb{}_s{}_c{}", self.nt, self.kb, self.stages, self.ctas)
+        let w = if self.w8 { 8 } else { 4 };
+        format!("w{w}a16_nt{}_kb{}_s{}_c{}", self.nt, self.kb, self.stages, self.ctas)
     }
     /// Inverse of [`Config::id`].
     pub fn parse(id: &str) -> Option<Config> {
-        let rest = id.strip_prefix("w4a16_nt")?;
+        let (w8, rest) = match id.strip_prefix("w8a16_nt") {
+            Some(rest) => (true, rest),
+            None => (false, id.strip_prefix("w4a16_nt")?),
+        };
         let (nt, rest) = rest.split_once("_kb")?;
         let (kb, rest) = rest.split_once("_s")?;
         let (stages, ctas) = rest.split_once("_c")?;
         let n = |v: &str| v.parse().ok();
-        Some(Config { nt: n(nt)?, kb: n(kb)?, stages: n(stages)?, ctas: n(ctas)? })
+        Some(Config { w8, nt: n(nt)?, kb: n(kb)?, stages: n(stages)?, ctas: n(ctas)? })
     }
     /// Shared memory of one ring stage (`kb` code boxes, their scale tiles and staged x, rounded
     /// up to 1024 bytes as the kernel lays it out).
     pub fn stage_bytes(&self) -> u32 {
-        (self.kb as u32 * (BOX_BYTES + self.nt as u32 * X_TILE_BYTES)).next_multiple_of(1024)
+        (self.kb as u32 * (box_bytes(self.w8) + self.nt as u32 * x_tile_bytes(self.w8))).next_multiple_of(1024)
     }
     /// Dynamic shared memory: the ring plus 1 KB of slack for its 1024-byte alignment.
     pub fn dynamic_smem(&self) -> u32 {
@@ -199,7 +260,7 @@ impl Config {
     }
     /// `(grid, units per CTA, k-stages per row block)` for an `n × k` weight on `sm_count` SMs.
     pub fn schedule(&self, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize) {
-        let kstages = k.div_ceil(BOX_K * self.kb);
+        let kstages = k.div_ceil(box_k(self.w8) * self.kb);
         let units = n.div_ceil(ROWS) * kstages;
         let slots = (sm_count as usize * self.ctas).max(1);
         let q = units.div_ceil(slots).max(1);
@@ -211,20 +272,27 @@ impl Config {
         let (grid, _, _) = self.schedule(n, k, sm_count);
         (2 * grid * 8 * self.nt * ROWS * 4, n.div_ceil(ROWS) * 8 * 8)
     }
-    /// The kernel symbol for `format` and `out`.
+    /// The kernel symbol for `format` (of this config's width) and `out`.
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
-        let f = if format == WeightFormat::Nvfp4 { "nvfp4" } else { "mxfp4" };
+        let f = match format {
+            WeightFormat::Nvfp4 => "w4a16_nvfp4",
+            WeightFormat::Mxfp4 => "w4a16_mxfp4",
+            WeightFormat::Mxfp8 => "w8a16_mxfp8",
+            WeightFormat::BlockFp8 { .. } => "w8a16_fp8block",
+            WeightFormat::TensorFp8 => "w8a16_fp8tensor",
+        };
         let o = match out {
             DType::F32 => "f32",
             DType::F16 => "f16",
             _ => "bf16",
         };
-        format!("b12x_bsgemv_w4a16_{f}_nt{}_kb{}_{o}out", self.nt, self.kb)
+        format!("b12x_bsgemv_{f}_nt{}_kb{}_{o}out", self.nt, self.kb)
     }
 }
 
-/// The legal configs for a bucket whose largest M is `rows_hi`, default first.
-pub fn configs(rows_hi: usize, smem_optin: u32) -> Vec<Config> {
+/// The legal configs for a bucket whose largest M is `rows_hi`, default first (`w8`: the W8A16
+/// kernels).
+pub fn configs(rows_hi: usize, smem_optin: u32, w8: bool) -> Vec<Config> {
     let nt = if rows_hi <= 8 { 1 } else { 2 };
     // (kb, stages, CTAs per SM).
     let cands: &[(usize, usize, usize)] = if nt == 1 {
@@ -232,17 +300,18 @@ pub fn configs(rows_hi: usize, smem_optin: u32) -> Vec<Config> {
     } else {
         &[(1, 4, 2), (2, 2, 2), (1, 3, 2), (1, 8, 1), (2, 4, 1)]
     };
-    cands.iter().map(|&(kb, stages, ctas)| Config { nt, kb, stages, ctas }).filter(|c| c.fits(smem_optin)).collect()
+    cands.iter().map(|&(kb, stages, ctas)| Config { w8, nt, kb, stages, ctas }).filter(|c| c.fits(smem_optin)).collect()
 }
 
 /// Every entry point of `kernels/blockscaled_gemv.cu`.
 pub fn all_symbols() -> Vec<String> {
     let mut out = Vec::new();
-    for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+    let block = WeightFormat::BlockFp8 { tile: 128, scale: b12x_quant::block::Fp8ScaleKind::F32 };
+    for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
         for nt in [1, 2] {
             for kb in [1, 2] {
                 for o in [DType::BF16, DType::F16, DType::F32] {
-                    out.push(Config { nt, kb, stages: 2, ctas: 1 }.symbol(f, o));
+                    out.push(Config { w8: is_w8(f), nt, kb, stages: 2, ctas: 1 }.symbol(f, o));
                 }
             }
         }
@@ -257,7 +326,8 @@ pub struct Query {
     pub n: usize,
     /// K: the reduction length (a multiple of 32).
     pub k: usize,
-    /// The packed weight's format: NVFP4 or MXFP4.
+    /// The packed weight's format: NVFP4, MXFP4 (W4A16), MXFP8, block FP8 (128 × 128 or 32 × 32
+    /// tiles, f32 or UE8M0 scales) or per-tensor FP8 (W8A16).
     pub weight: WeightFormat,
     /// dtype of x: bf16.
     pub x_dtype: DType,
@@ -274,18 +344,20 @@ impl Query {
     pub fn validate(&self) -> Result<()> {
         let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
         let unsupported = |reason: String| Err(Error::Unsupported { op: OP, device: String::new(), reason });
-        let limit = i32::MAX as usize - 2 * BOX_K;
+        let limit = i32::MAX as usize - 2 * box_k(false);
         if self.n == 0 || self.n > limit {
             return bad("n", format!("(N) must be in 1..={limit}, got {}", self.n));
         }
         if self.k == 0 || self.k > limit || self.k % 32 != 0 {
             return bad("k", format!("(K) must be a positive multiple of 32 up to {limit}, got {}", self.k));
         }
-        if !matches!(self.weight, WeightFormat::Nvfp4 | WeightFormat::Mxfp4) {
-            return unsupported(format!(
-                "{:?} weights: only NVFP4 and MXFP4 (W4A16) are implemented so far",
-                self.weight
-            ));
+        if let WeightFormat::BlockFp8 { tile, .. } = self.weight {
+            if !matches!(tile, 32 | 128) {
+                return bad(
+                    "weight",
+                    format!("block FP8 weights take 128 × 128 or 32 × 32 tiles, got {tile} × {tile}"),
+                );
+            }
         }
         if self.x_dtype != DType::BF16 {
             return unsupported(format!("{} activations: only bf16 is implemented so far", self.x_dtype));
@@ -341,27 +413,11 @@ impl Query {
                 reason: format!("must be finite, got {}", args.alpha),
             });
         }
-        // Codes and scales: whole 16-byte lines (K % 32 == 0); the scales are 512-byte tiles.
+        // Codes and scales: whole 16-byte lines (K % 32 == 0); MX / NVFP4 scales are 512-byte
+        // tiles, block-FP8 scales padded f32 rows.
         let codes = w.codes.device_ptr(w.codes.stream()).0;
         let scales = w.scales.device_ptr(w.scales.stream()).0;
-        let (scale_bias, factor) = match w.format {
-            WeightFormat::Nvfp4 => (0, 128.0 / f64::from(w.global)),
-            _ => {
-                // The kernel multiplies code · 2^-126 by the BF16 scale 2^(e - 1 - c) (exponent
-                // field e + 126 - c): exact while that scale is finite (e - c ≤ 128) and every
-                // product code · 2^(e - 127 - c) ≥ 0.5 · 2^(e - 127 - c) is at least BF16's
-                // smallest subnormal 2^-133 (e - c ≥ -5); the epilogue multiplies by 2^c.
-                let (lo, hi) = (i32::from(w.scale_bytes.0), i32::from(w.scale_bytes.1));
-                let c = (hi - 128).max(0);
-                if lo - c < -5 {
-                    let reason = format!(
-                        "MXFP4 scale bytes span {lo}..={hi}: more than the 133 binades the BF16 path holds exactly"
-                    );
-                    return Err(Error::InvalidQuery { op: OP, field: "w", reason });
-                }
-                (126 - c, (2.0f64).powi(c))
-            }
-        };
+        let alpha = f64::from(args.alpha);
         let mut p = BsGemvParams {
             scales,
             x: args.x.ptr(),
@@ -371,11 +427,54 @@ impl Query {
             n: n as i32,
             k: k as i32,
             m: m as i32,
-            scale_tiles: (k / w.format.block()).div_ceil(4) as i32,
-            scale_bias,
-            out_scale: (f64::from(args.alpha) * factor) as f32,
             ..BsGemvParams::default()
         };
+        let mx_range = |code_min_exp: i32, max_exp: i32, bias_at: i32, what: &str| -> Result<(i32, i32)> {
+            // The kernel multiplies code · 2^-b (b = 126 E2M1, 120 E4M3) by the BF16 scale
+            // 2^(e - 127 + b - c) (exponent field e + scale_bias, scale_bias = b - c): exact
+            // while that scale is finite and normal and every product is at least BF16's
+            // smallest subnormal 2^-133 at the code's granularity; the epilogue multiplies by
+            // 2^c. c = max(0, hi - max_exp) keeps the largest scale finite; the smallest scale
+            // byte must then stay above code_min_exp + c.
+            let (lo, hi) = (i32::from(w.scale_bytes.0), i32::from(w.scale_bytes.1));
+            let c = (hi - max_exp).max(0);
+            if lo - c < code_min_exp {
+                let reason = format!(
+                    "{what} scale bytes span {lo}..={hi}: more binades than the BF16 path holds exactly \
+                     ({} at most)",
+                    max_exp - code_min_exp
+                );
+                return Err(Error::InvalidQuery { op: OP, field: "w", reason });
+            }
+            Ok((bias_at - c, c))
+        };
+        set_scale_layout(&mut p, w.format, n, k);
+        let factor = match w.format {
+            WeightFormat::Nvfp4 => 128.0 / f64::from(w.global),
+            WeightFormat::Mxfp4 => {
+                // E2M1's smallest code 0.5: products ≥ 2^(e - 128 - c) ≥ 2^-133 ⇔ e - c ≥ -5;
+                // the scale's exponent field e + 126 - c ≤ 254 ⇔ e - c ≤ 128.
+                let (bias, c) = mx_range(-5, 128, 126, "MXFP4")?;
+                p.scale_bias = bias;
+                (2.0f64).powi(c)
+            }
+            WeightFormat::Mxfp8 => {
+                // E4M3's codes are multiples of 2^-9 (subnormals m · 2^-9, the smallest normals
+                // (8 + m) · 2^-9): products are multiples of 2^(e - 136 - c), exact in BF16
+                // while that is ≥ 2^-133 ⇔ e - c ≥ 3; the scale's field e + 120 - c ≤ 254 ⇔
+                // e - c ≤ 134.
+                let (bias, c) = mx_range(3, 134, 120, "MXFP8")?;
+                p.scale_bias = bias;
+                (2.0f64).powi(c)
+            }
+            WeightFormat::BlockFp8 { .. } => 1.0,
+            WeightFormat::TensorFp8 => f64::from(w.global),
+        };
+        p.out_scale = (alpha * factor) as f32;
+        if !p.out_scale.is_finite() {
+            let reason = format!("alpha × the weight's global scale overflows f32 ({alpha} × {factor})");
+            return Err(Error::InvalidQuery { op: OP, field: "alpha", reason });
+        }
         if let (Some(b), Some(dtype)) = (&args.bias, self.bias) {
             b.expect("bias", "[N]", dtype, &[n])?;
             if n > 1 && b.strides() != [1] {
@@ -384,13 +483,13 @@ impl Query {
             }
             b.require_aligned("bias", dtype.size_bytes())?;
             p.bias = b.ptr();
-            p.flags = if dtype == DType::F32 { FLAG_BIAS_F32 } else { 0 };
+            p.flags |= if dtype == DType::F32 { FLAG_BIAS_F32 } else { 0 };
         }
         args.x.require_aligned("x", 16)?;
         args.y.require_aligned("y", self.out_dtype.size_bytes())?;
         let y = ("y", args.y.byte_span());
         require_disjoint(y, ("x", args.x.byte_span()))?;
-        require_disjoint(y, ("w.codes", (codes, codes + (n * k / 2) as u64)))?;
+        require_disjoint(y, ("w.codes", (codes, codes + (n * w.format.code_bytes(k)) as u64)))?;
         require_disjoint(y, ("w.scales", (scales, scales + w.scales.len() as u64)))?;
         if let Some(b) = &args.bias {
             require_disjoint(y, ("bias", b.byte_span()))?;
@@ -421,7 +520,8 @@ pub struct Plan {
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
     let buckets = pow2_buckets(query.max_rows);
-    let configs: Vec<Vec<Config>> = buckets.iter().map(|b| configs(b.hi, device.smem_optin())).collect();
+    let w8 = is_w8(query.weight);
+    let configs: Vec<Vec<Config>> = buckets.iter().map(|b| configs(b.hi, device.smem_optin(), w8)).collect();
     if configs.iter().any(Vec::is_empty) {
         let reason = format!("no config fits {} bytes of shared memory per CTA", device.smem_optin());
         return Err(Error::Unsupported { op: OP, device: device.name().to_string(), reason });
@@ -499,12 +599,13 @@ fn launch(
     let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let q = &plan.query;
+    let row_bytes = q.weight.code_bytes(q.k);
     let map = Tma2d {
         base: codes,
         dtype: DType::BF16, // the packed bytes as 16-bit elements: 64 of them are a 128-byte line
         rows: q.n,
-        cols: q.k / 4,
-        row_stride_bytes: q.k / 2,
+        cols: row_bytes / 2,
+        row_stride_bytes: row_bytes,
         box_rows: ROWS as u32,
         box_cols: 64,
     };
@@ -561,11 +662,10 @@ impl OpPlan for Plan {
         // speed does not depend on the values).
         let q = &self.query;
         let m = self.buckets.get(bucket).map_or(1, |b| b.hi);
-        let scale_bytes = q.n.div_ceil(ROWS) * (q.k / q.weight.block()).div_ceil(4) * 512;
         let sizes = [
             self.scratch.total_bytes(),
-            q.n * q.k / 2,
-            scale_bytes,
+            q.n * q.weight.code_bytes(q.k),
+            scale_bytes(q.weight, q.n, q.k),
             m * q.k * 2,
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
@@ -574,7 +674,7 @@ impl OpPlan for Plan {
         let at = &race.ptrs;
         // SAFETY: the first region of the race's buffer, used by nothing else.
         let bound = self.scratch.bind(&unsafe { Scratch::from_raw(at[0], sizes[0]) })?;
-        let params = BsGemvParams {
+        let mut params = BsGemvParams {
             scales: at[2],
             x: at[3],
             y: at[4],
@@ -586,12 +686,12 @@ impl OpPlan for Plan {
             n: q.n as i32,
             k: q.k as i32,
             m: m as i32,
-            scale_tiles: (q.k / q.weight.block()).div_ceil(4) as i32,
             scale_bias: 126,
             out_scale: 1.0,
             flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 },
             ..BsGemvParams::default()
         };
+        set_scale_layout(&mut params, q.weight, q.n, q.k);
         Ok(Box::new(RaceCase { plan: self, bucket, params, codes: at[1], _buffer: race.buffer }))
     }
 }
@@ -612,10 +712,12 @@ impl BenchCase for RaceCase<'_> {
 }
 
 /// The plans `cargo xtask prepare` tunes by default: the issue's decode shapes ((18432, 7168),
-/// (36864, 7168), (7168, 18432), (4096, 7168)) for NVFP4 and MXFP4, bf16 out, capacity 16.
+/// (36864, 7168), (7168, 18432), (4096, 7168)) for NVFP4, MXFP4, MXFP8 and block FP8 (128 × 128,
+/// f32 scales: DeepSeek's), bf16 out, capacity 16.
 pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn OpPlan>>> {
     let mut out: Vec<Box<dyn OpPlan>> = Vec::new();
-    for weight in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+    let block = WeightFormat::BlockFp8 { tile: 128, scale: b12x_quant::block::Fp8ScaleKind::F32 };
+    for weight in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
         for (n, k) in [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168)] {
             let q = Query { n, k, weight, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 16 };
             out.push(Box::new(plan(&q, device)?));
@@ -630,31 +732,39 @@ mod tests {
 
     #[test]
     fn config_ids_round_trip_and_fit() {
-        for hi in [1, 2, 4, 8, 16] {
-            let cs = configs(hi, 232_448);
-            assert!(!cs.is_empty());
-            for c in cs {
-                assert_eq!(Config::parse(&c.id()), Some(c));
-                assert!(c.fits(232_448));
-                assert_eq!(c.nt, if hi <= 8 { 1 } else { 2 });
+        for w8 in [false, true] {
+            for hi in [1, 2, 4, 8, 16] {
+                let cs = configs(hi, 232_448, w8);
+                assert!(!cs.is_empty());
+                for c in cs {
+                    assert_eq!(Config::parse(&c.id()), Some(c));
+                    assert!(c.fits(232_448));
+                    assert_eq!(c.nt, if hi <= 8 { 1 } else { 2 });
+                    assert_eq!(c.w8, w8);
+                }
             }
+            // An SM120-sized opt-in (99 KB) still fits a shallow ring.
+            assert!(configs(1, 101_376, w8).iter().all(|c| c.dynamic_smem() + STATIC_SMEM <= 101_376));
         }
         assert_eq!(Config::parse("w4a16_nt1_kb1_s6"), None);
-        assert!(!Config { nt: 1, kb: 2, stages: 4, ctas: 2 }.fits(232_448));
+        assert_eq!(Config::parse("w8a16_nt1_kb1_s3_c3").map(|c| c.w8), Some(true));
+        let c = |nt, kb, stages, ctas| Config { w8: false, nt, kb, stages, ctas };
+        assert!(!c(1, 2, 4, 2).fits(232_448));
         // Two CTAs of 12 stages do not fit an SM; NT = 2 never runs three CTAs per SM.
-        assert!(!Config { nt: 1, kb: 1, stages: 12, ctas: 2 }.fits(232_448));
-        assert!(!Config { nt: 2, kb: 1, stages: 2, ctas: 3 }.fits(232_448));
-        // An SM120-sized opt-in (99 KB) still fits a shallow ring.
-        assert!(configs(1, 101_376).iter().all(|c| c.dynamic_smem() + STATIC_SMEM <= 101_376));
+        assert!(!c(1, 1, 12, 2).fits(232_448));
+        assert!(!c(2, 1, 2, 3).fits(232_448));
+        // FP8 stages are smaller (512 B of scales, 320-byte x rows): 19 KB at KB = 1, NT = 1.
+        assert_eq!(Config { w8: true, ..c(1, 1, 2, 1) }.stage_bytes(), 19 * 1024);
+        assert_eq!(c(1, 1, 2, 1).stage_bytes(), 23 * 1024);
     }
 
     #[test]
     fn schedule_covers_every_unit_once() {
         for (n, k) in [(18432, 7168), (576, 7168), (1000, 1536), (7168, 18432), (1, 32)] {
-            for c in configs(8, 232_448) {
+            for c in configs(8, 232_448, false).into_iter().chain(configs(8, 232_448, true)) {
                 let (grid, q, kstages) = c.schedule(n, k, 132);
                 let units = n.div_ceil(128) * kstages;
-                assert_eq!(kstages, k.div_ceil(256 * c.kb));
+                assert_eq!(kstages, k.div_ceil(if c.w8 { 128 } else { 256 } * c.kb));
                 assert!(grid <= 132 * c.ctas && grid * q >= units && (grid - 1) * q < units);
             }
         }
@@ -665,7 +775,7 @@ mod tests {
         // tests/gpu_blockscaled_gemv.rs's 4096 × 14336 case: more units per CTA than stages, so
         // the sanitizers see every ring refilled (H200: 132 SMs).
         for hi in [1, 16] {
-            for c in configs(hi, 232_448) {
+            for c in configs(hi, 232_448, false).into_iter().chain(configs(hi, 232_448, true)) {
                 let (_, q, _) = c.schedule(4096, 14336, 132);
                 assert!(q > c.stages, "{}: {q} units per CTA", c.id());
             }
@@ -675,7 +785,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 24);
+        assert_eq!(all.len(), 60);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }

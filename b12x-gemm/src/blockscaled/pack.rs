@@ -2,13 +2,17 @@
 //! codecs hold them) in the layout the `gemm.blockscaled` kernels load, on the host
 //! ([`pack_host`], [`unpack_host`]) or owned on the device ([`pack_weight`], [`PackedWeight`]).
 //!
-//! Layout v2 ([`LAYOUT_VERSION`]):
+//! Layout v3 ([`LAYOUT_VERSION`]):
 //!
 //! | part | NVFP4 | MXFP4 / MXFP8 | block FP8 (G × G tiles) | per-tensor FP8 |
 //! |---|---|---|---|---|
 //! | `codes` | `[N, K/2]` bytes: each little-endian 32-bit word holds the 8 consecutive k of the checkpoint word, bits permuted ([`sm90_permute_word`]) | MXFP4 as NVFP4; MXFP8 `[N, K]` E4M3 | `[N, K]` E4M3 | `[N, K]` E4M3 |
-//! | `scales` | UE4M3, swizzled 128×4 (`b12x_quant::layout`) over `[N, K/16]` | UE8M0, swizzled 128×4 over `[N, K/32]` | row-major `[⌈N/G⌉, ⌈K/G⌉]`, f32 (4 bytes LE) or UE8M0 | none |
+//! | `scales` | UE4M3, swizzled 128×4 (`b12x_quant::layout`) over `[N, K/16]` | UE8M0, swizzled 128×4 over `[N, K/32]` | f32 (4 bytes LE; UE8M0 scales widened exactly), row-major `[⌈N/G⌉, ⌈⌈K/G⌉/4⌉·4]` (rows padded with zeros to whole 16 bytes: [`block_scale_ld`]) | none |
 //! | `global` | the encode scale `enc` | 1 | 1 | the f32 scale |
+//!
+//! Values the kernels cannot carry are refused (typed errors, nothing packed): E4M3 NaN codes
+//! (0x7F, 0xFF), NaN block scales (UE8M0 0xFF, non-finite f32) — a checkpoint holding them is
+//! corrupt, and the decode paths have no NaN to give for them.
 //!
 //! Why this layout (design notes in `README.md` beside this file): rows stay whole and in k
 //! order (a TMA box of codes covers k-contiguous runs of whole rows), and within each 32-bit word
@@ -19,17 +23,20 @@
 //! swizzled 128×4 scales are cuBLASLt's and CUTLASS's layout and what the SM120 scale registers
 //! gather from. Layout v1 (session 24) kept the checkpoint nibble order; the SM120 block-scaled
 //! path, not written yet, will undo the permutation in registers or take a layout of its own.
+//! v3 (session 26) widened block-FP8 scales to padded f32 rows: the W8A16 kernel's producer
+//! copies each 128-k box's scales with 4- and 16-byte `cp.async` and multiplies the partial sums
+//! of each tile by them in f32.
 
 use super::Weight;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{Error, Result};
 use b12x_quant::block::{BlockFp8, Fp8ScaleKind, Fp8Scales, Mx, Nvfp4, TensorFp8};
-use b12x_quant::codec::Element;
+use b12x_quant::codec::{ue8m0_decode, Element};
 use b12x_quant::layout::{from_swizzled, to_swizzled};
 use std::sync::Arc;
 
 /// The layout [`PackedHost`] and [`PackedWeight`] hold; bumped when the kernels want another.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// Source bit of target bit `t` of pair `q` (module docs; mirrors `e2m1_sm90_rot` of
 /// `b12x/fp4_dequant.cuh`).
@@ -48,7 +55,7 @@ fn sm90_source(q: usize, t: usize) -> usize {
 /// 2q + 1's to 22, 23, 24, 31.
 const SM90_TARGETS: [usize; 8] = [6, 7, 8, 15, 22, 23, 24, 31];
 
-/// A checkpoint word of 8 E2M1 codes (element i at nibble i) in layout v2.
+/// A checkpoint word of 8 E2M1 codes (element i at nibble i) as layouts v2 and v3 hold it.
 pub fn sm90_permute_word(w: u32) -> u32 {
     let mut o = 0;
     for q in 0..4 {
@@ -113,7 +120,13 @@ impl WeightFormat {
     }
 }
 
-/// A weight in layout v2 on the host (module docs).
+/// f32 scales per row of a packed block-FP8 weight with `tile × tile` tiles: `⌈K/tile⌉` rounded up
+/// to a multiple of 4 (16-byte rows).
+pub fn block_scale_ld(k: usize, tile: usize) -> usize {
+    k.div_ceil(tile).next_multiple_of(4)
+}
+
+/// A weight in layout v3 on the host (module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedHost {
     pub format: WeightFormat,
@@ -160,7 +173,8 @@ impl Weight {
 }
 
 /// Checks `w` (shapes of its codes and scales, K a multiple of its block, a finite positive
-/// global scale) and packs it into layout v2. Typed errors name the bad part; nothing is kept.
+/// global scale, no NaN E4M3 code or NaN block scale) and packs it into layout v3. Typed errors
+/// name the bad part; nothing is kept.
 pub fn pack_host(w: &Weight) -> Result<PackedHost> {
     let format = w.format()?;
     let (n, k) = w.shape();
@@ -172,6 +186,10 @@ pub fn pack_host(w: &Weight) -> Result<PackedHost> {
         return Err(bad("k", format!("K = {k} is not a multiple of the {format:?} block {block}")));
     }
     let cb = format.code_bytes(k);
+    let e4m3_codes_finite = |codes: &[u8]| match codes.iter().position(|&c| c & 0x7F == 0x7F) {
+        Some(i) => Err(bad("codes", format!("E4M3 NaN code {:#04x} at element {i}", codes[i]))),
+        None => Ok(()),
+    };
     let positive = |what: &'static str, v: f32| {
         if v.is_finite() && v > 0.0 {
             Ok(v)
@@ -193,28 +211,46 @@ pub fn pack_host(w: &Weight) -> Result<PackedHost> {
                 format!("[N, {}] = [{n}, {cb}]", if cb < k { "K/2" } else { "K" }),
             )?;
             expect_len("scales", q.scales.len(), n * (k / 32), format!("[N, K/32] = [{n}, {}]", k / 32))?;
+            if let Some(i) = q.scales.iter().position(|&e| e == 0xFF) {
+                return Err(bad("scales", format!("UE8M0 NaN scale (0xff) at block {i}")));
+            }
+            if format == WeightFormat::Mxfp8 {
+                e4m3_codes_finite(&q.codes)?;
+            }
             let codes =
                 if format == WeightFormat::Mxfp4 { map_words(&q.codes, sm90_permute_word) } else { q.codes.clone() };
             (codes, to_swizzled(&q.scales, n, k / 32), 1.0)
         }
         Weight::BlockFp8(q) => {
             let g = q.tile.0;
-            let groups = n.div_ceil(g) * k.div_ceil(g);
+            let (gr, gc) = (n.div_ceil(g), k.div_ceil(g));
             expect_len("codes", q.codes.len(), n * k, format!("[N, K] = [{n}, {k}]"))?;
-            let scales = match &q.scales {
+            let values: Vec<f32> = match &q.scales {
                 Fp8Scales::F32(v) => {
-                    expect_len("scales", 4 * v.len(), 4 * groups, format!("f32 [⌈N/{g}⌉, ⌈K/{g}⌉] × 4"))?;
-                    v.iter().flat_map(|s| s.to_le_bytes()).collect()
-                }
-                Fp8Scales::Ue8m0(v) => {
-                    expect_len("scales", v.len(), groups, format!("u8 [⌈N/{g}⌉, ⌈K/{g}⌉]"))?;
+                    expect_len("scales", 4 * v.len(), 4 * gr * gc, format!("f32 [⌈N/{g}⌉, ⌈K/{g}⌉] × 4"))?;
                     v.clone()
                 }
+                Fp8Scales::Ue8m0(v) => {
+                    expect_len("scales", v.len(), gr * gc, format!("u8 [⌈N/{g}⌉, ⌈K/{g}⌉]"))?;
+                    v.iter().map(|&e| ue8m0_decode(e)).collect()
+                }
             };
+            if let Some(i) = values.iter().position(|s| !s.is_finite()) {
+                return Err(bad("scales", format!("non-finite block scale at tile {i}")));
+            }
+            e4m3_codes_finite(&q.codes)?;
+            let ld = block_scale_ld(k, g);
+            let mut scales = vec![0u8; 4 * gr * ld];
+            for (r, row) in values.chunks_exact(gc).enumerate() {
+                for (c, v) in row.iter().enumerate() {
+                    scales[4 * (r * ld + c)..][..4].copy_from_slice(&v.to_le_bytes());
+                }
+            }
             (q.codes.clone(), scales, 1.0)
         }
         Weight::TensorFp8 { q, .. } => {
             expect_len("codes", q.codes.len(), n * k, format!("[N, K] = [{n}, {k}]"))?;
+            e4m3_codes_finite(&q.codes)?;
             (q.codes.clone(), Vec::new(), positive("scale", q.scale)?)
         }
     };
@@ -248,18 +284,25 @@ pub fn unpack_host(p: &PackedHost) -> Weight {
             k,
             tile: (tile, tile),
             codes: p.codes.clone(),
-            scales: match scale {
-                Fp8ScaleKind::F32 => Fp8Scales::F32(
-                    p.scales.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-                ),
-                Fp8ScaleKind::Ue8m0 => Fp8Scales::Ue8m0(p.scales.clone()),
+            scales: {
+                let (gc, ld) = (k.div_ceil(tile), block_scale_ld(k, tile));
+                let f: Vec<f32> = p
+                    .scales
+                    .chunks_exact(4 * ld)
+                    .flat_map(|row| row[..4 * gc].chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                    .collect();
+                match scale {
+                    Fp8ScaleKind::F32 => Fp8Scales::F32(f),
+                    // Widened from UE8M0 by pack_host: 2^(e - 127), e = 0 the subnormal 2^-127.
+                    Fp8ScaleKind::Ue8m0 => Fp8Scales::Ue8m0(f.iter().map(|v| (v.to_bits() >> 23) as u8).collect()),
+                }
             },
         }),
         WeightFormat::TensorFp8 => Weight::TensorFp8 { n, k, q: TensorFp8 { codes: p.codes.clone(), scale: p.global } },
     }
 }
 
-/// A packed weight owned on the device (layout v2): dropping it frees it. It records its format
+/// A packed weight owned on the device (layout v3): dropping it frees it. It records its format
 /// and shape, which the GEMM plans check against their query.
 #[derive(Debug)]
 pub struct PackedWeight {
@@ -292,7 +335,7 @@ pub fn pack_weight(w: &Weight, stream: &Arc<CudaStream>) -> Result<PackedWeight>
 }
 
 impl PackedWeight {
-    /// Downloads it back into layout v2 on the host (tests, inspection).
+    /// Downloads it back into layout v3 on the host (tests, inspection).
     pub fn to_host(&self, stream: &Arc<CudaStream>) -> Result<PackedHost> {
         let codes = stream.clone_dtoh(&self.codes)?;
         let scales =

@@ -7,6 +7,8 @@
 //   "v2pair Q LO HI BITS": elements 2Q = LO, 2Q + 1 = HI of a checkpoint word (other nibbles filler),
 //                        permuted to layout v2 and converted by e2m1_sm90_pair_bf16_2m126<Q>
 //   "v2word W OUT BACK": e2m1_sm90_permute_word(W) and its inverse applied to that
+//   "e4m3 Q LO HI BITS": bytes 2Q = LO, 2Q + 1 = HI (E4M3 codes) of a word whose other bytes are
+//                        filler, converted by e4m3_pair_bf16_2m120<Q>: BITS (bf16x2)
 #include <cstdio>
 
 #include "b12x/fp4_dequant.cuh"
@@ -53,6 +55,15 @@ int main() {
     const uint32_t o = e2m1_sm90_permute_word(w);
     std::printf("v2word %u %u %u\n", w, o, e2m1_sm90_unpermute_word(o));
   }
+  for (int q = 0; q < 2; ++q)
+    for (uint32_t lo = 0; lo < 256; ++lo)
+      for (uint32_t hi = 0; hi < 256; ++hi) {
+        uint32_t w = 0xC3A5F00Du;  // filler in the other two bytes
+        w &= ~(0xFFFFu << (16 * q));
+        w |= (lo | (hi << 8)) << (16 * q);
+        const uint32_t r = q == 0 ? e4m3_pair_bf16_2m120<0>(w) : e4m3_pair_bf16_2m120<1>(w);
+        std::printf("e4m3 %d %u %u %u\n", q, lo, hi, r);
+      }
   for (uint32_t c = 0; c < 127; ++c) std::printf("scale %u %u\n", c, (uint32_t)ue4m3_bf16_x2p119(c));
   return 0;
 }
