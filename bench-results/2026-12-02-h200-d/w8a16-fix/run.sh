@@ -12,7 +12,7 @@ for tool in none memcheck; do
   bash $S ./gpu_blockscaled_gemv $tool $R/san 16 60 > $R/san_$tool.txt 2>&1
   echo "$tool: $(tail -1 $R/san_$tool.txt) t=$SECONDS" >> $R/summary.txt; save
 done
-bash $S ./gpu_blockscaled_gemv racecheck $R/san 16 100 'Mxfp8|BlockFp8|TensorFp8' > $R/san_racecheck.txt 2>&1
+bash $S ./gpu_blockscaled_gemv racecheck $R/san 16 70 'Mxfp8|BlockFp8|TensorFp8' > $R/san_racecheck.txt 2>&1
 echo "racecheck: $(tail -1 $R/san_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
 cat $R/summary.txt; grep -hv "rc=0 passed=1 ERROR SUMMARY: 0 errors\|rc=0 passed=1 *[0-9]*s$" $R/san/*.txt | head -20
 cd $OUT && tar czf r.tgz r && rm -rf r
