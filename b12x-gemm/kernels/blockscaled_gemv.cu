@@ -102,16 +102,31 @@ __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   return v;
 }
 
+__device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
+
 __device__ __forceinline__ uint32_t ld_shared_u32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
 
-// 16 bytes global -> shared (cp.async, L1-cached: x is shared by the CTAs of an SM), or 16 zeros
-// when !live (src-size 0).
-__device__ __forceinline__ void cp_async_16(uint32_t s_dst, const void* g_src, bool live) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(s_dst), "l"(g_src), "r"(live ? 16 : 0) : "memory");
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+  return v;
+}
+
+// N (4 or 16) bytes global -> shared (cp.async, L1-cached: x is shared by the CTAs of an SM), or
+// N zeros when !live (src-size 0).
+template <int N>
+__device__ __forceinline__ void cp_async(uint32_t s_dst, const void* g_src, bool live) {
+  static_assert(N == 4 || N == 16, "cp.async.ca copies 4, 8 or 16 bytes");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(s_dst), "l"(g_src), "n"(N), "r"(live ? N : 0)
+               : "memory");
 }
 
 // Arrives on mbarrier `bar` once this thread's earlier cp.async copies have landed (the arrival
@@ -174,23 +189,6 @@ __device__ __forceinline__ void fp8_group(const uint2& cl, const uint2& ch, uint
     mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
     mma_m16n8k16_bf16_f32(acc[CH - 1][nt], a1, b1);
   }
-}
-
-__device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
-  uint2 v;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
-  return v;
-}
-
-__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
-  return v;
-}
-
-// 4 bytes global -> shared (cp.async), or zeros when !live.
-__device__ __forceinline__ void cp_async_4(uint32_t s_dst, const void* g_src, bool live) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s_dst), "l"(g_src), "r"(live ? 4 : 0) : "memory");
 }
 
 template <Fmt F, int NT, int KB, typename TOut>
@@ -279,7 +277,7 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
         for (int r0 = 0; r0 < 8 * NT; r0 += kRowStep) {
           const int r = r0 + (kFp8 ? (lane >> 4) : 0);
           const bool live = r < p.m && k < p.k;
-          cp_async_16(xb + j * kXBox + r0 * kXPitch, live ? p.x + (long long)r * p.ldx + k : p.x, live);
+          cp_async<16>(xb + j * kXBox + r0 * kXPitch, live ? p.x + (long long)r * p.ldx + k : p.x, live);
         }
         if (F == Fmt::Fp8Block) {
           // Zeros for a box past K (the last unit of a row block may hold one: its codes are
@@ -291,10 +289,10 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
             if (lane < 4) {  // tile row 4 rb + lane: columns 4 box .. 4 box + 3
               const int tr = 4 * rb + lane;
               const bool live = box_live && tr < p.sgroups;
-              cp_async_16(sdst + 16u * lane, live ? bscales + (long long)tr * p.sld + 4 * box : bscales, live);
+              cp_async<16>(sdst + 16u * lane, live ? bscales + (long long)tr * p.sld + 4 * box : bscales, live);
             }
           } else if (lane == 0) {
-            cp_async_4(sdst, box_live ? bscales + (long long)rb * p.sld + box : bscales, box_live);
+            cp_async<4>(sdst, box_live ? bscales + (long long)rb * p.sld + box : bscales, box_live);
           }
         }
       }
