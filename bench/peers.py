@@ -33,7 +33,10 @@ and cast to `float8_e4m3fn` first.
 
 Cases `blockscaled_w4a16/M{m}_N{n}_K{k}_bf16` time `F.linear` (cuBLAS BF16) on a BF16 weight of the
 W4A16 rows' shape: the issue's peer for gemm.blockscaled's decode path (cuBLAS on the dequantized
-weight; the values do not change its speed).
+weight; the values do not change its speed). Cases `blockscaled_fp8_scaled_mm/M16_N{n}_K{k}`
+time `torch._scaled_mm` (cuBLASLt FP8) on E4M3 x and W of the same shapes with per-tensor scales,
+BF16 out: the issue's FP8 peer of the W8A16 rows at M = 16 (the W8A16 bench adds a second row per
+M = 16 case against it).
 
 --quick keeps every case (the benches pick their own subset) and takes 30 samples instead of 50.
 """
@@ -58,6 +61,7 @@ W4A16_NK = [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168), (7168, 20
 CALLS_MAX_W_BYTES = 1 << 30  # the x8 cases leave out the LM head
 
 LINEAR = "torch.nn.functional.linear (cuBLAS)"
+SCALED_MM = "torch._scaled_mm (cuBLASLt FP8 E4M3, per-tensor scales)"
 MM_F32 = "torch.mm(bf16, out_dtype=float32) (cuBLAS)"
 LINEAR_F32 = "torch.nn.functional.linear(x.float(), W_f32) (cuBLAS fp32; W cast once)"
 RMS = "torch.nn.functional.rms_norm"
@@ -216,6 +220,20 @@ def main():
                 x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
                 add(f"blockscaled_w4a16/M{m}_N{n}_K{k}_bf16", LINEAR, lambda x=x, w=w: F.linear(x, w))
             del w
+            torch.cuda.empty_cache()
+        for n, k in W4A16_NK:
+            key = f"blockscaled_fp8_scaled_mm/M16_N{n}_K{k}"
+            if args.only and args.only not in key:
+                continue
+            x8 = torch.randn(16, k, device=dev).to(torch.float8_e4m3fn)
+            w8 = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn)
+            one = torch.ones((), device=dev, dtype=torch.float32)
+            try:
+                add(key, SCALED_MM, lambda x8=x8, w8=w8, one=one: torch._scaled_mm(
+                    x8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+            except (RuntimeError, TypeError) as e:  # an older torch without this signature
+                print(f"{key}: torch._scaled_mm failed: {e}", flush=True)
+            del x8, w8
             torch.cuda.empty_cache()
         for d in RMS_D:
             weight = torch.randn(d, device=dev, dtype=torch.bfloat16)

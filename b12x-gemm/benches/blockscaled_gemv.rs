@@ -10,7 +10,10 @@
 //! codes + scales (the issue's measure; x and y add < 0.1%); FLOPs 2·M·N·K. Before each shape a
 //! `read_probe/…` row times the project's read probes reading exactly those bytes: the
 //! size-matched ceiling. Peer: cuBLAS BF16 on the dequantized weight (`bench/peers.py`:
-//! `F.linear`, keyed `blockscaled_w4a16/M{m}_N{n}_K{k}_bf16`; the issue expects ≥ 3× for FP4).
+//! `F.linear`, keyed `blockscaled_w4a16/M{m}_N{n}_K{k}_bf16`; the issue expects ≥ 3× for FP4);
+//! each W8A16 row at M = 16 appears twice, the second (`…_bf16@scaled_mm`, the same samples)
+//! against `torch._scaled_mm` FP8 (`blockscaled_fp8_scaled_mm/M16_N{n}_K{k}`; run peers.py with
+//! `--only blockscaled` to get both).
 //! `B12X_BENCH_QUICK=1` keeps M ∈ {1, 16}.
 //!
 //! Run: `cargo bench -p b12x-gemm --bench blockscaled_gemv` (rows go to
@@ -193,6 +196,17 @@ fn bench_shape(
         }
         let times = time_graph(dev, samples(), call)?;
         report.add_vs(&case, &peer_name(m), &config, &times, w_bytes as f64, (2 * m * n * k) as f64);
+        if wa == "w8a16" && m == 16 {
+            let fp8_peer = format!("blockscaled_fp8_scaled_mm/M16_N{n}_K{k}");
+            report.add_vs(
+                &format!("{case}@scaled_mm"),
+                &fp8_peer,
+                &config,
+                &times,
+                w_bytes as f64,
+                (2 * m * n * k) as f64,
+            );
+        }
     }
     session.close();
     Ok(())
