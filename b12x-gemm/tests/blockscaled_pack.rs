@@ -4,7 +4,9 @@
 //! malformed weights (also NaN codes or scales) are typed errors naming the bad part.
 
 use b12x_core::Error;
-use b12x_gemm::blockscaled::pack::{block_scale_ld, pack_host, sm90_permute_word, unpack_host, WeightFormat, OP};
+use b12x_gemm::blockscaled::pack::{
+    block_scale_ld, mx_live_scale_range, pack_host, sm90_permute_word, unpack_host, WeightFormat, OP,
+};
 use b12x_gemm::blockscaled::Weight;
 use b12x_quant::block::{
     quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, Mx, MxOptions, Nvfp4,
@@ -188,5 +190,31 @@ fn nan_codes_and_scales_are_refused() {
             _ => continue,
         }
         assert_eq!(field_of(pack_host(&bad)), "scales", "{format:?}");
+    }
+}
+
+#[test]
+fn mx_scale_range_skips_blocks_of_zeros() {
+    // Rows of 64 k: two 32-k blocks per row, 3 rows; zero blocks (±0 codes) get scale byte 0 from
+    // the quantizers and must not narrow the range the kernels hold exactly.
+    let (n, k) = (3, 64);
+    let mut x = values(n, k);
+    x[32..64].iter_mut().for_each(|v| *v = 0.0); // row 0, block 1
+    x[128..160].iter_mut().for_each(|v| *v = -0.0); // row 2, block 0
+    for element in [Element::E2M1, Element::E4M3] {
+        let q = quantize_mx(&x, n, k, element, MxOptions::default()).unwrap();
+        assert_eq!((q.scales[1], q.scales[4]), (0, 0), "{element:?}: zero blocks take scale byte 0");
+        let live: Vec<u8> = [0, 2, 3, 5].iter().map(|&i| q.scales[i]).collect();
+        let want = (*live.iter().min().unwrap(), *live.iter().max().unwrap());
+        assert!(want.0 > 100, "{element:?}: {want:?}");
+        assert_eq!(mx_live_scale_range(&q), want, "{element:?}");
+        // A tiny non-zero value in a block brings its scale into the range.
+        let mut y = x.clone();
+        y[40] = 1e-30;
+        let q = quantize_mx(&y, n, k, element, MxOptions::default()).unwrap();
+        assert_eq!(mx_live_scale_range(&q).0, q.scales[1], "{element:?}");
+        // All zeros: any range will do.
+        let z = quantize_mx(&vec![0.0; n * k], n, k, element, MxOptions::default()).unwrap();
+        assert_eq!(mx_live_scale_range(&z), (127, 127));
     }
 }

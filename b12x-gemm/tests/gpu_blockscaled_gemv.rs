@@ -48,10 +48,26 @@ struct Case {
     large: bool,
     /// The weight's values times 2^shift (MXFP4 scale bytes above 128 or far below 127).
     shift: i32,
+    /// Every 5th 32-k block of the weight is zero (MX scale byte 0: outside the range the BF16
+    /// path holds exactly, ignored because the block's codes are all zero).
+    zero_blocks: bool,
 }
 
 const fn case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> Case {
-    Case { name, n, k, ms, out: DType::BF16, bias: None, alpha: 1.0, pad: 0, sample: 1, large: false, shift: 0 }
+    Case {
+        name,
+        n,
+        k,
+        ms,
+        out: DType::BF16,
+        bias: None,
+        alpha: 1.0,
+        pad: 0,
+        sample: 1,
+        large: false,
+        shift: 0,
+        zero_blocks: false,
+    }
 }
 
 const DECODE: &[usize] = &[1, 3, 16];
@@ -81,6 +97,9 @@ const CASES: &[Case] = &[
     // Scale bytes far from 127: MXFP4's BF16 exponent offset (c > 0) and tiny weights.
     Case { shift: 24, out: DType::F32, ..case("large_scales_f32", 1000, 2048, &[1, 4]) },
     Case { shift: -30, out: DType::F32, ..case("small_scales_f32", 1000, 2048, &[1, 4]) },
+    // Blocks of zeros among tiny scales: without ignoring the zero blocks' scale byte 0, MXFP8
+    // would be refused (its range rule needs scale bytes ≥ 3 + c).
+    Case { zero_blocks: true, shift: -30, out: DType::F32, ..case("zero_blocks_f32", 1000, 2048, &[1, 5]) },
     // Stream-K CTAs spanning three row blocks with a partial last block and k-stage.
     Case { bias: Some(DType::BF16), ..case("stream_k_three_row_blocks", 9000, 1312, &[1, 9]) },
 ];
@@ -115,11 +134,21 @@ const SOME: &[&str] = &[
 
 /// A quantized weight: uniform values in [-1, 1) times a per-row magnitude spanning ~2^±6 (so
 /// block scales vary), quantized by b12x-quant's codecs.
-fn weight(format: WeightFormat, n: usize, k: usize, seed: u64, shift: i32) -> Result<Weight, String> {
+fn weight(
+    format: WeightFormat,
+    n: usize,
+    k: usize,
+    seed: u64,
+    shift: i32,
+    zero_blocks: bool,
+) -> Result<Weight, String> {
     let mut w = uniform(seed, n * k, -1.0, 1.0);
     for (r, row) in w.chunks_mut(k).enumerate() {
         let mag = 2f32.powi((r * 7 % 13) as i32 - 6 + shift);
         row.iter_mut().for_each(|v| *v *= mag);
+    }
+    if zero_blocks {
+        w.chunks_mut(32).step_by(5).for_each(|b| b.fill(0.0));
     }
     Ok(match format {
         WeightFormat::Nvfp4 => Weight::Nvfp4(quantize_nvfp4(&w, n, k, None).map_err(err)?),
@@ -213,7 +242,7 @@ fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
     let (n, k) = (c.n, c.k);
     let stream = dev.stream();
     let s = {
-        let w = weight(format, n, k, 2, c.shift)?;
+        let w = weight(format, n, k, 2, c.shift, c.zero_blocks)?;
         let packed = pack_weight(&w, stream).map_err(err)?;
         Setup { w, packed }
     };
@@ -291,7 +320,7 @@ const FK: usize = 1312;
 
 fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
     let stream = dev.stream();
-    let w = weight(WeightFormat::Nvfp4, FN, FK, 5, 0)?;
+    let w = weight(WeightFormat::Nvfp4, FN, FK, 5, 0, false)?;
     let packed = pack_weight(&w, stream).map_err(err)?;
     let q = Query {
         n: FN,
@@ -363,8 +392,8 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&f.plan]).map_err(err)?;
     let bytes = f.plan.scratch_layout().total_bytes();
-    let mx = pack_weight(&weight(WeightFormat::Mxfp4, FN, FK, 5, 0)?, stream).map_err(err)?;
-    let small = pack_weight(&weight(WeightFormat::Nvfp4, 128, FK, 5, 0)?, stream).map_err(err)?;
+    let mx = pack_weight(&weight(WeightFormat::Mxfp4, FN, FK, 5, 0, false)?, stream).map_err(err)?;
+    let small = pack_weight(&weight(WeightFormat::Nvfp4, 128, FK, 5, 0, false)?, stream).map_err(err)?;
     let x_ptr = view(&f.x, m, FK, FK).ptr();
     // SAFETY: views inside f.x (m rows of FK); all rejected before a launch.
     let raw = |ptr: u64, rows: usize, stride: usize| {
@@ -439,7 +468,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
 fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
     let (n, k, m) = (128, 64, 2);
     let stream = dev.stream();
-    let Weight::Mx(mut q) = weight(WeightFormat::Mxfp8, n, k, 7, 0)? else { unreachable!() };
+    let Weight::Mx(mut q) = weight(WeightFormat::Mxfp8, n, k, 7, 0, false)? else { unreachable!() };
     q.scales[0] = 1;
     q.scales[1] = 200;
     let packed = pack_weight(&Weight::Mx(q), stream).map_err(err)?;

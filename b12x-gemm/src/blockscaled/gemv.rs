@@ -21,9 +21,9 @@
 //! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
 //!   the TMA; block-FP8 edge tiles may still be partial); FP16 and quantized activations are not
 //!   implemented yet ([`Error::Unsupported`]). MX scales are held as BF16 with an exponent offset
-//!   chosen from the weight's scale range ([`PackedWeight::scale_bytes`]): MXFP4 weights whose
-//!   scale bytes span more than 133 binades, MXFP8 weights spanning more than 131, are refused
-//!   ([`Error::InvalidQuery`]; no real checkpoint comes near).
+//!   chosen from the weight's scale range ([`PackedWeight::scale_bytes`]: blocks of zeros do not
+//!   count): MXFP4 weights whose scale bytes span more than 133 binades, MXFP8 weights spanning
+//!   more than 131, are refused ([`Error::InvalidQuery`]; no real checkpoint comes near).
 //!
 //! Kernel (`kernels/blockscaled_gemv.cu`, design in `src/blockscaled/README.md`): one to three
 //! persistent CTAs per SM walk an even share of the (128-row block, KB boxes of 128 bytes per

@@ -313,9 +313,29 @@ pub struct PackedWeight {
     /// Empty (one zero byte) for per-tensor FP8.
     pub scales: CudaSlice<u8>,
     pub global: f32,
-    /// The smallest and largest scale byte of the unpadded scales (NVFP4, MXFP4, MXFP8; `(0, 0)`
-    /// otherwise): the GEMM kernels that hold MX scales as BF16 pick their exponent offset from it.
+    /// MX weights: the smallest and largest scale byte of the blocks holding a non-zero code
+    /// ([`mx_live_scale_range`]); NVFP4: of all its scales; `(0, 0)` otherwise. The GEMM kernels
+    /// that hold MX scales as BF16 pick their exponent offset from it.
     pub scale_bytes: (u8, u8),
+}
+
+/// The smallest and largest scale byte over the blocks of `q` that hold a non-zero code; `(127,
+/// 127)` when every code is zero. A block of zeros (±0 codes) multiplies to zero under any scale,
+/// and quantizers give it the smallest scale byte (CeilPow2 and OCP both map amax = 0 to 0): its
+/// scale must not narrow the range the kernels hold exactly.
+pub fn mx_live_scale_range(q: &Mx) -> (u8, u8) {
+    let (e2m1, blocks) = (q.element == Element::E2M1, q.k / 32);
+    let bytes = if e2m1 { 16 } else { 32 }; // code bytes per 32-k block
+    let zero = |c: &u8| if e2m1 { c & 0x77 == 0 } else { c & 0x7F == 0 };
+    let mut range: Option<(u8, u8)> = None;
+    for (i, &e) in q.scales.iter().enumerate() {
+        let (r, b) = (i / blocks, i % blocks);
+        let codes = &q.codes[r * blocks * bytes + b * bytes..][..bytes];
+        if !codes.iter().all(zero) {
+            range = Some(range.map_or((e, e), |(lo, hi)| (lo.min(e), hi.max(e))));
+        }
+    }
+    range.unwrap_or((127, 127))
 }
 
 /// Checks and packs `w` ([`pack_host`]) and uploads it on `stream` (synchronously: packing is a
@@ -328,7 +348,7 @@ pub fn pack_weight(w: &Weight, stream: &Arc<CudaStream>) -> Result<PackedWeight>
     let range = |v: &[u8]| (v.iter().copied().min().unwrap_or(0), v.iter().copied().max().unwrap_or(0));
     let scale_bytes = match w {
         Weight::Nvfp4(q) => range(&q.scales),
-        Weight::Mx(q) => range(&q.scales),
+        Weight::Mx(q) => mx_live_scale_range(q),
         _ => (0, 0),
     };
     Ok(PackedWeight { format: h.format, n: h.n, k: h.k, codes, scales, global: h.global, scale_bytes })
