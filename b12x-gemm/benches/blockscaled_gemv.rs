@@ -155,7 +155,16 @@ fn bench_shape(
     let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
     let x = stream.clone_htod(&x_h)?;
     let y = stream.alloc_zeros::<bf16>(mx * n)?;
-    let q = Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: mx };
+    let q = Query {
+        n,
+        k,
+        weight: format,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: mx,
+        x_quant: None,
+    };
     let plan = gemv::plan(&q, dev)?;
     let scratch_bytes = plan.scratch_layout().total_bytes();
     let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;

@@ -26,6 +26,7 @@
 #include "b12x/common.cuh"
 #include "b12x/fp4_dequant.cuh"
 #include "b12x/mma.cuh"
+#include "b12x/quant.cuh"
 
 namespace b12x {
 
@@ -540,3 +541,72 @@ B12X_BSGEMV_FMT(Mxfp4, mxfp4, w4a16)
 B12X_BSGEMV_FMT(Mxfp8, mxfp8, w8a16)
 B12X_BSGEMV_FMT(Fp8Block, fp8block, w8a16)
 B12X_BSGEMV_FMT(Fp8Tensor, fp8tensor, w8a16)
+
+// ---- quantized activations: x -> x̂ = dequant(quant(x)) in BF16, before the GEMV -------------
+// gemm.blockscaled's fused activation quantization (W4A8 / W8A8 forms): per group of G = 32
+// (MXFP8, UE8M0 CeilPow2: b12x_quant::block::quantize_mx) or G = 32 / 128 (block FP8 1 x G, UE8M0:
+// quantize_block_fp8, amax floored at 1e-4) consecutive k of a token row: scale code = ceil_pow2
+// of amax / 448, codes = E4M3(x * 2^(127 - code)), x̂ = code value * 2^(code - 127) — the
+// quantizer's rules through b12x/quant.cuh, so x̂ equals b12x-quant's dequantize(quantize(x))
+// (a block with NaN/Inf: NaN; MX all zeros: +0), rounded to BF16, which holds it exactly for
+// scales 2^-124 .. 2^119. The GEMV then stages x̂ as a BF16 x. One thread per 8 k; the G / 8
+// threads of a group reduce its amax with shuffles.
+struct BsQuantXParams {
+  const b12x::bf16* x;  // [M, K] bf16, row stride ldx
+  b12x::bf16* xhat;     // [M, K] bf16, contiguous
+  long long ldx;
+  int m, k;
+  int group;  // 32 or 128 (K % group == 0)
+  int floor;  // 1: amax = max(amax, 1e-4) (block FP8); 0: MX (amax 0 -> zeros)
+  int reserved[2];
+};
+static_assert(sizeof(BsQuantXParams) == 48, "mirror of gemv.rs");
+
+extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __grid_constant__ BsQuantXParams p) {
+  using namespace b12x;
+  const int per_row = p.k / 8;
+  const long long chunks = (long long)p.m * per_row;
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const bool live = i < chunks;  // whole groups are live or not: K % group == 0, blocks of 256
+  const long long row = live ? i / per_row : 0;
+  const int col = live ? int(i - row * per_row) * 8 : 0;
+  uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+  if (live) raw = *reinterpret_cast<const uint4*>(p.x + row * p.ldx + col);
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  float v[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) v[e] = __uint_as_float((e & 1) ? (w[e >> 1] & 0xFFFF0000u) : (w[e >> 1] << 16));
+  float amax = 0.0f;
+  int bad = 0;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (isfinite(v[e])) amax = fmaxf(amax, fabsf(v[e]));
+    else bad = 1;
+  }
+  for (int o = 1; o < p.group / 8; o <<= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+  }
+  uint32_t out[4] = {0u, 0u, 0u, 0u};  // +0 (MX: a block of zeros)
+  if (bad) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) out[j] = 0x7FC07FC0u;  // the scale is NaN: every x̂ of the block
+  } else if (p.floor || amax != 0.0f) {
+    if (p.floor) amax = fmaxf(amax, 1e-4f);
+    const float pr = amax * (1.0f / 448.0f);
+    const uint32_t code = pr == 0.0f ? 0u : ceil_pow2_code(pr);
+    const float to_code = pow2_neg_ue8m0(code);  // 2^(127 - code)
+    const float back = code == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(code << 23);  // 2^(code - 127)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t c2 = e4m3x2(v[2 * j] * to_code, v[2 * j + 1] * to_code);
+      const uint32_t h2 = e4m3x2_to_f16x2((unsigned short)c2);
+      const float lo = __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu))) * back;
+      const float hi = __half2float(__ushort_as_half((unsigned short)(h2 >> 16))) * back;
+      uint32_t b;
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(b) : "f"(hi), "f"(lo));
+      out[j] = b;
+    }
+  }
+  if (live) *reinterpret_cast<uint4*>(p.xhat + row * p.k + col) = make_uint4(out[0], out[1], out[2], out[3]);
+}

@@ -2,7 +2,7 @@
 //! and the kernel table.
 
 use b12x_core::{DType, Error};
-use b12x_gemm::blockscaled::gemv::{all_symbols, configs, Query, MAX_ROWS};
+use b12x_gemm::blockscaled::gemv::{all_symbols, configs, Query, XQuant, MAX_ROWS};
 use b12x_gemm::blockscaled::pack::WeightFormat;
 use b12x_quant::block::Fp8ScaleKind;
 
@@ -15,6 +15,7 @@ fn query() -> Query {
         out_dtype: DType::BF16,
         bias: None,
         max_rows: 16,
+        x_quant: None,
     }
 }
 
@@ -50,6 +51,20 @@ fn valid_queries_pass() {
         }
     }
     assert_eq!(field_of(&Query { n: 1, k: 32, ..query() }), "ok");
+    // Activations quantized in the call: MXFP8, block FP8 1 × 32 / 1 × 128 (K a multiple).
+    for x_quant in [XQuant::Mxfp8, XQuant::BlockFp8Ue8m0 { group: 32 }, XQuant::BlockFp8Ue8m0 { group: 128 }] {
+        assert_eq!(field_of(&Query { x_quant: Some(x_quant), ..query() }), "ok");
+    }
+}
+
+#[test]
+fn bad_activation_quantization_names_x_quant() {
+    let block = |group| Some(XQuant::BlockFp8Ue8m0 { group });
+    assert_eq!(field_of(&Query { x_quant: block(64), ..query() }), "x_quant");
+    assert_eq!(field_of(&Query { x_quant: block(0), ..query() }), "x_quant");
+    // 1 × 128 groups need K % 128 == 0 (K = 7168 + 32 is a multiple of 32 only).
+    assert_eq!(field_of(&Query { k: 7168 + 32, x_quant: block(128), ..query() }), "x_quant");
+    assert_eq!(field_of(&Query { k: 7168 + 32, x_quant: block(32), ..query() }), "ok");
 }
 
 #[test]
@@ -78,6 +93,7 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     let mut all = all_symbols();
     all.sort();
     all.dedup();
-    // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs.
-    assert_eq!(all.len(), 60);
+    // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs,
+    // and the activation-quantization pre-pass.
+    assert_eq!(all.len(), 61);
 }

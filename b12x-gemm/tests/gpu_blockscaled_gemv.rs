@@ -16,7 +16,7 @@ use b12x_core::testing::{
     poison, reduced_profile, run_gpu_trials, session_pinned, uniform, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorMut, TensorRef};
-use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query};
+use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query, XQuant};
 use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
 use b12x_gemm::blockscaled::{reference, Activation, Weight};
 use b12x_quant::block::{
@@ -51,6 +51,8 @@ struct Case {
     /// Every 5th 32-k block of the weight is zero (MX scale byte 0: outside the range the BF16
     /// path holds exactly, ignored because the block's codes are all zero).
     zero_blocks: bool,
+    /// x holds a block of zeros and a NaN ([`special`]).
+    special_x: bool,
 }
 
 const fn case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> Case {
@@ -67,6 +69,7 @@ const fn case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> C
         large: false,
         shift: 0,
         zero_blocks: false,
+        special_x: false,
     }
 }
 
@@ -238,7 +241,34 @@ struct Setup {
     packed: PackedWeight,
 }
 
+/// The activations the oracle multiplies: x itself, or b12x-quant's quantization of it.
+fn activation(m: usize, k: usize, x: Vec<bf16>, xq: Option<XQuant>) -> Result<Activation, String> {
+    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    Ok(match xq {
+        None => Activation::Bf16 { m, k, data: x },
+        Some(XQuant::Mxfp8) => {
+            Activation::Mxfp8(quantize_mx(&f, m, k, Element::E4M3, MxOptions::default()).map_err(err)?)
+        }
+        Some(XQuant::BlockFp8Ue8m0 { group }) => {
+            Activation::BlockFp8(quantize_block_fp8(&f, m, k, (1, group), Fp8ScaleKind::Ue8m0).map_err(err)?)
+        }
+    })
+}
+
+/// x with a block of zeros in token 0 and a NaN in token 1's second block (`special_x` cases):
+/// x̂ keeps the zeros and is NaN over the NaN's whole quantization block.
+fn special(x: &mut [f32], lx: usize, m: usize) {
+    x[..32].fill(0.0);
+    if m > 1 {
+        x[lx + 40] = f32::NAN;
+    }
+}
+
 fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
+    check_case_xq(dev, c, format, None)
+}
+
+fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQuant>) -> TrialResult {
     let (n, k) = (c.n, c.k);
     let stream = dev.stream();
     let s = {
@@ -260,16 +290,22 @@ fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
         (Some(v), Some(_)) => Some(Bias::F32(stream.clone_htod(v).map_err(err)?)),
         _ => None,
     };
-    let q = Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: c.out, bias: c.bias, max_rows: 16 };
+    let q =
+        Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: c.out, bias: c.bias, max_rows: 16, x_quant: xq };
     let plan = gemv::plan(&q, dev).map_err(err)?;
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     for &m in c.ms {
         let (lx, ly) = (k + c.pad, n + c.pad);
-        let x_h: Vec<f32> =
+        let mut x_h: Vec<f32> =
             cast::<bf16>(&uniform(1 + m as u64, m * lx, -1.0, 1.0)).iter().map(|b| b.to_f32()).collect();
+        if c.special_x {
+            special(&mut x_h, lx, m);
+        }
         let x_c: Vec<bf16> = (0..m).flat_map(|r| cast::<bf16>(&x_h[r * lx..r * lx + k])).collect();
-        let a = Activation::Bf16 { m, k, data: x_c };
+        let a = activation(m, k, x_c, xq)?;
         let want = reference::exact(&a, &s.w, c.alpha, b_h.as_deref(), &rows).map_err(err)?;
+        // x̂ as the pre-pass must write it: the quantizer's dequantized values in bf16 (exact).
+        let x_hat_want: Vec<u16> = a.dequantize().iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
         let x = stream.clone_htod(&cast::<bf16>(&x_h)).map_err(err)?;
         let mut y = Out::poisoned(stream, m * ly, c.out)?;
         let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
@@ -289,7 +325,26 @@ fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
                 .map_err(err)?;
             stream.synchronize().map_err(err)?;
             let got = y.download(stream)?;
-            let name = format!("{} {format:?} m={m} {id}", c.name);
+            let name = format!("{} {format:?} {xq:?} m={m} {id}", c.name);
+            if xq.is_some() {
+                // The scratch's x_hat region holds b12x-quant's x̂ bit for bit (NaN as NaN).
+                let all = stream.clone_dtoh(&scratch).map_err(err)?;
+                let base = TensorRef::from_slice(&scratch, &[scratch.len()]).map_err(err)?.ptr();
+                let region = plan.scratch_layout().regions().iter().find(|r| r.name == "x_hat").cloned();
+                let region = region.ok_or("no x_hat scratch region")?;
+                let off = (base.next_multiple_of(b12x_core::SCRATCH_ALIGN as u64) - base) as usize + region.offset;
+                for (i, want) in x_hat_want.iter().enumerate() {
+                    let got = u16::from_le_bytes([all[off + 2 * i], all[off + 2 * i + 1]]);
+                    let nan = |b: u16| b & 0x7FFF > 0x7F80;
+                    if got != *want && !(nan(got) && nan(*want)) {
+                        return Err(format!(
+                            "{name}: x̂[{}][{}] = {got:#06x}, b12x-quant gives {want:#06x}",
+                            i / k,
+                            i % k
+                        ));
+                    }
+                }
+            }
             let mut sel = Vec::with_capacity(m * rows.len());
             for i in 0..m {
                 for &r in &rows {
@@ -330,6 +385,7 @@ fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
         out_dtype: DType::BF16,
         bias: None,
         max_rows: 16,
+        x_quant: None,
     };
     let plan = gemv::plan(&q, dev).map_err(err)?;
     let x = stream.clone_htod(&cast::<bf16>(&uniform(9, m * FK, -1.0, 1.0))).map_err(err)?;
@@ -480,6 +536,7 @@ fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
         out_dtype: DType::BF16,
         bias: None,
         max_rows: 4,
+        x_quant: None,
     };
     let plan = gemv::plan(&query, dev).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
@@ -499,19 +556,47 @@ fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+/// A format's part of a trial name.
+fn label(format: WeightFormat) -> String {
+    match format {
+        WeightFormat::BlockFp8 { tile, scale } => format!("BlockFp8_{tile}_{scale:?}"),
+        f => format!("{f:?}"),
+    }
+}
+
 fn main() {
     let mut trials = Vec::new();
     for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
         let more = if SOME.contains(&c.name) { &MORE_FORMATS[..] } else { &[] };
         for &format in FORMATS.iter().chain(more) {
-            let label = match format {
-                WeightFormat::BlockFp8 { tile, scale } => format!("BlockFp8_{tile}_{scale:?}"),
-                f => format!("{f:?}"),
-            };
-            trials.push(GpuTrial::new(format!("{}::{label}", c.name), move |d| check_case(d, c, format)));
+            trials.push(GpuTrial::new(format!("{}::{}", c.name, label(format)), move |d| check_case(d, c, format)));
         }
     }
     trials.push(GpuTrial::new("mxfp8_scale_range_refused", mxfp8_scale_range_refused));
+    // Activations quantized inside the call (XQuant): W4A8 (MXFP4 × MXFP8), MXFP8 × MXFP8, block
+    // FP8 × 1×128 / 1×32 UE8M0 (block_fp8_linear's math), NVFP4 weights × MXFP8, with padded x
+    // rows, a block of zeros and a NaN.
+    let by_name = |name: &str| *CASES.iter().find(|c| c.name == name).expect("case");
+    let blk = |tile, scale| WeightFormat::BlockFp8 { tile, scale };
+    let special_x = Case { special_x: true, ..case("special_x_f32", 1000, 2048, &[3]) };
+    let fused = [
+        (by_name("dsv4_4096x7168"), WeightFormat::Mxfp4, XQuant::Mxfp8),
+        (by_name("dsv4_4096x7168"), WeightFormat::Mxfp8, XQuant::Mxfp8),
+        (by_name("dsv4_wq_a_7168x1536"), blk(128, Fp8ScaleKind::F32), XQuant::BlockFp8Ue8m0 { group: 128 }),
+        (by_name("awkward_n1000_bias"), blk(32, Fp8ScaleKind::Ue8m0), XQuant::BlockFp8Ue8m0 { group: 32 }),
+        (by_name("padded_rows"), WeightFormat::Mxfp4, XQuant::Mxfp8),
+        (by_name("tiny_1x32"), WeightFormat::Nvfp4, XQuant::Mxfp8),
+        (special_x, WeightFormat::Mxfp8, XQuant::Mxfp8),
+        (special_x, blk(128, Fp8ScaleKind::F32), XQuant::BlockFp8Ue8m0 { group: 128 }),
+    ];
+    for (c, format, xq) in fused {
+        let x = match xq {
+            XQuant::Mxfp8 => "x_mxfp8".to_string(),
+            XQuant::BlockFp8Ue8m0 { group } => format!("x_blockfp8_1x{group}"),
+        };
+        let name = format!("{}::{}::{x}", c.name, label(format));
+        trials.push(GpuTrial::new(name, move |d| check_case_xq(d, c, format, Some(xq))));
+    }
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));

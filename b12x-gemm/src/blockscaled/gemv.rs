@@ -1,6 +1,11 @@
 //! `gemm.blockscaled`, decode path (M ≤ 16): `y = alpha · x · Wᵀ (+ bias)` with a packed weight
 //! ([`PackedWeight`]) and BF16 activations — **W4A16** (NVFP4, MXFP4) and **W8A16** (MXFP8,
-//! block FP8 with 128 × 128 or 32 × 32 tiles and f32 or UE8M0 scales, per-tensor FP8).
+//! block FP8 with 128 × 128 or 32 × 32 tiles and f32 or UE8M0 scales, per-tensor FP8) — or BF16
+//! activations quantized inside the call to MXFP8 or block FP8 1 × 32 / 1 × 128 with UE8M0
+//! scales ([`XQuant`]: **W4A8** with MXFP4 weights, MXFP8 × MXFP8, DeepSeek's block FP8 ×
+//! block FP8), bit-identical to running b12x-quant's quantizer first. **Not yet run on a GPU**
+//! (session 26 wrote it after its device time was spent): the W4A8 / fused-quantization trials
+//! of `tests/gpu_blockscaled_gemv.rs` are its validation.
 //!
 //! - Tensors (row-major, strides in elements): `x [M, K]` bf16 (16-byte aligned base and row
 //!   stride), `w` a [`PackedWeight`] of shape `[N, K]` in the query's format, `bias [N]` bf16 or
@@ -48,7 +53,7 @@
 //! let w = pack_weight(&checkpoint, &s)?;
 //! let query = gemv::Query {
 //!     n: 4096, k: 7168, weight: WeightFormat::Nvfp4, x_dtype: DType::BF16,
-//!     out_dtype: DType::BF16, bias: None, max_rows: 8,
+//!     out_dtype: DType::BF16, bias: None, max_rows: 8, x_quant: None,
 //! };
 //! let plan = gemv::plan(&query, &dev)?;
 //! let mut session = PreparationSession::new(&dev)?;
@@ -111,7 +116,10 @@ b12x_core::inventory::submit! {
         name: OP,
         group: "gemm",
         entry_points: &["plan", "run", "pack_weight"],
-        dtypes: &["nvfp4|mxfp4|mxfp8|block fp8|tensor fp8 w (packed); bf16 x; bf16|f16|f32 y; bf16|f32 bias"],
+        dtypes: &[
+            "nvfp4|mxfp4|mxfp8|block fp8|tensor fp8 w (packed); bf16 x (optionally quantized in the call: mxfp8, \
+             block fp8 1x32/1x128 ue8m0); bf16|f16|f32 y; bf16|f32 bias",
+        ],
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
@@ -316,8 +324,55 @@ pub fn all_symbols() -> Vec<String> {
             }
         }
     }
+    out.push(QUANT_X_SYMBOL.to_string());
     out
 }
+
+/// Quantization of the BF16 activations inside the call (`mm_fused_quant_a`): the GEMV multiplies
+/// `x̂ = dequantize(quantize(x))`, bit for bit what b12x-quant's quantizer followed by its
+/// dequantization gives (rounded to BF16, which holds it exactly for block scales 2^-124 ..
+/// 2^119: every block whose amax lies in about 2^-115 .. 2^127). A pre-pass kernel of the same
+/// call writes x̂ into the plan's scratch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum XQuant {
+    /// MXFP8: E4M3 with a UE8M0 scale per 32 k, the CeilPow2 rule
+    /// (`b12x_quant::block::quantize_mx(.., Element::E4M3, MxOptions::default())`). With an
+    /// MXFP4 weight: W4A8; with MXFP8: `gemm.mxfp8_linear`'s math.
+    Mxfp8,
+    /// Block FP8 `1 × group` (32 or 128; K a multiple of it) with UE8M0 scales
+    /// (`quantize_block_fp8(.., (1, group), Fp8ScaleKind::Ue8m0)`: amax floored at 1e-4):
+    /// `gemm.block_fp8_linear`'s activation side (DeepSeek-V4).
+    BlockFp8Ue8m0 { group: usize },
+}
+
+impl XQuant {
+    /// `(group, floor)` of the pre-pass kernel.
+    fn kernel_args(self) -> (i32, i32) {
+        match self {
+            XQuant::Mxfp8 => (32, 0),
+            XQuant::BlockFp8Ue8m0 { group } => (group as i32, 1),
+        }
+    }
+}
+
+/// Mirror of the kernel's `BsQuantXParams` (`kernels/blockscaled_gemv.cu`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BsQuantXParams {
+    pub x: u64,
+    pub xhat: u64,
+    pub ldx: i64,
+    pub m: i32,
+    pub k: i32,
+    pub group: i32,
+    pub floor: i32,
+    pub reserved: [i32; 2],
+}
+
+const _: () = assert!(size_of::<BsQuantXParams>() == 48);
+
+/// The pre-pass kernel of [`XQuant`].
+const QUANT_X_SYMBOL: &str = "b12x_bsgemv_quant_x";
 
 /// The static problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -337,6 +392,8 @@ pub struct Query {
     pub bias: Option<DType>,
     /// Capacity: the largest M `run` accepts (1..=16).
     pub max_rows: usize,
+    /// Quantize x inside the call before the GEMV ([`XQuant`]); `None`: x as given.
+    pub x_quant: Option<XQuant>,
 }
 
 impl Query {
@@ -367,6 +424,14 @@ impl Query {
         }
         if let Some(b) = self.bias.filter(|&b| !matches!(b, DType::BF16 | DType::F32)) {
             return bad("bias", format!("must be bf16 or f32, got {b}"));
+        }
+        if let Some(XQuant::BlockFp8Ue8m0 { group }) = self.x_quant {
+            if !matches!(group, 32 | 128) || self.k % group != 0 {
+                return bad(
+                    "x_quant",
+                    format!("block FP8 activation groups are 1 × 32 or 1 × 128 and divide K = {}, got {group}", self.k),
+                );
+            }
         }
         if self.max_rows == 0 || self.max_rows > MAX_ROWS {
             return bad(
@@ -536,6 +601,10 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     scratch.add("partials", partials);
     // [row blocks][8 warps] 8-byte tagged arrival counters; any initial bits.
     scratch.add("counters", counters);
+    if query.x_quant.is_some() {
+        // bf16 [max_rows, K]: x̂, written by the pre-pass, staged by the GEMV.
+        scratch.add("x_hat", query.max_rows * query.k * 2);
+    }
     Ok(Plan { query: query.clone(), device: device.clone(), buckets, configs, scratch, slot: PlanSlot::default() })
 }
 
@@ -547,8 +616,9 @@ impl Plan {
     pub fn configs(&self, bucket: usize) -> &[Config] {
         self.configs.get(bucket).map_or(&[], Vec::as_slice)
     }
-    /// The scratch every call needs: `partials` (f32 partial tiles) and `counters` (8-byte
-    /// tagged arrival counters, no zeroing needed).
+    /// The scratch every call needs: `partials` (f32 partial tiles), `counters` (8-byte
+    /// tagged arrival counters, no zeroing needed) and, with [`Query::x_quant`], `x_hat` (the
+    /// quantized activations as BF16).
     pub fn scratch_layout(&self) -> ScratchLayout {
         self.scratch.clone()
     }
@@ -584,7 +654,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let selected = resolve(plan, bucket, stream)?;
     p.partials = bound.ptr("partials");
     p.counters = bound.ptr("counters");
-    launch(plan, bucket, &selected, &mut p, codes, stream)
+    launch(plan, bucket, &selected, &mut p, codes, bound.ptr("x_hat"), stream)
 }
 
 fn launch(
@@ -593,12 +663,27 @@ fn launch(
     sel: &Selected,
     p: &mut BsGemvParams,
     codes: u64,
+    x_hat: u64,
     stream: &CudaStream,
 ) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
     let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let q = &plan.query;
+    if let Some(xq) = q.x_quant {
+        // x → x̂ (bf16, contiguous) in the scratch, then the GEMV stages x̂.
+        let quant = sel.kernels.get(1).ok_or_else(unknown)?;
+        let (group, floor) = xq.kernel_args();
+        let qp = BsQuantXParams { x: p.x, xhat: x_hat, ldx: p.ldx, m: p.m, k: p.k, group, floor, reserved: [0; 2] };
+        let threads = p.m as usize * q.k / 8;
+        let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+        // SAFETY: BsQuantXParams mirrors the kernel's struct; x passed `Query::kernel_params` ([M,
+        // K] bf16, 16-byte aligned rows) and x_hat is the plan's scratch region of max_rows ≥ M
+        // rows of K bf16.
+        unsafe { quant.launch(stream, dims, &qp)? };
+        p.x = x_hat;
+        p.ldx = q.k as i64;
+    }
     let row_bytes = q.weight.code_bytes(q.k);
     let map = Tma2d {
         base: codes,
@@ -630,8 +715,8 @@ impl OpPlan for Plan {
         let q = &self.query;
         let bias = q.bias.map_or("none", DType::name);
         format!(
-            "N={} K={} w={:?} x={} out={} bias={bias} max_rows={}",
-            q.n, q.k, q.weight, q.x_dtype, q.out_dtype, q.max_rows
+            "N={} K={} w={:?} x={} x_quant={:?} out={} bias={bias} max_rows={}",
+            q.n, q.k, q.weight, q.x_dtype, q.x_quant, q.out_dtype, q.max_rows
         )
     }
     fn device(&self) -> &Arc<Device> {
@@ -648,7 +733,12 @@ impl OpPlan for Plan {
     }
     fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
         let q = &self.query;
-        self.configs(bucket).get(config_index).map(|c| vec![c.symbol(q.weight, q.out_dtype)]).unwrap_or_default()
+        let Some(c) = self.configs(bucket).get(config_index) else { return Vec::new() };
+        let mut symbols = vec![c.symbol(q.weight, q.out_dtype)];
+        if q.x_quant.is_some() {
+            symbols.push(QUANT_X_SYMBOL.to_string());
+        }
+        symbols
     }
     fn dynamic_smem(&self, bucket: usize, config_index: usize) -> u32 {
         // The opt-in limit is per kernel function and `prime` sets the device's maximum.
@@ -692,7 +782,8 @@ impl OpPlan for Plan {
             ..BsGemvParams::default()
         };
         set_scale_layout(&mut params, q.weight, q.n, q.k);
-        Ok(Box::new(RaceCase { plan: self, bucket, params, codes: at[1], _buffer: race.buffer }))
+        let x_hat = bound.ptr("x_hat");
+        Ok(Box::new(RaceCase { plan: self, bucket, params, codes: at[1], x_hat, _buffer: race.buffer }))
     }
 }
 
@@ -701,13 +792,14 @@ struct RaceCase<'p> {
     bucket: usize,
     params: BsGemvParams,
     codes: u64,
+    x_hat: u64,
     _buffer: CudaSlice<u8>,
 }
 
 impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         let mut p = self.params;
-        launch(self.plan, self.bucket, selected, &mut p, self.codes, stream)
+        launch(self.plan, self.bucket, selected, &mut p, self.codes, self.x_hat, stream)
     }
 }
 
@@ -719,7 +811,16 @@ pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn OpPlan>
     let block = WeightFormat::BlockFp8 { tile: 128, scale: b12x_quant::block::Fp8ScaleKind::F32 };
     for weight in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
         for (n, k) in [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168)] {
-            let q = Query { n, k, weight, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 16 };
+            let q = Query {
+                n,
+                k,
+                weight,
+                x_dtype: DType::BF16,
+                out_dtype: DType::BF16,
+                bias: None,
+                max_rows: 16,
+                x_quant: None,
+            };
             out.push(Box::new(plan(&q, device)?));
         }
     }
@@ -785,7 +886,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 60);
+        assert_eq!(all.len(), 61);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
