@@ -4,7 +4,9 @@
 //! the session's autotune race.
 //!
 //! Grid: weight ∈ {NVFP4, MXFP4 (`blockscaled_w4a16_*`), MXFP8, block FP8 128 × 128 with f32
-//! scales (`blockscaled_w8a16_*`)} × M ∈ {1, 2, 4, 8, 16} × (N, K) ∈ {(18432, 7168), (36864,
+//! scales (`blockscaled_w8a16_*`), MXFP4 with x quantized to MXFP8 in the call
+//! (`blockscaled_w4a8_mxfp4`), block FP8 128² with x quantized to block FP8 1×128 UE8M0
+//! (`blockscaled_w8a8_fp8block128`)} × M ∈ {1, 2, 4, 8, 16} × (N, K) ∈ {(18432, 7168), (36864,
 //! 7168), (7168, 18432)} (the issue's ≥ 64 MB shapes at BF16; 70–272 MB of codes + scales) and
 //! {(4096, 7168), (7168, 2048)} (smaller, reported in µs), bf16 x and y. Bytes are the weight's
 //! codes + scales (the measure; x and y add < 0.1%); FLOPs 2·M·N·K. Before each shape a
@@ -23,7 +25,7 @@ use b12x_core::bench::{samples, time_graph, BenchReport};
 use b12x_core::half::bf16;
 use b12x_core::testing::{cast, gpu, uniform};
 use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
-use b12x_gemm::blockscaled::gemv::{self, Args, Query};
+use b12x_gemm::blockscaled::gemv::{self, Args, Query, XQuant};
 use b12x_gemm::blockscaled::pack::{pack_weight, WeightFormat};
 use b12x_gemm::blockscaled::{reference, Activation, Weight};
 use b12x_quant::block::{
@@ -55,7 +57,15 @@ fn main() -> Result<()> {
     let block = WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 };
     for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
         for (n, k) in SHAPES {
-            bench_shape(&dev, &mut report, format, (n, k), quick)?;
+            bench_shape(&dev, &mut report, format, None, (n, k), quick)?;
+        }
+    }
+    // Activations quantized inside the call: W4A8 (MXFP4 × MXFP8) and DeepSeek's block FP8 ×
+    // block FP8 1×128 (UE8M0), the pre-pass included in the timed call.
+    let fused = [(WeightFormat::Mxfp4, XQuant::Mxfp8), (block, XQuant::BlockFp8Ue8m0 { group: 128 })];
+    for (format, xq) in fused {
+        for (n, k) in SHAPES {
+            bench_shape(&dev, &mut report, format, Some(xq), (n, k), quick)?;
         }
     }
     println!("wrote {}", report.write()?.display());
@@ -108,10 +118,30 @@ fn tiled_weight(format: WeightFormat, n: usize, k: usize) -> Result<(Weight, Wei
     })
 }
 
+/// The activations the oracle multiplies: x, or b12x-quant's quantization of it.
+fn activation(m: usize, k: usize, x: &[bf16], xq: Option<XQuant>) -> Result<Activation> {
+    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    let bad = |e: b12x_quant::block::FormatError| b12x_core::Error::InvalidQuery {
+        op: "bench",
+        field: "x",
+        reason: e.to_string(),
+    };
+    Ok(match xq {
+        None => Activation::Bf16 { m, k, data: x.to_vec() },
+        Some(XQuant::Mxfp8) => {
+            Activation::Mxfp8(quantize_mx(&f, m, k, Element::E4M3, MxOptions::default()).map_err(bad)?)
+        }
+        Some(XQuant::BlockFp8Ue8m0 { group }) => {
+            Activation::BlockFp8(quantize_block_fp8(&f, m, k, (1, group), Fp8ScaleKind::Ue8m0).map_err(bad)?)
+        }
+    })
+}
+
 fn bench_shape(
     dev: &Arc<Device>,
     report: &mut BenchReport,
     format: WeightFormat,
+    xq: Option<XQuant>,
     (n, k): (usize, usize),
     quick: bool,
 ) -> Result<()> {
@@ -121,6 +151,11 @@ fn bench_shape(
         WeightFormat::Mxfp8 => ("mxfp8", "w8a16"),
         WeightFormat::BlockFp8 { .. } => ("fp8block128", "w8a16"),
         WeightFormat::TensorFp8 => ("fp8tensor", "w8a16"),
+    };
+    let wa = match (xq, wa) {
+        (None, wa) => wa,
+        (Some(_), "w4a16") => "w4a8",
+        (Some(_), _) => "w8a8",
     };
     let case_name = |m: usize| format!("blockscaled_{wa}_{fname}/M{m}_N{n}_K{k}_bf16");
     let peer_name = |m: usize| format!("blockscaled_w4a16/M{m}_N{n}_K{k}_bf16");
@@ -163,7 +198,7 @@ fn bench_shape(
         out_dtype: DType::BF16,
         bias: None,
         max_rows: mx,
-        x_quant: None,
+        x_quant: xq,
     };
     let plan = gemv::plan(&q, dev)?;
     let scratch_bytes = plan.scratch_layout().total_bytes();
@@ -195,7 +230,7 @@ fn bench_shape(
         call(stream)?;
         stream.synchronize()?;
         let got: Vec<f64> = stream.clone_dtoh(&y)?.iter().map(|v| v.to_f64()).collect();
-        let a = Activation::Bf16 { m, k, data: x_h[..m * k].to_vec() };
+        let a = activation(m, k, &x_h[..m * k], xq)?;
         let want = reference::exact(&a, &small, 1.0, None, &small_rows)
             .map_err(|e| b12x_core::Error::InvalidQuery { op: "bench", field: "oracle", reason: e.to_string() })?;
         let got: Vec<f64> =
@@ -205,7 +240,7 @@ fn bench_shape(
         }
         let times = time_graph(dev, samples(), call)?;
         report.add_vs(&case, &peer_name(m), &config, &times, w_bytes as f64, (2 * m * n * k) as f64);
-        if wa == "w8a16" && m == 16 {
+        if (wa == "w8a16" || wa == "w8a8") && m == 16 {
             let fp8_peer = format!("blockscaled_fp8_scaled_mm/M16_N{n}_K{k}");
             report.add_vs(
                 &format!("{case}@scaled_mm"),
