@@ -884,6 +884,45 @@ mod tests {
     }
 
     #[test]
+    fn scale_layout_matches_pack_weight() {
+        // The bench's stand-in buffers and the kernel's scale parameters follow pack.rs's
+        // layout: bytes of scales, tiles per row block, f32 row stride and tile rows.
+        use crate::blockscaled::pack::{block_scale_ld, pack_host};
+        use crate::blockscaled::Weight;
+        use b12x_quant::block::{quantize_block_fp8, quantize_mx, quantize_nvfp4, Fp8ScaleKind, MxOptions};
+        use b12x_quant::codec::Element;
+        for (n, k) in [(200, 320), (129, 96), (1, 32), (1000, 1056)] {
+            let w: Vec<f32> = (0..n * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
+            let mut weights = vec![
+                Weight::Nvfp4(quantize_nvfp4(&w, n, k, None).unwrap()),
+                Weight::Mx(quantize_mx(&w, n, k, Element::E2M1, MxOptions::default()).unwrap()),
+                Weight::Mx(quantize_mx(&w, n, k, Element::E4M3, MxOptions::default()).unwrap()),
+            ];
+            for tile in [32, 128] {
+                for kind in [Fp8ScaleKind::F32, Fp8ScaleKind::Ue8m0] {
+                    weights.push(Weight::BlockFp8(quantize_block_fp8(&w, n, k, (tile, tile), kind).unwrap()));
+                }
+            }
+            for weight in weights {
+                let packed = pack_host(&weight).unwrap();
+                let f = packed.format;
+                assert_eq!(scale_bytes(f, n, k), packed.scales.len(), "{f:?} {n}×{k}");
+                let mut p = BsGemvParams::default();
+                set_scale_layout(&mut p, f, n, k);
+                match f {
+                    WeightFormat::BlockFp8 { tile, .. } => {
+                        assert_eq!(p.sld as usize, block_scale_ld(k, tile));
+                        assert_eq!(p.sgroups as usize, n.div_ceil(tile));
+                        assert_eq!(p.flags & FLAG_TILE32 != 0, tile == 32);
+                        assert_eq!(4 * p.sld as usize * p.sgroups as usize, packed.scales.len());
+                    }
+                    _ => assert_eq!(n.div_ceil(ROWS) * p.scale_tiles as usize * 512, packed.scales.len()),
+                }
+            }
+        }
+    }
+
+    #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
         assert_eq!(all.len(), 61);
