@@ -670,20 +670,6 @@ fn launch(
     let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let q = &plan.query;
-    if let Some(xq) = q.x_quant {
-        // x → x̂ (bf16, contiguous) in the scratch, then the GEMV stages x̂.
-        let quant = sel.kernels.get(1).ok_or_else(unknown)?;
-        let (group, floor) = xq.kernel_args();
-        let qp = BsQuantXParams { x: p.x, xhat: x_hat, ldx: p.ldx, m: p.m, k: p.k, group, floor, reserved: [0; 2] };
-        let threads = p.m as usize * q.k / 8;
-        let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
-        // SAFETY: BsQuantXParams mirrors the kernel's struct; x passed `Query::kernel_params` ([M,
-        // K] bf16, 16-byte aligned rows) and x_hat is the plan's scratch region of max_rows ≥ M
-        // rows of K bf16.
-        unsafe { quant.launch(stream, dims, &qp)? };
-        p.x = x_hat;
-        p.ldx = q.k as i64;
-    }
     let row_bytes = q.weight.code_bytes(q.k);
     let map = Tma2d {
         base: codes,
@@ -699,6 +685,21 @@ fn launch(
     p.units_per_cta = per_cta as i32;
     p.kstages = kstages as i32;
     p.stages = c.stages as i32;
+    if let Some(xq) = q.x_quant {
+        // x → x̂ (bf16, contiguous) in the scratch, then the GEMV stages x̂ (launched last of all
+        // the fallible steps: an error launches nothing).
+        let quant = sel.kernels.get(1).ok_or_else(unknown)?;
+        let (group, floor) = xq.kernel_args();
+        let qp = BsQuantXParams { x: p.x, xhat: x_hat, ldx: p.ldx, m: p.m, k: p.k, group, floor, reserved: [0; 2] };
+        let threads = p.m as usize * q.k / 8;
+        let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+        // SAFETY: BsQuantXParams mirrors the kernel's struct; x passed `Query::kernel_params` ([M,
+        // K] bf16, 16-byte aligned rows) and x_hat is the plan's scratch region of max_rows ≥ M
+        // rows of K bf16.
+        unsafe { quant.launch(stream, dims, &qp)? };
+        p.x = x_hat;
+        p.ldx = q.k as i64;
+    }
     let dims = LaunchDims { grid: (grid as u32, 1, 1), block: (THREADS, 1, 1), smem_bytes: c.dynamic_smem() };
     // SAFETY: BsGemvParams mirrors the kernel's struct (asserted on both sides); the tensors
     // passed `Query::kernel_params` (the descriptor covers exactly the packed codes, the scale
