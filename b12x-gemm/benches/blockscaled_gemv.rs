@@ -27,7 +27,7 @@ use b12x_core::testing::{cast, gpu, uniform};
 use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
 use b12x_gemm::blockscaled::gemv::{self, Args, Query, XQuant};
 use b12x_gemm::blockscaled::pack::{pack_weight, WeightFormat};
-use b12x_gemm::blockscaled::{reference, Activation, Weight};
+use b12x_gemm::blockscaled::{reference, Weight};
 use b12x_quant::block::{
     quantize_block_fp8, quantize_mx, quantize_nvfp4, BlockFp8, Fp8ScaleKind, Fp8Scales, Mx, MxOptions, Nvfp4,
 };
@@ -114,25 +114,6 @@ fn tiled_weight(format: WeightFormat, n: usize, k: usize) -> Result<(Weight, Wei
             let q = b12x_quant::block::quantize_tensor_fp8(&w, None).map_err(bad)?;
             let big = b12x_quant::block::TensorFp8 { codes: rep(&q.codes), scale: q.scale };
             (Weight::TensorFp8 { n: d, k, q }, Weight::TensorFp8 { n, k, q: big })
-        }
-    })
-}
-
-/// The activations the oracle multiplies: x, or b12x-quant's quantization of it.
-fn activation(m: usize, k: usize, x: &[bf16], xq: Option<XQuant>) -> Result<Activation> {
-    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
-    let bad = |e: b12x_quant::block::FormatError| b12x_core::Error::InvalidQuery {
-        op: "bench",
-        field: "x",
-        reason: e.to_string(),
-    };
-    Ok(match xq {
-        None => Activation::Bf16 { m, k, data: x.to_vec() },
-        Some(XQuant::Mxfp8) => {
-            Activation::Mxfp8(quantize_mx(&f, m, k, Element::E4M3, MxOptions::default()).map_err(bad)?)
-        }
-        Some(XQuant::BlockFp8Ue8m0 { group }) => {
-            Activation::BlockFp8(quantize_block_fp8(&f, m, k, (1, group), Fp8ScaleKind::Ue8m0).map_err(bad)?)
         }
     })
 }
@@ -230,7 +211,11 @@ fn bench_shape(
         call(stream)?;
         stream.synchronize()?;
         let got: Vec<f64> = stream.clone_dtoh(&y)?.iter().map(|v| v.to_f64()).collect();
-        let a = activation(m, k, &x_h[..m * k], xq)?;
+        let a = reference::activation(m, k, &x_h[..m * k], xq).map_err(|e| b12x_core::Error::InvalidQuery {
+            op: "bench",
+            field: "x",
+            reason: e.to_string(),
+        })?;
         let want = reference::exact(&a, &small, 1.0, None, &small_rows)
             .map_err(|e| b12x_core::Error::InvalidQuery { op: "bench", field: "oracle", reason: e.to_string() })?;
         let got: Vec<f64> =

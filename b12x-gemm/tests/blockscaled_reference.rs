@@ -171,3 +171,28 @@ fn the_bound_accepts_rounding_and_rejects_a_wrong_result() {
     }
     assert!(check_bound("swapped", DType::BF16, &swapped, &want, &[m, n]).is_err());
 }
+
+#[test]
+fn the_activation_of_a_fused_quantization_is_the_quantizers() {
+    use b12x_core::half::bf16;
+    use b12x_gemm::blockscaled::gemv::XQuant;
+    use b12x_quant::block::{
+        dequantize_block_fp8, dequantize_mx, quantize_block_fp8, quantize_mx, Fp8ScaleKind, MxOptions,
+    };
+    let (m, k) = (2, 256);
+    let x: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32(((i * 29 % 61) as f32 - 30.0) / 11.0)).collect();
+    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    let plain = b12x_gemm::blockscaled::reference::activation(m, k, &x, None).unwrap();
+    assert_eq!(plain.dequantize(), f);
+    let mx = b12x_gemm::blockscaled::reference::activation(m, k, &x, Some(XQuant::Mxfp8)).unwrap();
+    let want = quantize_mx(&f, m, k, b12x_quant::codec::Element::E4M3, MxOptions::default()).unwrap();
+    assert_eq!(mx.dequantize(), dequantize_mx(&want));
+    for group in [32, 128] {
+        let b = b12x_gemm::blockscaled::reference::activation(m, k, &x, Some(XQuant::BlockFp8Ue8m0 { group })).unwrap();
+        let want = quantize_block_fp8(&f, m, k, (1, group), Fp8ScaleKind::Ue8m0).unwrap();
+        assert_eq!(b.dequantize(), dequantize_block_fp8(&want), "1 × {group}");
+        assert_eq!(b.shape(), (m, k));
+    }
+    // The quantization changes values (E4M3 has 4 significant bits; these need more).
+    assert_ne!(mx.dequantize(), f);
+}

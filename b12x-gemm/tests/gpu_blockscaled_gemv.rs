@@ -18,7 +18,7 @@ use b12x_core::testing::{
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorMut, TensorRef};
 use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query, XQuant};
 use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
-use b12x_gemm::blockscaled::{reference, Activation, Weight};
+use b12x_gemm::blockscaled::{reference, Weight};
 use b12x_quant::block::{
     quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, MxOptions,
 };
@@ -241,20 +241,6 @@ struct Setup {
     packed: PackedWeight,
 }
 
-/// The activations the oracle multiplies: x itself, or b12x-quant's quantization of it.
-fn activation(m: usize, k: usize, x: Vec<bf16>, xq: Option<XQuant>) -> Result<Activation, String> {
-    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
-    Ok(match xq {
-        None => Activation::Bf16 { m, k, data: x },
-        Some(XQuant::Mxfp8) => {
-            Activation::Mxfp8(quantize_mx(&f, m, k, Element::E4M3, MxOptions::default()).map_err(err)?)
-        }
-        Some(XQuant::BlockFp8Ue8m0 { group }) => {
-            Activation::BlockFp8(quantize_block_fp8(&f, m, k, (1, group), Fp8ScaleKind::Ue8m0).map_err(err)?)
-        }
-    })
-}
-
 /// x with a block of zeros in token 0 and a NaN in token 1's second block (`special_x` cases):
 /// x̂ keeps the zeros and is NaN over the NaN's whole quantization block.
 fn special(x: &mut [f32], lx: usize, m: usize) {
@@ -302,7 +288,7 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
             special(&mut x_h, lx, m);
         }
         let x_c: Vec<bf16> = (0..m).flat_map(|r| cast::<bf16>(&x_h[r * lx..r * lx + k])).collect();
-        let a = activation(m, k, x_c, xq)?;
+        let a = reference::activation(m, k, &x_c, xq).map_err(err)?;
         let want = reference::exact(&a, &s.w, c.alpha, b_h.as_deref(), &rows).map_err(err)?;
         // x̂ as the pre-pass must write it: the quantizer's dequantized values in bf16 (exact).
         let x_hat_want: Vec<u16> = a.dequantize().iter().map(|&v| bf16::from_f32(v).to_bits()).collect();

@@ -29,6 +29,28 @@ use b12x_core::DType;
 /// f32 roundings the epilogue may add per element (alpha, two global / per-tensor scales, bias).
 pub const EPILOGUE_ULPS: f64 = 4.0;
 
+/// The A operand a decode call multiplies for BF16 `x [m, k]`: `x` itself, or with
+/// [`XQuant`](super::gemv::XQuant) b12x-quant's quantization of it (whose dequantization is the
+/// `x̂` the call computes).
+pub fn activation(
+    m: usize,
+    k: usize,
+    x: &[b12x_core::half::bf16],
+    x_quant: Option<super::gemv::XQuant>,
+) -> Result<Activation, b12x_quant::block::FormatError> {
+    use b12x_quant::block::{quantize_block_fp8, quantize_mx, Fp8ScaleKind, MxOptions};
+    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    Ok(match x_quant {
+        None => Activation::Bf16 { m, k, data: x.to_vec() },
+        Some(super::gemv::XQuant::Mxfp8) => {
+            Activation::Mxfp8(quantize_mx(&f, m, k, b12x_quant::codec::Element::E4M3, MxOptions::default())?)
+        }
+        Some(super::gemv::XQuant::BlockFp8Ue8m0 { group }) => {
+            Activation::BlockFp8(quantize_block_fp8(&f, m, k, (1, group), Fp8ScaleKind::Ue8m0)?)
+        }
+    })
+}
+
 /// Unrounded result and the per-element magnitude `|alpha| · Σ_k |â·b̂|` (for the error bound).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exact {
