@@ -44,7 +44,7 @@ fn weights(n: usize, k: usize) -> Vec<(Weight, WeightFormat)> {
     ]
 }
 
-/// The checkpoint's FP4 codes with every little-endian 32-bit word permuted (layout v2).
+/// The checkpoint's FP4 codes with every little-endian 32-bit word permuted (layouts v2 and v3).
 fn permuted(codes: &[u8]) -> Vec<u8> {
     codes
         .chunks_exact(4)

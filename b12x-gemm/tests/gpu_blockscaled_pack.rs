@@ -1,5 +1,5 @@
 //! `gemm.pack_weight` on the device: the uploaded weight of every format reads back equal to the
-//! host packing (layout v2).
+//! host packing (layout v3).
 
 use b12x_core::testing::{run_gpu_trials, GpuTrial};
 use b12x_core::Device;

@@ -1,7 +1,7 @@
 //! `gemm.blockscaled` — `C[M, N] = alpha · A[M, K] · B[N, K]ᵀ (+ bias)` with block-scaled or
 //! per-tensor quantized operands (issue 5). This module holds the operand formats
 //! ([`Activation`], [`Weight`]) as b12x-quant's CPU codecs hold them, the CPU oracle
-//! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v2, host and device), and the first op
+//! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v3, host and device), and the decode op
 //! paths: [`gemv`], the W4A16 / W8A16 decode path (packed NVFP4, MXFP4, MXFP8, block-FP8 or
 //! per-tensor FP8 weights × BF16 x, M ≤ 16). Quantized activations, the prefill buckets and the
 //! fixed linears are not written yet
