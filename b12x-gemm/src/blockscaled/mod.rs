@@ -1,10 +1,10 @@
 //! `gemm.blockscaled` — `C[M, N] = alpha · A[M, K] · B[N, K]ᵀ (+ bias)` with block-scaled or
 //! per-tensor quantized operands (issue 5). This module holds the operand formats
 //! ([`Activation`], [`Weight`]) as b12x-quant's CPU codecs hold them, the CPU oracle
-//! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v3, host and device), and the decode op
-//! paths: [`gemv`], the W4A16 / W8A16 decode path (packed NVFP4, MXFP4, MXFP8, block-FP8 or
-//! per-tensor FP8 weights × BF16 x, M ≤ 16). Quantized activations, the prefill buckets and the
-//! fixed linears are not written yet
+//! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v3, host and device), and the decode
+//! path [`gemv`] (packed NVFP4, MXFP4, MXFP8, block-FP8 or per-tensor FP8 weights × BF16 x,
+//! optionally quantized to MXFP8 / block FP8 inside the call; M ≤ 16). Pre-quantized activation
+//! inputs, the prefill buckets and the fixed linears are not written yet
 //! (`src/blockscaled/README.md`).
 //! The SM120 block-scaled MMAs the kernels will use, and where their operands live, are in
 //! `b12x/mma_sm120.cuh` (b12x-core): fragment and scale index functions checked on the CPU
