@@ -734,3 +734,104 @@ mod tests {
         assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
     }
 }
+
+/// A device buffer of a float dtype the GPU suites write or read (bf16, f16 or f32), for ops whose
+/// query picks the dtype: upload, poison, download, views. Errors are strings, as the GPU
+/// trials report them.
+#[derive(Debug)]
+pub enum FloatBuf {
+    Bf16(CudaSlice<half::bf16>),
+    F16(CudaSlice<half::f16>),
+    F32(CudaSlice<f32>),
+}
+
+impl FloatBuf {
+    /// `v` rounded to `dtype` (bf16, f16; anything else f32).
+    pub fn upload(stream: &Arc<CudaStream>, v: &[f32], dtype: crate::DType) -> Result<Self, String> {
+        let e = |e: cudarc::driver::DriverError| e.to_string();
+        Ok(match dtype {
+            crate::DType::BF16 => FloatBuf::Bf16(stream.clone_htod(&cast::<half::bf16>(v)).map_err(e)?),
+            crate::DType::F16 => FloatBuf::F16(stream.clone_htod(&cast::<half::f16>(v)).map_err(e)?),
+            _ => FloatBuf::F32(stream.clone_htod(v).map_err(e)?),
+        })
+    }
+    /// `n` NaN-poisoned elements of `dtype` ([`alloc_poisoned`]).
+    pub fn poisoned(stream: &Arc<CudaStream>, n: usize, dtype: crate::DType) -> Result<Self, String> {
+        let e = |e: crate::Error| e.to_string();
+        Ok(match dtype {
+            crate::DType::BF16 => FloatBuf::Bf16(alloc_poisoned(stream, n).map_err(e)?),
+            crate::DType::F16 => FloatBuf::F16(alloc_poisoned(stream, n).map_err(e)?),
+            _ => FloatBuf::F32(alloc_poisoned(stream, n).map_err(e)?),
+        })
+    }
+    /// Fills it with NaN again ([`poison`]).
+    pub fn poison(&mut self, stream: &CudaStream) -> Result<(), String> {
+        match self {
+            FloatBuf::Bf16(s) => poison(stream, s),
+            FloatBuf::F16(s) => poison(stream, s),
+            FloatBuf::F32(s) => poison(stream, s),
+        }
+        .map_err(|e| e.to_string())
+    }
+    /// The values, widened to f64.
+    pub fn download(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, String> {
+        let e = |e: cudarc::driver::DriverError| e.to_string();
+        Ok(match self {
+            FloatBuf::Bf16(s) => stream.clone_dtoh(s).map_err(e)?.iter().map(|v| v.to_f64()).collect(),
+            FloatBuf::F16(s) => stream.clone_dtoh(s).map_err(e)?.iter().map(|v| v.to_f64()).collect(),
+            FloatBuf::F32(s) => stream.clone_dtoh(s).map_err(e)?.iter().map(|&v| f64::from(v)).collect(),
+        })
+    }
+    /// The bit patterns, zero-extended to u32.
+    pub fn bits(&self, stream: &Arc<CudaStream>) -> Result<Vec<u32>, String> {
+        let e = |e: cudarc::driver::DriverError| e.to_string();
+        Ok(match self {
+            FloatBuf::Bf16(s) => stream.clone_dtoh(s).map_err(e)?.iter().map(|v| u32::from(v.to_bits())).collect(),
+            FloatBuf::F16(s) => stream.clone_dtoh(s).map_err(e)?.iter().map(|v| u32::from(v.to_bits())).collect(),
+            FloatBuf::F32(s) => stream.clone_dtoh(s).map_err(e)?.iter().map(|v| v.to_bits()).collect(),
+        })
+    }
+    /// Elements.
+    pub fn len(&self) -> usize {
+        match self {
+            FloatBuf::Bf16(s) => s.len(),
+            FloatBuf::F16(s) => s.len(),
+            FloatBuf::F32(s) => s.len(),
+        }
+    }
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The device address of element 0.
+    pub fn ptr(&self) -> u64 {
+        match self {
+            FloatBuf::Bf16(s) => crate::TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0),
+            FloatBuf::F16(s) => crate::TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0),
+            FloatBuf::F32(s) => crate::TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0),
+        }
+    }
+    /// The buffer's dtype.
+    pub fn dtype(&self) -> crate::DType {
+        match self {
+            FloatBuf::Bf16(_) => crate::DType::BF16,
+            FloatBuf::F16(_) => crate::DType::F16,
+            FloatBuf::F32(_) => crate::DType::F32,
+        }
+    }
+    /// A `[rows, cols]` view with row stride `stride` (`cols == 0`: a 1-D `[rows]` view), typed
+    /// `dtype` (bad-input tests may label it otherwise on purpose; nothing checks the extent:
+    /// callers allocate at least `rows · stride` elements).
+    pub fn view(&self, rows: usize, cols: usize, stride: usize, dtype: crate::DType) -> crate::TensorRef<'_> {
+        let (shape, strides): (Vec<usize>, Vec<isize>) =
+            if cols == 0 { (vec![rows], vec![1]) } else { (vec![rows, cols], vec![stride as isize, 1]) };
+        // SAFETY: the caller allocated at least rows * stride elements; borrowed for the view's
+        // lifetime.
+        unsafe { crate::TensorRef::from_raw(self.ptr(), &shape, &strides, dtype) }.expect("view")
+    }
+    /// [`FloatBuf::view`], writable (2-D).
+    pub fn view_mut(&mut self, rows: usize, cols: usize, stride: usize, dtype: crate::DType) -> crate::TensorMut<'_> {
+        // SAFETY: as above; the buffer is borrowed mutably for the view's lifetime.
+        unsafe { crate::TensorMut::from_raw(self.ptr(), &[rows, cols], &[stride as isize, 1], dtype) }.expect("view")
+    }
+}

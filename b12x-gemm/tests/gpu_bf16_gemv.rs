@@ -17,9 +17,9 @@ use b12x_core::half::bf16;
 use b12x_core::testing::{
     aligned_scratch, alloc_poisoned, alloc_scratch, arange, cast, check_graph_replay_equals_eager,
     check_run_allocates_nothing, poison, reduced_profile, run_gpu_trials, same_bits, session_pinned, shapes, uniform,
-    GpuTrial,
+    FloatBuf, GpuTrial,
 };
-use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
+use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorRef, SCRATCH_ALIGN};
 use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query};
 use std::sync::Arc;
 
@@ -114,63 +114,6 @@ const CASES: &[Case] = &[
     Case { out: F32, bias: Some(DType::BF16), ..case("f32_out_bf16_bias", 1000, 3072, &[1, 6]) },
 ];
 
-/// A device buffer of either float dtype.
-enum Buf {
-    Bf16(CudaSlice<bf16>),
-    F32(CudaSlice<f32>),
-}
-
-impl Buf {
-    fn upload(stream: &Arc<CudaStream>, v: &[f32], dtype: DType) -> Result<Self, String> {
-        Ok(match dtype {
-            DType::BF16 => Buf::Bf16(stream.clone_htod(&cast::<bf16>(v)).map_err(err)?),
-            _ => Buf::F32(stream.clone_htod(v).map_err(err)?),
-        })
-    }
-    fn poisoned(stream: &Arc<CudaStream>, n: usize, dtype: DType) -> Result<Self, String> {
-        Ok(match dtype {
-            DType::BF16 => Buf::Bf16(alloc_poisoned(stream, n).map_err(err)?),
-            _ => Buf::F32(alloc_poisoned(stream, n).map_err(err)?),
-        })
-    }
-    fn poison(&mut self, stream: &CudaStream) -> TrialResult {
-        match self {
-            Buf::Bf16(s) => poison(stream, s),
-            Buf::F32(s) => poison(stream, s),
-        }
-        .map_err(err)
-    }
-    fn download(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, String> {
-        Ok(match self {
-            Buf::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_f64()).collect(),
-            Buf::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|&v| f64::from(v)).collect(),
-        })
-    }
-    fn bits(&self, stream: &Arc<CudaStream>) -> Result<Vec<u32>, String> {
-        Ok(match self {
-            Buf::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| u32::from(v.to_bits())).collect(),
-            Buf::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_bits()).collect(),
-        })
-    }
-    fn ptr(&self) -> u64 {
-        match self {
-            Buf::Bf16(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0),
-            Buf::F32(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0),
-        }
-    }
-    /// A `[rows, cols]` view with row stride `stride` (`cols == 0`: a 1-D `[rows]` view).
-    fn view(&self, rows: usize, cols: usize, stride: usize, dtype: DType) -> TensorRef<'_> {
-        let (shape, strides): (Vec<usize>, Vec<isize>) =
-            if cols == 0 { (vec![rows], vec![1]) } else { (vec![rows, cols], vec![stride as isize, 1]) };
-        // SAFETY: every caller allocated at least rows * stride elements of `dtype`.
-        unsafe { TensorRef::from_raw(self.ptr(), &shape, &strides, dtype) }.expect("view")
-    }
-    fn view_mut(&mut self, rows: usize, cols: usize, stride: usize, dtype: DType) -> TensorMut<'_> {
-        // SAFETY: as above; the buffer is borrowed mutably for the view's lifetime.
-        unsafe { TensorMut::from_raw(self.ptr(), &[rows, cols], &[stride as isize, 1], dtype) }.expect("view")
-    }
-}
-
 /// Host values exactly representable in `dtype`.
 fn values(fill: Fill, seed: u64, n: usize, dtype: DType) -> Vec<f32> {
     let v = match fill {
@@ -199,13 +142,13 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
     let rows: Vec<usize> = (0..n).filter(|r| r % c.sample == 0 || *r == n - 1).collect();
     let w_c = cast::<bf16>(&gather(&w_h, n, k, lw));
     let want = reference::exact(&gather(&x_h, m, k, lx), &w_c, b_h.as_deref(), m, k, &rows);
-    let x = Buf::upload(stream, &x_h, c.x)?;
-    let w = Buf::upload(stream, &w_h, DType::BF16)?;
+    let x = FloatBuf::upload(stream, &x_h, c.x)?;
+    let w = FloatBuf::upload(stream, &w_h, DType::BF16)?;
     let bias = match (&b_h, c.bias) {
-        (Some(v), Some(d)) => Some(Buf::upload(stream, v, d)?),
+        (Some(v), Some(d)) => Some(FloatBuf::upload(stream, v, d)?),
         _ => None,
     };
-    let mut y = Buf::poisoned(stream, m * ly, c.out)?;
+    let mut y = FloatBuf::poisoned(stream, m * ly, c.out)?;
     let q = Query { n, k, x_dtype: c.x, out_dtype: c.out, bias: c.bias, max_rows: 64, aligned: c.aligned, pdl: false };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
@@ -244,9 +187,9 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
 /// A split-K router plan (every SM busy through 8 splits) and its inputs.
 struct Router {
     plan: Plan,
-    x: Buf,
-    w: Buf,
-    y: Buf,
+    x: FloatBuf,
+    w: FloatBuf,
+    y: FloatBuf,
     scratch: CudaSlice<u8>,
 }
 
@@ -266,9 +209,9 @@ fn router(dev: &Arc<Device>, m: usize) -> Result<Router, String> {
         pdl: false,
     };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
-    let x = Buf::upload(stream, &uniform(11, m * RK, -1.0, 1.0), DType::BF16)?;
-    let w = Buf::upload(stream, &uniform(12, RN * RK, -1.0, 1.0), DType::BF16)?;
-    let y = Buf::poisoned(stream, m * RN, F32)?;
+    let x = FloatBuf::upload(stream, &uniform(11, m * RK, -1.0, 1.0), DType::BF16)?;
+    let w = FloatBuf::upload(stream, &uniform(12, RN * RK, -1.0, 1.0), DType::BF16)?;
+    let y = FloatBuf::poisoned(stream, m * RN, F32)?;
     let scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     Ok(Router { plan, x, w, y, scratch })
 }
@@ -375,11 +318,12 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
     let w2_h = values(Fill::Uniform, 23, N2 * N1, DType::BF16);
     let want1 = reference::exact(&x_h, &cast::<bf16>(&w1_h), None::<&[f32]>, m, K1, &(0..N1).collect::<Vec<_>>());
     let (x, w1, w2) = (
-        Buf::upload(stream, &x_h, DType::BF16)?,
-        Buf::upload(stream, &w1_h, DType::BF16)?,
-        Buf::upload(stream, &w2_h, DType::BF16)?,
+        FloatBuf::upload(stream, &x_h, DType::BF16)?,
+        FloatBuf::upload(stream, &w1_h, DType::BF16)?,
+        FloatBuf::upload(stream, &w2_h, DType::BF16)?,
     );
-    let (mut y1, mut y2) = (Buf::poisoned(stream, m * N1, DType::BF16)?, Buf::poisoned(stream, m * N2, DType::BF16)?);
+    let (mut y1, mut y2) =
+        (FloatBuf::poisoned(stream, m * N1, DType::BF16)?, FloatBuf::poisoned(stream, m * N2, DType::BF16)?);
     // One scratch buffer for both calls, as an engine reuses its workspace: a call touching
     // scratch before its wait would race with the call before it.
     let scratch_bytes = p1.scratch_layout().total_bytes().max(p2.scratch_layout().total_bytes());
@@ -392,7 +336,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
         let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
         session.pin(&p2, &label, &id);
         session.prepare(&[&p1, &p2]).map_err(err)?;
-        let mut chain = |s: &Arc<CudaStream>, y1: &mut Buf, y2: &mut Buf| -> b12x_core::Result<()> {
+        let mut chain = |s: &Arc<CudaStream>, y1: &mut FloatBuf, y2: &mut FloatBuf| -> b12x_core::Result<()> {
             let a1 = Args {
                 x: x.view(m, K1, K1, DType::BF16),
                 w: w1.view(N1, K1, K1, DType::BF16),
@@ -539,8 +483,8 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         }
     }
     // Above capacity: a 9-row view of a 9-row buffer.
-    let x9 = Buf::upload(stream, &uniform(13, 9 * RK, -1.0, 1.0), DType::BF16)?;
-    let mut y9 = Buf::poisoned(stream, 9 * RN, F32)?;
+    let x9 = FloatBuf::upload(stream, &uniform(13, 9 * RK, -1.0, 1.0), DType::BF16)?;
+    let mut y9 = FloatBuf::poisoned(stream, 9 * RN, F32)?;
     let args = Args {
         x: x9.view(9, RK, RK, DType::BF16),
         w: r.w.view(RN, RK, RK, DType::BF16),

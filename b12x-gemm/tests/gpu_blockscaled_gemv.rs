@@ -10,12 +10,12 @@
 //! nothing, bad inputs are typed errors that launch nothing.
 
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
-use b12x_core::half::{bf16, f16};
+use b12x_core::half::bf16;
 use b12x_core::testing::{
-    aligned_scratch, alloc_poisoned, alloc_scratch, cast, check_graph_replay_equals_eager, check_run_allocates_nothing,
-    poison, reduced_profile, run_gpu_trials, session_pinned, uniform, GpuTrial,
+    aligned_scratch, alloc_scratch, cast, check_graph_replay_equals_eager, check_run_allocates_nothing,
+    reduced_profile, run_gpu_trials, session_pinned, uniform, FloatBuf, GpuTrial,
 };
-use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorMut, TensorRef};
+use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorRef};
 use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query, XQuant};
 use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
 use b12x_gemm::blockscaled::{reference, Weight};
@@ -164,77 +164,6 @@ fn weight(
     })
 }
 
-/// An output buffer of any of the three dtypes.
-enum Out {
-    Bf16(CudaSlice<bf16>),
-    F16(CudaSlice<f16>),
-    F32(CudaSlice<f32>),
-}
-
-impl Out {
-    fn poisoned(stream: &Arc<CudaStream>, n: usize, dtype: DType) -> Result<Self, String> {
-        Ok(match dtype {
-            DType::BF16 => Out::Bf16(alloc_poisoned(stream, n).map_err(err)?),
-            DType::F16 => Out::F16(alloc_poisoned(stream, n).map_err(err)?),
-            _ => Out::F32(alloc_poisoned(stream, n).map_err(err)?),
-        })
-    }
-    fn poison(&mut self, stream: &CudaStream) -> TrialResult {
-        match self {
-            Out::Bf16(s) => poison(stream, s),
-            Out::F16(s) => poison(stream, s),
-            Out::F32(s) => poison(stream, s),
-        }
-        .map_err(err)
-    }
-    fn download(&self, stream: &Arc<CudaStream>) -> Result<Vec<f64>, String> {
-        Ok(match self {
-            Out::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_f64()).collect(),
-            Out::F16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_f64()).collect(),
-            Out::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|&v| f64::from(v)).collect(),
-        })
-    }
-    fn bits(&self, stream: &Arc<CudaStream>) -> Result<Vec<u32>, String> {
-        Ok(match self {
-            Out::Bf16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| u32::from(v.to_bits())).collect(),
-            Out::F16(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| u32::from(v.to_bits())).collect(),
-            Out::F32(s) => stream.clone_dtoh(s).map_err(err)?.iter().map(|v| v.to_bits()).collect(),
-        })
-    }
-    fn view_mut(&mut self, rows: usize, cols: usize, stride: usize, dtype: DType) -> TensorMut<'_> {
-        let ptr = match self {
-            Out::Bf16(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()),
-            Out::F16(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()),
-            Out::F32(s) => TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()),
-        }
-        .unwrap_or(0);
-        // SAFETY: every caller allocated at least rows * stride elements of `dtype`; the buffer
-        // is borrowed mutably for the view's lifetime.
-        unsafe { TensorMut::from_raw(ptr, &[rows, cols], &[stride as isize, 1], dtype) }.expect("view")
-    }
-}
-
-fn view<'a>(s: &'a CudaSlice<bf16>, rows: usize, cols: usize, stride: usize) -> TensorRef<'a> {
-    let ptr = TensorRef::from_slice(s, &[s.len()]).map(|v| v.ptr()).unwrap_or(0);
-    // SAFETY: callers allocated at least rows * stride elements.
-    unsafe { TensorRef::from_raw(ptr, &[rows, cols], &[stride as isize, 1], DType::BF16) }.expect("view")
-}
-
-/// A bias buffer of either dtype, and its values as the oracle sees them.
-enum Bias {
-    Bf16(CudaSlice<bf16>),
-    F32(CudaSlice<f32>),
-}
-
-impl Bias {
-    fn view(&self) -> TensorRef<'_> {
-        match self {
-            Bias::Bf16(s) => TensorRef::from_slice(s, &[s.len()]).expect("bias"),
-            Bias::F32(s) => TensorRef::from_slice(s, &[s.len()]).expect("bias"),
-        }
-    }
-}
-
 /// Everything one (case, format) needs on the host and the device.
 struct Setup {
     w: Weight,
@@ -272,8 +201,7 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
         }
     });
     let bias = match (&b_h, c.bias) {
-        (Some(v), Some(DType::BF16)) => Some(Bias::Bf16(stream.clone_htod(&cast::<bf16>(v)).map_err(err)?)),
-        (Some(v), Some(_)) => Some(Bias::F32(stream.clone_htod(v).map_err(err)?)),
+        (Some(v), Some(d)) => Some(FloatBuf::upload(stream, v, d)?),
         _ => None,
     };
     let q =
@@ -292,8 +220,8 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
         let want = reference::exact(&a, &s.w, c.alpha, b_h.as_deref(), &rows).map_err(err)?;
         // x̂ as the pre-pass must write it: the quantizer's dequantized values in bf16 (exact).
         let x_hat_want: Vec<u16> = a.dequantize().iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
-        let x = stream.clone_htod(&cast::<bf16>(&x_h)).map_err(err)?;
-        let mut y = Out::poisoned(stream, m * ly, c.out)?;
+        let x = FloatBuf::upload(stream, &x_h, DType::BF16)?;
+        let mut y = FloatBuf::poisoned(stream, m * ly, c.out)?;
         let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
         let label = plan.buckets()[bucket].label();
         let configs = plan.candidates(bucket);
@@ -301,9 +229,9 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
             let _session = session_pinned(dev, &plan, &label, id)?;
             y.poison(stream)?;
             let args = Args {
-                x: view(&x, m, k, lx),
+                x: x.view(m, k, lx, DType::BF16),
                 w: &s.packed,
-                bias: bias.as_ref().map(Bias::view),
+                bias: bias.as_ref().map(|b| b.view(n, 0, 0, b.dtype())),
                 y: y.view_mut(m, n, ly, c.out),
                 alpha: c.alpha,
             };
@@ -351,8 +279,8 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
 struct Fixture {
     plan: Plan,
     packed: PackedWeight,
-    x: CudaSlice<bf16>,
-    y: Out,
+    x: FloatBuf,
+    y: FloatBuf,
     scratch: CudaSlice<u8>,
 }
 
@@ -374,8 +302,8 @@ fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
         x_quant: None,
     };
     let plan = gemv::plan(&q, dev).map_err(err)?;
-    let x = stream.clone_htod(&cast::<bf16>(&uniform(9, m * FK, -1.0, 1.0))).map_err(err)?;
-    let y = Out::poisoned(stream, m * FN, DType::BF16)?;
+    let x = FloatBuf::upload(stream, &uniform(9, m * FK, -1.0, 1.0), DType::BF16)?;
+    let y = FloatBuf::poisoned(stream, m * FN, DType::BF16)?;
     let scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     Ok(Fixture { plan, packed, x, y, scratch })
 }
@@ -383,7 +311,7 @@ fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
 impl Fixture {
     fn run(&mut self, m: usize, stream: &Arc<CudaStream>) -> b12x_core::Result<()> {
         let args = Args {
-            x: view(&self.x, m, FK, FK),
+            x: self.x.view(m, FK, FK, DType::BF16),
             w: &self.packed,
             bias: None,
             y: self.y.view_mut(m, FN, FN, DType::BF16),
@@ -436,7 +364,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let bytes = f.plan.scratch_layout().total_bytes();
     let mx = pack_weight(&weight(WeightFormat::Mxfp4, FN, FK, 5, 0, false)?, stream).map_err(err)?;
     let small = pack_weight(&weight(WeightFormat::Nvfp4, 128, FK, 5, 0, false)?, stream).map_err(err)?;
-    let x_ptr = view(&f.x, m, FK, FK).ptr();
+    let x_ptr = f.x.view(m, FK, FK, DType::BF16).ptr();
     // SAFETY: views inside f.x (m rows of FK); all rejected before a launch.
     let raw = |ptr: u64, rows: usize, stride: usize| {
         unsafe { TensorRef::from_raw(ptr, &[rows, FK], &[stride as isize, 1], DType::BF16) }.map_err(err)
@@ -485,10 +413,10 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     ) {
         return Err("a bias on a plan without one: expected Shape".into());
     }
-    let x17 = stream.clone_htod(&vec![bf16::ZERO; 17 * FK]).map_err(err)?;
-    let mut y17 = Out::poisoned(stream, 17 * FN, DType::BF16)?;
+    let x17 = FloatBuf::upload(stream, &vec![0.0; 17 * FK], DType::BF16)?;
+    let mut y17 = FloatBuf::poisoned(stream, 17 * FN, DType::BF16)?;
     let args = Args {
-        x: view(&x17, 17, FK, FK),
+        x: x17.view(17, FK, FK, DType::BF16),
         w: &f.packed,
         bias: None,
         y: y17.view_mut(17, FN, FN, DType::BF16),
@@ -527,10 +455,16 @@ fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
     let plan = gemv::plan(&query, dev).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&plan]).map_err(err)?;
-    let x = stream.clone_htod(&vec![bf16::ONE; m * k]).map_err(err)?;
-    let mut y = Out::poisoned(stream, m * n, DType::BF16)?;
+    let x = FloatBuf::upload(stream, &vec![1.0; m * k], DType::BF16)?;
+    let mut y = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
-    let args = Args { x: view(&x, m, k, k), w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
+    let args = Args {
+        x: x.view(m, k, k, DType::BF16),
+        w: &packed,
+        bias: None,
+        y: y.view_mut(m, n, n, DType::BF16),
+        alpha: 1.0,
+    };
     match gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream) {
         Err(Error::InvalidQuery { field: "w", .. }) => {}
         other => return Err(format!("expected InvalidQuery on w, got {other:?}")),
