@@ -31,6 +31,8 @@ paged caches (P = 16, scattered pages, as the Rust kv_append bench) with `index_
 ids computed on the host from the same page table; the E4M3 rows divide by the request's scales
 and cast to `float8_e4m3fn` first.
 
+Cases `blockscaled_prefill_bf16/M{m}_N{n}_K{k}` (F.linear) and `blockscaled_prefill_fp8/M{m}_N{n}_K{k}`
+(torch._scaled_mm, per-tensor FP8) are the peers of gemm.blockscaled's tiled (middle / prefill) rows.
 Cases `blockscaled_w4a16/M{m}_N{n}_K{k}_bf16` time `F.linear` (cuBLAS BF16) on a BF16 weight of the
 W4A16 rows' shape: the issue's peer for gemm.blockscaled's decode path (cuBLAS on the dequantized
 weight; the values do not change its speed). Cases `blockscaled_fp8_scaled_mm/M16_N{n}_K{k}`
@@ -58,6 +60,8 @@ RMS_EPS = 1e-6
 RMS_X8_T = [4096]  # token counts of the rmsnorm_x8 cases
 CALLS = 8  # back-to-back calls per replay in the bf16_gemv_x8 cases
 W4A16_NK = [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168), (7168, 2048)]  # blockscaled_w4a16
+PREFILL_NK = [(7168, 7168), (18432, 7168)]  # blockscaled_prefill_{bf16,fp8}: gemm.blockscaled's tiled path
+PREFILL_M = [64, 256, 2048, 8192]
 CALLS_MAX_W_BYTES = 1 << 30  # the x8 cases leave out the LM head
 
 LINEAR = "torch.nn.functional.linear (cuBLAS)"
@@ -234,6 +238,25 @@ def main():
             except (RuntimeError, TypeError) as e:  # an older torch without this signature
                 print(f"{key}: torch._scaled_mm failed: {e}", flush=True)
             del x8, w8
+            torch.cuda.empty_cache()
+        for n, k in PREFILL_NK:
+            w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+            w8 = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn)
+            one = torch.ones((), device=dev, dtype=torch.float32)
+            for m in PREFILL_M:
+                key = f"blockscaled_prefill_bf16/M{m}_N{n}_K{k}"
+                if not args.only or args.only in key:
+                    x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+                    add(key, LINEAR, lambda x=x, w=w: F.linear(x, w))
+                key = f"blockscaled_prefill_fp8/M{m}_N{n}_K{k}"
+                if not args.only or args.only in key:
+                    x8 = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+                    try:
+                        add(key, SCALED_MM, lambda x8=x8, w8=w8, one=one: torch._scaled_mm(
+                            x8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+                    except (RuntimeError, TypeError) as e:
+                        print(f"{key}: torch._scaled_mm failed: {e}", flush=True)
+            del w, w8
             torch.cuda.empty_cache()
         for d in RMS_D:
             weight = torch.randn(d, device=dev, dtype=torch.bfloat16)

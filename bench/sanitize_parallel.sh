@@ -57,7 +57,11 @@ run_one() {
   local rc=$?
   local summary
   summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|INITCHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')
-  echo "$t rc=$rc passed=$(grep -c '\.\.\. ok' "$log") ${summary:-no-summary} $((SECONDS - t0))s" >> "$OUT/$TOOL.w$w.txt"
+  # libtest's summary line, not `... ok`: a trial's own stderr (e.g. the unprepared-run warning)
+  # can land between `test NAME ...` and its `ok`.
+  local passed
+  passed=$(sed -n 's/^test result: ok\. \([0-9]*\) passed.*/\1/p' "$log" | tail -1)
+  echo "$t rc=$rc passed=${passed:-0} ${summary:-no-summary} $((SECONDS - t0))s" >> "$OUT/$TOOL.w$w.txt"
   [ $rc -ne 0 ] && cp "$log" "$OUT/${TOOL}_fail_$(echo "$t" | tr -c 'A-Za-z0-9_\n' '_').log"
   return 0
 }

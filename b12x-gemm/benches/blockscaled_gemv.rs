@@ -16,7 +16,12 @@
 //! each W8A16 row at M = 16 appears twice, the second (`…_bf16@scaled_mm`, the same samples)
 //! against `torch._scaled_mm` FP8 (`blockscaled_fp8_scaled_mm/M16_N{n}_K{k}`; run peers.py with
 //! `--only blockscaled` to get both).
-//! `B12X_BENCH_QUICK=1` keeps M ∈ {1, 16}.
+//! The tiled path (middle and prefill buckets): `blockscaled_prefill_{w4a16_nvfp4|w4a16_mxfp4|
+//! w8a16_mxfp8|w8a16_fp8block128}/M{m}_N{n}_K{k}_bf16`, M ∈ {64, 256, 2048, 8192}, (N, K) ∈
+//! {(7168, 7168), (18432, 7168)} (the prefill shapes), TFLOP/s = 2·M·N·K / time, the
+//! oracle checked on x's first 64 rows; peers cuBLAS BF16 (`blockscaled_prefill_bf16/…`) and, in a
+//! second row per case (`…@fp8`), cuBLASLt FP8 via `torch._scaled_mm` (`blockscaled_prefill_fp8/…`).
+//! `B12X_BENCH_QUICK=1` keeps M ∈ {1, 16} and {2048, 8192}.
 //!
 //! Run: `cargo bench -p b12x-gemm --bench blockscaled_gemv` (rows go to
 //! `bench-results/blockscaled_gemv.{json,md}`).
@@ -68,7 +73,121 @@ fn main() -> Result<()> {
             bench_shape(&dev, &mut report, format, Some(xq), (n, k), quick)?;
         }
     }
+    for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
+        for (n, k) in PREFILL_SHAPES {
+            bench_prefill(&dev, &mut report, format, (n, k), quick)?;
+        }
+    }
     println!("wrote {}", report.write()?.display());
+    Ok(())
+}
+
+const PREFILL_ROWS: [usize; 4] = [64, 256, 2048, 8192];
+const PREFILL_QUICK_ROWS: [usize; 2] = [2048, 8192];
+const PREFILL_SHAPES: [(usize, usize); 2] = [(7168, 7168), (18432, 7168)];
+/// Rows of x checked against the oracle before timing a prefill case.
+const PREFILL_CHECK_ROWS: usize = 64;
+
+/// The tiled path at the middle and prefill M: one plan of capacity 8192 per (format, shape).
+fn bench_prefill(
+    dev: &Arc<Device>,
+    report: &mut BenchReport,
+    format: WeightFormat,
+    (n, k): (usize, usize),
+    quick: bool,
+) -> Result<()> {
+    let fname = match format {
+        WeightFormat::Nvfp4 => "w4a16_nvfp4",
+        WeightFormat::Mxfp4 => "w4a16_mxfp4",
+        WeightFormat::Mxfp8 => "w8a16_mxfp8",
+        WeightFormat::BlockFp8 { .. } => "w8a16_fp8block128",
+        WeightFormat::TensorFp8 => "w8a16_fp8tensor",
+    };
+    let case_name = |m: usize| format!("blockscaled_prefill_{fname}/M{m}_N{n}_K{k}_bf16");
+    let ms: Vec<usize> = PREFILL_ROWS
+        .into_iter()
+        .filter(|m| !quick || PREFILL_QUICK_ROWS.contains(m))
+        .filter(|&m| b12x_core::bench::selected(&case_name(m)))
+        .collect();
+    if ms.is_empty() {
+        return Ok(());
+    }
+    let stream = dev.stream();
+    let (small, big) = tiled_weight(format, n, k)?;
+    let packed = pack_weight(&big, stream)?;
+    drop(big);
+    let mx = *PREFILL_ROWS.iter().max().unwrap_or(&1);
+    let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
+    let x = stream.clone_htod(&x_h)?;
+    let y = stream.alloc_zeros::<bf16>(mx * n)?;
+    let q = Query {
+        n,
+        k,
+        weight: format,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: mx,
+        x_quant: None,
+    };
+    let plan = gemv::plan(&q, dev)?;
+    let scratch_bytes = plan.scratch_layout().total_bytes();
+    let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;
+    let sp = TensorRef::from_slice(&scratch, &[scratch.len()])?.ptr().next_multiple_of(SCRATCH_ALIGN as u64);
+    let mut session = PreparationSession::new(dev)?;
+    session.prepare(&[&plan])?;
+    let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
+    let small_rows: Vec<usize> = rows.iter().map(|r| r % DISTINCT_ROWS.min(n)).collect();
+    let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), TensorRef::from_slice(&y, &[mx * n])?.ptr());
+    let w_bytes = packed.codes.len() + packed.scales.len();
+    for m in ms {
+        let case = case_name(m);
+        let bucket = b12x_core::plan::bucket_of(b12x_core::OpPlan::buckets(&plan), m).unwrap_or(0);
+        let config = b12x_core::OpPlan::slot(&plan).get(bucket).map(|s| s.config.clone()).unwrap_or_default();
+        let call = |s: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
+            // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the calls
+            // and the graph, and nothing else touches them meanwhile.
+            let (xv, yv) = unsafe {
+                (
+                    TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
+                    TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], DType::BF16)?,
+                )
+            };
+            let args = Args { x: xv, w: &packed, bias: None, y: yv, alpha: 1.0 };
+            // SAFETY: the plan's scratch buffer, used by nothing else.
+            let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
+            gemv::run(&plan, args, scratch, s)
+        };
+        call(stream)?;
+        stream.synchronize()?;
+        let got: Vec<f64> = stream.clone_dtoh(&y)?.iter().map(|v| v.to_f64()).collect();
+        let mc = m.min(PREFILL_CHECK_ROWS);
+        let a = reference::activation(mc, k, &x_h[..mc * k], None).map_err(|e| b12x_core::Error::InvalidQuery {
+            op: "bench",
+            field: "x",
+            reason: e.to_string(),
+        })?;
+        let want = reference::exact(&a, &small, 1.0, None, &small_rows)
+            .map_err(|e| b12x_core::Error::InvalidQuery { op: "bench", field: "oracle", reason: e.to_string() })?;
+        let got: Vec<f64> =
+            (0..mc).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
+        if let Err(e) = reference::check_bound(&case, DType::BF16, &got, &want, &[mc, rows.len()]) {
+            panic!("oracle check failed before timing: {e}");
+        }
+        let times = time_graph(dev, samples(), call)?;
+        let flops = (2 * m * n * k) as f64;
+        report.add_vs(
+            &case,
+            &format!("blockscaled_prefill_bf16/M{m}_N{n}_K{k}"),
+            &config,
+            &times,
+            w_bytes as f64,
+            flops,
+        );
+        let fp8 = format!("blockscaled_prefill_fp8/M{m}_N{n}_K{k}");
+        report.add_vs(&format!("{case}@fp8"), &fp8, &config, &times, w_bytes as f64, flops);
+    }
+    session.close();
     Ok(())
 }
 

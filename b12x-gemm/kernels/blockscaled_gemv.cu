@@ -610,3 +610,338 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __gr
   }
   if (live) *reinterpret_cast<uint4*>(p.xhat + row * p.k + col) = make_uint4(out[0], out[1], out[2], out[3]);
 }
+
+// ---- middle and prefill buckets (M > 16): CTA tiles of x rows x weight rows ------------------
+// y[m, n] = out_scale * sum_k x[m, k] W[n, k] (+ bias[n]), the decode path's math, for any M.
+// A CTA computes BM = 32 WM rows of x by BN = 32 WN weight rows (grid: M tiles fastest, so the
+// CTAs running together share weight tiles and x stays in L2), K in k-tiles of 128: a ring of
+// `stages` k-tiles in shared memory, filled by all 256 threads with cp.async (x bf16 128 k per
+// row, the packed codes' 64 (FP4) or 128 (FP8) bytes per weight row, the tiles' scales; zeros
+// past M, N and K), each stage's completion an mbarrier that every thread's copies arrive on;
+// one __syncthreads per k-tile before its slot is refilled. Eight warps, 2 (M) x 4 (N), each
+// owns 16 WM x 8 WN outputs: x is the MMA's A (16-byte ld.shared of 8 consecutive k per row),
+// the weight its B, dequantized in registers exactly as the decode path does (E2M1 / E4M3 ->
+// bf16 by bit placement, x the block scale in bf16; block-FP8 f32 scales on per-tile f32 partial
+// sums), with the same K permutation: lane t takes the k of its 16-byte chunk(s) and the MMA's k
+// slots 2t, 2t+1, 2t+8, 2t+9 hold the word's pairs, x read in the matching order. FP4: lane t
+// owns k 32t .. 32t + 31 of the k-tile (chunk t of the row's 64 bytes, four words of 8 k, two
+// MMA steps each), visiting word (q + t) % 4 at step pair q; FP8: k 32T + 8t .. + 7 of each
+// 32-k group T (8 bytes: two steps). Shared-memory layouts (16-byte chunk c of a row at chunk
+// c ^ f(row)) make every warp's loads conflict free: x rows 256 bytes, f = row & 1 (FP4) or
+// 4 (row & 1) (FP8); weight rows 64 bytes (FP4), f = (row >> 1) & 3, or 128 bytes (FP8),
+// f = 2 (row & 3). The scale table and the format rules are the decode path's.
+namespace b12x {
+
+// Mirrored by `BsGemmParams` in src/blockscaled/gemv.rs (size and offsets asserted there).
+struct BsGemmParams {
+  const unsigned char* codes;   // [N, row_bytes] packed codes (FP4 layout v2/v3 words, FP8 bytes)
+  const unsigned char* scales;  // as BsGemvParams::scales
+  const bf16* x;                // [M, K] bf16, row stride ldx (16-byte aligned rows)
+  const void* bias;             // [N] bf16 or f32 (flags), nullptr for none
+  void* y;                      // [M, N] TOut, row stride ldy
+  long long ldx, ldy;
+  int n, k, m;
+  int row_bytes;                // code bytes per weight row: K / 2 (FP4) or K (FP8)
+  int ktiles;                   // ceil(K / 128)
+  int mtiles;                   // ceil(M / BM): the grid is mtiles x ceil(N / BN)
+  int stages;                   // ring depth, 2..kMaxStages
+  int scale_tiles;              // as BsGemvParams
+  int scale_bias;
+  float out_scale;
+  int flags;
+  int sld, sgroups;
+  int reserved[5];
+};
+static_assert(sizeof(BsGemmParams) == 128, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, ldx) == 40, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, n) == 56, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, out_scale) == 92, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, sgroups) == 104, "mirror of gemv.rs");
+
+namespace bsgemm {
+
+using bsgemv::Fmt;
+constexpr int kThreads = 256;
+constexpr int kMaxStages = 8;
+constexpr uint32_t kScaleSmem = 2048;  // per stage: NVFP4 two 128-row blocks x two tiles, at most
+
+template <Fmt F, int WM, int WN>
+struct Tile {
+  static constexpr bool kFp8 = bsgemv::FmtInfo<F>::kFp8;
+  static constexpr int BM = 32 * WM, BN = 32 * WN;
+  static constexpr int RB = kFp8 ? 128 : 64;  // code bytes per weight row and k-tile
+  static constexpr uint32_t kX = BM * 256u, kW = BN * uint32_t(RB);
+  static constexpr uint32_t kStage = kX + kW + kScaleSmem;
+  static_assert(BN == 128 || BN == 256, "scale staging covers one or two 128-row blocks");
+};
+
+template <bool kFp8>
+__device__ __forceinline__ uint32_t x_pos(int row, int c) {
+  return uint32_t(row * 256 + 16 * (c ^ ((row & 1) * (kFp8 ? 4 : 1))));
+}
+template <bool kFp8>
+__device__ __forceinline__ uint32_t w_pos(int row, int c) {
+  return kFp8 ? uint32_t(row * 128 + 16 * (c ^ ((row & 3) << 1))) : uint32_t(row * 64 + 16 * (c ^ ((row >> 1) & 3)));
+}
+
+template <Fmt F, int WM, int WN, typename TOut>
+__device__ __forceinline__ void gemm(const BsGemmParams& p) {
+  using T = Tile<F, WM, WN>;
+  constexpr bool kFp8 = T::kFp8;
+  constexpr int BM = T::BM, BN = T::BN, RB = T::RB;
+  constexpr bool kPromote = F == Fmt::Fp8Block;
+  __shared__ __align__(8) uint64_t s_bar[kMaxStages];
+  __shared__ uint32_t s_tab[256];
+  extern __shared__ __align__(16) unsigned char s_dyn[];
+  const uint32_t ring = (smem_addr(s_dyn) + 127u) & ~127u;  // the launch adds 128 bytes of slack
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m0 = int(blockIdx.x % unsigned(p.mtiles)) * BM, n0 = int(blockIdx.x / unsigned(p.mtiles)) * BN;
+  const int ktiles = p.ktiles, S = p.stages;
+  const uint32_t bar0 = smem_addr(s_bar);
+
+  for (int c = tid; c < 256; c += kThreads) {
+    uint32_t b = 0;
+    if (F == Fmt::Nvfp4) {
+      b = c < 127 ? ue4m3_bf16_x2p119(c) : 0u;
+    } else {
+      const int e = c + p.scale_bias;
+      b = (c < 255 && e >= 1 && e <= 254) ? uint32_t(e) << 7 : 0u;
+    }
+    s_tab[c] = b | (b << 16);
+  }
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) mbar_init(bar0 + 8 * s, kThreads);
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  const float* bscales = reinterpret_cast<const float*>(p.scales);
+  const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
+  // k-tile kt into ring slot s; every thread arrives on the slot's barrier once its copies land.
+  auto load = [&](int kt, int s) {
+    const uint32_t st = ring + uint32_t(s) * T::kStage;
+#pragma unroll
+    for (int j = 0; j < BM * 16 / kThreads; ++j) {
+      const int i = tid + kThreads * j, row = i >> 4, c = i & 15;
+      const int gm = m0 + row, gk = kt * 128 + 8 * c;
+      const bool live = gm < p.m && gk < p.k;
+      bsgemv::cp_async<16>(st + x_pos<kFp8>(row, c), live ? p.x + (long long)gm * p.ldx + gk : p.x, live);
+    }
+    constexpr int kCh = RB / 16;
+#pragma unroll
+    for (int j = 0; j < BN * kCh / kThreads; ++j) {
+      const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
+      const int gn = n0 + row, gb = kt * RB + 16 * c;
+      const bool live = gn < p.n && gb < p.row_bytes;
+      bsgemv::cp_async<16>(st + T::kX + w_pos<kFp8>(row, c), live ? p.codes + (long long)gn * p.row_bytes + gb : p.codes,
+                           live);
+    }
+    const uint32_t ss = st + T::kX + T::kW;
+    if constexpr (F == Fmt::Nvfp4 || F == Fmt::Mxfp4 || F == Fmt::Mxfp8) {
+      // 512-byte tiles of 4 scale columns per 128-row block: NVFP4 two per k-tile, MX one.
+      constexpr int kTiles = F == Fmt::Nvfp4 ? 2 : 1;
+      constexpr int kChunks = (BN / 128) * kTiles * 32;
+      if (tid < kChunks) {
+        const int rb = tid / (kTiles * 32), tile = kt * kTiles + (tid / 32) % kTiles, c = tid % 32;
+        const int grb = n0 / 128 + rb;
+        const bool live = grb * 128 < p.n && tile < p.scale_tiles;
+        bsgemv::cp_async<16>(ss + 16u * tid,
+                             live ? p.scales + ((long long)grb * p.scale_tiles + tile) * 512 + 16 * c : p.scales, live);
+      }
+    } else if constexpr (F == Fmt::Fp8Block) {
+      // f32 scales: 32 x 32 tiles: 16 bytes (4 columns) per 32-row tile row; 128 x 128: one f32
+      // per 128-row block (rows past N: zeros; the padded rows keep every copy in bounds).
+      if (tile32) {
+        if (tid < BN / 32) {
+          const int tr = n0 / 32 + tid;
+          const bool live = tr < p.sgroups;
+          bsgemv::cp_async<16>(ss + 16u * tid, live ? bscales + (long long)tr * p.sld + 4 * kt : bscales, live);
+        }
+      } else if (tid < BN / 128) {
+        const int grb = n0 / 128 + tid;
+        const bool live = grb < p.sgroups;
+        bsgemv::cp_async<4>(ss + 16u * tid, live ? bscales + (long long)grb * p.sld + kt : bscales, live);
+      }
+    }
+    bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
+  };
+
+  const int wm = warp & 1, wn = warp >> 1;
+  const int mrow0 = wm * 16 * WM, nrow0 = wn * 8 * WN;
+  // Scale bytes of weight row r = nrow0 + 8 j + g in its 128-row block's tiles: (r % 32) * 16 +
+  // ((r % 128) / 32) * 4 (layout.rs); nrow0 is a multiple of 32 and the warp's rows stay in one
+  // block, so that is sc_row + 128 (j % 4) + 4 (j / 4) in block sc_blk.
+  const uint32_t sc_row = uint32_t(g * 16 + ((nrow0 & 127) >> 5) * 4), sc_blk = uint32_t(nrow0 >> 7);
+  float acc[WM][WN][4];
+  float part[kPromote ? WM : 1][kPromote ? WN : 1][4];
+  auto zero_part = [&]() {
+#pragma unroll
+    for (int i = 0; i < (kPromote ? WM : 1); ++i)
+#pragma unroll
+      for (int j = 0; j < (kPromote ? WN : 1); ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
+  };
+  auto promote = [&](float s) {
+#pragma unroll
+    for (int i = 0; i < (kPromote ? WM : 1); ++i)
+#pragma unroll
+      for (int j = 0; j < (kPromote ? WN : 1); ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = fmaf(part[i][j][e], s, acc[i][j][e]), part[i][j][e] = 0.0f;
+  };
+#pragma unroll
+  for (int i = 0; i < WM; ++i)
+#pragma unroll
+    for (int j = 0; j < WN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  zero_part();
+
+  for (int s = 0; s < S - 1 && s < ktiles; ++s) load(s, s);
+  int slot = 0, phase = 0;
+  for (int kt = 0; kt < ktiles; ++kt) {
+    mbar_wait(bar0 + 8 * slot, uint32_t(phase));
+    __syncthreads();  // every warp is done with the slot of k-tile kt - 1: refill it
+    if (kt + S - 1 < ktiles) load(kt + S - 1, (slot + S - 1) % S);
+    const uint32_t xs = ring + uint32_t(slot) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
+    if constexpr (!kFp8) {
+      // Scales of the lane's k (blocks 2t, 2t + 1 for NVFP4, block t for MXFP4) per weight row.
+      uint32_t sc[WN][2];
+#pragma unroll
+      for (int j = 0; j < WN; ++j) {
+        const uint32_t row_off = sc_row + (F == Fmt::Nvfp4 ? 1024u : 512u) * sc_blk + 128u * (j & 3) + 4u * (j >> 2);
+        if (F == Fmt::Nvfp4) {
+          const uint32_t wd = bsgemv::ld_shared_u32(ss + row_off + 512u * (t >> 1)) >> (16 * (t & 1));
+          sc[j][0] = s_tab[wd & 0xFF];
+          sc[j][1] = s_tab[(wd >> 8) & 0xFF];
+        } else {
+          sc[j][0] = sc[j][1] = s_tab[(bsgemv::ld_shared_u32(ss + row_off) >> (8 * t)) & 0xFF];
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int w = (q + t) & 3;  // the word this lane multiplies at step pair q
+        uint4 xa[WM][2];
+#pragma unroll
+        for (int i = 0; i < WM; ++i) {
+          const int row = mrow0 + 16 * i + g;
+          xa[i][0] = bsgemv::ld_shared_v4(xs + x_pos<false>(row, 4 * t + w));
+          xa[i][1] = bsgemv::ld_shared_v4(xs + x_pos<false>(row + 8, 4 * t + w));
+        }
+#pragma unroll
+        for (int j = 0; j < WN; ++j) {
+          const int r = nrow0 + 8 * j + g;
+          const uint32_t wd = bsgemv::ld_shared_u32(ws + w_pos<false>(r, t) + 4u * w);
+          const uint32_t s2 = (w >> 1) ? sc[j][1] : sc[j][0];
+          const uint32_t b0[2] = {bsgemv::hmul2_bf16(bsgemv::pair<0>(wd), s2), bsgemv::hmul2_bf16(bsgemv::pair<1>(wd), s2)};
+          const uint32_t b1[2] = {bsgemv::hmul2_bf16(bsgemv::pair<2>(wd), s2), bsgemv::hmul2_bf16(bsgemv::pair<3>(wd), s2)};
+#pragma unroll
+          for (int i = 0; i < WM; ++i) {
+            const uint32_t a0[4] = {xa[i][0].x, xa[i][1].x, xa[i][0].y, xa[i][1].y};
+            const uint32_t a1[4] = {xa[i][0].z, xa[i][1].z, xa[i][0].w, xa[i][1].w};
+            mma_m16n8k16_bf16_f32(acc[i][j], a0, b0);
+            mma_m16n8k16_bf16_f32(acc[i][j], a1, b1);
+          }
+        }
+      }
+    } else {
+      // Not unrolled: with the four groups' loads hoisted, the 128 x 256 per-tensor kernel spills.
+#pragma unroll 1
+      for (int T = 0; T < 4; ++T) {
+        uint4 xa[WM][2];
+#pragma unroll
+        for (int i = 0; i < WM; ++i) {
+          const int row = mrow0 + 16 * i + g;
+          xa[i][0] = bsgemv::ld_shared_v4(xs + x_pos<true>(row, 4 * T + t));
+          xa[i][1] = bsgemv::ld_shared_v4(xs + x_pos<true>(row + 8, 4 * T + t));
+        }
+#pragma unroll
+        for (int j = 0; j < WN; ++j) {
+          const int r = nrow0 + 8 * j + g;
+          const uint2 v = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T + (t >> 1)) + 8u * (t & 1));
+          uint32_t s2 = bsgemv::kTwo120;
+          if constexpr (F == Fmt::Mxfp8) {  // the row's 4 scale bytes of the k-tile: byte T
+            const uint32_t sw = bsgemv::ld_shared_u32(ss + sc_row + 512u * sc_blk + 128u * (j & 3) + 4u * (j >> 2));
+            s2 = s_tab[(sw >> (8 * T)) & 0xFF];
+          }
+          const uint32_t b0[2] = {bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(v.x), s2),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(v.x), s2)};
+          const uint32_t b1[2] = {bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(v.y), s2),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(v.y), s2)};
+#pragma unroll
+          for (int i = 0; i < WM; ++i) {
+            const uint32_t a0[4] = {xa[i][0].x, xa[i][1].x, xa[i][0].y, xa[i][1].y};
+            const uint32_t a1[4] = {xa[i][0].z, xa[i][1].z, xa[i][0].w, xa[i][1].w};
+            if constexpr (kPromote) {
+              mma_m16n8k16_bf16_f32(part[i][j], a0, b0);
+              mma_m16n8k16_bf16_f32(part[i][j], a1, b1);
+            } else {
+              mma_m16n8k16_bf16_f32(acc[i][j], a0, b0);
+              mma_m16n8k16_bf16_f32(acc[i][j], a1, b1);
+            }
+          }
+        }
+        // 32 x 32 tiles: the warp's 32 rows (WN = 4) are tile row wn of the CTA, column T.
+        if constexpr (kPromote) {
+          if (tile32) promote(bsgemv::ld_shared_f32(ss + 16u * wn + 4u * T));
+        }
+      }
+      if constexpr (kPromote) {
+        if (!tile32) promote(bsgemv::ld_shared_f32(ss + 16u * uint32_t(nrow0 >> 7)));
+      }
+    }
+    if (++slot == S) slot = 0, phase ^= 1;
+  }
+
+  // Epilogue: lane element e of tile (i, j) is row 16 i + g + 8 (e >> 1), column 8 j + 2t + (e & 1).
+  const bool has_bias = p.bias != nullptr;
+#pragma unroll
+  for (int j = 0; j < WN; ++j) {
+    float bias[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = n0 + nrow0 + 8 * j + 2 * t + h;
+      if (has_bias && col < p.n)
+        bias[h] = (p.flags & bsgemv::kBiasF32) ? reinterpret_cast<const float*>(p.bias)[col]
+                                               : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[col]);
+    }
+#pragma unroll
+    for (int i = 0; i < WM; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + mrow0 + 16 * i + g + 8 * (e >> 1), col = n0 + nrow0 + 8 * j + 2 * t + (e & 1);
+        const float y = acc[i][j][e] * p.out_scale;
+        const TOut out = from_f32<TOut>(has_bias ? y + bias[e & 1] : y);
+        if (row < p.m && col < p.n) reinterpret_cast<TOut*>(p.y)[(long long)row * p.ldy + col] = out;
+      }
+  }
+}
+
+}  // namespace bsgemm
+}  // namespace b12x
+
+using b12x::BsGemmParams;
+
+// Tile shapes (src/blockscaled/gemv.rs lists the entry points): 128 x 256 (prefill), 64 x 256,
+// 32 x 128 (middle); block FP8 128 x 128 and 64 x 128 (its per-tile partial sums double the
+// accumulators). One CTA per SM for 128-row tiles, two otherwise.
+#define B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, TOUT, OUTNAME)                                             \
+  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, MINB)                                      \
+      b12x_bsgemm_##W##_##FMTNAME##_wm##WM##_wn##WN##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) { \
+    b12x::bsgemm::gemm<b12x::bsgemv::Fmt::FMT, WM, WN, TOUT>(p);                                              \
+  }
+#define B12X_BSGEMM_OUTS(FMT, FMTNAME, W, WM, WN, MINB)           \
+  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, b12x::bf16, bf16) \
+  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, b12x::fp16, f16)  \
+  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, float, f32)
+#define B12X_BSGEMM_FMT(FMT, FMTNAME, W, WN_BIG)   \
+  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 4, WN_BIG, 1) \
+  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 2, WN_BIG, 1) \
+  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 1, 4, 2)
+
+B12X_BSGEMM_FMT(Nvfp4, nvfp4, w4a16, 8)
+B12X_BSGEMM_FMT(Mxfp4, mxfp4, w4a16, 8)
+B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8)
+B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4)
+B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)

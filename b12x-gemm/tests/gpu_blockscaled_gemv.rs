@@ -1,13 +1,13 @@
-//! `gemm.blockscaled` decode path (W4A16: packed NVFP4 / MXFP4 weights; W8A16: MXFP8, block FP8
-//! with 128 × 128 / 32 × 32 tiles and f32 / UE8M0 scales, per-tensor FP8; × BF16 x, M ≤ 16) on
-//! the GPU against the CPU oracle (`blockscaled::reference`): every element within the oracle's
+//! `gemm.blockscaled` (W4A16: packed NVFP4 / MXFP4 weights; W8A16: MXFP8, block FP8 with 128 ×
+//! 128 / 32 × 32 tiles and f32 / UE8M0 scales, per-tensor FP8; × BF16 x; the decode kernels for
+//! M ≤ 16, the tiled kernels above, M up to 1000 here) on the GPU against the CPU oracle (`blockscaled::reference`): every element within the oracle's
 //! bound (1 ULP of a bf16/f16 output plus the K-dependent f32 accumulation term), the cosine
 //! difference within 1e-5 (1e-6 for f32), rows and tokens past the output untouched (y starts
 //! NaN-poisoned). Shapes from DeepSeek-V4(-Flash), Llama-3-8B and Qwen3-30B-A3B plus awkward N
 //! and K (partial row blocks, a partial last k-stage, stream-K CTAs sharing row blocks); every
 //! config of the bucket for small shapes, the default for large ones.
-//! Further trials: graph replay equals eager bitwise (with stream-K merges), `run` allocates
-//! nothing, bad inputs are typed errors that launch nothing.
+//! Further trials: graph replay equals eager bitwise (with stream-K merges, and on the tiled
+//! path), `run` allocates nothing, bad inputs are typed errors that launch nothing.
 
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
@@ -74,35 +74,37 @@ const fn case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> C
 }
 
 const DECODE: &[usize] = &[1, 3, 16];
+/// The M list: decode buckets and the tiled kernels' middle and prefill buckets.
+const ALL_M: &[usize] = &[1, 3, 16, 17, 64, 128, 1000];
 const CASES: &[Case] = &[
     // DeepSeek-V4(-Flash) projections.
-    Case { sample: 7, ..case("dsv4_wq_a_7168x1536", 7168, 1536, DECODE) },
+    Case { sample: 7, ..case("dsv4_wq_a_7168x1536", 7168, 1536, ALL_M) },
     Case { sample: 3, ..case("dsv4_1536x7168", 1536, 7168, DECODE) },
     Case { sample: 29, large: true, ..case("dsv4_wq_b_24576x1536", 24576, 1536, DECODE) },
-    Case { sample: 13, ..case("dsv4_4096x7168", 4096, 7168, &[1, 8, 9, 16]) },
+    Case { sample: 13, ..case("dsv4_4096x7168", 4096, 7168, &[1, 8, 9, 16, 40]) },
     Case { sample: 31, large: true, ..case("dsv4_down_7168x18432", 7168, 18432, DECODE) },
-    Case { out: DType::F32, ..case("dsv4_wkv_576x7168_f32", 576, 7168, DECODE) },
-    Case { sample: 37, large: true, ..case("ffn_18432x7168", 18432, 7168, &[1, 4, 16]) },
+    Case { out: DType::F32, sample: 3, ..case("dsv4_wkv_576x7168_f32", 576, 7168, &[1, 3, 16, 64, 300]) },
+    Case { sample: 37, large: true, ..case("ffn_18432x7168", 18432, 7168, &[1, 4, 16, 512]) },
     // Llama-3-8B and Qwen3-30B-A3B.
-    Case { sample: 11, ..case("llama3_8b_qkv_6144x4096", 6144, 4096, &[1, 5]) },
+    Case { sample: 11, ..case("llama3_8b_qkv_6144x4096", 6144, 4096, &[1, 5, 100]) },
     // More units per CTA than ring stages for every config: the ring wraps (also in the reduced
     // profile the sanitizers run).
     Case { sample: 17, ..case("llama3_8b_down_4096x14336_ring_wraps", 4096, 14336, &[1, 16]) },
     Case { sample: 5, ..case("qwen3_30b_q_4096x2048", 4096, 2048, &[2, 12]) },
-    Case { ..case("qwen3_30b_expert_down_2048x768", 2048, 768, &[1, 7]) },
+    Case { ..case("qwen3_30b_expert_down_2048x768", 2048, 768, &[1, 7, 64]) },
     // Awkward shapes: partial row blocks, K not a multiple of the 256-k stage, tiny, padded
     // rows, every output dtype, bias dtypes, alpha.
-    Case { bias: Some(DType::BF16), alpha: 0.75, ..case("awkward_n1000_bias", 1000, 3072, &[1, 6]) },
-    Case { out: DType::F16, ..case("awkward_prime_n_f16", 4099, 1056, &[1, 3, 13]) },
-    Case { out: DType::F32, bias: Some(DType::F32), ..case("awkward_n129_k96_f32", 129, 96, &[1, 16]) },
-    Case { ..case("tiny_1x32", 1, 32, &[1, 2]) },
-    Case { pad: 8, alpha: -2.0, bias: Some(DType::F32), ..case("padded_rows", 2048, 2048, &[2, 11]) },
+    Case { bias: Some(DType::BF16), alpha: 0.75, ..case("awkward_n1000_bias", 1000, 3072, &[1, 6, 17, 200]) },
+    Case { out: DType::F16, ..case("awkward_prime_n_f16", 4099, 1056, &[1, 3, 13, 29, 130]) },
+    Case { out: DType::F32, bias: Some(DType::F32), ..case("awkward_n129_k96_f32", 129, 96, &[1, 16, 17, 129]) },
+    Case { ..case("tiny_1x32", 1, 32, &[1, 2, 33]) },
+    Case { pad: 8, alpha: -2.0, bias: Some(DType::F32), ..case("padded_rows", 2048, 2048, &[2, 11, 40, 100]) },
     // Scale bytes far from 127: MXFP4's BF16 exponent offset (c > 0) and tiny weights.
-    Case { shift: 24, out: DType::F32, ..case("large_scales_f32", 1000, 2048, &[1, 4]) },
-    Case { shift: -30, out: DType::F32, ..case("small_scales_f32", 1000, 2048, &[1, 4]) },
+    Case { shift: 24, out: DType::F32, ..case("large_scales_f32", 1000, 2048, &[1, 4, 40]) },
+    Case { shift: -30, out: DType::F32, ..case("small_scales_f32", 1000, 2048, &[1, 4, 40]) },
     // Blocks of zeros among tiny scales: without ignoring the zero blocks' scale byte 0, MXFP8
     // would be refused (its range rule needs scale bytes ≥ 3 + c).
-    Case { zero_blocks: true, shift: -30, out: DType::F32, ..case("zero_blocks_f32", 1000, 2048, &[1, 5]) },
+    Case { zero_blocks: true, shift: -30, out: DType::F32, ..case("zero_blocks_f32", 1000, 2048, &[1, 5, 40]) },
     // Stream-K CTAs spanning three row blocks with a partial last block and k-stage.
     Case { bias: Some(DType::BF16), ..case("stream_k_three_row_blocks", 9000, 1312, &[1, 9]) },
 ];
@@ -204,8 +206,8 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
         (Some(v), Some(d)) => Some(FloatBuf::upload(stream, v, d)?),
         _ => None,
     };
-    let q =
-        Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: c.out, bias: c.bias, max_rows: 16, x_quant: xq };
+    let max_rows = c.ms.iter().copied().max().unwrap_or(1).max(16);
+    let q = Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: c.out, bias: c.bias, max_rows, x_quant: xq };
     let plan = gemv::plan(&q, dev).map_err(err)?;
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     for &m in c.ms {
@@ -287,7 +289,7 @@ struct Fixture {
 const FN: usize = 9000;
 const FK: usize = 1312;
 
-fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
+fn fixture(dev: &Arc<Device>, m: usize, max_rows: usize) -> Result<Fixture, String> {
     let stream = dev.stream();
     let w = weight(WeightFormat::Nvfp4, FN, FK, 5, 0, false)?;
     let packed = pack_weight(&w, stream).map_err(err)?;
@@ -298,7 +300,7 @@ fn fixture(dev: &Arc<Device>, m: usize) -> Result<Fixture, String> {
         x_dtype: DType::BF16,
         out_dtype: DType::BF16,
         bias: None,
-        max_rows: 16,
+        max_rows,
         x_quant: None,
     };
     let plan = gemv::plan(&q, dev).map_err(err)?;
@@ -327,10 +329,10 @@ impl Fixture {
 fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
     let m = 3;
     let stream = dev.stream();
-    let mut f = fixture(dev, m)?;
+    let mut f = fixture(dev, m, 16)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&f.plan]).map_err(err)?;
-    let c = f.plan.configs(2)[0];
+    let gemv::Candidate::Gemv(c) = f.plan.configs(2)[0] else { return Err("bucket 2 runs the decode kernels".into()) };
     let (_, per_cta, kstages) = c.schedule(FN, FK, dev.sm_count());
     if per_cta % kstages == 0 {
         return Err(format!("{}: expected CTAs sharing row blocks, got {per_cta} units per CTA", c.id()));
@@ -345,10 +347,27 @@ fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
     )
 }
 
+/// The tiled path (M = 100 on a 128-row plan): graph replays equal eager runs bitwise.
+fn graph_replay_equals_eager_tiled(dev: &Arc<Device>) -> TrialResult {
+    let m = 100;
+    let stream = dev.stream();
+    let mut f = fixture(dev, m, 128)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&f.plan]).map_err(err)?;
+    check_graph_replay_equals_eager(
+        &session,
+        stream,
+        &mut f,
+        |x, s| x.run(m, s),
+        |x, s| x.y.poison(s),
+        |x, s| x.y.bits(s),
+    )
+}
+
 fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
     let m = 8;
     let stream = dev.stream();
-    let mut f = fixture(dev, m)?;
+    let mut f = fixture(dev, m, 16)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&f.plan]).map_err(err)?;
     check_run_allocates_nothing(dev, stream, 100, || f.run(m, stream))
@@ -358,7 +377,7 @@ fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
 fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let stream = dev.stream();
     let m = 4;
-    let mut f = fixture(dev, m)?;
+    let mut f = fixture(dev, m, 16)?;
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
     session.prepare(&[&f.plan]).map_err(err)?;
     let bytes = f.plan.scratch_layout().total_bytes();
@@ -518,6 +537,7 @@ fn main() {
         trials.push(GpuTrial::new(name, move |d| check_case_xq(d, c, format, Some(xq))));
     }
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
+    trials.push(GpuTrial::new("graph_replay_equals_eager_tiled", graph_replay_equals_eager_tiled));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
     run_gpu_trials(trials)

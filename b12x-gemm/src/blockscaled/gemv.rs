@@ -85,8 +85,10 @@ use std::sync::Arc;
 
 /// The op id.
 pub const OP: &str = "gemm.blockscaled";
-/// Largest `Query::max_rows` of the decode path.
+/// Largest M of the decode path's buckets (the GEMV kernels); larger buckets run the tiled kernels.
 pub const MAX_ROWS: usize = 16;
+/// Largest `Query::max_rows`.
+pub const MAX_CAPACITY: usize = 1 << 20;
 /// Weight rows per unit of work (eight consumer warps × 16).
 const ROWS: usize = 128;
 /// k per TMA box of codes (128 bytes per row; a unit of work is `kb` boxes): FP4 256, FP8 128.
@@ -210,6 +212,194 @@ fn scale_bytes(format: WeightFormat, n: usize, k: usize) -> usize {
     }
 }
 
+/// Mirror of the kernel's `BsGemmParams` (the tiled kernels of the middle and prefill buckets;
+/// size and offsets asserted on both sides).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BsGemmParams {
+    pub codes: u64,
+    pub scales: u64,
+    pub x: u64,
+    pub bias: u64,
+    pub y: u64,
+    pub ldx: i64,
+    pub ldy: i64,
+    pub n: i32,
+    pub k: i32,
+    pub m: i32,
+    /// Code bytes per weight row: K / 2 (FP4) or K (FP8).
+    pub row_bytes: i32,
+    /// ⌈K / 128⌉.
+    pub ktiles: i32,
+    /// ⌈M / BM⌉: the grid is `mtiles × ⌈N / BN⌉` CTAs.
+    pub mtiles: i32,
+    pub stages: i32,
+    pub scale_tiles: i32,
+    pub scale_bias: i32,
+    pub out_scale: f32,
+    pub flags: i32,
+    pub sld: i32,
+    pub sgroups: i32,
+    pub reserved: [i32; 5],
+}
+
+const _: () = {
+    assert!(size_of::<BsGemmParams>() == 128);
+    assert!(offset_of!(BsGemmParams, ldx) == 40);
+    assert!(offset_of!(BsGemmParams, n) == 56);
+    assert!(offset_of!(BsGemmParams, out_scale) == 92);
+    assert!(offset_of!(BsGemmParams, sgroups) == 104);
+};
+
+/// k per k-tile of the tiled kernels (one ring stage).
+const TILE_K: usize = 128;
+/// Threads per CTA of the tiled kernels (eight warps, 2 (M) × 4 (N)).
+const TILE_THREADS: u32 = 256;
+/// Shared memory per stage for scales (the kernel's `kScaleSmem`).
+const TILE_SCALE_SMEM: u32 = 2048;
+
+/// A config of the tiled kernels (the buckets above [`MAX_ROWS`]): CTA tiles of `32 · wm` rows of
+/// x by `32 · wn` weight rows, a `stages`-deep ring of 128-k tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileConfig {
+    /// E4M3 weights (128 code bytes per row and k-tile) rather than E2M1 (64).
+    pub w8: bool,
+    /// 16-row MMA tiles of x per warp (1, 2 or 4: BM = 32, 64, 128).
+    pub wm: usize,
+    /// 8-row MMA tiles of the weight per warp (4 or 8: BN = 128, 256).
+    pub wn: usize,
+    /// Ring depth (2..=8).
+    pub stages: usize,
+}
+
+impl TileConfig {
+    /// `tile_w{4|8}_wm{WM}_wn{WN}_s{S}`.
+    pub fn id(&self) -> String {
+        let w = if self.w8 { 8 } else { 4 };
+        format!("tile_w{w}_wm{}_wn{}_s{}", self.wm, self.wn, self.stages)
+    }
+    /// Inverse of [`TileConfig::id`].
+    pub fn parse(id: &str) -> Option<TileConfig> {
+        let (w8, rest) = match id.strip_prefix("tile_w8_wm") {
+            Some(rest) => (true, rest),
+            None => (false, id.strip_prefix("tile_w4_wm")?),
+        };
+        let (wm, rest) = rest.split_once("_wn")?;
+        let (wn, stages) = rest.split_once("_s")?;
+        let n = |v: &str| v.parse().ok();
+        Some(TileConfig { w8, wm: n(wm)?, wn: n(wn)?, stages: n(stages)? })
+    }
+    /// `(BM, BN)`: rows of x and of the weight per CTA.
+    pub fn tile(&self) -> (usize, usize) {
+        (32 * self.wm, 32 * self.wn)
+    }
+    /// Shared memory of one stage: x (BM rows × 128 bf16), the codes (BN rows × 64 or 128
+    /// bytes), the scales.
+    pub fn stage_bytes(&self) -> u32 {
+        let (bm, bn) = self.tile();
+        let rb = if self.w8 { 128 } else { 64 };
+        (bm * 256 + bn * rb) as u32 + TILE_SCALE_SMEM
+    }
+    /// Dynamic shared memory: the ring plus 128 bytes of slack for its alignment.
+    pub fn dynamic_smem(&self) -> u32 {
+        self.stages as u32 * self.stage_bytes() + 128
+    }
+    /// Whether the kernel exists and one CTA fits `smem_optin` bytes.
+    pub fn fits(&self, smem_optin: u32) -> bool {
+        matches!(self.wm, 1 | 2 | 4)
+            && matches!(self.wn, 4 | 8)
+            && (self.wm != 1 || self.wn == 4) // 32-row tiles are 32 × 128
+            && (2..=8).contains(&self.stages)
+            && self.dynamic_smem() + STATIC_SMEM <= smem_optin
+    }
+    /// `(grid, mtiles, ktiles)` for `m × n × k`.
+    pub fn schedule(&self, m: usize, n: usize, k: usize) -> (usize, usize, usize) {
+        let (bm, bn) = self.tile();
+        let mtiles = m.div_ceil(bm);
+        (mtiles * n.div_ceil(bn), mtiles, k.div_ceil(TILE_K))
+    }
+    /// The kernel symbol for `format` and `out`.
+    pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
+        format!("b12x_bsgemm_{}_wm{}_wn{}_{}out", format_name(format), self.wm, self.wn, out_name(out))
+    }
+}
+
+/// The tiled configs of a bucket whose largest M is `rows_hi` (> [`MAX_ROWS`]), default first.
+/// Block-FP8 weights take 128-row weight tiles (their per-tile partial sums double the
+/// accumulators).
+pub fn tile_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat) -> Vec<TileConfig> {
+    let w8 = is_w8(format);
+    let wide = if matches!(format, WeightFormat::BlockFp8 { .. }) { 4 } else { 8 };
+    let shapes: &[usize] = if rows_hi <= 32 {
+        &[1, 2]
+    } else if rows_hi <= 64 {
+        &[2, 1]
+    } else {
+        &[4, 2, 1] // 32 × 128 tiles also fit SM120's 99 KB with FP8 codes
+    };
+    let mut out = Vec::new();
+    for &wm in shapes {
+        let wn = if wm == 1 { 4 } else { wide };
+        let base = TileConfig { w8, wm, wn, stages: 2 };
+        let most = (2..=8).rev().find(|&s| TileConfig { stages: s, ..base }.fits(smem_optin));
+        if let Some(most) = most {
+            out.push(TileConfig { stages: most, ..base });
+            if most > 3 {
+                out.push(TileConfig { stages: 3, ..base });
+            }
+        }
+    }
+    out
+}
+
+fn format_name(format: WeightFormat) -> &'static str {
+    match format {
+        WeightFormat::Nvfp4 => "w4a16_nvfp4",
+        WeightFormat::Mxfp4 => "w4a16_mxfp4",
+        WeightFormat::Mxfp8 => "w8a16_mxfp8",
+        WeightFormat::BlockFp8 { .. } => "w8a16_fp8block",
+        WeightFormat::TensorFp8 => "w8a16_fp8tensor",
+    }
+}
+
+fn out_name(out: DType) -> &'static str {
+    match out {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        _ => "bf16",
+    }
+}
+
+/// A candidate of one bucket: a decode (GEMV) config or a tiled one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Candidate {
+    /// The decode kernels (buckets up to [`MAX_ROWS`]).
+    Gemv(Config),
+    /// The tiled kernels (the middle and prefill buckets).
+    Tile(TileConfig),
+}
+
+impl Candidate {
+    pub fn id(&self) -> String {
+        match self {
+            Candidate::Gemv(c) => c.id(),
+            Candidate::Tile(c) => c.id(),
+        }
+    }
+    pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
+        match self {
+            Candidate::Gemv(c) => c.symbol(format, out),
+            Candidate::Tile(c) => c.symbol(format, out),
+        }
+    }
+    pub fn dynamic_smem(&self) -> u32 {
+        match self {
+            Candidate::Gemv(c) => c.dynamic_smem(),
+            Candidate::Tile(c) => c.dynamic_smem(),
+        }
+    }
+}
+
 /// One launch configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
@@ -282,19 +472,7 @@ impl Config {
     }
     /// The kernel symbol for `format` (of this config's width) and `out`.
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
-        let f = match format {
-            WeightFormat::Nvfp4 => "w4a16_nvfp4",
-            WeightFormat::Mxfp4 => "w4a16_mxfp4",
-            WeightFormat::Mxfp8 => "w8a16_mxfp8",
-            WeightFormat::BlockFp8 { .. } => "w8a16_fp8block",
-            WeightFormat::TensorFp8 => "w8a16_fp8tensor",
-        };
-        let o = match out {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            _ => "bf16",
-        };
-        format!("b12x_bsgemv_{f}_nt{}_kb{}_{o}out", self.nt, self.kb)
+        format!("b12x_bsgemv_{}_nt{}_kb{}_{}out", format_name(format), self.nt, self.kb, out_name(out))
     }
 }
 
@@ -321,6 +499,14 @@ pub fn all_symbols() -> Vec<String> {
                 for o in [DType::BF16, DType::F16, DType::F32] {
                     out.push(Config { w8: is_w8(f), nt, kb, stages: 2, ctas: 1 }.symbol(f, o));
                 }
+            }
+        }
+    }
+    for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
+        let wide = if matches!(f, WeightFormat::BlockFp8 { .. }) { 4 } else { 8 };
+        for (wm, wn) in [(4, wide), (2, wide), (1, 4)] {
+            for o in [DType::BF16, DType::F16, DType::F32] {
+                out.push(TileConfig { w8: is_w8(f), wm, wn, stages: 2 }.symbol(f, o));
             }
         }
     }
@@ -433,14 +619,8 @@ impl Query {
                 );
             }
         }
-        if self.max_rows == 0 || self.max_rows > MAX_ROWS {
-            return bad(
-                "max_rows",
-                format!(
-                    "(M capacity) must be in 1..={MAX_ROWS} (the prefill path is not implemented yet), got {}",
-                    self.max_rows
-                ),
-            );
+        if self.max_rows == 0 || self.max_rows > MAX_CAPACITY {
+            return bad("max_rows", format!("(M capacity) must be in 1..={MAX_CAPACITY}, got {}", self.max_rows));
         }
         Ok(())
     }
@@ -575,7 +755,7 @@ pub struct Plan {
     query: Query,
     device: Arc<Device>,
     buckets: Vec<Bucket>,
-    configs: Vec<Vec<Config>>,
+    configs: Vec<Vec<Candidate>>,
     scratch: ScratchLayout,
     slot: PlanSlot,
 }
@@ -586,13 +766,24 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
     let buckets = pow2_buckets(query.max_rows);
     let w8 = is_w8(query.weight);
-    let configs: Vec<Vec<Config>> = buckets.iter().map(|b| configs(b.hi, device.smem_optin(), w8)).collect();
+    let smem = device.smem_optin();
+    let configs: Vec<Vec<Candidate>> = buckets
+        .iter()
+        .map(|b| {
+            if b.hi <= MAX_ROWS {
+                configs(b.hi, smem, w8).into_iter().map(Candidate::Gemv).collect()
+            } else {
+                tile_configs(b.hi, smem, query.weight).into_iter().map(Candidate::Tile).collect()
+            }
+        })
+        .collect();
     if configs.iter().any(Vec::is_empty) {
         let reason = format!("no config fits {} bytes of shared memory per CTA", device.smem_optin());
         return Err(Error::Unsupported { op: OP, device: device.name().to_string(), reason });
     }
     let (mut partials, mut counters) = (0, 0);
     for c in configs.iter().flatten() {
+        let Candidate::Gemv(c) = c else { continue };
         let (p, n) = c.scratch_bytes(query.n, query.k, device.sm_count());
         (partials, counters) = (partials.max(p), counters.max(n));
     }
@@ -613,7 +804,7 @@ impl Plan {
         &self.query
     }
     /// Legal configs of bucket `bucket`, default first.
-    pub fn configs(&self, bucket: usize) -> &[Config] {
+    pub fn configs(&self, bucket: usize) -> &[Candidate] {
         self.configs.get(bucket).map_or(&[], Vec::as_slice)
     }
     /// The scratch every call needs: `partials` (f32 partial tiles), `counters` (8-byte
@@ -667,9 +858,59 @@ fn launch(
     stream: &CudaStream,
 ) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
-    let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
+    let cand = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let q = &plan.query;
+    if let Some(xq) = q.x_quant {
+        // x → x̂ (bf16, contiguous) in the scratch, then the GEMM reads x̂ (launched last of all
+        // the fallible steps but the GEMM's own: an error launches nothing).
+        let quant = sel.kernels.get(1).ok_or_else(unknown)?;
+        let (group, floor) = xq.kernel_args();
+        let qp = BsQuantXParams { x: p.x, xhat: x_hat, ldx: p.ldx, m: p.m, k: p.k, group, floor, reserved: [0; 2] };
+        let threads = p.m as usize * q.k / 8;
+        let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+        // SAFETY: BsQuantXParams mirrors the kernel's struct; x passed `Query::kernel_params` ([M,
+        // K] bf16, 16-byte aligned rows) and x_hat is the plan's scratch region of max_rows ≥ M
+        // rows of K bf16.
+        unsafe { quant.launch(stream, dims, &qp)? };
+        p.x = x_hat;
+        p.ldx = q.k as i64;
+    }
+    let c = match cand {
+        Candidate::Gemv(c) => c,
+        Candidate::Tile(c) => {
+            let (grid, mtiles, ktiles) = c.schedule(p.m as usize, q.n, q.k);
+            let tp = BsGemmParams {
+                codes,
+                scales: p.scales,
+                x: p.x,
+                bias: p.bias,
+                y: p.y,
+                ldx: p.ldx,
+                ldy: p.ldy,
+                n: p.n,
+                k: p.k,
+                m: p.m,
+                row_bytes: q.weight.code_bytes(q.k) as i32,
+                ktiles: ktiles as i32,
+                mtiles: mtiles as i32,
+                stages: c.stages as i32,
+                scale_tiles: p.scale_tiles,
+                scale_bias: p.scale_bias,
+                out_scale: p.out_scale,
+                flags: p.flags,
+                sld: p.sld,
+                sgroups: p.sgroups,
+                reserved: [0; 5],
+            };
+            let dims =
+                LaunchDims { grid: (grid as u32, 1, 1), block: (TILE_THREADS, 1, 1), smem_bytes: c.dynamic_smem() };
+            // SAFETY: BsGemmParams mirrors the kernel's struct (asserted on both sides); the
+            // tensors passed `Query::kernel_params` (codes and scales are the packed weight's,
+            // whose layout set_scale_layout describes; x, y and bias cover M × K, M × N, N).
+            return unsafe { kernel.launch(stream, dims, &tp) };
+        }
+    };
     let row_bytes = q.weight.code_bytes(q.k);
     let map = Tma2d {
         base: codes,
@@ -685,21 +926,6 @@ fn launch(
     p.units_per_cta = per_cta as i32;
     p.kstages = kstages as i32;
     p.stages = c.stages as i32;
-    if let Some(xq) = q.x_quant {
-        // x → x̂ (bf16, contiguous) in the scratch, then the GEMV stages x̂ (launched last of all
-        // the fallible steps: an error launches nothing).
-        let quant = sel.kernels.get(1).ok_or_else(unknown)?;
-        let (group, floor) = xq.kernel_args();
-        let qp = BsQuantXParams { x: p.x, xhat: x_hat, ldx: p.ldx, m: p.m, k: p.k, group, floor, reserved: [0; 2] };
-        let threads = p.m as usize * q.k / 8;
-        let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
-        // SAFETY: BsQuantXParams mirrors the kernel's struct; x passed `Query::kernel_params` ([M,
-        // K] bf16, 16-byte aligned rows) and x_hat is the plan's scratch region of max_rows ≥ M
-        // rows of K bf16.
-        unsafe { quant.launch(stream, dims, &qp)? };
-        p.x = x_hat;
-        p.ldx = q.k as i64;
-    }
     let dims = LaunchDims { grid: (grid as u32, 1, 1), block: (THREADS, 1, 1), smem_bytes: c.dynamic_smem() };
     // SAFETY: BsGemvParams mirrors the kernel's struct (asserted on both sides); the tensors
     // passed `Query::kernel_params` (the descriptor covers exactly the packed codes, the scale
@@ -730,7 +956,7 @@ impl OpPlan for Plan {
         &self.buckets
     }
     fn candidates(&self, bucket: usize) -> Vec<String> {
-        self.configs(bucket).iter().map(Config::id).collect()
+        self.configs(bucket).iter().map(Candidate::id).collect()
     }
     fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
         let q = &self.query;
@@ -743,7 +969,7 @@ impl OpPlan for Plan {
     }
     fn dynamic_smem(&self, bucket: usize, config_index: usize) -> u32 {
         // The opt-in limit is per kernel function and `prime` sets the device's maximum.
-        self.configs(bucket).get(config_index).map_or(0, Config::dynamic_smem) + STATIC_SMEM
+        self.configs(bucket).get(config_index).map_or(0, Candidate::dynamic_smem) + STATIC_SMEM
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot
@@ -861,6 +1087,38 @@ mod tests {
     }
 
     #[test]
+    fn tile_configs_round_trip_fit_and_cover() {
+        let block = WeightFormat::BlockFp8 { tile: 128, scale: b12x_quant::block::Fp8ScaleKind::F32 };
+        for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
+            for hi in [32, 64, 128, 8192] {
+                for smem in [232_448, 101_376] {
+                    let cs = tile_configs(hi, smem, f);
+                    assert!(!cs.is_empty(), "{f:?} hi={hi} smem={smem}");
+                    for c in cs {
+                        assert_eq!(TileConfig::parse(&c.id()), Some(c));
+                        assert!(c.fits(smem) && c.w8 == is_w8(f));
+                        // Every config's kernel is an entry point.
+                        assert!(all_symbols().contains(&c.symbol(f, DType::BF16)), "{}", c.id());
+                        let (bm, bn) = c.tile();
+                        for (m, n) in [(17, 1), (1000, 4099), (8192, 18432)] {
+                            let (grid, mtiles, ktiles) = c.schedule(m, n, 7168);
+                            assert!(mtiles * bm >= m && (mtiles - 1) * bm < m);
+                            assert_eq!(grid, mtiles * n.div_ceil(bn));
+                            assert_eq!(ktiles, 56);
+                        }
+                    }
+                }
+            }
+        }
+        // The prefill tile of FP4: 32 KB of x, 16 KB of codes, 2 KB of scales per stage.
+        let c = TileConfig { w8: false, wm: 4, wn: 8, stages: 4 };
+        assert_eq!(c.stage_bytes(), 50 * 1024);
+        assert!(c.fits(232_448) && !c.fits(101_376));
+        assert!(!TileConfig { wm: 1, wn: 8, ..c }.fits(232_448));
+        assert_eq!(TileConfig::parse("tile_w4_wm4_wn8"), None);
+    }
+
+    #[test]
     fn schedule_covers_every_unit_once() {
         for (n, k) in [(18432, 7168), (576, 7168), (1000, 1536), (7168, 18432), (1, 32)] {
             for c in configs(8, 232_448, false).into_iter().chain(configs(8, 232_448, true)) {
@@ -926,7 +1184,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 61);
+        assert_eq!(all.len(), 106);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
