@@ -1,11 +1,11 @@
-//! `gemm.blockscaled`, decode path (M ≤ 16): `y = alpha · x · Wᵀ (+ bias)` with a packed weight
-//! ([`PackedWeight`]) and BF16 activations — **W4A16** (NVFP4, MXFP4) and **W8A16** (MXFP8,
-//! block FP8 with 128 × 128 or 32 × 32 tiles and f32 or UE8M0 scales, per-tensor FP8) — or BF16
-//! activations quantized inside the call to MXFP8 or block FP8 1 × 32 / 1 × 128 with UE8M0
-//! scales ([`XQuant`]: **W4A8** with MXFP4 weights, MXFP8 × MXFP8, DeepSeek's block FP8 ×
-//! block FP8), bit-identical to running b12x-quant's quantizer first. **Not yet run on a GPU**
-//! (session 26 wrote it after its device time was spent): the W4A8 / fused-quantization trials
-//! of `tests/gpu_blockscaled_gemv.rs` are its validation.
+//! `gemm.blockscaled`: `y = alpha · x · Wᵀ (+ bias)` with a packed weight ([`PackedWeight`])
+//! and BF16 activations — **W4A16** (NVFP4, MXFP4) and **W8A16** (MXFP8, block FP8 with 128 × 128
+//! or 32 × 32 tiles and f32 or UE8M0 scales, per-tensor FP8) — or BF16 activations quantized
+//! inside the call to MXFP8 or block FP8 1 × 32 / 1 × 128 with UE8M0 scales ([`XQuant`]: **W4A8**
+//! with MXFP4 weights, MXFP8 × MXFP8, DeepSeek's block FP8 × block FP8), bit-identical to running
+//! b12x-quant's quantizer first. Every M from 1 to the plan's capacity: the decode kernels serve
+//! M ≤ 16, the tiled kernels the middle and prefill buckets above. (The module keeps its first
+//! name, `gemv`, for the decode path it started as.)
 //!
 //! - Tensors (row-major, strides in elements): `x [M, K]` bf16 (16-byte aligned base and row
 //!   stride), `w` a [`PackedWeight`] of shape `[N, K]` in the query's format, `bias [N]` bf16 or
@@ -19,10 +19,12 @@
 //!   NVFP4's `1/enc` and the per-tensor FP8 scale multiply the f32 result with alpha. Bitwise
 //!   reproducible: same inputs and config, same bits, eager or replayed (no float atomics; merges
 //!   in a fixed order).
-//! - Capacity and buckets: `Query::max_rows` (1..=16) splits into `{1}, {2}, {3-4}, {5-8},
-//!   {9-16}` (cut at capacity), each tuned by the session; M ≤ 8 runs 8-token MMA tiles, 9..16 two.
-//!   Larger M (the middle and prefill buckets of the issue) is not implemented yet: a query with
-//!   `max_rows > 16` is refused with [`Error::InvalidQuery`].
+//! - Capacity and buckets: `Query::max_rows` (1..=[`MAX_CAPACITY`]) splits into power-of-two
+//!   buckets `{1}, {2}, {3-4}, …` (cut at capacity), each tuned by the session; buckets up to
+//!   [`MAX_ROWS`] = 16 run the decode kernels (M ≤ 8 on 8-token MMA tiles, 9..16 on two), larger
+//!   ones the tiled kernels ([`TileConfig`]: 32 × 128 tiles for M ≤ 32, 64 × 256 and 128 × 256
+//!   above; block FP8 128-row weight tiles). With [`Query::x_quant`] the scratch holds x̂ for
+//!   `max_rows` rows (`max_rows · K · 2` bytes).
 //! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
 //!   the TMA; block-FP8 edge tiles may still be partial); FP16 and quantized activations are not
 //!   implemented yet ([`Error::Unsupported`]). MX scales are held as BF16 with an exponent offset
@@ -38,7 +40,10 @@
 //! consumer warps dequantize in registers (E2M1 / E4M3 → BF16 by bit placement, × the block
 //! scale or 2^120 in BF16, exact) and run BF16 `mma.sync` with the weight rows as the MMA's M.
 //! Configs `w{4|8}a16_nt{NT}_kb{KB}_s{S}_c{C}`: NT token tiles of 8, units of KB boxes, an
-//! S-stage ring, C CTAs per SM.
+//! S-stage ring, C CTAs per SM. The tiled kernels (same file): CTAs of 32 · WM rows of x × 32 ·
+//! WN weight rows stream K in 128-k tiles through a `cp.async` ring (all 256 threads copy, an
+//! mbarrier per stage), eight warps dequantize their weight fragments in registers the same way
+//! and run BF16 `mma.sync` with x as the MMA's A; configs `tile_w{4|8}_wm{WM}_wn{WN}_s{S}`.
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -128,7 +133,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = alpha · x · Wᵀ (+ bias), packed FP4 / FP8 weights, BF16 x, M ≤ 16 (W4A16 / W8A16 decode)",
+        summary: "y = alpha · x · Wᵀ (+ bias), packed FP4 / FP8 weights, BF16 x (W4A16 / W8A16; W4A8 / W8A8 with x quantized in the call), any M",
     }
 }
 
