@@ -2,7 +2,7 @@
 //! and the kernel table.
 
 use b12x_core::{DType, Error};
-use b12x_gemm::blockscaled::gemv::{all_symbols, configs, Query, XQuant, MAX_ROWS};
+use b12x_gemm::blockscaled::gemv::{all_symbols, configs, tile_configs, Query, XQuant, MAX_CAPACITY, MAX_ROWS};
 use b12x_gemm::blockscaled::pack::WeightFormat;
 use b12x_quant::block::Fp8ScaleKind;
 
@@ -76,7 +76,10 @@ fn bad_queries_name_the_field() {
     assert_eq!(field_of(&Query { out_dtype: DType::I32, ..query() }), "out_dtype");
     assert_eq!(field_of(&Query { bias: Some(DType::F16), ..query() }), "bias");
     assert_eq!(field_of(&Query { max_rows: 0, ..query() }), "max_rows");
-    assert_eq!(field_of(&Query { max_rows: MAX_ROWS + 1, ..query() }), "max_rows");
+    assert_eq!(field_of(&Query { max_rows: MAX_CAPACITY + 1, ..query() }), "max_rows");
+    // Above the decode buckets the tiled kernels serve M: any capacity up to MAX_CAPACITY.
+    assert_eq!(field_of(&Query { max_rows: MAX_ROWS + 1, ..query() }), "ok");
+    assert_eq!(field_of(&Query { max_rows: MAX_CAPACITY, ..query() }), "ok");
     // Block FP8 weights come in 128 × 128 or 32 × 32 tiles only.
     let weight = WeightFormat::BlockFp8 { tile: 64, scale: Fp8ScaleKind::F32 };
     assert_eq!(field_of(&Query { weight, ..query() }), "weight");
@@ -90,10 +93,18 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
         assert!(!configs(hi, 232_448, false).is_empty());
         assert!(!configs(hi, 232_448, true).is_empty());
     }
+    for hi in [32, 64, 128, 1 << 20] {
+        for f in
+            [WeightFormat::Nvfp4, WeightFormat::Mxfp8, WeightFormat::BlockFp8 { tile: 32, scale: Fp8ScaleKind::F32 }]
+        {
+            assert!(!tile_configs(hi, 232_448, f).is_empty());
+            assert!(!tile_configs(hi, 101_376, f).is_empty());
+        }
+    }
     let mut all = all_symbols();
     all.sort();
     all.dedup();
-    // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs,
-    // and the activation-quantization pre-pass.
-    assert_eq!(all.len(), 61);
+    // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs
+    // (decode), × 3 tile shapes × 3 outputs (tiled), and the activation-quantization pre-pass.
+    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 1);
 }
