@@ -766,37 +766,59 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
     bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
   };
 
+  // Warp (wm, wn): x rows xrow0 .. + 16 WM (XT = 2 WM 8-row MMA column tiles), weight rows
+  // nrow0 .. + 8 WN (WT = WN / 2 16-row MMA row tiles). The weight is the MMA's A (swap-AB, as
+  // the decode path): its dequantized bf16x2 pairs are written by mul.bf16x2 straight into A's
+  // register quad, and x's B registers are two consecutive registers of a 16-byte ld.shared — no
+  // register moves (x as A needed four per MMA: rows g and g + 8 interleave in A's quad).
+  constexpr int XT = 2 * WM, WT = WN / 2;
   const int wm = warp & 1, wn = warp >> 1;
-  const int mrow0 = wm * 16 * WM, nrow0 = wn * 8 * WN;
-  // Scale bytes of weight row r = nrow0 + 8 j + g in its 128-row block's tiles: (r % 32) * 16 +
-  // ((r % 128) / 32) * 4 (layout.rs); nrow0 is a multiple of 32 and the warp's rows stay in one
-  // block, so that is sc_row + 128 (j % 4) + 4 (j / 4) in block sc_blk.
+  const int xrow0 = wm * 16 * WM, nrow0 = wn * 8 * WN;
+  // Scale bytes of weight row r = nrow0 + 16 i + g (+ 8) in its 128-row block's tiles: (r % 32) *
+  // 16 + ((r % 128) / 32) * 4 (layout.rs); nrow0 is a multiple of 32 and the warp's rows stay in
+  // one block: sc_row + 256 (i % 2) + 4 (i / 2) (+ 128 for row g + 8) in block sc_blk.
   const uint32_t sc_row = uint32_t(g * 16 + ((nrow0 & 127) >> 5) * 4), sc_blk = uint32_t(nrow0 >> 7);
-  float acc[WM][WN][4];
-  float part[kPromote ? WM : 1][kPromote ? WN : 1][4];
+  auto sc_off = [&](int i, int h) { return sc_row + 256u * (i & 1) + 4u * (i >> 1) + 128u * h; };
+  float acc[WT][XT][4];
+  float part[kPromote ? WT : 1][kPromote ? XT : 1][4];
   auto zero_part = [&]() {
 #pragma unroll
-    for (int i = 0; i < (kPromote ? WM : 1); ++i)
+    for (int i = 0; i < (kPromote ? WT : 1); ++i)
 #pragma unroll
-      for (int j = 0; j < (kPromote ? WN : 1); ++j)
+      for (int j = 0; j < (kPromote ? XT : 1); ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
   };
   auto promote = [&](float s) {
 #pragma unroll
-    for (int i = 0; i < (kPromote ? WM : 1); ++i)
+    for (int i = 0; i < (kPromote ? WT : 1); ++i)
 #pragma unroll
-      for (int j = 0; j < (kPromote ? WN : 1); ++j)
+      for (int j = 0; j < (kPromote ? XT : 1); ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][j][e] = fmaf(part[i][j][e], s, acc[i][j][e]), part[i][j][e] = 0.0f;
   };
 #pragma unroll
-  for (int i = 0; i < WM; ++i)
+  for (int i = 0; i < WT; ++i)
 #pragma unroll
-    for (int j = 0; j < WN; ++j)
+    for (int j = 0; j < XT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
   zero_part();
+  // The two k-steps of one 8-k word (FP4) or group half (FP8): A quads a0, a1 against x's
+  // registers (.x, .y) and (.z, .w) of every column tile; a0's MMAs first, then a1's, so the two
+  // MMAs into one accumulator are XT apart.
+  auto mma2 = [&](float (&c)[XT][4], const uint32_t (&a0)[4], const uint32_t (&a1)[4], const uint4 (&xb)[XT]) {
+#pragma unroll
+    for (int j = 0; j < XT; ++j) {
+      const uint32_t b[2] = {xb[j].x, xb[j].y};
+      mma_m16n8k16_bf16_f32(c[j], a0, b);
+    }
+#pragma unroll
+    for (int j = 0; j < XT; ++j) {
+      const uint32_t b[2] = {xb[j].z, xb[j].w};
+      mma_m16n8k16_bf16_f32(c[j], a1, b);
+    }
+  };
 
   for (int s = 0; s < S - 1 && s < ktiles; ++s) load(s, s);
   int slot = 0, phase = 0;
@@ -806,113 +828,104 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
     if (kt + S - 1 < ktiles) load(kt + S - 1, (slot + S - 1) % S);
     const uint32_t xs = ring + uint32_t(slot) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
     if constexpr (!kFp8) {
-      // Scales of the lane's k (blocks 2t, 2t + 1 for NVFP4, block t for MXFP4) per weight row.
-      uint32_t sc[WN][2];
+      // Scales of the lane's k (blocks 2t, 2t + 1 for NVFP4, block t for MXFP4), rows g, g + 8.
+      uint32_t sc[WT][2][2];
 #pragma unroll
-      for (int j = 0; j < WN; ++j) {
-        const uint32_t row_off = sc_row + (F == Fmt::Nvfp4 ? 1024u : 512u) * sc_blk + 128u * (j & 3) + 4u * (j >> 2);
-        if (F == Fmt::Nvfp4) {
-          const uint32_t wd = bsgemv::ld_shared_u32(ss + row_off + 512u * (t >> 1)) >> (16 * (t & 1));
-          sc[j][0] = s_tab[wd & 0xFF];
-          sc[j][1] = s_tab[(wd >> 8) & 0xFF];
-        } else {
-          sc[j][0] = sc[j][1] = s_tab[(bsgemv::ld_shared_u32(ss + row_off) >> (8 * t)) & 0xFF];
+      for (int i = 0; i < WT; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t off = sc_off(i, h) + (F == Fmt::Nvfp4 ? 1024u : 512u) * sc_blk;
+          if (F == Fmt::Nvfp4) {
+            const uint32_t wd = bsgemv::ld_shared_u32(ss + off + 512u * (t >> 1)) >> (16 * (t & 1));
+            sc[i][h][0] = s_tab[wd & 0xFF];
+            sc[i][h][1] = s_tab[(wd >> 8) & 0xFF];
+          } else {
+            sc[i][h][0] = sc[i][h][1] = s_tab[(bsgemv::ld_shared_u32(ss + off) >> (8 * t)) & 0xFF];
+          }
         }
-      }
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int w = (q + t) & 3;  // the word this lane multiplies at step pair q
-        uint4 xa[WM][2];
+        uint4 xb[XT];
 #pragma unroll
-        for (int i = 0; i < WM; ++i) {
-          const int row = mrow0 + 16 * i + g;
-          xa[i][0] = bsgemv::ld_shared_v4(xs + x_pos<false>(row, 4 * t + w));
-          xa[i][1] = bsgemv::ld_shared_v4(xs + x_pos<false>(row + 8, 4 * t + w));
-        }
+        for (int j = 0; j < XT; ++j) xb[j] = bsgemv::ld_shared_v4(xs + x_pos<false>(xrow0 + 8 * j + g, 4 * t + w));
 #pragma unroll
-        for (int j = 0; j < WN; ++j) {
-          const int r = nrow0 + 8 * j + g;
-          const uint32_t wd = bsgemv::ld_shared_u32(ws + w_pos<false>(r, t) + 4u * w);
-          const uint32_t s2 = (w >> 1) ? sc[j][1] : sc[j][0];
-          const uint32_t b0[2] = {bsgemv::hmul2_bf16(bsgemv::pair<0>(wd), s2), bsgemv::hmul2_bf16(bsgemv::pair<1>(wd), s2)};
-          const uint32_t b1[2] = {bsgemv::hmul2_bf16(bsgemv::pair<2>(wd), s2), bsgemv::hmul2_bf16(bsgemv::pair<3>(wd), s2)};
-#pragma unroll
-          for (int i = 0; i < WM; ++i) {
-            const uint32_t a0[4] = {xa[i][0].x, xa[i][1].x, xa[i][0].y, xa[i][1].y};
-            const uint32_t a1[4] = {xa[i][0].z, xa[i][1].z, xa[i][0].w, xa[i][1].w};
-            mma_m16n8k16_bf16_f32(acc[i][j], a0, b0);
-            mma_m16n8k16_bf16_f32(acc[i][j], a1, b1);
-          }
+        for (int i = 0; i < WT; ++i) {
+          const int r = nrow0 + 16 * i + g;
+          const uint32_t lo = bsgemv::ld_shared_u32(ws + w_pos<false>(r, t) + 4u * w);
+          const uint32_t hi = bsgemv::ld_shared_u32(ws + w_pos<false>(r + 8, t) + 4u * w);
+          const uint32_t sl = (w >> 1) ? sc[i][0][1] : sc[i][0][0], sh = (w >> 1) ? sc[i][1][1] : sc[i][1][0];
+          const uint32_t a0[4] = {bsgemv::hmul2_bf16(bsgemv::pair<0>(lo), sl), bsgemv::hmul2_bf16(bsgemv::pair<0>(hi), sh),
+                                  bsgemv::hmul2_bf16(bsgemv::pair<1>(lo), sl), bsgemv::hmul2_bf16(bsgemv::pair<1>(hi), sh)};
+          const uint32_t a1[4] = {bsgemv::hmul2_bf16(bsgemv::pair<2>(lo), sl), bsgemv::hmul2_bf16(bsgemv::pair<2>(hi), sh),
+                                  bsgemv::hmul2_bf16(bsgemv::pair<3>(lo), sl), bsgemv::hmul2_bf16(bsgemv::pair<3>(hi), sh)};
+          mma2(acc[i], a0, a1, xb);
         }
       }
     } else {
-      // Not unrolled: with the four groups' loads hoisted, the 128 x 256 per-tensor kernel spills.
+      // Not unrolled: with the four groups' loads hoisted, the larger tiles spill.
 #pragma unroll 1
       for (int T = 0; T < 4; ++T) {
-        uint4 xa[WM][2];
+        uint4 xb[XT];
 #pragma unroll
-        for (int i = 0; i < WM; ++i) {
-          const int row = mrow0 + 16 * i + g;
-          xa[i][0] = bsgemv::ld_shared_v4(xs + x_pos<true>(row, 4 * T + t));
-          xa[i][1] = bsgemv::ld_shared_v4(xs + x_pos<true>(row + 8, 4 * T + t));
-        }
+        for (int j = 0; j < XT; ++j) xb[j] = bsgemv::ld_shared_v4(xs + x_pos<true>(xrow0 + 8 * j + g, 4 * T + t));
 #pragma unroll
-        for (int j = 0; j < WN; ++j) {
-          const int r = nrow0 + 8 * j + g;
-          const uint2 v = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T + (t >> 1)) + 8u * (t & 1));
-          uint32_t s2 = bsgemv::kTwo120;
-          if constexpr (F == Fmt::Mxfp8) {  // the row's 4 scale bytes of the k-tile: byte T
-            const uint32_t sw = bsgemv::ld_shared_u32(ss + sc_row + 512u * sc_blk + 128u * (j & 3) + 4u * (j >> 2));
-            s2 = s_tab[(sw >> (8 * T)) & 0xFF];
+        for (int i = 0; i < WT; ++i) {
+          const int r = nrow0 + 16 * i + g;
+          const uint32_t coff = 8u * (t & 1);
+          const uint2 lo = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T + (t >> 1)) + coff);
+          const uint2 hi = bsgemv::ld_shared_v2(ws + w_pos<true>(r + 8, 2 * T + (t >> 1)) + coff);
+          uint32_t sl = bsgemv::kTwo120, sh = bsgemv::kTwo120;
+          if constexpr (F == Fmt::Mxfp8) {  // the rows' 4 scale bytes of the k-tile: byte T
+            sl = s_tab[(bsgemv::ld_shared_u32(ss + 512u * sc_blk + sc_off(i, 0)) >> (8 * T)) & 0xFF];
+            sh = s_tab[(bsgemv::ld_shared_u32(ss + 512u * sc_blk + sc_off(i, 1)) >> (8 * T)) & 0xFF];
           }
-          const uint32_t b0[2] = {bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(v.x), s2),
-                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(v.x), s2)};
-          const uint32_t b1[2] = {bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(v.y), s2),
-                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(v.y), s2)};
-#pragma unroll
-          for (int i = 0; i < WM; ++i) {
-            const uint32_t a0[4] = {xa[i][0].x, xa[i][1].x, xa[i][0].y, xa[i][1].y};
-            const uint32_t a1[4] = {xa[i][0].z, xa[i][1].z, xa[i][0].w, xa[i][1].w};
-            if constexpr (kPromote) {
-              mma_m16n8k16_bf16_f32(part[i][j], a0, b0);
-              mma_m16n8k16_bf16_f32(part[i][j], a1, b1);
-            } else {
-              mma_m16n8k16_bf16_f32(acc[i][j], a0, b0);
-              mma_m16n8k16_bf16_f32(acc[i][j], a1, b1);
-            }
+          const uint32_t a0[4] = {bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(lo.x), sl),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(hi.x), sh),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(lo.x), sl),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(hi.x), sh)};
+          const uint32_t a1[4] = {bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(lo.y), sl),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<0>(hi.y), sh),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(lo.y), sl),
+                                  bsgemv::hmul2_bf16(e4m3_pair_bf16_2m120<1>(hi.y), sh)};
+          if constexpr (kPromote) {
+            mma2(part[i], a0, a1, xb);
+          } else {
+            mma2(acc[i], a0, a1, xb);
           }
         }
-        // 32 x 32 tiles: the warp's 32 rows (WN = 4) are tile row wn of the CTA, column T.
+        // 32 x 32 tiles: the warp's 32 weight rows (WN = 4) are tile row wn of the CTA, column T.
         if constexpr (kPromote) {
           if (tile32) promote(bsgemv::ld_shared_f32(ss + 16u * wn + 4u * T));
         }
       }
       if constexpr (kPromote) {
-        if (!tile32) promote(bsgemv::ld_shared_f32(ss + 16u * uint32_t(nrow0 >> 7)));
+        if (!tile32) promote(bsgemv::ld_shared_f32(ss + 16u * sc_blk));
       }
     }
     if (++slot == S) slot = 0, phase ^= 1;
   }
 
-  // Epilogue: lane element e of tile (i, j) is row 16 i + g + 8 (e >> 1), column 8 j + 2t + (e & 1).
+  // Epilogue: lane element e of tile (i, j) is weight row 16 i + g + 8 (e >> 1), x row 8 j + 2t +
+  // (e & 1).
   const bool has_bias = p.bias != nullptr;
 #pragma unroll
-  for (int j = 0; j < WN; ++j) {
+  for (int i = 0; i < WT; ++i) {
     float bias[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int col = n0 + nrow0 + 8 * j + 2 * t + h;
+      const int col = n0 + nrow0 + 16 * i + g + 8 * h;
       if (has_bias && col < p.n)
         bias[h] = (p.flags & bsgemv::kBiasF32) ? reinterpret_cast<const float*>(p.bias)[col]
                                                : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[col]);
     }
 #pragma unroll
-    for (int i = 0; i < WM; ++i)
+    for (int j = 0; j < XT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = m0 + mrow0 + 16 * i + g + 8 * (e >> 1), col = n0 + nrow0 + 8 * j + 2 * t + (e & 1);
+        const int col = n0 + nrow0 + 16 * i + g + 8 * (e >> 1), row = m0 + xrow0 + 8 * j + 2 * t + (e & 1);
         const float y = acc[i][j][e] * p.out_scale;
-        const TOut out = from_f32<TOut>(has_bias ? y + bias[e & 1] : y);
+        const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
         if (row < p.m && col < p.n) reinterpret_cast<TOut*>(p.y)[(long long)row * p.ldy + col] = out;
       }
   }
