@@ -27,11 +27,12 @@
 //! `bench-results/blockscaled_gemv.{json,md}`).
 
 use b12x_core::bench::{samples, time_graph, BenchReport};
+use b12x_core::cudarc::driver::CudaSlice;
 use b12x_core::half::bf16;
 use b12x_core::testing::{cast, gpu, uniform};
 use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
 use b12x_gemm::blockscaled::gemv::{self, Args, Query, XQuant};
-use b12x_gemm::blockscaled::pack::{pack_weight, WeightFormat};
+use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
 use b12x_gemm::blockscaled::{reference, Weight};
 use b12x_quant::block::{
     quantize_block_fp8, quantize_mx, quantize_nvfp4, BlockFp8, Fp8ScaleKind, Fp8Scales, Mx, MxOptions, Nvfp4,
@@ -88,6 +89,121 @@ const PREFILL_SHAPES: [(usize, usize); 2] = [(7168, 7168), (18432, 7168)];
 /// Rows of x checked against the oracle before timing a prefill case.
 const PREFILL_CHECK_ROWS: usize = 64;
 
+/// One plan of capacity `mx` over a packed weight, prepared, with x (uniform bf16, `mx` rows) and
+/// y on the device: each `measure(m)` checks the oracle on sampled rows then times the call.
+struct Bench<'a> {
+    dev: &'a Arc<Device>,
+    plan: gemv::Plan,
+    packed: &'a PackedWeight,
+    small: &'a Weight,
+    xq: Option<XQuant>,
+    x_h: Vec<bf16>,
+    _x: CudaSlice<bf16>,
+    y: CudaSlice<bf16>,
+    _scratch: CudaSlice<u8>,
+    sp: u64,
+    scratch_bytes: usize,
+    session: PreparationSession,
+    rows: Vec<usize>,
+    small_rows: Vec<usize>,
+    xp: u64,
+    yp: u64,
+}
+
+impl<'a> Bench<'a> {
+    fn new(
+        dev: &'a Arc<Device>,
+        (packed, small): (&'a PackedWeight, &'a Weight),
+        xq: Option<XQuant>,
+        (n, k): (usize, usize),
+        mx: usize,
+    ) -> Result<Self> {
+        let stream = dev.stream();
+        let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
+        let x = stream.clone_htod(&x_h)?;
+        let y = stream.alloc_zeros::<bf16>(mx * n)?;
+        let q = Query {
+            n,
+            k,
+            weight: packed.format,
+            x_dtype: DType::BF16,
+            out_dtype: DType::BF16,
+            bias: None,
+            max_rows: mx,
+            x_quant: xq,
+        };
+        let plan = gemv::plan(&q, dev)?;
+        let scratch_bytes = plan.scratch_layout().total_bytes();
+        let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;
+        let sp = TensorRef::from_slice(&scratch, &[scratch.len()])?.ptr().next_multiple_of(SCRATCH_ALIGN as u64);
+        let mut session = PreparationSession::new(dev)?;
+        session.prepare(&[&plan])?;
+        let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
+        let small_rows: Vec<usize> = rows.iter().map(|r| r % DISTINCT_ROWS.min(n)).collect();
+        let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), TensorRef::from_slice(&y, &[mx * n])?.ptr());
+        Ok(Bench {
+            dev,
+            plan,
+            packed,
+            small,
+            xq,
+            x_h,
+            _x: x,
+            y,
+            _scratch: scratch,
+            sp,
+            scratch_bytes,
+            session,
+            rows,
+            small_rows,
+            xp,
+            yp,
+        })
+    }
+
+    /// `(config, times in µs)` of the call at `m` rows, after checking its first `check` rows of
+    /// y (sampled columns) against the oracle.
+    fn measure(&self, case: &str, m: usize, check: usize) -> Result<(String, Vec<f64>)> {
+        let (n, k) = (self.packed.n, self.packed.k);
+        let bucket = b12x_core::plan::bucket_of(b12x_core::OpPlan::buckets(&self.plan), m).unwrap_or(0);
+        let config = b12x_core::OpPlan::slot(&self.plan).get(bucket).map(|s| s.config.clone()).unwrap_or_default();
+        let call = |s: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
+            // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the calls
+            // and the graph, and nothing else touches them meanwhile.
+            let (xv, yv) = unsafe {
+                (
+                    TensorRef::from_raw(self.xp, &[m, k], &[k as isize, 1], DType::BF16)?,
+                    TensorMut::from_raw(self.yp, &[m, n], &[n as isize, 1], DType::BF16)?,
+                )
+            };
+            let args = Args { x: xv, w: self.packed, bias: None, y: yv, alpha: 1.0 };
+            // SAFETY: the plan's scratch buffer, used by nothing else.
+            let scratch = unsafe { Scratch::from_raw(self.sp, self.scratch_bytes) };
+            gemv::run(&self.plan, args, scratch, s)
+        };
+        let stream = self.dev.stream();
+        call(stream)?;
+        stream.synchronize()?;
+        let got: Vec<f64> = stream.clone_dtoh(&self.y)?.iter().map(|v| v.to_f64()).collect();
+        let mc = m.min(check);
+        let bad = |field: &'static str, e: String| b12x_core::Error::InvalidQuery { op: "bench", field, reason: e };
+        let a = reference::activation(mc, k, &self.x_h[..mc * k], self.xq).map_err(|e| bad("x", e.to_string()))?;
+        let want =
+            reference::exact(&a, self.small, 1.0, None, &self.small_rows).map_err(|e| bad("oracle", e.to_string()))?;
+        let rows = &self.rows;
+        let got: Vec<f64> =
+            (0..mc).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
+        if let Err(e) = reference::check_bound(case, DType::BF16, &got, &want, &[mc, rows.len()]) {
+            panic!("oracle check failed before timing: {e}");
+        }
+        Ok((config, time_graph(self.dev, samples(), call)?))
+    }
+
+    fn close(self) {
+        self.session.close();
+    }
+}
+
 /// The tiled path at the middle and prefill M: one plan of capacity 8192 per (format, shape).
 fn bench_prefill(
     dev: &Arc<Device>,
@@ -112,69 +228,14 @@ fn bench_prefill(
     if ms.is_empty() {
         return Ok(());
     }
-    let stream = dev.stream();
     let (small, big) = tiled_weight(format, n, k)?;
-    let packed = pack_weight(&big, stream)?;
+    let packed = pack_weight(&big, dev.stream())?;
     drop(big);
-    let mx = *PREFILL_ROWS.iter().max().unwrap_or(&1);
-    let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
-    let x = stream.clone_htod(&x_h)?;
-    let y = stream.alloc_zeros::<bf16>(mx * n)?;
-    let q = Query {
-        n,
-        k,
-        weight: format,
-        x_dtype: DType::BF16,
-        out_dtype: DType::BF16,
-        bias: None,
-        max_rows: mx,
-        x_quant: None,
-    };
-    let plan = gemv::plan(&q, dev)?;
-    let scratch_bytes = plan.scratch_layout().total_bytes();
-    let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;
-    let sp = TensorRef::from_slice(&scratch, &[scratch.len()])?.ptr().next_multiple_of(SCRATCH_ALIGN as u64);
-    let mut session = PreparationSession::new(dev)?;
-    session.prepare(&[&plan])?;
-    let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
-    let small_rows: Vec<usize> = rows.iter().map(|r| r % DISTINCT_ROWS.min(n)).collect();
-    let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), TensorRef::from_slice(&y, &[mx * n])?.ptr());
     let w_bytes = packed.codes.len() + packed.scales.len();
+    let bench = Bench::new(dev, (&packed, &small), None, (n, k), *PREFILL_ROWS.iter().max().unwrap_or(&1))?;
     for m in ms {
         let case = case_name(m);
-        let bucket = b12x_core::plan::bucket_of(b12x_core::OpPlan::buckets(&plan), m).unwrap_or(0);
-        let config = b12x_core::OpPlan::slot(&plan).get(bucket).map(|s| s.config.clone()).unwrap_or_default();
-        let call = |s: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
-            // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the calls
-            // and the graph, and nothing else touches them meanwhile.
-            let (xv, yv) = unsafe {
-                (
-                    TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
-                    TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], DType::BF16)?,
-                )
-            };
-            let args = Args { x: xv, w: &packed, bias: None, y: yv, alpha: 1.0 };
-            // SAFETY: the plan's scratch buffer, used by nothing else.
-            let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
-            gemv::run(&plan, args, scratch, s)
-        };
-        call(stream)?;
-        stream.synchronize()?;
-        let got: Vec<f64> = stream.clone_dtoh(&y)?.iter().map(|v| v.to_f64()).collect();
-        let mc = m.min(PREFILL_CHECK_ROWS);
-        let a = reference::activation(mc, k, &x_h[..mc * k], None).map_err(|e| b12x_core::Error::InvalidQuery {
-            op: "bench",
-            field: "x",
-            reason: e.to_string(),
-        })?;
-        let want = reference::exact(&a, &small, 1.0, None, &small_rows)
-            .map_err(|e| b12x_core::Error::InvalidQuery { op: "bench", field: "oracle", reason: e.to_string() })?;
-        let got: Vec<f64> =
-            (0..mc).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
-        if let Err(e) = reference::check_bound(&case, DType::BF16, &got, &want, &[mc, rows.len()]) {
-            panic!("oracle check failed before timing: {e}");
-        }
-        let times = time_graph(dev, samples(), call)?;
+        let (config, times) = bench.measure(&case, m, PREFILL_CHECK_ROWS)?;
         let flops = (2 * m * n * k) as f64;
         report.add_vs(
             &case,
@@ -187,7 +248,7 @@ fn bench_prefill(
         let fp8 = format!("blockscaled_prefill_fp8/M{m}_N{n}_K{k}");
         report.add_vs(&format!("{case}@fp8"), &fp8, &config, &times, w_bytes as f64, flops);
     }
-    session.close();
+    bench.close();
     Ok(())
 }
 
@@ -286,63 +347,10 @@ fn bench_shape(
         w_bytes as f64,
         0.0,
     );
-    let mx = *ROWS.iter().max().unwrap_or(&1);
-    let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
-    let x = stream.clone_htod(&x_h)?;
-    let y = stream.alloc_zeros::<bf16>(mx * n)?;
-    let q = Query {
-        n,
-        k,
-        weight: format,
-        x_dtype: DType::BF16,
-        out_dtype: DType::BF16,
-        bias: None,
-        max_rows: mx,
-        x_quant: xq,
-    };
-    let plan = gemv::plan(&q, dev)?;
-    let scratch_bytes = plan.scratch_layout().total_bytes();
-    let scratch = stream.alloc_zeros::<u8>(scratch_bytes + SCRATCH_ALIGN)?;
-    let sp = TensorRef::from_slice(&scratch, &[scratch.len()])?.ptr().next_multiple_of(SCRATCH_ALIGN as u64);
-    let mut session = PreparationSession::new(dev)?;
-    session.prepare(&[&plan])?;
-    let rows: Vec<usize> = (0..n).step_by(SAMPLE).chain([n - 1]).collect();
-    let small_rows: Vec<usize> = rows.iter().map(|r| r % DISTINCT_ROWS.min(n)).collect();
-    let (xp, yp) = (TensorRef::from_slice(&x, &[mx, k])?.ptr(), TensorRef::from_slice(&y, &[mx * n])?.ptr());
+    let bench = Bench::new(dev, (&packed, &small), xq, (n, k), *ROWS.iter().max().unwrap_or(&1))?;
     for m in ms {
         let case = case_name(m);
-        let bucket = b12x_core::plan::bucket_of(b12x_core::OpPlan::buckets(&plan), m).unwrap_or(0);
-        let config = b12x_core::OpPlan::slot(&plan).get(bucket).map(|s| s.config.clone()).unwrap_or_default();
-        let call = |s: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
-            // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the calls
-            // and the graph, and nothing else touches them meanwhile.
-            let (xv, yv) = unsafe {
-                (
-                    TensorRef::from_raw(xp, &[m, k], &[k as isize, 1], DType::BF16)?,
-                    TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], DType::BF16)?,
-                )
-            };
-            let args = Args { x: xv, w: &packed, bias: None, y: yv, alpha: 1.0 };
-            // SAFETY: the plan's scratch buffer, used by nothing else.
-            let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };
-            gemv::run(&plan, args, scratch, s)
-        };
-        call(stream)?;
-        stream.synchronize()?;
-        let got: Vec<f64> = stream.clone_dtoh(&y)?.iter().map(|v| v.to_f64()).collect();
-        let a = reference::activation(m, k, &x_h[..m * k], xq).map_err(|e| b12x_core::Error::InvalidQuery {
-            op: "bench",
-            field: "x",
-            reason: e.to_string(),
-        })?;
-        let want = reference::exact(&a, &small, 1.0, None, &small_rows)
-            .map_err(|e| b12x_core::Error::InvalidQuery { op: "bench", field: "oracle", reason: e.to_string() })?;
-        let got: Vec<f64> =
-            (0..m).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| got[i * n + r]).collect();
-        if let Err(e) = reference::check_bound(&case, DType::BF16, &got, &want, &[m, rows.len()]) {
-            panic!("oracle check failed before timing: {e}");
-        }
-        let times = time_graph(dev, samples(), call)?;
+        let (config, times) = bench.measure(&case, m, m)?;
         report.add_vs(&case, &peer_name(m), &config, &times, w_bytes as f64, (2 * m * n * k) as f64);
         if (wa == "w8a16" || wa == "w8a8") && m == 16 {
             let fp8_peer = format!("blockscaled_fp8_scaled_mm/M16_N{n}_K{k}");
@@ -356,6 +364,6 @@ fn bench_shape(
             );
         }
     }
-    session.close();
+    bench.close();
     Ok(())
 }

@@ -863,8 +863,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
         }
       }
     } else {
-      // Not unrolled: with the four groups' loads hoisted, the larger tiles spill.
-#pragma unroll 1
+#pragma unroll
       for (int T = 0; T < 4; ++T) {
         uint4 xb[XT];
 #pragma unroll

@@ -324,52 +324,50 @@ impl Fixture {
     }
 }
 
+/// The fixture at capacity `max_rows` with its plan prepared (default configs, no autotune).
+fn prepared(dev: &Arc<Device>, m: usize, max_rows: usize) -> Result<(Fixture, PreparationSession), String> {
+    let f = fixture(dev, m, max_rows)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&f.plan]).map_err(err)?;
+    Ok((f, session))
+}
+
+/// `m` rows eager, then captured into a graph and replayed: all bitwise equal.
+fn replay_equals_eager(dev: &Arc<Device>, f: &mut Fixture, session: &PreparationSession, m: usize) -> TrialResult {
+    check_graph_replay_equals_eager(
+        session,
+        dev.stream(),
+        f,
+        |x, s| x.run(m, s),
+        |x, s| x.y.poison(s),
+        |x, s| x.y.bits(s),
+    )
+}
+
 /// Eager runs, then the call captured into a graph and replayed three times: all bitwise equal
 /// (the merges' tagged counters need no reset between launches or replays).
 fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
     let m = 3;
-    let stream = dev.stream();
-    let mut f = fixture(dev, m, 16)?;
-    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    session.prepare(&[&f.plan]).map_err(err)?;
+    let (mut f, session) = prepared(dev, m, 16)?;
     let gemv::Candidate::Gemv(c) = f.plan.configs(2)[0] else { return Err("bucket 2 runs the decode kernels".into()) };
     let (_, per_cta, kstages) = c.schedule(FN, FK, dev.sm_count());
     if per_cta % kstages == 0 {
         return Err(format!("{}: expected CTAs sharing row blocks, got {per_cta} units per CTA", c.id()));
     }
-    check_graph_replay_equals_eager(
-        &session,
-        stream,
-        &mut f,
-        |x, s| x.run(m, s),
-        |x, s| x.y.poison(s),
-        |x, s| x.y.bits(s),
-    )
+    replay_equals_eager(dev, &mut f, &session, m)
 }
 
 /// The tiled path (M = 100 on a 128-row plan): graph replays equal eager runs bitwise.
 fn graph_replay_equals_eager_tiled(dev: &Arc<Device>) -> TrialResult {
     let m = 100;
-    let stream = dev.stream();
-    let mut f = fixture(dev, m, 128)?;
-    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    session.prepare(&[&f.plan]).map_err(err)?;
-    check_graph_replay_equals_eager(
-        &session,
-        stream,
-        &mut f,
-        |x, s| x.run(m, s),
-        |x, s| x.y.poison(s),
-        |x, s| x.y.bits(s),
-    )
+    let (mut f, session) = prepared(dev, m, 128)?;
+    replay_equals_eager(dev, &mut f, &session, m)
 }
 
 fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
     let m = 8;
     let stream = dev.stream();
-    let mut f = fixture(dev, m, 16)?;
-    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    session.prepare(&[&f.plan]).map_err(err)?;
+    let (mut f, _session) = prepared(dev, m, 16)?;
     check_run_allocates_nothing(dev, stream, 100, || f.run(m, stream))
 }
 
@@ -377,9 +375,7 @@ fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
 fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let stream = dev.stream();
     let m = 4;
-    let mut f = fixture(dev, m, 16)?;
-    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    session.prepare(&[&f.plan]).map_err(err)?;
+    let (mut f, _session) = prepared(dev, m, 16)?;
     let bytes = f.plan.scratch_layout().total_bytes();
     let mx = pack_weight(&weight(WeightFormat::Mxfp4, FN, FK, 5, 0, false)?, stream).map_err(err)?;
     let small = pack_weight(&weight(WeightFormat::Nvfp4, 128, FK, 5, 0, false)?, stream).map_err(err)?;
