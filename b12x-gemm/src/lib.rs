@@ -3,7 +3,7 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `gemm.bf16_gemv` | [`bf16_gemv`] | `y = x · Wᵀ (+ bias)` for few rows of x (decode), BF16 weights |
-//! | `gemm.blockscaled` | [`blockscaled`] | `C = alpha · A · Bᵀ (+ bias)` with NVFP4 / MX / block-FP8 / per-tensor FP8 operands: formats, the CPU oracle, `pack_weight`, and the W4A16 / W8A16 decode path ([`blockscaled::gemv`], M ≤ 16) so far (issue 5) |
+//! | `gemm.blockscaled` | [`blockscaled`] | `C = alpha · A · Bᵀ (+ bias)` with NVFP4 / MX / block-FP8 / per-tensor FP8 operands: formats, the CPU oracle, `pack_weight`, and W4A16 / W8A16 (W4A8 / W8A8 with x quantized in the call) for every M ([`blockscaled::gemv`]: decode kernels for M ≤ 16, tiled kernels above) so far (issue 5) |
 
 pub mod bf16_gemv;
 pub mod blockscaled;
