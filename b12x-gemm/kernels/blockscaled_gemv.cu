@@ -639,24 +639,27 @@ struct BsGemmParams {
   const bf16* x;                // [M, K] bf16, row stride ldx (16-byte aligned rows)
   const void* bias;             // [N] bf16 or f32 (flags), nullptr for none
   void* y;                      // [M, N] TOut, row stride ldy
+  float* partials;              // split-K (gridDim.y > 1): [tiles][splits][BM * BN] f32 (scratch)
+  unsigned long long* counters; // split-K: [tiles] tagged arrival counters (scratch, any bits)
   long long ldx, ldy;
   int n, k, m;
   int row_bytes;                // code bytes per weight row: K / 2 (FP4) or K (FP8)
   int ktiles;                   // ceil(K / 128)
-  int mtiles;                   // ceil(M / BM): the grid is mtiles x ceil(N / BN)
+  int mtiles;                   // ceil(M / BM): the grid is mtiles x ceil(N / BN) x splits
   int stages;                   // ring depth, 2..kMaxStages
   int scale_tiles;              // as BsGemvParams
   int scale_bias;
   float out_scale;
   int flags;
   int sld, sgroups;
-  int reserved[5];
+  int kt_per;                   // k-tiles per split (blockIdx.y): [y kt_per, min(ktiles, (y + 1) kt_per))
 };
 static_assert(sizeof(BsGemmParams) == 128, "mirror of gemv.rs");
-static_assert(offsetof(BsGemmParams, ldx) == 40, "mirror of gemv.rs");
-static_assert(offsetof(BsGemmParams, n) == 56, "mirror of gemv.rs");
-static_assert(offsetof(BsGemmParams, out_scale) == 92, "mirror of gemv.rs");
-static_assert(offsetof(BsGemmParams, sgroups) == 104, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, partials) == 40, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, ldx) == 56, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, n) == 72, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, out_scale) == 108, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, kt_per) == 124, "mirror of gemv.rs");
 
 namespace bsgemm {
 
@@ -696,7 +699,9 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   const uint32_t ring = (smem_addr(s_dyn) + 127u) & ~127u;  // the launch adds 128 bytes of slack
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int m0 = int(blockIdx.x % unsigned(p.mtiles)) * BM, n0 = int(blockIdx.x / unsigned(p.mtiles)) * BN;
-  const int ktiles = p.ktiles, S = p.stages;
+  // Split-K: this CTA's k-tiles [kt0, kt1) (gridDim.y splits; Rust leaves no split empty).
+  const int kt0 = int(blockIdx.y) * p.kt_per, kt1 = min(p.ktiles, kt0 + p.kt_per);
+  const int ktiles = kt1 - kt0, S = p.stages;
   const uint32_t bar0 = smem_addr(s_bar);
 
   for (int c = tid; c < 256; c += kThreads) {
@@ -820,12 +825,12 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
     }
   };
 
-  for (int s = 0; s < S - 1 && s < ktiles; ++s) load(s, s);
+  for (int s = 0; s < S - 1 && s < ktiles; ++s) load(kt0 + s, s);
   int slot = 0, phase = 0;
   for (int kt = 0; kt < ktiles; ++kt) {
     mbar_wait(bar0 + 8 * slot, uint32_t(phase));
     __syncthreads();  // every warp is done with the slot of k-tile kt - 1: refill it
-    if (kt + S - 1 < ktiles) load(kt + S - 1, (slot + S - 1) % S);
+    if (kt + S - 1 < ktiles) load(kt0 + kt + S - 1, (slot + S - 1) % S);
     const uint32_t xs = ring + uint32_t(slot) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
     if constexpr (!kFp8) {
       // Scales of the lane's k (blocks 2t, 2t + 1 for NVFP4, block t for MXFP4), rows g, g + 8.
@@ -903,6 +908,48 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
       }
     }
     if (++slot == S) slot = 0, phase ^= 1;
+  }
+
+  if constexpr (WM <= 2) {  // the middle tiles (Rust never splits the 128-row ones)
+    if (gridDim.y > 1) {
+      // Split-K: every split stores its f32 partial tile (lane-major: coalesced), the last to
+      // arrive on the tile's tagged counter sums all splits in split order (bitwise reproducible)
+      // and runs the epilogue.
+      __shared__ unsigned int s_prev;
+      constexpr int kV = WT * XT * 4;
+      const int tile = int(blockIdx.x), splits = int(gridDim.y);
+      auto slot_of = [&](int sp) {
+        return p.partials + ((long long)tile * splits + sp) * (BM * BN) + (long long)warp * kV * 32 + lane;
+      };
+      float* mine = slot_of(int(blockIdx.y));
+#pragma unroll
+      for (int i = 0; i < WT; ++i)
+#pragma unroll
+        for (int j = 0; j < XT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) __stcg(mine + ((i * XT + j) * 4 + e) * 32, acc[i][j][e]);
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) s_prev = arrive_tagged(&p.counters[tile], unsigned(splits));
+      __syncthreads();
+      if (s_prev != unsigned(splits - 1)) return;
+      __threadfence();
+#pragma unroll
+      for (int i = 0; i < WT; ++i)
+#pragma unroll
+        for (int j = 0; j < XT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+      for (int sp = 0; sp < splits; ++sp) {
+        const float* part_sp = slot_of(sp);
+#pragma unroll
+        for (int i = 0; i < WT; ++i)
+#pragma unroll
+          for (int j = 0; j < XT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] += __ldcg(part_sp + ((i * XT + j) * 4 + e) * 32);
+      }
+    }
   }
 
   // Epilogue: lane element e of tile (i, j) is weight row 16 i + g + 8 (e >> 1), x row 8 j + 2t +

@@ -357,10 +357,21 @@ fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
     replay_equals_eager(dev, &mut f, &session, m)
 }
 
-/// The tiled path (M = 100 on a 128-row plan): graph replays equal eager runs bitwise.
+/// The tiled path (M = 100 on a 128-row plan): graph replays equal eager runs bitwise, with the
+/// default config and with a split-K config (partial tiles summed by the last split to arrive).
 fn graph_replay_equals_eager_tiled(dev: &Arc<Device>) -> TrialResult {
     let m = 100;
     let (mut f, session) = prepared(dev, m, 128)?;
+    replay_equals_eager(dev, &mut f, &session, m)?;
+    drop(session);
+    let bucket = b12x_core::plan::bucket_of(f.plan.buckets(), m).ok_or("no bucket")?;
+    let label = f.plan.buckets()[bucket].label();
+    let split = f.plan.configs(bucket).iter().find_map(|c| match c {
+        gemv::Candidate::Tile(t) if t.splits > 1 => Some(c.id()),
+        _ => None,
+    });
+    let split = split.ok_or("the 65..128 bucket has no split-K candidate")?;
+    let session = session_pinned(dev, &f.plan, &label, &split)?;
     replay_equals_eager(dev, &mut f, &session, m)
 }
 

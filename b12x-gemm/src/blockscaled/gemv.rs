@@ -227,6 +227,10 @@ pub struct BsGemmParams {
     pub x: u64,
     pub bias: u64,
     pub y: u64,
+    /// Split-K: `[tiles][splits][BM · BN]` f32 partial tiles (scratch).
+    pub partials: u64,
+    /// Split-K: `[tiles]` tagged arrival counters (scratch, any bits).
+    pub counters: u64,
     pub ldx: i64,
     pub ldy: i64,
     pub n: i32,
@@ -236,7 +240,7 @@ pub struct BsGemmParams {
     pub row_bytes: i32,
     /// ⌈K / 128⌉.
     pub ktiles: i32,
-    /// ⌈M / BM⌉: the grid is `mtiles × ⌈N / BN⌉` CTAs.
+    /// ⌈M / BM⌉: the grid is `mtiles · ⌈N / BN⌉ × splits` CTAs.
     pub mtiles: i32,
     pub stages: i32,
     pub scale_tiles: i32,
@@ -245,15 +249,17 @@ pub struct BsGemmParams {
     pub flags: i32,
     pub sld: i32,
     pub sgroups: i32,
-    pub reserved: [i32; 5],
+    /// k-tiles per split.
+    pub kt_per: i32,
 }
 
 const _: () = {
     assert!(size_of::<BsGemmParams>() == 128);
-    assert!(offset_of!(BsGemmParams, ldx) == 40);
-    assert!(offset_of!(BsGemmParams, n) == 56);
-    assert!(offset_of!(BsGemmParams, out_scale) == 92);
-    assert!(offset_of!(BsGemmParams, sgroups) == 104);
+    assert!(offset_of!(BsGemmParams, partials) == 40);
+    assert!(offset_of!(BsGemmParams, ldx) == 56);
+    assert!(offset_of!(BsGemmParams, n) == 72);
+    assert!(offset_of!(BsGemmParams, out_scale) == 108);
+    assert!(offset_of!(BsGemmParams, kt_per) == 124);
 };
 
 /// k per k-tile of the tiled kernels (one ring stage).
@@ -275,13 +281,17 @@ pub struct TileConfig {
     pub wn: usize,
     /// Ring depth (2..=8).
     pub stages: usize,
+    /// Split-K factor (1, 2 or 4; above 1 only for the middle tiles, `wm ≤ 2`): the k-tiles are
+    /// shared by `splits` CTAs per output tile, the last to finish sums their f32 partial tiles
+    /// in split order.
+    pub splits: usize,
 }
 
 impl TileConfig {
-    /// `tile_w{4|8}_wm{WM}_wn{WN}_s{S}`.
+    /// `tile_w{4|8}_wm{WM}_wn{WN}_s{S}_k{SPLITS}`.
     pub fn id(&self) -> String {
         let w = if self.w8 { 8 } else { 4 };
-        format!("tile_w{w}_wm{}_wn{}_s{}", self.wm, self.wn, self.stages)
+        format!("tile_w{w}_wm{}_wn{}_s{}_k{}", self.wm, self.wn, self.stages, self.splits)
     }
     /// Inverse of [`TileConfig::id`].
     pub fn parse(id: &str) -> Option<TileConfig> {
@@ -290,9 +300,10 @@ impl TileConfig {
             None => (false, id.strip_prefix("tile_w4_wm")?),
         };
         let (wm, rest) = rest.split_once("_wn")?;
-        let (wn, stages) = rest.split_once("_s")?;
+        let (wn, rest) = rest.split_once("_s")?;
+        let (stages, splits) = rest.split_once("_k")?;
         let n = |v: &str| v.parse().ok();
-        Some(TileConfig { w8, wm: n(wm)?, wn: n(wn)?, stages: n(stages)? })
+        Some(TileConfig { w8, wm: n(wm)?, wn: n(wn)?, stages: n(stages)?, splits: n(splits)? })
     }
     /// `(BM, BN)`: rows of x and of the weight per CTA.
     pub fn tile(&self) -> (usize, usize) {
@@ -315,13 +326,26 @@ impl TileConfig {
             && matches!(self.wn, 4 | 8)
             && (self.wm != 1 || self.wn == 4) // 32-row tiles are 32 × 128
             && (2..=8).contains(&self.stages)
+            && (self.splits == 1 || (matches!(self.splits, 2 | 4) && self.wm <= 2))
             && self.dynamic_smem() + STATIC_SMEM <= smem_optin
     }
-    /// `(grid, mtiles, ktiles)` for `m × n × k`.
-    pub fn schedule(&self, m: usize, n: usize, k: usize) -> (usize, usize, usize) {
+    /// `(output tiles, mtiles, ktiles, splits, k-tiles per split)` for `m × n × k`: the grid is
+    /// `tiles × splits`; splits shrink so that none is empty.
+    pub fn schedule(&self, m: usize, n: usize, k: usize) -> (usize, usize, usize, usize, usize) {
         let (bm, bn) = self.tile();
         let mtiles = m.div_ceil(bm);
-        (mtiles * n.div_ceil(bn), mtiles, k.div_ceil(TILE_K))
+        let ktiles = k.div_ceil(TILE_K);
+        let kt_per = ktiles.div_ceil(self.splits);
+        (mtiles * n.div_ceil(bn), mtiles, ktiles, ktiles.div_ceil(kt_per), kt_per)
+    }
+    /// Scratch bytes `(partials, counters)` of a split-K launch at `m` rows (zero without splits).
+    pub fn scratch_bytes(&self, m: usize, n: usize, k: usize) -> (usize, usize) {
+        let (tiles, _, _, splits, _) = self.schedule(m, n, k);
+        if splits <= 1 {
+            return (0, 0);
+        }
+        let (bm, bn) = self.tile();
+        (tiles * splits * bm * bn * 4, tiles * 8)
     }
     /// The kernel symbol for `format` and `out`.
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
@@ -345,12 +369,18 @@ pub fn tile_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat) -> Ve
     let mut out = Vec::new();
     for &wm in shapes {
         let wn = if wm == 1 { 4 } else { wide };
-        let base = TileConfig { w8, wm, wn, stages: 2 };
+        let base = TileConfig { w8, wm, wn, stages: 2, splits: 1 };
         let most = (2..=8).rev().find(|&s| TileConfig { stages: s, ..base }.fits(smem_optin));
         if let Some(most) = most {
             out.push(TileConfig { stages: most, ..base });
             if most > 3 {
                 out.push(TileConfig { stages: 3, ..base });
+            }
+            // The middle M: too few output tiles to fill the SMs; split K (2 or 4 ways).
+            if rows_hi <= 256 && wm <= 2 {
+                for splits in [2, 4] {
+                    out.push(TileConfig { stages: most.min(4), splits, ..base });
+                }
             }
         }
     }
@@ -511,7 +541,7 @@ pub fn all_symbols() -> Vec<String> {
         let wide = if matches!(f, WeightFormat::BlockFp8 { .. }) { 4 } else { 8 };
         for (wm, wn) in [(4, wide), (2, wide), (1, 4)] {
             for o in [DType::BF16, DType::F16, DType::F32] {
-                out.push(TileConfig { w8: is_w8(f), wm, wn, stages: 2 }.symbol(f, o));
+                out.push(TileConfig { w8: is_w8(f), wm, wn, stages: 2, splits: 1 }.symbol(f, o));
             }
         }
     }
@@ -787,10 +817,14 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         return Err(Error::Unsupported { op: OP, device: device.name().to_string(), reason });
     }
     let (mut partials, mut counters) = (0, 0);
-    for c in configs.iter().flatten() {
-        let Candidate::Gemv(c) = c else { continue };
-        let (p, n) = c.scratch_bytes(query.n, query.k, device.sm_count());
-        (partials, counters) = (partials.max(p), counters.max(n));
+    for (b, cands) in buckets.iter().zip(&configs) {
+        for c in cands {
+            let (p, n) = match c {
+                Candidate::Gemv(c) => c.scratch_bytes(query.n, query.k, device.sm_count()),
+                Candidate::Tile(c) => c.scratch_bytes(b.hi, query.n, query.k),
+            };
+            (partials, counters) = (partials.max(p), counters.max(n));
+        }
     }
     let mut scratch = ScratchLayout::new();
     // f32 [2 · CTAs][8 · NT tokens][128 rows]: the partial tiles of row blocks CTAs share.
@@ -884,13 +918,15 @@ fn launch(
     let c = match cand {
         Candidate::Gemv(c) => c,
         Candidate::Tile(c) => {
-            let (grid, mtiles, ktiles) = c.schedule(p.m as usize, q.n, q.k);
+            let (tiles, mtiles, ktiles, splits, kt_per) = c.schedule(p.m as usize, q.n, q.k);
             let tp = BsGemmParams {
                 codes,
                 scales: p.scales,
                 x: p.x,
                 bias: p.bias,
                 y: p.y,
+                partials: p.partials,
+                counters: p.counters,
                 ldx: p.ldx,
                 ldy: p.ldy,
                 n: p.n,
@@ -906,13 +942,18 @@ fn launch(
                 flags: p.flags,
                 sld: p.sld,
                 sgroups: p.sgroups,
-                reserved: [0; 5],
+                kt_per: kt_per as i32,
             };
-            let dims =
-                LaunchDims { grid: (grid as u32, 1, 1), block: (TILE_THREADS, 1, 1), smem_bytes: c.dynamic_smem() };
+            let dims = LaunchDims {
+                grid: (tiles as u32, splits as u32, 1),
+                block: (TILE_THREADS, 1, 1),
+                smem_bytes: c.dynamic_smem(),
+            };
             // SAFETY: BsGemmParams mirrors the kernel's struct (asserted on both sides); the
             // tensors passed `Query::kernel_params` (codes and scales are the packed weight's,
-            // whose layout set_scale_layout describes; x, y and bias cover M × K, M × N, N).
+            // whose layout set_scale_layout describes; x, y and bias cover M × K, M × N, N); the
+            // scratch's partials and counters were sized by `plan` for every candidate at its
+            // bucket's largest M ≥ this M.
             return unsafe { kernel.launch(stream, dims, &tp) };
         }
     };
@@ -1105,22 +1146,33 @@ mod tests {
                         // Every config's kernel is an entry point.
                         assert!(all_symbols().contains(&c.symbol(f, DType::BF16)), "{}", c.id());
                         let (bm, bn) = c.tile();
-                        for (m, n) in [(17, 1), (1000, 4099), (8192, 18432)] {
-                            let (grid, mtiles, ktiles) = c.schedule(m, n, 7168);
+                        for (m, n, k) in [(17, 1, 7168), (1000, 4099, 7168), (8192, 18432, 7168), (40, 1000, 96)] {
+                            let (tiles, mtiles, ktiles, splits, kt_per) = c.schedule(m, n, k);
                             assert!(mtiles * bm >= m && (mtiles - 1) * bm < m);
-                            assert_eq!(grid, mtiles * n.div_ceil(bn));
-                            assert_eq!(ktiles, 56);
+                            assert_eq!(tiles, mtiles * n.div_ceil(bn));
+                            assert_eq!(ktiles, k.div_ceil(128));
+                            // Every split has k-tiles; together they cover K once.
+                            assert!(splits >= 1 && splits <= c.splits && (splits - 1) * kt_per < ktiles);
+                            assert!(splits * kt_per >= ktiles);
+                            let (part, cnt) = c.scratch_bytes(m, n, k);
+                            assert_eq!(part > 0, splits > 1);
+                            assert!(part == 0 || (part == tiles * splits * bm * bn * 4 && cnt == tiles * 8));
                         }
                     }
                 }
             }
         }
         // The prefill tile of FP4: 32 KB of x, 16 KB of codes, 2 KB of scales per stage.
-        let c = TileConfig { w8: false, wm: 4, wn: 8, stages: 4 };
+        let c = TileConfig { w8: false, wm: 4, wn: 8, stages: 4, splits: 1 };
+        // Split-K only on the middle tiles.
+        assert!(!TileConfig { splits: 2, ..c }.fits(232_448));
+        assert!(TileConfig { wm: 2, splits: 4, ..c }.fits(232_448));
+        assert!(!TileConfig { wm: 2, splits: 3, ..c }.fits(232_448));
         assert_eq!(c.stage_bytes(), 50 * 1024);
         assert!(c.fits(232_448) && !c.fits(101_376));
         assert!(!TileConfig { wm: 1, wn: 8, ..c }.fits(232_448));
         assert_eq!(TileConfig::parse("tile_w4_wm4_wn8"), None);
+        assert_eq!(TileConfig::parse("tile_w4_wm4_wn8_s3"), None);
     }
 
     #[test]
