@@ -23,7 +23,8 @@
 //!   buckets `{1}, {2}, {3-4}, …` (cut at capacity), each tuned by the session; buckets up to
 //!   [`MAX_ROWS`] = 16 run the decode kernels (M ≤ 8 on 8-token MMA tiles, 9..16 on two), larger
 //!   ones the tiled kernels ([`TileConfig`]: 32 × 128 tiles for M ≤ 32, 64 × 256 and 128 × 256
-//!   above; block FP8 128-row weight tiles). With [`Query::x_quant`] the scratch holds x̂ for
+//!   above, split-K candidates up to M = 256; block FP8 128-row weight tiles). The scratch holds
+//!   the split-K partial tiles (up to `4 · M_bucket · N · 4` bytes for buckets ≤ 256). With [`Query::x_quant`] the scratch holds x̂ for
 //!   `max_rows` rows (`max_rows · K · 2` bytes).
 //! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
 //!   the TMA; block-FP8 edge tiles may still be partial); FP16 and quantized activations are not
@@ -43,7 +44,9 @@
 //! S-stage ring, C CTAs per SM. The tiled kernels (same file): CTAs of 32 · WM rows of x × 32 ·
 //! WN weight rows stream K in 128-k tiles through a `cp.async` ring (all 256 threads copy, an
 //! mbarrier per stage), eight warps dequantize their weight fragments in registers the same way
-//! and run BF16 `mma.sync` with x as the MMA's A; configs `tile_w{4|8}_wm{WM}_wn{WN}_s{S}`.
+//! and run BF16 `mma.sync` with the weight as the MMA's A; the middle buckets (M ≤ 256) may split
+//! K over 2 or 4 CTAs per output tile, the last to finish summing the f32 partial tiles in split
+//! order (deterministic); configs `tile_w{4|8}_wm{WM}_wn{WN}_s{S}_k{SPLITS}`.
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
