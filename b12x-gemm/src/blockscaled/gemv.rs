@@ -298,15 +298,9 @@ impl TileConfig {
     }
     /// Inverse of [`TileConfig::id`].
     pub fn parse(id: &str) -> Option<TileConfig> {
-        let (w8, rest) = match id.strip_prefix("tile_w8_wm") {
-            Some(rest) => (true, rest),
-            None => (false, id.strip_prefix("tile_w4_wm")?),
-        };
-        let (wm, rest) = rest.split_once("_wn")?;
-        let (wn, rest) = rest.split_once("_s")?;
-        let (stages, splits) = rest.split_once("_k")?;
-        let n = |v: &str| v.parse().ok();
-        Some(TileConfig { w8, wm: n(wm)?, wn: n(wn)?, stages: n(stages)?, splits: n(splits)? })
+        let (w8, rest) = width_prefix(id, "tile_w8_wm", "tile_w4_wm")?;
+        let [wm, wn, stages, splits] = id_fields(rest, ["_wn", "_s", "_k"])?;
+        Some(TileConfig { w8, wm, wn, stages, splits })
     }
     /// `(BM, BN)`: rows of x and of the weight per CTA.
     pub fn tile(&self) -> (usize, usize) {
@@ -438,6 +432,23 @@ impl Candidate {
     }
 }
 
+/// A config id's weight width: `(true, rest)` after the W8 prefix, `(false, rest)` after the W4 one.
+fn width_prefix<'a>(id: &'a str, w8: &str, w4: &str) -> Option<(bool, &'a str)> {
+    match id.strip_prefix(w8) {
+        Some(rest) => Some((true, rest)),
+        None => Some((false, id.strip_prefix(w4)?)),
+    }
+}
+
+/// The four numbers of a config id's tail, split at three markers in order: `"4_wn8_s3_k1"` with
+/// `["_wn", "_s", "_k"]` is `[4, 8, 3, 1]`.
+fn id_fields(rest: &str, markers: [&str; 3]) -> Option<[usize; 4]> {
+    let (a, rest) = rest.split_once(markers[0])?;
+    let (b, rest) = rest.split_once(markers[1])?;
+    let (c, d) = rest.split_once(markers[2])?;
+    Some([a.parse().ok()?, b.parse().ok()?, c.parse().ok()?, d.parse().ok()?])
+}
+
 /// One launch configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
@@ -462,15 +473,9 @@ impl Config {
     }
     /// Inverse of [`Config::id`].
     pub fn parse(id: &str) -> Option<Config> {
-        let (w8, rest) = match id.strip_prefix("w8a16_nt") {
-            Some(rest) => (true, rest),
-            None => (false, id.strip_prefix("w4a16_nt")?),
-        };
-        let (nt, rest) = rest.split_once("_kb")?;
-        let (kb, rest) = rest.split_once("_s")?;
-        let (stages, ctas) = rest.split_once("_c")?;
-        let n = |v: &str| v.parse().ok();
-        Some(Config { w8, nt: n(nt)?, kb: n(kb)?, stages: n(stages)?, ctas: n(ctas)? })
+        let (w8, rest) = width_prefix(id, "w8a16_nt", "w4a16_nt")?;
+        let [nt, kb, stages, ctas] = id_fields(rest, ["_kb", "_s", "_c"])?;
+        Some(Config { w8, nt, kb, stages, ctas })
     }
     /// Shared memory of one ring stage (`kb` code boxes, their scale tiles and staged x, rounded
     /// up to 1024 bytes as the kernel lays it out).
