@@ -212,14 +212,8 @@ fn bench_prefill(
     (n, k): (usize, usize),
     quick: bool,
 ) -> Result<()> {
-    let fname = match format {
-        WeightFormat::Nvfp4 => "w4a16_nvfp4",
-        WeightFormat::Mxfp4 => "w4a16_mxfp4",
-        WeightFormat::Mxfp8 => "w8a16_mxfp8",
-        WeightFormat::BlockFp8 { .. } => "w8a16_fp8block128",
-        WeightFormat::TensorFp8 => "w8a16_fp8tensor",
-    };
-    let case_name = |m: usize| format!("blockscaled_prefill_{fname}/M{m}_N{n}_K{k}_bf16");
+    let (fname, wa) = names(format);
+    let case_name = |m: usize| format!("blockscaled_prefill_{wa}_{fname}/M{m}_N{n}_K{k}_bf16");
     let ms: Vec<usize> = PREFILL_ROWS
         .into_iter()
         .filter(|m| !quick || PREFILL_QUICK_ROWS.contains(m))
@@ -250,6 +244,17 @@ fn bench_prefill(
     }
     bench.close();
     Ok(())
+}
+
+/// `(format, weight × activation)` parts of the case names: `("nvfp4", "w4a16")`, …
+fn names(format: WeightFormat) -> (&'static str, &'static str) {
+    match format {
+        WeightFormat::Nvfp4 => ("nvfp4", "w4a16"),
+        WeightFormat::Mxfp4 => ("mxfp4", "w4a16"),
+        WeightFormat::Mxfp8 => ("mxfp8", "w8a16"),
+        WeightFormat::BlockFp8 { .. } => ("fp8block128", "w8a16"),
+        WeightFormat::TensorFp8 => ("fp8tensor", "w8a16"),
+    }
 }
 
 /// `DISTINCT_ROWS` quantized rows repeated to `n` rows (codes and row-major scales tile by rows,
@@ -306,13 +311,7 @@ fn bench_shape(
     (n, k): (usize, usize),
     quick: bool,
 ) -> Result<()> {
-    let (fname, wa) = match format {
-        WeightFormat::Nvfp4 => ("nvfp4", "w4a16"),
-        WeightFormat::Mxfp4 => ("mxfp4", "w4a16"),
-        WeightFormat::Mxfp8 => ("mxfp8", "w8a16"),
-        WeightFormat::BlockFp8 { .. } => ("fp8block128", "w8a16"),
-        WeightFormat::TensorFp8 => ("fp8tensor", "w8a16"),
-    };
+    let (fname, wa) = names(format);
     let wa = match (xq, wa) {
         (None, wa) => wa,
         (Some(_), "w4a16") => "w4a8",
