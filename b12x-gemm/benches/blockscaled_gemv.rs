@@ -21,6 +21,10 @@
 //! {(7168, 7168), (18432, 7168)} (the prefill shapes), TFLOP/s = 2·M·N·K / time, the
 //! oracle checked on x's first 64 rows; peers cuBLAS BF16 (`blockscaled_prefill_bf16/…`) and, in a
 //! second row per case (`…@fp8`), cuBLASLt FP8 via `torch._scaled_mm` (`blockscaled_prefill_fp8/…`).
+//! Pre-quantized NVFP4 activations × NVFP4 weights (`quantization.nvfp4`'s output: codes,
+//! row-major scales, encode scale on the device; the call's dequantization pre-pass timed with
+//! it): `blockscaled_w4a4_nvfp4/…` at the decode shapes and `blockscaled_prefill_w4a4_nvfp4/…`,
+//! against the same peers.
 //! `B12X_BENCH_QUICK=1` keeps M ∈ {1, 16} and {2048, 8192}.
 //!
 //! Run: `cargo bench -p b12x-gemm --bench blockscaled_gemv` (rows go to
@@ -31,9 +35,9 @@ use b12x_core::cudarc::driver::CudaSlice;
 use b12x_core::half::bf16;
 use b12x_core::testing::{cast, gpu, uniform};
 use b12x_core::{DType, Device, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
-use b12x_gemm::blockscaled::gemv::{self, Args, Query, XQuant};
+use b12x_gemm::blockscaled::gemv::{self, Args, Query, XFormat, XQuant};
 use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
-use b12x_gemm::blockscaled::{reference, Weight};
+use b12x_gemm::blockscaled::{reference, Activation, Weight};
 use b12x_quant::block::{
     quantize_block_fp8, quantize_mx, quantize_nvfp4, BlockFp8, Fp8ScaleKind, Fp8Scales, Mx, MxOptions, Nvfp4,
 };
@@ -63,7 +67,7 @@ fn main() -> Result<()> {
     let block = WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 };
     for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
         for (n, k) in SHAPES {
-            bench_shape(&dev, &mut report, format, None, (n, k), quick)?;
+            bench_shape(&dev, &mut report, format, XMode::Bf16(None), (n, k), quick)?;
         }
     }
     // Activations quantized inside the call: W4A8 (MXFP4 × MXFP8) and DeepSeek's block FP8 ×
@@ -71,13 +75,21 @@ fn main() -> Result<()> {
     let fused = [(WeightFormat::Mxfp4, XQuant::Mxfp8), (block, XQuant::BlockFp8Ue8m0 { group: 128 })];
     for (format, xq) in fused {
         for (n, k) in SHAPES {
-            bench_shape(&dev, &mut report, format, Some(xq), (n, k), quick)?;
+            bench_shape(&dev, &mut report, format, XMode::Bf16(Some(xq)), (n, k), quick)?;
         }
+    }
+    // Pre-quantized NVFP4 activations × NVFP4 weights (W4A4 on SM90: the dequantization pre-pass
+    // included in the timed call).
+    for (n, k) in SHAPES {
+        bench_shape(&dev, &mut report, WeightFormat::Nvfp4, XMode::Nvfp4, (n, k), quick)?;
     }
     for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
         for (n, k) in PREFILL_SHAPES {
-            bench_prefill(&dev, &mut report, format, (n, k), quick)?;
+            bench_prefill(&dev, &mut report, format, XMode::Bf16(None), (n, k), quick)?;
         }
+    }
+    for (n, k) in PREFILL_SHAPES {
+        bench_prefill(&dev, &mut report, WeightFormat::Nvfp4, XMode::Nvfp4, (n, k), quick)?;
     }
     println!("wrote {}", report.write()?.display());
     Ok(())
@@ -89,6 +101,22 @@ const PREFILL_SHAPES: [(usize, usize); 2] = [(7168, 7168), (18432, 7168)];
 /// Rows of x checked against the oracle before timing a prefill case.
 const PREFILL_CHECK_ROWS: usize = 64;
 
+/// How the benched calls pass x: bf16 (optionally quantized in the call), or pre-quantized NVFP4
+/// (`quantization.nvfp4`'s output for the whole `mx`-row x: codes, row-major scales, its encode
+/// scale on the device).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum XMode {
+    Bf16(Option<XQuant>),
+    Nvfp4,
+}
+
+/// A pre-quantized NVFP4 x on the device and its encode scale.
+struct PreNvfp4 {
+    _bufs: (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<f32>),
+    ptrs: (u64, u64, u64),
+    enc: f32,
+}
+
 /// One plan of capacity `mx` over a packed weight, prepared, with x (uniform bf16, `mx` rows) and
 /// y on the device: each `measure(m)` checks the oracle on sampled rows then times the call.
 struct Bench<'a> {
@@ -96,7 +124,8 @@ struct Bench<'a> {
     plan: gemv::Plan,
     packed: &'a PackedWeight,
     small: &'a Weight,
-    xq: Option<XQuant>,
+    xmode: XMode,
+    pre: Option<PreNvfp4>,
     x_h: Vec<bf16>,
     _x: CudaSlice<bf16>,
     y: CudaSlice<bf16>,
@@ -114,19 +143,44 @@ impl<'a> Bench<'a> {
     fn new(
         dev: &'a Arc<Device>,
         (packed, small): (&'a PackedWeight, &'a Weight),
-        xq: Option<XQuant>,
+        xmode: XMode,
         (n, k): (usize, usize),
         mx: usize,
     ) -> Result<Self> {
         let stream = dev.stream();
         let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
         let x = stream.clone_htod(&x_h)?;
+        let (xq, x_format) = match xmode {
+            XMode::Bf16(xq) => (xq, XFormat::Bf16),
+            XMode::Nvfp4 => (None, XFormat::Nvfp4),
+        };
+        let pre = match xmode {
+            XMode::Nvfp4 => {
+                let bad = |e: b12x_quant::block::FormatError| b12x_core::Error::InvalidQuery {
+                    op: "bench",
+                    field: "x",
+                    reason: e.to_string(),
+                };
+                let Activation::Nvfp4(q) = reference::pre_quantized(mx, k, &x_h, XFormat::Nvfp4).map_err(bad)? else {
+                    unreachable!("pre_quantized(Nvfp4) is NVFP4")
+                };
+                let (c, sc, g) =
+                    (stream.clone_htod(&q.codes)?, stream.clone_htod(&q.scales)?, stream.clone_htod(&[q.enc])?);
+                let ptrs = (
+                    TensorRef::from_slice(&c, &[c.len()])?.ptr(),
+                    TensorRef::from_slice(&sc, &[sc.len()])?.ptr(),
+                    TensorRef::from_slice(&g, &[1])?.ptr(),
+                );
+                Some(PreNvfp4 { _bufs: (c, sc, g), ptrs, enc: q.enc })
+            }
+            XMode::Bf16(_) => None,
+        };
         let y = stream.alloc_zeros::<bf16>(mx * n)?;
         let q = Query {
             n,
             k,
             weight: packed.format,
-            x_dtype: DType::BF16,
+            x_format,
             out_dtype: DType::BF16,
             bias: None,
             max_rows: mx,
@@ -146,7 +200,8 @@ impl<'a> Bench<'a> {
             plan,
             packed,
             small,
-            xq,
+            xmode,
+            pre,
             x_h,
             _x: x,
             y,
@@ -170,13 +225,22 @@ impl<'a> Bench<'a> {
         let call = |s: &Arc<b12x_core::cudarc::driver::CudaStream>| -> Result<()> {
             // SAFETY: `x` holds mx ≥ m rows of K and `y` mx ≥ m rows of N; both outlive the calls
             // and the graph, and nothing else touches them meanwhile.
-            let (xv, yv) = unsafe {
-                (
-                    TensorRef::from_raw(self.xp, &[m, k], &[k as isize, 1], DType::BF16)?,
-                    TensorMut::from_raw(self.yp, &[m, n], &[n as isize, 1], DType::BF16)?,
-                )
+            let yv = unsafe { TensorMut::from_raw(self.yp, &[m, n], &[n as isize, 1], DType::BF16)? };
+            let (x, x_scales, x_global) = match &self.pre {
+                // SAFETY: the NVFP4 codes ([mx, K/2]), scales ([mx, K/16]) and encode scale live
+                // as long as the bench.
+                Some(pre) => unsafe {
+                    let (c, sc, g) = pre.ptrs;
+                    (
+                        TensorRef::from_raw(c, &[m, k / 2], &[k as isize / 2, 1], DType::U8)?,
+                        Some(TensorRef::from_raw(sc, &[m, k / 16], &[k as isize / 16, 1], DType::U8)?),
+                        Some(TensorRef::from_raw(g, &[1], &[1], DType::F32)?),
+                    )
+                },
+                // SAFETY: as y.
+                None => (unsafe { TensorRef::from_raw(self.xp, &[m, k], &[k as isize, 1], DType::BF16)? }, None, None),
             };
-            let args = Args { x: xv, w: self.packed, bias: None, y: yv, alpha: 1.0 };
+            let args = Args { x, x_scales, x_global, w: self.packed, bias: None, y: yv, alpha: 1.0 };
             // SAFETY: the plan's scratch buffer, used by nothing else.
             let scratch = unsafe { Scratch::from_raw(self.sp, self.scratch_bytes) };
             gemv::run(&self.plan, args, scratch, s)
@@ -187,7 +251,19 @@ impl<'a> Bench<'a> {
         let got: Vec<f64> = stream.clone_dtoh(&self.y)?.iter().map(|v| v.to_f64()).collect();
         let mc = m.min(check);
         let bad = |field: &'static str, e: String| b12x_core::Error::InvalidQuery { op: "bench", field, reason: e };
-        let a = reference::activation(mc, k, &self.x_h[..mc * k], self.xq).map_err(|e| bad("x", e.to_string()))?;
+        let xq = match self.xmode {
+            XMode::Bf16(xq) => xq,
+            XMode::Nvfp4 => None,
+        };
+        let a = match &self.pre {
+            // The first mc rows of the quantized x: the same codes and scales under its encode scale.
+            Some(pre) => {
+                let f: Vec<f32> = self.x_h[..mc * k].iter().map(|v| v.to_f32()).collect();
+                quantize_nvfp4(&f, mc, k, Some(pre.enc)).map(Activation::Nvfp4)
+            }
+            None => reference::activation(mc, k, &self.x_h[..mc * k], xq),
+        }
+        .map_err(|e| bad("x", e.to_string()))?;
         let want =
             reference::exact(&a, self.small, 1.0, None, &self.small_rows).map_err(|e| bad("oracle", e.to_string()))?;
         let rows = &self.rows;
@@ -209,10 +285,12 @@ fn bench_prefill(
     dev: &Arc<Device>,
     report: &mut BenchReport,
     format: WeightFormat,
+    xmode: XMode,
     (n, k): (usize, usize),
     quick: bool,
 ) -> Result<()> {
     let (fname, wa) = names(format);
+    let wa = if xmode == XMode::Nvfp4 { "w4a4" } else { wa };
     let case_name = |m: usize| format!("blockscaled_prefill_{wa}_{fname}/M{m}_N{n}_K{k}_bf16");
     let ms: Vec<usize> = PREFILL_ROWS
         .into_iter()
@@ -226,7 +304,7 @@ fn bench_prefill(
     let packed = pack_weight(&big, dev.stream())?;
     drop(big);
     let w_bytes = packed.codes.len() + packed.scales.len();
-    let bench = Bench::new(dev, (&packed, &small), None, (n, k), *PREFILL_ROWS.iter().max().unwrap_or(&1))?;
+    let bench = Bench::new(dev, (&packed, &small), xmode, (n, k), *PREFILL_ROWS.iter().max().unwrap_or(&1))?;
     for m in ms {
         let case = case_name(m);
         let (config, times) = bench.measure(&case, m, PREFILL_CHECK_ROWS)?;
@@ -307,15 +385,17 @@ fn bench_shape(
     dev: &Arc<Device>,
     report: &mut BenchReport,
     format: WeightFormat,
-    xq: Option<XQuant>,
+    xmode: XMode,
     (n, k): (usize, usize),
     quick: bool,
 ) -> Result<()> {
     let (fname, wa) = names(format);
-    let wa = match (xq, wa) {
-        (None, wa) => wa,
-        (Some(_), "w4a16") => "w4a8",
-        (Some(_), _) => "w8a8",
+    let wa = match (xmode, wa) {
+        (XMode::Bf16(None), wa) => wa,
+        (XMode::Nvfp4, "w4a16") => "w4a4",
+        (XMode::Nvfp4, _) => "w8a4",
+        (XMode::Bf16(Some(_)), "w4a16") => "w4a8",
+        (XMode::Bf16(Some(_)), _) => "w8a8",
     };
     let case_name = |m: usize| format!("blockscaled_{wa}_{fname}/M{m}_N{n}_K{k}_bf16");
     let peer_name = |m: usize| format!("blockscaled_w4a16/M{m}_N{n}_K{k}_bf16");
@@ -346,7 +426,7 @@ fn bench_shape(
         w_bytes as f64,
         0.0,
     );
-    let bench = Bench::new(dev, (&packed, &small), xq, (n, k), *ROWS.iter().max().unwrap_or(&1))?;
+    let bench = Bench::new(dev, (&packed, &small), xmode, (n, k), *ROWS.iter().max().unwrap_or(&1))?;
     for m in ms {
         let case = case_name(m);
         let (config, times) = bench.measure(&case, m, m)?;

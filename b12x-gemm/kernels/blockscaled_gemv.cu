@@ -51,7 +51,8 @@ struct BsGemvParams {
   int flags;                     // bit 0: bias is f32; bit 1 (FP8 block): 32 x 32 scale tiles (else 128 x 128)
   int sld;                       // FP8 block: f32 scales per row of scale tiles (padded to a multiple of 4)
   int sgroups;                   // FP8 block: rows of scale tiles, ceil(N / tile)
-  int reserved[4];
+  const float* xmult;            // pre-quantized x: its f32 tensor scale (NVFP4: the encode scale, flags bit 2), or nullptr
+  int reserved[2];
 };
 static_assert(sizeof(BsGemvParams) == 256, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, scales) == 128, "mirror of gemv.rs");
@@ -60,6 +61,7 @@ static_assert(offsetof(BsGemvParams, n) == 192, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, out_scale) == 224, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, flags) == 228, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, sgroups) == 236, "mirror of gemv.rs");
+static_assert(offsetof(BsGemvParams, xmult) == 240, "mirror of gemv.rs");
 
 namespace bsgemv {
 
@@ -69,6 +71,7 @@ constexpr uint32_t kCodeBytes = kRows * 128;      // one TMA box: 128 rows x 128
 constexpr int kMaxStages = 12;
 constexpr int kBiasF32 = 1;
 constexpr int kTile32 = 2;
+constexpr int kXmultInv = 4;  // xmult is an encode scale (NVFP4): divide by it
 constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
 
 // Nvfp4, Mxfp4: E2M1 codes (layout v2), 256 k per box. Mxfp8: E4M3 codes with UE8M0 scales in
@@ -90,6 +93,32 @@ struct FmtInfo {
   // (c' 4 + q) 4 + t holds k = 64t + 32c' + 8q .. +7); FP8: in k order.
   static constexpr uint32_t kXPitch = 2 * kBoxK + 64;
 };
+
+// The scale table both paths dequantize with: scale byte c -> its BF16 scale in both halves.
+// NVFP4: the UE4M3 value x 2^119 (127 (NaN) and sign-set bytes: 0, never Inf/NaN); MX: exponent
+// field c + scale_bias (pack_weight keeps every used byte in range; others 0). Threads tid,
+// tid + nthreads, ... fill it; the caller synchronizes.
+template <Fmt F>
+__device__ __forceinline__ void fill_scale_table(uint32_t* tab, int scale_bias, int tid, int nthreads) {
+  for (int c = tid; c < 256; c += nthreads) {
+    uint32_t b = 0;
+    if (F == Fmt::Nvfp4) {
+      b = c < 127 ? ue4m3_bf16_x2p119(c) : 0u;
+    } else {
+      const int e = c + scale_bias;
+      b = (c < 255 && e >= 1 && e <= 254) ? uint32_t(e) << 7 : 0u;
+    }
+    tab[c] = b | (b << 16);
+  }
+}
+
+// The epilogue's f32 multiplier: alpha x the weight's factor (out_scale), times the tensor scale
+// of pre-quantized activations read from the device (divided by an NVFP4 encode scale).
+__device__ __forceinline__ float epilogue_scale(float out_scale, const float* xmult, int flags) {
+  if (xmult == nullptr) return out_scale;
+  const float v = __ldg(xmult);
+  return (flags & kXmultInv) ? out_scale / v : out_scale * v;
+}
 
 __device__ __forceinline__ uint32_t hmul2_bf16(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -221,16 +250,7 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
   auto unit_at = [&](int i) { return i < tail ? u_begin + n_units - tail + i : u_begin + i - tail; };
   const uint32_t full0 = smem_addr(s_bar), empty0 = full0 + 8 * kMaxStages;
 
-  for (int c = threadIdx.x; c < 256; c += blockDim.x) {
-    uint32_t b = 0;
-    if (F == Fmt::Nvfp4) {
-      b = c < 127 ? ue4m3_bf16_x2p119(c) : 0u;  // 127 (NaN) and sign-set bytes: 0, never Inf/NaN
-    } else {
-      const int e = c + p.scale_bias;
-      b = (c < 255 && e >= 1 && e <= 254) ? uint32_t(e) << 7 : 0u;  // pack_weight keeps every used byte in range
-    }
-    s_tab[c] = b | (b << 16);
-  }
+  fill_scale_table<F>(s_tab, p.scale_bias, threadIdx.x, blockDim.x);
   auto load = [&](int i, int s) {
     const int u = unit_at(i);
     const int rb = u / kstages, ks = u - rb * kstages;
@@ -450,12 +470,13 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
       for (int e = 0; e < 4; ++e) tot[nt][e] = CH == 2 ? acc[0][nt][e] + acc[CH - 1][nt][e] : acc[0][nt][e];
     // Lane element e of tile nt: row kRowMul g + kHi (e >> 1), token 8 nt + 2t + (e & 1).
     auto store = [&](const float (&v)[NT][4]) {
+      const float os = epilogue_scale(p.out_scale, p.xmult, p.flags);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int row = row_base + kRowMul * g + kHi * (e >> 1), tok = 8 * nt + 2 * t + (e & 1);
-          const float y = v[nt][e] * p.out_scale;
+          const float y = v[nt][e] * os;
           // Without a bias y itself (y + 0 would turn -0 into +0).
           const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
           if (row < p.n && tok < p.m) reinterpret_cast<TOut*>(p.y)[(long long)tok * p.ldy + row] = out;
@@ -611,6 +632,70 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __gr
   if (live) *reinterpret_cast<uint4*>(p.xhat + row * p.k + col) = make_uint4(out[0], out[1], out[2], out[3]);
 }
 
+// ---- pre-quantized activations: codes + scales -> x̂ in BF16, before the GEMM ---------------
+// gemm.blockscaled with activations the caller quantized (b12x-quant's quantizers, row-major
+// scales): x̂ = code value x block scale, computed in f32 (exact) and rounded to BF16, which holds
+// it exactly for MXFP8 / block-FP8 UE8M0 scale bytes 3 .. 246 (E4M3 codes are multiples of 2^-9
+// below 2^9) and for every NVFP4 block (E2M1 x UE4M3: at most 6 significant bits, 2^-10 .. 2688).
+// The tensor-level f32 scale (NVFP4's encode scale, per-tensor FP8's scale) stays out of x̂: the
+// GEMM's epilogue applies it (BsGemvParams::xmult). Scale byte 255 (UE8M0) or 0x7F (UE4M3, bit 7
+// ignored): NaN, as formats.md decodes them. One thread per 8 k of a token row; whole groups of
+// 16, 32 or 128 k share one scale byte.
+struct BsDequantXParams {
+  const unsigned char* codes;   // [M, K] E4M3 bytes or [M, K / 2] E2M1 pairs (low nibble first), row stride ldq bytes
+  const unsigned char* scales;  // [M, K / group] UE8M0 or UE4M3 bytes, row stride lds; nullptr: per-tensor (scale 1)
+  b12x::bf16* xhat;             // [M, K] bf16, contiguous
+  long long ldq, lds;
+  int m, k;
+  int group;  // k per scale byte: 16 (NVFP4), 32 or 128
+  int fp4;    // 1: E2M1 pairs with UE4M3 scales; 0: E4M3 with UE8M0 scales
+};
+static_assert(sizeof(BsDequantXParams) == 56, "mirror of gemv.rs");
+
+extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_dequant_x(const __grid_constant__ BsDequantXParams p) {
+  using namespace b12x;
+  const int per_row = p.k / 8;
+  const long long chunks = (long long)p.m * per_row;
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= chunks) return;
+  const long long row = i / per_row;
+  const int col = int(i - row * per_row) * 8;
+  float scale = 1.0f;
+  if (p.scales != nullptr) {
+    const uint32_t sb = p.scales[row * p.lds + col / p.group];
+    if (p.fp4) scale = ue4m3_value(sb & 0x7Fu);  // 0x7F: NaN
+    else scale = sb == 255u ? __uint_as_float(0x7FC00000u) : sb == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(sb << 23);
+  }
+  float v[8];
+  if (p.fp4) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(p.codes + row * p.ldq + col / 2);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      // E2M1 magnitude m: 0, 0.5, then 2^(m / 2 - 1) (1 + (m & 1) / 2); bit 3 the sign.
+      const uint32_t c = (w >> (4 * e)) & 0xFu, m = c & 7u;
+      const uint32_t mag = m == 0u ? 0u : m == 1u ? 0x3F000000u : ((126u + (m >> 1)) << 23) | ((m & 1u) << 22);
+      v[e] = __uint_as_float(mag | ((c & 8u) << 28));
+    }
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(p.codes + row * p.ldq + col);
+    const uint32_t ws[2] = {w.x, w.y};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t h2 = e4m3x2_to_f16x2((unsigned short)(ws[j >> 1] >> (16 * (j & 1))));
+      v[2 * j] = __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu)));
+      v[2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(h2 >> 16)));
+    }
+  }
+  uint32_t out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t b;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(b) : "f"(v[2 * j + 1] * scale), "f"(v[2 * j] * scale));
+    out[j] = b;
+  }
+  *reinterpret_cast<uint4*>(p.xhat + row * p.k + col) = make_uint4(out[0], out[1], out[2], out[3]);
+}
+
 // ---- middle and prefill buckets (M > 16): CTA tiles of x rows x weight rows ------------------
 // y[m, n] = out_scale * sum_k x[m, k] W[n, k] (+ bias[n]), the decode path's math, for any M.
 // A CTA computes BM = 32 WM rows of x by BN = 32 WN weight rows (grid: M tiles fastest, so the
@@ -653,13 +738,15 @@ struct BsGemmParams {
   int flags;
   int sld, sgroups;
   int kt_per;                   // k-tiles per split (blockIdx.y): [y kt_per, min(ktiles, (y + 1) kt_per))
+  const float* xmult;           // as BsGemvParams
 };
-static_assert(sizeof(BsGemmParams) == 128, "mirror of gemv.rs");
+static_assert(sizeof(BsGemmParams) == 136, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, partials) == 40, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, ldx) == 56, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, n) == 72, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, out_scale) == 108, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, kt_per) == 124, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, xmult) == 128, "mirror of gemv.rs");
 
 namespace bsgemm {
 
@@ -704,16 +791,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   const int ktiles = kt1 - kt0, S = p.stages;
   const uint32_t bar0 = smem_addr(s_bar);
 
-  for (int c = tid; c < 256; c += kThreads) {
-    uint32_t b = 0;
-    if (F == Fmt::Nvfp4) {
-      b = c < 127 ? ue4m3_bf16_x2p119(c) : 0u;
-    } else {
-      const int e = c + p.scale_bias;
-      b = (c < 255 && e >= 1 && e <= 254) ? uint32_t(e) << 7 : 0u;
-    }
-    s_tab[c] = b | (b << 16);
-  }
+  bsgemv::fill_scale_table<F>(s_tab, p.scale_bias, tid, kThreads);
   if (tid == 0) {
     for (int s = 0; s < S; ++s) mbar_init(bar0 + 8 * s, kThreads);
     mbar_fence_init();
@@ -955,6 +1033,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   // Epilogue: lane element e of tile (i, j) is weight row 16 i + g + 8 (e >> 1), x row 8 j + 2t +
   // (e & 1).
   const bool has_bias = p.bias != nullptr;
+  const float os = bsgemv::epilogue_scale(p.out_scale, p.xmult, p.flags);
 #pragma unroll
   for (int i = 0; i < WT; ++i) {
     float bias[2] = {0.0f, 0.0f};
@@ -970,7 +1049,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = n0 + nrow0 + 16 * i + g + 8 * (e >> 1), row = m0 + xrow0 + 8 * j + 2 * t + (e & 1);
-        const float y = acc[i][j][e] * p.out_scale;
+        const float y = acc[i][j][e] * os;
         const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
         if (row < p.m && col < p.n) reinterpret_cast<TOut*>(p.y)[(long long)row * p.ldy + col] = out;
       }

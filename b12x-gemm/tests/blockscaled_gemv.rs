@@ -2,7 +2,9 @@
 //! and the kernel table.
 
 use b12x_core::{DType, Error};
-use b12x_gemm::blockscaled::gemv::{all_symbols, configs, tile_configs, Query, XQuant, MAX_CAPACITY, MAX_ROWS};
+use b12x_gemm::blockscaled::gemv::{
+    all_symbols, configs, tile_configs, Query, XFormat, XQuant, MAX_CAPACITY, MAX_ROWS,
+};
 use b12x_gemm::blockscaled::pack::WeightFormat;
 use b12x_quant::block::Fp8ScaleKind;
 
@@ -11,7 +13,7 @@ fn query() -> Query {
         n: 4096,
         k: 7168,
         weight: WeightFormat::Nvfp4,
-        x_dtype: DType::BF16,
+        x_format: XFormat::Bf16,
         out_dtype: DType::BF16,
         bias: None,
         max_rows: 16,
@@ -84,7 +86,38 @@ fn bad_queries_name_the_field() {
     let weight = WeightFormat::BlockFp8 { tile: 64, scale: Fp8ScaleKind::F32 };
     assert_eq!(field_of(&Query { weight, ..query() }), "weight");
     // Not implemented yet: typed, never a silent fallback.
-    assert_eq!(field_of(&Query { x_dtype: DType::F16, ..query() }), "unsupported");
+    let x_format = XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 };
+    assert_eq!(field_of(&Query { x_format, ..query() }), "unsupported");
+}
+
+#[test]
+fn pre_quantized_activations_validate() {
+    let block = |group| XFormat::BlockFp8 { group, scale: Fp8ScaleKind::Ue8m0 };
+    // Every activation format with every weight format (NVFP4 × NVFP4, W4A8, FP8 × FP8, mixed).
+    for x_format in [XFormat::Mxfp8, XFormat::Nvfp4, block(32), block(128), XFormat::TensorFp8] {
+        for weight in [
+            WeightFormat::Nvfp4,
+            WeightFormat::Mxfp4,
+            WeightFormat::Mxfp8,
+            WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 },
+            WeightFormat::TensorFp8,
+        ] {
+            for max_rows in [1, 16, 17, 8192] {
+                let q = Query { x_format, weight, max_rows, ..query() };
+                assert_eq!(field_of(&q), "ok", "{q:?}");
+            }
+        }
+        // x is already quantized: quantizing it again in the call is a contradiction.
+        assert_eq!(field_of(&Query { x_format, x_quant: Some(XQuant::Mxfp8), ..query() }), "x_quant");
+    }
+    assert_eq!(field_of(&Query { x_format: block(64), ..query() }), "x_format");
+    assert_eq!(field_of(&Query { k: 7168 + 32, x_format: block(128), ..query() }), "x_format");
+    assert_eq!(field_of(&Query { k: 7168 + 32, x_format: block(32), ..query() }), "ok");
+    // Code bytes per row, k per scale byte, tensor scale.
+    assert_eq!((XFormat::Nvfp4.row_bytes(64), XFormat::Nvfp4.group(), XFormat::Nvfp4.has_global()), (32, 16, true));
+    assert_eq!((XFormat::Mxfp8.row_bytes(64), XFormat::Mxfp8.group(), XFormat::Mxfp8.has_global()), (64, 32, false));
+    assert_eq!((XFormat::TensorFp8.group(), XFormat::TensorFp8.has_global()), (0, true));
+    assert_eq!((XFormat::Bf16.row_bytes(64), XFormat::Bf16.name()), (128, "bf16".to_string()));
 }
 
 #[test]
@@ -105,6 +138,7 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     all.sort();
     all.dedup();
     // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs
-    // (decode), × 3 tile shapes × 3 outputs (tiled), and the activation-quantization pre-pass.
-    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 1);
+    // (decode), × 3 tile shapes × 3 outputs (tiled), and the activation pre-passes (quantize
+    // bf16 x, dequantize pre-quantized x).
+    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 2);
 }

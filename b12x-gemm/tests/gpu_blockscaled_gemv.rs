@@ -16,11 +16,12 @@ use b12x_core::testing::{
     reduced_profile, run_gpu_trials, session_pinned, uniform, FloatBuf, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, TensorRef};
-use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query, XQuant};
+use b12x_gemm::blockscaled::gemv::{self, Args, Plan, Query, XFormat, XQuant};
 use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight, WeightFormat};
+use b12x_gemm::blockscaled::Activation;
 use b12x_gemm::blockscaled::{reference, Weight};
 use b12x_quant::block::{
-    quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, MxOptions,
+    quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, Fp8ScaleKind, Fp8Scales, MxOptions,
 };
 use b12x_quant::codec::Element;
 use std::sync::Arc;
@@ -181,12 +182,79 @@ fn special(x: &mut [f32], lx: usize, m: usize) {
     }
 }
 
-fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
-    check_case_xq(dev, c, format, None)
+/// How a trial passes x: bf16 values (optionally quantized in the call) or pre-quantized.
+#[derive(Clone, Copy, Debug)]
+enum XIn {
+    Bf16(Option<XQuant>),
+    Pre(XFormat),
 }
 
-fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQuant>) -> TrialResult {
+fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
+    check_case_x(dev, c, format, XIn::Bf16(None))
+}
+
+/// A pre-quantized x on the device: codes and block scales with rows padded by `pad` bytes, the
+/// tensor scale.
+struct PreX {
+    codes: CudaSlice<u8>,
+    /// Code bytes per row, and the padded row stride.
+    cb: usize,
+    ldq: usize,
+    scales: Option<(CudaSlice<u8>, usize, usize)>,
+    global: Option<CudaSlice<f32>>,
+}
+
+impl PreX {
+    fn upload(stream: &Arc<CudaStream>, a: &Activation, pad: usize) -> Result<PreX, String> {
+        let (m, _) = a.shape();
+        let padded = |v: &[u8], cols: usize| -> Vec<u8> {
+            v.chunks(cols).flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0xAB, pad))).collect()
+        };
+        let (codes, scales, global): (&[u8], Option<&[u8]>, Option<f32>) = match a {
+            Activation::Mxfp8(q) => (&q.codes, Some(&q.scales), None),
+            Activation::Nvfp4(q) => (&q.codes, Some(&q.scales), Some(q.enc)),
+            Activation::BlockFp8(q) => match &q.scales {
+                Fp8Scales::Ue8m0(sc) => (&q.codes, Some(sc), None),
+                Fp8Scales::F32(_) => return Err("f32 activation scales are not a kernel input".into()),
+            },
+            Activation::TensorFp8 { q, .. } => (&q.codes, None, Some(q.scale)),
+            _ => return Err("not a pre-quantized activation".into()),
+        };
+        let cb = codes.len() / m;
+        let codes = stream.clone_htod(&padded(codes, cb)).map_err(err)?;
+        let scales = match scales {
+            Some(sc) => {
+                let cols = sc.len() / m;
+                Some((stream.clone_htod(&padded(sc, cols)).map_err(err)?, cols, cols + pad))
+            }
+            None => None,
+        };
+        let global = match global {
+            Some(g) => Some(stream.clone_htod(&[g]).map_err(err)?),
+            None => None,
+        };
+        Ok(PreX { codes, cb, ldq: cb + pad, scales, global })
+    }
+    /// `(x, x_scales, x_global)` views for `m` rows.
+    fn views(&self, m: usize) -> (TensorRef<'_>, Option<TensorRef<'_>>, Option<TensorRef<'_>>) {
+        let bytes = |s: &CudaSlice<u8>, cols: usize, ld: usize| {
+            let ptr = TensorRef::from_slice(s, &[s.len()]).expect("view").ptr();
+            // SAFETY: m rows of ld bytes were uploaded.
+            unsafe { TensorRef::from_raw(ptr, &[m, cols], &[ld as isize, 1], DType::U8) }.expect("view")
+        };
+        let x = bytes(&self.codes, self.cb, self.ldq);
+        let sc = self.scales.as_ref().map(|(s, cols, ld)| bytes(s, *cols, *ld));
+        let g = self.global.as_ref().map(|g| TensorRef::from_slice(g, &[1]).expect("view"));
+        (x, sc, g)
+    }
+}
+
+fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> TrialResult {
     let (n, k) = (c.n, c.k);
+    let (xq, x_format) = match xin {
+        XIn::Bf16(xq) => (xq, XFormat::Bf16),
+        XIn::Pre(f) => (None, f),
+    };
     let stream = dev.stream();
     let s = {
         let w = weight(format, n, k, 2, c.shift, c.zero_blocks)?;
@@ -207,7 +275,7 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
         _ => None,
     };
     let max_rows = c.ms.iter().copied().max().unwrap_or(1).max(16);
-    let q = Query { n, k, weight: format, x_dtype: DType::BF16, out_dtype: c.out, bias: c.bias, max_rows, x_quant: xq };
+    let q = Query { n, k, weight: format, x_format, out_dtype: c.out, bias: c.bias, max_rows, x_quant: xq };
     let plan = gemv::plan(&q, dev).map_err(err)?;
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     for &m in c.ms {
@@ -218,11 +286,20 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
             special(&mut x_h, lx, m);
         }
         let x_c: Vec<bf16> = (0..m).flat_map(|r| cast::<bf16>(&x_h[r * lx..r * lx + k])).collect();
-        let a = reference::activation(m, k, &x_c, xq).map_err(err)?;
+        let a = match xin {
+            XIn::Bf16(xq) => reference::activation(m, k, &x_c, xq),
+            XIn::Pre(f) => reference::pre_quantized(m, k, &x_c, f),
+        }
+        .map_err(err)?;
         let want = reference::exact(&a, &s.w, c.alpha, b_h.as_deref(), &rows).map_err(err)?;
-        // x̂ as the pre-pass must write it: the quantizer's dequantized values in bf16 (exact).
-        let x_hat_want: Vec<u16> = a.dequantize().iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
+        // x̂ as the pre-pass must write it: the dequantized values (without a tensor scale) in
+        // bf16 (exact).
+        let x_hat_want: Vec<u16> = reference::staged_x(&a).iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
         let x = FloatBuf::upload(stream, &x_h, DType::BF16)?;
+        let pre = match xin {
+            XIn::Pre(_) => Some(PreX::upload(stream, &a, c.pad)?),
+            XIn::Bf16(_) => None,
+        };
         let mut y = FloatBuf::poisoned(stream, m * ly, c.out)?;
         let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
         let label = plan.buckets()[bucket].label();
@@ -230,8 +307,14 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
         for id in configs.iter().take(if c.large { 1 } else { configs.len() }) {
             let _session = session_pinned(dev, &plan, &label, id)?;
             y.poison(stream)?;
+            let (xv, x_scales, x_global) = match &pre {
+                Some(p) => p.views(m),
+                None => (x.view(m, k, lx, DType::BF16), None, None),
+            };
             let args = Args {
-                x: x.view(m, k, lx, DType::BF16),
+                x: xv,
+                x_scales,
+                x_global,
                 w: &s.packed,
                 bias: bias.as_ref().map(|b| b.view(n, 0, 0, b.dtype())),
                 y: y.view_mut(m, n, ly, c.out),
@@ -241,8 +324,8 @@ fn check_case_xq(dev: &Arc<Device>, c: Case, format: WeightFormat, xq: Option<XQ
                 .map_err(err)?;
             stream.synchronize().map_err(err)?;
             let got = y.download(stream)?;
-            let name = format!("{} {format:?} {xq:?} m={m} {id}", c.name);
-            if xq.is_some() {
+            let name = format!("{} {format:?} {xin:?} m={m} {id}", c.name);
+            if !matches!(xin, XIn::Bf16(None)) {
                 // The scratch's x_hat region holds b12x-quant's x̂ bit for bit (NaN as NaN).
                 let all = stream.clone_dtoh(&scratch).map_err(err)?;
                 let base = TensorRef::from_slice(&scratch, &[scratch.len()]).map_err(err)?.ptr();
@@ -297,7 +380,7 @@ fn fixture(dev: &Arc<Device>, m: usize, max_rows: usize) -> Result<Fixture, Stri
         n: FN,
         k: FK,
         weight: WeightFormat::Nvfp4,
-        x_dtype: DType::BF16,
+        x_format: XFormat::Bf16,
         out_dtype: DType::BF16,
         bias: None,
         max_rows,
@@ -314,6 +397,8 @@ impl Fixture {
     fn run(&mut self, m: usize, stream: &Arc<CudaStream>) -> b12x_core::Result<()> {
         let args = Args {
             x: self.x.view(m, FK, FK, DType::BF16),
+            x_scales: None,
+            x_global: None,
             w: &self.packed,
             bias: None,
             y: self.y.view_mut(m, FN, FN, DType::BF16),
@@ -418,7 +503,8 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     ];
     for (name, x, w, alpha, scratch_bytes, is_expected) in cases {
         let rows = x.shape()[0];
-        let args = Args { x, w, bias: None, y: f.y.view_mut(rows, FN, FN, DType::BF16), alpha };
+        let y = f.y.view_mut(rows, FN, FN, DType::BF16);
+        let args = Args { x, x_scales: None, x_global: None, w, bias: None, y, alpha };
         match gemv::run(&f.plan, args, aligned_scratch(&mut f.scratch, scratch_bytes), stream) {
             Err(e) if is_expected(&e) => {}
             other => return Err(format!("{name}: unexpected {other:?}")),
@@ -428,6 +514,8 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let b = stream.clone_htod(&vec![bf16::ZERO; FN]).map_err(err)?;
     let args = Args {
         x: raw(x_ptr, m, FK)?,
+        x_scales: None,
+        x_global: None,
         w: &f.packed,
         bias: Some(TensorRef::from_slice(&b, &[FN]).map_err(err)?),
         y: f.y.view_mut(m, FN, FN, DType::BF16),
@@ -443,6 +531,8 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let mut y17 = FloatBuf::poisoned(stream, 17 * FN, DType::BF16)?;
     let args = Args {
         x: x17.view(17, FK, FK, DType::BF16),
+        x_scales: None,
+        x_global: None,
         w: &f.packed,
         bias: None,
         y: y17.view_mut(17, FN, FN, DType::BF16),
@@ -454,6 +544,74 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     }
     stream.synchronize().map_err(err)?;
     if f.y.download(stream)?.iter().chain(y17.download(stream)?.iter()).any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    Ok(())
+}
+
+/// Pre-quantized x with missing, extra or wrong tensors: typed errors, y stays poisoned.
+fn pre_quantized_bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let (n, k, m) = (256, 256, 4);
+    let stream = dev.stream();
+    let packed = pack_weight(&weight(WeightFormat::Nvfp4, n, k, 3, 0, false)?, stream).map_err(err)?;
+    let x_c: Vec<bf16> = cast::<bf16>(&uniform(4, m * k, -1.0, 1.0));
+    let nv = PreX::upload(stream, &reference::pre_quantized(m, k, &x_c, XFormat::Nvfp4).map_err(err)?, 0)?;
+    let mx = PreX::upload(stream, &reference::pre_quantized(m, k, &x_c, XFormat::Mxfp8).map_err(err)?, 0)?;
+    let plan_for = |x_format| {
+        let q = Query {
+            n,
+            k,
+            weight: WeightFormat::Nvfp4,
+            x_format,
+            out_dtype: DType::BF16,
+            bias: None,
+            max_rows: 8,
+            x_quant: None,
+        };
+        gemv::plan(&q, dev).map_err(err)
+    };
+    let (nv_plan, mx_plan) = (plan_for(XFormat::Nvfp4)?, plan_for(XFormat::Mxfp8)?);
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&nv_plan, &mx_plan]).map_err(err)?;
+    let bytes = nv_plan.scratch_layout().total_bytes().max(mx_plan.scratch_layout().total_bytes());
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let mut y = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let (nx, ns, ng) = nv.views(m);
+    let (mxx, mxs, _) = mx.views(m);
+    let bf = FloatBuf::upload(stream, &vec![0.0; m * k], DType::BF16)?;
+    // SAFETY: inside nv.codes (m rows of k / 2 bytes); rejected before a launch.
+    let shifted =
+        unsafe { TensorRef::from_raw(nx.ptr() + 2, &[m - 1, k / 2], &[k as isize / 2, 1], DType::U8) }.map_err(err)?;
+    type Check = fn(&Error) -> bool;
+    #[allow(clippy::type_complexity)]
+    let cases: Vec<(&str, &Plan, TensorRef<'_>, Option<TensorRef<'_>>, Option<TensorRef<'_>>, Check)> = vec![
+        ("NVFP4 x without its scales", &nv_plan, nx, None, ng, |e| {
+            matches!(e, Error::Shape { tensor: "x_scales", .. })
+        }),
+        ("NVFP4 x without its encode scale", &nv_plan, nx, ns, None, |e| {
+            matches!(e, Error::Shape { tensor: "x_global", .. })
+        }),
+        ("bf16 x on an NVFP4-x plan", &nv_plan, bf.view(m, k / 2, k / 2, DType::BF16), ns, ng, |e| {
+            matches!(e, Error::DType { tensor: "x", .. })
+        }),
+        ("MXFP8 scales with NVFP4 x", &nv_plan, nx, mxs, ng, |e| matches!(e, Error::Shape { tensor: "x_scales", .. })),
+        ("misaligned NVFP4 codes", &nv_plan, shifted, ns, ng, |e| matches!(e, Error::Misaligned { tensor: "x", .. })),
+        ("a tensor scale with MXFP8 x", &mx_plan, mxx, mxs, ng, |e| {
+            matches!(e, Error::Shape { tensor: "x_global", .. })
+        }),
+        ("NVFP4 codes on an MXFP8-x plan", &mx_plan, nx, mxs, None, |e| matches!(e, Error::Shape { tensor: "x", .. })),
+    ];
+    for (name, plan, x, x_scales, x_global, is_expected) in cases {
+        let rows = x.shape()[0];
+        let args =
+            Args { x, x_scales, x_global, w: &packed, bias: None, y: y.view_mut(rows, n, n, DType::BF16), alpha: 1.0 };
+        match gemv::run(plan, args, aligned_scratch(&mut scratch, bytes), stream) {
+            Err(e) if is_expected(&e) => {}
+            other => return Err(format!("{name}: unexpected {other:?}")),
+        }
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
         return Err("a rejected call wrote y".into());
     }
     Ok(())
@@ -472,7 +630,7 @@ fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
         n,
         k,
         weight: WeightFormat::Mxfp8,
-        x_dtype: DType::BF16,
+        x_format: XFormat::Bf16,
         out_dtype: DType::BF16,
         bias: None,
         max_rows: 4,
@@ -486,6 +644,8 @@ fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     let args = Args {
         x: x.view(m, k, k, DType::BF16),
+        x_scales: None,
+        x_global: None,
         w: &packed,
         bias: None,
         y: y.view_mut(m, n, n, DType::BF16),
@@ -541,8 +701,33 @@ fn main() {
             XQuant::BlockFp8Ue8m0 { group } => format!("x_blockfp8_1x{group}"),
         };
         let name = format!("{}::{}::{x}", c.name, label(format));
-        trials.push(GpuTrial::new(name, move |d| check_case_xq(d, c, format, Some(xq))));
+        trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, format, XIn::Bf16(Some(xq)))));
     }
+    // Pre-quantized activations (b12x-quant's formats, row-major scales, padded rows): NVFP4 ×
+    // NVFP4, W4A8 (MXFP4 × MXFP8), MXFP8 × MXFP8, block FP8 × 1×128 / 1×32 UE8M0, per-tensor
+    // E4M3 × E4M3 (tensor_fp8_linear's math), decode and tiled M, every output dtype.
+    let ue = |group| XFormat::BlockFp8 { group, scale: Fp8ScaleKind::Ue8m0 };
+    let pre = [
+        (by_name("dsv4_wq_a_7168x1536"), WeightFormat::Nvfp4, XFormat::Nvfp4),
+        (by_name("awkward_prime_n_f16"), WeightFormat::Nvfp4, XFormat::Nvfp4),
+        (by_name("padded_rows"), WeightFormat::Nvfp4, XFormat::Nvfp4),
+        (by_name("dsv4_4096x7168"), WeightFormat::Mxfp4, XFormat::Mxfp8),
+        (by_name("padded_rows"), WeightFormat::Mxfp4, XFormat::Mxfp8),
+        (by_name("dsv4_wkv_576x7168_f32"), WeightFormat::Mxfp8, XFormat::Mxfp8),
+        (by_name("dsv4_wq_a_7168x1536"), blk(128, Fp8ScaleKind::F32), ue(128)),
+        (by_name("awkward_n1000_bias"), blk(32, Fp8ScaleKind::Ue8m0), ue(32)),
+        (by_name("awkward_n129_k96_f32"), blk(32, Fp8ScaleKind::F32), ue(32)),
+        (by_name("qwen3_30b_expert_down_2048x768"), WeightFormat::TensorFp8, XFormat::TensorFp8),
+        (by_name("padded_rows"), WeightFormat::TensorFp8, XFormat::TensorFp8),
+        (by_name("tiny_1x32"), WeightFormat::Mxfp8, XFormat::TensorFp8),
+        (special_x, WeightFormat::Nvfp4, XFormat::Nvfp4),
+        (special_x, WeightFormat::Mxfp8, XFormat::Mxfp8),
+    ];
+    for (c, format, xf) in pre {
+        let name = format!("{}::{}::pre_{}", c.name, label(format), xf.name());
+        trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, format, XIn::Pre(xf))));
+    }
+    trials.push(GpuTrial::new("pre_quantized_bad_inputs_launch_nothing", pre_quantized_bad_inputs));
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
     trials.push(GpuTrial::new("graph_replay_equals_eager_tiled", graph_replay_equals_eager_tiled));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));

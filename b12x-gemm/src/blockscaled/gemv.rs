@@ -60,7 +60,7 @@
 //! let s = dev.stream();
 //! let w = pack_weight(&checkpoint, &s)?;
 //! let query = gemv::Query {
-//!     n: 4096, k: 7168, weight: WeightFormat::Nvfp4, x_dtype: DType::BF16,
+//!     n: 4096, k: 7168, weight: WeightFormat::Nvfp4, x_format: gemv::XFormat::Bf16,
 //!     out_dtype: DType::BF16, bias: None, max_rows: 8, x_quant: None,
 //! };
 //! let plan = gemv::plan(&query, &dev)?;
@@ -71,6 +71,8 @@
 //! let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes().max(1))?;
 //! let args = gemv::Args {
 //!     x: TensorRef::from_slice(&x, &[1, 7168])?,
+//!     x_scales: None,
+//!     x_global: None,
 //!     w: &w,
 //!     bias: None,
 //!     y: TensorMut::from_slice(&mut y, &[1, 4096])?,
@@ -170,7 +172,10 @@ pub struct BsGemvParams {
     pub sld: i32,
     /// Block FP8: rows of scale tiles, `⌈N / tile⌉`.
     pub sgroups: i32,
-    pub reserved: [i32; 4],
+    /// Pre-quantized x: its device f32 tensor scale ([`Args::x_global`]; divided by with
+    /// [`FLAG_XMULT_INV`]), 0 for none.
+    pub xmult: u64,
+    pub reserved: [i32; 2],
 }
 
 const _: () = {
@@ -181,12 +186,15 @@ const _: () = {
     assert!(offset_of!(BsGemvParams, out_scale) == 224);
     assert!(offset_of!(BsGemvParams, flags) == 228);
     assert!(offset_of!(BsGemvParams, sgroups) == 236);
+    assert!(offset_of!(BsGemvParams, xmult) == 240);
 };
 
 /// [`BsGemvParams::flags`]: the bias is f32 (else bf16).
 const FLAG_BIAS_F32: i32 = 1;
 /// [`BsGemvParams::flags`]: block FP8 with 32 × 32 scale tiles (else 128 × 128).
 const FLAG_TILE32: i32 = 2;
+/// [`BsGemvParams::flags`]: `xmult` is an encode scale (NVFP4 activations): the epilogue divides.
+const FLAG_XMULT_INV: i32 = 4;
 
 /// Whether `format` takes the W8A16 (E4M3 codes, 128-k boxes) kernels.
 fn is_w8(format: WeightFormat) -> bool {
@@ -254,10 +262,13 @@ pub struct BsGemmParams {
     pub sgroups: i32,
     /// k-tiles per split.
     pub kt_per: i32,
+    /// As [`BsGemvParams::xmult`].
+    pub xmult: u64,
 }
 
 const _: () = {
-    assert!(size_of::<BsGemmParams>() == 128);
+    assert!(size_of::<BsGemmParams>() == 136);
+    assert!(offset_of!(BsGemmParams, xmult) == 128);
     assert!(offset_of!(BsGemmParams, partials) == 40);
     assert!(offset_of!(BsGemmParams, ldx) == 56);
     assert!(offset_of!(BsGemmParams, n) == 72);
@@ -554,6 +565,7 @@ pub fn all_symbols() -> Vec<String> {
         }
     }
     out.push(QUANT_X_SYMBOL.to_string());
+    out.push(DEQUANT_X_SYMBOL.to_string());
     out
 }
 
@@ -603,6 +615,99 @@ const _: () = assert!(size_of::<BsQuantXParams>() == 48);
 /// The pre-pass kernel of [`XQuant`].
 const QUANT_X_SYMBOL: &str = "b12x_bsgemv_quant_x";
 
+/// How the caller passes the activations: BF16 values, or already quantized (as b12x-quant's
+/// quantizers write them, row-major scales). Pre-quantized activations are multiplied exactly as
+/// formats.md decodes them: a pre-pass of the same call writes `x̂ = code · block scale` as BF16
+/// into the scratch (exact: every NVFP4 value, and MXFP8 / block-FP8 values with UE8M0 scale
+/// bytes 3 ..= 246 — blocks whose amax lies in about 2^-115 .. 2^127; outside that range x̂ is
+/// rounded to BF16), the GEMM stages x̂, and the tensor-level f32 scale (NVFP4's encode scale,
+/// per-tensor FP8's scale), read from the device so a captured graph sees new values, multiplies
+/// (divides, for the encode scale) the f32 result with alpha. Any weight format takes any
+/// activation format: NVFP4 × NVFP4, W4A8 (MXFP4 × MXFP8), MXFP8 × MXFP8, DeepSeek's block FP8 ×
+/// block FP8, per-tensor E4M3 × E4M3 (`gemm.tensor_fp8_linear`'s math), and the mixed pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum XFormat {
+    /// `x [M, K]` bf16: W4A16 / W8A16, or quantized inside the call ([`Query::x_quant`]).
+    Bf16,
+    /// MXFP8 (`quantization.mxfp8`'s output): `x [M, K]` u8 (or e4m3) E4M3 codes,
+    /// [`Args::x_scales`] `[M, K/32]` u8 UE8M0.
+    Mxfp8,
+    /// NVFP4 (`quantization.nvfp4`): `x [M, K/2]` u8 E2M1 pairs (element 2i in the low nibble),
+    /// `x_scales` `[M, K/16]` u8 UE4M3, [`Args::x_global`] `[1]` f32 encode scale `enc` (value =
+    /// code · scale / enc).
+    Nvfp4,
+    /// Block FP8 `1 × group` (`quantization.fp8_block`; group 32 or 128, dividing K): `x [M, K]`
+    /// u8 (or e4m3) E4M3 codes, `x_scales` `[M, K/group]` u8 UE8M0. f32 scales are not
+    /// implemented ([`Error::Unsupported`]: x̂ would not be exact in BF16; they need a per-group
+    /// promotion of the MMA partials).
+    BlockFp8 { group: usize, scale: b12x_quant::block::Fp8ScaleKind },
+    /// Per-tensor FP8: `x [M, K]` u8 (or e4m3) E4M3 codes, `x_global` `[1]` f32 scale (value =
+    /// code · scale).
+    TensorFp8,
+}
+
+impl XFormat {
+    /// Code bytes per row of `x` for `k` (bf16: `2 k`).
+    pub fn row_bytes(self, k: usize) -> usize {
+        match self {
+            XFormat::Bf16 => 2 * k,
+            XFormat::Nvfp4 => k / 2,
+            _ => k,
+        }
+    }
+    /// k per scale byte (0: no block scales).
+    pub fn group(self) -> usize {
+        match self {
+            XFormat::Bf16 | XFormat::TensorFp8 => 0,
+            XFormat::Mxfp8 => 32,
+            XFormat::Nvfp4 => 16,
+            XFormat::BlockFp8 { group, .. } => group,
+        }
+    }
+    /// The name in cache keys: `bf16`, else the variant as `Debug` prints it.
+    pub fn name(self) -> String {
+        match self {
+            XFormat::Bf16 => "bf16".into(),
+            other => format!("{other:?}"),
+        }
+    }
+    /// Whether `Args::x_global` (a device f32 `[1]`) is part of the call.
+    pub fn has_global(self) -> bool {
+        matches!(self, XFormat::Nvfp4 | XFormat::TensorFp8)
+    }
+}
+
+/// Mirror of the kernel's `BsDequantXParams` (`kernels/blockscaled_gemv.cu`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BsDequantXParams {
+    pub codes: u64,
+    pub scales: u64,
+    pub xhat: u64,
+    /// Bytes between rows of `codes`.
+    pub ldq: i64,
+    /// Bytes between rows of `scales`.
+    pub lds: i64,
+    pub m: i32,
+    pub k: i32,
+    pub group: i32,
+    pub fp4: i32,
+}
+
+const _: () = assert!(size_of::<BsDequantXParams>() == 56);
+
+/// The pre-pass kernel of pre-quantized activations ([`XFormat`]).
+const DEQUANT_X_SYMBOL: &str = "b12x_bsgemv_dequant_x";
+
+/// What runs before the GEMM of a call: nothing, the quantization of BF16 x ([`XQuant`]) or the
+/// dequantization of pre-quantized x ([`XFormat`]); both write x̂ into the scratch.
+#[derive(Clone, Copy, Debug)]
+enum Prepass {
+    None,
+    Quant(BsQuantXParams),
+    Dequant(BsDequantXParams),
+}
+
 /// The static problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Query {
@@ -613,15 +718,16 @@ pub struct Query {
     /// The packed weight's format: NVFP4, MXFP4 (W4A16), MXFP8, block FP8 (128 × 128 or 32 × 32
     /// tiles, f32 or UE8M0 scales) or per-tensor FP8 (W8A16).
     pub weight: WeightFormat,
-    /// dtype of x: bf16.
-    pub x_dtype: DType,
+    /// How x is passed: bf16 values or pre-quantized codes and scales ([`XFormat`]).
+    pub x_format: XFormat,
     /// dtype of y: bf16, f16 or f32.
     pub out_dtype: DType,
     /// dtype of the bias (bf16 or f32), `None` for no bias.
     pub bias: Option<DType>,
     /// Capacity: the largest M `run` accepts (1..=16).
     pub max_rows: usize,
-    /// Quantize x inside the call before the GEMV ([`XQuant`]); `None`: x as given.
+    /// Quantize bf16 x inside the call before the GEMM ([`XQuant`]; only with [`XFormat::Bf16`]);
+    /// `None`: x as given.
     pub x_quant: Option<XQuant>,
 }
 
@@ -645,8 +751,28 @@ impl Query {
                 );
             }
         }
-        if self.x_dtype != DType::BF16 {
-            return unsupported(format!("{} activations: only bf16 is implemented so far", self.x_dtype));
+        match self.x_format {
+            XFormat::BlockFp8 { group, scale } => {
+                if !matches!(group, 32 | 128) || self.k % group != 0 {
+                    let reason = format!(
+                        "block FP8 activation groups are 1 × 32 or 1 × 128 and divide K = {}, got 1 × {group}",
+                        self.k
+                    );
+                    return bad("x_format", reason);
+                }
+                if scale == b12x_quant::block::Fp8ScaleKind::F32 {
+                    return unsupported(
+                        "block FP8 activations with f32 scales: not implemented (UE8M0 scales are; or pass bf16 x \
+                         with x_quant)"
+                            .into(),
+                    );
+                }
+            }
+            XFormat::Bf16 | XFormat::Mxfp8 | XFormat::Nvfp4 | XFormat::TensorFp8 => {}
+        }
+        if self.x_quant.is_some() && self.x_format != XFormat::Bf16 {
+            let reason = format!("quantizes bf16 x in the call; x is already {:?}", self.x_format);
+            return bad("x_quant", reason);
         }
         if !matches!(self.out_dtype, DType::BF16 | DType::F16 | DType::F32) {
             return bad("out_dtype", format!("must be bf16, f16 or f32, got {}", self.out_dtype));
@@ -669,8 +795,13 @@ impl Query {
     }
 
     /// Checks `args` against the query and builds the kernel parameters (without the codes'
-    /// descriptor and the schedule); nothing is launched.
+    /// descriptor, the schedule and the scratch pointers) and the codes' address; nothing is
+    /// launched.
     pub fn kernel_params(&self, args: &Args<'_>) -> Result<(BsGemvParams, u64)> {
+        self.checked(args).map(|c| (c.params, c.codes))
+    }
+
+    fn checked(&self, args: &Args<'_>) -> Result<Checked> {
         let (n, k) = (self.n, self.k);
         let w = args.w;
         if w.format != self.weight {
@@ -681,8 +812,18 @@ impl Query {
             return Err(Error::Shape { tensor: "w", expected: format!("[N, K] = [{n}, {k}]"), actual: vec![w.n, w.k] });
         }
         let m = args.x.shape().first().copied().unwrap_or(0);
-        args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?;
+        let xf = self.x_format;
+        let x_dtype = match xf {
+            XFormat::Bf16 => DType::BF16,
+            XFormat::Mxfp8 | XFormat::BlockFp8 { .. } | XFormat::TensorFp8 if args.x.dtype() == DType::E4M3 => {
+                DType::E4M3
+            }
+            _ => DType::U8,
+        };
+        let x_dims = if xf == XFormat::Bf16 { "[M, K]" } else { "[M, code bytes per row]" };
+        args.x.expect("x", x_dims, x_dtype, &[m, xf.row_bytes(k) / x_dtype.size_bytes()])?;
         args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?;
+        let (x_scales, x_global) = x_extras(xf, m, k, args)?;
         if m > self.max_rows {
             return Err(Error::Capacity { what: "M (rows of x)", got: m, capacity: self.max_rows });
         }
@@ -773,17 +914,118 @@ impl Query {
             p.bias = b.ptr();
             p.flags |= if dtype == DType::F32 { FLAG_BIAS_F32 } else { 0 };
         }
-        args.x.require_aligned("x", 16)?;
+        // bf16 x: 16-byte rows (the GEMM's copies); codes: whole 8-k chunks (the pre-pass).
+        args.x.require_aligned(
+            "x",
+            if xf == XFormat::Nvfp4 {
+                4
+            } else if xf == XFormat::Bf16 {
+                16
+            } else {
+                8
+            },
+        )?;
         args.y.require_aligned("y", self.out_dtype.size_bytes())?;
         let y = ("y", args.y.byte_span());
         require_disjoint(y, ("x", args.x.byte_span()))?;
+        if let Some(t) = &x_scales {
+            require_disjoint(y, ("x_scales", t.byte_span()))?;
+        }
+        if let Some(t) = &x_global {
+            require_disjoint(y, ("x_global", t.byte_span()))?;
+            p.xmult = t.ptr();
+            p.flags |= if xf == XFormat::Nvfp4 { FLAG_XMULT_INV } else { 0 };
+        }
         require_disjoint(y, ("w.codes", (codes, codes + (n * w.format.code_bytes(k)) as u64)))?;
         require_disjoint(y, ("w.scales", (scales, scales + w.scales.len() as u64)))?;
         if let Some(b) = &args.bias {
             require_disjoint(y, ("bias", b.byte_span()))?;
         }
-        Ok((p, codes))
+        let prepass = if let Some(xq) = self.x_quant {
+            let (group, floor) = xq.kernel_args();
+            Prepass::Quant(BsQuantXParams {
+                x: p.x,
+                xhat: 0,
+                ldx: p.ldx,
+                m: p.m,
+                k: p.k,
+                group,
+                floor,
+                reserved: [0; 2],
+            })
+        } else if xf != XFormat::Bf16 {
+            Prepass::Dequant(BsDequantXParams {
+                codes: p.x,
+                scales: x_scales.map_or(0, |t| t.ptr()),
+                xhat: 0,
+                ldq: p.ldx * x_dtype.size_bytes() as i64,
+                lds: match &x_scales {
+                    Some(t) => t.row_stride("x_scales")? as i64,
+                    None => 0,
+                },
+                m: p.m,
+                k: p.k,
+                group: xf.group() as i32,
+                fp4: i32::from(xf == XFormat::Nvfp4),
+            })
+        } else {
+            Prepass::None
+        };
+        Ok(Checked { params: p, codes, prepass })
     }
+}
+
+/// A call's checked parameters: the GEMM's (without scratch pointers and schedule), the codes'
+/// address, the pre-pass (its x̂ pointer still 0).
+struct Checked {
+    params: BsGemvParams,
+    codes: u64,
+    prepass: Prepass,
+}
+
+/// Checks the tensors a pre-quantized x comes with: `(x_scales, x_global)`, each `Some` exactly
+/// when the format has it.
+fn x_extras<'a>(
+    xf: XFormat,
+    m: usize,
+    k: usize,
+    args: &Args<'a>,
+) -> Result<(Option<TensorRef<'a>>, Option<TensorRef<'a>>)> {
+    let group = xf.group();
+    let scales = match (&args.x_scales, group) {
+        (Some(t), g) if g > 0 => {
+            t.expect("x_scales", "[M, K / group]", DType::U8, &[m, k / g])?;
+            t.row_stride("x_scales")?;
+            Some(*t)
+        }
+        (None, 0) => None,
+        (t, _) => {
+            let expected = match k.checked_div(group) {
+                Some(cols) => format!("[M, K / {group}] = [{m}, {cols}] u8 (the {xf:?} activation's block scales)"),
+                None => format!("no tensor ({xf:?} activations have no block scales)"),
+            };
+            let actual = t.as_ref().map(|t| t.shape().to_vec()).unwrap_or_default();
+            return Err(Error::Shape { tensor: "x_scales", expected, actual });
+        }
+    };
+    let global = match (&args.x_global, xf.has_global()) {
+        (Some(t), true) => {
+            t.expect("x_global", "[1]", DType::F32, &[1])?;
+            t.require_aligned("x_global", 4)?;
+            Some(*t)
+        }
+        (None, false) => None,
+        (t, has) => {
+            let expected = if has {
+                format!("[1] f32 (the {xf:?} activation's tensor scale, on the device)")
+            } else {
+                format!("no tensor ({xf:?} activations have no tensor scale)")
+            };
+            let actual = t.as_ref().map(|t| t.shape().to_vec()).unwrap_or_default();
+            return Err(Error::Shape { tensor: "x_global", expected, actual });
+        }
+    };
+    Ok((scales, global))
 }
 
 impl Default for BsGemvParams {
@@ -839,8 +1081,8 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     scratch.add("partials", partials);
     // [row blocks][8 warps] 8-byte tagged arrival counters; any initial bits.
     scratch.add("counters", counters);
-    if query.x_quant.is_some() {
-        // bf16 [max_rows, K]: x̂, written by the pre-pass, staged by the GEMV.
+    if query.x_quant.is_some() || query.x_format != XFormat::Bf16 {
+        // bf16 [max_rows, K]: x̂, written by the pre-pass, staged by the GEMM.
         scratch.add("x_hat", query.max_rows * query.k * 2);
     }
     Ok(Plan { query: query.clone(), device: device.clone(), buckets, configs, scratch, slot: PlanSlot::default() })
@@ -855,8 +1097,8 @@ impl Plan {
         self.configs.get(bucket).map_or(&[], Vec::as_slice)
     }
     /// The scratch every call needs: `partials` (f32 partial tiles), `counters` (8-byte
-    /// tagged arrival counters, no zeroing needed) and, with [`Query::x_quant`], `x_hat` (the
-    /// quantized activations as BF16).
+    /// tagged arrival counters, no zeroing needed) and, with [`Query::x_quant`] or pre-quantized
+    /// activations, `x_hat` (the activations the GEMM multiplies, as BF16).
     pub fn scratch_layout(&self) -> ScratchLayout {
         self.scratch.clone()
     }
@@ -865,8 +1107,16 @@ impl Plan {
 /// The tensors of one call.
 #[derive(Debug)]
 pub struct Args<'a> {
-    /// `[M, K]` bf16.
+    /// `[M, K]` bf16, or a pre-quantized x's codes ([`XFormat`]: `[M, K]` u8 / e4m3 E4M3, `[M,
+    /// K/2]` u8 E2M1 pairs; rows 8- (FP8) or 4-byte (NVFP4) aligned).
     pub x: TensorRef<'a>,
+    /// A pre-quantized x's block scales, `[M, K / group]` u8, row-major (any row stride); `Some`
+    /// exactly for [`XFormat::Mxfp8`], [`XFormat::Nvfp4`] and [`XFormat::BlockFp8`].
+    pub x_scales: Option<TensorRef<'a>>,
+    /// A pre-quantized x's tensor scale, `[1]` f32 on the device (NVFP4's encode scale,
+    /// per-tensor FP8's scale; the caller guarantees a finite value, > 0 for NVFP4); `Some`
+    /// exactly for [`XFormat::Nvfp4`] and [`XFormat::TensorFp8`].
+    pub x_global: Option<TensorRef<'a>>,
     /// The packed `[N, K]` weight, in the query's format.
     pub w: &'a PackedWeight,
     /// `[N]` contiguous, `Some` exactly when the query has a bias.
@@ -880,7 +1130,7 @@ pub struct Args<'a> {
 /// Computes `args.y` on `stream`. Every check happens before any launch; no allocation, no
 /// synchronization. `M = 0` launches nothing.
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
-    let (mut p, codes) = plan.query.kernel_params(&args)?;
+    let Checked { params: mut p, codes, prepass } = plan.query.checked(&args)?;
     let bound = plan.scratch.bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if p.m == 0 {
@@ -892,15 +1142,17 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let selected = resolve(plan, bucket, stream)?;
     p.partials = bound.ptr("partials");
     p.counters = bound.ptr("counters");
-    launch(plan, bucket, &selected, &mut p, codes, bound.ptr("x_hat"), stream)
+    launch(plan, bucket, &selected, &mut p, codes, prepass, bound.ptr("x_hat"), stream)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn launch(
     plan: &Plan,
     bucket: usize,
     sel: &Selected,
     p: &mut BsGemvParams,
     codes: u64,
+    prepass: Prepass,
     x_hat: u64,
     stream: &CudaStream,
 ) -> Result<()> {
@@ -908,18 +1160,23 @@ fn launch(
     let cand = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let q = &plan.query;
-    if let Some(xq) = q.x_quant {
+    if !matches!(prepass, Prepass::None) {
         // x → x̂ (bf16, contiguous) in the scratch, then the GEMM reads x̂ (launched last of all
         // the fallible steps but the GEMM's own: an error launches nothing).
-        let quant = sel.kernels.get(1).ok_or_else(unknown)?;
-        let (group, floor) = xq.kernel_args();
-        let qp = BsQuantXParams { x: p.x, xhat: x_hat, ldx: p.ldx, m: p.m, k: p.k, group, floor, reserved: [0; 2] };
+        let pre = sel.kernels.get(1).ok_or_else(unknown)?;
         let threads = p.m as usize * q.k / 8;
         let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
-        // SAFETY: BsQuantXParams mirrors the kernel's struct; x passed `Query::kernel_params` ([M,
-        // K] bf16, 16-byte aligned rows) and x_hat is the plan's scratch region of max_rows ≥ M
-        // rows of K bf16.
-        unsafe { quant.launch(stream, dims, &qp)? };
+        match prepass {
+            // SAFETY: BsQuantXParams mirrors the kernel's struct; x passed `Query::checked` ([M, K]
+            // bf16, 16-byte aligned rows) and x_hat is the plan's scratch region of max_rows ≥ M
+            // rows of K bf16.
+            Prepass::Quant(qp) => unsafe { pre.launch(stream, dims, &BsQuantXParams { xhat: x_hat, ..qp })? },
+            // SAFETY: BsDequantXParams mirrors the kernel's struct; the codes ([M, row bytes],
+            // rows 8- or 4-byte aligned) and scales ([M, K / group] bytes) passed `Query::checked`,
+            // x_hat as above.
+            Prepass::Dequant(dp) => unsafe { pre.launch(stream, dims, &BsDequantXParams { xhat: x_hat, ..dp })? },
+            Prepass::None => {}
+        }
         p.x = x_hat;
         p.ldx = q.k as i64;
     }
@@ -951,6 +1208,7 @@ fn launch(
                 sld: p.sld,
                 sgroups: p.sgroups,
                 kt_per: kt_per as i32,
+                xmult: p.xmult,
             };
             let dims = LaunchDims {
                 grid: (tiles as u32, splits as u32, 1),
@@ -997,7 +1255,13 @@ impl OpPlan for Plan {
         let bias = q.bias.map_or("none", DType::name);
         format!(
             "N={} K={} w={:?} x={} x_quant={:?} out={} bias={bias} max_rows={}",
-            q.n, q.k, q.weight, q.x_dtype, q.x_quant, q.out_dtype, q.max_rows
+            q.n,
+            q.k,
+            q.weight,
+            q.x_format.name(),
+            q.x_quant,
+            q.out_dtype,
+            q.max_rows
         )
     }
     fn device(&self) -> &Arc<Device> {
@@ -1018,6 +1282,8 @@ impl OpPlan for Plan {
         let mut symbols = vec![c.symbol(q.weight, q.out_dtype)];
         if q.x_quant.is_some() {
             symbols.push(QUANT_X_SYMBOL.to_string());
+        } else if q.x_format != XFormat::Bf16 {
+            symbols.push(DEQUANT_X_SYMBOL.to_string());
         }
         symbols
     }
@@ -1040,6 +1306,9 @@ impl OpPlan for Plan {
             m * q.k * 2,
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
+            // A pre-quantized x's block scales and tensor scale.
+            if q.x_format.group() > 0 { m * (q.k / q.x_format.group()) } else { 0 },
+            4,
         ];
         let race = RaceBuffer::new(&self.device, &sizes)?;
         let at = &race.ptrs;
@@ -1063,8 +1332,41 @@ impl OpPlan for Plan {
             ..BsGemvParams::default()
         };
         set_scale_layout(&mut params, q.weight, q.n, q.k);
+        let xf = q.x_format;
+        let prepass = if let Some(xq) = q.x_quant {
+            let (group, floor) = xq.kernel_args();
+            Prepass::Quant(BsQuantXParams {
+                x: at[3],
+                xhat: 0,
+                ldx: q.k as i64,
+                m: m as i32,
+                k: q.k as i32,
+                group,
+                floor,
+                reserved: [0; 2],
+            })
+        } else if xf != XFormat::Bf16 {
+            if xf.has_global() {
+                params.xmult = at[7];
+                params.flags |= if xf == XFormat::Nvfp4 { FLAG_XMULT_INV } else { 0 };
+            }
+            let group = xf.group();
+            Prepass::Dequant(BsDequantXParams {
+                codes: at[3],
+                scales: if group > 0 { at[6] } else { 0 },
+                xhat: 0,
+                ldq: xf.row_bytes(q.k) as i64,
+                lds: q.k.checked_div(group).unwrap_or(0) as i64,
+                m: m as i32,
+                k: q.k as i32,
+                group: group as i32,
+                fp4: i32::from(xf == XFormat::Nvfp4),
+            })
+        } else {
+            Prepass::None
+        };
         let x_hat = bound.ptr("x_hat");
-        Ok(Box::new(RaceCase { plan: self, bucket, params, codes: at[1], x_hat, _buffer: race.buffer }))
+        Ok(Box::new(RaceCase { plan: self, bucket, params, codes: at[1], prepass, x_hat, _buffer: race.buffer }))
     }
 }
 
@@ -1073,6 +1375,7 @@ struct RaceCase<'p> {
     bucket: usize,
     params: BsGemvParams,
     codes: u64,
+    prepass: Prepass,
     x_hat: u64,
     _buffer: CudaSlice<u8>,
 }
@@ -1080,7 +1383,7 @@ struct RaceCase<'p> {
 impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         let mut p = self.params;
-        launch(self.plan, self.bucket, selected, &mut p, self.codes, self.x_hat, stream)
+        launch(self.plan, self.bucket, selected, &mut p, self.codes, self.prepass, self.x_hat, stream)
     }
 }
 
@@ -1096,7 +1399,7 @@ pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn OpPlan>
                 n,
                 k,
                 weight,
-                x_dtype: DType::BF16,
+                x_format: XFormat::Bf16,
                 out_dtype: DType::BF16,
                 bias: None,
                 max_rows: 16,
@@ -1249,7 +1552,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 106);
+        assert_eq!(all.len(), 107);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }

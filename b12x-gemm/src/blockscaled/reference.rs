@@ -51,6 +51,43 @@ pub fn activation(
     })
 }
 
+/// A pre-quantized activation ([`XFormat`](super::gemv::XFormat)) of BF16 `x [m, k]` as
+/// b12x-quant's quantizers write it (NVFP4 and per-tensor FP8 with the tensor scale computed from
+/// x, MXFP8 with the CeilPow2 rule, block FP8 `1 × group` with UE8M0 scales); `Bf16`: x itself.
+pub fn pre_quantized(
+    m: usize,
+    k: usize,
+    x: &[b12x_core::half::bf16],
+    format: super::gemv::XFormat,
+) -> Result<Activation, b12x_quant::block::FormatError> {
+    use super::gemv::XFormat;
+    use b12x_quant::block::{quantize_block_fp8, quantize_mx, quantize_nvfp4, quantize_tensor_fp8, MxOptions};
+    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    Ok(match format {
+        XFormat::Bf16 => Activation::Bf16 { m, k, data: x.to_vec() },
+        XFormat::Mxfp8 => {
+            Activation::Mxfp8(quantize_mx(&f, m, k, b12x_quant::codec::Element::E4M3, MxOptions::default())?)
+        }
+        XFormat::Nvfp4 => Activation::Nvfp4(quantize_nvfp4(&f, m, k, None)?),
+        XFormat::BlockFp8 { group, scale } => Activation::BlockFp8(quantize_block_fp8(&f, m, k, (1, group), scale)?),
+        XFormat::TensorFp8 => Activation::TensorFp8 { m, k, q: quantize_tensor_fp8(&f, None)? },
+    })
+}
+
+/// The x̂ a call stages for activation `a` (`[M, K]`, f32 values BF16 holds exactly in the ranges
+/// [`XFormat`](super::gemv::XFormat) states): its dequantization without the tensor-level scale
+/// (NVFP4's encode scale and per-tensor FP8's scale go to the epilogue).
+pub fn staged_x(a: &Activation) -> Vec<f32> {
+    match a {
+        Activation::Nvfp4(q) => Activation::Nvfp4(b12x_quant::block::Nvfp4 { enc: 1.0, ..q.clone() }).dequantize(),
+        Activation::TensorFp8 { m, k, q } => {
+            Activation::TensorFp8 { m: *m, k: *k, q: b12x_quant::block::TensorFp8 { scale: 1.0, ..q.clone() } }
+                .dequantize()
+        }
+        other => other.dequantize(),
+    }
+}
+
 /// Unrounded result and the per-element magnitude `|alpha| · Σ_k |â·b̂|` (for the error bound).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exact {
