@@ -48,6 +48,9 @@ pub enum Error {
          freezing or capturing"
     )]
     KernelResolutionFrozen { op: &'static str, key: String },
+    /// A prepared-only entry point was called with a plan (bucket) no session prepared.
+    #[error("`{op}` ({key}) runs prepared plans only: prepare it with a PreparationSession before the first call")]
+    NotPrepared { op: &'static str, key: String },
     /// The session is in a state where the call makes no sense.
     #[error("preparation session is {state}: {what}")]
     SessionState { state: &'static str, what: String },

@@ -40,7 +40,9 @@ pub use device::{cuda_available, is_capturing, Arch, Device};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use kernel::{Kernel, KernelModule, LaunchDims, LaunchOpts, LoadedModule};
-pub use plan::{pow2_buckets, resolve, BenchCase, Bucket, OpPlan, PlanSlot, RaceBuffer, Selected, SelectionSource};
+pub use plan::{
+    pow2_buckets, resolve, resolve_prepared, BenchCase, Bucket, OpPlan, PlanSlot, RaceBuffer, Selected, SelectionSource,
+};
 pub use registry::{list_ops, OpInfo, Validation};
 pub use scratch::{BoundScratch, Region, Scratch, ScratchLayout, SCRATCH_ALIGN, SCRATCH_BASE_ALIGN};
 pub use session::{CapturedGraph, PreparationSession, SelectionRecord, SessionState};

@@ -215,6 +215,20 @@ pub fn resolve(plan: &dyn OpPlan, bucket: usize, stream: &CudaStream) -> Result<
     Ok(plan.slot().set_if_empty(bucket, s))
 }
 
+/// What prepared-only entry points (the fixed linears) call instead of [`resolve`]: the bucket's
+/// prepared selection, or [`Error::NotPrepared`] — never the unprepared fallback that loads the
+/// default config on first use.
+pub fn resolve_prepared(plan: &dyn OpPlan, bucket: usize) -> Result<Arc<Selected>> {
+    plan.slot().get(bucket).ok_or_else(|| Error::NotPrepared {
+        op: plan.op(),
+        key: format!(
+            "{} bucket {}",
+            plan.query_key(),
+            plan.buckets().get(bucket).map(Bucket::label).unwrap_or_default()
+        ),
+    })
+}
+
 /// One zeroed device buffer carved into regions, for an op's [`BenchCase`]: region `i` (of
 /// `sizes[i]` bytes) starts at `ptrs[i]`, every region [`SCRATCH_ALIGN`]-aligned, so any of them
 /// can also serve as scratch. Ops whose path length depends on the values (quantizers skip

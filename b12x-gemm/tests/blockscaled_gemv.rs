@@ -142,3 +142,41 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     // bf16 x, dequantize pre-quantized x).
     assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 2);
 }
+
+#[test]
+fn fixed_linears_map_to_blockscaled_queries() {
+    use b12x_gemm::blockscaled::linear::{block_fp8_linear, mxfp8_linear, tensor_fp8_linear, BLOCK_FP8_LINEAR};
+    let b = |tile, k| block_fp8_linear::Query {
+        n: 1536,
+        k,
+        tile,
+        weight_scale: Fp8ScaleKind::F32,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 64,
+    };
+    // DeepSeek's 128 × 128 weights take 1 × 128 activation groups; V4.1's 32 × 32 take 1 × 32.
+    for (tile, k) in [(128, 7168), (32, 7168 + 32)] {
+        let q = b(tile, k).blockscaled().unwrap();
+        assert_eq!(q.weight, WeightFormat::BlockFp8 { tile, scale: Fp8ScaleKind::F32 });
+        assert_eq!((q.x_format, q.x_quant), (XFormat::Bf16, Some(XQuant::BlockFp8Ue8m0 { group: tile })));
+        assert_eq!(field_of(&q), "ok");
+    }
+    let named = |r: b12x_core::Result<Query>| match r {
+        Err(Error::InvalidQuery { op, field, .. }) => format!("{op}:{field}"),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(named(b(64, 7168).blockscaled()), format!("{BLOCK_FP8_LINEAR}:tile"));
+    assert_eq!(named(b(128, 7168 + 32).blockscaled()), format!("{BLOCK_FP8_LINEAR}:k"));
+    let m = mxfp8_linear::Query { n: 4096, k: 7168, out_dtype: DType::F32, bias: Some(DType::F32), max_rows: 8 };
+    let q = m.blockscaled().unwrap();
+    assert_eq!((q.weight, q.x_format, q.x_quant), (WeightFormat::Mxfp8, XFormat::Bf16, Some(XQuant::Mxfp8)));
+    assert_eq!((q.out_dtype, q.bias, q.max_rows), (DType::F32, Some(DType::F32), 8));
+    let t = tensor_fp8_linear::Query { n: 2048, k: 768, out_dtype: DType::BF16, bias: None, max_rows: 300 };
+    let q = t.blockscaled().unwrap();
+    assert_eq!((q.weight, q.x_format, q.x_quant), (WeightFormat::TensorFp8, XFormat::TensorFp8, None));
+    assert_eq!(field_of(&q), "ok");
+    // Bad fields of the generic op stay typed (plan() renames the op to the linear's).
+    let bad = tensor_fp8_linear::Query { k: 770, ..t };
+    assert_eq!(field_of(&bad.blockscaled().unwrap()), "k");
+}

@@ -617,6 +617,114 @@ fn pre_quantized_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+/// Which fixed linear a trial runs.
+#[derive(Clone, Copy, Debug)]
+enum Lin {
+    /// `gemm.block_fp8_linear` with `tile × tile` weight tiles and f32 / UE8M0 weight scales.
+    BlockFp8(usize, Fp8ScaleKind),
+    Mxfp8,
+    TensorFp8,
+}
+
+/// A fixed linear prepared by a session (not frozen: other trials of the process prepare
+/// meanwhile), run at every M of `ms`, against the oracle on every
+/// row (x quantized as b12x-quant would: 1 × tile UE8M0 / MXFP8 in the call; per-tensor E4M3 on
+/// the host with its scale on the device).
+fn check_linear(dev: &Arc<Device>, lin: Lin, n: usize, k: usize, ms: &[usize], out: DType) -> TrialResult {
+    use b12x_gemm::blockscaled::linear::{self, block_fp8_linear, mxfp8_linear, tensor_fp8_linear};
+    let stream = dev.stream();
+    let max_rows = ms.iter().copied().max().unwrap_or(1);
+    let (format, plan) = match lin {
+        Lin::BlockFp8(tile, scale) => {
+            let q = block_fp8_linear::Query { n, k, tile, weight_scale: scale, out_dtype: out, bias: None, max_rows };
+            (WeightFormat::BlockFp8 { tile, scale }, block_fp8_linear::plan(&q, dev))
+        }
+        Lin::Mxfp8 => {
+            let q = mxfp8_linear::Query { n, k, out_dtype: out, bias: None, max_rows };
+            (WeightFormat::Mxfp8, mxfp8_linear::plan(&q, dev))
+        }
+        Lin::TensorFp8 => {
+            let q = tensor_fp8_linear::Query { n, k, out_dtype: out, bias: None, max_rows };
+            (WeightFormat::TensorFp8, tensor_fp8_linear::plan(&q, dev))
+        }
+    };
+    let plan = plan.map_err(err)?;
+    let w = weight(format, n, k, 11, 0, false)?;
+    let packed = pack_weight(&w, stream).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    let bytes = plan.scratch_layout().total_bytes();
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let rows: Vec<usize> = (0..n).collect();
+    for &m in ms {
+        let x_c: Vec<bf16> = cast::<bf16>(&uniform(20 + m as u64, m * k, -2.0, 2.0));
+        let a = match lin {
+            Lin::BlockFp8(tile, _) => reference::activation(m, k, &x_c, Some(XQuant::BlockFp8Ue8m0 { group: tile })),
+            Lin::Mxfp8 => reference::activation(m, k, &x_c, Some(XQuant::Mxfp8)),
+            Lin::TensorFp8 => reference::pre_quantized(m, k, &x_c, XFormat::TensorFp8),
+        }
+        .map_err(err)?;
+        let want = reference::exact(&a, &w, 0.5, None, &rows).map_err(err)?;
+        let x_bf = FloatBuf::upload(stream, &x_c.iter().map(|v| v.to_f32()).collect::<Vec<_>>(), DType::BF16)?;
+        let pre = match lin {
+            Lin::TensorFp8 => Some(PreX::upload(stream, &a, 0)?),
+            _ => None,
+        };
+        let mut y = FloatBuf::poisoned(stream, m * n, out)?;
+        let (x, x_scale) = match &pre {
+            Some(p) => {
+                let (x, _, g) = p.views(m);
+                (x, g)
+            }
+            None => (x_bf.view(m, k, k, DType::BF16), None),
+        };
+        let args = linear::Args { x, x_scale, w: &packed, bias: None, y: y.view_mut(m, n, n, out), alpha: 0.5 };
+        linear::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        let got = y.download(stream)?;
+        reference::check_bound(&format!("{lin:?} {n}x{k} m={m}"), out, &got, &want, &[m, n])?;
+    }
+    Ok(())
+}
+
+/// The fixed linears run prepared plans only: an unprepared plan is `NotPrepared` (the generic op
+/// would load its default config), nothing launched; a missing activation scale is typed.
+fn linear_prepared_only(dev: &Arc<Device>) -> TrialResult {
+    use b12x_gemm::blockscaled::linear::{self, tensor_fp8_linear};
+    let (n, k, m) = (256, 256, 4);
+    let stream = dev.stream();
+    let q = tensor_fp8_linear::Query { n, k, out_dtype: DType::BF16, bias: None, max_rows: 8 };
+    let plan = tensor_fp8_linear::plan(&q, dev).map_err(err)?;
+    let packed = pack_weight(&weight(WeightFormat::TensorFp8, n, k, 3, 0, false)?, stream).map_err(err)?;
+    let x_c: Vec<bf16> = cast::<bf16>(&uniform(4, m * k, -1.0, 1.0));
+    let pre = PreX::upload(stream, &reference::pre_quantized(m, k, &x_c, XFormat::TensorFp8).map_err(err)?, 0)?;
+    let bytes = plan.scratch_layout().total_bytes();
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let mut y = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let (x, _, g) = pre.views(m);
+    let args = linear::Args { x, x_scale: g, w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
+    match linear::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream) {
+        Err(Error::NotPrepared { op: "gemm.tensor_fp8_linear", .. }) => {}
+        other => return Err(format!("unprepared plan: expected NotPrepared, got {other:?}")),
+    }
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    let args =
+        linear::Args { x, x_scale: None, w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
+    match linear::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream) {
+        Err(Error::Shape { tensor: "x_scale", .. }) => {}
+        other => return Err(format!("no activation scale: expected Shape, got {other:?}")),
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    // Prepared, the same call runs.
+    let args = linear::Args { x, x_scale: g, w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
+    linear::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+    stream.synchronize().map_err(err)
+}
+
 /// An MXFP8 weight whose scale bytes span more binades than the BF16 path holds exactly (1 and
 /// 200): a typed error, nothing launched.
 fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
@@ -728,6 +836,27 @@ fn main() {
         trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, format, XIn::Pre(xf))));
     }
     trials.push(GpuTrial::new("pre_quantized_bad_inputs_launch_nothing", pre_quantized_bad_inputs));
+    // The fixed linears (prepared-only): DeepSeek-V4 shapes, decode and tiled M.
+    type LinCase = (&'static str, Lin, usize, usize, &'static [usize], DType);
+    let linears: [LinCase; 6] = [
+        (
+            "block_fp8_128_f32_wq_a_1536x7168",
+            Lin::BlockFp8(128, Fp8ScaleKind::F32),
+            1536,
+            7168,
+            &[1, 16, 64],
+            DType::BF16,
+        ),
+        ("block_fp8_128_ue8m0_wkv_576x7168", Lin::BlockFp8(128, Fp8ScaleKind::Ue8m0), 576, 7168, &[3, 40], DType::F32),
+        ("block_fp8_32_f32_1000x1056", Lin::BlockFp8(32, Fp8ScaleKind::F32), 1000, 1056, &[2, 33], DType::F16),
+        ("mxfp8_4096x2048", Lin::Mxfp8, 4096, 2048, &[1, 17], DType::BF16),
+        ("tensor_fp8_2048x768", Lin::TensorFp8, 2048, 768, &[3, 100], DType::BF16),
+        ("tensor_fp8_129x96_f32", Lin::TensorFp8, 129, 96, &[1, 16, 129], DType::F32),
+    ];
+    for (name, lin, n, k, ms, out) in linears {
+        trials.push(GpuTrial::new(format!("linear::{name}"), move |d| check_linear(d, lin, n, k, ms, out)));
+    }
+    trials.push(GpuTrial::new("linear::prepared_only", linear_prepared_only));
     trials.push(GpuTrial::new("graph_replay_equals_eager", graph_equals_eager));
     trials.push(GpuTrial::new("graph_replay_equals_eager_tiled", graph_replay_equals_eager_tiled));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));

@@ -173,7 +173,7 @@ pub struct BsGemvParams {
     /// Block FP8: rows of scale tiles, `⌈N / tile⌉`.
     pub sgroups: i32,
     /// Pre-quantized x: its device f32 tensor scale ([`Args::x_global`]; divided by with
-    /// [`FLAG_XMULT_INV`]), 0 for none.
+    /// flags bit 2), 0 for none.
     pub xmult: u64,
     pub reserved: [i32; 2],
 }

@@ -1,11 +1,13 @@
 //! `gemm.blockscaled` — `C[M, N] = alpha · A[M, K] · B[N, K]ᵀ (+ bias)` with block-scaled or
 //! per-tensor quantized operands (issue 5). This module holds the operand formats
 //! ([`Activation`], [`Weight`]) as b12x-quant's CPU codecs hold them, the CPU oracle
-//! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v3, host and device), and the decode
-//! path [`gemv`] (packed NVFP4, MXFP4, MXFP8, block-FP8 or per-tensor FP8 weights × BF16 x,
-//! optionally quantized to MXFP8 / block FP8 inside the call; M ≤ 16). Pre-quantized activation
-//! inputs, the prefill buckets and the fixed linears are not written yet
-//! (`src/blockscaled/README.md`).
+//! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v3, host and device), the op
+//! itself [`gemv`] (packed NVFP4, MXFP4, MXFP8, block-FP8 or per-tensor FP8 weights × BF16 x,
+//! optionally quantized to MXFP8 / block FP8 inside the call, or pre-quantized MXFP8 / NVFP4 /
+//! block-FP8 / per-tensor E4M3 x; every M: decode kernels for M ≤ 16, tiled kernels above) and the
+//! fixed linears [`linear`] (`gemm.block_fp8_linear`, `gemm.mxfp8_linear`,
+//! `gemm.tensor_fp8_linear`: prepared-only entry points on the same kernels). Not written yet:
+//! f32 activation block scales, the SM120 native kernels (`src/blockscaled/README.md`).
 //! The SM120 block-scaled MMAs the kernels will use, and where their operands live, are in
 //! `b12x/mma_sm120.cuh` (b12x-core): fragment and scale index functions checked on the CPU
 //! against the PTX ISA's formulas and CUTLASS's layouts (`tests/sm120_fragments.rs`), wrappers
@@ -28,6 +30,7 @@
 //! | | per-tensor FP8 | E4M3 | one f32 |
 
 pub mod gemv;
+pub mod linear;
 pub mod pack;
 pub mod reference;
 
