@@ -26,6 +26,7 @@
 #include "b12x/common.cuh"
 #include "b12x/fp4_dequant.cuh"
 #include "b12x/mma.cuh"
+#include "b12x/mma_sm120.cuh"
 #include "b12x/quant.cuh"
 
 namespace b12x {
@@ -739,14 +740,16 @@ struct BsGemmParams {
   int sld, sgroups;
   int kt_per;                   // k-tiles per split (blockIdx.y): [y kt_per, min(ktiles, (y + 1) kt_per))
   const float* xmult;           // as BsGemvParams
+  const unsigned char* xscales; // native kernels: x's scales as staged by b12x_bsgemm_stage_xq (else unused)
 };
-static_assert(sizeof(BsGemmParams) == 136, "mirror of gemv.rs");
+static_assert(sizeof(BsGemmParams) == 144, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, partials) == 40, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, ldx) == 56, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, n) == 72, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, out_scale) == 108, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, kt_per) == 124, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, xmult) == 128, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, xscales) == 136, "mirror of gemv.rs");
 
 namespace bsgemm {
 
@@ -772,6 +775,83 @@ __device__ __forceinline__ uint32_t x_pos(int row, int c) {
 template <bool kFp8>
 __device__ __forceinline__ uint32_t w_pos(int row, int c) {
   return kFp8 ? uint32_t(row * 128 + 16 * (c ^ ((row & 3) << 1))) : uint32_t(row * 64 + 16 * (c ^ ((row >> 1) & 3)));
+}
+
+// After the k loop, shared by the tiled kernels (BF16 dequantization and the SM120 native MMAs):
+// split-K's partial tiles and their ordered sum, then the epilogue (alpha and the tensor scales,
+// the bias in f32, one rounding, stores inside M x N). acc[i][j][e]: the warp's weight tile i
+// (rows nrow0 + 16 i + g + 8 (e >> 1)) by x tile j (rows xrow0 + 8 j + 2t + (e & 1)).
+template <int WM, int WN, typename TOut>
+__device__ __forceinline__ void finish(const BsGemmParams& p, float (&acc)[WN / 2][2 * WM][4], int m0, int n0,
+                                       int xrow0, int nrow0) {
+  constexpr int XT = 2 * WM, WT = WN / 2, BM = 32 * WM, BN = 32 * WN;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  if constexpr (WM <= 2) {  // the middle tiles (Rust never splits the 128-row ones)
+    if (gridDim.y > 1) {
+      // Split-K: every split stores its f32 partial tile (lane-major: coalesced), the last to
+      // arrive on the tile's tagged counter sums all splits in split order (bitwise reproducible)
+      // and runs the epilogue.
+      __shared__ unsigned int s_prev;
+      constexpr int kV = WT * XT * 4;
+      const int tile = int(blockIdx.x), splits = int(gridDim.y);
+      auto slot_of = [&](int sp) {
+        return p.partials + ((long long)tile * splits + sp) * (BM * BN) + (long long)warp * kV * 32 + lane;
+      };
+      float* mine = slot_of(int(blockIdx.y));
+#pragma unroll
+      for (int i = 0; i < WT; ++i)
+#pragma unroll
+        for (int j = 0; j < XT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) __stcg(mine + ((i * XT + j) * 4 + e) * 32, acc[i][j][e]);
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) s_prev = arrive_tagged(&p.counters[tile], unsigned(splits));
+      __syncthreads();
+      if (s_prev != unsigned(splits - 1)) return;
+      __threadfence();
+#pragma unroll
+      for (int i = 0; i < WT; ++i)
+#pragma unroll
+        for (int j = 0; j < XT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+      for (int sp = 0; sp < splits; ++sp) {
+        const float* part_sp = slot_of(sp);
+#pragma unroll
+        for (int i = 0; i < WT; ++i)
+#pragma unroll
+          for (int j = 0; j < XT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] += __ldcg(part_sp + ((i * XT + j) * 4 + e) * 32);
+      }
+    }
+  }
+
+  // Epilogue: lane element e of tile (i, j) is weight row 16 i + g + 8 (e >> 1), x row 8 j + 2t +
+  // (e & 1).
+  const bool has_bias = p.bias != nullptr;
+  const float os = bsgemv::epilogue_scale(p.out_scale, p.xmult, p.flags);
+#pragma unroll
+  for (int i = 0; i < WT; ++i) {
+    float bias[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = n0 + nrow0 + 16 * i + g + 8 * h;
+      if (has_bias && col < p.n)
+        bias[h] = (p.flags & bsgemv::kBiasF32) ? reinterpret_cast<const float*>(p.bias)[col]
+                                               : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[col]);
+    }
+#pragma unroll
+    for (int j = 0; j < XT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n0 + nrow0 + 16 * i + g + 8 * (e >> 1), row = m0 + xrow0 + 8 * j + 2 * t + (e & 1);
+        const float y = acc[i][j][e] * os;
+        const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
+        if (row < p.m && col < p.n) reinterpret_cast<TOut*>(p.y)[(long long)row * p.ldy + col] = out;
+      }
+  }
 }
 
 template <Fmt F, int WM, int WN, typename TOut>
@@ -988,76 +1068,187 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
     if (++slot == S) slot = 0, phase ^= 1;
   }
 
-  if constexpr (WM <= 2) {  // the middle tiles (Rust never splits the 128-row ones)
-    if (gridDim.y > 1) {
-      // Split-K: every split stores its f32 partial tile (lane-major: coalesced), the last to
-      // arrive on the tile's tagged counter sums all splits in split order (bitwise reproducible)
-      // and runs the epilogue.
-      __shared__ unsigned int s_prev;
-      constexpr int kV = WT * XT * 4;
-      const int tile = int(blockIdx.x), splits = int(gridDim.y);
-      auto slot_of = [&](int sp) {
-        return p.partials + ((long long)tile * splits + sp) * (BM * BN) + (long long)warp * kV * 32 + lane;
-      };
-      float* mine = slot_of(int(blockIdx.y));
-#pragma unroll
-      for (int i = 0; i < WT; ++i)
-#pragma unroll
-        for (int j = 0; j < XT; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) __stcg(mine + ((i * XT + j) * 4 + e) * 32, acc[i][j][e]);
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) s_prev = arrive_tagged(&p.counters[tile], unsigned(splits));
-      __syncthreads();
-      if (s_prev != unsigned(splits - 1)) return;
-      __threadfence();
-#pragma unroll
-      for (int i = 0; i < WT; ++i)
-#pragma unroll
-        for (int j = 0; j < XT; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-      for (int sp = 0; sp < splits; ++sp) {
-        const float* part_sp = slot_of(sp);
-#pragma unroll
-        for (int i = 0; i < WT; ++i)
-#pragma unroll
-          for (int j = 0; j < XT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[i][j][e] += __ldcg(part_sp + ((i * XT + j) * 4 + e) * 32);
-      }
-    }
-  }
+  finish<WM, WN, TOut>(p, acc, m0, n0, xrow0, nrow0);
+}
 
-  // Epilogue: lane element e of tile (i, j) is weight row 16 i + g + 8 (e >> 1), x row 8 j + 2t +
-  // (e & 1).
-  const bool has_bias = p.bias != nullptr;
-  const float os = bsgemv::epilogue_scale(p.out_scale, p.xmult, p.flags);
+// ---- SM120 native block-scaled MMAs: x quantized too ----------------------------------------
+// The tiled kernel's CTA tiles, ring, loaders and epilogue with both operands as codes and the
+// scales applied by the MMA (mma.sync kind::mxf8f6f4.block_scale, m16n8k32, UE8M0 per 32 k):
+// MXFP8 x (staged by b12x_bsgemm_stage_xq: codes [M, K] contiguous, scales in 512-byte swizzled
+// 128 x 4 tiles [ceil(M / 128)][ktiles]) times a packed MXFP8 weight (E4M3 rows, swizzled UE8M0).
+// x and weight code rows are staged alike (128 bytes per k-tile, chunk c at c ^ 2 (row & 3)). The
+// MMA sums its 32 k in any order with one scale per operand row, so lane t takes the 8 contiguous
+// bytes 8t .. 8t + 7 of a 32-k group for both operands (logical k 4t + j <-> byte 8t + j, 16 + 4t
+// + j <-> 8t + 4 + j: A registers {lo.x, hi.x, lo.y, hi.y}, B {x.x, x.y}), the FP8 dequantization
+// path's conflict-free 8-byte loads. Scale registers (selectors zero): lanes t = 0 / 1 carry the
+// weight rows g / g + 8 (SF_A), lanes t = 0 x row g (SF_B), byte 0. sm_120a / sm_121a run the
+// instruction (UNVALIDATED: no SM120 GPU); other targets build the same kernel around
+// bsmma::mma_bs_emulated (the H200 runs it in the GPU suite: everything but the instruction).
+enum class QKind { Mxf8 };
+
+template <QKind Q, int WM, int WN>
+struct QTile {
+  static constexpr int BM = 32 * WM, BN = 32 * WN, RB = 128;
+  static constexpr uint32_t kX = BM * uint32_t(RB), kW = BN * uint32_t(RB), kXS = 512;
+  static constexpr uint32_t kStage = kX + kW + kScaleSmem + kXS;
+  static_assert(BN == 128 || BN == 256, "scale staging covers one or two 128-row blocks");
+};
+
+template <QKind Q>
+__device__ __forceinline__ void qmma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], uint32_t sfa,
+                                     uint32_t sfb) {
+#if B12X_SM120_FEATURES
+  bsmma::mma_mxf8_e4m3(d, a, b, d, sfa, sfb);
+#else
+  bsmma::mma_bs_emulated<0>(d, a, b, d, sfa, sfb);
+#endif
+}
+
+template <QKind Q, int WM, int WN, typename TOut>
+__device__ __forceinline__ void qgemm(const BsGemmParams& p) {
+  using T = QTile<Q, WM, WN>;
+  constexpr int BM = T::BM, BN = T::BN, RB = T::RB;
+  __shared__ __align__(8) uint64_t s_bar[kMaxStages];
+  extern __shared__ __align__(16) unsigned char s_dyn[];
+  const uint32_t ring = (smem_addr(s_dyn) + 127u) & ~127u;  // the launch adds 128 bytes of slack
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int m0 = int(blockIdx.x % unsigned(p.mtiles)) * BM, n0 = int(blockIdx.x / unsigned(p.mtiles)) * BN;
+  const int kt0 = int(blockIdx.y) * p.kt_per, kt1 = min(p.ktiles, kt0 + p.kt_per);
+  const int ktiles = kt1 - kt0, S = p.stages;
+  const uint32_t bar0 = smem_addr(s_bar);
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) mbar_init(bar0 + 8 * s, kThreads);
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  const unsigned char* xq = reinterpret_cast<const unsigned char*>(p.x);
+  auto load = [&](int kt, int s) {
+    const uint32_t st = ring + uint32_t(s) * T::kStage;
+    constexpr int kCh = RB / 16;
 #pragma unroll
-  for (int i = 0; i < WT; ++i) {
-    float bias[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int col = n0 + nrow0 + 16 * i + g + 8 * h;
-      if (has_bias && col < p.n)
-        bias[h] = (p.flags & bsgemv::kBiasF32) ? reinterpret_cast<const float*>(p.bias)[col]
-                                               : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[col]);
+    for (int j = 0; j < BM * kCh / kThreads; ++j) {
+      const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
+      const int gm = m0 + row, gb = kt * RB + 16 * c;
+      const bool live = gm < p.m && gb < p.k;
+      bsgemv::cp_async<16>(st + w_pos<true>(row, c), live ? xq + (long long)gm * p.ldx + gb : xq, live);
     }
+#pragma unroll
+    for (int j = 0; j < BN * kCh / kThreads; ++j) {
+      const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
+      const int gn = n0 + row, gb = kt * RB + 16 * c;
+      const bool live = gn < p.n && gb < p.row_bytes;
+      bsgemv::cp_async<16>(st + T::kX + w_pos<true>(row, c), live ? p.codes + (long long)gn * p.row_bytes + gb : p.codes,
+                           live);
+    }
+    // The weight's 512-byte scale tile per 128-row block, and the x rows' block's tile.
+    const uint32_t ss = st + T::kX + T::kW;
+    if (tid < (BN / 128) * 32) {
+      const int grb = n0 / 128 + tid / 32, c = tid % 32;
+      const bool live = grb * 128 < p.n && kt < p.scale_tiles;
+      bsgemv::cp_async<16>(ss + 16u * tid, live ? p.scales + ((long long)grb * p.scale_tiles + kt) * 512 + 16 * c : p.scales,
+                           live);
+    } else if (tid >= 64 && tid < 96) {
+      const int c = tid - 64;
+      bsgemv::cp_async<16>(ss + kScaleSmem + 16u * c, p.xscales + ((long long)(m0 / 128) * p.ktiles + kt) * 512 + 16 * c,
+                           true);
+    }
+    bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
+  };
+
+  constexpr int XT = 2 * WM, WT = WN / 2;
+  const int wm = warp & 1, wn = warp >> 1;
+  const int xrow0 = wm * 16 * WM, nrow0 = wn * 8 * WN;
+  const uint32_t sc_row = uint32_t(g * 16 + ((nrow0 & 127) >> 5) * 4), sc_blk = uint32_t(nrow0 >> 7);
+  auto sc_off = [&](int i, int h) { return 512u * sc_blk + sc_row + 256u * (i & 1) + 4u * (i >> 1) + 128u * h; };
+  // x row r of the CTA sits at row (m0 + r) % 128 of its block's tile.
+  auto xs_off = [&](int r) {
+    const int b = (m0 + r) & 127;
+    return uint32_t((b & 31) * 16 + (b >> 5) * 4);
+  };
+  float acc[WT][XT][4];
+#pragma unroll
+  for (int i = 0; i < WT; ++i)
 #pragma unroll
     for (int j = 0; j < XT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n0 + nrow0 + 16 * i + g + 8 * (e >> 1), row = m0 + xrow0 + 8 * j + 2 * t + (e & 1);
-        const float y = acc[i][j][e] * os;
-        const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
-        if (row < p.m && col < p.n) reinterpret_cast<TOut*>(p.y)[(long long)row * p.ldy + col] = out;
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  for (int s = 0; s < S - 1 && s < ktiles; ++s) load(kt0 + s, s);
+  int slot = 0, phase = 0;
+  for (int kt = 0; kt < ktiles; ++kt) {
+    mbar_wait(bar0 + 8 * slot, uint32_t(phase));
+    __syncthreads();  // every warp is done with the slot of k-tile kt - 1: refill it
+    if (kt + S - 1 < ktiles) load(kt0 + kt + S - 1, (slot + S - 1) % S);
+    const uint32_t xs = ring + uint32_t(slot) * T::kStage, ws = xs + T::kX, ss = ws + T::kW, xss = ss + kScaleSmem;
+#pragma unroll
+    for (int T4 = 0; T4 < 4; ++T4) {  // 32-k group: one MMA k-step, one scale byte
+      const uint32_t cb = 8u * (t & 1);
+      uint2 xb[XT];
+      uint32_t sfb[XT];
+#pragma unroll
+      for (int j = 0; j < XT; ++j) {
+        const int r = xrow0 + 8 * j + g;
+        xb[j] = bsgemv::ld_shared_v2(xs + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
+        sfb[j] = (bsgemv::ld_shared_u32(xss + xs_off(r)) >> (8 * T4)) & 0xFFu;
       }
+#pragma unroll
+      for (int i = 0; i < WT; ++i) {
+        const int r = nrow0 + 16 * i + g;
+        const uint2 lo = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
+        const uint2 hi = bsgemv::ld_shared_v2(ws + w_pos<true>(r + 8, 2 * T4 + (t >> 1)) + cb);
+        const uint32_t sfa = (bsgemv::ld_shared_u32(ss + sc_off(i, t & 1)) >> (8 * T4)) & 0xFFu;
+        const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+#pragma unroll
+        for (int j = 0; j < XT; ++j) {
+          const uint32_t b[2] = {xb[j].x, xb[j].y};
+          qmma<Q>(acc[i][j], a, b, sfa, sfb[j]);
+        }
+      }
+    }
+    if (++slot == S) slot = 0, phase ^= 1;
   }
+  finish<WM, WN, TOut>(p, acc, m0, n0, xrow0, nrow0);
 }
 
 }  // namespace bsgemm
 }  // namespace b12x
+
+// x of the native kernels, staged from b12x-quant's MXFP8 output: codes [M, K] (row stride ldq
+// bytes) copied to contiguous rows, UE8M0 scales [M, K / 32] (row stride lds) rearranged into
+// 512-byte swizzled 128 x 4 tiles [ceil(M / 128)][ktiles] (row r, block column c at tile
+// (r / 128, c / 4), byte (r % 32) 16 + ((r % 128) / 32) 4 + c % 4), padding rows and columns 0
+// (a zero code times any finite scale). Thread i copies 8 code bytes (i < M K / 8) and writes
+// scale byte i (i < ceil(M / 128) 128 ktiles 4).
+struct BsStageXqParams {
+  const unsigned char* codes;
+  const unsigned char* scales;
+  unsigned char* xcodes;   // [M, K] contiguous
+  unsigned char* xscales;  // [ceil(M / 128)][ktiles][512]
+  long long ldq, lds;
+  int m, k;
+  int ktiles;
+  int reserved;
+};
+static_assert(sizeof(BsStageXqParams) == 64, "mirror of gemv.rs");
+
+extern "C" __global__ void __launch_bounds__(256) b12x_bsgemm_stage_xq(const __grid_constant__ BsStageXqParams p) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const int per_row = p.k / 8;
+  if (i < (long long)p.m * per_row) {
+    const long long row = i / per_row;
+    const int col = int(i - row * per_row) * 8;
+    *reinterpret_cast<uint2*>(p.xcodes + row * p.k + col) = *reinterpret_cast<const uint2*>(p.codes + row * p.ldq + col);
+  }
+  const long long tiles = (long long)((p.m + 127) / 128) * p.ktiles;
+  if (i < tiles * 512) {
+    const long long tile = i >> 9;
+    const int b = int(i & 511), blk = int(tile / p.ktiles), kt = int(tile - (long long)blk * p.ktiles);
+    // Byte b of the tile: row (b / 16) % 32 + 32 ((b % 16) / 4) of the block, column b % 4.
+    const int r = blk * 128 + ((b >> 4) & 31) + 32 * ((b & 15) >> 2), c = kt * 4 + (b & 3);
+    p.xscales[i] = (r < p.m && c < p.k / 32) ? p.scales[(long long)r * p.lds + c] : (unsigned char)0;
+  }
+}
 
 using b12x::BsGemmParams;
 
@@ -1083,3 +1274,17 @@ B12X_BSGEMM_FMT(Mxfp4, mxfp4, w4a16, 8)
 B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8)
 B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4)
 B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
+
+// The native kernels (QKind::Mxf8: MXFP8 x x MXFP8 weight), the same tile shapes.
+#define B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, TOUT, OUTNAME)                                             \
+  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, MINB)                                      \
+      b12x_bsgemm_native_##KINDNAME##_wm##WM##_wn##WN##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) { \
+    b12x::bsgemm::qgemm<b12x::bsgemm::QKind::KIND, WM, WN, TOUT>(p);                                          \
+  }
+#define B12X_BSQGEMM_OUTS(KIND, KINDNAME, WM, WN, MINB)           \
+  B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, b12x::bf16, bf16) \
+  B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, b12x::fp16, f16)  \
+  B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, float, f32)
+B12X_BSQGEMM_OUTS(Mxf8, mxf8, 4, 8, 1)
+B12X_BSQGEMM_OUTS(Mxf8, mxf8, 2, 8, 1)
+B12X_BSQGEMM_OUTS(Mxf8, mxf8, 1, 4, 2)

@@ -3,7 +3,7 @@
 
 use b12x_core::{DType, Error};
 use b12x_gemm::blockscaled::gemv::{
-    all_symbols, configs, tile_configs, Query, XFormat, XQuant, MAX_CAPACITY, MAX_ROWS,
+    all_symbols, configs, native_configs, tile_configs, NativeKind, Query, XFormat, XQuant, MAX_CAPACITY, MAX_ROWS,
 };
 use b12x_gemm::blockscaled::pack::WeightFormat;
 use b12x_quant::block::Fp8ScaleKind;
@@ -138,9 +138,10 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     all.sort();
     all.dedup();
     // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs
-    // (decode), × 3 tile shapes × 3 outputs (tiled), and the activation pre-passes (quantize
-    // bf16 x, dequantize pre-quantized x).
-    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 2);
+    // (decode), × 3 tile shapes × 3 outputs (tiled), the native MXFP8 kernels (3 tile shapes × 3
+    // outputs), and the x pre-passes (quantize bf16 x, dequantize pre-quantized x, stage x for the
+    // native kernels).
+    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 3 * 3 + 3);
 }
 
 #[test]
@@ -179,4 +180,32 @@ fn fixed_linears_map_to_blockscaled_queries() {
     // Bad fields of the generic op stay typed (plan() renames the op to the linear's).
     let bad = tensor_fp8_linear::Query { k: 770, ..t };
     assert_eq!(field_of(&bad.blockscaled().unwrap()), "k");
+}
+
+#[test]
+fn native_configs_fit_and_name_entry_points() {
+    // The native pair: pre-quantized MXFP8 x × MXFP8 weight; nothing else (yet).
+    let q = Query { x_format: XFormat::Mxfp8, weight: WeightFormat::Mxfp8, ..query() };
+    assert_eq!(NativeKind::of(&q), Some(NativeKind::Mxf8));
+    assert_eq!(NativeKind::of(&Query { x_format: XFormat::Bf16, ..q.clone() }), None);
+    assert_eq!(NativeKind::of(&Query { weight: WeightFormat::Nvfp4, ..q }), None);
+    let symbols = all_symbols();
+    for smem in [232_448, 101_376] {
+        for hi in [32, 64, 256, 8192] {
+            let cs = native_configs(hi, smem, NativeKind::Mxf8);
+            assert!(!cs.is_empty(), "hi={hi} smem={smem}");
+            let mut ids: Vec<String> = cs.iter().map(|c| c.id()).collect();
+            ids.dedup();
+            assert_eq!(ids.len(), cs.len());
+            for c in cs {
+                assert!(c.dynamic_smem() + 1280 <= smem, "{}", c.id());
+                assert!(c.tile.stages >= 2);
+                assert!(symbols.contains(&c.symbol(DType::F16)), "{}", c.id());
+                // Same tiles as the dequantizing kernels: 128-byte code rows for x and weight,
+                // the weight's 2 KB of scale tiles and x's 512-byte tile per stage.
+                let (bm, bn) = c.tile.tile();
+                assert_eq!(c.stage_bytes() as usize, (bm + bn) * 128 + 2048 + 512);
+            }
+        }
+    }
 }

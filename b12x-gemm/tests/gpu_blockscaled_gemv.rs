@@ -187,6 +187,9 @@ fn special(x: &mut [f32], lx: usize, m: usize) {
 enum XIn {
     Bf16(Option<XQuant>),
     Pre(XFormat),
+    /// Pre-quantized, the buckets above 16 on the native kernels only (`PlanOptions::native_only`:
+    /// on the H200 their emulated-MMA build).
+    Native(XFormat),
 }
 
 fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
@@ -253,7 +256,7 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
     let (n, k) = (c.n, c.k);
     let (xq, x_format) = match xin {
         XIn::Bf16(xq) => (xq, XFormat::Bf16),
-        XIn::Pre(f) => (None, f),
+        XIn::Pre(f) | XIn::Native(f) => (None, f),
     };
     let stream = dev.stream();
     let s = {
@@ -276,7 +279,8 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
     };
     let max_rows = c.ms.iter().copied().max().unwrap_or(1).max(16);
     let q = Query { n, k, weight: format, x_format, out_dtype: c.out, bias: c.bias, max_rows, x_quant: xq };
-    let plan = gemv::plan(&q, dev).map_err(err)?;
+    let options = gemv::PlanOptions { native_only: matches!(xin, XIn::Native(_)) };
+    let plan = gemv::plan_with(&q, dev, options).map_err(err)?;
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     for &m in c.ms {
         let (lx, ly) = (k + c.pad, n + c.pad);
@@ -288,7 +292,7 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
         let x_c: Vec<bf16> = (0..m).flat_map(|r| cast::<bf16>(&x_h[r * lx..r * lx + k])).collect();
         let a = match xin {
             XIn::Bf16(xq) => reference::activation(m, k, &x_c, xq),
-            XIn::Pre(f) => reference::pre_quantized(m, k, &x_c, f),
+            XIn::Pre(f) | XIn::Native(f) => reference::pre_quantized(m, k, &x_c, f),
         }
         .map_err(err)?;
         let want = reference::exact(&a, &s.w, c.alpha, b_h.as_deref(), &rows).map_err(err)?;
@@ -297,7 +301,7 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
         let x_hat_want: Vec<u16> = reference::staged_x(&a).iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
         let x = FloatBuf::upload(stream, &x_h, DType::BF16)?;
         let pre = match xin {
-            XIn::Pre(_) => Some(PreX::upload(stream, &a, c.pad)?),
+            XIn::Pre(_) | XIn::Native(_) => Some(PreX::upload(stream, &a, c.pad)?),
             XIn::Bf16(_) => None,
         };
         let mut y = FloatBuf::poisoned(stream, m * ly, c.out)?;
@@ -325,7 +329,8 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
             stream.synchronize().map_err(err)?;
             let got = y.download(stream)?;
             let name = format!("{} {format:?} {xin:?} m={m} {id}", c.name);
-            if !matches!(xin, XIn::Bf16(None)) {
+            let native = matches!(plan.configs(bucket).first(), Some(gemv::Candidate::Native(_)));
+            if !matches!(xin, XIn::Bf16(None)) && !native {
                 // The scratch's x_hat region holds b12x-quant's x̂ bit for bit (NaN as NaN).
                 let all = stream.clone_dtoh(&scratch).map_err(err)?;
                 let base = TensorRef::from_slice(&scratch, &[scratch.len()]).map_err(err)?.ptr();
@@ -836,6 +841,21 @@ fn main() {
         trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, format, XIn::Pre(xf))));
     }
     trials.push(GpuTrial::new("pre_quantized_bad_inputs_launch_nothing", pre_quantized_bad_inputs));
+    // The SM120 native kernels (MXFP8 x × MXFP8 weight, block-scaled MMAs): on the H200 their
+    // emulated build — staging, loaders, fragment and scale registers, split-K, epilogue — at the
+    // middle and prefill M (the decode buckets stay on the decode kernels). Every config pinned.
+    let native = [
+        Case { ms: &[17, 64, 128, 1000], ..by_name("dsv4_wq_a_7168x1536") },
+        by_name("awkward_n1000_bias"),
+        by_name("awkward_prime_n_f16"),
+        by_name("awkward_n129_k96_f32"),
+        by_name("padded_rows"),
+        Case { ms: &[100], ..by_name("llama3_8b_qkv_6144x4096") },
+    ];
+    for c in native {
+        let name = format!("{}::Mxfp8::native_mxf8", c.name);
+        trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, WeightFormat::Mxfp8, XIn::Native(XFormat::Mxfp8))));
+    }
     // The fixed linears (prepared-only): DeepSeek-V4 shapes, decode and tiled M.
     type LinCase = (&'static str, Lin, usize, usize, &'static [usize], DType);
     let linears: [LinCase; 6] = [

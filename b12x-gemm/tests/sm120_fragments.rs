@@ -222,3 +222,24 @@ fn sm120_probe_kernels_contain_the_block_scaled_mmas() {
     // No block-scaled MMA of any kind outside SM120 (the portable path there).
     check_sass_opcode(BSMMA_PROBE_FATBIN, KERNEL_MANIFEST, "b12x_bsmma_probe_", 4, "MMA.SF", SM120).unwrap();
 }
+
+#[test]
+fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
+    // gemm.blockscaled's native kernels (MXFP8 x × MXFP8 weight): QMMA.SF on sm_120a / sm_121a,
+    // none elsewhere (sm_90a builds them around the emulation the H200 tests run).
+    use b12x_core::testing::check_sass_opcode;
+    use b12x_gemm::{BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST};
+    const SM120: &[&str] = &["sm_120a", "sm_121a"];
+    let (prefix, kernels) = ("b12x_bsgemm_native_mxf8_", 9);
+    check_sass_opcode(
+        BLOCKSCALED_GEMV_FATBIN,
+        KERNEL_MANIFEST,
+        prefix,
+        kernels,
+        "QMMA.SF.16832.F32.E4M3.E4M3.E8",
+        SM120,
+    )
+    .unwrap();
+    // The dequantization kernels never use block-scaled MMAs, on any target.
+    check_sass_opcode(BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST, "b12x_bsgemm_w", 45, "MMA.SF", &[]).unwrap();
+}

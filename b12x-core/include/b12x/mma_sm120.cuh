@@ -68,6 +68,82 @@ __host__ __device__ constexpr uint32_t e2m1_container(uint32_t code) { return (c
 
 }  // namespace bsmma
 
+#if defined(__CUDACC__)
+namespace bsmma {
+
+// ---- the same products without the instructions (any target) ---------------------------------
+// The portable definition of the MMAs below, computed from the same registers: each lane fetches
+// the A rows and B columns of its four D elements from the lanes that hold them (the placement
+// above) with shuffles, decodes every element and scale exactly (E4M3 / E2M1 codes, UE8M0 /
+// UE4M3 scales) and accumulates the products in f32, k in order. The SM120 kernels build with it
+// on other targets, so that a GPU without block-scaled MMAs (the H200) runs and checks their data
+// movement — fragment gathers, scale registers, epilogues — against the CPU oracle; only the
+// instruction itself stays unvalidated. Slow (~100 instructions per lane and MMA): for tests.
+// kKind: 0 = m16n8k32 E4M3 x E4M3, UE8M0 1X; 1 = m16n8k64 E2M1 x E2M1, UE4M3 4X (NVFP4);
+// 2 = m16n8k64 E2M1 x E2M1, UE8M0 2X (MXFP4).
+
+__device__ inline float e4m3_value_emu(uint32_t c) {
+  const uint32_t e = (c >> 3) & 15u, m = c & 7u;
+  float v = e == 15u && m == 7u ? __int_as_float(0x7FC00000) : e == 0u ? float(m) * 0.001953125f  // 2^-9
+                                                                       : float(8u + m) * exp2f(float(int(e) - 10));
+  return (c & 0x80u) ? -v : v;
+}
+__device__ inline float e2m1_value_emu(uint32_t c) {
+  const uint32_t m = c & 7u;
+  const float v = m < 2u ? 0.5f * float(m) : float(2u + (m & 1u)) * exp2f(float(int(m >> 1) - 2));
+  return (c & 8u) ? -v : v;
+}
+__device__ inline float ue8m0_value_emu(uint32_t b) {
+  return b == 255u ? __int_as_float(0x7FC00000) : exp2f(float(int(b) - 127));
+}
+
+template <int kKind>
+__device__ inline void mma_bs_emulated(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                       const float (&c)[4], uint32_t sfa, uint32_t sfb) {
+  constexpr bool kK64 = kKind != 0;
+  constexpr int kChunkK = kKind == 0 ? 32 : kKind == 1 ? 16 : 32;  // k per scale
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // Scale registers of rows g, g + 8 (lanes 4g, 4g + 1) and columns 2t, 2t + 1 (lanes 8t, 8t + 4).
+  const uint32_t sa[2] = {__shfl_sync(0xffffffffu, sfa, 4 * g), __shfl_sync(0xffffffffu, sfa, 4 * g + 1)};
+  const uint32_t sb[2] = {__shfl_sync(0xffffffffu, sfb, 8 * t), __shfl_sync(0xffffffffu, sfb, 8 * t + 4)};
+  auto scale = [&](uint32_t reg, int chunk) {
+    const uint32_t byte = (reg >> (8 * chunk)) & 0xFFu;
+    return kKind == 1 ? e4m3_value_emu(byte & 0x7Fu) : ue8m0_value_emu(byte);
+  };
+  float acc[4] = {c[0], c[1], c[2], c[3]};
+  for (int tp = 0; tp < 4; ++tp) {
+    uint32_t ar[4], br[2][2];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) ar[r] = __shfl_sync(0xffffffffu, a[r], 4 * g + tp);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) br[h][r] = __shfl_sync(0xffffffffu, b[r], 4 * (2 * t + h) + tp);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int rs = r & 1, kh = r >> 1;  // A register r: row g + 8 rs, k half kh (B register kh)
+#pragma unroll
+      for (int j = 0; j < (kK64 ? 8 : 4); ++j) {
+        const int k = kK64 ? 8 * tp + j + 32 * kh : 4 * tp + j + 16 * kh;
+        const int chunk = k / kChunkK;
+        const float av = (kK64 ? e2m1_value_emu(ar[r] >> (4 * j)) : e4m3_value_emu((ar[r] >> (8 * j)) & 0xFFu)) *
+                         scale(sa[rs], chunk);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float bv = (kK64 ? e2m1_value_emu(br[h][kh] >> (4 * j)) : e4m3_value_emu((br[h][kh] >> (8 * j)) & 0xFFu)) *
+                           scale(sb[h], chunk);
+          acc[2 * rs + h] = fmaf(av, bv, acc[2 * rs + h]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) d[i] = acc[i];
+}
+
+}  // namespace bsmma
+#endif
+
 #if defined(__CUDACC__) && B12X_SM120_FEATURES
 namespace bsmma {
 

@@ -264,11 +264,14 @@ pub struct BsGemmParams {
     pub kt_per: i32,
     /// As [`BsGemvParams::xmult`].
     pub xmult: u64,
+    /// Native kernels: x's scales as `b12x_bsgemm_stage_xq` stages them (scratch).
+    pub xscales: u64,
 }
 
 const _: () = {
-    assert!(size_of::<BsGemmParams>() == 136);
+    assert!(size_of::<BsGemmParams>() == 144);
     assert!(offset_of!(BsGemmParams, xmult) == 128);
+    assert!(offset_of!(BsGemmParams, xscales) == 136);
     assert!(offset_of!(BsGemmParams, partials) == 40);
     assert!(offset_of!(BsGemmParams, ldx) == 56);
     assert!(offset_of!(BsGemmParams, n) == 72);
@@ -413,13 +416,16 @@ fn out_name(out: DType) -> &'static str {
     }
 }
 
-/// A candidate of one bucket: a decode (GEMV) config or a tiled one.
+/// A candidate of one bucket: a decode (GEMV) config, a tiled one, or a tiled one of the native
+/// kernels (SM120's block-scaled MMAs; [`NativeConfig`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Candidate {
     /// The decode kernels (buckets up to [`MAX_ROWS`]).
     Gemv(Config),
     /// The tiled kernels (the middle and prefill buckets).
     Tile(TileConfig),
+    /// The native tiled kernels (x quantized too; the middle and prefill buckets).
+    Native(NativeConfig),
 }
 
 impl Candidate {
@@ -427,20 +433,108 @@ impl Candidate {
         match self {
             Candidate::Gemv(c) => c.id(),
             Candidate::Tile(c) => c.id(),
+            Candidate::Native(c) => c.id(),
         }
     }
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
         match self {
             Candidate::Gemv(c) => c.symbol(format, out),
             Candidate::Tile(c) => c.symbol(format, out),
+            Candidate::Native(c) => c.symbol(out),
         }
     }
     pub fn dynamic_smem(&self) -> u32 {
         match self {
             Candidate::Gemv(c) => c.dynamic_smem(),
             Candidate::Tile(c) => c.dynamic_smem(),
+            Candidate::Native(c) => c.dynamic_smem(),
         }
     }
+}
+
+/// The operand pairs the native kernels multiply with SM120's block-scaled `mma.sync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NativeKind {
+    /// Pre-quantized MXFP8 x × MXFP8 weight: `kind::mxf8f6f4` m16n8k32, UE8M0 per 32 k.
+    Mxf8,
+}
+
+impl NativeKind {
+    /// The native pair of a query, if it has one.
+    pub fn of(query: &Query) -> Option<NativeKind> {
+        match (query.x_format, query.weight) {
+            (XFormat::Mxfp8, WeightFormat::Mxfp8) => Some(NativeKind::Mxf8),
+            _ => None,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            NativeKind::Mxf8 => "mxf8",
+        }
+    }
+}
+
+/// A config of the native tiled kernels: the tiled kernels' CTA tiles and ring (`tile`, FP8
+/// code rows for both operands: 128 bytes of x and of the weight per row and k-tile, plus 512
+/// bytes of x scales per stage) with both operands as codes and the scales applied by the MMA.
+/// On SM120 / SM121 the kernels run `mma.sync ... block_scale` (**unvalidated**: no SM120 GPU
+/// here); other targets build them around an exact emulation of that MMA from the same registers
+/// (`bsmma::mma_bs_emulated`), which the H200 suite runs ([`PlanOptions::native_only`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NativeConfig {
+    pub kind: NativeKind,
+    pub tile: TileConfig,
+}
+
+impl NativeConfig {
+    /// `native_{kind}_wm{WM}_wn{WN}_s{S}_k{SPLITS}`.
+    pub fn id(&self) -> String {
+        let t = &self.tile;
+        format!("native_{}_wm{}_wn{}_s{}_k{}", self.kind.name(), t.wm, t.wn, t.stages, t.splits)
+    }
+    /// Shared memory of one stage: x and weight code rows (128 bytes each per k-tile), the
+    /// weight's scale tiles, the x rows' scale tile.
+    pub fn stage_bytes(&self) -> u32 {
+        let (bm, bn) = self.tile.tile();
+        ((bm + bn) * 128) as u32 + TILE_SCALE_SMEM + 512
+    }
+    /// Dynamic shared memory: the ring plus 128 bytes of slack for its alignment.
+    pub fn dynamic_smem(&self) -> u32 {
+        self.tile.stages as u32 * self.stage_bytes() + 128
+    }
+    /// The kernel symbol for `out`.
+    pub fn symbol(&self, out: DType) -> String {
+        format!("b12x_bsgemm_native_{}_wm{}_wn{}_{}out", self.kind.name(), self.tile.wm, self.tile.wn, out_name(out))
+    }
+}
+
+/// The native configs of a bucket whose largest M is `rows_hi` (> [`MAX_ROWS`]), default first:
+/// the tiled kernels' shapes (FP8 code rows) with the deepest ring that fits `smem_optin`.
+pub fn native_configs(rows_hi: usize, smem_optin: u32, kind: NativeKind) -> Vec<NativeConfig> {
+    tile_configs(rows_hi, smem_optin, WeightFormat::Mxfp8)
+        .into_iter()
+        .filter_map(|t| {
+            let most = (2..=t.stages).rev().find(|&s| {
+                let c = NativeConfig { kind, tile: TileConfig { stages: s, ..t } };
+                c.dynamic_smem() + STATIC_SMEM <= smem_optin
+            })?;
+            Some(NativeConfig { kind, tile: TileConfig { stages: most, ..t } })
+        })
+        .fold(Vec::new(), |mut v, c| {
+            if !v.contains(&c) {
+                v.push(c);
+            }
+            v
+        })
+}
+
+/// Options of [`plan_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Buckets above [`MAX_ROWS`] take the native kernels only (the query must have a native
+    /// pair, [`NativeKind::of`]). On SM120 / SM121 the native kernels are candidates anyway, beside
+    /// the dequantizing ones; elsewhere this is how tests run their emulated build.
+    pub native_only: bool,
 }
 
 /// A config id's weight width: `(true, rest)` after the W8 prefix, `(false, rest)` after the W4 one.
@@ -564,8 +658,15 @@ pub fn all_symbols() -> Vec<String> {
             }
         }
     }
+    for (wm, wn) in [(4, 8), (2, 8), (1, 4)] {
+        for o in [DType::BF16, DType::F16, DType::F32] {
+            let tile = TileConfig { w8: true, wm, wn, stages: 2, splits: 1 };
+            out.push(NativeConfig { kind: NativeKind::Mxf8, tile }.symbol(o));
+        }
+    }
     out.push(QUANT_X_SYMBOL.to_string());
     out.push(DEQUANT_X_SYMBOL.to_string());
+    out.push(STAGE_XQ_SYMBOL.to_string());
     out
 }
 
@@ -698,6 +799,33 @@ const _: () = assert!(size_of::<BsDequantXParams>() == 56);
 
 /// The pre-pass kernel of pre-quantized activations ([`XFormat`]).
 const DEQUANT_X_SYMBOL: &str = "b12x_bsgemv_dequant_x";
+
+/// Mirror of the kernel's `BsStageXqParams`: x's codes and scales staged for the native kernels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BsStageXqParams {
+    pub codes: u64,
+    pub scales: u64,
+    pub xcodes: u64,
+    pub xscales: u64,
+    pub ldq: i64,
+    pub lds: i64,
+    pub m: i32,
+    pub k: i32,
+    pub ktiles: i32,
+    pub reserved: i32,
+}
+
+const _: () = assert!(size_of::<BsStageXqParams>() == 64);
+
+/// The pre-pass of the native kernels.
+const STAGE_XQ_SYMBOL: &str = "b12x_bsgemm_stage_xq";
+
+/// Bytes of the native kernels' staged x scales for `rows` rows: 512-byte tiles, one per
+/// (128-row block, 128-k tile).
+fn xq_scale_bytes(rows: usize, k: usize) -> usize {
+    rows.div_ceil(128) * k.div_ceil(TILE_K) * 512
+}
 
 /// What runs before the GEMM of a call: nothing, the quantization of BF16 x ([`XQuant`]) or the
 /// dequantization of pre-quantized x ([`XFormat`]); both write x̂ into the scratch.
@@ -971,7 +1099,13 @@ impl Query {
         } else {
             Prepass::None
         };
-        Ok(Checked { params: p, codes, prepass })
+        // The native kernels apply the block scales in the MMA: only alpha and the NVFP4 weight's
+        // 1 / enc stay for the epilogue.
+        let native_scale = match w.format {
+            WeightFormat::Nvfp4 => (alpha / f64::from(w.global)) as f32,
+            _ => args.alpha,
+        };
+        Ok(Checked { params: p, codes, prepass, native_scale })
     }
 }
 
@@ -981,6 +1115,22 @@ struct Checked {
     params: BsGemvParams,
     codes: u64,
     prepass: Prepass,
+    /// `out_scale` of the native kernels.
+    native_scale: f32,
+}
+
+/// The scratch regions a call stages x in (0 where the plan has none).
+#[derive(Clone, Copy, Debug)]
+struct Staging {
+    x_hat: u64,
+    xq_codes: u64,
+    xq_scales: u64,
+}
+
+impl Staging {
+    fn of(bound: &b12x_core::BoundScratch) -> Staging {
+        Staging { x_hat: bound.ptr("x_hat"), xq_codes: bound.ptr("xq_codes"), xq_scales: bound.ptr("xq_scales") }
+    }
 }
 
 /// Checks the tensors a pre-quantized x comes with: `(x_scales, x_global)`, each `Some` exactly
@@ -1038,6 +1188,7 @@ impl Default for BsGemvParams {
 #[derive(Clone, Debug)]
 pub struct Plan {
     query: Query,
+    options: PlanOptions,
     device: Arc<Device>,
     buckets: Vec<Bucket>,
     configs: Vec<Vec<Candidate>>,
@@ -1048,18 +1199,38 @@ pub struct Plan {
 /// Validates `query` and enumerates its configs per bucket. Allocates, compiles and launches
 /// nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    plan_with(query, device, PlanOptions::default())
+}
+
+/// [`plan`] with options ([`PlanOptions`]).
+pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
     query.validate()?;
     let buckets = pow2_buckets(query.max_rows);
     let w8 = is_w8(query.weight);
     let smem = device.smem_optin();
+    let native = NativeKind::of(query);
+    if options.native_only && native.is_none() {
+        let reason = format!(
+            "the native kernels multiply MXFP8 x × MXFP8 weights; the query has {:?} x × {:?}",
+            query.x_format, query.weight
+        );
+        return Err(Error::InvalidQuery { op: OP, field: "native_only", reason });
+    }
+    let sm120 = matches!(device.arch(), b12x_core::Arch::Sm120 | b12x_core::Arch::Sm121);
     let configs: Vec<Vec<Candidate>> = buckets
         .iter()
         .map(|b| {
             if b.hi <= MAX_ROWS {
-                configs(b.hi, smem, w8).into_iter().map(Candidate::Gemv).collect()
-            } else {
-                tile_configs(b.hi, smem, query.weight).into_iter().map(Candidate::Tile).collect()
+                return configs(b.hi, smem, w8).into_iter().map(Candidate::Gemv).collect();
             }
+            let mut out = Vec::new();
+            if let Some(kind) = native.filter(|_| options.native_only || sm120) {
+                out.extend(native_configs(b.hi, smem, kind).into_iter().map(Candidate::Native));
+            }
+            if !options.native_only {
+                out.extend(tile_configs(b.hi, smem, query.weight).into_iter().map(Candidate::Tile));
+            }
+            out
         })
         .collect();
     if configs.iter().any(Vec::is_empty) {
@@ -1072,6 +1243,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
             let (p, n) = match c {
                 Candidate::Gemv(c) => c.scratch_bytes(query.n, query.k, device.sm_count()),
                 Candidate::Tile(c) => c.scratch_bytes(b.hi, query.n, query.k),
+                Candidate::Native(c) => c.tile.scratch_bytes(b.hi, query.n, query.k),
             };
             (partials, counters) = (partials.max(p), counters.max(n));
         }
@@ -1085,7 +1257,20 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         // bf16 [max_rows, K]: x̂, written by the pre-pass, staged by the GEMM.
         scratch.add("x_hat", query.max_rows * query.k * 2);
     }
-    Ok(Plan { query: query.clone(), device: device.clone(), buckets, configs, scratch, slot: PlanSlot::default() })
+    if configs.iter().flatten().any(|c| matches!(c, Candidate::Native(_))) {
+        // The native kernels' x: codes [max_rows, K] and scale tiles, staged by the pre-pass.
+        scratch.add("xq_codes", query.max_rows * query.k);
+        scratch.add("xq_scales", xq_scale_bytes(query.max_rows, query.k));
+    }
+    Ok(Plan {
+        query: query.clone(),
+        options,
+        device: device.clone(),
+        buckets,
+        configs,
+        scratch,
+        slot: PlanSlot::default(),
+    })
 }
 
 impl Plan {
@@ -1130,7 +1315,7 @@ pub struct Args<'a> {
 /// Computes `args.y` on `stream`. Every check happens before any launch; no allocation, no
 /// synchronization. `M = 0` launches nothing.
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
-    let Checked { params: mut p, codes, prepass } = plan.query.checked(&args)?;
+    let Checked { params: mut p, codes, prepass, native_scale } = plan.query.checked(&args)?;
     let bound = plan.scratch.bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if p.m == 0 {
@@ -1142,24 +1327,93 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let selected = resolve(plan, bucket, stream)?;
     p.partials = bound.ptr("partials");
     p.counters = bound.ptr("counters");
-    launch(plan, bucket, &selected, &mut p, codes, prepass, bound.ptr("x_hat"), stream)
+    let call = Call { codes, prepass, staging: Staging::of(&bound), native_scale };
+    launch(plan, bucket, &selected, &mut p, call, stream)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a launch needs besides the GEMV parameters.
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    codes: u64,
+    prepass: Prepass,
+    staging: Staging,
+    native_scale: f32,
+}
+
 fn launch(
     plan: &Plan,
     bucket: usize,
     sel: &Selected,
     p: &mut BsGemvParams,
-    codes: u64,
-    prepass: Prepass,
-    x_hat: u64,
+    call: Call,
     stream: &CudaStream,
 ) -> Result<()> {
+    let Call { codes, prepass, staging, native_scale } = call;
+    let x_hat = staging.x_hat;
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
     let cand = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let q = &plan.query;
+    if let (Candidate::Native(c), Prepass::Dequant(dp)) = (cand, prepass) {
+        // x's codes and scales staged for the native kernel (contiguous codes, swizzled scale
+        // tiles), then the kernel; launched in that order after every check.
+        let stage = sel.kernels.get(1).ok_or_else(unknown)?;
+        let ktiles = q.k.div_ceil(TILE_K);
+        let sp = BsStageXqParams {
+            codes: dp.codes,
+            scales: dp.scales,
+            xcodes: staging.xq_codes,
+            xscales: staging.xq_scales,
+            ldq: dp.ldq,
+            lds: dp.lds,
+            m: p.m,
+            k: p.k,
+            ktiles: ktiles as i32,
+            reserved: 0,
+        };
+        let threads = (p.m as usize * q.k / 8).max(xq_scale_bytes(p.m as usize, q.k));
+        let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+        // SAFETY: BsStageXqParams mirrors the kernel's struct; the codes ([M, K] E4M3, rows 8-byte
+        // aligned) and scales ([M, K / 32]) passed `Query::checked`; xq_codes and xq_scales are the
+        // plan's scratch regions for max_rows ≥ M rows.
+        unsafe { stage.launch(stream, dims, &sp)? };
+        let (tiles, mtiles, ktiles, splits, kt_per) = c.tile.schedule(p.m as usize, q.n, q.k);
+        let tp = BsGemmParams {
+            codes,
+            scales: p.scales,
+            x: staging.xq_codes,
+            bias: p.bias,
+            y: p.y,
+            partials: p.partials,
+            counters: p.counters,
+            ldx: q.k as i64,
+            ldy: p.ldy,
+            n: p.n,
+            k: p.k,
+            m: p.m,
+            row_bytes: q.weight.code_bytes(q.k) as i32,
+            ktiles: ktiles as i32,
+            mtiles: mtiles as i32,
+            stages: c.tile.stages as i32,
+            scale_tiles: p.scale_tiles,
+            scale_bias: 0,
+            out_scale: native_scale,
+            flags: p.flags,
+            sld: p.sld,
+            sgroups: p.sgroups,
+            kt_per: kt_per as i32,
+            xmult: p.xmult,
+            xscales: staging.xq_scales,
+        };
+        let dims = LaunchDims {
+            grid: (tiles as u32, splits as u32, 1),
+            block: (TILE_THREADS, 1, 1),
+            smem_bytes: c.dynamic_smem(),
+        };
+        // SAFETY: as the tiled launch below; x is the staged copy (K bytes per row, M rows) and
+        // xscales its staged tiles (⌈M / 128⌉ × ktiles × 512 bytes).
+        return unsafe { kernel.launch(stream, dims, &tp) };
+    }
     if !matches!(prepass, Prepass::None) {
         // x → x̂ (bf16, contiguous) in the scratch, then the GEMM reads x̂ (launched last of all
         // the fallible steps but the GEMM's own: an error launches nothing).
@@ -1182,6 +1436,7 @@ fn launch(
     }
     let c = match cand {
         Candidate::Gemv(c) => c,
+        Candidate::Native(_) => return Err(unknown()), // native candidates exist only for pre-quantized x
         Candidate::Tile(c) => {
             let (tiles, mtiles, ktiles, splits, kt_per) = c.schedule(p.m as usize, q.n, q.k);
             let tp = BsGemmParams {
@@ -1209,6 +1464,7 @@ fn launch(
                 sgroups: p.sgroups,
                 kt_per: kt_per as i32,
                 xmult: p.xmult,
+                xscales: 0,
             };
             let dims = LaunchDims {
                 grid: (tiles as u32, splits as u32, 1),
@@ -1253,8 +1509,9 @@ impl OpPlan for Plan {
     fn query_key(&self) -> String {
         let q = &self.query;
         let bias = q.bias.map_or("none", DType::name);
+        let native = if self.options.native_only { " native_only" } else { "" };
         format!(
-            "N={} K={} w={:?} x={} x_quant={:?} out={} bias={bias} max_rows={}",
+            "N={} K={} w={:?} x={} x_quant={:?} out={} bias={bias} max_rows={}{native}",
             q.n,
             q.k,
             q.weight,
@@ -1280,7 +1537,9 @@ impl OpPlan for Plan {
         let q = &self.query;
         let Some(c) = self.configs(bucket).get(config_index) else { return Vec::new() };
         let mut symbols = vec![c.symbol(q.weight, q.out_dtype)];
-        if q.x_quant.is_some() {
+        if matches!(c, Candidate::Native(_)) {
+            symbols.push(STAGE_XQ_SYMBOL.to_string());
+        } else if q.x_quant.is_some() {
             symbols.push(QUANT_X_SYMBOL.to_string());
         } else if q.x_format != XFormat::Bf16 {
             symbols.push(DEQUANT_X_SYMBOL.to_string());
@@ -1365,8 +1624,8 @@ impl OpPlan for Plan {
         } else {
             Prepass::None
         };
-        let x_hat = bound.ptr("x_hat");
-        Ok(Box::new(RaceCase { plan: self, bucket, params, codes: at[1], prepass, x_hat, _buffer: race.buffer }))
+        let call = Call { codes: at[1], prepass, staging: Staging::of(&bound), native_scale: 1.0 };
+        Ok(Box::new(RaceCase { plan: self, bucket, params, call, _buffer: race.buffer }))
     }
 }
 
@@ -1374,16 +1633,14 @@ struct RaceCase<'p> {
     plan: &'p Plan,
     bucket: usize,
     params: BsGemvParams,
-    codes: u64,
-    prepass: Prepass,
-    x_hat: u64,
+    call: Call,
     _buffer: CudaSlice<u8>,
 }
 
 impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         let mut p = self.params;
-        launch(self.plan, self.bucket, selected, &mut p, self.codes, self.prepass, self.x_hat, stream)
+        launch(self.plan, self.bucket, selected, &mut p, self.call, stream)
     }
 }
 
@@ -1552,7 +1809,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 107);
+        assert_eq!(all.len(), 117);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
