@@ -580,9 +580,15 @@ struct BsQuantXParams {
   int m, k;
   int group;  // 32 or 128 (K % group == 0)
   int floor;  // 1: amax = max(amax, 1e-4) (block FP8); 0: MX (amax 0 -> zeros)
-  int reserved[2];
+  // The native kernels' staging instead of x̂ (xhat nullptr): E4M3 codes [M, K] contiguous and
+  // the UE8M0 scale bytes per 32 k in the swizzled tiles of b12x_bsgemm_stage_xq (live blocks
+  // only; the kernels ignore the padding).
+  unsigned char* xcodes;
+  unsigned char* xscales;
+  int ktiles;
+  int reserved;
 };
-static_assert(sizeof(BsQuantXParams) == 48, "mirror of gemv.rs");
+static_assert(sizeof(BsQuantXParams) == 64, "mirror of gemv.rs");
 
 extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __grid_constant__ BsQuantXParams p) {
   using namespace b12x;
@@ -610,19 +616,22 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __gr
     bad |= __shfl_xor_sync(0xffffffffu, bad, o);
   }
   uint32_t out[4] = {0u, 0u, 0u, 0u};  // +0 (MX: a block of zeros)
+  uint32_t c2[4] = {0u, 0u, 0u, 0u}, sbyte = 0u;  // native staging: codes 0, scale 2^-127 for a zero block
   if (bad) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) out[j] = 0x7FC07FC0u;  // the scale is NaN: every x̂ of the block
+    sbyte = 255u;                                        // native: the NaN scale, zero codes
   } else if (p.floor || amax != 0.0f) {
     if (p.floor) amax = fmaxf(amax, 1e-4f);
     const float pr = amax * (1.0f / 448.0f);
     const uint32_t code = pr == 0.0f ? 0u : ceil_pow2_code(pr);
+    sbyte = code;
     const float to_code = pow2_neg_ue8m0(code);  // 2^(127 - code)
     const float back = code == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(code << 23);  // 2^(code - 127)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint32_t c2 = e4m3x2(v[2 * j] * to_code, v[2 * j + 1] * to_code);
-      const uint32_t h2 = e4m3x2_to_f16x2((unsigned short)c2);
+      c2[j] = e4m3x2(v[2 * j] * to_code, v[2 * j + 1] * to_code);
+      const uint32_t h2 = e4m3x2_to_f16x2((unsigned short)c2[j]);
       const float lo = __half2float(__ushort_as_half((unsigned short)(h2 & 0xFFFFu))) * back;
       const float hi = __half2float(__ushort_as_half((unsigned short)(h2 >> 16))) * back;
       uint32_t b;
@@ -630,7 +639,17 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __gr
       out[j] = b;
     }
   }
-  if (live) *reinterpret_cast<uint4*>(p.xhat + row * p.k + col) = make_uint4(out[0], out[1], out[2], out[3]);
+  if (!live) return;
+  if (p.xhat != nullptr) *reinterpret_cast<uint4*>(p.xhat + row * p.k + col) = make_uint4(out[0], out[1], out[2], out[3]);
+  if (p.xcodes != nullptr) {
+    *reinterpret_cast<uint2*>(p.xcodes + row * p.k + col) =
+        make_uint2((c2[0] & 0xFFFFu) | (c2[1] << 16), (c2[2] & 0xFFFFu) | (c2[3] << 16));
+    if ((col & 31) == 0) {  // the first thread of each 32-k block writes its scale byte
+      const int r = int(row & 127);
+      p.xscales[((row >> 7) * p.ktiles + (col >> 7)) * 512 + (r & 31) * 16 + (r >> 5) * 4 + ((col >> 5) & 3)] =
+          (unsigned char)sbyte;
+    }
+  }
 }
 
 // ---- pre-quantized activations: codes + scales -> x̂ in BF16, before the GEMM ---------------
@@ -1084,7 +1103,11 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
 // weight rows g / g + 8 (SF_A), lanes t = 0 x row g (SF_B), byte 0. sm_120a / sm_121a run the
 // instruction (UNVALIDATED: no SM120 GPU); other targets build the same kernel around
 // bsmma::mma_bs_emulated (the H200 runs it in the GPU suite: everything but the instruction).
-enum class QKind { Mxf8 };
+// QKind::Mxf8: the weight's UE8M0 scales in swizzled 128 x 4 tiles (MXFP8); QKind::Fp8Block: a
+// block-FP8 weight with UE8M0 scales (pack_weight widens them to f32 rows: the byte is the f32's
+// exponent field) per 128 x 128 or 32 x 32 tile (flags). x: MXFP8 or block FP8 1 x 32 / 1 x 128
+// with UE8M0 scales, staged as one scale byte per 32 k either way.
+enum class QKind { Mxf8, Fp8Block };
 
 template <QKind Q, int WM, int WN>
 struct QTile {
@@ -1141,14 +1164,31 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
       bsgemv::cp_async<16>(st + T::kX + w_pos<true>(row, c), live ? p.codes + (long long)gn * p.row_bytes + gb : p.codes,
                            live);
     }
-    // The weight's 512-byte scale tile per 128-row block, and the x rows' block's tile.
+    // The weight's scales (MX: a 512-byte tile per 128-row block; block FP8: the tiles' f32 as
+    // the dequantizing kernel stages them), and the x rows' block's tile.
     const uint32_t ss = st + T::kX + T::kW;
-    if (tid < (BN / 128) * 32) {
-      const int grb = n0 / 128 + tid / 32, c = tid % 32;
-      const bool live = grb * 128 < p.n && kt < p.scale_tiles;
-      bsgemv::cp_async<16>(ss + 16u * tid, live ? p.scales + ((long long)grb * p.scale_tiles + kt) * 512 + 16 * c : p.scales,
-                           live);
-    } else if (tid >= 64 && tid < 96) {
+    if constexpr (Q == QKind::Mxf8) {
+      if (tid < (BN / 128) * 32) {
+        const int grb = n0 / 128 + tid / 32, c = tid % 32;
+        const bool live = grb * 128 < p.n && kt < p.scale_tiles;
+        bsgemv::cp_async<16>(ss + 16u * tid,
+                             live ? p.scales + ((long long)grb * p.scale_tiles + kt) * 512 + 16 * c : p.scales, live);
+      }
+    } else {
+      const float* bscales = reinterpret_cast<const float*>(p.scales);
+      if (p.flags & bsgemv::kTile32) {
+        if (tid < BN / 32) {
+          const int tr = n0 / 32 + tid;
+          const bool live = tr < p.sgroups;
+          bsgemv::cp_async<16>(ss + 16u * tid, live ? bscales + (long long)tr * p.sld + 4 * kt : bscales, live);
+        }
+      } else if (tid < BN / 128) {
+        const int grb = n0 / 128 + tid;
+        const bool live = grb < p.sgroups;
+        bsgemv::cp_async<4>(ss + 16u * tid, live ? bscales + (long long)grb * p.sld + kt : bscales, live);
+      }
+    }
+    if (tid >= 64 && tid < 96) {
       const int c = tid - 64;
       bsgemv::cp_async<16>(ss + kScaleSmem + 16u * c, p.xscales + ((long long)(m0 / 128) * p.ktiles + kt) * 512 + 16 * c,
                            true);
@@ -1184,20 +1224,30 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
 #pragma unroll
     for (int T4 = 0; T4 < 4; ++T4) {  // 32-k group: one MMA k-step, one scale byte
       const uint32_t cb = 8u * (t & 1);
+      // Groups past K: zero codes, and scale 0 for x (its staged padding may hold anything).
+      const bool kin = (kt0 + kt) * 4 + T4 < p.k / 32;
       uint2 xb[XT];
       uint32_t sfb[XT];
 #pragma unroll
       for (int j = 0; j < XT; ++j) {
         const int r = xrow0 + 8 * j + g;
         xb[j] = bsgemv::ld_shared_v2(xs + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
-        sfb[j] = (bsgemv::ld_shared_u32(xss + xs_off(r)) >> (8 * T4)) & 0xFFu;
+        sfb[j] = kin ? (bsgemv::ld_shared_u32(xss + xs_off(r)) >> (8 * T4)) & 0xFFu : 0u;
       }
 #pragma unroll
       for (int i = 0; i < WT; ++i) {
         const int r = nrow0 + 16 * i + g;
         const uint2 lo = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
         const uint2 hi = bsgemv::ld_shared_v2(ws + w_pos<true>(r + 8, 2 * T4 + (t >> 1)) + cb);
-        const uint32_t sfa = (bsgemv::ld_shared_u32(ss + sc_off(i, t & 1)) >> (8 * T4)) & 0xFFu;
+        uint32_t sfa;
+        if constexpr (Q == QKind::Mxf8) {
+          sfa = (bsgemv::ld_shared_u32(ss + sc_off(i, t & 1)) >> (8 * T4)) & 0xFFu;
+        } else {
+          // The f32 of weight row r + 8 (t & 1)'s tile: its exponent field is the UE8M0 byte.
+          const int rr = r + 8 * (t & 1);
+          const uint32_t off = (p.flags & bsgemv::kTile32) ? 16u * uint32_t(rr >> 5) + 4u * T4 : 16u * uint32_t(rr >> 7);
+          sfa = (__float_as_uint(bsgemv::ld_shared_f32(ss + off)) >> 23) & 0xFFu;
+        }
         const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
 #pragma unroll
         for (int j = 0; j < XT; ++j) {
@@ -1214,8 +1264,9 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
 }  // namespace bsgemm
 }  // namespace b12x
 
-// x of the native kernels, staged from b12x-quant's MXFP8 output: codes [M, K] (row stride ldq
-// bytes) copied to contiguous rows, UE8M0 scales [M, K / 32] (row stride lds) rearranged into
+// x of the native kernels, staged from b12x-quant's MXFP8 or block-FP8 (UE8M0, 1 x 32 / 1 x 128)
+// output: codes [M, K] (row stride ldq bytes) copied to contiguous rows, the UE8M0 scales [M, K /
+// group] (row stride lds) as one byte per 32 k (a 1 x 128 scale four times) rearranged into
 // 512-byte swizzled 128 x 4 tiles [ceil(M / 128)][ktiles] (row r, block column c at tile
 // (r / 128, c / 4), byte (r % 32) 16 + ((r % 128) / 32) 4 + c % 4), padding rows and columns 0
 // (a zero code times any finite scale). Thread i copies 8 code bytes (i < M K / 8) and writes
@@ -1228,7 +1279,7 @@ struct BsStageXqParams {
   long long ldq, lds;
   int m, k;
   int ktiles;
-  int reserved;
+  int group;  // k per user scale byte: 32 (MXFP8, block FP8 1 x 32) or 128 (block FP8 1 x 128)
 };
 static_assert(sizeof(BsStageXqParams) == 64, "mirror of gemv.rs");
 
@@ -1246,7 +1297,7 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemm_stage_xq(const __g
     const int b = int(i & 511), blk = int(tile / p.ktiles), kt = int(tile - (long long)blk * p.ktiles);
     // Byte b of the tile: row (b / 16) % 32 + 32 ((b % 16) / 4) of the block, column b % 4.
     const int r = blk * 128 + ((b >> 4) & 31) + 32 * ((b & 15) >> 2), c = kt * 4 + (b & 3);
-    p.xscales[i] = (r < p.m && c < p.k / 32) ? p.scales[(long long)r * p.lds + c] : (unsigned char)0;
+    p.xscales[i] = (r < p.m && c < p.k / 32) ? p.scales[(long long)r * p.lds + c * 32 / p.group] : (unsigned char)0;
   }
 }
 
@@ -1275,7 +1326,8 @@ B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8)
 B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4)
 B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
 
-// The native kernels (QKind::Mxf8: MXFP8 x x MXFP8 weight), the same tile shapes.
+// The native kernels (E4M3 x with UE8M0 scales x an MXFP8 or UE8M0 block-FP8 weight), the same
+// tile shapes.
 #define B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, TOUT, OUTNAME)                                             \
   extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, MINB)                                      \
       b12x_bsgemm_native_##KINDNAME##_wm##WM##_wn##WN##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) { \
@@ -1288,3 +1340,6 @@ B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
 B12X_BSQGEMM_OUTS(Mxf8, mxf8, 4, 8, 1)
 B12X_BSQGEMM_OUTS(Mxf8, mxf8, 2, 8, 1)
 B12X_BSQGEMM_OUTS(Mxf8, mxf8, 1, 4, 2)
+B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 4, 8, 1)
+B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 2, 8, 1)
+B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 1, 4, 2)

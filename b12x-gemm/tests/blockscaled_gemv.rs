@@ -138,10 +138,10 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     all.sort();
     all.dedup();
     // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs
-    // (decode), × 3 tile shapes × 3 outputs (tiled), the native MXFP8 kernels (3 tile shapes × 3
-    // outputs), and the x pre-passes (quantize bf16 x, dequantize pre-quantized x, stage x for the
+    // (decode), × 3 tile shapes × 3 outputs (tiled), the native kernels (MXFP8 and UE8M0 block-FP8
+    // weights × 3 tile shapes × 3 outputs), and the x pre-passes (quantize bf16 x, dequantize pre-quantized x, stage x for the
     // native kernels).
-    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 3 * 3 + 3);
+    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 2 * 3 * 3 + 3);
 }
 
 #[test]
@@ -184,15 +184,27 @@ fn fixed_linears_map_to_blockscaled_queries() {
 
 #[test]
 fn native_configs_fit_and_name_entry_points() {
-    // The native pair: pre-quantized MXFP8 x × MXFP8 weight; nothing else (yet).
+    // E4M3 x with UE8M0 scales (given or quantized in the call) × MXFP8 or UE8M0 block-FP8
+    // weights; nothing else (yet).
     let q = Query { x_format: XFormat::Mxfp8, weight: WeightFormat::Mxfp8, ..query() };
+    let ue = Fp8ScaleKind::Ue8m0;
     assert_eq!(NativeKind::of(&q), Some(NativeKind::Mxf8));
     assert_eq!(NativeKind::of(&Query { x_format: XFormat::Bf16, ..q.clone() }), None);
-    assert_eq!(NativeKind::of(&Query { weight: WeightFormat::Nvfp4, ..q }), None);
+    assert_eq!(NativeKind::of(&Query { weight: WeightFormat::Nvfp4, ..q.clone() }), None);
+    let fused = Query { x_format: XFormat::Bf16, x_quant: Some(XQuant::BlockFp8Ue8m0 { group: 128 }), ..q.clone() };
+    assert_eq!(NativeKind::of(&fused), Some(NativeKind::Mxf8));
+    let block = |tile, scale| WeightFormat::BlockFp8 { tile, scale };
+    assert_eq!(NativeKind::of(&Query { weight: block(128, ue), ..fused.clone() }), Some(NativeKind::Fp8Block));
+    assert_eq!(NativeKind::of(&Query { weight: block(32, ue), ..q.clone() }), Some(NativeKind::Fp8Block));
+    // f32 weight scales are not powers of two; f32 activation scales are not a kernel input.
+    assert_eq!(NativeKind::of(&Query { weight: block(128, Fp8ScaleKind::F32), ..q.clone() }), None);
+    let x_f32 = XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 };
+    assert_eq!(NativeKind::of(&Query { x_format: x_f32, ..q.clone() }), None);
+    assert_eq!(NativeKind::of(&Query { x_format: XFormat::Nvfp4, ..q }), None);
     let symbols = all_symbols();
     for smem in [232_448, 101_376] {
         for hi in [32, 64, 256, 8192] {
-            let cs = native_configs(hi, smem, NativeKind::Mxf8);
+            let cs = native_configs(hi, smem, if hi == 64 { NativeKind::Fp8Block } else { NativeKind::Mxf8 });
             assert!(!cs.is_empty(), "hi={hi} smem={smem}");
             let mut ids: Vec<String> = cs.iter().map(|c| c.id()).collect();
             ids.dedup();

@@ -190,6 +190,8 @@ enum XIn {
     /// Pre-quantized, the buckets above 16 on the native kernels only (`PlanOptions::native_only`:
     /// on the H200 their emulated-MMA build).
     Native(XFormat),
+    /// bf16 x quantized in the call, the buckets above 16 on the native kernels only.
+    NativeQuant(XQuant),
 }
 
 fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
@@ -256,6 +258,7 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
     let (n, k) = (c.n, c.k);
     let (xq, x_format) = match xin {
         XIn::Bf16(xq) => (xq, XFormat::Bf16),
+        XIn::NativeQuant(xq) => (Some(xq), XFormat::Bf16),
         XIn::Pre(f) | XIn::Native(f) => (None, f),
     };
     let stream = dev.stream();
@@ -279,7 +282,7 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
     };
     let max_rows = c.ms.iter().copied().max().unwrap_or(1).max(16);
     let q = Query { n, k, weight: format, x_format, out_dtype: c.out, bias: c.bias, max_rows, x_quant: xq };
-    let options = gemv::PlanOptions { native_only: matches!(xin, XIn::Native(_)) };
+    let options = gemv::PlanOptions { native_only: matches!(xin, XIn::Native(_) | XIn::NativeQuant(_)) };
     let plan = gemv::plan_with(&q, dev, options).map_err(err)?;
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes()).map_err(err)?;
     for &m in c.ms {
@@ -292,6 +295,7 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
         let x_c: Vec<bf16> = (0..m).flat_map(|r| cast::<bf16>(&x_h[r * lx..r * lx + k])).collect();
         let a = match xin {
             XIn::Bf16(xq) => reference::activation(m, k, &x_c, xq),
+            XIn::NativeQuant(xq) => reference::activation(m, k, &x_c, Some(xq)),
             XIn::Pre(f) | XIn::Native(f) => reference::pre_quantized(m, k, &x_c, f),
         }
         .map_err(err)?;
@@ -302,7 +306,7 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
         let x = FloatBuf::upload(stream, &x_h, DType::BF16)?;
         let pre = match xin {
             XIn::Pre(_) | XIn::Native(_) => Some(PreX::upload(stream, &a, c.pad)?),
-            XIn::Bf16(_) => None,
+            XIn::Bf16(_) | XIn::NativeQuant(_) => None,
         };
         let mut y = FloatBuf::poisoned(stream, m * ly, c.out)?;
         let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
@@ -855,6 +859,32 @@ fn main() {
     for c in native {
         let name = format!("{}::Mxfp8::native_mxf8", c.name);
         trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, WeightFormat::Mxfp8, XIn::Native(XFormat::Mxfp8))));
+    }
+    // UE8M0 block-FP8 weights (128² and 32² tiles) × block FP8 / MXFP8 x, given or quantized in the
+    // call (gemm.block_fp8_linear's and gemm.mxfp8_linear's math on SM120).
+    let ue8 = Fp8ScaleKind::Ue8m0;
+    let xb = |group| XFormat::BlockFp8 { group, scale: Fp8ScaleKind::Ue8m0 };
+    let native_more = [
+        (Case { ms: &[17, 64, 1000], ..by_name("dsv4_wq_a_7168x1536") }, blk(128, ue8), XIn::Native(xb(128))),
+        (by_name("awkward_n1000_bias"), blk(32, ue8), XIn::Native(xb(32))),
+        (by_name("awkward_n129_k96_f32"), blk(32, ue8), XIn::Native(XFormat::Mxfp8)),
+        (by_name("awkward_prime_n_f16"), blk(128, ue8), XIn::Native(xb(32))),
+        (
+            Case { ms: &[17, 200], ..by_name("dsv4_4096x7168") },
+            blk(128, ue8),
+            XIn::NativeQuant(XQuant::BlockFp8Ue8m0 { group: 128 }),
+        ),
+        (by_name("padded_rows"), WeightFormat::Mxfp8, XIn::NativeQuant(XQuant::Mxfp8)),
+        (Case { ms: &[17, 40], ..special_x }, WeightFormat::Mxfp8, XIn::NativeQuant(XQuant::Mxfp8)),
+    ];
+    for (c, format, xin) in native_more {
+        let x = match xin {
+            XIn::Native(f) => format!("native_{}", f.name()),
+            XIn::NativeQuant(q) => format!("native_quant_{q:?}"),
+            _ => unreachable!(),
+        };
+        let name = format!("{}::{}::{x}", c.name, label(format));
+        trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, format, xin)));
     }
     // The fixed linears (prepared-only): DeepSeek-V4 shapes, decode and tiled M.
     type LinCase = (&'static str, Lin, usize, usize, &'static [usize], DType);

@@ -452,24 +452,37 @@ impl Candidate {
     }
 }
 
-/// The operand pairs the native kernels multiply with SM120's block-scaled `mma.sync`.
+/// The weights the native kernels multiply with SM120's block-scaled `mma.sync` (`kind::mxf8f6f4`
+/// m16n8k32, E4M3 × E4M3, one UE8M0 per 32 k and operand row), against x that is E4M3 with UE8M0
+/// scales: MXFP8 or block FP8 1 × 32 / 1 × 128 UE8M0, pre-quantized ([`XFormat`]) or quantized in
+/// the call ([`XQuant`]: then `gemm.mxfp8_linear` and UE8M0 `gemm.block_fp8_linear` on SM120).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NativeKind {
-    /// Pre-quantized MXFP8 x × MXFP8 weight: `kind::mxf8f6f4` m16n8k32, UE8M0 per 32 k.
+    /// MXFP8 weights (swizzled UE8M0 tiles).
     Mxf8,
+    /// Block-FP8 weights with UE8M0 scales, 128 × 128 or 32 × 32 tiles.
+    Fp8Block,
 }
 
 impl NativeKind {
-    /// The native pair of a query, if it has one.
+    /// The native kind of a query, if it has one.
     pub fn of(query: &Query) -> Option<NativeKind> {
-        match (query.x_format, query.weight) {
-            (XFormat::Mxfp8, WeightFormat::Mxfp8) => Some(NativeKind::Mxf8),
+        use b12x_quant::block::Fp8ScaleKind::Ue8m0;
+        let x_e4m3_ue8m0 = matches!(
+            (query.x_format, query.x_quant),
+            (XFormat::Mxfp8 | XFormat::BlockFp8 { scale: Ue8m0, .. }, None)
+                | (XFormat::Bf16, Some(XQuant::Mxfp8 | XQuant::BlockFp8Ue8m0 { .. }))
+        );
+        match query.weight {
+            WeightFormat::Mxfp8 if x_e4m3_ue8m0 => Some(NativeKind::Mxf8),
+            WeightFormat::BlockFp8 { scale: Ue8m0, .. } if x_e4m3_ue8m0 => Some(NativeKind::Fp8Block),
             _ => None,
         }
     }
     fn name(self) -> &'static str {
         match self {
             NativeKind::Mxf8 => "mxf8",
+            NativeKind::Fp8Block => "fp8block",
         }
     }
 }
@@ -658,10 +671,12 @@ pub fn all_symbols() -> Vec<String> {
             }
         }
     }
-    for (wm, wn) in [(4, 8), (2, 8), (1, 4)] {
-        for o in [DType::BF16, DType::F16, DType::F32] {
-            let tile = TileConfig { w8: true, wm, wn, stages: 2, splits: 1 };
-            out.push(NativeConfig { kind: NativeKind::Mxf8, tile }.symbol(o));
+    for kind in [NativeKind::Mxf8, NativeKind::Fp8Block] {
+        for (wm, wn) in [(4, 8), (2, 8), (1, 4)] {
+            for o in [DType::BF16, DType::F16, DType::F32] {
+                let tile = TileConfig { w8: true, wm, wn, stages: 2, splits: 1 };
+                out.push(NativeConfig { kind, tile }.symbol(o));
+            }
         }
     }
     out.push(QUANT_X_SYMBOL.to_string());
@@ -699,19 +714,25 @@ impl XQuant {
 
 /// Mirror of the kernel's `BsQuantXParams` (`kernels/blockscaled_gemv.cu`).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct BsQuantXParams {
     pub x: u64,
+    /// x̂ (bf16), or 0 when the pre-pass stages codes and scales for the native kernels.
     pub xhat: u64,
     pub ldx: i64,
     pub m: i32,
     pub k: i32,
     pub group: i32,
     pub floor: i32,
-    pub reserved: [i32; 2],
+    /// Native kernels: E4M3 codes `[M, K]` (scratch), else 0.
+    pub xcodes: u64,
+    /// Native kernels: UE8M0 scale tiles as [`BsStageXqParams`] stages them (scratch).
+    pub xscales: u64,
+    pub ktiles: i32,
+    pub reserved: i32,
 }
 
-const _: () = assert!(size_of::<BsQuantXParams>() == 48);
+const _: () = assert!(size_of::<BsQuantXParams>() == 64);
 
 /// The pre-pass kernel of [`XQuant`].
 const QUANT_X_SYMBOL: &str = "b12x_bsgemv_quant_x";
@@ -813,7 +834,8 @@ pub struct BsStageXqParams {
     pub m: i32,
     pub k: i32,
     pub ktiles: i32,
-    pub reserved: i32,
+    /// k per user scale byte (32 or 128).
+    pub group: i32,
 }
 
 const _: () = assert!(size_of::<BsStageXqParams>() == 64);
@@ -1073,13 +1095,12 @@ impl Query {
             let (group, floor) = xq.kernel_args();
             Prepass::Quant(BsQuantXParams {
                 x: p.x,
-                xhat: 0,
                 ldx: p.ldx,
                 m: p.m,
                 k: p.k,
                 group,
                 floor,
-                reserved: [0; 2],
+                ..BsQuantXParams::default()
             })
         } else if xf != XFormat::Bf16 {
             Prepass::Dequant(BsDequantXParams {
@@ -1211,8 +1232,10 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     let native = NativeKind::of(query);
     if options.native_only && native.is_none() {
         let reason = format!(
-            "the native kernels multiply MXFP8 x × MXFP8 weights; the query has {:?} x × {:?}",
-            query.x_format, query.weight
+            "the native kernels multiply E4M3 x with UE8M0 scales (MXFP8, block FP8 UE8M0; given or \
+             quantized in the call) × MXFP8 or UE8M0 block-FP8 weights; the query has {:?} x (x_quant \
+             {:?}) × {:?}",
+            query.x_format, query.x_quant, query.weight
         );
         return Err(Error::InvalidQuery { op: OP, field: "native_only", reason });
     }
@@ -1354,29 +1377,49 @@ fn launch(
     let cand = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
     let q = &plan.query;
-    if let (Candidate::Native(c), Prepass::Dequant(dp)) = (cand, prepass) {
+    if let Candidate::Native(c) = cand {
         // x's codes and scales staged for the native kernel (contiguous codes, swizzled scale
-        // tiles), then the kernel; launched in that order after every check.
+        // tiles: copied from a pre-quantized x, or quantized from bf16 x), then the kernel;
+        // launched in that order after every check.
         let stage = sel.kernels.get(1).ok_or_else(unknown)?;
         let ktiles = q.k.div_ceil(TILE_K);
-        let sp = BsStageXqParams {
-            codes: dp.codes,
-            scales: dp.scales,
-            xcodes: staging.xq_codes,
-            xscales: staging.xq_scales,
-            ldq: dp.ldq,
-            lds: dp.lds,
-            m: p.m,
-            k: p.k,
-            ktiles: ktiles as i32,
-            reserved: 0,
-        };
-        let threads = (p.m as usize * q.k / 8).max(xq_scale_bytes(p.m as usize, q.k));
-        let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
-        // SAFETY: BsStageXqParams mirrors the kernel's struct; the codes ([M, K] E4M3, rows 8-byte
-        // aligned) and scales ([M, K / 32]) passed `Query::checked`; xq_codes and xq_scales are the
-        // plan's scratch regions for max_rows ≥ M rows.
-        unsafe { stage.launch(stream, dims, &sp)? };
+        match prepass {
+            Prepass::Dequant(dp) => {
+                let sp = BsStageXqParams {
+                    codes: dp.codes,
+                    scales: dp.scales,
+                    xcodes: staging.xq_codes,
+                    xscales: staging.xq_scales,
+                    ldq: dp.ldq,
+                    lds: dp.lds,
+                    m: p.m,
+                    k: p.k,
+                    ktiles: ktiles as i32,
+                    group: dp.group,
+                };
+                let threads = (p.m as usize * q.k / 8).max(xq_scale_bytes(p.m as usize, q.k));
+                let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+                // SAFETY: BsStageXqParams mirrors the kernel's struct; the codes ([M, K] E4M3, rows
+                // 8-byte aligned) and scales ([M, K / group]) passed `Query::checked`; xq_codes and
+                // xq_scales are the plan's scratch regions for max_rows ≥ M rows.
+                unsafe { stage.launch(stream, dims, &sp)? };
+            }
+            Prepass::Quant(qp) => {
+                let qp = BsQuantXParams {
+                    xhat: 0,
+                    xcodes: staging.xq_codes,
+                    xscales: staging.xq_scales,
+                    ktiles: ktiles as i32,
+                    ..qp
+                };
+                let threads = p.m as usize * q.k / 8;
+                let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+                // SAFETY: as the x̂ quantization below, writing the staged codes and scale tiles
+                // (the plan's scratch regions for max_rows ≥ M rows) instead of x̂.
+                unsafe { stage.launch(stream, dims, &qp)? };
+            }
+            Prepass::None => return Err(unknown()), // native plans have quantized x
+        }
         let (tiles, mtiles, ktiles, splits, kt_per) = c.tile.schedule(p.m as usize, q.n, q.k);
         let tp = BsGemmParams {
             codes,
@@ -1538,7 +1581,7 @@ impl OpPlan for Plan {
         let Some(c) = self.configs(bucket).get(config_index) else { return Vec::new() };
         let mut symbols = vec![c.symbol(q.weight, q.out_dtype)];
         if matches!(c, Candidate::Native(_)) {
-            symbols.push(STAGE_XQ_SYMBOL.to_string());
+            symbols.push(if q.x_quant.is_some() { QUANT_X_SYMBOL } else { STAGE_XQ_SYMBOL }.to_string());
         } else if q.x_quant.is_some() {
             symbols.push(QUANT_X_SYMBOL.to_string());
         } else if q.x_format != XFormat::Bf16 {
@@ -1596,13 +1639,12 @@ impl OpPlan for Plan {
             let (group, floor) = xq.kernel_args();
             Prepass::Quant(BsQuantXParams {
                 x: at[3],
-                xhat: 0,
                 ldx: q.k as i64,
                 m: m as i32,
                 k: q.k as i32,
                 group,
                 floor,
-                reserved: [0; 2],
+                ..BsQuantXParams::default()
             })
         } else if xf != XFormat::Bf16 {
             if xf.has_global() {
@@ -1809,7 +1851,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 117);
+        assert_eq!(all.len(), 126);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
