@@ -225,21 +225,16 @@ fn sm120_probe_kernels_contain_the_block_scaled_mmas() {
 
 #[test]
 fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
-    // gemm.blockscaled's native kernels (MXFP8 x × MXFP8 weight): QMMA.SF on sm_120a / sm_121a,
+    // gemm.blockscaled's native kernels (E4M3 x × MXFP8 or UE8M0 block-FP8 weights): QMMA.SF on
+    // sm_120a / sm_121a,
     // none elsewhere (sm_90a builds them around the emulation the H200 tests run).
     use b12x_core::testing::check_sass_opcode;
     use b12x_gemm::{BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST};
     const SM120: &[&str] = &["sm_120a", "sm_121a"];
-    let (prefix, kernels) = ("b12x_bsgemm_native_mxf8_", 9);
-    check_sass_opcode(
-        BLOCKSCALED_GEMV_FATBIN,
-        KERNEL_MANIFEST,
-        prefix,
-        kernels,
-        "QMMA.SF.16832.F32.E4M3.E4M3.E8",
-        SM120,
-    )
-    .unwrap();
+    for prefix in ["b12x_bsgemm_native_mxf8_", "b12x_bsgemm_native_fp8block_"] {
+        check_sass_opcode(BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST, prefix, 9, "QMMA.SF.16832.F32.E4M3.E4M3.E8", SM120)
+            .unwrap();
+    }
     // The dequantization kernels never use block-scaled MMAs, on any target.
     check_sass_opcode(BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST, "b12x_bsgemm_w", 45, "MMA.SF", &[]).unwrap();
 }
