@@ -226,8 +226,7 @@ fn sm120_probe_kernels_contain_the_block_scaled_mmas() {
 #[test]
 fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
     // gemm.blockscaled's native kernels (E4M3 x × MXFP8 or UE8M0 block-FP8 weights): QMMA.SF on
-    // sm_120a / sm_121a,
-    // none elsewhere (sm_90a builds them around the emulation the H200 tests run).
+    // sm_120a / sm_121a, none elsewhere (sm_90a builds them around the emulation the H200 runs).
     use b12x_core::testing::check_sass_opcode;
     use b12x_gemm::{BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST};
     const SM120: &[&str] = &["sm_120a", "sm_121a"];
