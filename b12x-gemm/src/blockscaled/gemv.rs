@@ -3,9 +3,14 @@
 //! or 32 × 32 tiles and f32 or UE8M0 scales, per-tensor FP8) — or BF16 activations quantized
 //! inside the call to MXFP8 or block FP8 1 × 32 / 1 × 128 with UE8M0 scales ([`XQuant`]: **W4A8**
 //! with MXFP4 weights, MXFP8 × MXFP8, DeepSeek's block FP8 × block FP8), bit-identical to running
-//! b12x-quant's quantizer first. Every M from 1 to the plan's capacity: the decode kernels serve
-//! M ≤ 16, the tiled kernels the middle and prefill buckets above. (The module keeps its first
-//! name, `gemv`, for the decode path it started as.)
+//! b12x-quant's quantizer first, or activations the caller quantized ([`XFormat`]: MXFP8, NVFP4 —
+//! **NVFP4 × NVFP4** —, block FP8 UE8M0, per-tensor E4M3; codes, row-major scales and a device
+//! tensor scale). Every M from 1 to the plan's capacity: the decode kernels serve M ≤ 16, the
+//! tiled kernels the middle and prefill buckets above; on SM120 / SM121 the native kernels
+//! ([`NativeConfig`]: block-scaled `mma.sync`, E4M3 x with UE8M0 scales × MXFP8 or UE8M0
+//! block-FP8 weights; **unvalidated on SM120**, their emulated build validated on the H200) join
+//! those buckets' candidates. (The module keeps its first name, `gemv`, for the decode path it
+//! started as.)
 //!
 //! - Tensors (row-major, strides in elements): `x [M, K]` bf16 (16-byte aligned base and row
 //!   stride), `w` a [`PackedWeight`] of shape `[N, K]` in the query's format, `bias [N]` bf16 or
@@ -27,8 +32,10 @@
 //!   the split-K partial tiles (up to `4 · M_bucket · N · 4` bytes for buckets ≤ 256). With [`Query::x_quant`] the scratch holds x̂ for
 //!   `max_rows` rows (`max_rows · K · 2` bytes).
 //! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
-//!   the TMA; block-FP8 edge tiles may still be partial); FP16 and quantized activations are not
-//!   implemented yet ([`Error::Unsupported`]). MX scales are held as BF16 with an exponent offset
+//!   the TMA; block-FP8 edge tiles may still be partial); FP16 activations and block-FP8
+//!   activations with f32 scales are not implemented ([`Error::Unsupported`]). With pre-quantized
+//!   x ([`XFormat`]) the scratch holds x̂ too, and the native candidates stage x's codes and scale
+//!   tiles (`max_rows · K` bytes and 512 bytes per 128 rows and 128 k). MX scales are held as BF16 with an exponent offset
 //!   chosen from the weight's scale range ([`PackedWeight::scale_bytes`]: blocks of zeros do not
 //!   count): MXFP4 weights whose scale bytes span more than 133 binades, MXFP8 weights spanning
 //!   more than 131, are refused ([`Error::InvalidQuery`]; no real checkpoint comes near).
@@ -130,7 +137,8 @@ b12x_core::inventory::submit! {
         entry_points: &["plan", "run", "pack_weight"],
         dtypes: &[
             "nvfp4|mxfp4|mxfp8|block fp8|tensor fp8 w (packed); bf16 x (optionally quantized in the call: mxfp8, \
-             block fp8 1x32/1x128 ue8m0); bf16|f16|f32 y; bf16|f32 bias",
+             block fp8 1x32/1x128 ue8m0) or pre-quantized x (mxfp8, nvfp4, block fp8 ue8m0, tensor e4m3: codes + \
+             row-major scales + device f32 tensor scale); bf16|f16|f32 y; bf16|f32 bias",
         ],
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),
@@ -138,7 +146,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = alpha · x · Wᵀ (+ bias), packed FP4 / FP8 weights, BF16 x (W4A16 / W8A16; W4A8 / W8A8 with x quantized in the call), any M",
+        summary: "y = alpha · x · Wᵀ (+ bias), packed FP4 / FP8 weights × BF16 x (W4A16 / W8A16), x quantized in the call (W4A8 / W8A8) or pre-quantized (NVFP4 × NVFP4, FP8 × FP8), any M; SM120 native block-scaled kernels for E4M3 x × MXFP8 / UE8M0 block-FP8 weights (compiled, unvalidated on SM120)",
     }
 }
 
