@@ -796,6 +796,74 @@ __device__ __forceinline__ uint32_t w_pos(int row, int c) {
   return kFp8 ? uint32_t(row * 128 + 16 * (c ^ ((row & 3) << 1))) : uint32_t(row * 64 + 16 * (c ^ ((row >> 1) & 3)));
 }
 
+// ---- the pieces the tiled kernels share (dequantizing and native) ----------------------------
+// Code rows row0 .. row0 + ROWS of a byte matrix (row stride ld bytes), k-tile kt (RB bytes per
+// row), into shared memory at dst, chunk c of row r at w_pos<RB == 128>(r, c); zeros past `rows`
+// and `row_bytes`. All kThreads threads copy.
+template <int ROWS, int RB>
+__device__ __forceinline__ void load_code_rows(uint32_t dst, const unsigned char* src, long long ld, int row0, int rows,
+                                               int row_bytes, int kt, int tid) {
+  constexpr int kCh = RB / 16;
+#pragma unroll
+  for (int j = 0; j < ROWS * kCh / kThreads; ++j) {
+    const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
+    const int gr = row0 + row, gb = kt * RB + 16 * c;
+    const bool live = gr < rows && gb < row_bytes;
+    bsgemv::cp_async<16>(dst + w_pos<RB == 128>(row, c), live ? src + (long long)gr * ld + gb : src, live);
+  }
+}
+
+// The weight scales of k-tile kt for weight rows n0 .. n0 + BN into ss: swizzled 512-byte tiles
+// (kTiles per k-tile and 128-row block: NVFP4 two, MX one), or block FP8's f32 (32 x 32 tiles: 16
+// bytes, 4 columns, per 32-row tile row; 128 x 128: one f32 per 128-row block; rows past N zeros,
+// the padded rows keep every copy in bounds).
+template <int kTiles, int BN>
+__device__ __forceinline__ void load_scale_tiles(uint32_t ss, const BsGemmParams& p, int n0, int kt, int tid) {
+  constexpr int kChunks = (BN / 128) * kTiles * 32;
+  if (tid < kChunks) {
+    const int rb = tid / (kTiles * 32), tile = kt * kTiles + (tid / 32) % kTiles, c = tid % 32;
+    const int grb = n0 / 128 + rb;
+    const bool live = grb * 128 < p.n && tile < p.scale_tiles;
+    bsgemv::cp_async<16>(ss + 16u * tid, live ? p.scales + ((long long)grb * p.scale_tiles + tile) * 512 + 16 * c : p.scales,
+                         live);
+  }
+}
+template <int BN>
+__device__ __forceinline__ void load_block_scales(uint32_t ss, const BsGemmParams& p, int n0, int kt, int tid) {
+  const float* bscales = reinterpret_cast<const float*>(p.scales);
+  if (p.flags & bsgemv::kTile32) {
+    if (tid < BN / 32) {
+      const int tr = n0 / 32 + tid;
+      const bool live = tr < p.sgroups;
+      bsgemv::cp_async<16>(ss + 16u * tid, live ? bscales + (long long)tr * p.sld + 4 * kt : bscales, live);
+    }
+  } else if (tid < BN / 128) {
+    const int grb = n0 / 128 + tid;
+    const bool live = grb < p.sgroups;
+    bsgemv::cp_async<4>(ss + 16u * tid, live ? bscales + (long long)grb * p.sld + kt : bscales, live);
+  }
+}
+
+// A CTA's output tile (M tiles fastest) and its split's k-tiles [kt0, kt0 + ktiles) (gridDim.y
+// splits; Rust leaves no split empty); thread 0 initializes the ring's S barriers (every thread
+// arrives on each), then the block synchronizes.
+struct CtaWork {
+  int m0, n0, kt0, ktiles;
+};
+template <int BM, int BN>
+__device__ __forceinline__ CtaWork cta_work(const BsGemmParams& p, uint32_t bar0) {
+  CtaWork w;
+  w.m0 = int(blockIdx.x % unsigned(p.mtiles)) * BM;
+  w.n0 = int(blockIdx.x / unsigned(p.mtiles)) * BN;
+  w.kt0 = int(blockIdx.y) * p.kt_per;
+  w.ktiles = min(p.ktiles, w.kt0 + p.kt_per) - w.kt0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < p.stages; ++s) mbar_init(bar0 + 8 * s, kThreads);
+    mbar_fence_init();
+  }
+  return w;
+}
+
 // After the k loop, shared by the tiled kernels (BF16 dequantization and the SM120 native MMAs):
 // split-K's partial tiles and their ordered sum, then the epilogue (alpha and the tensor scales,
 // the bias in f32, one rounding, stores inside M x N). acc[i][j][e]: the warp's weight tile i
@@ -884,20 +952,12 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   extern __shared__ __align__(16) unsigned char s_dyn[];
   const uint32_t ring = (smem_addr(s_dyn) + 127u) & ~127u;  // the launch adds 128 bytes of slack
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int m0 = int(blockIdx.x % unsigned(p.mtiles)) * BM, n0 = int(blockIdx.x / unsigned(p.mtiles)) * BN;
-  // Split-K: this CTA's k-tiles [kt0, kt1) (gridDim.y splits; Rust leaves no split empty).
-  const int kt0 = int(blockIdx.y) * p.kt_per, kt1 = min(p.ktiles, kt0 + p.kt_per);
-  const int ktiles = kt1 - kt0, S = p.stages;
   const uint32_t bar0 = smem_addr(s_bar);
-
+  const CtaWork cw = cta_work<BM, BN>(p, bar0);
+  const int m0 = cw.m0, n0 = cw.n0, kt0 = cw.kt0, ktiles = cw.ktiles, S = p.stages;
   bsgemv::fill_scale_table<F>(s_tab, p.scale_bias, tid, kThreads);
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) mbar_init(bar0 + 8 * s, kThreads);
-    mbar_fence_init();
-  }
   __syncthreads();
 
-  const float* bscales = reinterpret_cast<const float*>(p.scales);
   const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
   // k-tile kt into ring slot s; every thread arrives on the slot's barrier once its copies land.
   auto load = [&](int kt, int s) {
@@ -909,41 +969,12 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
       const bool live = gm < p.m && gk < p.k;
       bsgemv::cp_async<16>(st + x_pos<kFp8>(row, c), live ? p.x + (long long)gm * p.ldx + gk : p.x, live);
     }
-    constexpr int kCh = RB / 16;
-#pragma unroll
-    for (int j = 0; j < BN * kCh / kThreads; ++j) {
-      const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
-      const int gn = n0 + row, gb = kt * RB + 16 * c;
-      const bool live = gn < p.n && gb < p.row_bytes;
-      bsgemv::cp_async<16>(st + T::kX + w_pos<kFp8>(row, c), live ? p.codes + (long long)gn * p.row_bytes + gb : p.codes,
-                           live);
-    }
+    load_code_rows<BN, RB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
     const uint32_t ss = st + T::kX + T::kW;
     if constexpr (F == Fmt::Nvfp4 || F == Fmt::Mxfp4 || F == Fmt::Mxfp8) {
-      // 512-byte tiles of 4 scale columns per 128-row block: NVFP4 two per k-tile, MX one.
-      constexpr int kTiles = F == Fmt::Nvfp4 ? 2 : 1;
-      constexpr int kChunks = (BN / 128) * kTiles * 32;
-      if (tid < kChunks) {
-        const int rb = tid / (kTiles * 32), tile = kt * kTiles + (tid / 32) % kTiles, c = tid % 32;
-        const int grb = n0 / 128 + rb;
-        const bool live = grb * 128 < p.n && tile < p.scale_tiles;
-        bsgemv::cp_async<16>(ss + 16u * tid,
-                             live ? p.scales + ((long long)grb * p.scale_tiles + tile) * 512 + 16 * c : p.scales, live);
-      }
+      load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(ss, p, n0, kt, tid);
     } else if constexpr (F == Fmt::Fp8Block) {
-      // f32 scales: 32 x 32 tiles: 16 bytes (4 columns) per 32-row tile row; 128 x 128: one f32
-      // per 128-row block (rows past N: zeros; the padded rows keep every copy in bounds).
-      if (tile32) {
-        if (tid < BN / 32) {
-          const int tr = n0 / 32 + tid;
-          const bool live = tr < p.sgroups;
-          bsgemv::cp_async<16>(ss + 16u * tid, live ? bscales + (long long)tr * p.sld + 4 * kt : bscales, live);
-        }
-      } else if (tid < BN / 128) {
-        const int grb = n0 / 128 + tid;
-        const bool live = grb < p.sgroups;
-        bsgemv::cp_async<4>(ss + 16u * tid, live ? bscales + (long long)grb * p.sld + kt : bscales, live);
-      }
+      load_block_scales<BN>(ss, p, n0, kt, tid);
     }
     bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
   };
@@ -1135,58 +1166,22 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
   extern __shared__ __align__(16) unsigned char s_dyn[];
   const uint32_t ring = (smem_addr(s_dyn) + 127u) & ~127u;  // the launch adds 128 bytes of slack
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int m0 = int(blockIdx.x % unsigned(p.mtiles)) * BM, n0 = int(blockIdx.x / unsigned(p.mtiles)) * BN;
-  const int kt0 = int(blockIdx.y) * p.kt_per, kt1 = min(p.ktiles, kt0 + p.kt_per);
-  const int ktiles = kt1 - kt0, S = p.stages;
   const uint32_t bar0 = smem_addr(s_bar);
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) mbar_init(bar0 + 8 * s, kThreads);
-    mbar_fence_init();
-  }
+  const CtaWork cw = cta_work<BM, BN>(p, bar0);
+  const int m0 = cw.m0, n0 = cw.n0, kt0 = cw.kt0, ktiles = cw.ktiles, S = p.stages;
   __syncthreads();
 
-  const unsigned char* xq = reinterpret_cast<const unsigned char*>(p.x);
   auto load = [&](int kt, int s) {
     const uint32_t st = ring + uint32_t(s) * T::kStage;
-    constexpr int kCh = RB / 16;
-#pragma unroll
-    for (int j = 0; j < BM * kCh / kThreads; ++j) {
-      const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
-      const int gm = m0 + row, gb = kt * RB + 16 * c;
-      const bool live = gm < p.m && gb < p.k;
-      bsgemv::cp_async<16>(st + w_pos<true>(row, c), live ? xq + (long long)gm * p.ldx + gb : xq, live);
-    }
-#pragma unroll
-    for (int j = 0; j < BN * kCh / kThreads; ++j) {
-      const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
-      const int gn = n0 + row, gb = kt * RB + 16 * c;
-      const bool live = gn < p.n && gb < p.row_bytes;
-      bsgemv::cp_async<16>(st + T::kX + w_pos<true>(row, c), live ? p.codes + (long long)gn * p.row_bytes + gb : p.codes,
-                           live);
-    }
-    // The weight's scales (MX: a 512-byte tile per 128-row block; block FP8: the tiles' f32 as
-    // the dequantizing kernel stages them), and the x rows' block's tile.
+    // x's staged code rows (K bytes each), the weight's, the weight's scales (MX: a 512-byte tile
+    // per 128-row block; block FP8: the tiles' f32), and the x rows' block's scale tile.
+    load_code_rows<BM, RB>(st, reinterpret_cast<const unsigned char*>(p.x), p.ldx, m0, p.m, p.k, kt, tid);
+    load_code_rows<BN, RB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
     const uint32_t ss = st + T::kX + T::kW;
     if constexpr (Q == QKind::Mxf8) {
-      if (tid < (BN / 128) * 32) {
-        const int grb = n0 / 128 + tid / 32, c = tid % 32;
-        const bool live = grb * 128 < p.n && kt < p.scale_tiles;
-        bsgemv::cp_async<16>(ss + 16u * tid,
-                             live ? p.scales + ((long long)grb * p.scale_tiles + kt) * 512 + 16 * c : p.scales, live);
-      }
+      load_scale_tiles<1, BN>(ss, p, n0, kt, tid);
     } else {
-      const float* bscales = reinterpret_cast<const float*>(p.scales);
-      if (p.flags & bsgemv::kTile32) {
-        if (tid < BN / 32) {
-          const int tr = n0 / 32 + tid;
-          const bool live = tr < p.sgroups;
-          bsgemv::cp_async<16>(ss + 16u * tid, live ? bscales + (long long)tr * p.sld + 4 * kt : bscales, live);
-        }
-      } else if (tid < BN / 128) {
-        const int grb = n0 / 128 + tid;
-        const bool live = grb < p.sgroups;
-        bsgemv::cp_async<4>(ss + 16u * tid, live ? bscales + (long long)grb * p.sld + kt : bscales, live);
-      }
+      load_block_scales<BN>(ss, p, n0, kt, tid);
     }
     if (tid >= 64 && tid < 96) {
       const int c = tid - 64;
