@@ -108,6 +108,17 @@ b12x_core::inventory::submit! {
     }
 }
 
+/// The `gemm.blockscaled` query of a fixed linear: its `(N, K, out dtype, bias, max_rows)` with
+/// the linear's weight format and activation handling.
+fn fixed(
+    (n, k, out_dtype, bias, max_rows): (usize, usize, DType, Option<DType>, usize),
+    weight: WeightFormat,
+    x_format: XFormat,
+    x_quant: Option<XQuant>,
+) -> gemv::Query {
+    gemv::Query { n, k, weight, x_format, out_dtype, bias, max_rows, x_quant }
+}
+
 /// `gemm.block_fp8_linear`'s query.
 pub mod block_fp8_linear {
     use super::*;
@@ -142,16 +153,9 @@ pub mod block_fp8_linear {
                     format!("(K) must be a multiple of the 1 × {} activation group, got {}", self.tile, self.k);
                 return Err(Error::InvalidQuery { op: BLOCK_FP8_LINEAR, field: "k", reason });
             }
-            Ok(gemv::Query {
-                n: self.n,
-                k: self.k,
-                weight: WeightFormat::BlockFp8 { tile: self.tile, scale: self.weight_scale },
-                x_format: XFormat::Bf16,
-                out_dtype: self.out_dtype,
-                bias: self.bias,
-                max_rows: self.max_rows,
-                x_quant: Some(XQuant::BlockFp8Ue8m0 { group: self.tile }),
-            })
+            let weight = WeightFormat::BlockFp8 { tile: self.tile, scale: self.weight_scale };
+            let x_quant = Some(XQuant::BlockFp8Ue8m0 { group: self.tile });
+            Ok(fixed((self.n, self.k, self.out_dtype, self.bias, self.max_rows), weight, XFormat::Bf16, x_quant))
         }
     }
 
@@ -180,16 +184,8 @@ pub mod mxfp8_linear {
     impl Query {
         /// The `gemm.blockscaled` query it runs.
         pub fn blockscaled(&self) -> Result<gemv::Query> {
-            Ok(gemv::Query {
-                n: self.n,
-                k: self.k,
-                weight: WeightFormat::Mxfp8,
-                x_format: XFormat::Bf16,
-                out_dtype: self.out_dtype,
-                bias: self.bias,
-                max_rows: self.max_rows,
-                x_quant: Some(XQuant::Mxfp8),
-            })
+            let shape = (self.n, self.k, self.out_dtype, self.bias, self.max_rows);
+            Ok(fixed(shape, WeightFormat::Mxfp8, XFormat::Bf16, Some(XQuant::Mxfp8)))
         }
     }
 
@@ -218,16 +214,8 @@ pub mod tensor_fp8_linear {
     impl Query {
         /// The `gemm.blockscaled` query it runs.
         pub fn blockscaled(&self) -> Result<gemv::Query> {
-            Ok(gemv::Query {
-                n: self.n,
-                k: self.k,
-                weight: WeightFormat::TensorFp8,
-                x_format: XFormat::TensorFp8,
-                out_dtype: self.out_dtype,
-                bias: self.bias,
-                max_rows: self.max_rows,
-                x_quant: None,
-            })
+            let shape = (self.n, self.k, self.out_dtype, self.bias, self.max_rows);
+            Ok(fixed(shape, WeightFormat::TensorFp8, XFormat::TensorFp8, None))
         }
     }
 
