@@ -27,6 +27,7 @@
 #include "b12x/fp4_dequant.cuh"
 #include "b12x/mma.cuh"
 #include "b12x/mma_sm120.cuh"
+#include "b12x/wgmma_sm90.cuh"
 #include "b12x/quant.cuh"
 
 namespace b12x {
@@ -558,11 +559,13 @@ using b12x::BsGemvParams;
   B12X_BSGEMV_OUTS(FMT, FMTNAME, W, 2, 1) \
   B12X_BSGEMV_OUTS(FMT, FMTNAME, W, 2, 2)
 
+#ifndef B12X_PROTO_ENTRY_POINTS  // bench/proto harnesses instantiate their own
 B12X_BSGEMV_FMT(Nvfp4, nvfp4, w4a16)
 B12X_BSGEMV_FMT(Mxfp4, mxfp4, w4a16)
 B12X_BSGEMV_FMT(Mxfp8, mxfp8, w8a16)
 B12X_BSGEMV_FMT(Fp8Block, fp8block, w8a16)
 B12X_BSGEMV_FMT(Fp8Tensor, fp8tensor, w8a16)
+#endif
 
 // ---- quantized activations: x -> x̂ = dequant(quant(x)) in BF16, before the GEMV -------------
 // gemm.blockscaled's fused activation quantization (W4A8 / W8A8 forms): per group of G = 32
@@ -797,6 +800,23 @@ __device__ __forceinline__ uint32_t w_pos(int row, int c) {
 }
 
 // ---- the pieces the tiled kernels share (dequantizing and native) ----------------------------
+// x rows m0 .. m0 + BM (bf16, row stride ldx), k-tile kt (128 k: 16 chunks of 16 bytes per row)
+// into shared memory at st, zeros past M and K. kWg: wgmma's 128-byte-swizzled K-major layout,
+// two 64-k slabs [2][BM rows][128 bytes] with chunk c of a slab row at c ^ (row % 8); else the
+// mma.sync kernels' 256-byte rows at x_pos. All kThreads threads copy.
+template <int BM, bool kFp8, bool kWg>
+__device__ __forceinline__ void load_x_rows(uint32_t st, const BsGemmParams& p, int m0, int kt, int tid) {
+#pragma unroll
+  for (int j = 0; j < BM * 16 / kThreads; ++j) {
+    const int i = tid + kThreads * j, row = i >> 4, c = i & 15;
+    const int gm = m0 + row, gk = kt * 128 + 8 * c;
+    const bool live = gm < p.m && gk < p.k;
+    const uint32_t dst =
+        kWg ? uint32_t((c >> 3) * (BM * 128) + row * 128 + 16 * ((c & 7) ^ (row & 7))) : x_pos<kFp8>(row, c);
+    bsgemv::cp_async<16>(st + dst, live ? p.x + (long long)gm * p.ldx + gk : p.x, live);
+  }
+}
+
 // Code rows row0 .. row0 + ROWS of a byte matrix (row stride ld bytes), k-tile kt (RB bytes per
 // row), into shared memory at dst, chunk c of row r at w_pos<RB == 128>(r, c); zeros past `rows`
 // and `row_bytes`. All kThreads threads copy.
@@ -864,16 +884,16 @@ __device__ __forceinline__ CtaWork cta_work(const BsGemmParams& p, uint32_t bar0
   return w;
 }
 
-// After the k loop, shared by the tiled kernels (BF16 dequantization and the SM120 native MMAs):
-// split-K's partial tiles and their ordered sum, then the epilogue (alpha and the tensor scales,
-// the bias in f32, one rounding, stores inside M x N). acc[i][j][e]: the warp's weight tile i
-// (rows nrow0 + 16 i + g + 8 (e >> 1)) by x tile j (rows xrow0 + 8 j + 2t + (e & 1)).
-template <int WM, int WN, typename TOut>
-__device__ __forceinline__ void finish(const BsGemmParams& p, float (&acc)[WN / 2][2 * WM][4], int m0, int n0,
-                                       int xrow0, int nrow0) {
-  constexpr int XT = 2 * WM, WT = WN / 2, BM = 32 * WM, BN = 32 * WN;
+// After the k loop, shared by the tiled kernels (BF16 dequantization, the SM120 native MMAs and
+// the SM90 wgmma kernels): split-K's partial tiles and their ordered sum, then the epilogue
+// (alpha and the tensor scales, the bias in f32, one rounding, stores inside M x N).
+// acc[i][j][e]: the warp's weight tile i (rows nrow0 + RS i + g + 8 (e >> 1)) by x tile j (rows
+// xrow0 + 8 j + 2t + (e & 1)).
+template <int WT, int XT, int BM, int BN, typename TOut, int RS = 16>
+__device__ __forceinline__ void finish(const BsGemmParams& p, float (&acc)[WT][XT][4], int m0, int n0, int xrow0,
+                                       int nrow0) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  if constexpr (WM <= 2) {  // the middle tiles (Rust never splits the 128-row ones)
+  if constexpr (BM <= 64) {  // the middle tiles (Rust never splits the 128-row ones)
     if (gridDim.y > 1) {
       // Split-K: every split stores its f32 partial tile (lane-major: coalesced), the last to
       // arrive on the tile's tagged counter sums all splits in split order (bitwise reproducible)
@@ -924,7 +944,7 @@ __device__ __forceinline__ void finish(const BsGemmParams& p, float (&acc)[WN / 
     float bias[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int col = n0 + nrow0 + 16 * i + g + 8 * h;
+      const int col = n0 + nrow0 + RS * i + g + 8 * h;
       if (has_bias && col < p.n)
         bias[h] = (p.flags & bsgemv::kBiasF32) ? reinterpret_cast<const float*>(p.bias)[col]
                                                : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[col]);
@@ -933,7 +953,7 @@ __device__ __forceinline__ void finish(const BsGemmParams& p, float (&acc)[WN / 
     for (int j = 0; j < XT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = n0 + nrow0 + 16 * i + g + 8 * (e >> 1), row = m0 + xrow0 + 8 * j + 2 * t + (e & 1);
+        const int col = n0 + nrow0 + RS * i + g + 8 * (e >> 1), row = m0 + xrow0 + 8 * j + 2 * t + (e & 1);
         const float y = acc[i][j][e] * os;
         const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
         if (row < p.m && col < p.n) reinterpret_cast<TOut*>(p.y)[(long long)row * p.ldy + col] = out;
@@ -962,13 +982,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   // k-tile kt into ring slot s; every thread arrives on the slot's barrier once its copies land.
   auto load = [&](int kt, int s) {
     const uint32_t st = ring + uint32_t(s) * T::kStage;
-#pragma unroll
-    for (int j = 0; j < BM * 16 / kThreads; ++j) {
-      const int i = tid + kThreads * j, row = i >> 4, c = i & 15;
-      const int gm = m0 + row, gk = kt * 128 + 8 * c;
-      const bool live = gm < p.m && gk < p.k;
-      bsgemv::cp_async<16>(st + x_pos<kFp8>(row, c), live ? p.x + (long long)gm * p.ldx + gk : p.x, live);
-    }
+    load_x_rows<BM, kFp8, false>(st, p, m0, kt, tid);
     load_code_rows<BN, RB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
     const uint32_t ss = st + T::kX + T::kW;
     if constexpr (F == Fmt::Nvfp4 || F == Fmt::Mxfp4 || F == Fmt::Mxfp8) {
@@ -1118,7 +1132,119 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
     if (++slot == S) slot = 0, phase ^= 1;
   }
 
-  finish<WM, WN, TOut>(p, acc, m0, n0, xrow0, nrow0);
+  finish<WN / 2, 2 * WM, BM, BN, TOut>(p, acc, m0, n0, xrow0, nrow0);
+}
+
+// ---- SM90 only: wgmma with the dequantized weight as register A (FP4 weights) -----------------
+// CTA tile 128 x rows by 256 weight rows; two warpgroups of 128 weight rows (two m64 tiles each)
+// run wgmma.m64n128k16 with A — the weight, swap-AB as everywhere here — from registers and B,
+// x, from shared memory: no ld.shared of x and one MMA instruction per 64 x 128 x 16 instead of
+// sixteen mma.sync. The ring, loaders, scale staging and epilogue are the tiled kernels'; x is
+// staged in wgmma's 128-byte-swizzled K-major layout (load_x_rows<.., kWg>). The A fragment
+// wants k in natural order (lane t: k 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step), i.e. pair t of
+// the step's two layout-v2 words (k 16 s .. + 7 and + 8 .. + 15 of the row): bsgemv::pair<t>'s
+// rotation chosen per lane at run time (four ALU instructions per pair instead of ~2.25). The
+// A registers are double-buffered across k-steps (wait_group 1 before a buffer is rewritten);
+// every k-tile's MMAs complete (wait_group 0) before the block barrier that lets its slot be
+// refilled. Other targets build a trapping body; Rust lists these kernels on SM90 only.
+template <Fmt F, typename TOut>
+__device__ __forceinline__ void wgemm(const BsGemmParams& p) {
+#if B12X_SM90_FEATURES
+  static_assert(F == Fmt::Nvfp4 || F == Fmt::Mxfp4, "FP4 weights");
+  using T = Tile<F, 4, 8>;
+  constexpr int BM = T::BM, BN = T::BN, RB = T::RB;  // 128 x rows, 256 weight rows, 64 code bytes
+  static_assert(T::kStage % 1024 == 0 && T::kX == 2 * BM * 128, "1024-byte aligned stages of two x slabs");
+  __shared__ __align__(8) uint64_t s_bar[kMaxStages];
+  __shared__ uint32_t s_tab[256];
+  extern __shared__ __align__(16) unsigned char s_dyn[];
+  const uint32_t ring = (smem_addr(s_dyn) + 1023u) & ~1023u;  // the launch adds 1024 bytes of slack
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t bar0 = smem_addr(s_bar);
+  const CtaWork cw = cta_work<BM, BN>(p, bar0);
+  const int m0 = cw.m0, n0 = cw.n0, kt0 = cw.kt0, ktiles = cw.ktiles, S = p.stages;
+  bsgemv::fill_scale_table<F>(s_tab, p.scale_bias, tid, kThreads);
+  __syncthreads();
+
+  auto load = [&](int kt, int s) {
+    const uint32_t st = ring + uint32_t(s) * T::kStage;
+    load_x_rows<BM, false, true>(st, p, m0, kt, tid);
+    load_code_rows<BN, RB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
+    load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(st + T::kX + T::kW, p, n0, kt, tid);
+    bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
+  };
+
+  // Warpgroup wgi owns weight rows 128 wgi .. + 127 as two m64 tiles i; its warp wl rows 64 i +
+  // 16 wl + g and + 8 of each.
+  const int wgi = warp >> 2, wl = warp & 3;
+  const int nrow0 = 128 * wgi + 16 * wl;
+  const uint32_t sc_blk = uint32_t(nrow0 >> 7);
+  auto sc_off = [&](int i, int h) {
+    const int r = nrow0 + 64 * i + g + 8 * h;
+    return uint32_t((r & 31) * 16 + ((r & 127) >> 5) * 4);
+  };
+  constexpr uint32_t kM = 0x81C081C0u, k14 = 0x00400040u;
+  const int r1 = t == 0 ? 0 : t == 1 ? 4 : t == 2 ? 10 : 6;
+  const uint32_t m1 = t == 3 ? (kM & ~k14) : kM, m2 = t == 3 ? k14 : 0u;
+  auto pair_t = [&](uint32_t w) { return (e2m1_rotr(w, r1) & m1) | (e2m1_rotr(w, 14) & m2); };
+
+  float acc[2][16][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  for (int s = 0; s < S - 1 && s < ktiles; ++s) load(kt0 + s, s);
+  int slot = 0, phase = 0;
+  for (int kt = 0; kt < ktiles; ++kt) {
+    mbar_wait(bar0 + 8 * slot, uint32_t(phase));
+    wg::fence_proxy_async();  // the landed x, before the wgmmas (async proxy) read it
+    __syncthreads();          // every warp's MMAs of k-tile kt - 1 are complete: refill its slot
+    if (kt + S - 1 < ktiles) load(kt0 + kt + S - 1, (slot + S - 1) % S);
+    const uint32_t xs = ring + uint32_t(slot) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
+    // The rows' scale words of the k-tile: NVFP4 two tiles (blocks 0-3, 4-7 of 16 k), MXFP4 one
+    // (blocks 0-3 of 32 k).
+    constexpr int kTw = F == Fmt::Nvfp4 ? 2 : 1;
+    uint32_t scw[2][2][kTw];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int u = 0; u < kTw; ++u)
+          scw[i][h][u] = bsgemv::ld_shared_u32(ss + sc_off(i, h) + 512u * (kTw * sc_blk + u));
+    uint32_t a[2][2][4];  // [buffer][m64 tile][register]
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {  // k16 steps
+      uint32_t(&ab)[2][4] = a[s & 1];
+      if (s >= 2) wg::wait<1>();  // step s - 2's MMAs, the last readers of this buffer, are done
+      const int blk = F == Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = nrow0 + 64 * i + g;
+        const uint2 lo = bsgemv::ld_shared_v2(ws + w_pos<false>(r, s >> 1) + 8u * (s & 1));
+        const uint2 hi = bsgemv::ld_shared_v2(ws + w_pos<false>(r + 8, s >> 1) + 8u * (s & 1));
+        const uint32_t sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+        const uint32_t sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+        ab[i][0] = bsgemv::hmul2_bf16(pair_t(lo.x), sl);
+        ab[i][1] = bsgemv::hmul2_bf16(pair_t(hi.x), sh);
+        ab[i][2] = bsgemv::hmul2_bf16(pair_t(lo.y), sl);
+        ab[i][3] = bsgemv::hmul2_bf16(pair_t(hi.y), sh);
+      }
+      wg::fence();
+      const uint64_t db = wg::desc_sw128(xs + uint32_t(s >> 2) * (BM * 128) + 32u * (s & 3));
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db);
+      wg::commit();
+    }
+    wg::wait<0>();
+    if (++slot == S) slot = 0, phase ^= 1;
+  }
+  finish<2, 16, BM, BN, TOut, 64>(p, acc, m0, n0, 0, nrow0);
+#else
+  __trap();
+#endif
 }
 
 // ---- SM120 native block-scaled MMAs: x quantized too ----------------------------------------
@@ -1253,7 +1379,7 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
     }
     if (++slot == S) slot = 0, phase ^= 1;
   }
-  finish<WM, WN, TOut>(p, acc, m0, n0, xrow0, nrow0);
+  finish<WT, XT, BM, BN, TOut>(p, acc, m0, n0, xrow0, nrow0);
 }
 
 }  // namespace bsgemm
@@ -1298,6 +1424,17 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemm_stage_xq(const __g
 
 using b12x::BsGemmParams;
 
+// The SM90-only wgmma kernels (FP4 weights, 128 x 256 tiles; a trapping body on other targets).
+#define B12X_BSGEMM_WG(FMT, FMTNAME, TOUT, OUTNAME)                                                   \
+  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                              \
+      b12x_bsgemm_wg_w4a16_##FMTNAME##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) {       \
+    b12x::bsgemm::wgemm<b12x::bsgemv::Fmt::FMT, TOUT>(p);                                            \
+  }
+#define B12X_BSGEMM_WG_OUTS(FMT, FMTNAME)          \
+  B12X_BSGEMM_WG(FMT, FMTNAME, b12x::bf16, bf16) \
+  B12X_BSGEMM_WG(FMT, FMTNAME, b12x::fp16, f16)  \
+  B12X_BSGEMM_WG(FMT, FMTNAME, float, f32)
+
 // Tile shapes (src/blockscaled/gemv.rs lists the entry points): 128 x 256 (prefill), 64 x 256,
 // 32 x 128 (middle); block FP8 128 x 128 and 64 x 128 (its per-tile partial sums double the
 // accumulators). One CTA per SM for 128-row tiles, two otherwise.
@@ -1315,11 +1452,15 @@ using b12x::BsGemmParams;
   B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 2, WN_BIG, 1) \
   B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 1, 4, 2)
 
+#ifndef B12X_PROTO_ENTRY_POINTS  // bench/proto harnesses instantiate their own
 B12X_BSGEMM_FMT(Nvfp4, nvfp4, w4a16, 8)
 B12X_BSGEMM_FMT(Mxfp4, mxfp4, w4a16, 8)
 B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8)
 B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4)
 B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
+B12X_BSGEMM_WG_OUTS(Nvfp4, nvfp4)
+B12X_BSGEMM_WG_OUTS(Mxfp4, mxfp4)
+#endif
 
 // The native kernels (E4M3 x with UE8M0 scales x an MXFP8 or UE8M0 block-FP8 weight), the same
 // tile shapes.
@@ -1332,9 +1473,11 @@ B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
   B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, b12x::bf16, bf16) \
   B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, b12x::fp16, f16)  \
   B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, float, f32)
+#ifndef B12X_PROTO_ENTRY_POINTS  // bench/proto harnesses instantiate their own
 B12X_BSQGEMM_OUTS(Mxf8, mxf8, 4, 8, 1)
 B12X_BSQGEMM_OUTS(Mxf8, mxf8, 2, 8, 1)
 B12X_BSQGEMM_OUTS(Mxf8, mxf8, 1, 4, 2)
 B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 4, 8, 1)
 B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 2, 8, 1)
 B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 1, 4, 2)
+#endif

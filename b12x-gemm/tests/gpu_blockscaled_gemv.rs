@@ -452,14 +452,26 @@ fn graph_equals_eager(dev: &Arc<Device>) -> TrialResult {
 }
 
 /// The tiled path (M = 100 on a 128-row plan): graph replays equal eager runs bitwise, with the
-/// default config and with a split-K config (partial tiles summed by the last split to arrive).
+/// default config (on SM90 the wgmma kernel), with a split-K config (partial tiles summed by the
+/// last split to arrive) and with the mma.sync tiled kernel.
 fn graph_replay_equals_eager_tiled(dev: &Arc<Device>) -> TrialResult {
     let m = 100;
     let (mut f, session) = prepared(dev, m, 128)?;
+    let bucket = b12x_core::plan::bucket_of(f.plan.buckets(), m).ok_or("no bucket")?;
+    let default_wg = matches!(f.plan.configs(bucket).first(), Some(gemv::Candidate::Wgmma(_)));
+    if default_wg != (dev.arch() == b12x_core::Arch::Sm90) {
+        return Err(format!("default config {:?} on {:?}", f.plan.configs(bucket).first(), dev.arch()));
+    }
     replay_equals_eager(dev, &mut f, &session, m)?;
     drop(session);
-    let bucket = b12x_core::plan::bucket_of(f.plan.buckets(), m).ok_or("no bucket")?;
     let label = f.plan.buckets()[bucket].label();
+    let tiled = f.plan.configs(bucket).iter().find_map(|c| match c {
+        gemv::Candidate::Tile(t) if t.splits == 1 => Some(c.id()),
+        _ => None,
+    });
+    let session = session_pinned(dev, &f.plan, &label, &tiled.ok_or("no unsplit tiled candidate")?)?;
+    replay_equals_eager(dev, &mut f, &session, m)?;
+    drop(session);
     let split = f.plan.configs(bucket).iter().find_map(|c| match c {
         gemv::Candidate::Tile(t) if t.splits > 1 => Some(c.id()),
         _ => None,

@@ -406,6 +406,56 @@ pub fn tile_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat) -> Ve
     out
 }
 
+/// A config of the SM90-only wgmma kernels (`b12x_bsgemm_wg_*`, FP4 weights): 128 rows of x by
+/// 256 weight rows per CTA, two warpgroups each running `wgmma.m64n128k16` on 128 weight rows
+/// with the dequantized weight as register A and x from shared memory in wgmma's 128-byte
+/// swizzle; the tiled kernels' ring, loaders and epilogue otherwise. Listed on SM90 devices only
+/// (the kernels trap elsewhere: wgmma does not exist on SM120 / SM121).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WgConfig {
+    /// Ring depth (2..=4).
+    pub stages: usize,
+}
+
+impl WgConfig {
+    /// `wg_w4_s{S}`.
+    pub fn id(&self) -> String {
+        format!("wg_w4_s{}", self.stages)
+    }
+    /// Inverse of [`WgConfig::id`].
+    pub fn parse(id: &str) -> Option<WgConfig> {
+        let stages = id.strip_prefix("wg_w4_s")?.parse().ok()?;
+        Some(WgConfig { stages })
+    }
+    /// The tiled kernel shape it shares its ring, stage layout and schedule with.
+    pub fn tile(&self) -> TileConfig {
+        TileConfig { w8: false, wm: 4, wn: 8, stages: self.stages, splits: 1 }
+    }
+    /// Dynamic shared memory: the ring plus 1024 bytes of slack (wgmma's swizzled x slabs are
+    /// 1024-byte aligned).
+    pub fn dynamic_smem(&self) -> u32 {
+        self.stages as u32 * self.tile().stage_bytes() + 1024
+    }
+    /// Whether the kernel exists and one CTA fits `smem_optin` bytes.
+    pub fn fits(&self, smem_optin: u32) -> bool {
+        (2..=4).contains(&self.stages) && self.dynamic_smem() + STATIC_SMEM <= smem_optin
+    }
+    /// The kernel symbol for `format` (NVFP4 or MXFP4) and `out`.
+    pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
+        format!("b12x_bsgemm_wg_{}_{}out", format_name(format), out_name(out))
+    }
+}
+
+/// The wgmma configs of a bucket whose largest M is `rows_hi`, default first: FP4 weights, SM90,
+/// buckets above 64 rows (the 128-row x tile), three stages first (measured faster than four in
+/// `bench/proto/bsgemm_tile_proto.cu`), then two.
+pub fn wg_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat, arch: b12x_core::Arch) -> Vec<WgConfig> {
+    if arch != b12x_core::Arch::Sm90 || is_w8(format) || rows_hi <= 64 {
+        return Vec::new();
+    }
+    [3, 2].into_iter().map(|stages| WgConfig { stages }).filter(|c| c.fits(smem_optin)).collect()
+}
+
 fn format_name(format: WeightFormat) -> &'static str {
     match format {
         WeightFormat::Nvfp4 => "w4a16_nvfp4",
@@ -434,6 +484,8 @@ pub enum Candidate {
     Tile(TileConfig),
     /// The native tiled kernels (x quantized too; the middle and prefill buckets).
     Native(NativeConfig),
+    /// The SM90 wgmma kernels (FP4 weights; the prefill buckets).
+    Wgmma(WgConfig),
 }
 
 impl Candidate {
@@ -442,6 +494,7 @@ impl Candidate {
             Candidate::Gemv(c) => c.id(),
             Candidate::Tile(c) => c.id(),
             Candidate::Native(c) => c.id(),
+            Candidate::Wgmma(c) => c.id(),
         }
     }
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
@@ -449,6 +502,7 @@ impl Candidate {
             Candidate::Gemv(c) => c.symbol(format, out),
             Candidate::Tile(c) => c.symbol(format, out),
             Candidate::Native(c) => c.symbol(out),
+            Candidate::Wgmma(c) => c.symbol(format, out),
         }
     }
     pub fn dynamic_smem(&self) -> u32 {
@@ -456,6 +510,7 @@ impl Candidate {
             Candidate::Gemv(c) => c.dynamic_smem(),
             Candidate::Tile(c) => c.dynamic_smem(),
             Candidate::Native(c) => c.dynamic_smem(),
+            Candidate::Wgmma(c) => c.dynamic_smem(),
         }
     }
 }
@@ -677,6 +732,11 @@ pub fn all_symbols() -> Vec<String> {
             for o in [DType::BF16, DType::F16, DType::F32] {
                 out.push(TileConfig { w8: is_w8(f), wm, wn, stages: 2, splits: 1 }.symbol(f, o));
             }
+        }
+    }
+    for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+        for o in [DType::BF16, DType::F16, DType::F32] {
+            out.push(WgConfig { stages: 3 }.symbol(f, o));
         }
     }
     for kind in [NativeKind::Mxf8, NativeKind::Fp8Block] {
@@ -1259,6 +1319,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
                 out.extend(native_configs(b.hi, smem, kind).into_iter().map(Candidate::Native));
             }
             if !options.native_only {
+                out.extend(wg_configs(b.hi, smem, query.weight, device.arch()).into_iter().map(Candidate::Wgmma));
                 out.extend(tile_configs(b.hi, smem, query.weight).into_iter().map(Candidate::Tile));
             }
             out
@@ -1275,6 +1336,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
                 Candidate::Gemv(c) => c.scratch_bytes(query.n, query.k, device.sm_count()),
                 Candidate::Tile(c) => c.scratch_bytes(b.hi, query.n, query.k),
                 Candidate::Native(c) => c.tile.scratch_bytes(b.hi, query.n, query.k),
+                Candidate::Wgmma(c) => c.tile().scratch_bytes(b.hi, query.n, query.k),
             };
             (partials, counters) = (partials.max(p), counters.max(n));
         }
@@ -1488,7 +1550,12 @@ fn launch(
     let c = match cand {
         Candidate::Gemv(c) => c,
         Candidate::Native(_) => return Err(unknown()), // native candidates exist only for pre-quantized x
-        Candidate::Tile(c) => {
+        Candidate::Tile(_) | Candidate::Wgmma(_) => {
+            let (c, smem_bytes) = match cand {
+                Candidate::Wgmma(w) => (w.tile(), w.dynamic_smem()),
+                Candidate::Tile(c) => (c, c.dynamic_smem()),
+                _ => return Err(unknown()),
+            };
             let (tiles, mtiles, ktiles, splits, kt_per) = c.schedule(p.m as usize, q.n, q.k);
             let tp = BsGemmParams {
                 codes,
@@ -1517,11 +1584,7 @@ fn launch(
                 xmult: p.xmult,
                 xscales: 0,
             };
-            let dims = LaunchDims {
-                grid: (tiles as u32, splits as u32, 1),
-                block: (TILE_THREADS, 1, 1),
-                smem_bytes: c.dynamic_smem(),
-            };
+            let dims = LaunchDims { grid: (tiles as u32, splits as u32, 1), block: (TILE_THREADS, 1, 1), smem_bytes };
             // SAFETY: BsGemmParams mirrors the kernel's struct (asserted on both sides); the
             // tensors passed `Query::kernel_params` (codes and scales are the packed weight's,
             // whose layout set_scale_layout describes; x, y and bias cover M × K, M × N, N); the
@@ -1857,9 +1920,33 @@ mod tests {
     }
 
     #[test]
+    fn wg_configs_sm90_fp4_prefill_only() {
+        use b12x_core::Arch;
+        let smem = 232_448;
+        let got = wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm90);
+        assert_eq!(got, vec![WgConfig { stages: 3 }, WgConfig { stages: 2 }]);
+        for c in &got {
+            assert_eq!(WgConfig::parse(&c.id()), Some(*c));
+            assert!(TileConfig::parse(&c.id()).is_none() && Config::parse(&c.id()).is_none());
+            // Three 50 KB stages and the 1024-byte alignment slack.
+            assert_eq!(c.dynamic_smem(), c.stages as u32 * 51_200 + 1024);
+        }
+        assert_eq!(WgConfig { stages: 3 }.symbol(WeightFormat::Mxfp4, DType::F16), "b12x_bsgemm_wg_w4a16_mxfp4_f16out");
+        assert!(!WgConfig { stages: 5 }.fits(smem) && !WgConfig { stages: 4 }.fits(200_000));
+        assert_eq!(wg_configs(128, smem, WeightFormat::Mxfp4, Arch::Sm90).len(), 2);
+        // Not below 128-row buckets, not for FP8 weights, not on SM120 / SM121 (no wgmma), not
+        // where the SM's shared memory (SM120: 99 KB) holds no 2-stage ring.
+        assert!(wg_configs(64, smem, WeightFormat::Nvfp4, Arch::Sm90).is_empty());
+        assert!(wg_configs(2048, smem, WeightFormat::Mxfp8, Arch::Sm90).is_empty());
+        assert!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm120).is_empty());
+        assert!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm121).is_empty());
+        assert!(wg_configs(2048, 101_376, WeightFormat::Nvfp4, Arch::Sm90).is_empty());
+    }
+
+    #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 126);
+        assert_eq!(all.len(), 132);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
