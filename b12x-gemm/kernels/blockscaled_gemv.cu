@@ -817,19 +817,26 @@ __device__ __forceinline__ void load_x_rows(uint32_t st, const BsGemmParams& p, 
   }
 }
 
+// 128-byte code rows with chunk c at c ^ (row % 8): the wgmma kernels' FP8 weight, whose lanes
+// (g, t) read rows g = 0..7 at one chunk (conflict free; w_pos<true> would put rows g, g + 4 on
+// one bank).
+__device__ __forceinline__ uint32_t w_pos8(int row, int c) { return uint32_t(row * 128 + 16 * (c ^ (row & 7))); }
+
 // Code rows row0 .. row0 + ROWS of a byte matrix (row stride ld bytes), k-tile kt (RB bytes per
 // row), into shared memory at dst, chunk c of row r at w_pos<RB == 128>(r, c); zeros past `rows`
 // and `row_bytes`. All kThreads threads copy.
-template <int ROWS, int RB>
+template <int ROWS, int RB, bool kSw8 = false>
 __device__ __forceinline__ void load_code_rows(uint32_t dst, const unsigned char* src, long long ld, int row0, int rows,
                                                int row_bytes, int kt, int tid) {
+  static_assert(!kSw8 || RB == 128, "the 8-row swizzle is for 128-byte rows");
   constexpr int kCh = RB / 16;
 #pragma unroll
   for (int j = 0; j < ROWS * kCh / kThreads; ++j) {
     const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
     const int gr = row0 + row, gb = kt * RB + 16 * c;
     const bool live = gr < rows && gb < row_bytes;
-    bsgemv::cp_async<16>(dst + w_pos<RB == 128>(row, c), live ? src + (long long)gr * ld + gb : src, live);
+    const uint32_t at = kSw8 ? w_pos8(row, c) : w_pos<RB == 128>(row, c);
+    bsgemv::cp_async<16>(dst + at, live ? src + (long long)gr * ld + gb : src, live);
   }
 }
 
@@ -1135,24 +1142,32 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   finish<WN / 2, 2 * WM, BM, BN, TOut>(p, acc, m0, n0, xrow0, nrow0);
 }
 
-// ---- SM90 only: wgmma with the dequantized weight as register A (FP4 weights) -----------------
-// CTA tile 128 x rows by 256 weight rows; two warpgroups of 128 weight rows (two m64 tiles each)
-// run wgmma.m64n128k16 with A — the weight, swap-AB as everywhere here — from registers and B,
-// x, from shared memory: no ld.shared of x and one MMA instruction per 64 x 128 x 16 instead of
+// ---- SM90 only: wgmma with the dequantized weight as register A ------------------------------
+// CTA tile 128 x rows by 128 MT weight rows; two warpgroups of 64 MT weight rows (MT m64 tiles
+// each) run wgmma.m64n128k16 with A — the weight, swap-AB as everywhere here — from registers and
+// B, x, from shared memory: no ld.shared of x and one MMA instruction per 64 x 128 x 16 instead of
 // sixteen mma.sync. The ring, loaders, scale staging and epilogue are the tiled kernels'; x is
-// staged in wgmma's 128-byte-swizzled K-major layout (load_x_rows<.., kWg>). The A fragment
-// wants k in natural order (lane t: k 2t, 2t + 1, 2t + 8, 2t + 9 of each k16 step), i.e. pair t of
-// the step's two layout-v2 words (k 16 s .. + 7 and + 8 .. + 15 of the row): bsgemv::pair<t>'s
-// rotation chosen per lane at run time (four ALU instructions per pair instead of ~2.25). The
-// A registers are double-buffered across k-steps (wait_group 1 before a buffer is rewritten);
-// every k-tile's MMAs complete (wait_group 0) before the block barrier that lets its slot be
-// refilled. Other targets build a trapping body; Rust lists these kernels on SM90 only.
-template <Fmt F, typename TOut>
+// staged in wgmma's 128-byte-swizzled K-major layout (load_x_rows<.., kWg>), FP8 code rows with
+// chunk c at c ^ (row % 8) (w_pos8). The A fragment wants k in natural order (lane t: k 2t, 2t + 1,
+// 2t + 8, 2t + 9 of each k16 step): FP4, pair t of the step's two layout-v2 words (k 16 s .. + 7
+// and + 8 .. + 15 of the row) — bsgemv::pair<t>'s rotation chosen per lane at run time (four ALU
+// instructions per pair instead of ~2.25); FP8, bytes 2 (t % 2), + 1 of the step chunk's words
+// t / 2 and 2 + t / 2 — e4m3_pair_bf16_2m120's byte permutation with a per-lane selector. Scales as
+// the tiled kernels (NVFP4 per 16 k, MX per 32 k in the BF16 multiply; per-tensor FP8's in the
+// epilogue); block FP8's f32 scales multiply per-tile partial sums (DeepGEMM's promotion: a k16
+// step that starts a tile overwrites the partial accumulators, scale-d = 0; 32 x 32 tiles every
+// two steps, 128 x 128 every k-tile; MT = 1 for the registers). The A registers are
+// double-buffered across k-steps (wait_group 1 before a buffer is rewritten); every k-tile's MMAs
+// complete (wait_group 0) before the block barrier that lets its slot be refilled. Other targets
+// build a trapping body; Rust lists these kernels on SM90 only.
+template <Fmt F, int MT, typename TOut>
 __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #if B12X_SM90_FEATURES
-  static_assert(F == Fmt::Nvfp4 || F == Fmt::Mxfp4, "FP4 weights");
-  using T = Tile<F, 4, 8>;
-  constexpr int BM = T::BM, BN = T::BN, RB = T::RB;  // 128 x rows, 256 weight rows, 64 code bytes
+  using T = Tile<F, 4, 4 * MT>;
+  constexpr bool kFp8 = T::kFp8, kPromote = F == Fmt::Fp8Block;
+  constexpr int BM = T::BM, BN = T::BN, RB = T::RB;  // 128 x rows, 128 MT weight rows
+  static_assert(MT == 1 || MT == 2, "one or two m64 tiles per warpgroup");
+  static_assert(!kPromote || MT == 1, "block FP8's partial sums: one m64 tile per warpgroup");
   static_assert(T::kStage % 1024 == 0 && T::kX == 2 * BM * 128, "1024-byte aligned stages of two x slabs");
   __shared__ __align__(8) uint64_t s_bar[kMaxStages];
   __shared__ uint32_t s_tab[256];
@@ -1167,33 +1182,50 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 
   auto load = [&](int kt, int s) {
     const uint32_t st = ring + uint32_t(s) * T::kStage;
-    load_x_rows<BM, false, true>(st, p, m0, kt, tid);
-    load_code_rows<BN, RB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
-    load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(st + T::kX + T::kW, p, n0, kt, tid);
+    load_x_rows<BM, kFp8, true>(st, p, m0, kt, tid);
+    load_code_rows<BN, RB, kFp8>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
+    const uint32_t ss = st + T::kX + T::kW;
+    if constexpr (F == Fmt::Nvfp4 || F == Fmt::Mxfp4 || F == Fmt::Mxfp8) {
+      load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(ss, p, n0, kt, tid);
+    } else if constexpr (F == Fmt::Fp8Block) {
+      load_block_scales<BN>(ss, p, n0, kt, tid);
+    }
     bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
   };
 
-  // Warpgroup wgi owns weight rows 128 wgi .. + 127 as two m64 tiles i; its warp wl rows 64 i +
-  // 16 wl + g and + 8 of each.
+  // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
+  // + g and + 8 of each.
   const int wgi = warp >> 2, wl = warp & 3;
-  const int nrow0 = 128 * wgi + 16 * wl;
+  const int nrow0 = 64 * MT * wgi + 16 * wl;
   const uint32_t sc_blk = uint32_t(nrow0 >> 7);
   auto sc_off = [&](int i, int h) {
     const int r = nrow0 + 64 * i + g + 8 * h;
     return uint32_t((r & 31) * 16 + ((r & 127) >> 5) * 4);
   };
+  // The lane's pair: FP4, bsgemv::pair<t>'s rotation (t = 3 takes two bits from rotation 14);
+  // FP8, bytes 2 (t % 2), + 1 of a word as e4m3_pair_bf16_2m120<t % 2> places them.
   constexpr uint32_t kM = 0x81C081C0u, k14 = 0x00400040u;
   const int r1 = t == 0 ? 0 : t == 1 ? 4 : t == 2 ? 10 : 6;
   const uint32_t m1 = t == 3 ? (kM & ~k14) : kM, m2 = t == 3 ? k14 : 0u;
-  auto pair_t = [&](uint32_t w) { return (e2m1_rotr(w, r1) & m1) | (e2m1_rotr(w, 14) & m2); };
+  const uint32_t sel = (t & 1) ? 0x3424u : 0x1404u;
+  auto pair_t = [&](uint32_t w) {
+    if constexpr (kFp8) {
+      const uint32_t q = __byte_perm(w, 0u, sel);
+      return (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);
+    } else {
+      return (e2m1_rotr(w, r1) & m1) | (e2m1_rotr(w, 14) & m2);
+    }
+  };
 
-  float acc[2][16][4];
+  float acc[MT][16][4];
+  float part[kPromote ? 16 : 1][4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
 
   for (int s = 0; s < S - 1 && s < ktiles; ++s) load(kt0 + s, s);
   int slot = 0, phase = 0;
@@ -1203,45 +1235,82 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
     __syncthreads();          // every warp's MMAs of k-tile kt - 1 are complete: refill its slot
     if (kt + S - 1 < ktiles) load(kt0 + kt + S - 1, (slot + S - 1) % S);
     const uint32_t xs = ring + uint32_t(slot) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
-    // The rows' scale words of the k-tile: NVFP4 two tiles (blocks 0-3, 4-7 of 16 k), MXFP4 one
+    // The rows' scale words of the k-tile: NVFP4 two tiles (blocks 0-3, 4-7 of 16 k), MX one
     // (blocks 0-3 of 32 k).
-    constexpr int kTw = F == Fmt::Nvfp4 ? 2 : 1;
-    uint32_t scw[2][2][kTw];
+    constexpr int kTw = F == Fmt::Nvfp4 ? 2 : (F == Fmt::Mxfp4 || F == Fmt::Mxfp8) ? 1 : 0;
+    uint32_t scw[MT][2][kTw > 0 ? kTw : 1];
+    if constexpr (kTw > 0) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+      for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int u = 0; u < kTw; ++u)
-          scw[i][h][u] = bsgemv::ld_shared_u32(ss + sc_off(i, h) + 512u * (kTw * sc_blk + u));
-    uint32_t a[2][2][4];  // [buffer][m64 tile][register]
+          for (int u = 0; u < kTw; ++u)
+            scw[i][h][u] = bsgemv::ld_shared_u32(ss + sc_off(i, h) + 512u * (kTw * sc_blk + u));
+    }
+    uint32_t a[2][MT][4];  // [buffer][m64 tile][register]
 #pragma unroll
     for (int s = 0; s < 8; ++s) {  // k16 steps
-      uint32_t(&ab)[2][4] = a[s & 1];
+      uint32_t(&ab)[MT][4] = a[s & 1];
       if (s >= 2) wg::wait<1>();  // step s - 2's MMAs, the last readers of this buffer, are done
-      const int blk = F == Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile
+      const int blk = F == Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile (16 / 32 k)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < MT; ++i) {
         const int r = nrow0 + 64 * i + g;
-        const uint2 lo = bsgemv::ld_shared_v2(ws + w_pos<false>(r, s >> 1) + 8u * (s & 1));
-        const uint2 hi = bsgemv::ld_shared_v2(ws + w_pos<false>(r + 8, s >> 1) + 8u * (s & 1));
-        const uint32_t sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-        const uint32_t sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-        ab[i][0] = bsgemv::hmul2_bf16(pair_t(lo.x), sl);
-        ab[i][1] = bsgemv::hmul2_bf16(pair_t(hi.x), sh);
-        ab[i][2] = bsgemv::hmul2_bf16(pair_t(lo.y), sl);
-        ab[i][3] = bsgemv::hmul2_bf16(pair_t(hi.y), sh);
+        uint32_t w[2][2];  // [row g, g + 8][k 2t.. / 2t + 8..]
+        if constexpr (kFp8) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t at = ws + w_pos8(r + 8 * h, s) + 4u * uint32_t(t >> 1);
+            w[h][0] = bsgemv::ld_shared_u32(at);
+            w[h][1] = bsgemv::ld_shared_u32(at + 8u);
+          }
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint2 v = bsgemv::ld_shared_v2(ws + w_pos<false>(r + 8 * h, s >> 1) + 8u * (s & 1));
+            w[h][0] = v.x;
+            w[h][1] = v.y;
+          }
+        }
+        uint32_t sl = bsgemv::kTwo120, sh = bsgemv::kTwo120;
+        if constexpr (kTw > 0) {
+          sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+          sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+        }
+        ab[i][0] = bsgemv::hmul2_bf16(pair_t(w[0][0]), sl);
+        ab[i][1] = bsgemv::hmul2_bf16(pair_t(w[1][0]), sh);
+        ab[i][2] = bsgemv::hmul2_bf16(pair_t(w[0][1]), sl);
+        ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
       }
       wg::fence();
       const uint64_t db = wg::desc_sw128(xs + uint32_t(s >> 2) * (BM * 128) + 32u * (s & 3));
+      if constexpr (kPromote) {
+        // A tile's first step overwrites the partial sums (scale-d = 0).
+        const bool first = tile32 ? (s & 1) == 0 : s == 0;
+        wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(part), ab[0], db, !first);
+      } else {
 #pragma unroll
-      for (int i = 0; i < 2; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db);
+        for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
+      }
       wg::commit();
+      if constexpr (kPromote) {
+        if (tile32 ? (s & 1) == 1 : s == 7) {
+          // The tile's partial sums are complete: acc += part * its f32 scale (32 x 32: tile row
+          // nrow0 / 32 (the warp's 16 rows lie in it), column s / 2; 128 x 128: the CTA's block).
+          wg::wait<0>();
+          const float sc = bsgemv::ld_shared_f32(ss + (tile32 ? 16u * uint32_t(nrow0 >> 5) + 4u * uint32_t(s >> 1) : 0u));
+#pragma unroll
+          for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[0][j][e] = fmaf(part[j][e], sc, acc[0][j][e]);
+        }
+      }
     }
     wg::wait<0>();
     if (++slot == S) slot = 0, phase ^= 1;
   }
-  finish<2, 16, BM, BN, TOut, 64>(p, acc, m0, n0, 0, nrow0);
+  finish<MT, 16, BM, BN, TOut, 64>(p, acc, m0, n0, 0, nrow0);
 #else
   __trap();
 #endif
@@ -1424,16 +1493,17 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemm_stage_xq(const __g
 
 using b12x::BsGemmParams;
 
-// The SM90-only wgmma kernels (FP4 weights, 128 x 256 tiles; a trapping body on other targets).
-#define B12X_BSGEMM_WG(FMT, FMTNAME, TOUT, OUTNAME)                                                   \
+// The SM90-only wgmma kernels: 128 x 256 tiles (MT = 2), block FP8 128 x 128 (MT = 1); a
+// trapping body on other targets.
+#define B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, TOUT, OUTNAME)                                             \
   extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                              \
-      b12x_bsgemm_wg_w4a16_##FMTNAME##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) {       \
-    b12x::bsgemm::wgemm<b12x::bsgemv::Fmt::FMT, TOUT>(p);                                            \
+      b12x_bsgemm_wg_##W##_##FMTNAME##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) {        \
+    b12x::bsgemm::wgemm<b12x::bsgemv::Fmt::FMT, MT, TOUT>(p);                                        \
   }
-#define B12X_BSGEMM_WG_OUTS(FMT, FMTNAME)          \
-  B12X_BSGEMM_WG(FMT, FMTNAME, b12x::bf16, bf16) \
-  B12X_BSGEMM_WG(FMT, FMTNAME, b12x::fp16, f16)  \
-  B12X_BSGEMM_WG(FMT, FMTNAME, float, f32)
+#define B12X_BSGEMM_WG_OUTS(FMT, FMTNAME, W, MT)          \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, b12x::bf16, bf16) \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, b12x::fp16, f16)  \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, float, f32)
 
 // Tile shapes (src/blockscaled/gemv.rs lists the entry points): 128 x 256 (prefill), 64 x 256,
 // 32 x 128 (middle); block FP8 128 x 128 and 64 x 128 (its per-tile partial sums double the
@@ -1458,8 +1528,11 @@ B12X_BSGEMM_FMT(Mxfp4, mxfp4, w4a16, 8)
 B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8)
 B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4)
 B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
-B12X_BSGEMM_WG_OUTS(Nvfp4, nvfp4)
-B12X_BSGEMM_WG_OUTS(Mxfp4, mxfp4)
+B12X_BSGEMM_WG_OUTS(Nvfp4, nvfp4, w4a16, 2)
+B12X_BSGEMM_WG_OUTS(Mxfp4, mxfp4, w4a16, 2)
+B12X_BSGEMM_WG_OUTS(Mxfp8, mxfp8, w8a16, 2)
+B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 1)
+B12X_BSGEMM_WG_OUTS(Fp8Tensor, fp8tensor, w8a16, 2)
 #endif
 
 // The native kernels (E4M3 x with UE8M0 scales x an MXFP8 or UE8M0 block-FP8 weight), the same

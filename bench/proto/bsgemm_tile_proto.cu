@@ -1,11 +1,13 @@
-// Prototype harness for the tiled gemm.blockscaled kernels' warp layouts (not part of the build,
-// not the source of any reported number): on the GPU machine (nvcc, no Rust) it compiles in
-// seconds, where a GPU bundle takes ~10 minutes. It includes the kernel source without its entry
-// points (B12X_PROTO_ENTRY_POINTS), instantiates the variants below, fills random packed weights
-// (NVFP4, MXFP8, block FP8 128 x 128 with f32 scales) and bf16 x, checks every variant's y
-// against the reference variant (the library's validated 2 x 4 warp grid) bit for bit — the warp
-// layout changes which warp computes an output, not its summation order — and times each with
-// graph replays (L2 flushed, median of 20).
+// Prototype harness for gemm.blockscaled's tiled prefill kernels (not part of the build, not the
+// source of any reported number): on the GPU machine (nvcc, no Rust) it compiles in seconds,
+// where a GPU bundle takes ~10 minutes. It includes the kernel source without its entry points
+// (B12X_PROTO_ENTRY_POINTS), instantiates the library's mma.sync tiled kernels and the SM90 wgmma
+// kernels, fills random packed weights (NVFP4, MXFP8, block FP8 128 x 128 and 32 x 32 with f32
+// scales) and bf16 x, compares each wgmma kernel's y with the tiled kernel of its format (the
+// validated reference; the summation order differs, so "far" counts elements off by more than 2%
+// + 1e-3) and times each with graph replays (L2 flushed, median of 20) at the deepest ring that
+// fits and one or two stages less. Session 29 also used it for the warp-layout study in
+// blockscaled/README.md (that variant of the kernel is not kept).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a --expt-relaxed-constexpr \
 //     -I../../b12x-core/include -o /tmp/t bsgemm_tile_proto.cu && /tmp/t
 // Env: PROTO_M=m, PROTO_SHAPE=NxK (one case).
@@ -21,36 +23,31 @@ using b12x::bf16;
 
 #include "proto_common.cuh"
 
-// name, fmt, WM, WN, WX, min CTAs per SM
-#define V(FMT, FMTNAME, W, WM, WN, WX, WXN, MINB) B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, WX, WXN, MINB, b12x::bf16, bf16)
-V(Nvfp4, nvfp4, w4a16, 4, 8, 2, , 1)
-V(Nvfp4, nvfp4, w4a16, 4, 8, 1, _x1, 1)
-V(Nvfp4, nvfp4, w4a16, 2, 8, 1, _x1, 2)
-V(Nvfp4, nvfp4, w4a16, 2, 8, 2, , 1)
-V(Mxfp8, mxfp8, w8a16, 4, 8, 2, , 1)
-V(Mxfp8, mxfp8, w8a16, 4, 8, 1, _x1, 1)
-V(Mxfp8, mxfp8, w8a16, 2, 8, 1, _x1, 2)
-V(Fp8Block, fp8block, w8a16, 4, 4, 2, , 1)
-V(Fp8Block, fp8block, w8a16, 4, 4, 1, _x1, 1)
-V(Fp8Block, fp8block, w8a16, 2, 8, 1, _x1, 1)
-
-B12X_BSGEMM_WG(Nvfp4, nvfp4, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Mxfp4, mxfp4, b12x::bf16, bf16)
+// The library's mma.sync tiled kernels (the reference of each format) and the wgmma kernels.
+B12X_BSGEMM(Nvfp4, nvfp4, w4a16, 4, 8, 1, b12x::bf16, bf16)
+B12X_BSGEMM(Mxfp8, mxfp8, w8a16, 4, 8, 1, b12x::bf16, bf16)
+B12X_BSGEMM(Fp8Block, fp8block, w8a16, 4, 4, 1, b12x::bf16, bf16)
+B12X_BSGEMM(Fp8Block, fp8block, w8a16, 2, 4, 1, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Nvfp4, nvfp4, w4a16, 2, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Mxfp8, mxfp8, w8a16, 2, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 1, b12x::bf16, bf16)
 
 struct Variant {
   const char* name;
   void (*fn)(BsGemmParams);
-  int fmt;  // 0 NVFP4, 1 MXFP8, 2 block FP8
-  int wm, wn, minb;
+  int fmt;  // 0 NVFP4, 1 MXFP8, 2 block FP8 (128 x 128, or 32 x 32 with fmt 3)
+  int wm, wn;
+  bool wg;  // 1024 bytes of alignment slack
 };
-#define E(FMTNAME, W, WM, WN, WXN, F, MINB) \
-  {#FMTNAME "_wm" #WM "_wn" #WN #WXN, b12x_bsgemm_##W##_##FMTNAME##_wm##WM##_wn##WN##WXN##_bf16out, F, WM, WN, MINB}
 static const Variant kVariants[] = {
-    E(nvfp4, w4a16, 4, 8, , 0, 1),        E(nvfp4, w4a16, 4, 8, _x1, 0, 1),     E(nvfp4, w4a16, 2, 8, _x1, 0, 2),
-    E(nvfp4, w4a16, 2, 8, , 0, 1),        E(mxfp8, w8a16, 4, 8, , 1, 1),        E(mxfp8, w8a16, 4, 8, _x1, 1, 1),
-    E(mxfp8, w8a16, 2, 8, _x1, 1, 2),     E(fp8block, w8a16, 4, 4, , 2, 1),     E(fp8block, w8a16, 4, 4, _x1, 2, 1),
-    E(fp8block, w8a16, 2, 8, _x1, 2, 1),
-    {"wg_nvfp4", b12x_bsgemm_wg_w4a16_nvfp4_bf16out, 0, 4, 8, 1},
+    {"nvfp4_wm4_wn8", b12x_bsgemm_w4a16_nvfp4_wm4_wn8_bf16out, 0, 4, 8, false},
+    {"wg_nvfp4", b12x_bsgemm_wg_w4a16_nvfp4_bf16out, 0, 4, 8, true},
+    {"mxfp8_wm4_wn8", b12x_bsgemm_w8a16_mxfp8_wm4_wn8_bf16out, 1, 4, 8, false},
+    {"wg_mxfp8", b12x_bsgemm_wg_w8a16_mxfp8_bf16out, 1, 4, 8, true},
+    {"fp8block_wm4_wn4", b12x_bsgemm_w8a16_fp8block_wm4_wn4_bf16out, 2, 4, 4, false},
+    {"wg_fp8block", b12x_bsgemm_wg_w8a16_fp8block_bf16out, 2, 4, 4, true},
+    {"fp8block32_wm2_wn4", b12x_bsgemm_w8a16_fp8block_wm2_wn4_bf16out, 3, 2, 4, false},
+    {"wg_fp8block32", b12x_bsgemm_wg_w8a16_fp8block_bf16out, 3, 4, 4, true},
 };
 
 __global__ void fill_bytes(unsigned char* p, size_t n, uint32_t seed, int mode) {
@@ -86,11 +83,11 @@ int main() {
     CK(cudaMalloc(&x, (size_t)M * K * 2));
     CK(cudaMalloc(&y, (size_t)M * N * 2));
     CK(cudaMalloc(&codes, (size_t)N * K));
-    const size_t sbytes = (size_t)((N + 127) / 128) * ((K / 16 + 3) / 4) * 512 + 4 * ((N + 127) / 128) * (((K + 127) / 128 + 3) / 4 * 4);
+    const size_t sbytes = (size_t)((N + 127) / 128) * ((K / 16 + 3) / 4) * 512 + 4 * ((N + 31) / 32) * (((K + 31) / 32 + 3) / 4 * 4);
     CK(cudaMalloc(&scales, sbytes));
     fill_bf16<<<1024, 256, 0, st>>>(x, (size_t)M * K, 7);
     std::vector<uint16_t> ref((size_t)M * N), got((size_t)M * N);
-    for (int fmt = 0; fmt < 3; ++fmt) {
+    for (int fmt = 0; fmt < 4; ++fmt) {
       fill_bytes<<<1024, 256, 0, st>>>(codes, (size_t)N * K, 11 + fmt, fmt == 0 ? 0 : 1);
       BsGemmParams p{};
       p.codes = codes; p.scales = scales; p.x = x; p.y = y;
@@ -106,8 +103,10 @@ int main() {
         p.scale_bias = 120;
         fill_bytes<<<1024, 256, 0, st>>>(scales, sbytes, 5, 3);
       } else {
-        p.sld = ((K + 127) / 128 + 3) / 4 * 4;
-        p.sgroups = (N + 127) / 128;
+        const int tile = fmt == 3 ? 32 : 128;
+        p.sld = ((K + tile - 1) / tile + 3) / 4 * 4;
+        p.sgroups = (N + tile - 1) / tile;
+        p.flags = fmt == 3 ? 2 : 0;
         fill_f32_scales<<<1024, 256, 0, st>>>((float*)scales, sbytes / 4, 5);
       }
       CK(cudaStreamSynchronize(st));
@@ -115,15 +114,16 @@ int main() {
       for (const Variant& v : kVariants) {
         if (v.fmt != fmt) continue;
         const int BM = 32 * v.wm, BN = 32 * v.wn, RB = fmt == 0 ? 64 : 128;
+        const int minb = 1;
         const uint32_t stage = BM * 256 + BN * RB + 2048;
         int most = 8;
-        const int budget = (int)(prop.sharedMemPerMultiprocessor / v.minb) - 2048;  // static smem and per-CTA reserve
+        const int budget = (int)(prop.sharedMemPerMultiprocessor / minb) - 2048;  // static smem and per-CTA reserve
         while (most > 2 && (int)(most * stage + 1024) > std::min<int>(budget, (int)prop.sharedMemPerBlockOptin - 1200)) --most;
-        for (int stages = most; stages >= 3 && stages >= most - 1; --stages) {
+        for (int stages = most; stages >= 2 && stages >= most - 2; --stages) {
         p.stages = stages;
         p.mtiles = (M + BM - 1) / BM;
         p.kt_per = p.ktiles;
-        const int smem = stages * stage + (v.fn == b12x_bsgemm_wg_w4a16_nvfp4_bf16out ? 1024 : 128);
+        const int smem = stages * stage + (v.wg ? 1024 : 128);
         CK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         dim3 grid(p.mtiles * ((N + BN - 1) / BN), 1, 1);
         CK(cudaMemsetAsync(y, 0xFF, (size_t)M * N * 2, st));

@@ -406,30 +406,37 @@ pub fn tile_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat) -> Ve
     out
 }
 
-/// A config of the SM90-only wgmma kernels (`b12x_bsgemm_wg_*`, FP4 weights): 128 rows of x by
-/// 256 weight rows per CTA, two warpgroups each running `wgmma.m64n128k16` on 128 weight rows
-/// with the dequantized weight as register A and x from shared memory in wgmma's 128-byte
-/// swizzle; the tiled kernels' ring, loaders and epilogue otherwise. Listed on SM90 devices only
-/// (the kernels trap elsewhere: wgmma does not exist on SM120 / SM121).
+/// A config of the SM90-only wgmma kernels (`b12x_bsgemm_wg_*`): 128 rows of x by `32 · wn`
+/// weight rows per CTA (256; block FP8 128: its per-tile partial sums double the accumulators),
+/// two warpgroups each running `wgmma.m64n128k16` on half the weight rows with the dequantized
+/// weight as register A and x from shared memory in wgmma's 128-byte swizzle; the tiled kernels'
+/// ring, loaders, stage layout and epilogue otherwise. Listed on SM90 devices only (the kernels
+/// trap elsewhere: wgmma does not exist on SM120 / SM121).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WgConfig {
+    /// E4M3 weights (128 code bytes per row and k-tile) rather than E2M1 (64).
+    pub w8: bool,
+    /// 8-row weight tiles per 32-row group: 8 (BN = 256) or, block FP8 only, 4 (BN = 128).
+    pub wn: usize,
     /// Ring depth (2..=4).
     pub stages: usize,
 }
 
 impl WgConfig {
-    /// `wg_w4_s{S}`.
+    /// `wg_w{4|8}_wn{WN}_s{S}`.
     pub fn id(&self) -> String {
-        format!("wg_w4_s{}", self.stages)
+        let w = if self.w8 { 8 } else { 4 };
+        format!("wg_w{w}_wn{}_s{}", self.wn, self.stages)
     }
     /// Inverse of [`WgConfig::id`].
     pub fn parse(id: &str) -> Option<WgConfig> {
-        let stages = id.strip_prefix("wg_w4_s")?.parse().ok()?;
-        Some(WgConfig { stages })
+        let (w8, rest) = width_prefix(id, "wg_w8_wn", "wg_w4_wn")?;
+        let (wn, stages) = rest.split_once("_s")?;
+        Some(WgConfig { w8, wn: wn.parse().ok()?, stages: stages.parse().ok()? })
     }
     /// The tiled kernel shape it shares its ring, stage layout and schedule with.
     pub fn tile(&self) -> TileConfig {
-        TileConfig { w8: false, wm: 4, wn: 8, stages: self.stages, splits: 1 }
+        TileConfig { w8: self.w8, wm: 4, wn: self.wn, stages: self.stages, splits: 1 }
     }
     /// Dynamic shared memory: the ring plus 1024 bytes of slack (wgmma's swizzled x slabs are
     /// 1024-byte aligned).
@@ -438,22 +445,26 @@ impl WgConfig {
     }
     /// Whether the kernel exists and one CTA fits `smem_optin` bytes.
     pub fn fits(&self, smem_optin: u32) -> bool {
-        (2..=4).contains(&self.stages) && self.dynamic_smem() + STATIC_SMEM <= smem_optin
+        (self.wn == 8 || (self.w8 && self.wn == 4))
+            && (2..=4).contains(&self.stages)
+            && self.dynamic_smem() + STATIC_SMEM <= smem_optin
     }
-    /// The kernel symbol for `format` (NVFP4 or MXFP4) and `out`.
+    /// The kernel symbol for `format` and `out` (block FP8 has the 128-row kernel, the others
+    /// the 256-row one).
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
         format!("b12x_bsgemm_wg_{}_{}out", format_name(format), out_name(out))
     }
 }
 
-/// The wgmma configs of a bucket whose largest M is `rows_hi`, default first: FP4 weights, SM90,
-/// buckets above 64 rows (the 128-row x tile), three stages first (measured faster than four in
-/// `bench/proto/bsgemm_tile_proto.cu`), then two.
+/// The wgmma configs of a bucket whose largest M is `rows_hi`, default first: SM90 only, buckets
+/// above 64 rows (the 128-row x tile), two stages first, then three (two were as fast or faster
+/// in `bench/proto/bsgemm_tile_proto.cu`, four slower: a deeper ring leaves less L1 for x).
 pub fn wg_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat, arch: b12x_core::Arch) -> Vec<WgConfig> {
-    if arch != b12x_core::Arch::Sm90 || is_w8(format) || rows_hi <= 64 {
+    if arch != b12x_core::Arch::Sm90 || rows_hi <= 64 {
         return Vec::new();
     }
-    [3, 2].into_iter().map(|stages| WgConfig { stages }).filter(|c| c.fits(smem_optin)).collect()
+    let wn = if matches!(format, WeightFormat::BlockFp8 { .. }) { 4 } else { 8 };
+    [3, 2].into_iter().map(|stages| WgConfig { w8: is_w8(format), wn, stages }).filter(|c| c.fits(smem_optin)).collect()
 }
 
 fn format_name(format: WeightFormat) -> &'static str {
@@ -734,9 +745,9 @@ pub fn all_symbols() -> Vec<String> {
             }
         }
     }
-    for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4] {
+    for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
         for o in [DType::BF16, DType::F16, DType::F32] {
-            out.push(WgConfig { stages: 3 }.symbol(f, o));
+            out.push(WgConfig { w8: is_w8(f), wn: 8, stages: 3 }.symbol(f, o));
         }
     }
     for kind in [NativeKind::Mxf8, NativeKind::Fp8Block] {
@@ -1920,33 +1931,43 @@ mod tests {
     }
 
     #[test]
-    fn wg_configs_sm90_fp4_prefill_only() {
+    fn wg_configs_sm90_prefill_only() {
         use b12x_core::Arch;
         let smem = 232_448;
         let got = wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm90);
-        assert_eq!(got, vec![WgConfig { stages: 3 }, WgConfig { stages: 2 }]);
-        for c in &got {
+        let w4 = |stages| WgConfig { w8: false, wn: 8, stages };
+        assert_eq!(got, vec![w4(2), w4(3)]);
+        let block = WeightFormat::BlockFp8 { tile: 32, scale: b12x_quant::block::Fp8ScaleKind::F32 };
+        let all: Vec<WgConfig> = [WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8]
+            .into_iter()
+            .flat_map(|f| wg_configs(128, smem, f, Arch::Sm90))
+            .chain(got)
+            .collect();
+        assert_eq!(all.len(), 10);
+        for c in &all {
             assert_eq!(WgConfig::parse(&c.id()), Some(*c));
             assert!(TileConfig::parse(&c.id()).is_none() && Config::parse(&c.id()).is_none());
-            // Three 50 KB stages and the 1024-byte alignment slack.
-            assert_eq!(c.dynamic_smem(), c.stages as u32 * 51_200 + 1024);
+            // The tiled kernels' stages (50 KB FP4 / block FP8, 66 KB FP8 256-row) and the
+            // 1024-byte alignment slack.
+            let stage = if c.w8 && c.wn == 8 { 67_584 } else { 51_200 };
+            assert_eq!(c.dynamic_smem(), c.stages as u32 * stage + 1024);
         }
-        assert_eq!(WgConfig { stages: 3 }.symbol(WeightFormat::Mxfp4, DType::F16), "b12x_bsgemm_wg_w4a16_mxfp4_f16out");
-        assert!(!WgConfig { stages: 5 }.fits(smem) && !WgConfig { stages: 4 }.fits(200_000));
-        assert_eq!(wg_configs(128, smem, WeightFormat::Mxfp4, Arch::Sm90).len(), 2);
-        // Not below 128-row buckets, not for FP8 weights, not on SM120 / SM121 (no wgmma), not
-        // where the SM's shared memory (SM120: 99 KB) holds no 2-stage ring.
+        assert_eq!(wg_configs(128, smem, block, Arch::Sm90)[0], WgConfig { w8: true, wn: 4, stages: 2 });
+        assert_eq!(w4(3).symbol(WeightFormat::Mxfp4, DType::F16), "b12x_bsgemm_wg_w4a16_mxfp4_f16out");
+        assert!(!w4(5).fits(smem) && !w4(4).fits(200_000) && !w4(3).fits(101_376));
+        assert!(!WgConfig { w8: false, wn: 4, stages: 3 }.fits(smem));
+        // Not below 128-row buckets, not on SM120 / SM121 (no wgmma), not where the SM's shared
+        // memory holds no 2-stage ring.
         assert!(wg_configs(64, smem, WeightFormat::Nvfp4, Arch::Sm90).is_empty());
-        assert!(wg_configs(2048, smem, WeightFormat::Mxfp8, Arch::Sm90).is_empty());
         assert!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm120).is_empty());
-        assert!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm121).is_empty());
+        assert!(wg_configs(2048, smem, WeightFormat::Mxfp8, Arch::Sm121).is_empty());
         assert!(wg_configs(2048, 101_376, WeightFormat::Nvfp4, Arch::Sm90).is_empty());
     }
 
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 132);
+        assert_eq!(all.len(), 141);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
