@@ -464,7 +464,7 @@ pub fn wg_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat, arch: b
         return Vec::new();
     }
     let wn = if matches!(format, WeightFormat::BlockFp8 { .. }) { 4 } else { 8 };
-    [3, 2].into_iter().map(|stages| WgConfig { w8: is_w8(format), wn, stages }).filter(|c| c.fits(smem_optin)).collect()
+    [2, 3].into_iter().map(|stages| WgConfig { w8: is_w8(format), wn, stages }).filter(|c| c.fits(smem_optin)).collect()
 }
 
 fn format_name(format: WeightFormat) -> &'static str {
