@@ -1156,7 +1156,8 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
 // the tiled kernels (NVFP4 per 16 k, MX per 32 k in the BF16 multiply; per-tensor FP8's in the
 // epilogue); block FP8's f32 scales multiply per-tile partial sums (DeepGEMM's promotion: a k16
 // step that starts a tile overwrites the partial accumulators, scale-d = 0; 32 x 32 tiles every
-// two steps, 128 x 128 every k-tile; MT = 1 for the registers). The A registers are
+// two steps, 128 x 128 every k-tile; with MT = 2 the warpgroup's m64 tiles take turns through
+// the one set of partial sums, a pass of eight k-steps each). The A registers are
 // double-buffered across k-steps (wait_group 1 before a buffer is rewritten); every k-tile's MMAs
 // complete (wait_group 0) before the block barrier that lets its slot be refilled. Other targets
 // build a trapping body; Rust lists these kernels on SM90 only.
@@ -1167,7 +1168,6 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
   constexpr bool kFp8 = T::kFp8, kPromote = F == Fmt::Fp8Block;
   constexpr int BM = T::BM, BN = T::BN, RB = T::RB;  // 128 x rows, 128 MT weight rows
   static_assert(MT == 1 || MT == 2, "one or two m64 tiles per warpgroup");
-  static_assert(!kPromote || MT == 1, "block FP8's partial sums: one m64 tile per warpgroup");
   static_assert(T::kStage % 1024 == 0 && T::kX == 2 * BM * 128, "1024-byte aligned stages of two x slabs");
   __shared__ __align__(8) uint64_t s_bar[kMaxStages];
   __shared__ uint32_t s_tab[256];
@@ -1249,61 +1249,72 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
             scw[i][h][u] = bsgemv::ld_shared_u32(ss + sc_off(i, h) + 512u * (kTw * sc_blk + u));
     }
     uint32_t a[2][MT][4];  // [buffer][m64 tile][register]
+    // Block FP8 runs its m64 tiles one after the other through the one set of partial sums (a
+    // pass per tile); the others run every tile in each k16 step.
+    constexpr int kPasses = kPromote ? MT : 1;
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {  // k16 steps
-      uint32_t(&ab)[MT][4] = a[s & 1];
-      if (s >= 2) wg::wait<1>();  // step s - 2's MMAs, the last readers of this buffer, are done
-      const int blk = F == Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile (16 / 32 k)
+    for (int ip = 0; ip < kPasses; ++ip) {
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const int r = nrow0 + 64 * i + g;
-        uint32_t w[2][2];  // [row g, g + 8][k 2t.. / 2t + 8..]
-        if constexpr (kFp8) {
+      for (int s = 0; s < 8; ++s) {  // k16 steps
+        const int u = 8 * ip + s;
+        uint32_t(&ab)[MT][4] = a[u & 1];
+        if (u >= 2) wg::wait<1>();  // the MMAs two steps back, the last readers of this buffer, are done
+        const int blk = F == Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile (16 / 32 k)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t at = ws + w_pos8(r + 8 * h, s) + 4u * uint32_t(t >> 1);
-            w[h][0] = bsgemv::ld_shared_u32(at);
-            w[h][1] = bsgemv::ld_shared_u32(at + 8u);
+        for (int i = 0; i < MT; ++i) {
+          if (kPromote && i != ip) continue;
+          const int r = nrow0 + 64 * i + g;
+          uint32_t w[2][2];  // [row g, g + 8][k 2t.. / 2t + 8..]
+          if constexpr (kFp8) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t at = ws + w_pos8(r + 8 * h, s) + 4u * uint32_t(t >> 1);
+              w[h][0] = bsgemv::ld_shared_u32(at);
+              w[h][1] = bsgemv::ld_shared_u32(at + 8u);
+            }
+          } else {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint2 v = bsgemv::ld_shared_v2(ws + w_pos<false>(r + 8 * h, s >> 1) + 8u * (s & 1));
+              w[h][0] = v.x;
+              w[h][1] = v.y;
+            }
           }
+          uint32_t sl = bsgemv::kTwo120, sh = bsgemv::kTwo120;
+          if constexpr (kTw > 0) {
+            sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+            sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+          }
+          ab[i][0] = bsgemv::hmul2_bf16(pair_t(w[0][0]), sl);
+          ab[i][1] = bsgemv::hmul2_bf16(pair_t(w[1][0]), sh);
+          ab[i][2] = bsgemv::hmul2_bf16(pair_t(w[0][1]), sl);
+          ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
+        }
+        wg::fence();
+        const uint64_t db = wg::desc_sw128(xs + uint32_t(s >> 2) * (BM * 128) + 32u * (s & 3));
+        if constexpr (kPromote) {
+          // A tile's first step overwrites the partial sums (scale-d = 0).
+          const bool first = tile32 ? (s & 1) == 0 : s == 0;
+          wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(part), ab[ip], db, !first);
         } else {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint2 v = bsgemv::ld_shared_v2(ws + w_pos<false>(r + 8 * h, s >> 1) + 8u * (s & 1));
-            w[h][0] = v.x;
-            w[h][1] = v.y;
+          for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
+        }
+        wg::commit();
+        if constexpr (kPromote) {
+          if (tile32 ? (s & 1) == 1 : s == 7) {
+            // The tile's partial sums are complete: acc += part * its f32 scale (32 x 32: tile row
+            // (nrow0 + 64 ip) / 32, which holds the warp's 16 rows, column s / 2; 128 x 128: the
+            // warpgroup's block).
+            wg::wait<0>();
+            const int r0 = nrow0 + 64 * ip;
+            const float sc =
+                bsgemv::ld_shared_f32(ss + (tile32 ? 16u * uint32_t(r0 >> 5) + 4u * uint32_t(s >> 1) : 16u * sc_blk));
+#pragma unroll
+            for (int j = 0; j < 16; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], sc, acc[ip][j][e]);
           }
-        }
-        uint32_t sl = bsgemv::kTwo120, sh = bsgemv::kTwo120;
-        if constexpr (kTw > 0) {
-          sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-          sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-        }
-        ab[i][0] = bsgemv::hmul2_bf16(pair_t(w[0][0]), sl);
-        ab[i][1] = bsgemv::hmul2_bf16(pair_t(w[1][0]), sh);
-        ab[i][2] = bsgemv::hmul2_bf16(pair_t(w[0][1]), sl);
-        ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
-      }
-      wg::fence();
-      const uint64_t db = wg::desc_sw128(xs + uint32_t(s >> 2) * (BM * 128) + 32u * (s & 3));
-      if constexpr (kPromote) {
-        // A tile's first step overwrites the partial sums (scale-d = 0).
-        const bool first = tile32 ? (s & 1) == 0 : s == 0;
-        wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(part), ab[0], db, !first);
-      } else {
-#pragma unroll
-        for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
-      }
-      wg::commit();
-      if constexpr (kPromote) {
-        if (tile32 ? (s & 1) == 1 : s == 7) {
-          // The tile's partial sums are complete: acc += part * its f32 scale (32 x 32: tile row
-          // nrow0 / 32 (the warp's 16 rows lie in it), column s / 2; 128 x 128: the CTA's block).
-          wg::wait<0>();
-          const float sc = bsgemv::ld_shared_f32(ss + (tile32 ? 16u * uint32_t(nrow0 >> 5) + 4u * uint32_t(s >> 1) : 0u));
-#pragma unroll
-          for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[0][j][e] = fmaf(part[j][e], sc, acc[0][j][e]);
         }
       }
     }
@@ -1493,17 +1504,17 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemm_stage_xq(const __g
 
 using b12x::BsGemmParams;
 
-// The SM90-only wgmma kernels: 128 x 256 tiles (MT = 2), block FP8 128 x 128 (MT = 1); a
-// trapping body on other targets.
-#define B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, TOUT, OUTNAME)                                             \
-  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                              \
-      b12x_bsgemm_wg_##W##_##FMTNAME##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) {        \
-    b12x::bsgemm::wgemm<b12x::bsgemv::Fmt::FMT, MT, TOUT>(p);                                        \
+// The SM90-only wgmma kernels: 128 x 256 tiles (MT = 2, wn8), block FP8 also 128 x 128 (MT = 1,
+// wn4); a trapping body on other targets.
+#define B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, TOUT, OUTNAME)                                                   \
+  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                                    \
+      b12x_bsgemm_wg_##W##_##FMTNAME##_wn##MT##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) {     \
+    b12x::bsgemm::wgemm<b12x::bsgemv::Fmt::FMT, MT / 4, TOUT>(p);                                          \
   }
-#define B12X_BSGEMM_WG_OUTS(FMT, FMTNAME, W, MT)          \
-  B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, b12x::bf16, bf16) \
-  B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, b12x::fp16, f16)  \
-  B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, float, f32)
+#define B12X_BSGEMM_WG_OUTS(FMT, FMTNAME, W, WN)          \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, b12x::bf16, bf16) \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, b12x::fp16, f16)  \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, float, f32)
 
 // Tile shapes (src/blockscaled/gemv.rs lists the entry points): 128 x 256 (prefill), 64 x 256,
 // 32 x 128 (middle); block FP8 128 x 128 and 64 x 128 (its per-tile partial sums double the
@@ -1528,11 +1539,12 @@ B12X_BSGEMM_FMT(Mxfp4, mxfp4, w4a16, 8)
 B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8)
 B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4)
 B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
-B12X_BSGEMM_WG_OUTS(Nvfp4, nvfp4, w4a16, 2)
-B12X_BSGEMM_WG_OUTS(Mxfp4, mxfp4, w4a16, 2)
-B12X_BSGEMM_WG_OUTS(Mxfp8, mxfp8, w8a16, 2)
-B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 1)
-B12X_BSGEMM_WG_OUTS(Fp8Tensor, fp8tensor, w8a16, 2)
+B12X_BSGEMM_WG_OUTS(Nvfp4, nvfp4, w4a16, 8)
+B12X_BSGEMM_WG_OUTS(Mxfp4, mxfp4, w4a16, 8)
+B12X_BSGEMM_WG_OUTS(Mxfp8, mxfp8, w8a16, 8)
+B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 8)
+B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 4)
+B12X_BSGEMM_WG_OUTS(Fp8Tensor, fp8tensor, w8a16, 8)
 #endif
 
 // The native kernels (E4M3 x with UE8M0 scales x an MXFP8 or UE8M0 block-FP8 weight), the same

@@ -235,7 +235,7 @@ fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
             .unwrap();
     }
     // The dequantization kernels never use block-scaled MMAs, on any target.
-    for (prefix, count) in [("b12x_bsgemm_w4a16_", 18), ("b12x_bsgemm_w8a16_", 27), ("b12x_bsgemm_wg_", 15)] {
+    for (prefix, count) in [("b12x_bsgemm_w4a16_", 18), ("b12x_bsgemm_w8a16_", 27), ("b12x_bsgemm_wg_", 18)] {
         check_sass_opcode(BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST, prefix, count, "MMA.SF", &[]).unwrap();
     }
 }
@@ -251,7 +251,7 @@ fn sm90_wgmma_gemm_kernels_contain_the_warpgroup_mmas() {
         BLOCKSCALED_GEMV_FATBIN,
         KERNEL_MANIFEST,
         "b12x_bsgemm_wg_",
-        15,
+        18,
         "HGMMA.64x128x16.F32.BF16",
         &["sm_90a"],
     )

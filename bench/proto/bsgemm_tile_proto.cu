@@ -28,9 +28,10 @@ B12X_BSGEMM(Nvfp4, nvfp4, w4a16, 4, 8, 1, b12x::bf16, bf16)
 B12X_BSGEMM(Mxfp8, mxfp8, w8a16, 4, 8, 1, b12x::bf16, bf16)
 B12X_BSGEMM(Fp8Block, fp8block, w8a16, 4, 4, 1, b12x::bf16, bf16)
 B12X_BSGEMM(Fp8Block, fp8block, w8a16, 2, 4, 1, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Nvfp4, nvfp4, w4a16, 2, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Mxfp8, mxfp8, w8a16, 2, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 1, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Nvfp4, nvfp4, w4a16, 8, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Mxfp8, mxfp8, w8a16, 8, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 8, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 4, b12x::bf16, bf16)
 
 struct Variant {
   const char* name;
@@ -41,13 +42,15 @@ struct Variant {
 };
 static const Variant kVariants[] = {
     {"nvfp4_wm4_wn8", b12x_bsgemm_w4a16_nvfp4_wm4_wn8_bf16out, 0, 4, 8, false},
-    {"wg_nvfp4", b12x_bsgemm_wg_w4a16_nvfp4_bf16out, 0, 4, 8, true},
+    {"wg_nvfp4", b12x_bsgemm_wg_w4a16_nvfp4_wn8_bf16out, 0, 4, 8, true},
     {"mxfp8_wm4_wn8", b12x_bsgemm_w8a16_mxfp8_wm4_wn8_bf16out, 1, 4, 8, false},
-    {"wg_mxfp8", b12x_bsgemm_wg_w8a16_mxfp8_bf16out, 1, 4, 8, true},
+    {"wg_mxfp8", b12x_bsgemm_wg_w8a16_mxfp8_wn8_bf16out, 1, 4, 8, true},
     {"fp8block_wm4_wn4", b12x_bsgemm_w8a16_fp8block_wm4_wn4_bf16out, 2, 4, 4, false},
-    {"wg_fp8block", b12x_bsgemm_wg_w8a16_fp8block_bf16out, 2, 4, 4, true},
+    {"wg_fp8block_wn8", b12x_bsgemm_wg_w8a16_fp8block_wn8_bf16out, 2, 4, 8, true},
+    {"wg_fp8block_wn4", b12x_bsgemm_wg_w8a16_fp8block_wn4_bf16out, 2, 4, 4, true},
     {"fp8block32_wm2_wn4", b12x_bsgemm_w8a16_fp8block_wm2_wn4_bf16out, 3, 2, 4, false},
-    {"wg_fp8block32", b12x_bsgemm_wg_w8a16_fp8block_bf16out, 3, 4, 4, true},
+    {"wg_fp8block32_wn8", b12x_bsgemm_wg_w8a16_fp8block_wn8_bf16out, 3, 4, 8, true},
+    {"wg_fp8block32_wn4", b12x_bsgemm_wg_w8a16_fp8block_wn4_bf16out, 3, 4, 4, true},
 };
 
 __global__ void fill_bytes(unsigned char* p, size_t n, uint32_t seed, int mode) {

@@ -407,7 +407,8 @@ pub fn tile_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat) -> Ve
 }
 
 /// A config of the SM90-only wgmma kernels (`b12x_bsgemm_wg_*`): 128 rows of x by `32 · wn`
-/// weight rows per CTA (256; block FP8 128: its per-tile partial sums double the accumulators),
+/// weight rows per CTA (256; block FP8 also 128: with 256 its warpgroups' two m64 tiles take
+/// turns through one set of per-tile partial sums),
 /// two warpgroups each running `wgmma.m64n128k16` on half the weight rows with the dequantized
 /// weight as register A and x from shared memory in wgmma's 128-byte swizzle; the tiled kernels'
 /// ring, loaders, stage layout and epilogue otherwise. Listed on SM90 devices only (the kernels
@@ -416,7 +417,7 @@ pub fn tile_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat) -> Ve
 pub struct WgConfig {
     /// E4M3 weights (128 code bytes per row and k-tile) rather than E2M1 (64).
     pub w8: bool,
-    /// 8-row weight tiles per 32-row group: 8 (BN = 256) or, block FP8 only, 4 (BN = 128).
+    /// `BN / 32`: 8 (BN = 256) or, block FP8 only, 4 (BN = 128).
     pub wn: usize,
     /// Ring depth (2..=4).
     pub stages: usize,
@@ -449,10 +450,9 @@ impl WgConfig {
             && (2..=4).contains(&self.stages)
             && self.dynamic_smem() + STATIC_SMEM <= smem_optin
     }
-    /// The kernel symbol for `format` and `out` (block FP8 has the 128-row kernel, the others
-    /// the 256-row one).
+    /// The kernel symbol for `format` and `out`.
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
-        format!("b12x_bsgemm_wg_{}_{}out", format_name(format), out_name(out))
+        format!("b12x_bsgemm_wg_{}_wn{}_{}out", format_name(format), self.wn, out_name(out))
     }
 }
 
@@ -463,8 +463,18 @@ pub fn wg_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat, arch: b
     if arch != b12x_core::Arch::Sm90 || rows_hi <= 64 {
         return Vec::new();
     }
-    let wn = if matches!(format, WeightFormat::BlockFp8 { .. }) { 4 } else { 8 };
-    [2, 3].into_iter().map(|stages| WgConfig { w8: is_w8(format), wn, stages }).filter(|c| c.fits(smem_optin)).collect()
+    // Block FP8: the 256-row tiles first (faster at 3 of the 4 prefill shapes), then 128 rows.
+    let wns: &[usize] = if matches!(format, WeightFormat::BlockFp8 { .. }) { &[8, 4] } else { &[8] };
+    let mut out = Vec::new();
+    for &wn in wns {
+        for stages in [2, 3] {
+            let c = WgConfig { w8: is_w8(format), wn, stages };
+            if c.fits(smem_optin) {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 fn format_name(format: WeightFormat) -> &'static str {
@@ -746,8 +756,11 @@ pub fn all_symbols() -> Vec<String> {
         }
     }
     for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
-        for o in [DType::BF16, DType::F16, DType::F32] {
-            out.push(WgConfig { w8: is_w8(f), wn: 8, stages: 3 }.symbol(f, o));
+        let wns: &[usize] = if f == block { &[8, 4] } else { &[8] };
+        for &wn in wns {
+            for o in [DType::BF16, DType::F16, DType::F32] {
+                out.push(WgConfig { w8: is_w8(f), wn, stages: 2 }.symbol(f, o));
+            }
         }
     }
     for kind in [NativeKind::Mxf8, NativeKind::Fp8Block] {
@@ -1934,26 +1947,30 @@ mod tests {
     fn wg_configs_sm90_prefill_only() {
         use b12x_core::Arch;
         let smem = 232_448;
-        let got = wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm90);
         let w4 = |stages| WgConfig { w8: false, wn: 8, stages };
-        assert_eq!(got, vec![w4(2), w4(3)]);
+        assert_eq!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm90), vec![w4(2), w4(3)]);
         let block = WeightFormat::BlockFp8 { tile: 32, scale: b12x_quant::block::Fp8ScaleKind::F32 };
-        let all: Vec<WgConfig> = [WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8]
-            .into_iter()
-            .flat_map(|f| wg_configs(128, smem, f, Arch::Sm90))
-            .chain(got)
-            .collect();
-        assert_eq!(all.len(), 10);
-        for c in &all {
-            assert_eq!(WgConfig::parse(&c.id()), Some(*c));
-            assert!(TileConfig::parse(&c.id()).is_none() && Config::parse(&c.id()).is_none());
-            // The tiled kernels' stages (50 KB FP4 / block FP8, 66 KB FP8 256-row) and the
-            // 1024-byte alignment slack.
-            let stage = if c.w8 && c.wn == 8 { 67_584 } else { 51_200 };
-            assert_eq!(c.dynamic_smem(), c.stages as u32 * stage + 1024);
+        let b = |wn, stages| WgConfig { w8: true, wn, stages };
+        assert_eq!(wg_configs(128, smem, block, Arch::Sm90), vec![b(8, 2), b(8, 3), b(4, 2), b(4, 3)]);
+        let symbols = all_symbols();
+        let mut n = 0;
+        for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
+            for c in wg_configs(128, smem, f, Arch::Sm90) {
+                assert_eq!(WgConfig::parse(&c.id()), Some(c));
+                assert!(TileConfig::parse(&c.id()).is_none() && Config::parse(&c.id()).is_none());
+                for o in [DType::BF16, DType::F16, DType::F32] {
+                    assert!(symbols.contains(&c.symbol(f, o)), "{}", c.symbol(f, o));
+                }
+                // The tiled kernels' stages (50 KB FP4 / 128-row block FP8, 66 KB 256-row FP8)
+                // and the 1024-byte alignment slack.
+                let stage = if c.w8 && c.wn == 8 { 67_584 } else { 51_200 };
+                assert_eq!(c.dynamic_smem(), c.stages as u32 * stage + 1024);
+                n += 1;
+            }
         }
-        assert_eq!(wg_configs(128, smem, block, Arch::Sm90)[0], WgConfig { w8: true, wn: 4, stages: 2 });
-        assert_eq!(w4(3).symbol(WeightFormat::Mxfp4, DType::F16), "b12x_bsgemm_wg_w4a16_mxfp4_f16out");
+        assert_eq!(n, 12);
+        assert_eq!(w4(3).symbol(WeightFormat::Mxfp4, DType::F16), "b12x_bsgemm_wg_w4a16_mxfp4_wn8_f16out");
+        assert_eq!(b(4, 2).symbol(block, DType::F32), "b12x_bsgemm_wg_w8a16_fp8block_wn4_f32out");
         assert!(!w4(5).fits(smem) && !w4(4).fits(200_000) && !w4(3).fits(101_376));
         assert!(!WgConfig { w8: false, wn: 4, stages: 3 }.fits(smem));
         // Not below 128-row buckets, not on SM120 / SM121 (no wgmma), not where the SM's shared
@@ -1967,7 +1984,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 141);
+        assert_eq!(all.len(), 144);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
