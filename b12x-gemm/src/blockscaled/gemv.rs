@@ -6,7 +6,8 @@
 //! b12x-quant's quantizer first, or activations the caller quantized ([`XFormat`]: MXFP8, NVFP4 —
 //! **NVFP4 × NVFP4** —, block FP8 UE8M0, per-tensor E4M3; codes, row-major scales and a device
 //! tensor scale). Every M from 1 to the plan's capacity: the decode kernels serve M ≤ 16, the
-//! tiled kernels the middle and prefill buckets above; on SM120 / SM121 the native kernels
+//! tiled kernels the middle and prefill buckets above (on SM90 the wgmma kernels, [`WgConfig`],
+//! race them in buckets above 64 rows); on SM120 / SM121 the native kernels
 //! ([`NativeConfig`]: block-scaled `mma.sync`, E4M3 x with UE8M0 scales × MXFP8 or UE8M0
 //! block-FP8 weights; **unvalidated on SM120**, their emulated build validated on the H200) join
 //! those buckets' candidates. (The module keeps its first name, `gemv`, for the decode path it
@@ -53,7 +54,11 @@
 //! mbarrier per stage), eight warps dequantize their weight fragments in registers the same way
 //! and run BF16 `mma.sync` with the weight as the MMA's A; the middle buckets (M ≤ 256) may split
 //! K over 2 or 4 CTAs per output tile, the last to finish summing the f32 partial tiles in split
-//! order (deterministic); configs `tile_w{4|8}_wm{WM}_wn{WN}_s{S}_k{SPLITS}`.
+//! order (deterministic); configs `tile_w{4|8}_wm{WM}_wn{WN}_s{S}_k{SPLITS}`. On SM90 the wgmma
+//! kernels (same file, `sm_90a` only) take the tiled kernels' ring and epilogue with 128 × 256
+//! (block FP8 also 128 × 128) tiles: two warpgroups run `wgmma.m64n128k16` with the dequantized
+//! weight as register A and x read by the tensor cores from shared memory in wgmma's 128-byte
+//! swizzle; configs `wg_w{4|8}_wn{WN}_s{S}`.
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
