@@ -871,6 +871,24 @@ __device__ __forceinline__ void load_block_scales(uint32_t ss, const BsGemmParam
   }
 }
 
+// One ring stage of the tiled and wgmma kernels at st: x rows (kWg: wgmma's swizzled slabs), the
+// weight's code rows (FP8 in the wgmma kernels: the 8-row swizzle), the format's scales; every
+// thread then arrives on the stage's barrier `bar` once its copies land.
+template <Fmt F, int BM, int BN, bool kWg>
+__device__ __forceinline__ void load_stage(uint32_t st, const BsGemmParams& p, int m0, int n0, int kt, int tid,
+                                           uint32_t bar) {
+  using T = Tile<F, BM / 32, BN / 32>;
+  load_x_rows<BM, T::kFp8, kWg>(st, p, m0, kt, tid);
+  load_code_rows<BN, T::RB, kWg && T::kFp8>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
+  const uint32_t ss = st + T::kX + T::kW;
+  if constexpr (F == Fmt::Nvfp4 || F == Fmt::Mxfp4 || F == Fmt::Mxfp8) {
+    load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(ss, p, n0, kt, tid);
+  } else if constexpr (F == Fmt::Fp8Block) {
+    load_block_scales<BN>(ss, p, n0, kt, tid);
+  }
+  bsgemv::cp_async_mbar_arrive(bar);
+}
+
 // A CTA's output tile (M tiles fastest) and its split's k-tiles [kt0, kt0 + ktiles) (gridDim.y
 // splits; Rust leaves no split empty); thread 0 initializes the ring's S barriers (every thread
 // arrives on each), then the block synchronizes.
@@ -972,7 +990,7 @@ template <Fmt F, int WM, int WN, typename TOut>
 __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   using T = Tile<F, WM, WN>;
   constexpr bool kFp8 = T::kFp8;
-  constexpr int BM = T::BM, BN = T::BN, RB = T::RB;
+  constexpr int BM = T::BM, BN = T::BN;
   constexpr bool kPromote = F == Fmt::Fp8Block;
   __shared__ __align__(8) uint64_t s_bar[kMaxStages];
   __shared__ uint32_t s_tab[256];
@@ -988,16 +1006,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
   // k-tile kt into ring slot s; every thread arrives on the slot's barrier once its copies land.
   auto load = [&](int kt, int s) {
-    const uint32_t st = ring + uint32_t(s) * T::kStage;
-    load_x_rows<BM, kFp8, false>(st, p, m0, kt, tid);
-    load_code_rows<BN, RB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
-    const uint32_t ss = st + T::kX + T::kW;
-    if constexpr (F == Fmt::Nvfp4 || F == Fmt::Mxfp4 || F == Fmt::Mxfp8) {
-      load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(ss, p, n0, kt, tid);
-    } else if constexpr (F == Fmt::Fp8Block) {
-      load_block_scales<BN>(ss, p, n0, kt, tid);
-    }
-    bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
+    load_stage<F, BM, BN, false>(ring + uint32_t(s) * T::kStage, p, m0, n0, kt, tid, bar0 + 8 * s);
   };
 
   // Warp (wm, wn): x rows xrow0 .. + 16 WM (XT = 2 WM 8-row MMA column tiles), weight rows
@@ -1166,7 +1175,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #if B12X_SM90_FEATURES
   using T = Tile<F, 4, 4 * MT>;
   constexpr bool kFp8 = T::kFp8, kPromote = F == Fmt::Fp8Block;
-  constexpr int BM = T::BM, BN = T::BN, RB = T::RB;  // 128 x rows, 128 MT weight rows
+  constexpr int BM = T::BM, BN = T::BN;  // 128 x rows, 128 MT weight rows
   static_assert(MT == 1 || MT == 2, "one or two m64 tiles per warpgroup");
   static_assert(T::kStage % 1024 == 0 && T::kX == 2 * BM * 128, "1024-byte aligned stages of two x slabs");
   __shared__ __align__(8) uint64_t s_bar[kMaxStages];
@@ -1181,16 +1190,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
   __syncthreads();
 
   auto load = [&](int kt, int s) {
-    const uint32_t st = ring + uint32_t(s) * T::kStage;
-    load_x_rows<BM, kFp8, true>(st, p, m0, kt, tid);
-    load_code_rows<BN, RB, kFp8>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
-    const uint32_t ss = st + T::kX + T::kW;
-    if constexpr (F == Fmt::Nvfp4 || F == Fmt::Mxfp4 || F == Fmt::Mxfp8) {
-      load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(ss, p, n0, kt, tid);
-    } else if constexpr (F == Fmt::Fp8Block) {
-      load_block_scales<BN>(ss, p, n0, kt, tid);
-    }
-    bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
+    load_stage<F, BM, BN, true>(ring + uint32_t(s) * T::kStage, p, m0, n0, kt, tid, bar0 + 8 * s);
   };
 
   // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
