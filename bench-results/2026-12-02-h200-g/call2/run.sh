@@ -2,7 +2,7 @@
 # Session 29, call 2: after the review mend that stages ring slots through one helper
 # (load_stage; sm_90a PTX of the tiled and wgmma kernels changed) — full gpu_blockscaled_gemv
 # profile, memcheck (reduced), racecheck on two wgmma-covering trials, a quick NVFP4 / block-FP8
-# prefill bench (unchanged expected).
+# prefill bench at M 2048 on 18432 x 7168 (unchanged expected).
 R=$OUT/r; mkdir -p $R; ROOT=$PWD; B=$PWD/.gpu/bundle; S=$PWD/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1 B12X_COMMIT=$(cat $B/COMMIT)
 save() { (cd $OUT && tar czf r.tgz r); }
@@ -14,7 +14,7 @@ echo "memcheck: $(tail -1 $R/san_memcheck.txt) t=$SECONDS" >> $R/summary.txt; sa
 B12X_TEST_PROFILE=reduced bash $S ./gpu_blockscaled_gemv racecheck $R/san 16 20 'awkward_n129_k96_f32::(Nvfp4|BlockFp8_32_F32|Mxfp8)$' > $R/san_racecheck.txt 2>&1
 echo "racecheck: $(tail -1 $R/san_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
 mkdir -p $R/bench
-B12X_CACHE_DIR=/tmp/c-b B12X_BENCH_QUICK=1 B12X_BENCH_SAMPLES=20 B12X_BENCH_FILTER=_N18432_K7168 B12X_PEER_JSON=$ROOT/bench-results/2026-12-02-h200-e/call2/peers.json B12X_BENCH_OUT=$R/bench timeout 120 ./bench_blockscaled_gemv > $R/bench/bench.log 2>&1
+B12X_CACHE_DIR=/tmp/c-b B12X_BENCH_QUICK=1 B12X_BENCH_SAMPLES=20 B12X_BENCH_FILTER=M2048_N18432 B12X_PEER_JSON=$ROOT/bench-results/2026-12-02-h200-e/call2/peers.json B12X_BENCH_OUT=$R/bench timeout 60 ./bench_blockscaled_gemv > $R/bench/bench.log 2>&1
 echo "bench rc=$? t=$SECONDS" >> $R/summary.txt
 cat $R/summary.txt; grep -v " rc=0 passed=1 " $R/full/none.txt | head -20
 cat $R/san/racecheck.txt | cut -c1-160
