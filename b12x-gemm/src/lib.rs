@@ -3,7 +3,7 @@
 //! | op | module | what |
 //! |---|---|---|
 //! | `gemm.bf16_gemv` | [`bf16_gemv`] | `y = x · Wᵀ (+ bias)` for few rows of x (decode), BF16 weights |
-//! | `gemm.blockscaled` | [`blockscaled`] | `C = alpha · A · Bᵀ (+ bias)` with NVFP4 / MX / block-FP8 / per-tensor FP8 operands: formats, the CPU oracle, `pack_weight`, and W4A16 / W8A16, W4A8 / W8A8 (x quantized in the call) and pre-quantized x (NVFP4 × NVFP4, MXFP8, block FP8, per-tensor E4M3) for every M ([`blockscaled::gemv`]: decode kernels for M ≤ 16, tiled kernels above) |
+//! | `gemm.blockscaled` | [`blockscaled`] | `C = alpha · A · Bᵀ (+ bias)` with NVFP4 / MX / block-FP8 / per-tensor FP8 operands: formats, the CPU oracle, `pack_weight`, and W4A16 / W8A16, W4A8 / W8A8 (x quantized in the call) and pre-quantized x (NVFP4 × NVFP4, MXFP8, block FP8, per-tensor E4M3) for every M ([`blockscaled::gemv`]: decode kernels for M ≤ 16, tiled kernels above; on SM90 also wgmma kernels) |
 //! | `gemm.block_fp8_linear`, `gemm.mxfp8_linear`, `gemm.tensor_fp8_linear` | [`blockscaled::linear`] | the fixed FP8 linears: prepared-only entry points on `gemm.blockscaled`'s kernels |
 
 pub mod bf16_gemv;
