@@ -468,10 +468,8 @@ pub fn wg_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat, arch: b
     if arch != b12x_core::Arch::Sm90 || rows_hi <= 64 {
         return Vec::new();
     }
-    // Block FP8: the 256-row tiles first (faster at 3 of the 4 prefill shapes), then 128 rows.
-    let wns: &[usize] = if matches!(format, WeightFormat::BlockFp8 { .. }) { &[8, 4] } else { &[8] };
     let mut out = Vec::new();
-    for &wn in wns {
+    for &wn in wg_widths(format) {
         for stages in [2, 3] {
             let c = WgConfig { w8: is_w8(format), wn, stages };
             if c.fits(smem_optin) {
@@ -480,6 +478,16 @@ pub fn wg_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat, arch: b
         }
     }
     out
+}
+
+/// The wgmma kernels' CTA widths (`wn`, BN / 32) for `format`, default first: 256 weight rows;
+/// block FP8 also 128 (the 256-row tiles were faster at 3 of the 4 prefill shapes).
+fn wg_widths(format: WeightFormat) -> &'static [usize] {
+    if matches!(format, WeightFormat::BlockFp8 { .. }) {
+        &[8, 4]
+    } else {
+        &[8]
+    }
 }
 
 fn format_name(format: WeightFormat) -> &'static str {
@@ -510,7 +518,7 @@ pub enum Candidate {
     Tile(TileConfig),
     /// The native tiled kernels (x quantized too; the middle and prefill buckets).
     Native(NativeConfig),
-    /// The SM90 wgmma kernels (FP4 weights; the prefill buckets).
+    /// The SM90 wgmma kernels (every weight format; buckets above 64 rows).
     Wgmma(WgConfig),
 }
 
@@ -761,8 +769,7 @@ pub fn all_symbols() -> Vec<String> {
         }
     }
     for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
-        let wns: &[usize] = if f == block { &[8, 4] } else { &[8] };
-        for &wn in wns {
+        for &wn in wg_widths(f) {
             for o in [DType::BF16, DType::F16, DType::F32] {
                 out.push(WgConfig { w8: is_w8(f), wn, stages: 2 }.symbol(f, o));
             }
