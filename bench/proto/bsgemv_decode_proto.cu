@@ -36,6 +36,81 @@ __device__ __forceinline__ void trace_mark(int k) {
 
 namespace b12x {
 namespace bsgemv {
+// True when a byte of w is not a normal, valid UE4M3 scale (e = 0, 0x7F, or bit 7 set); carries
+// and borrows between bytes give false positives only (the exact table path).
+__device__ __forceinline__ bool ue4m3_needs_table(uint32_t w) {
+  return ((((w & 0x78787878u) - 0x01010101u) | w | (w + 0x01010101u)) & 0x80808080u) != 0;
+}
+// Bytes 0 and 1 of w (normal UE4M3) -> their bf16 scales x 2^119, each in both halves.
+__device__ __forceinline__ void ue4m3_pair_x2p119(uint32_t w, uint32_t (&o)[2]) {
+  const uint32_t p = __byte_perm(w, 0u, 0x4140);  // halves: byte 0, byte 1
+  const uint32_t v = (__funnelshift_l(0u, p & 0x007F007Fu, 4)) + 0x77807780u;
+  o[0] = __byte_perm(v, 0u, 0x1010);
+  o[1] = __byte_perm(v, 0u, 0x3232);
+}
+// FL64 / 128 / 192 / 960: pair Q of a layout-v2 word with the word's first KI rotations (Q1's rotr 4, Q2's
+// rotr 10, Q3's rotr 6 and rotr 14) done as mul.wide.u32 by 2^(32 - r) (IMAD.WIDE on the FMA
+// pipe: lo | hi is the rotation) instead of SHF on the ALU pipe; the same bits.
+template <int Q, int KI>
+__device__ __forceinline__ uint32_t pair_im(uint32_t w, const uint32_t (&mul)[4]) {
+  constexpr uint32_t kM = 0x81C081C0u, k14 = 0x00400040u;
+  auto rot = [&](int idx, int r) -> uint32_t {
+    if (idx < KI) {
+      const uint64_t d = (uint64_t)w * mul[idx];
+      return (uint32_t)d | (uint32_t)(d >> 32);
+    }
+    return __funnelshift_r(w, w, r);
+  };
+  if (Q == 0) return w & kM;
+  if (Q == 1) return rot(0, 4) & kM;
+  if (Q == 2) return rot(1, 10) & kM;
+  return (rot(2, 6) & (kM & ~k14)) | (rot(3, 14) & k14);
+}
+template <int NT, int CH, int KI>
+__device__ __forceinline__ void sub_chunk_im(const uint4& cl, const uint4& ch, const uint32_t (&scl)[2],
+                                             const uint32_t (&sch)[2], const uint32_t (&xs)[NT],
+                                             const uint32_t (&mul)[4], float (&acc)[CH][NT][4]) {
+  const uint32_t wl[4] = {cl.x, cl.y, cl.z, cl.w}, wh[4] = {ch.x, ch.y, ch.z, ch.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t sl = scl[j >> 1], sh = sch[j >> 1];
+    const uint32_t a0[4] = {hmul2_bf16(pair_im<0, KI>(wl[j], mul), sl), hmul2_bf16(pair_im<0, KI>(wh[j], mul), sh),
+                            hmul2_bf16(pair_im<1, KI>(wl[j], mul), sl), hmul2_bf16(pair_im<1, KI>(wh[j], mul), sh)};
+    const uint32_t a1[4] = {hmul2_bf16(pair_im<2, KI>(wl[j], mul), sl), hmul2_bf16(pair_im<2, KI>(wh[j], mul), sh),
+                            hmul2_bf16(pair_im<3, KI>(wl[j], mul), sl), hmul2_bf16(pair_im<3, KI>(wh[j], mul), sh)};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint4 x = ld_shared_v4(xs[nt] + 64 * j);
+      const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
+      mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
+      mma_m16n8k16_bf16_f32(acc[CH - 1][nt], a1, b1);
+    }
+  }
+}
+// sub_chunk with x loaded only by lanes whose token g is live (the other MMA columns are never
+// stored: any value will do; zeros).
+template <int NT, int CH>
+__device__ __forceinline__ void sub_chunk_px(const uint4& cl, const uint4& ch, const uint32_t (&scl)[2],
+                                             const uint32_t (&sch)[2], const uint32_t (&xs)[NT], bool live0,
+                                             float (&acc)[CH][NT][4]) {
+  const uint32_t wl[4] = {cl.x, cl.y, cl.z, cl.w}, wh[4] = {ch.x, ch.y, ch.z, ch.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t sl = scl[j >> 1], sh = sch[j >> 1];
+    const uint32_t a0[4] = {hmul2_bf16(pair<0>(wl[j]), sl), hmul2_bf16(pair<0>(wh[j]), sh),
+                            hmul2_bf16(pair<1>(wl[j]), sl), hmul2_bf16(pair<1>(wh[j]), sh)};
+    const uint32_t a1[4] = {hmul2_bf16(pair<2>(wl[j]), sl), hmul2_bf16(pair<2>(wh[j]), sh),
+                            hmul2_bf16(pair<3>(wl[j]), sl), hmul2_bf16(pair<3>(wh[j]), sh)};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (nt == 0 ? live0 : true) x = ld_shared_v4(xs[nt] + 64 * j);
+      const uint32_t b0[2] = {x.x, x.y}, b1[2] = {x.z, x.w};
+      mma_m16n8k16_bf16_f32(acc[0][nt], a0, b0);
+      mma_m16n8k16_bf16_f32(acc[CH - 1][nt], a1, b1);
+    }
+  }
+}
 template <Fmt F, int NT, int KB, typename TOut, int FL>
 __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
   trace_mark(0);
@@ -87,7 +162,7 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
       mbar_init(empty0 + 8 * s, 32 * kConsumers);  // every consumer lane releases
     }
     mbar_fence_init();
-    if (!(FL & 2)) for (int i = 0; i < first; ++i) load(i, i);
+    if (!(FL & 2)) for (int i = 0; i < ((FL & 512) ? min(first, 1) : first); ++i) load(i, i);
   }
   __syncthreads();
   if (warp == kConsumers) {
@@ -136,7 +211,15 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
       cp_async_mbar_arrive(full0 + 8 * s);
     };
     if (FL & 2) return;
-    for (int i = 0; i < first; ++i) stage_x(i, i);
+    for (int i = 0; i < first; ++i) {
+      if ((FL & 512) && i == 1) {  // the rest of the ring once every CTA's stage 0 is requested
+        __nanosleep(uint32_t(p.reserved[1]));
+        __syncwarp();
+        if (lane == 0)
+          for (int j = 1; j < first; ++j) load(j, j);
+      }
+      stage_x(i, i);
+    }
     int s = first % stages, round = first / stages;
     for (int i = first; i < n_units; ++i) {
       if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
@@ -186,6 +269,10 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
         for (int e = 0; e < 4; ++e) acc[c][nt][e] = fmaf(part[c][nt][e], scale, acc[c][nt][e]), part[c][nt][e] = 0.0f;
   };
   zero(acc);
+  // FL64..: the rotations' multipliers from a parameter (1) the compiler cannot fold.
+  const uint32_t one = uint32_t(p.reserved[0]);
+  const uint32_t imul[4] = {one << 28, one << 22, one << 26, one << 18};
+  int pend0 = -1, pend1 = -1;  // FL256: shared row blocks whose merge waits for the end
   int s = 0, round = 0;
   for (int i = 0; i < n_units; ++i) {
     const int rb = unit_at(i) / kstages;
@@ -244,7 +331,23 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
           const uint4 c_lo = ld_shared_v4(cb + (c2 ? code_lo1 : code_lo0));
           const uint4 c_hi = ld_shared_v4(cb + (c2 ? code_hi1 : code_hi0));
           uint32_t l[2], h[2];
-          if (F == Fmt::Nvfp4) {  // blocks 2c', 2c' + 1 of the lane's 64 k: bytes 2c', 2c' + 1
+          if ((FL & 32) != 0 && F == Fmt::Nvfp4) {
+            // UE4M3 byte b (normal, valid) -> bf16 of its value x 2^119: ((b & 0x7F) << 4) + (239 << 7);
+            // words holding a subnormal / zero (e = 0), 0x7F or a sign-set byte take the table.
+            const bool slow_lo = ue4m3_needs_table(sw_lo), slow_hi = ue4m3_needs_table(sw_hi);
+            if (!slow_lo) {
+              ue4m3_pair_x2p119(sw_lo >> (16 * c2), l);
+            } else {
+              l[0] = s_tab[(sw_lo >> (16 * c2)) & 0xFF];
+              l[1] = s_tab[(sw_lo >> (16 * c2 + 8)) & 0xFF];
+            }
+            if (!slow_hi) {
+              ue4m3_pair_x2p119(sw_hi >> (16 * c2), h);
+            } else {
+              h[0] = s_tab[(sw_hi >> (16 * c2)) & 0xFF];
+              h[1] = s_tab[(sw_hi >> (16 * c2 + 8)) & 0xFF];
+            }
+          } else if (F == Fmt::Nvfp4) {  // blocks 2c', 2c' + 1 of the lane's 64 k: bytes 2c', 2c' + 1
             l[0] = s_tab[(sw_lo >> (16 * c2)) & 0xFF];
             l[1] = s_tab[(sw_lo >> (16 * c2 + 8)) & 0xFF];
             h[0] = s_tab[(sw_hi >> (16 * c2)) & 0xFF];
@@ -253,7 +356,13 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
             l[0] = l[1] = s_tab[(sw_lo >> (8 * c2)) & 0xFF];
             h[0] = h[1] = s_tab[(sw_hi >> (8 * c2)) & 0xFF];
           }
-          sub_chunk<NT, CH>(c_lo, c_hi, l, h, xs, acc);
+          if constexpr ((FL & 192) != 0) {
+            sub_chunk_im<NT, CH, (FL & 64 ? 1 : 0) + (FL & 128 ? 2 : 0) + (FL & 1024 ? 1 : 0)>(c_lo, c_hi, l, h, xs, imul, acc);
+          } else if constexpr ((FL & 16) != 0) {
+            sub_chunk_px<NT, CH>(c_lo, c_hi, l, h, xs, g < p.m, acc);
+          } else {
+            sub_chunk<NT, CH>(c_lo, c_hi, l, h, xs, acc);
+          }
         }
       }
     }
@@ -314,12 +423,78 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
       return p.partials + (long long)(2 * c + slot) * (MT * kRows);
     };
     const int wrow = 16 * warp + kRowMul * g;
+    if constexpr ((FL & 2048) != 0) {
+      // LL merge (NCCL's LL protocol): every CTA but c_last stores its live partials as 64-bit
+      // words {f32 value, launch tag} (single-copy atomic: no fence, no counter); c_last, which
+      // finishes rb last (its list starts in rb and the walk takes its tail block first), polls
+      // the words of c_first .. c_last - 1, sums in CTA order with its own registers, stores y and
+      // clears the words (graph replays reuse the grid id).
+      unsigned long long gid;
+      asm volatile("mov.u64 %0, %%gridid;" : "=l"(gid));
+      const uint32_t tag = uint32_t(gid) | 0x80000000u;
+      auto ll_slot = [&](int c) -> unsigned long long* {
+        const int slot = (c * q) / kstages == rb ? 0 : 1;
+        return reinterpret_cast<unsigned long long*>(p.partials) + (long long)(2 * c + slot) * (MT * kRows);
+      };
+      if (int(blockIdx.x) != c_last) {
+        unsigned long long* mine = ll_slot(blockIdx.x);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int tok = 8 * nt + 2 * t + (e & 1);
+            if (tok < p.m) {
+              const unsigned long long v = (uint64_t(tag) << 32) | __float_as_uint(tot[nt][e]);
+              asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(mine + tok * kRows + wrow + kHi * (e >> 1)), "l"(v) : "memory");
+            }
+          }
+      } else {
+        float sum[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sum[nt][e] = 0.0f;
+        for (int c = c_first; c <= c_last; ++c) {
+          if (c == c_last) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) sum[nt][e] += tot[nt][e];
+            continue;
+          }
+          unsigned long long* part = ll_slot(c);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int tok = 8 * nt + 2 * t + (e & 1);
+              if (tok < p.m) {
+                unsigned long long* a = part + tok * kRows + wrow + kHi * (e >> 1);
+                unsigned long long v;
+                do {
+                  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(a) : "memory");
+                } while (uint32_t(v >> 32) != tag);
+                sum[nt][e] += __uint_as_float(uint32_t(v));
+                asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(a), "l"(0ull) : "memory");
+              }
+            }
+        }
+        store(sum);
+      }
+      zero(acc);
+      continue;
+    }
     float* mine = slot_of(blockIdx.x);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         __stcg(mine + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + kHi * (e >> 1), tot[nt][e]);
+    if constexpr ((FL & 256) != 0) {  // fence, arrive and (if last) sum at the end
+      if (pend0 < 0) pend0 = rb; else pend1 = rb;
+      zero(acc);
+      continue;
+    }
     __threadfence();
     __syncwarp();
     unsigned int prev = 0;
@@ -345,6 +520,59 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
     }
     zero(acc);
   }
+  if constexpr ((FL & 256) != 0) {
+    if (pend0 >= 0) {
+      __threadfence();
+      __syncwarp();
+      unsigned int prev0 = 0, prev1 = 0;
+      auto span = [&](int rb) { return unsigned(((rb + 1) * kstages - 1) / q - rb * kstages / q + 1); };
+      if (lane == 0) {
+        prev0 = arrive_tagged(&p.counters[pend0 * kConsumers + warp], span(pend0));
+        if (pend1 >= 0) prev1 = arrive_tagged(&p.counters[pend1 * kConsumers + warp], span(pend1));
+      }
+      prev0 = __shfl_sync(0xffffffffu, prev0, 0);
+      prev1 = __shfl_sync(0xffffffffu, prev1, 0);
+      bool fenced = false;
+      for (int j = 0; j < 2; ++j) {
+        const int rb = j == 0 ? pend0 : pend1;
+        if (rb < 0 || (j == 0 ? prev0 : prev1) != span(rb) - 1) continue;
+        if (!fenced) __threadfence(), fenced = true;
+        const int c_first = rb * kstages / q, c_last = ((rb + 1) * kstages - 1) / q;
+        const int row_base = rb * kRows + 16 * warp, wrow = 16 * warp + kRowMul * g;
+        float bias[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = row_base + kRowMul * g + kHi * h;
+          if (has_bias && row < p.n)
+            bias[h] = (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
+                                           : __bfloat162float(reinterpret_cast<const bf16*>(p.bias)[row]);
+        }
+        float sum[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) sum[nt][e] = 0.0f;
+        for (int c = c_first; c <= c_last; ++c) {
+          const int slot = (c * q) / kstages == rb ? 0 : 1;
+          const float* part = p.partials + (long long)(2 * c + slot) * (MT * kRows);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sum[nt][e] += __ldcg(part + (8 * nt + 2 * t + (e & 1)) * kRows + wrow + kHi * (e >> 1));
+        }
+        const float os = epilogue_scale(p.out_scale, p.xmult, p.flags);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = row_base + kRowMul * g + kHi * (e >> 1), tok = 8 * nt + 2 * t + (e & 1);
+            const float y = sum[nt][e] * os;
+            const TOut out = from_f32<TOut>(has_bias ? y + bias[e >> 1] : y);
+            if (row < p.n && tok < p.m) reinterpret_cast<TOut*>(p.y)[(long long)tok * p.ldy + row] = out;
+          }
+      }
+    }
+  }
   trace_mark(3);
 }
 
@@ -368,6 +596,22 @@ static KFn px_fn(int fl) {
     case 4: return px<KB, 4>;
     case 8: return px<KB, 8>;
     case 12: return px<KB, 12>;
+    case 16: return px<KB, 16>;
+    case 32: return px<KB, 32>;
+    case 48: return px<KB, 48>;
+    case 52: return px<KB, 52>;
+    case 64: return px<KB, 64>;
+    case 128: return px<KB, 128>;
+    case 192: return px<KB, 192>;
+    case 1216: return px<KB, 1216>;
+    case 256: return px<KB, 256>;
+    case 512: return px<KB, 512>;
+    case 384: return px<KB, 384>;
+    case 448: return px<KB, 448>;
+    case 896: return px<KB, 896>;
+    case 960: return px<KB, 960>;
+    case 2048: return px<KB, 2048>;
+    case 2560: return px<KB, 2560>;
   }
   return nullptr;
 }
@@ -396,6 +640,28 @@ __global__ void fill_rand(unsigned char* p, size_t n, uint32_t seed, int lo, int
   }
 }
 
+// Every scale byte pair through the arithmetic path vs the table (FL32's exactness).
+__global__ void check_scales(int* bad) {
+  __shared__ uint32_t tab[256];
+  b12x::bsgemv::fill_scale_table<b12x::bsgemv::Fmt::Nvfp4>(tab, 0, threadIdx.x, blockDim.x);
+  __syncthreads();
+  for (int v = threadIdx.x; v < 65536; v += blockDim.x) {
+    const uint32_t w = uint32_t(v) | (0x40u << 16) | (0x38u << 24);
+    uint32_t o[2];
+    if (b12x::bsgemv::ue4m3_needs_table(w)) continue;
+    b12x::bsgemv::ue4m3_pair_x2p119(w, o);
+    if (o[0] != tab[v & 0xFF] || o[1] != tab[v >> 8]) atomicAdd(bad, 1);
+  }
+  // Every byte that is not a normal valid scale must be flagged, in every position.
+  for (int v = threadIdx.x; v < 256 * 4; v += blockDim.x) {
+    const int b = v & 0xFF, pos = v >> 8;
+    const bool normal = (b & 0x78) != 0 && b < 0x7F;
+    const uint32_t w = (0x40404040u & ~(0xFFu << (8 * pos))) | (uint32_t(b) << (8 * pos));
+    if (!normal && !b12x::bsgemv::ue4m3_needs_table(w)) atomicAdd(bad + 1, 1);
+    if (normal && b12x::bsgemv::ue4m3_needs_table(w)) atomicAdd(bad + 2, 1);  // a slow path only
+  }
+}
+
 int main() {
   cudaDeviceProp prop;
   cudaStream_t st = proto_init(prop);
@@ -411,14 +677,34 @@ int main() {
   fill_rand<<<1024, 256>>>(scales, max_scales, 2, 0x28, 0x20);  // UE4M3 0.0625 .. 1.9
   fill_bf16<<<64, 256>>>(x, 16 * 18432, 3);
   CK(cudaMemset(counters, 0xA5, 1 << 20));
+  CK(cudaMemset(partials, 0, 64 << 20));
   CK(cudaDeviceSynchronize());
   const int M = getenv("PROTO_M") ? atoi(getenv("PROTO_M")) : 1;
+  {
+    int* bad; CK(cudaMalloc(&bad, 12)); CK(cudaMemset(bad, 0, 12));
+    check_scales<<<1, 256>>>(bad);
+    int h[3]; CK(cudaMemcpy(h, bad, 12, cudaMemcpyDeviceToHost));
+    printf("arithmetic UE4M3 scales: %d pairs differ from the table, %d bad bytes unflagged, %d good bytes flagged\n", h[0], h[1], h[2]);
+  }
+  // ncu mode: PROTO_NCU=1 launches the selected kernels once each (PROTO_SHAPE, PROTO_CFG indices;
+  // PROTO_FLS: comma list of FL values, -1 the library kernel), no timing.
+  const bool ncu = getenv("PROTO_NCU") != nullptr;
+  const int sel_shape = getenv("PROTO_SHAPE") ? atoi(getenv("PROTO_SHAPE")) : -1;
+  const int sel_cfg = getenv("PROTO_CFG") ? atoi(getenv("PROTO_CFG")) : -1;
+  std::vector<int> fls = {0, 1, 2, 4, 8, 12, 16, 32, 48, 52};
+  if (getenv("PROTO_FLS")) {
+    fls.clear();
+    std::string t = getenv("PROTO_FLS");
+    for (size_t a = 0; a < t.size();) { size_t b = t.find(',', a); if (b == std::string::npos) b = t.size(); fls.push_back(atoi(t.substr(a, b - a).c_str())); a = b + 1; }
+  }
   struct Cfg { int kb, stages, ctas; };
   const Cfg cfgs[] = {{1, 3, 3}, {1, 2, 3}, {1, 4, 2}, {2, 2, 2}, {1, 8, 1}, {2, 4, 1}};
-  for (auto sh : shapes) {
+  for (int si = 0; si < 3; ++si) {
+    const Shape sh = shapes[si];
+    if (sel_shape >= 0 && si != sel_shape) continue;
     const size_t wbytes = (size_t)sh.n * sh.k / 2 + (size_t)sh.n * sh.k / 16;
     printf("== N=%d K=%d M=%d (%.1f MB codes + scales)\n", sh.n, sh.k, M, wbytes / 1e6);
-    {
+    if (!ncu) {
       const int grid = sms * 2;
       const double t = time_graph(st, [&] { traced_read<<<grid, 512, 0, st>>>((const uint4*)codes, wbytes / 16, g_sink); });
       report("read, 2 CTAs/SM", grid, t);
@@ -429,7 +715,10 @@ int main() {
     p.scales = scales; p.x = x; p.bias = nullptr; p.partials = partials; p.counters = counters;
     p.ldx = sh.k; p.ldy = sh.n; p.n = sh.n; p.k = sh.k; p.m = M;
     p.scale_tiles = (sh.k / 16 + 3) / 4; p.scale_bias = 0; p.out_scale = 1.0f; p.flags = 0;
-    for (auto c : cfgs) {
+    p.reserved[0] = 1; p.reserved[1] = getenv("PROTO_DELAY") ? atoi(getenv("PROTO_DELAY")) : 500;
+    for (int ci = 0; ci < 6; ++ci) {
+      const Cfg c = cfgs[ci];
+      if (sel_cfg >= 0 && ci != sel_cfg) continue;
       const uint32_t stage = ((uint32_t)c.kb * (16384 + 2048 + 8 * 576) + 1023) & ~1023u;
       const uint32_t smem = c.stages * stage + 1024;
       if (c.ctas * (smem + 1024 + 2048 + 1024) > 233472) { printf("  skip kb%d s%d c%d\n", c.kb, c.stages, c.ctas); continue; }
@@ -444,20 +733,55 @@ int main() {
         BsGemvParams pp = p; pp.y = y;
         return time_graph(st, [&] { f<<<grid, 288, smem, st>>>(pp); });
       };
+      if (ncu) {
+        for (int fl : fls) {
+          KFn f = fl < 0 ? lib : c.kb == 1 ? px_fn<1>(fl) : px_fn<2>(fl);
+          if (!f) continue;
+          CK(cudaFuncSetAttribute((const void*)f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+          BsGemvParams pp = p; pp.y = y1;
+          f<<<grid, 288, smem, st>>>(pp);
+          CK(cudaStreamSynchronize(st));
+        }
+        continue;
+      }
       char name[96];
       snprintf(name, sizeof name, "lib kb%d s%d c%d grid %d", c.kb, c.stages, c.ctas, grid);
       const double tl = run(lib, y0);
       printf("  %-30s %7.2f us\n", name, tl);
       const bool full = c.kb == 2 && c.stages == 2 && c.ctas == 2 || c.kb == 1 && c.stages == 3 && c.ctas == 3;
-      for (int fl : {0, 1, 2, 4, 8, 12}) {
+      for (int fl : fls) {
         if (fl != 0 && !full) continue;
-        KFn f = c.kb == 1 ? px_fn<1>(fl) : px_fn<2>(fl);
+        KFn f = fl < 0 ? nullptr : c.kb == 1 ? px_fn<1>(fl) : px_fn<2>(fl);
+        if (!f) continue;
         CK(cudaMemset(y1, 0xFF, 16 * 36864 * 2));
         const double t = run(f, y1);
         CK(cudaStreamSynchronize(st));
         snprintf(name, sizeof name, "FL%-2d kb%d s%d c%d", fl, c.kb, c.stages, c.ctas);
         report_marks(name, grid, t);
-        if (fl == 0 || fl == 8) {
+        if ((fl & 2048) != 0) {  // graph replay with new x: the cleared words must not be reused
+          cudaGraph_t gg; cudaGraphExec_t ge;
+          BsGemvParams pp = p; pp.y = y1;
+          CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+          f<<<grid, 288, smem, st>>>(pp);
+          CK(cudaStreamEndCapture(st, &gg));
+          CK(cudaGraphInstantiate(&ge, gg, 0));
+          CK(cudaGraphLaunch(ge, st));
+          fill_bf16<<<64, 256, 0, st>>>(x, 16 * 18432, 77);
+          CK(cudaGraphLaunch(ge, st));
+          BsGemvParams pl = p; pl.y = y0;
+          lib<<<grid, 288, smem, st>>>(pl);
+          CK(cudaStreamSynchronize(st));
+          std::vector<uint16_t> a((size_t)M * sh.n), b((size_t)M * sh.n);
+          CK(cudaMemcpy(a.data(), y0, a.size() * 2, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(b.data(), y1, b.size() * 2, cudaMemcpyDeviceToHost));
+          size_t diff = 0; for (size_t i = 0; i < a.size(); ++i) diff += a[i] != b[i];
+          printf("    replay with new x vs lib: %zu of %zu differ\n", diff, a.size());
+          fill_bf16<<<64, 256, 0, st>>>(x, 16 * 18432, 3);
+          lib<<<grid, 288, smem, st>>>(pl);
+          CK(cudaStreamSynchronize(st));
+          cudaGraphExecDestroy(ge); cudaGraphDestroy(gg);
+        }
+        if ((fl & 7) == 0) {
           std::vector<uint16_t> a((size_t)M * sh.n), b((size_t)M * sh.n);
           CK(cudaMemcpy(a.data(), y0, a.size() * 2, cudaMemcpyDeviceToHost));
           CK(cudaMemcpy(b.data(), y1, b.size() * 2, cudaMemcpyDeviceToHost));
