@@ -75,6 +75,7 @@ constexpr int kBiasF32 = 1;
 constexpr int kTile32 = 2;
 constexpr int kXmultInv = 4;  // xmult is an encode scale (NVFP4): divide by it
 constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
+constexpr uint32_t kStaggerNs = 500;        // stage 0 first, then the rest of the ring (gemv)
 
 // Nvfp4, Mxfp4: E2M1 codes (layout v2), 256 k per box. Mxfp8: E4M3 codes with UE8M0 scales in
 // swizzled 128x4 tiles; Fp8Block: E4M3 with f32 scales per 128 x 128 or 32 x 32 tile (flags),
@@ -273,7 +274,7 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
       mbar_init(empty0 + 8 * s, 32 * kConsumers);  // every consumer lane releases
     }
     mbar_fence_init();
-    for (int i = 0; i < first; ++i) load(i, i);
+    if (first > 0) load(0, 0);  // the rest of the ring after the stagger below
   }
   __syncthreads();
   if (warp == kConsumers) {
@@ -321,7 +322,21 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
       }
       cp_async_mbar_arrive(full0 + 8 * s);
     };
-    for (int i = 0; i < first; ++i) stage_x(i, i);
+    // Stage 0 first: every CTA asks for its first stage, then waits kStaggerNs before asking for
+    // the rest of its ring, so that all first stages reach the memory system ahead of all later
+    // ones and the consumers start ~1 µs sooner (issuing the whole ring at once, the first stages
+    // landed only with most of the ~2 x 9.5 MB that 264 CTAs ask for: bench/proto/
+    // bsgemv_decode_proto.cu FL512, bench-results/2026-12-03-h200/proto/3/: 250, 500 and
+    // 1000 ns alike, -1.2 µs at 18432 x 7168 and 4096 x 7168, M = 1).
+    for (int i = 0; i < first; ++i) {
+      if (i == 1) {
+        __nanosleep(kStaggerNs);
+        __syncwarp();
+        if (lane == 0)
+          for (int j = 1; j < first; ++j) load(j, j);
+      }
+      stage_x(i, i);
+    }
     int s = first % stages, round = first / stages;
     for (int i = first; i < n_units; ++i) {
       if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
