@@ -136,9 +136,18 @@ __device__ __forceinline__ void gemv_x(const BsGemvParams& p) {
   // Walk order as gemm.bf16_gemv's tma configs: when the CTA's list spans row blocks and its last
   // row block continues in the next CTA, that block's units come first (its merge then overlaps
   // the streaming); each row block's units keep their k order.
-  int tail = 0;
-  if (n_units > 0 && u_begin / kstages != (u_begin + n_units - 1) / kstages) tail = (u_begin + n_units) % kstages;
-  auto unit_at = [&](int i) { return i < tail ? u_begin + n_units - tail + i : u_begin + i - tail; };
+  int tail = 0, head = 0;
+  if (n_units > 0 && u_begin / kstages != (u_begin + n_units - 1) / kstages) {
+    tail = (u_begin + n_units) % kstages;
+    // FL8192: the first row block's units (shared with the previous CTA) go last, so the CTA
+    // that finishes a shared block is always the block's last CTA, at its very end.
+    if ((FL & 8192) != 0 && u_begin % kstages != 0) head = kstages - u_begin % kstages;
+  }
+  auto unit_at = [&](int i) {
+    if (i < tail) return u_begin + n_units - tail + i;
+    if (i < n_units - head) return u_begin + head + (i - tail);
+    return u_begin + (i - (n_units - head));
+  };
   const uint32_t full0 = smem_addr(s_bar), empty0 = full0 + 8 * kMaxStages;
 
   fill_scale_table<F>(s_tab, p.scale_bias, threadIdx.x, blockDim.x);
@@ -616,6 +625,8 @@ static KFn px_fn(int fl) {
     case 2560: return px<KB, 2560>;
     case 6144: return px<KB, 6144>;
     case 6656: return px<KB, 6656>;
+    case 8704: return px<KB, 8704>;
+    case 10752: return px<KB, 10752>;
   }
   return nullptr;
 }
