@@ -8,7 +8,7 @@
 // Constraints: K % 32 == 0 (the codes' rows are whole 16-byte lines for the TMA); M <= 8 * NT.
 // Strategy (src/blockscaled/README.md): one to three persistent CTAs per SM walk an even share of
 //   the flat (row block of 128 rows, KB x 256-k) unit list (stream-K). A producer warp keeps a
-//   ring of stages in flight: per 256-k box the codes as one TMA box (128 rows x 128 bytes,
+//   ring of stages in flight (stage 0 requested first, the rest kStaggerNs later): per 256-k box the codes as one TMA box (128 rows x 128 bytes,
 //   128-byte swizzle, zero past N and K), the unit's swizzled scale tiles as one bulk copy, and x
 //   (8 NT tokens x 256 k) staged with cp.async by the warp's 32 lanes in the order the consumers
 //   read it (zero past M and K; the stage's full barrier counts the TMA bytes and the 32 lanes'
