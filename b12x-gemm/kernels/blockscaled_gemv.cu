@@ -7,19 +7,19 @@
 //   bias [N] bf16|f32, y [M, N] TOut (row stride ldy).
 // Constraints: K % 32 == 0 (the codes' rows are whole 16-byte lines for the TMA); M <= 8 * NT.
 // Strategy (src/blockscaled/README.md): one to three persistent CTAs per SM walk an even share of
-//   the flat (row block of 128 rows, KB x 256-k) unit list (stream-K). A producer warp keeps a
-//   ring of stages in flight (stage 0 requested first, the rest kStaggerNs later): per 256-k box the codes as one TMA box (128 rows x 128 bytes,
-//   128-byte swizzle, zero past N and K), the unit's swizzled scale tiles as one bulk copy, and x
-//   (8 NT tokens x 256 k) staged with cp.async by the warp's 32 lanes in the order the consumers
-//   read it (zero past M and K; the stage's full barrier counts the TMA bytes and the 32 lanes'
-//   cp.async arrivals). Eight consumer warps own 16 rows each: lane (g, t) takes the 64
-//   contiguous k 64t .. 64t + 63 of a box (16-byte chunks 2t and 2t + 1 of its rows' box lines:
-//   conflict free under the swizzle), turns each adjacent pair of codes of a layout-v2 word into
-//   a bf16x2 of code * 2^-126 with rotates and masks (9 ALU instructions per word,
-//   b12x/fp4_dequant.cuh), scales it by the block's BF16 scale (exact) and feeds swap-AB mma.sync
-//   m16n8k16 (16 weight rows x 8 tokens) with x's bf16 pairs as staged. The MMA sums over k, so
-//   this K permutation, applied to both operands, changes only the summation order. Row blocks
-//   shared by neighbouring CTAs are merged by the last warp to arrive, in CTA order (tagged
+//   the flat (row block of 128 rows, KB x 256-k) unit list (stream-K). A producer warp keeps a ring
+//   of stages in flight (stage 0 requested first, the rest kStaggerNs later): per 256-k box the
+//   codes as one TMA box (128 rows x 128 bytes, 128-byte swizzle, zero past N and K), the unit's
+//   swizzled scale tiles as one bulk copy, and x (8 NT tokens x 256 k) staged with cp.async by the
+//   warp's 32 lanes in the order the consumers read it (zero past M and K; the stage's full barrier
+//   counts the TMA bytes and the 32 lanes' cp.async arrivals). Eight consumer warps own 16 rows
+//   each: lane (g, t) takes the 64 contiguous k 64t .. 64t + 63 of a box (16-byte chunks 2t and 2t
+//   + 1 of its rows' box lines: conflict free under the swizzle), turns each adjacent pair of codes
+//   of a layout-v2 word into a bf16x2 of code * 2^-126 with rotates and masks (9 ALU instructions
+//   per word, b12x/fp4_dequant.cuh), scales it by the block's BF16 scale (exact) and feeds swap-AB
+//   mma.sync m16n8k16 (16 weight rows x 8 tokens) with x's bf16 pairs as staged. The MMA sums over
+//   k, so this K permutation, applied to both operands, changes only the summation order. Row
+//   blocks shared by neighbouring CTAs are merged by the last warp to arrive, in CTA order (tagged
 //   counters, no memset): bitwise reproducible.
 // Entry points: b12x_bsgemv_w4a16_{nvfp4,mxfp4}_nt{1,2}_kb{1,2}_{bf16,f16,f32}out (BsGemvParams).
 // Oracle: src/blockscaled/reference.rs.
