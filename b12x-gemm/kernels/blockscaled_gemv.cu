@@ -789,8 +789,12 @@ struct BsGemmParams {
   int kt_per;                   // k-tiles per split (blockIdx.y): [y kt_per, min(ktiles, (y + 1) kt_per))
   const float* xmult;           // as BsGemvParams
   const unsigned char* xscales; // native kernels: x's scales as staged by b12x_bsgemm_stage_xq (else unused)
+  // Split tail (wgmma kernels, gridDim.y == 1): CTAs from tail0 on split the output tiles tail0 ..
+  // in tail_splits parts of K each (partials and counters indexed from tail0); <= 1: no tail.
+  int tail0;
+  int tail_splits;
 };
-static_assert(sizeof(BsGemmParams) == 144, "mirror of gemv.rs");
+static_assert(sizeof(BsGemmParams) == 152, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, partials) == 40, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, ldx) == 56, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, n) == 72, "mirror of gemv.rs");
@@ -798,6 +802,7 @@ static_assert(offsetof(BsGemmParams, out_scale) == 108, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, kt_per) == 124, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, xmult) == 128, "mirror of gemv.rs");
 static_assert(offsetof(BsGemmParams, xscales) == 136, "mirror of gemv.rs");
+static_assert(offsetof(BsGemmParams, tail0) == 144, "mirror of gemv.rs");
 
 namespace bsgemm {
 
@@ -915,20 +920,43 @@ __device__ __forceinline__ void load_stage(uint32_t st, const BsGemmParams& p, i
   bsgemv::cp_async_mbar_arrive(bar);
 }
 
-// A CTA's output tile (M tiles fastest) and its split's k-tiles [kt0, kt0 + ktiles) (gridDim.y
-// splits; Rust leaves no split empty); thread 0 initializes the ring's S barriers (every thread
-// arrives on each), then the block synchronizes.
+// A CTA's output tile (M tiles fastest) and its split's k-tiles [kt0, kt0 + ktiles): split-K,
+// gridDim.y splits of kt_per k-tiles (Rust leaves no split empty), or (kTail: the wgmma kernels)
+// the split tail, CTA tail0 + s u + v taking part v of tile tail0 + u's k-tiles [v kt / s,
+// (v + 1) kt / s) (Rust keeps s <= ktiles). The split (slot indexing the partial tiles and the
+// counter, split, splits) goes to shared memory for `finish`, so that no register holds it across
+// the k loop. Thread 0 initializes the ring's S barriers (every thread arrives on each); the
+// caller synchronizes the block before the loop.
 struct CtaWork {
   int m0, n0, kt0, ktiles;
 };
-template <int BM, int BN>
+__device__ __forceinline__ int* split_info() {
+  __shared__ int s_split[3];  // slot, split, splits
+  return s_split;
+}
+template <int BM, int BN, bool kTail = false>
 __device__ __forceinline__ CtaWork cta_work(const BsGemmParams& p, uint32_t bar0) {
   CtaWork w;
-  w.m0 = int(blockIdx.x % unsigned(p.mtiles)) * BM;
-  w.n0 = int(blockIdx.x / unsigned(p.mtiles)) * BN;
-  w.kt0 = int(blockIdx.y) * p.kt_per;
-  w.ktiles = min(p.ktiles, w.kt0 + p.kt_per) - w.kt0;
+  int tile = int(blockIdx.x), slot = tile, split = int(blockIdx.y), splits = int(gridDim.y);
+  w.kt0 = split * p.kt_per;
+  int kt1 = min(p.ktiles, w.kt0 + p.kt_per);
+  if constexpr (kTail) {
+    if (p.tail_splits > 1 && tile >= p.tail0) {
+      const int u = tile - p.tail0;
+      splits = p.tail_splits;
+      slot = u / splits;
+      split = u - slot * splits;
+      tile = p.tail0 + slot;
+      w.kt0 = split * p.ktiles / splits;
+      kt1 = (split + 1) * p.ktiles / splits;
+    }
+  }
+  w.m0 = (tile % p.mtiles) * BM;
+  w.n0 = (tile / p.mtiles) * BN;
+  w.ktiles = kt1 - w.kt0;
   if (threadIdx.x == 0) {
+    int* si = split_info();
+    si[0] = slot, si[1] = split, si[2] = splits;
     for (int s = 0; s < p.stages; ++s) mbar_init(bar0 + 8 * s, kThreads);
     mbar_fence_init();
   }
@@ -940,22 +968,26 @@ __device__ __forceinline__ CtaWork cta_work(const BsGemmParams& p, uint32_t bar0
 // (alpha and the tensor scales, the bias in f32, one rounding, stores inside M x N).
 // acc[i][j][e]: the warp's weight tile i (rows nrow0 + RS i + g + 8 (e >> 1)) by x tile j (rows
 // xrow0 + 8 j + 2t + (e & 1)).
-template <int WT, int XT, int BM, int BN, typename TOut, int RS = 16>
-__device__ __forceinline__ void finish(const BsGemmParams& p, float (&acc)[WT][XT][4], int m0, int n0, int xrow0,
+// kSplit: the split code is built (the middle tiles, BM <= 64, and the wgmma kernels' split tail;
+// Rust never splits the other 128-row kernels).
+template <int WT, int XT, int BM, int BN, typename TOut, int RS = 16, bool kSplit = (BM <= 64)>
+__device__ __forceinline__ void finish(const BsGemmParams& p, const CtaWork& cw, float (&acc)[WT][XT][4], int xrow0,
                                        int nrow0) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  if constexpr (BM <= 64) {  // the middle tiles (Rust never splits the 128-row ones)
-    if (gridDim.y > 1) {
+  const int m0 = cw.m0, n0 = cw.n0;
+  if constexpr (kSplit) {
+    const int* si = split_info();
+    const int tile = si[0], split = si[1], splits = si[2];
+    if (splits > 1) {
       // Split-K: every split stores its f32 partial tile (lane-major: coalesced), the last to
       // arrive on the tile's tagged counter sums all splits in split order (bitwise reproducible)
       // and runs the epilogue.
       __shared__ unsigned int s_prev;
       constexpr int kV = WT * XT * 4;
-      const int tile = int(blockIdx.x), splits = int(gridDim.y);
       auto slot_of = [&](int sp) {
         return p.partials + ((long long)tile * splits + sp) * (BM * BN) + (long long)warp * kV * 32 + lane;
       };
-      float* mine = slot_of(int(blockIdx.y));
+      float* mine = slot_of(split);
 #pragma unroll
       for (int i = 0; i < WT; ++i)
 #pragma unroll
@@ -1174,7 +1206,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
     if (++slot == S) slot = 0, phase ^= 1;
   }
 
-  finish<WN / 2, 2 * WM, BM, BN, TOut>(p, acc, m0, n0, xrow0, nrow0);
+  finish<WN / 2, 2 * WM, BM, BN, TOut>(p, cw, acc, xrow0, nrow0);
 }
 
 // ---- SM90 only: wgmma with the dequantized weight as register A ------------------------------
@@ -1210,7 +1242,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
   const uint32_t ring = (smem_addr(s_dyn) + 1023u) & ~1023u;  // the launch adds 1024 bytes of slack
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const uint32_t bar0 = smem_addr(s_bar);
-  const CtaWork cw = cta_work<BM, BN>(p, bar0);
+  const CtaWork cw = cta_work<BM, BN, true>(p, bar0);
   const int m0 = cw.m0, n0 = cw.n0, kt0 = cw.kt0, ktiles = cw.ktiles, S = p.stages;
   bsgemv::fill_scale_table<F>(s_tab, p.scale_bias, tid, kThreads);
   __syncthreads();
@@ -1347,7 +1379,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
     wg::wait<0>();
     if (++slot == S) slot = 0, phase ^= 1;
   }
-  finish<MT, 16, BM, BN, TOut, 64>(p, acc, m0, n0, 0, nrow0);
+  finish<MT, 16, BM, BN, TOut, 64, true>(p, cw, acc, 0, nrow0);
 #else
   __trap();
 #endif
@@ -1485,7 +1517,7 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
     }
     if (++slot == S) slot = 0, phase ^= 1;
   }
-  finish<WT, XT, BM, BN, TOut>(p, acc, m0, n0, xrow0, nrow0);
+  finish<WT, XT, BM, BN, TOut>(p, cw, acc, xrow0, nrow0);
 }
 
 }  // namespace bsgemm

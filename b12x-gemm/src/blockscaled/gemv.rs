@@ -279,10 +279,15 @@ pub struct BsGemmParams {
     pub xmult: u64,
     /// Native kernels: x's scales as `b12x_bsgemm_stage_xq` stages them (scratch).
     pub xscales: u64,
+    /// Split tail ([`WgConfig::tail`]): CTAs from `tail0` on split output tiles `tail0..` in
+    /// `tail_splits` parts of K each; ≤ 1: no tail.
+    pub tail0: i32,
+    pub tail_splits: i32,
 }
 
 const _: () = {
-    assert!(size_of::<BsGemmParams>() == 144);
+    assert!(size_of::<BsGemmParams>() == 152);
+    assert!(offset_of!(BsGemmParams, tail0) == 144);
     assert!(offset_of!(BsGemmParams, xmult) == 128);
     assert!(offset_of!(BsGemmParams, xscales) == 136);
     assert!(offset_of!(BsGemmParams, partials) == 40);
@@ -426,23 +431,60 @@ pub struct WgConfig {
     pub wn: usize,
     /// Ring depth (2..=4).
     pub stages: usize,
+    /// Split tail: when the last wave of output tiles would leave at least half the SMs idle,
+    /// its tiles are split over K, each into `⌊SMs / tail tiles⌋` (≤ 4) CTAs whose f32 partial
+    /// tiles the last to finish sums in split order ([`WgConfig::schedule`]).
+    pub tail: bool,
 }
 
 impl WgConfig {
-    /// `wg_w{4|8}_wn{WN}_s{S}`.
+    /// `wg_w{4|8}_wn{WN}_s{S}`, `_tail` appended for the split tail.
     pub fn id(&self) -> String {
         let w = if self.w8 { 8 } else { 4 };
-        format!("wg_w{w}_wn{}_s{}", self.wn, self.stages)
+        format!("wg_w{w}_wn{}_s{}{}", self.wn, self.stages, if self.tail { "_tail" } else { "" })
     }
     /// Inverse of [`WgConfig::id`].
     pub fn parse(id: &str) -> Option<WgConfig> {
         let (w8, rest) = width_prefix(id, "wg_w8_wn", "wg_w4_wn")?;
+        let (rest, tail) = match rest.strip_suffix("_tail") {
+            Some(r) => (r, true),
+            None => (rest, false),
+        };
         let (wn, stages) = rest.split_once("_s")?;
-        Some(WgConfig { w8, wn: wn.parse().ok()?, stages: stages.parse().ok()? })
+        Some(WgConfig { w8, wn: wn.parse().ok()?, stages: stages.parse().ok()?, tail })
     }
     /// The tiled kernel shape it shares its ring, stage layout and schedule with.
     pub fn tile(&self) -> TileConfig {
         TileConfig { w8: self.w8, wm: 4, wn: self.wn, stages: self.stages, splits: 1 }
+    }
+    /// `(output tiles, mtiles, ktiles, tail0, tail splits)` for `m × n × k` on `sm_count` SMs
+    /// (one CTA each): the grid is `tail0 + (tiles − tail0) · splits` CTAs, tiles from `tail0`
+    /// on split over K. Without [`WgConfig::tail`], or when the last wave fills more than half
+    /// the SMs, `tail0 = tiles` and one split.
+    pub fn schedule(&self, m: usize, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize, usize, usize) {
+        let (tiles, mtiles, ktiles, _, _) = self.tile().schedule(m, n, k);
+        let slots = (sm_count as usize).max(1);
+        let rem = tiles % slots;
+        let splits = if !self.tail || rem == 0 { 1 } else { (slots / rem).min(4).min(ktiles) };
+        if splits < 2 {
+            return (tiles, mtiles, ktiles, tiles, 1);
+        }
+        (tiles, mtiles, ktiles, tiles - rem, splits)
+    }
+    /// Scratch bytes `(partials, counters)` for every `m` in `lo..=hi`: the split tail's partial
+    /// tiles (at most one per SM) and one counter per split tile.
+    pub fn scratch_bytes(&self, lo: usize, hi: usize, n: usize, k: usize, sm_count: u32) -> (usize, usize) {
+        let (bm, bn) = self.tile().tile();
+        let (mut part, mut cnt) = (0, 0);
+        // The schedule depends on m only through ⌈m / BM⌉.
+        for mt in lo.div_ceil(bm)..=hi.div_ceil(bm) {
+            let (tiles, _, _, tail0, splits) = self.schedule((mt * bm).clamp(lo, hi), n, k, sm_count);
+            if splits > 1 {
+                part = part.max((tiles - tail0) * splits * bm * bn * 4);
+                cnt = cnt.max((tiles - tail0) * 8);
+            }
+        }
+        (part, cnt)
     }
     /// Dynamic shared memory: the ring plus 1024 bytes of slack (wgmma's swizzled x slabs are
     /// 1024-byte aligned).
@@ -469,11 +511,14 @@ pub fn wg_configs(rows_hi: usize, smem_optin: u32, format: WeightFormat, arch: b
         return Vec::new();
     }
     let mut out = Vec::new();
-    for &wn in wg_widths(format) {
-        for stages in [2, 3] {
-            let c = WgConfig { w8: is_w8(format), wn, stages };
-            if c.fits(smem_optin) {
-                out.push(c);
+    // The split tail with the two-stage ring only (the faster ring at every prefill shape).
+    for (tail, rings) in [(false, &[2, 3][..]), (true, &[2][..])] {
+        for &wn in wg_widths(format) {
+            for &stages in rings {
+                let c = WgConfig { w8: is_w8(format), wn, stages, tail };
+                if c.fits(smem_optin) {
+                    out.push(c);
+                }
             }
         }
     }
@@ -771,7 +816,7 @@ pub fn all_symbols() -> Vec<String> {
     for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
         for &wn in wg_widths(f) {
             for o in [DType::BF16, DType::F16, DType::F32] {
-                out.push(WgConfig { w8: is_w8(f), wn, stages: 2 }.symbol(f, o));
+                out.push(WgConfig { w8: is_w8(f), wn, stages: 2, tail: false }.symbol(f, o));
             }
         }
     }
@@ -1372,7 +1417,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
                 Candidate::Gemv(c) => c.scratch_bytes(query.n, query.k, device.sm_count()),
                 Candidate::Tile(c) => c.scratch_bytes(b.hi, query.n, query.k),
                 Candidate::Native(c) => c.tile.scratch_bytes(b.hi, query.n, query.k),
-                Candidate::Wgmma(c) => c.tile().scratch_bytes(b.hi, query.n, query.k),
+                Candidate::Wgmma(c) => c.scratch_bytes(b.lo, b.hi, query.n, query.k, device.sm_count()),
             };
             (partials, counters) = (partials.max(p), counters.max(n));
         }
@@ -1553,6 +1598,8 @@ fn launch(
             kt_per: kt_per as i32,
             xmult: p.xmult,
             xscales: staging.xq_scales,
+            tail0: 0,
+            tail_splits: 1,
         };
         let dims = LaunchDims {
             grid: (tiles as u32, splits as u32, 1),
@@ -1593,6 +1640,13 @@ fn launch(
                 _ => return Err(unknown()),
             };
             let (tiles, mtiles, ktiles, splits, kt_per) = c.schedule(p.m as usize, q.n, q.k);
+            let (grid, tail0, tail_splits) = match cand {
+                Candidate::Wgmma(w) => {
+                    let (_, _, _, tail0, ts) = w.schedule(p.m as usize, q.n, q.k, plan.device.sm_count());
+                    (tail0 + (tiles - tail0) * ts, tail0 as i32, ts)
+                }
+                _ => (tiles, tiles as i32, 1),
+            };
             let tp = BsGemmParams {
                 codes,
                 scales: p.scales,
@@ -1619,8 +1673,10 @@ fn launch(
                 kt_per: kt_per as i32,
                 xmult: p.xmult,
                 xscales: 0,
+                tail0,
+                tail_splits: tail_splits as i32,
             };
-            let dims = LaunchDims { grid: (tiles as u32, splits as u32, 1), block: (TILE_THREADS, 1, 1), smem_bytes };
+            let dims = LaunchDims { grid: (grid as u32, splits as u32, 1), block: (TILE_THREADS, 1, 1), smem_bytes };
             // SAFETY: BsGemmParams mirrors the kernel's struct (asserted on both sides); the
             // tensors passed `Query::kernel_params` (codes and scales are the packed weight's,
             // whose layout set_scale_layout describes; x, y and bias cover M × K, M × N, N); the
@@ -1959,11 +2015,14 @@ mod tests {
     fn wg_configs_sm90_prefill_only() {
         use b12x_core::Arch;
         let smem = 232_448;
-        let w4 = |stages| WgConfig { w8: false, wn: 8, stages };
-        assert_eq!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm90), vec![w4(2), w4(3)]);
+        let w4 = |stages| WgConfig { w8: false, wn: 8, stages, tail: false };
+        let w4t = WgConfig { tail: true, ..w4(2) };
+        assert_eq!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm90), vec![w4(2), w4(3), w4t]);
+        assert_eq!(w4t.id(), "wg_w4_wn8_s2_tail");
         let block = WeightFormat::BlockFp8 { tile: 32, scale: b12x_quant::block::Fp8ScaleKind::F32 };
-        let b = |wn, stages| WgConfig { w8: true, wn, stages };
-        assert_eq!(wg_configs(128, smem, block, Arch::Sm90), vec![b(8, 2), b(8, 3), b(4, 2), b(4, 3)]);
+        let b = |wn, stages| WgConfig { w8: true, wn, stages, tail: false };
+        let bt = |wn| WgConfig { tail: true, ..b(wn, 2) };
+        assert_eq!(wg_configs(128, smem, block, Arch::Sm90), vec![b(8, 2), b(8, 3), b(4, 2), b(4, 3), bt(8), bt(4)]);
         let symbols = all_symbols();
         let mut n = 0;
         for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
@@ -1980,17 +2039,47 @@ mod tests {
                 n += 1;
             }
         }
-        assert_eq!(n, 12);
+        assert_eq!(n, 12 + 6);
         assert_eq!(w4(3).symbol(WeightFormat::Mxfp4, DType::F16), "b12x_bsgemm_wg_w4a16_mxfp4_wn8_f16out");
         assert_eq!(b(4, 2).symbol(block, DType::F32), "b12x_bsgemm_wg_w8a16_fp8block_wn4_f32out");
         assert!(!w4(5).fits(smem) && !w4(4).fits(200_000) && !w4(3).fits(101_376));
-        assert!(!WgConfig { w8: false, wn: 4, stages: 3 }.fits(smem));
+        assert!(!WgConfig { w8: false, wn: 4, stages: 3, tail: false }.fits(smem));
         // Not below 128-row buckets, not on SM120 / SM121 (no wgmma), not where the SM's shared
         // memory holds no 2-stage ring.
         assert!(wg_configs(64, smem, WeightFormat::Nvfp4, Arch::Sm90).is_empty());
         assert!(wg_configs(2048, smem, WeightFormat::Nvfp4, Arch::Sm120).is_empty());
         assert!(wg_configs(2048, smem, WeightFormat::Mxfp8, Arch::Sm121).is_empty());
         assert!(wg_configs(2048, 101_376, WeightFormat::Nvfp4, Arch::Sm90).is_empty());
+    }
+
+    #[test]
+    fn wg_split_tail_schedule() {
+        let plain = WgConfig { w8: false, wn: 8, stages: 2, tail: false };
+        let c = WgConfig { tail: true, ..plain };
+        // 7168² at M = 2048 on 132 SMs: 16 × 28 = 448 tiles = 3 waves + 52; the 52 split in two.
+        assert_eq!(c.schedule(2048, 7168, 7168, 132), (448, 16, 56, 396, 2));
+        assert_eq!(plain.schedule(2048, 7168, 7168, 132), (448, 16, 56, 448, 1));
+        // A last wave more than half full, or none: no split.
+        assert_eq!(c.schedule(2048, 18432, 7168, 132).4, 1); // 1152 = 8 · 132 + 96
+        assert_eq!(c.schedule(128 * 132, 256, 7168, 132).4, 1);
+        // Fewer tiles than SMs: all split, at most 4 ways and never more than the k-tiles.
+        assert_eq!(c.schedule(256, 7168, 7168, 132), (56, 2, 56, 0, 2));
+        assert_eq!(c.schedule(129, 2048, 7168, 132), (16, 2, 56, 0, 4));
+        assert_eq!(c.schedule(129, 2048, 256, 132), (16, 2, 2, 0, 2));
+        assert_eq!(c.schedule(129, 2048, 128, 132).4, 1);
+        // Every split of every tail tile is non-empty and the parts cover the k-tiles.
+        for (m, n, k) in [(2048, 7168, 7168), (129, 2048, 256), (300, 4099, 1056), (1000, 1536, 7168)] {
+            let (tiles, _, kt, tail0, s) = c.schedule(m, n, k, 132);
+            assert!(tail0 <= tiles && (tiles - tail0) * s <= 132 || s == 1);
+            for v in 0..s {
+                assert!((v + 1) * kt / s > v * kt / s, "{m} {n} {k}: split {v} of {s} empty");
+            }
+        }
+        // Scratch: the largest tail over the bucket's M (one partial tile per split CTA).
+        let (part, cnt) = c.scratch_bytes(1025, 2048, 7168, 7168, 132);
+        // mtiles 9..=16: tails of 16 · 4, 44 · 3, 24 · 4 and 52 · 2 CTAs (12: 72 left, no split).
+        assert_eq!((part, cnt), (132 * 128 * 256 * 4, 52 * 8));
+        assert_eq!(plain.scratch_bytes(1025, 2048, 7168, 7168, 132), (0, 0));
     }
 
     #[test]
