@@ -1401,13 +1401,19 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 // QKind::Mxf8: the weight's UE8M0 scales in swizzled 128 x 4 tiles (MXFP8); QKind::Fp8Block: a
 // block-FP8 weight with UE8M0 scales (pack_weight widens them to f32 rows: the byte is the f32's
 // exponent field) per 128 x 128 or 32 x 32 tile (flags). x: MXFP8 or block FP8 1 x 32 / 1 x 128
-// with UE8M0 scales, staged as one scale byte per 32 k either way.
-enum class QKind { Mxf8, Fp8Block };
+// with UE8M0 scales, staged as one scale byte per 32 k either way. QKind::Mxf4 (W4A8): an MXFP4
+// weight (layout v3: 64 code bytes per row and k-tile, the same swizzled UE8M0 tiles as MXFP8) x
+// the same x, through the E2M1 x E4M3 form of the instruction: lane t's layout-v2 word (k 8t ..
+// 8t + 7 of the group) becomes the two byte-container words of e2m1_sm90_containers (elements
+// (0, 4, 1, 5) and (2, 6, 3, 7): 16 ALU per word), and x's 8 bytes take that order with two PRMTs
+// (the group's k order is free: one scale per operand row).
+enum class QKind { Mxf8, Fp8Block, Mxf4 };
 
 template <QKind Q, int WM, int WN>
 struct QTile {
   static constexpr int BM = 32 * WM, BN = 32 * WN, RB = 128;
-  static constexpr uint32_t kX = BM * uint32_t(RB), kW = BN * uint32_t(RB), kXS = 512;
+  static constexpr int WRB = Q == QKind::Mxf4 ? 64 : 128;  // weight code bytes per row and k-tile
+  static constexpr uint32_t kX = BM * uint32_t(RB), kW = BN * uint32_t(WRB), kXS = 512;
   static constexpr uint32_t kStage = kX + kW + kScaleSmem + kXS;
   static_assert(BN == 128 || BN == 256, "scale staging covers one or two 128-row blocks");
 };
@@ -1416,9 +1422,13 @@ template <QKind Q>
 __device__ __forceinline__ void qmma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], uint32_t sfa,
                                      uint32_t sfb) {
 #if B12X_SM120_FEATURES
-  bsmma::mma_mxf8_e4m3(d, a, b, d, sfa, sfb);
+  if constexpr (Q == QKind::Mxf4) {
+    bsmma::mma_mxf8_e2m1_e4m3(d, a, b, d, sfa, sfb);
+  } else {
+    bsmma::mma_mxf8_e4m3(d, a, b, d, sfa, sfb);
+  }
 #else
-  bsmma::mma_bs_emulated<0>(d, a, b, d, sfa, sfb);
+  bsmma::mma_bs_emulated<Q == QKind::Mxf4 ? 3 : 0>(d, a, b, d, sfa, sfb);
 #endif
 }
 
@@ -1440,9 +1450,9 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
     // x's staged code rows (K bytes each), the weight's, the weight's scales (MX: a 512-byte tile
     // per 128-row block; block FP8: the tiles' f32), and the x rows' block's scale tile.
     load_code_rows<BM, RB>(st, reinterpret_cast<const unsigned char*>(p.x), p.ldx, m0, p.m, p.k, kt, tid);
-    load_code_rows<BN, RB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
+    load_code_rows<BN, T::WRB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
     const uint32_t ss = st + T::kX + T::kW;
-    if constexpr (Q == QKind::Mxf8) {
+    if constexpr (Q != QKind::Fp8Block) {
       load_scale_tiles<1, BN>(ss, p, n0, kt, tid);
     } else {
       load_block_scales<BN>(ss, p, n0, kt, tid);
@@ -1491,15 +1501,29 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
       for (int j = 0; j < XT; ++j) {
         const int r = xrow0 + 8 * j + g;
         xb[j] = bsgemv::ld_shared_v2(xs + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
+        if constexpr (Q == QKind::Mxf4) {  // x's 8 bytes in the weight containers' element order
+          const uint2 v = xb[j];
+          xb[j] = make_uint2(__byte_perm(v.x, v.y, e2m1_container_x_selector(0)),
+                             __byte_perm(v.x, v.y, e2m1_container_x_selector(1)));
+        }
         sfb[j] = kin ? (bsgemv::ld_shared_u32(xss + xs_off(r)) >> (8 * T4)) & 0xFFu : 0u;
       }
 #pragma unroll
       for (int i = 0; i < WT; ++i) {
         const int r = nrow0 + 16 * i + g;
-        const uint2 lo = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
-        const uint2 hi = bsgemv::ld_shared_v2(ws + w_pos<true>(r + 8, 2 * T4 + (t >> 1)) + cb);
+        uint2 lo, hi;
+        if constexpr (Q == QKind::Mxf4) {
+          // Word t of the group's 16 bytes (k 8t .. 8t + 7) of rows r, r + 8 as byte containers.
+          const uint32_t wl = bsgemv::ld_shared_u32(ws + w_pos<false>(r, T4) + 4u * t);
+          const uint32_t wh = bsgemv::ld_shared_u32(ws + w_pos<false>(r + 8, T4) + 4u * t);
+          lo = make_uint2(e2m1_sm90_containers<0>(wl), e2m1_sm90_containers<1>(wl));
+          hi = make_uint2(e2m1_sm90_containers<0>(wh), e2m1_sm90_containers<1>(wh));
+        } else {
+          lo = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
+          hi = bsgemv::ld_shared_v2(ws + w_pos<true>(r + 8, 2 * T4 + (t >> 1)) + cb);
+        }
         uint32_t sfa;
-        if constexpr (Q == QKind::Mxf8) {
+        if constexpr (Q != QKind::Fp8Block) {
           sfa = (bsgemv::ld_shared_u32(ss + sc_off(i, t & 1)) >> (8 * T4)) & 0xFFu;
         } else {
           // The f32 of weight row r + 8 (t & 1)'s tile: its exponent field is the UE8M0 byte.
@@ -1605,8 +1629,8 @@ B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 4)
 B12X_BSGEMM_WG_OUTS(Fp8Tensor, fp8tensor, w8a16, 8)
 #endif
 
-// The native kernels (E4M3 x with UE8M0 scales x an MXFP8 or UE8M0 block-FP8 weight), the same
-// tile shapes.
+// The native kernels (E4M3 x with UE8M0 scales x an MXFP8, UE8M0 block-FP8 or MXFP4 weight), the
+// same tile shapes.
 #define B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, TOUT, OUTNAME)                                             \
   extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, MINB)                                      \
       b12x_bsgemm_native_##KINDNAME##_wm##WM##_wn##WN##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) { \
@@ -1623,4 +1647,7 @@ B12X_BSQGEMM_OUTS(Mxf8, mxf8, 1, 4, 2)
 B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 4, 8, 1)
 B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 2, 8, 1)
 B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 1, 4, 2)
+B12X_BSQGEMM_OUTS(Mxf4, mxf4, 4, 8, 1)
+B12X_BSQGEMM_OUTS(Mxf4, mxf4, 2, 8, 1)
+B12X_BSQGEMM_OUTS(Mxf4, mxf4, 1, 4, 2)
 #endif

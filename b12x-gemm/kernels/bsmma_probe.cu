@@ -8,6 +8,7 @@
 //   b12x_bsmma_probe_mxf8_e2m1  E2M1 x E2M1, K 32, S 1, UE8M0    (kind::mxf8f6f4, byte containers)
 //   b12x_bsmma_probe_mxf4       E2M1 x E2M1, K 64, S 2, UE8M0    (kind::mxf4nvf4 2X, packed)
 //   b12x_bsmma_probe_nvf4       E2M1 x E2M1, K 64, S 4, UE4M3    (kind::mxf4nvf4 4X, packed)
+//   b12x_bsmma_probe_e2m1_e4m3  E2M1 x E4M3, K 32, S 1, UE8M0  (kind::mxf8f6f4: W4A8)
 // sm_120a / sm_121a: the lanes gather their fragments and scale registers with the index
 // functions of b12x/mma_sm120.cuh and run the hardware MMA (UNVALIDATED: no SM120 GPU here; on
 // such a GPU the test gpu_bsmma_probe checks it against the CPU product). Other targets: each lane
@@ -33,10 +34,12 @@ constexpr int kFormMxf8E4m3 = 0;
 constexpr int kFormMxf8E2m1 = 1;
 constexpr int kFormMxf4 = 2;
 constexpr int kFormNvf4 = 3;
+constexpr int kFormMxf8E2m1E4m3 = 4;  // A E2M1 (byte containers), B E4M3
 
 template <int kForm>
 struct ProbeForm {
-  static constexpr int K = kForm <= kFormMxf8E2m1 ? 32 : 64;
+  static constexpr bool kK32 = kForm <= kFormMxf8E2m1 || kForm == kFormMxf8E2m1E4m3;
+  static constexpr int K = kK32 ? 32 : 64;
   static constexpr int S = kForm == kFormNvf4 ? 4 : kForm == kFormMxf4 ? 2 : 1;
 };
 
@@ -60,14 +63,14 @@ __device__ __forceinline__ void bsmma_probe(const BsmmaProbeParams& p) {
   const int lane = threadIdx.x & 31;
 #if B12X_SM120_FEATURES
   uint32_t a[4] = {0u, 0u, 0u, 0u}, b[2] = {0u, 0u};
-  if constexpr (kForm <= kFormMxf8E2m1) {
+  if constexpr (ProbeForm<kForm>::kK32) {
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const bsmma::Coord x = bsmma::k32_a(lane, r, j);
         const uint32_t v = p.a[x.row * K + x.col];
-        a[r] |= (kForm == kFormMxf8E2m1 ? bsmma::e2m1_container(v) : v) << (8 * j);
+        a[r] |= (kForm == kFormMxf8E4m3 ? v : bsmma::e2m1_container(v)) << (8 * j);
       }
 #pragma unroll
     for (int r = 0; r < 2; ++r)
@@ -111,6 +114,8 @@ __device__ __forceinline__ void bsmma_probe(const BsmmaProbeParams& p) {
     bsmma::mma_mxf8_e4m3(d, a, b, c, sfa, sfb);
   } else if constexpr (kForm == kFormMxf8E2m1) {
     bsmma::mma_mxf8_e2m1(d, a, b, c, sfa, sfb);
+  } else if constexpr (kForm == kFormMxf8E2m1E4m3) {
+    bsmma::mma_mxf8_e2m1_e4m3(d, a, b, c, sfa, sfb);
   } else if constexpr (kForm == kFormMxf4) {
     bsmma::mma_mxf4(d, a, b, c, sfa, sfb);
   } else {
@@ -131,7 +136,7 @@ __device__ __forceinline__ void bsmma_probe(const BsmmaProbeParams& p) {
       const int s = k / (K / S);
       const uint32_t ca = p.a[x.row * K + k], cb = p.b[x.col * K + k];
       const float va = kForm == kFormMxf8E4m3 ? probe_e4m3(ca) : probe_e2m1(ca);
-      const float vb = kForm == kFormMxf8E4m3 ? probe_e4m3(cb) : probe_e2m1(cb);
+      const float vb = kForm == kFormMxf8E4m3 || kForm == kFormMxf8E2m1E4m3 ? probe_e4m3(cb) : probe_e2m1(cb);
       const uint32_t ua = p.sfa[x.row * S + s], ub = p.sfb[x.col * S + s];
       // UE8M0: 2^(code - 127); UE4M3: E4M3 of a non-negative value.
       const float sa = kForm == kFormNvf4 ? probe_e4m3(ua) : ldexpf(1.0f, (int)ua - 127);
@@ -153,3 +158,4 @@ B12X_BSMMA_PROBE(mxf8_e4m3, b12x::kFormMxf8E4m3)
 B12X_BSMMA_PROBE(mxf8_e2m1, b12x::kFormMxf8E2m1)
 B12X_BSMMA_PROBE(mxf4, b12x::kFormMxf4)
 B12X_BSMMA_PROBE(nvf4, b12x::kFormNvf4)
+B12X_BSMMA_PROBE(e2m1_e4m3, b12x::kFormMxf8E2m1E4m3)

@@ -6,7 +6,9 @@
 //! pair of every bit-permuted word), whose permutation `pack.rs` and the header compute alike.
 //! And the E4M3 → BF16 pairs of the W8A16 path: every pair of finite codes is `code · 2^-120` in
 //! BF16 exactly (signs kept on zeros), so one `mul.bf16x2` by `2^120` or by a power-of-two block
-//! scale times it is exact.
+//! scale times it is exact. And the SM120 W4A8 kernels' E2M1 byte containers: both container
+//! words of every layout-v2 word hold the codes of the element order the header states, and x's
+//! byte selectors pick the same k.
 
 use b12x_core::half::bf16;
 use b12x_gemm::blockscaled::pack::{sm90_permute_word, sm90_unpermute_word};
@@ -35,7 +37,7 @@ fn bf16_bits(b: u32) -> f64 {
 fn every_value_is_exact() {
     let out = run_ref();
     let (mut pairs, mut scales, mut words) = (0, 0, 0);
-    let (mut v2pairs, mut v2words, mut e4m3_pairs) = (0, 0, 0);
+    let (mut v2pairs, mut v2words, mut e4m3_pairs, mut containers) = (0, 0, 0, 0);
     let two_m126 = 2f64.powi(-126);
     let mut scale_of = vec![0.0f64; 127];
     for line in out.lines() {
@@ -97,11 +99,26 @@ fn every_value_is_exact() {
                 }
                 e4m3_pairs += 1;
             }
+            "cont" => {
+                // Container word h, byte j: element e2m1_container_elem(h, j) = (j / 2) + 4 (j % 2)
+                // + 2 h of the checkpoint word, its code in bits [5:2]; x's selectors pick bytes
+                // of the same k (byte i of x's 8 = k i of the word's 8).
+                let (w, c, sel) = (n(1) as u32, [n(2) as u32, n(3) as u32], [n(4) as u32, n(5) as u32]);
+                for h in 0..2 {
+                    for j in 0..4 {
+                        let elem = j / 2 + 4 * (j % 2) + 2 * h;
+                        let byte = (c[h] >> (8 * j)) & 0xFF;
+                        assert_eq!(byte, ((w >> (4 * elem)) & 0xF) << 2, "{line}: word {h} byte {j}");
+                        assert_eq!((sel[h] >> (8 * j)) & 0xFF, elem as u32, "{line}: x selector {h} byte {j}");
+                    }
+                }
+                containers += 1;
+            }
             _ => panic!("bad line {line}"),
         }
     }
     assert_eq!((pairs, words, scales), (4 * 256, 6, 127));
-    assert_eq!((v2pairs, v2words, e4m3_pairs), (4 * 256, 64, 2 * 65536));
+    assert_eq!((v2pairs, v2words, e4m3_pairs, containers), (4 * 256, 64, 2 * 65536, 16 + 256));
     // Every product (code · 2^-126) · (s · 2^119) is representable in BF16: mul.bf16x2 is exact.
     for code in 0u8..16 {
         for (c, &s) in scale_of.iter().enumerate() {

@@ -888,6 +888,19 @@ fn main() {
         ),
         (by_name("padded_rows"), WeightFormat::Mxfp8, XIn::NativeQuant(XQuant::Mxfp8)),
         (Case { ms: &[17, 40], ..special_x }, WeightFormat::Mxfp8, XIn::NativeQuant(XQuant::Mxfp8)),
+        // W4A8 (MXFP4 weights: E2M1 converted to byte containers in registers) × every E4M3 x
+        // with UE8M0 scales, given or quantized in the call.
+        (
+            Case { ms: &[17, 64, 128, 1000], ..by_name("dsv4_wq_a_7168x1536") },
+            WeightFormat::Mxfp4,
+            XIn::Native(XFormat::Mxfp8),
+        ),
+        (by_name("awkward_n1000_bias"), WeightFormat::Mxfp4, XIn::Native(xb(32))),
+        (by_name("awkward_n129_k96_f32"), WeightFormat::Mxfp4, XIn::Native(XFormat::Mxfp8)),
+        (by_name("awkward_prime_n_f16"), WeightFormat::Mxfp4, XIn::Native(xb(128))),
+        (Case { ms: &[17, 200], ..by_name("dsv4_4096x7168") }, WeightFormat::Mxfp4, XIn::NativeQuant(XQuant::Mxfp8)),
+        (by_name("padded_rows"), WeightFormat::Mxfp4, XIn::NativeQuant(XQuant::BlockFp8Ue8m0 { group: 32 })),
+        (Case { ms: &[17, 40], ..special_x }, WeightFormat::Mxfp4, XIn::NativeQuant(XQuant::Mxfp8)),
     ];
     for (c, format, xin) in native_more {
         let x = match xin {

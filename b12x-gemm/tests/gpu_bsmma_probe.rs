@@ -38,6 +38,8 @@ enum Form {
     Mxf8E2m1,
     Mxf4,
     Nvf4,
+    /// E2M1 weight × E4M3 activation (W4A8).
+    Mxf8E2m1E4m3,
 }
 
 impl Form {
@@ -47,18 +49,23 @@ impl Form {
             Form::Mxf8E2m1 => "b12x_bsmma_probe_mxf8_e2m1",
             Form::Mxf4 => "b12x_bsmma_probe_mxf4",
             Form::Nvf4 => "b12x_bsmma_probe_nvf4",
+            Form::Mxf8E2m1E4m3 => "b12x_bsmma_probe_e2m1_e4m3",
         }
     }
     /// (K, scales per row).
     fn shape(self) -> (usize, usize) {
         match self {
-            Form::Mxf8E4m3 | Form::Mxf8E2m1 => (32, 1),
+            Form::Mxf8E4m3 | Form::Mxf8E2m1 | Form::Mxf8E2m1E4m3 => (32, 1),
             Form::Mxf4 => (64, 2),
             Form::Nvf4 => (64, 4),
         }
     }
-    fn element(self, code: u8) -> f32 {
-        if self == Form::Mxf8E4m3 {
+    /// Whether A's (`b_operand` false) or B's elements are E4M3 (else E2M1).
+    fn e4m3(self, b_operand: bool) -> bool {
+        self == Form::Mxf8E4m3 || (b_operand && self == Form::Mxf8E2m1E4m3)
+    }
+    fn element(self, code: u8, b_operand: bool) -> f32 {
+        if self.e4m3(b_operand) {
             e4m3_decode(code)
         } else {
             e2m1_decode(code)
@@ -86,10 +93,16 @@ fn probe(dev: &Arc<Device>, form: Form, seed: u64) -> TrialResult {
     // or 0.5, 1, 1.5, 2 (UE4M3).
     let e4m3 = [0x30u8, 0x34, 0x38, 0x3C, 0x40, 0x44, 0x48, 0xB0, 0xB4, 0xB8, 0xBC, 0xC0, 0xC4, 0xC8];
     let e2m1: Vec<u8> = (0..16).collect();
-    let elems: &[u8] = if form == Form::Mxf8E4m3 { &e4m3 } else { &e2m1 };
+    let elems = |b_operand: bool| -> &[u8] {
+        if form.e4m3(b_operand) {
+            &e4m3
+        } else {
+            &e2m1
+        }
+    };
     let scales: &[u8] = if form == Form::Nvf4 { &[0x30, 0x38, 0x3C, 0x40] } else { &[126, 127, 128] };
-    let a: Vec<u8> = (0..16 * k).map(|_| pick(elems, &mut seed)).collect();
-    let b: Vec<u8> = (0..8 * k).map(|_| pick(elems, &mut seed)).collect();
+    let a: Vec<u8> = (0..16 * k).map(|_| pick(elems(false), &mut seed)).collect();
+    let b: Vec<u8> = (0..8 * k).map(|_| pick(elems(true), &mut seed)).collect();
     let sfa: Vec<u8> = (0..16 * s).map(|_| pick(scales, &mut seed)).collect();
     let sfb: Vec<u8> = (0..8 * s).map(|_| pick(scales, &mut seed)).collect();
     let c: Vec<f32> = (0..128).map(|i| ((i * 37 % 41) as f32 - 20.0) / 16.0).collect();
@@ -99,8 +112,8 @@ fn probe(dev: &Arc<Device>, form: Form, seed: u64) -> TrialResult {
             let (m, n) = (i / 8, i % 8);
             let mut acc = f64::from(c[i]);
             for kk in 0..k {
-                let va = f64::from(form.element(a[m * k + kk])) * f64::from(form.scale(sfa[m * s + kk / chunk]));
-                let vb = f64::from(form.element(b[n * k + kk])) * f64::from(form.scale(sfb[n * s + kk / chunk]));
+                let va = f64::from(form.element(a[m * k + kk], false)) * f64::from(form.scale(sfa[m * s + kk / chunk]));
+                let vb = f64::from(form.element(b[n * k + kk], true)) * f64::from(form.scale(sfb[n * s + kk / chunk]));
                 acc += va * vb;
             }
             acc as f32
@@ -134,9 +147,13 @@ fn probe(dev: &Arc<Device>, form: Form, seed: u64) -> TrialResult {
 
 fn main() {
     let mut trials = Vec::new();
-    for (name, form) in
-        [("mxf8_e4m3", Form::Mxf8E4m3), ("mxf8_e2m1", Form::Mxf8E2m1), ("mxf4", Form::Mxf4), ("nvf4", Form::Nvf4)]
-    {
+    for (name, form) in [
+        ("mxf8_e4m3", Form::Mxf8E4m3),
+        ("mxf8_e2m1", Form::Mxf8E2m1),
+        ("mxf4", Form::Mxf4),
+        ("nvf4", Form::Nvf4),
+        ("e2m1_e4m3", Form::Mxf8E2m1E4m3),
+    ] {
         for seed in [1u64, 2, 3] {
             trials.push(GpuTrial::new(format!("{name}::seed{seed}"), move |d| probe(d, form, seed)));
         }

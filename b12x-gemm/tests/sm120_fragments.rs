@@ -216,16 +216,17 @@ fn sm120_probe_kernels_contain_the_block_scaled_mmas() {
         ("b12x_bsmma_probe_mxf8_e2m1", "QMMA.SF.16832.F32.E2M1.E2M1.E8"),
         ("b12x_bsmma_probe_mxf4", "OMMA.SF.16864.F32.E2M1.E2M1.E8"),
         ("b12x_bsmma_probe_nvf4", "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X"),
+        ("b12x_bsmma_probe_e2m1_e4m3", "QMMA.SF.16832.F32.E2M1.E4M3.E8"),
     ] {
         check_sass_opcode(BSMMA_PROBE_FATBIN, KERNEL_MANIFEST, kernel, 1, opcode, SM120).unwrap();
     }
     // No block-scaled MMA of any kind outside SM120 (the portable path there).
-    check_sass_opcode(BSMMA_PROBE_FATBIN, KERNEL_MANIFEST, "b12x_bsmma_probe_", 4, "MMA.SF", SM120).unwrap();
+    check_sass_opcode(BSMMA_PROBE_FATBIN, KERNEL_MANIFEST, "b12x_bsmma_probe_", 5, "MMA.SF", SM120).unwrap();
 }
 
 #[test]
 fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
-    // gemm.blockscaled's native kernels (E4M3 x × MXFP8 or UE8M0 block-FP8 weights): QMMA.SF on
+    // gemm.blockscaled's native kernels (E4M3 x × MXFP8, UE8M0 block-FP8 or MXFP4 weights): QMMA.SF on
     // sm_120a / sm_121a, none elsewhere (sm_90a builds them around the emulation the H200 runs).
     use b12x_core::testing::check_sass_opcode;
     use b12x_gemm::{BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST};
@@ -234,6 +235,15 @@ fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
         check_sass_opcode(BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST, prefix, 9, "QMMA.SF.16832.F32.E4M3.E4M3.E8", SM120)
             .unwrap();
     }
+    check_sass_opcode(
+        BLOCKSCALED_GEMV_FATBIN,
+        KERNEL_MANIFEST,
+        "b12x_bsgemm_native_mxf4_",
+        9,
+        "QMMA.SF.16832.F32.E2M1.E4M3.E8",
+        SM120,
+    )
+    .unwrap();
     // The dequantization kernels never use block-scaled MMAs, on any target.
     for (prefix, count) in [("b12x_bsgemm_w4a16_", 18), ("b12x_bsgemm_w8a16_", 27), ("b12x_bsgemm_wg_", 18)] {
         check_sass_opcode(BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST, prefix, count, "MMA.SF", &[]).unwrap();

@@ -107,6 +107,53 @@ __host__ __device__ __forceinline__ uint32_t e2m1_sm90_pair_bf16_2m126(uint32_t 
   return (e2m1_rotr(w, 6) & (kM & ~k14)) | (e2m1_rotr(w, 14) & k14);
 }
 
+// ---- layout-v2 words to kind::mxf8f6f4's E2M1 byte containers (SM120 W4A8, issue 5) ----
+// The block-scaled FP8-shape MMA (m16n8k32, E2M1 weight x E4M3 x) takes each E2M1 code in bits
+// [5:2] of a byte (padding zero). Its 32 k share one scale per operand row, so the k order inside
+// a group is free as long as x follows it: container word H (0, 1) of a layout-v2 word holds, in
+// bytes 0..3, elements (0, 4, 1, 5) for H = 0 and (2, 6, 3, 7) for H = 1 — the order whose bits
+// need the fewest distinct rotations (four per word: an exhaustive search over the 8! orders),
+// so a word of 8 codes costs 8 SHF + 8 LOP3. x's bytes take the same order with two PRMTs
+// (e2m1_container_x_selector).
+__host__ __device__ constexpr int e2m1_container_elem(int h, int byte) { return (byte >> 1) + 4 * (byte & 1) + 2 * h; }
+// Right rotation that brings (element elem, code bit b) of a layout-v2 word to byte `byte`'s bit 2 + b.
+__host__ __device__ constexpr int e2m1_container_rot(int h, int byte, int b) {
+  const int elem = e2m1_container_elem(h, byte), q = elem >> 1, t = e2m1_sm90_target(4 * (elem & 1) + b);
+  return (((t + e2m1_sm90_rot(q, t)) & 31) - (8 * byte + 2 + b) + 64) & 31;
+}
+// The target bits of container word h that rotation r supplies.
+__host__ __device__ constexpr uint32_t e2m1_container_mask(int h, int r) {
+  uint32_t m = 0;
+  for (int byte = 0; byte < 4; ++byte)
+    for (int b = 0; b < 4; ++b)
+      if (e2m1_container_rot(h, byte, b) == r) m |= 1u << (8 * byte + 2 + b);
+  return m;
+}
+// The four rotations of container word h (the search above found these; the static_assert below
+// checks that they cover every target bit).
+__host__ __device__ constexpr int e2m1_container_rots(int h, int i) {
+  return h == 0 ? (i == 0 ? 4 : i == 1 ? 6 : i == 2 ? 10 : 12) : (i == 0 ? 2 : i == 1 ? 8 : i == 2 ? 10 : 14);
+}
+static_assert((e2m1_container_mask(0, 4) | e2m1_container_mask(0, 6) | e2m1_container_mask(0, 10) |
+               e2m1_container_mask(0, 12)) == 0x3C3C3C3Cu,
+              "container word 0: four rotations");
+static_assert((e2m1_container_mask(1, 2) | e2m1_container_mask(1, 8) | e2m1_container_mask(1, 10) |
+               e2m1_container_mask(1, 14)) == 0x3C3C3C3Cu,
+              "container word 1: four rotations");
+
+// Container word H of a layout-v2 word (elements per e2m1_container_elem, each code << 2).
+template <int H>
+__host__ __device__ __forceinline__ uint32_t e2m1_sm90_containers(uint32_t w) {
+  static_assert(H == 0 || H == 1, "two container words per word");
+  constexpr int r0 = e2m1_container_rots(H, 0), r1 = e2m1_container_rots(H, 1), r2 = e2m1_container_rots(H, 2),
+                r3 = e2m1_container_rots(H, 3);
+  return (e2m1_rotr(w, r0) & e2m1_container_mask(H, r0)) | (e2m1_rotr(w, r1) & e2m1_container_mask(H, r1)) |
+         (e2m1_rotr(w, r2) & e2m1_container_mask(H, r2)) | (e2m1_rotr(w, r3) & e2m1_container_mask(H, r3));
+}
+// The byte_perm selector that puts bytes (8 consecutive k of x: lo word, hi word) in container
+// word H's element order.
+__host__ __device__ constexpr uint32_t e2m1_container_x_selector(int h) { return h == 0 ? 0x5140u : 0x7362u; }
+
 // The BF16 bits of ue4m3(code) * 2^119 (code 0..126: finite UE4M3; exact, normal).
 __host__ __device__ inline uint16_t ue4m3_bf16_x2p119(uint32_t code) {
   const uint32_t e = (code >> 3) & 0xFu, m = code & 7u;

@@ -80,7 +80,8 @@ namespace bsmma {
 // movement — fragment gathers, scale registers, epilogues — against the CPU oracle; only the
 // instruction itself stays unvalidated. Slow (~100 instructions per lane and MMA): for tests.
 // kKind: 0 = m16n8k32 E4M3 x E4M3, UE8M0 1X; 1 = m16n8k64 E2M1 x E2M1, UE4M3 4X (NVFP4);
-// 2 = m16n8k64 E2M1 x E2M1, UE8M0 2X (MXFP4).
+// 2 = m16n8k64 E2M1 x E2M1, UE8M0 2X (MXFP4); 3 = m16n8k32 E2M1 (byte containers) x E4M3, UE8M0 1X
+// (W4A8: MXFP4 weight x MXFP8 activation).
 
 __device__ inline float e4m3_value_emu(uint32_t c) {
   const uint32_t e = (c >> 3) & 15u, m = c & 7u;
@@ -100,8 +101,8 @@ __device__ inline float ue8m0_value_emu(uint32_t b) {
 template <int kKind>
 __device__ inline void mma_bs_emulated(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
                                        const float (&c)[4], uint32_t sfa, uint32_t sfb) {
-  constexpr bool kK64 = kKind != 0;
-  constexpr int kChunkK = kKind == 0 ? 32 : kKind == 1 ? 16 : 32;  // k per scale
+  constexpr bool kK64 = kKind == 1 || kKind == 2;
+  constexpr int kChunkK = kKind == 1 ? 16 : 32;  // k per scale
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // Scale registers of rows g, g + 8 (lanes 4g, 4g + 1) and columns 2t, 2t + 1 (lanes 8t, 8t + 4).
   const uint32_t sa[2] = {__shfl_sync(0xffffffffu, sfa, 4 * g), __shfl_sync(0xffffffffu, sfa, 4 * g + 1)};
@@ -126,7 +127,9 @@ __device__ inline void mma_bs_emulated(float (&d)[4], const uint32_t (&a)[4], co
       for (int j = 0; j < (kK64 ? 8 : 4); ++j) {
         const int k = kK64 ? 8 * tp + j + 32 * kh : 4 * tp + j + 16 * kh;
         const int chunk = k / kChunkK;
-        const float av = (kK64 ? e2m1_value_emu(ar[r] >> (4 * j)) : e4m3_value_emu((ar[r] >> (8 * j)) & 0xFFu)) *
+        const float av = (kK64           ? e2m1_value_emu(ar[r] >> (4 * j))
+                          : kKind == 3 ? e2m1_value_emu((ar[r] >> (8 * j + 2)) & 0xFu)
+                                       : e4m3_value_emu((ar[r] >> (8 * j)) & 0xFFu)) *
                          scale(sa[rs], chunk);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -167,6 +170,10 @@ B12X_BSMMA_WRAPPER(mma_mxf8_e4m3,
 // FP8 shape (kind::mxf8f6f4 takes mixed types too).
 B12X_BSMMA_WRAPPER(mma_mxf8_e2m1,
                    "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m1.e2m1.f32.ue8m0")
+// m16n8k32, E2M1 (byte containers) x E4M3, one UE8M0 per 32 of K: W4A8 (MXFP4 weight as A, MXFP8
+// activation as B).
+B12X_BSMMA_WRAPPER(mma_mxf8_e2m1_e4m3,
+                   "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m1.e4m3.f32.ue8m0")
 // m16n8k64, packed E2M1 x E2M1, UE8M0 per 32 of K (MXFP4: bytes 0, 1 of the scale registers).
 // Written as kind::mxf4nvf4 scale_vec::2X (CUTLASS's form; the same SASS as kind::mxf4).
 B12X_BSMMA_WRAPPER(mma_mxf4,

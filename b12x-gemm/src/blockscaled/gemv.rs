@@ -8,8 +8,9 @@
 //! tensor scale). Every M from 1 to the plan's capacity: the decode kernels serve M ≤ 16, the
 //! tiled kernels the middle and prefill buckets above (on SM90 the wgmma kernels, [`WgConfig`],
 //! race them in buckets above 64 rows); on SM120 / SM121 the native kernels
-//! ([`NativeConfig`]: block-scaled `mma.sync`, E4M3 x with UE8M0 scales × MXFP8 or UE8M0
-//! block-FP8 weights; **unvalidated on SM120**, their emulated build validated on the H200) join
+//! ([`NativeConfig`]: block-scaled `mma.sync`, E4M3 x with UE8M0 scales × MXFP8, UE8M0
+//! block-FP8 or MXFP4 weights; **unvalidated on SM120**, their emulated build validated on the
+//! H200) join
 //! those buckets' candidates. (The module keeps its first name, `gemv`, for the decode path it
 //! started as.)
 //!
@@ -437,6 +438,9 @@ pub struct WgConfig {
     pub tail: bool,
 }
 
+/// The most parts a split-tail tile's K is cut into ([`WgConfig::schedule`]).
+pub const MAX_TAIL_SPLITS: usize = 8;
+
 impl WgConfig {
     /// `wg_w{4|8}_wn{WN}_s{S}`, `_tail` appended for the split tail.
     pub fn id(&self) -> String {
@@ -459,17 +463,32 @@ impl WgConfig {
     }
     /// `(output tiles, mtiles, ktiles, tail0, tail splits)` for `m × n × k` on `sm_count` SMs
     /// (one CTA each): the grid is `tail0 + (tiles − tail0) · splits` CTAs, tiles from `tail0`
-    /// on split over K. Without [`WgConfig::tail`], or when the last wave fills more than half
-    /// the SMs, `tail0 = tiles` and one split.
+    /// on split over K. The last partial wave's `rem` tiles split `s` ways take
+    /// `⌈rem · s / SMs⌉ / s` of a tile's time after the full waves instead of one; `s` in
+    /// 2..=[`MAX_TAIL_SPLITS`] (and ≤ ktiles) minimizes it, the smallest on ties, with at most two
+    /// CTAs per SM (`rem · s ≤ 2 · SMs`: the partials stay ≤ 2 · SMs tiles) and only when it is
+    /// under 1. 7168² × M 2048 on 132 SMs: 52 tiles left, split 5 (0.4 of a tile; 2 ways: 0.5).
+    /// Without [`WgConfig::tail`], or with no such `s`, `tail0 = tiles` and one split.
     pub fn schedule(&self, m: usize, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize, usize, usize) {
         let (tiles, mtiles, ktiles, _, _) = self.tile().schedule(m, n, k);
         let slots = (sm_count as usize).max(1);
         let rem = tiles % slots;
-        let splits = if !self.tail || rem == 0 { 1 } else { (slots / rem).min(4).min(ktiles) };
-        if splits < 2 {
+        let mut best = (1, 1.0f64);
+        if self.tail && rem > 0 {
+            for s in 2..=MAX_TAIL_SPLITS.min(ktiles) {
+                if rem * s > 2 * slots {
+                    break;
+                }
+                let t = (rem * s).div_ceil(slots) as f64 / s as f64;
+                if t < best.1 - 1e-9 {
+                    best = (s, t);
+                }
+            }
+        }
+        if best.0 < 2 {
             return (tiles, mtiles, ktiles, tiles, 1);
         }
-        (tiles, mtiles, ktiles, tiles - rem, splits)
+        (tiles, mtiles, ktiles, tiles - rem, best.0)
     }
     /// Scratch bytes `(partials, counters)` for every `m` in `lo..=hi`: the split tail's partial
     /// tiles (at most one per SM) and one counter per split tile.
@@ -595,15 +614,19 @@ impl Candidate {
 }
 
 /// The weights the native kernels multiply with SM120's block-scaled `mma.sync` (`kind::mxf8f6f4`
-/// m16n8k32, E4M3 × E4M3, one UE8M0 per 32 k and operand row), against x that is E4M3 with UE8M0
-/// scales: MXFP8 or block FP8 1 × 32 / 1 × 128 UE8M0, pre-quantized ([`XFormat`]) or quantized in
-/// the call ([`XQuant`]: then `gemm.mxfp8_linear` and UE8M0 `gemm.block_fp8_linear` on SM120).
+/// m16n8k32, E4M3 × E4M3 or E2M1 × E4M3, one UE8M0 per 32 k and operand row), against x that is
+/// E4M3 with UE8M0 scales: MXFP8 or block FP8 1 × 32 / 1 × 128 UE8M0, pre-quantized ([`XFormat`])
+/// or quantized in the call ([`XQuant`]: then `gemm.mxfp8_linear` and UE8M0 `gemm.block_fp8_linear`
+/// on SM120, and W4A8 with MXFP4 weights).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NativeKind {
     /// MXFP8 weights (swizzled UE8M0 tiles).
     Mxf8,
     /// Block-FP8 weights with UE8M0 scales, 128 × 128 or 32 × 32 tiles.
     Fp8Block,
+    /// MXFP4 weights (W4A8): each E2M1 code converted in registers to the instruction's byte
+    /// container (E2M1 × E4M3 form).
+    Mxf4,
 }
 
 impl NativeKind {
@@ -618,6 +641,7 @@ impl NativeKind {
         match query.weight {
             WeightFormat::Mxfp8 if x_e4m3_ue8m0 => Some(NativeKind::Mxf8),
             WeightFormat::BlockFp8 { scale: Ue8m0, .. } if x_e4m3_ue8m0 => Some(NativeKind::Fp8Block),
+            WeightFormat::Mxfp4 if x_e4m3_ue8m0 => Some(NativeKind::Mxf4),
             _ => None,
         }
     }
@@ -625,13 +649,22 @@ impl NativeKind {
         match self {
             NativeKind::Mxf8 => "mxf8",
             NativeKind::Fp8Block => "fp8block",
+            NativeKind::Mxf4 => "mxf4",
+        }
+    }
+    /// Weight code bytes per row and 128-k tile.
+    fn weight_row_bytes(self) -> u32 {
+        match self {
+            NativeKind::Mxf4 => 64,
+            NativeKind::Mxf8 | NativeKind::Fp8Block => 128,
         }
     }
 }
 
-/// A config of the native tiled kernels: the tiled kernels' CTA tiles and ring (`tile`, FP8
-/// code rows for both operands: 128 bytes of x and of the weight per row and k-tile, plus 512
-/// bytes of x scales per stage) with both operands as codes and the scales applied by the MMA.
+/// A config of the native tiled kernels: the tiled kernels' CTA tiles and ring (`tile`, code
+/// rows for both operands: 128 bytes of x and 128 (FP8) or 64 (FP4) of the weight per row and
+/// k-tile, plus 512 bytes of x scales per stage) with both operands as codes and the scales
+/// applied by the MMA.
 /// On SM120 / SM121 the kernels run `mma.sync ... block_scale` (**unvalidated**: no SM120 GPU
 /// here); other targets build them around an exact emulation of that MMA from the same registers
 /// (`bsmma::mma_bs_emulated`), which the H200 suite runs ([`PlanOptions::native_only`]).
@@ -647,11 +680,11 @@ impl NativeConfig {
         let t = &self.tile;
         format!("native_{}_wm{}_wn{}_s{}_k{}", self.kind.name(), t.wm, t.wn, t.stages, t.splits)
     }
-    /// Shared memory of one stage: x and weight code rows (128 bytes each per k-tile), the
-    /// weight's scale tiles, the x rows' scale tile.
+    /// Shared memory of one stage: x and weight code rows (128 and 128 or 64 bytes per k-tile),
+    /// the weight's scale tiles, the x rows' scale tile.
     pub fn stage_bytes(&self) -> u32 {
         let (bm, bn) = self.tile.tile();
-        ((bm + bn) * 128) as u32 + TILE_SCALE_SMEM + 512
+        (bm * 128) as u32 + bn as u32 * self.kind.weight_row_bytes() + TILE_SCALE_SMEM + 512
     }
     /// Dynamic shared memory: the ring plus 128 bytes of slack for its alignment.
     pub fn dynamic_smem(&self) -> u32 {
@@ -820,7 +853,7 @@ pub fn all_symbols() -> Vec<String> {
             }
         }
     }
-    for kind in [NativeKind::Mxf8, NativeKind::Fp8Block] {
+    for kind in [NativeKind::Mxf8, NativeKind::Fp8Block, NativeKind::Mxf4] {
         for (wm, wn) in [(4, 8), (2, 8), (1, 4)] {
             for o in [DType::BF16, DType::F16, DType::F32] {
                 let tile = TileConfig { w8: true, wm, wn, stages: 2, splits: 1 };
@@ -1382,7 +1415,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     if options.native_only && native.is_none() {
         let reason = format!(
             "the native kernels multiply E4M3 x with UE8M0 scales (MXFP8, block FP8 UE8M0; given or \
-             quantized in the call) × MXFP8 or UE8M0 block-FP8 weights; the query has {:?} x (x_quant \
+             quantized in the call) × MXFP8, UE8M0 block-FP8 or MXFP4 weights; the query has {:?} x (x_quant \
              {:?}) × {:?}",
             query.x_format, query.x_quant, query.weight
         );
@@ -2056,36 +2089,39 @@ mod tests {
     fn wg_split_tail_schedule() {
         let plain = WgConfig { w8: false, wn: 8, stages: 2, tail: false };
         let c = WgConfig { tail: true, ..plain };
-        // 7168² at M = 2048 on 132 SMs: 16 × 28 = 448 tiles = 3 waves + 52; the 52 split in two.
-        assert_eq!(c.schedule(2048, 7168, 7168, 132), (448, 16, 56, 396, 2));
+        // 7168² at M = 2048 on 132 SMs: 16 × 28 = 448 tiles = 3 waves + 52; the 52 split five
+        // ways (260 CTAs: two sub-waves of a fifth, 0.4 of a tile; two ways would take 0.5).
+        assert_eq!(c.schedule(2048, 7168, 7168, 132), (448, 16, 56, 396, 5));
         assert_eq!(plain.schedule(2048, 7168, 7168, 132), (448, 16, 56, 448, 1));
-        // A last wave more than half full, or none: no split.
+        // No split that beats a whole tile within two CTAs per SM, or no partial wave: none.
         assert_eq!(c.schedule(2048, 18432, 7168, 132).4, 1); // 1152 = 8 · 132 + 96
         assert_eq!(c.schedule(128 * 132, 256, 7168, 132).4, 1);
-        // Fewer tiles than SMs: all split, at most 4 ways and never more than the k-tiles.
+        // Fewer tiles than SMs: all split (56: 2 ways, 0.5; 4 would also take 0.5), at most
+        // MAX_TAIL_SPLITS ways and never more than the k-tiles.
         assert_eq!(c.schedule(256, 7168, 7168, 132), (56, 2, 56, 0, 2));
-        assert_eq!(c.schedule(129, 2048, 7168, 132), (16, 2, 56, 0, 4));
+        assert_eq!(c.schedule(129, 2048, 7168, 132), (16, 2, 56, 0, MAX_TAIL_SPLITS));
         assert_eq!(c.schedule(129, 2048, 256, 132), (16, 2, 2, 0, 2));
         assert_eq!(c.schedule(129, 2048, 128, 132).4, 1);
         // Every split of every tail tile is non-empty and the parts cover the k-tiles.
         for (m, n, k) in [(2048, 7168, 7168), (129, 2048, 256), (300, 4099, 1056), (1000, 1536, 7168)] {
             let (tiles, _, kt, tail0, s) = c.schedule(m, n, k, 132);
-            assert!(tail0 <= tiles && (tiles - tail0) * s <= 132 || s == 1);
+            assert!(tail0 <= tiles && (tiles - tail0) * s <= 2 * 132 || s == 1);
             for v in 0..s {
                 assert!((v + 1) * kt / s > v * kt / s, "{m} {n} {k}: split {v} of {s} empty");
             }
         }
         // Scratch: the largest tail over the bucket's M (one partial tile per split CTA).
         let (part, cnt) = c.scratch_bytes(1025, 2048, 7168, 7168, 132);
-        // mtiles 9..=16: tails of 16 · 4, 44 · 3, 24 · 4 and 52 · 2 CTAs (12: 72 left, no split).
-        assert_eq!((part, cnt), (132 * 128 * 256 * 4, 52 * 8));
+        // mtiles 9..=16 leave 120, 16, 44, 72, 100, 128, 24, 52 tiles: no split, 8, 3, 3, none,
+        // none, 5, 5 ways; the most CTAs 52 · 5, the most split tiles 72.
+        assert_eq!((part, cnt), (260 * 128 * 256 * 4, 72 * 8));
         assert_eq!(plain.scratch_bytes(1025, 2048, 7168, 7168, 132), (0, 0));
     }
 
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 144);
+        assert_eq!(all.len(), 153);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }

@@ -9,6 +9,9 @@
 //   "v2word W OUT BACK": e2m1_sm90_permute_word(W) and its inverse applied to that
 //   "e4m3 Q LO HI BITS": bytes 2Q = LO, 2Q + 1 = HI (E4M3 codes) of a word whose other bytes are
 //                        filler, converted by e4m3_pair_bf16_2m120<Q>: BITS (bf16x2)
+//   "cont W C0 C1 S0 S1": checkpoint word W permuted to layout v2 and converted to its two E2M1
+//                        container words C0, C1 (e2m1_sm90_containers<H>); S0, S1: the selectors
+//                        of e2m1_container_x_selector applied (byte_perm) to the bytes 0..7
 #include <cstdio>
 
 #include "b12x/fp4_dequant.cuh"
@@ -64,6 +67,21 @@ int main() {
         const uint32_t r = q == 0 ? e4m3_pair_bf16_2m120<0>(w) : e4m3_pair_bf16_2m120<1>(w);
         std::printf("e4m3 %d %u %u %u\n", q, lo, hi, r);
       }
+  for (uint32_t i = 0; i < 16 + 256; ++i) {
+    // Every nibble value at every position (i < 16), then mixed words.
+    const uint32_t w = i < 16 ? i * 0x11111111u : (i * 0x9E3779B9u) ^ (i << 11) ^ (i >> 3);
+    const uint32_t v2 = e2m1_sm90_permute_word(w);
+    uint32_t sel[2];
+    for (int h = 0; h < 2; ++h) {
+      // byte_perm(lo, hi, s) on the host: result byte j is byte (s >> 4 j) & 7 of {lo, hi}.
+      const uint64_t bytes = 0x0706050403020100ull;
+      const uint32_t s = e2m1_container_x_selector(h);
+      uint32_t r = 0;
+      for (int j = 0; j < 4; ++j) r |= (uint32_t)((bytes >> (8 * ((s >> (4 * j)) & 7u))) & 0xFFu) << (8 * j);
+      sel[h] = r;
+    }
+    std::printf("cont %u %u %u %u %u\n", w, e2m1_sm90_containers<0>(v2), e2m1_sm90_containers<1>(v2), sel[0], sel[1]);
+  }
   for (uint32_t c = 0; c < 127; ++c) std::printf("scale %u %u\n", c, (uint32_t)ue4m3_bf16_x2p119(c));
   return 0;
 }
