@@ -440,6 +440,10 @@ pub struct WgConfig {
 
 /// The most parts a split-tail tile's K is cut into ([`WgConfig::schedule`]).
 pub const MAX_TAIL_SPLITS: usize = 8;
+/// What one more part of a split-tail tile costs, in k-tiles of that tile's own time: ~8 µs per
+/// extra part at 2.45 µs per k-tile, fitted on the H200 to 7168² × M 2048 split 2 and 5 ways
+/// (`bench-results/2026-12-03-h200/call3/`, `call4/`).
+pub const TAIL_SPLIT_COST_KTILES: f64 = 3.3;
 
 impl WgConfig {
     /// `wg_w{4|8}_wn{WN}_s{S}`, `_tail` appended for the split tail.
@@ -464,11 +468,14 @@ impl WgConfig {
     /// `(output tiles, mtiles, ktiles, tail0, tail splits)` for `m × n × k` on `sm_count` SMs
     /// (one CTA each): the grid is `tail0 + (tiles − tail0) · splits` CTAs, tiles from `tail0`
     /// on split over K. The last partial wave's `rem` tiles split `s` ways take
-    /// `⌈rem · s / SMs⌉ / s` of a tile's time after the full waves instead of one; `s` in
-    /// 2..=[`MAX_TAIL_SPLITS`] (and ≤ ktiles) minimizes it, the smallest on ties, with at most two
-    /// CTAs per SM (`rem · s ≤ 2 · SMs`: the partials stay ≤ 2 · SMs tiles) and only when it is
-    /// under 1. 7168² × M 2048 on 132 SMs: 52 tiles left, split 5 (0.4 of a tile; 2 ways: 0.5).
-    /// Without [`WgConfig::tail`], or with no such `s`, `tail0 = tiles` and one split.
+    /// `⌈rem · s / SMs⌉ / s` of a tile's time after the full waves instead of one, plus
+    /// [`TAIL_SPLIT_COST_KTILES`] k-tiles per extra part (partial stores, the merge's reads, each
+    /// part's pipeline fill); `s` in 2..=[`MAX_TAIL_SPLITS`] (and ≤ ktiles) minimizes the sum, the
+    /// smallest on ties, with at most two CTAs per SM (`rem · s ≤ 2 · SMs`: the partials stay ≤
+    /// 2 · SMs tiles), and only when it is under one tile. 7168² × M 2048 on 132 SMs: 52 tiles
+    /// left, split 2 (0.5 + 0.06 of a tile; 5 ways, 0.4 + 0.24, measured 2.4% slower); M 8192: 76
+    /// left, split 3. Without [`WgConfig::tail`], or with no such `s`, `tail0 = tiles` and one
+    /// split.
     pub fn schedule(&self, m: usize, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize, usize, usize) {
         let (tiles, mtiles, ktiles, _, _) = self.tile().schedule(m, n, k);
         let slots = (sm_count as usize).max(1);
@@ -479,7 +486,8 @@ impl WgConfig {
                 if rem * s > 2 * slots {
                     break;
                 }
-                let t = (rem * s).div_ceil(slots) as f64 / s as f64;
+                let t = (rem * s).div_ceil(slots) as f64 / s as f64
+                    + (s - 1) as f64 * TAIL_SPLIT_COST_KTILES / ktiles as f64;
                 if t < best.1 - 1e-9 {
                     best = (s, t);
                 }
@@ -2089,32 +2097,34 @@ mod tests {
     fn wg_split_tail_schedule() {
         let plain = WgConfig { w8: false, wn: 8, stages: 2, tail: false };
         let c = WgConfig { tail: true, ..plain };
-        // 7168² at M = 2048 on 132 SMs: 16 × 28 = 448 tiles = 3 waves + 52; the 52 split five
-        // ways (260 CTAs: two sub-waves of a fifth, 0.4 of a tile; two ways would take 0.5).
-        assert_eq!(c.schedule(2048, 7168, 7168, 132), (448, 16, 56, 396, 5));
+        // 7168² at M = 2048 on 132 SMs: 16 × 28 = 448 tiles = 3 waves + 52; the 52 split two ways
+        // (0.5 + 0.06 of a tile; five ways: 0.4 + 0.24). M = 8192: 76 left, three ways.
+        assert_eq!(c.schedule(2048, 7168, 7168, 132), (448, 16, 56, 396, 2));
+        assert_eq!(c.schedule(8192, 7168, 7168, 132), (1792, 64, 56, 1716, 3));
         assert_eq!(plain.schedule(2048, 7168, 7168, 132), (448, 16, 56, 448, 1));
         // No split that beats a whole tile within two CTAs per SM, or no partial wave: none.
         assert_eq!(c.schedule(2048, 18432, 7168, 132).4, 1); // 1152 = 8 · 132 + 96
         assert_eq!(c.schedule(128 * 132, 256, 7168, 132).4, 1);
-        // Fewer tiles than SMs: all split (56: 2 ways, 0.5; 4 would also take 0.5), at most
-        // MAX_TAIL_SPLITS ways and never more than the k-tiles.
+        // Fewer tiles than SMs: all split (56: 2 ways; 16: 4 ways), never more than the k-tiles,
+        // and not when the parts' cost outweighs the gain (2 k-tiles).
         assert_eq!(c.schedule(256, 7168, 7168, 132), (56, 2, 56, 0, 2));
-        assert_eq!(c.schedule(129, 2048, 7168, 132), (16, 2, 56, 0, MAX_TAIL_SPLITS));
-        assert_eq!(c.schedule(129, 2048, 256, 132), (16, 2, 2, 0, 2));
+        assert_eq!(c.schedule(129, 2048, 7168, 132), (16, 2, 56, 0, 4));
+        assert_eq!(c.schedule(129, 2048, 1536, 132), (16, 2, 12, 0, 2));
+        assert_eq!(c.schedule(129, 2048, 256, 132).4, 1);
         assert_eq!(c.schedule(129, 2048, 128, 132).4, 1);
         // Every split of every tail tile is non-empty and the parts cover the k-tiles.
-        for (m, n, k) in [(2048, 7168, 7168), (129, 2048, 256), (300, 4099, 1056), (1000, 1536, 7168)] {
+        for (m, n, k) in [(2048, 7168, 7168), (129, 2048, 1536), (300, 4099, 1056), (1000, 1536, 7168)] {
             let (tiles, _, kt, tail0, s) = c.schedule(m, n, k, 132);
-            assert!(tail0 <= tiles && (tiles - tail0) * s <= 2 * 132 || s == 1);
+            assert!(s <= MAX_TAIL_SPLITS && (tail0 <= tiles && (tiles - tail0) * s <= 2 * 132 || s == 1));
             for v in 0..s {
                 assert!((v + 1) * kt / s > v * kt / s, "{m} {n} {k}: split {v} of {s} empty");
             }
         }
         // Scratch: the largest tail over the bucket's M (one partial tile per split CTA).
         let (part, cnt) = c.scratch_bytes(1025, 2048, 7168, 7168, 132);
-        // mtiles 9..=16 leave 120, 16, 44, 72, 100, 128, 24, 52 tiles: no split, 8, 3, 3, none,
-        // none, 5, 5 ways; the most CTAs 52 · 5, the most split tiles 72.
-        assert_eq!((part, cnt), (260 * 128 * 256 * 4, 72 * 8));
+        // mtiles 9..=16 leave 120, 16, 44, 72, 100, 128, 24, 52 tiles: no split, 4, 3, 3, none,
+        // none, 4, 2 ways; the most CTAs 72 · 3, the most split tiles 72.
+        assert_eq!((part, cnt), (216 * 128 * 256 * 4, 72 * 8));
         assert_eq!(plain.scratch_bytes(1025, 2048, 7168, 7168, 132), (0, 0));
     }
 
