@@ -440,10 +440,6 @@ pub struct WgConfig {
 
 /// The most parts a split-tail tile's K is cut into ([`WgConfig::schedule`]).
 pub const MAX_TAIL_SPLITS: usize = 8;
-/// What one more part of a split-tail tile costs, in k-tiles of that tile's own time: ~8 µs per
-/// extra part at 2.45 µs per k-tile, fitted on the H200 to 7168² × M 2048 split 2 and 5 ways
-/// (`bench-results/2026-12-03-h200/call3/`, `call4/`).
-pub const TAIL_SPLIT_COST_KTILES: f64 = 3.3;
 
 impl WgConfig {
     /// `wg_w{4|8}_wn{WN}_s{S}`, `_tail` appended for the split tail.
@@ -467,36 +463,31 @@ impl WgConfig {
     }
     /// `(output tiles, mtiles, ktiles, tail0, tail splits)` for `m × n × k` on `sm_count` SMs
     /// (one CTA each): the grid is `tail0 + (tiles − tail0) · splits` CTAs, tiles from `tail0`
-    /// on split over K. The last partial wave's `rem` tiles split `s` ways take
-    /// `⌈rem · s / SMs⌉ / s` of a tile's time after the full waves instead of one, plus
-    /// [`TAIL_SPLIT_COST_KTILES`] k-tiles per extra part (partial stores, the merge's reads, each
-    /// part's pipeline fill); `s` in 2..=[`MAX_TAIL_SPLITS`] (and ≤ ktiles) minimizes the sum, the
-    /// smallest on ties, with at most two CTAs per SM (`rem · s ≤ 2 · SMs`: the partials stay ≤
-    /// 2 · SMs tiles), and only when it is under one tile. 7168² × M 2048 on 132 SMs: 52 tiles
-    /// left, split 2 (0.5 + 0.06 of a tile; 5 ways, 0.4 + 0.24, measured 2.4% slower); M 8192: 76
-    /// left, split 3. Without [`WgConfig::tail`], or with no such `s`, `tail0 = tiles` and one
-    /// split.
+    /// on split over K. The last partial wave's `rem` tiles: when they fill at most half the
+    /// SMs, split as many ways as one sub-wave of CTAs holds (`⌊SMs / rem⌋`, at most
+    /// [`MAX_TAIL_SPLITS`] and the k-tiles): the wave takes `1 / s` of a tile. Above half, three
+    /// ways when that fits two sub-waves (`3 rem ≤ 2 · SMs`: 2/3 of a tile), else none. Measured
+    /// on the H200 (`bench-results/2026-12-03-h200/call3..call5`, against the plain kernel in the
+    /// same race): 7168² × M 2048 (52 left) two ways −11%, five ways (two sub-waves) only −9%;
+    /// M 8192 (76 left) three ways −2%; 18432 × 7168 × M 256 (12 left) eight ways 178 µs, four
+    /// ways 189. Without [`WgConfig::tail`], or with no split, `tail0 = tiles` and one split.
     pub fn schedule(&self, m: usize, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize, usize, usize) {
         let (tiles, mtiles, ktiles, _, _) = self.tile().schedule(m, n, k);
         let slots = (sm_count as usize).max(1);
         let rem = tiles % slots;
-        let mut best = (1, 1.0f64);
-        if self.tail && rem > 0 {
-            for s in 2..=MAX_TAIL_SPLITS.min(ktiles) {
-                if rem * s > 2 * slots {
-                    break;
-                }
-                let t = (rem * s).div_ceil(slots) as f64 / s as f64
-                    + (s - 1) as f64 * TAIL_SPLIT_COST_KTILES / ktiles as f64;
-                if t < best.1 - 1e-9 {
-                    best = (s, t);
-                }
-            }
-        }
-        if best.0 < 2 {
+        let splits = if !self.tail || rem == 0 {
+            1
+        } else if 2 * rem <= slots {
+            (slots / rem).min(MAX_TAIL_SPLITS).min(ktiles)
+        } else if 3 * rem <= 2 * slots {
+            3.min(ktiles)
+        } else {
+            1
+        };
+        if splits < 2 {
             return (tiles, mtiles, ktiles, tiles, 1);
         }
-        (tiles, mtiles, ktiles, tiles - rem, best.0)
+        (tiles, mtiles, ktiles, tiles - rem, splits)
     }
     /// Scratch bytes `(partials, counters)` for every `m` in `lo..=hi`: the split tail's partial
     /// tiles (at most one per SM) and one counter per split tile.
@@ -2098,22 +2089,22 @@ mod tests {
         let plain = WgConfig { w8: false, wn: 8, stages: 2, tail: false };
         let c = WgConfig { tail: true, ..plain };
         // 7168² at M = 2048 on 132 SMs: 16 × 28 = 448 tiles = 3 waves + 52; the 52 split two ways
-        // (0.5 + 0.06 of a tile; five ways: 0.4 + 0.24). M = 8192: 76 left, three ways.
+        // (one sub-wave of 104 CTAs). M = 8192: 76 left (more than half), three ways.
         assert_eq!(c.schedule(2048, 7168, 7168, 132), (448, 16, 56, 396, 2));
         assert_eq!(c.schedule(8192, 7168, 7168, 132), (1792, 64, 56, 1716, 3));
         assert_eq!(plain.schedule(2048, 7168, 7168, 132), (448, 16, 56, 448, 1));
-        // No split that beats a whole tile within two CTAs per SM, or no partial wave: none.
+        // More than 2/3 of the SMs busy in the last wave, or no partial wave: no split.
         assert_eq!(c.schedule(2048, 18432, 7168, 132).4, 1); // 1152 = 8 · 132 + 96
         assert_eq!(c.schedule(128 * 132, 256, 7168, 132).4, 1);
-        // Fewer tiles than SMs: all split (56: 2 ways; 16: 4 ways), never more than the k-tiles,
-        // and not when the parts' cost outweighs the gain (2 k-tiles).
+        // Fewer tiles than SMs: all split, as many ways as one sub-wave holds, at most
+        // MAX_TAIL_SPLITS and never more than the k-tiles.
         assert_eq!(c.schedule(256, 7168, 7168, 132), (56, 2, 56, 0, 2));
-        assert_eq!(c.schedule(129, 2048, 7168, 132), (16, 2, 56, 0, 4));
-        assert_eq!(c.schedule(129, 2048, 1536, 132), (16, 2, 12, 0, 2));
-        assert_eq!(c.schedule(129, 2048, 256, 132).4, 1);
+        assert_eq!(c.schedule(256, 18432, 7168, 132), (144, 2, 56, 132, 8));
+        assert_eq!(c.schedule(129, 2048, 7168, 132), (16, 2, 56, 0, MAX_TAIL_SPLITS));
+        assert_eq!(c.schedule(129, 2048, 256, 132), (16, 2, 2, 0, 2));
         assert_eq!(c.schedule(129, 2048, 128, 132).4, 1);
         // Every split of every tail tile is non-empty and the parts cover the k-tiles.
-        for (m, n, k) in [(2048, 7168, 7168), (129, 2048, 1536), (300, 4099, 1056), (1000, 1536, 7168)] {
+        for (m, n, k) in [(2048, 7168, 7168), (129, 2048, 256), (300, 4099, 1056), (1000, 1536, 7168)] {
             let (tiles, _, kt, tail0, s) = c.schedule(m, n, k, 132);
             assert!(s <= MAX_TAIL_SPLITS && (tail0 <= tiles && (tiles - tail0) * s <= 2 * 132 || s == 1));
             for v in 0..s {
@@ -2122,8 +2113,8 @@ mod tests {
         }
         // Scratch: the largest tail over the bucket's M (one partial tile per split CTA).
         let (part, cnt) = c.scratch_bytes(1025, 2048, 7168, 7168, 132);
-        // mtiles 9..=16 leave 120, 16, 44, 72, 100, 128, 24, 52 tiles: no split, 4, 3, 3, none,
-        // none, 4, 2 ways; the most CTAs 72 · 3, the most split tiles 72.
+        // mtiles 9..=16 leave 120, 16, 44, 72, 100, 128, 24, 52 tiles: no split, 8, 3, 3, none,
+        // none, 5, 2 ways; the most CTAs 72 · 3, the most split tiles 72.
         assert_eq!((part, cnt), (216 * 128 * 256 * 4, 72 * 8));
         assert_eq!(plain.scratch_bytes(1025, 2048, 7168, 7168, 132), (0, 0));
     }
