@@ -59,7 +59,9 @@
 //! kernels (same file, `sm_90a` only) take the tiled kernels' ring and epilogue with 128 × 256
 //! (block FP8 also 128 × 128) tiles: two warpgroups run `wgmma.m64n128k16` with the dequantized
 //! weight as register A and x read by the tensor cores from shared memory in wgmma's 128-byte
-//! swizzle; configs `wg_w{4|8}_wn{WN}_s{S}`.
+//! swizzle; configs `wg_w{4|8}_wn{WN}_s{S}`, and `…_tail` (the last partial wave's tiles split
+//! over K across the SMs it would leave idle; the scratch then holds up to 2 · SMs partial
+//! tiles, 128 KB each).
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -432,9 +434,9 @@ pub struct WgConfig {
     pub wn: usize,
     /// Ring depth (2..=4).
     pub stages: usize,
-    /// Split tail: when the last wave of output tiles would leave at least half the SMs idle,
-    /// its tiles are split over K, each into `⌊SMs / tail tiles⌋` (≤ 4) CTAs whose f32 partial
-    /// tiles the last to finish sums in split order ([`WgConfig::schedule`]).
+    /// Split tail: the last partial wave's output tiles are split over K (up to
+    /// [`MAX_TAIL_SPLITS`] ways; the rule is [`WgConfig::schedule`]'s), the last part of a tile
+    /// to finish summing the f32 partial tiles in split order (bitwise reproducible).
     pub tail: bool,
 }
 
