@@ -31,8 +31,9 @@
 //!   [`MAX_ROWS`] = 16 run the decode kernels (M ≤ 8 on 8-token MMA tiles, 9..16 on two), larger
 //!   ones the tiled kernels ([`TileConfig`]: 32 × 128 tiles for M ≤ 32, 64 × 256 and 128 × 256
 //!   above, split-K candidates up to M = 256; block FP8 128-row weight tiles). The scratch holds
-//!   the split-K partial tiles (up to `4 · M_bucket · N · 4` bytes for buckets ≤ 256). With [`Query::x_quant`] the scratch holds x̂ for
-//!   `max_rows` rows (`max_rows · K · 2` bytes).
+//!   the split-K partial tiles (up to `4 · M_bucket · N · 4` bytes for buckets ≤ 256) and, on
+//!   SM90, the wgmma split tail's (at most 2 · SMs tiles of 128 KiB: ≤ 33 MiB on an H200). With
+//!   [`Query::x_quant`] the scratch holds x̂ for `max_rows` rows (`max_rows · K · 2` bytes).
 //! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
 //!   the TMA; block-FP8 edge tiles may still be partial); FP16 activations and block-FP8
 //!   activations with f32 scales are not implemented ([`Error::Unsupported`]). With pre-quantized
