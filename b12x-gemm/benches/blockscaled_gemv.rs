@@ -24,7 +24,10 @@
 //! Pre-quantized NVFP4 activations × NVFP4 weights (`quantization.nvfp4`'s output: codes,
 //! row-major scales, encode scale on the device; the call's dequantization pre-pass timed with
 //! it): `blockscaled_w4a4_nvfp4/…` at the decode shapes and `blockscaled_prefill_w4a4_nvfp4/…`,
-//! against the same peers.
+//! against the same peers. Pre-quantized block FP8 1 × 128 activations with f32 scales (DeepSeek-V3's
+//! recipe, `norm.rmsnorm_quant`'s block-FP8 output) × block FP8 128² f32 weights:
+//! `blockscaled_w8a8f32_fp8block128/…` and `blockscaled_prefill_w8a8f32_fp8block128/…` (the
+//! pre-pass that stages the codes and copies the scales timed with the call), same peers.
 //! `B12X_BENCH_QUICK=1` keeps M ∈ {1, 16} and {2048, 8192}.
 //!
 //! Run: `cargo bench -p b12x-gemm --bench blockscaled_gemv` (rows go to
@@ -83,6 +86,9 @@ fn main() -> Result<()> {
     for (n, k) in SHAPES {
         bench_shape(&dev, &mut report, WeightFormat::Nvfp4, XMode::Nvfp4, (n, k), quick)?;
     }
+    for (n, k) in SHAPES {
+        bench_shape(&dev, &mut report, block, XMode::BlockFp8F32, (n, k), quick)?;
+    }
     for format in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block] {
         for (n, k) in PREFILL_SHAPES {
             bench_prefill(&dev, &mut report, format, XMode::Bf16(None), (n, k), quick)?;
@@ -90,6 +96,9 @@ fn main() -> Result<()> {
     }
     for (n, k) in PREFILL_SHAPES {
         bench_prefill(&dev, &mut report, WeightFormat::Nvfp4, XMode::Nvfp4, (n, k), quick)?;
+    }
+    for (n, k) in PREFILL_SHAPES {
+        bench_prefill(&dev, &mut report, block, XMode::BlockFp8F32, (n, k), quick)?;
     }
     println!("wrote {}", report.write()?.display());
     Ok(())
@@ -101,19 +110,34 @@ const PREFILL_SHAPES: [(usize, usize); 2] = [(7168, 7168), (18432, 7168)];
 /// Rows of x checked against the oracle before timing a prefill case.
 const PREFILL_CHECK_ROWS: usize = 64;
 
-/// How the benched calls pass x: bf16 (optionally quantized in the call), or pre-quantized NVFP4
-/// (`quantization.nvfp4`'s output for the whole `mx`-row x: codes, row-major scales, its encode
-/// scale on the device).
+/// How the benched calls pass x: bf16 (optionally quantized in the call), or pre-quantized for
+/// the whole `mx`-row x: NVFP4 (`quantization.nvfp4`'s output: codes, row-major scales, its encode
+/// scale on the device) or block FP8 1 × 128 with f32 scales (codes, row-major f32 scales).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum XMode {
     Bf16(Option<XQuant>),
     Nvfp4,
+    BlockFp8F32,
 }
 
-/// A pre-quantized NVFP4 x on the device and its encode scale.
-struct PreNvfp4 {
+const X_BLOCK_F32: XFormat = XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 };
+
+impl XMode {
+    /// The pre-quantized x format, if any.
+    fn pre(self) -> Option<XFormat> {
+        match self {
+            XMode::Bf16(_) => None,
+            XMode::Nvfp4 => Some(XFormat::Nvfp4),
+            XMode::BlockFp8F32 => Some(X_BLOCK_F32),
+        }
+    }
+}
+
+/// A pre-quantized x on the device: codes, block scales (bytes), the NVFP4 encode scale.
+struct PreQ {
     _bufs: (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<f32>),
     ptrs: (u64, u64, u64),
+    format: XFormat,
     enc: f32,
 }
 
@@ -125,7 +149,7 @@ struct Bench<'a> {
     packed: &'a PackedWeight,
     small: &'a Weight,
     xmode: XMode,
-    pre: Option<PreNvfp4>,
+    pre: Option<PreQ>,
     x_h: Vec<bf16>,
     _x: CudaSlice<bf16>,
     y: CudaSlice<bf16>,
@@ -152,28 +176,31 @@ impl<'a> Bench<'a> {
         let x = stream.clone_htod(&x_h)?;
         let (xq, x_format) = match xmode {
             XMode::Bf16(xq) => (xq, XFormat::Bf16),
-            XMode::Nvfp4 => (None, XFormat::Nvfp4),
+            _ => (None, xmode.pre().unwrap_or(XFormat::Bf16)),
         };
-        let pre = match xmode {
-            XMode::Nvfp4 => {
+        let pre = match xmode.pre() {
+            Some(format) => {
                 let bad = |e: b12x_quant::block::FormatError| b12x_core::Error::InvalidQuery {
                     op: "bench",
                     field: "x",
                     reason: e.to_string(),
                 };
-                let Activation::Nvfp4(q) = reference::pre_quantized(mx, k, &x_h, XFormat::Nvfp4).map_err(bad)? else {
-                    unreachable!("pre_quantized(Nvfp4) is NVFP4")
+                let (codes, scales, enc) = match reference::pre_quantized(mx, k, &x_h, format).map_err(bad)? {
+                    Activation::Nvfp4(q) => (q.codes, q.scales, q.enc),
+                    Activation::BlockFp8(BlockFp8 { codes, scales: Fp8Scales::F32(sc), .. }) => {
+                        (codes, sc.iter().flat_map(|v| v.to_le_bytes()).collect(), 1.0)
+                    }
+                    _ => unreachable!("pre_quantized gives the format asked for"),
                 };
-                let (c, sc, g) =
-                    (stream.clone_htod(&q.codes)?, stream.clone_htod(&q.scales)?, stream.clone_htod(&[q.enc])?);
+                let (c, sc, g) = (stream.clone_htod(&codes)?, stream.clone_htod(&scales)?, stream.clone_htod(&[enc])?);
                 let ptrs = (
                     TensorRef::from_slice(&c, &[c.len()])?.ptr(),
                     TensorRef::from_slice(&sc, &[sc.len()])?.ptr(),
                     TensorRef::from_slice(&g, &[1])?.ptr(),
                 );
-                Some(PreNvfp4 { _bufs: (c, sc, g), ptrs, enc: q.enc })
+                Some(PreQ { _bufs: (c, sc, g), ptrs, format, enc })
             }
-            XMode::Bf16(_) => None,
+            None => None,
         };
         let y = stream.alloc_zeros::<bf16>(mx * n)?;
         let q = Query {
@@ -229,12 +256,22 @@ impl<'a> Bench<'a> {
             let (x, x_scales, x_global) = match &self.pre {
                 // SAFETY: the NVFP4 codes ([mx, K/2]), scales ([mx, K/16]) and encode scale live
                 // as long as the bench.
-                Some(pre) => unsafe {
+                Some(pre) if pre.format == XFormat::Nvfp4 => unsafe {
                     let (c, sc, g) = pre.ptrs;
                     (
                         TensorRef::from_raw(c, &[m, k / 2], &[k as isize / 2, 1], DType::U8)?,
                         Some(TensorRef::from_raw(sc, &[m, k / 16], &[k as isize / 16, 1], DType::U8)?),
                         Some(TensorRef::from_raw(g, &[1], &[1], DType::F32)?),
+                    )
+                },
+                // SAFETY: the block-FP8 codes ([mx, K]) and f32 scales ([mx, K/128]) live as long
+                // as the bench.
+                Some(pre) => unsafe {
+                    let (c, sc, _) = pre.ptrs;
+                    (
+                        TensorRef::from_raw(c, &[m, k], &[k as isize, 1], DType::U8)?,
+                        Some(TensorRef::from_raw(sc, &[m, k / 128], &[k as isize / 128, 1], DType::F32)?),
+                        None,
                     )
                 },
                 // SAFETY: as y.
@@ -253,14 +290,16 @@ impl<'a> Bench<'a> {
         let bad = |field: &'static str, e: String| b12x_core::Error::InvalidQuery { op: "bench", field, reason: e };
         let xq = match self.xmode {
             XMode::Bf16(xq) => xq,
-            XMode::Nvfp4 => None,
+            _ => None,
         };
         let a = match &self.pre {
             // The first mc rows of the quantized x: the same codes and scales under its encode scale.
-            Some(pre) => {
+            Some(pre) if pre.format == XFormat::Nvfp4 => {
                 let f: Vec<f32> = self.x_h[..mc * k].iter().map(|v| v.to_f32()).collect();
                 quantize_nvfp4(&f, mc, k, Some(pre.enc)).map(Activation::Nvfp4)
             }
+            // Block FP8 rows quantize independently: the first mc rows' codes and scales.
+            Some(pre) => reference::pre_quantized(mc, k, &self.x_h[..mc * k], pre.format),
             None => reference::activation(mc, k, &self.x_h[..mc * k], xq),
         }
         .map_err(|e| bad("x", e.to_string()))?;
@@ -290,7 +329,11 @@ fn bench_prefill(
     quick: bool,
 ) -> Result<()> {
     let (fname, wa) = names(format);
-    let wa = if xmode == XMode::Nvfp4 { "w4a4" } else { wa };
+    let wa = match xmode {
+        XMode::Nvfp4 => "w4a4",
+        XMode::BlockFp8F32 => "w8a8f32",
+        XMode::Bf16(_) => wa,
+    };
     let case_name = |m: usize| format!("blockscaled_prefill_{wa}_{fname}/M{m}_N{n}_K{k}_bf16");
     let ms: Vec<usize> = PREFILL_ROWS
         .into_iter()
@@ -394,6 +437,7 @@ fn bench_shape(
         (XMode::Bf16(None), wa) => wa,
         (XMode::Nvfp4, "w4a16") => "w4a4",
         (XMode::Nvfp4, _) => "w8a4",
+        (XMode::BlockFp8F32, _) => "w8a8f32",
         (XMode::Bf16(Some(_)), "w4a16") => "w4a8",
         (XMode::Bf16(Some(_)), _) => "w8a8",
     };
@@ -431,7 +475,7 @@ fn bench_shape(
         let case = case_name(m);
         let (config, times) = bench.measure(&case, m, m)?;
         report.add_vs(&case, &peer_name(m), &config, &times, w_bytes as f64, (2 * m * n * k) as f64);
-        if (wa == "w8a16" || wa == "w8a8") && m == 16 {
+        if (wa == "w8a16" || wa.starts_with("w8a8")) && m == 16 {
             let fp8_peer = format!("blockscaled_fp8_scaled_mm/M16_N{n}_K{k}");
             report.add_vs(
                 &format!("{case}@scaled_mm"),

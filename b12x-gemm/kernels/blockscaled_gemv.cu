@@ -54,7 +54,7 @@ struct BsGemvParams {
   int sld;                       // FP8 block: f32 scales per row of scale tiles (padded to a multiple of 4)
   int sgroups;                   // FP8 block: rows of scale tiles, ceil(N / tile)
   const float* xmult;            // pre-quantized x: its f32 tensor scale (NVFP4: the encode scale, flags bit 2), or nullptr
-  int reserved[2];
+  const float* xscales;          // block FP8 x with f32 scales (flags bit 3): [M][K / 128] f32, written by the pre-pass
 };
 static_assert(sizeof(BsGemvParams) == 256, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, scales) == 128, "mirror of gemv.rs");
@@ -64,6 +64,7 @@ static_assert(offsetof(BsGemvParams, out_scale) == 224, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, flags) == 228, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, sgroups) == 236, "mirror of gemv.rs");
 static_assert(offsetof(BsGemvParams, xmult) == 240, "mirror of gemv.rs");
+static_assert(offsetof(BsGemvParams, xscales) == 248, "mirror of gemv.rs");
 
 namespace bsgemv {
 
@@ -74,6 +75,10 @@ constexpr int kMaxStages = 12;
 constexpr int kBiasF32 = 1;
 constexpr int kTile32 = 2;
 constexpr int kXmultInv = 4;  // xmult is an encode scale (NVFP4): divide by it
+// Block-FP8 weights x block FP8 1 x 128 x with f32 scales: x̂ holds the codes' values and the
+// promotion of each weight tile's partial sums multiplies by the x row's scale of the 128-k group
+// too (xscales: [M][K / 128] f32; only Fp8Block kernels read it).
+constexpr int kXScaleF32 = 8;
 constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
 constexpr uint32_t kStaggerNs = 500;        // stage 0 first, then the rest of the ring (gemv)
 
@@ -329,6 +334,12 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
           } else if (lane == 0) {
             cp_async<4>(sdst, box_live ? bscales + (long long)rb * p.sld + box : bscales, box_live);
           }
+          // f32 x scales: token `lane`'s scale of this 128-k box at byte 64 + 4 lane (zeros for
+          // tokens past M and a box past K).
+          if ((p.flags & kXScaleF32) && lane < 8 * NT) {
+            const bool live = box_live && lane < p.m;
+            cp_async<4>(sdst + 64u + 4u * lane, live ? p.xscales + (long long)lane * (p.k / 128) + box : p.xscales, live);
+          }
         }
       }
       cp_async_mbar_arrive(full0 + 8 * s);
@@ -387,14 +398,25 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) a[c][nt][e] = 0.0f;
   };
-  // acc += part * scale (FP8 block: a tile's partial sums; part is zeroed).
-  auto promote = [&](float (&part)[CH][NT][4], float scale) {
+  // acc += part * scale (FP8 block: a tile's partial sums; part is zeroed), with f32 x scales
+  // times the token's scale of the box (staged at byte 64 of the box's scales: tokens 8 nt + 2t,
+  // + 1 of the lane's elements e & 1).
+  const bool xsf = (p.flags & kXScaleF32) != 0;
+  auto promote = [&](float (&part)[CH][NT][4], float scale, uint32_t sbox) {
 #pragma unroll
-    for (int c = 0; c < CH; ++c)
+    for (int nt = 0; nt < NT; ++nt) {
+      float s2[2] = {scale, scale};
+      if (xsf) {
+        const uint2 v = ld_shared_v2(sbox + 64u + 32u * nt + 8u * t);
+        s2[0] = scale * __uint_as_float(v.x);
+        s2[1] = scale * __uint_as_float(v.y);
+      }
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int c = 0; c < CH; ++c)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[c][nt][e] = fmaf(part[c][nt][e], scale, acc[c][nt][e]), part[c][nt][e] = 0.0f;
+        for (int e = 0; e < 4; ++e)
+          acc[c][nt][e] = fmaf(part[c][nt][e], s2[e & 1], acc[c][nt][e]), part[c][nt][e] = 0.0f;
+    }
   };
   zero(acc);
   int s = 0, round = 0;
@@ -430,13 +452,13 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
           }
           if constexpr (F == Fmt::Fp8Block) {
             fp8_group<NT, CH>(cl, chv, l, h, x0 + 64u * T, part);
-            if (tile32) promote(part, ld_shared_f32(sbox + bs_off + 4u * T));
+            if (tile32) promote(part, ld_shared_f32(sbox + bs_off + 4u * T), sbox);
           } else {
             fp8_group<NT, CH>(cl, chv, l, h, x0 + 64u * T, acc);
           }
         }
         if constexpr (F == Fmt::Fp8Block) {
-          if (!tile32) promote(part, ld_shared_f32(sbox));
+          if (!tile32) promote(part, ld_shared_f32(sbox), sbox);
         }
       } else {
         uint32_t sw_lo = 0, sw_hi = 0;
@@ -689,17 +711,22 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __gr
 // The tensor-level f32 scale (NVFP4's encode scale, per-tensor FP8's scale) stays out of x̂: the
 // GEMM's epilogue applies it (BsGemvParams::xmult). Scale byte 255 (UE8M0) or 0x7F (UE4M3, bit 7
 // ignored): NaN, as formats.md decodes them. One thread per 8 k of a token row; whole groups of
-// 16, 32 or 128 k share one scale byte.
+// 16, 32 or 128 k share one scale byte. Block FP8 1 x 128 with f32 scales (fp4 == 2): x̂ is the
+// codes' values (exact in BF16), and the first thread of each group copies its f32 scale to
+// xsf[row][K / 128], which the block-FP8 weight kernels multiply into their promotions
+// (bsgemv::kXScaleF32): no f32 scale times an E4M3 code is exact in BF16.
 struct BsDequantXParams {
   const unsigned char* codes;   // [M, K] E4M3 bytes or [M, K / 2] E2M1 pairs (low nibble first), row stride ldq bytes
-  const unsigned char* scales;  // [M, K / group] UE8M0 or UE4M3 bytes, row stride lds; nullptr: per-tensor (scale 1)
+  const unsigned char* scales;  // [M, K / group] UE8M0 / UE4M3 bytes or f32 (fp4 == 2), row stride lds elements;
+                                // nullptr: per-tensor (scale 1)
   b12x::bf16* xhat;             // [M, K] bf16, contiguous
   long long ldq, lds;
   int m, k;
-  int group;  // k per scale byte: 16 (NVFP4), 32 or 128
-  int fp4;    // 1: E2M1 pairs with UE4M3 scales; 0: E4M3 with UE8M0 scales
+  int group;  // k per scale: 16 (NVFP4), 32 or 128
+  int fp4;    // 1: E2M1 pairs with UE4M3 scales; 0: E4M3 with UE8M0 scales; 2: E4M3 with f32 scales (group 128)
+  float* xsf;  // fp4 == 2: [M, K / 128] f32, contiguous (scratch)
 };
-static_assert(sizeof(BsDequantXParams) == 56, "mirror of gemv.rs");
+static_assert(sizeof(BsDequantXParams) == 64, "mirror of gemv.rs");
 
 extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_dequant_x(const __grid_constant__ BsDequantXParams p) {
   using namespace b12x;
@@ -710,13 +737,15 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_dequant_x(const __
   const long long row = i / per_row;
   const int col = int(i - row * per_row) * 8;
   float scale = 1.0f;
-  if (p.scales != nullptr) {
+  if (p.fp4 == 2) {
+    if (col % 128 == 0) p.xsf[row * (p.k / 128) + col / 128] = reinterpret_cast<const float*>(p.scales)[row * p.lds + col / 128];
+  } else if (p.scales != nullptr) {
     const uint32_t sb = p.scales[row * p.lds + col / p.group];
     if (p.fp4) scale = ue4m3_value(sb & 0x7Fu);  // 0x7F: NaN
     else scale = sb == 255u ? __uint_as_float(0x7FC00000u) : sb == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(sb << 23);
   }
   float v[8];
-  if (p.fp4) {
+  if (p.fp4 == 1) {
     const uint32_t w = *reinterpret_cast<const uint32_t*>(p.codes + row * p.ldq + col / 2);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -902,6 +931,18 @@ __device__ __forceinline__ void load_block_scales(uint32_t ss, const BsGemmParam
   }
 }
 
+// f32 x scales (bsgemv::kXScaleF32, block-FP8 weights): x rows m0 .. m0 + BM of k-tile kt at ss +
+// 128, after the block scales (f32 each; zeros past M and K).
+template <int BM, int BN>
+__device__ __forceinline__ void load_x_scales_f32(uint32_t ss, const BsGemmParams& p, int m0, int kt, int tid) {
+  static_assert(BN / 32 * 16 <= 128 && 128 + 4 * BM <= int(kScaleSmem), "block and x scales fit the stage's scale area");
+  if ((p.flags & bsgemv::kXScaleF32) && tid < BM) {
+    const float* xsf = reinterpret_cast<const float*>(p.xscales);
+    const bool live = m0 + tid < p.m && kt < p.ktiles;
+    bsgemv::cp_async<4>(ss + 128u + 4u * tid, live ? xsf + (long long)(m0 + tid) * p.ktiles + kt : xsf, live);
+  }
+}
+
 // One ring stage of the tiled and wgmma kernels at st: x rows (kWg: wgmma's swizzled slabs), the
 // weight's code rows (FP8 in the wgmma kernels: the 8-row swizzle), the format's scales; every
 // thread then arrives on the stage's barrier `bar` once its copies land.
@@ -916,6 +957,7 @@ __device__ __forceinline__ void load_stage(uint32_t st, const BsGemmParams& p, i
     load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(ss, p, n0, kt, tid);
   } else if constexpr (F == Fmt::Fp8Block) {
     load_block_scales<BN>(ss, p, n0, kt, tid);
+    load_x_scales_f32<BM, BN>(ss, p, m0, kt, tid);
   }
   bsgemv::cp_async_mbar_arrive(bar);
 }
@@ -1090,13 +1132,22 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
   };
-  auto promote = [&](float s) {
+  // acc += part * s, with f32 x scales (staged at ss + 128) times x row xrow0 + 8 j + 2t (+ 1)'s.
+  const bool xsf = (p.flags & bsgemv::kXScaleF32) != 0;
+  auto promote = [&](float s, uint32_t ss) {
 #pragma unroll
-    for (int i = 0; i < (kPromote ? WT : 1); ++i)
+    for (int j = 0; j < (kPromote ? XT : 1); ++j) {
+      float s2[2] = {s, s};
+      if (xsf) {
+        const uint2 v = bsgemv::ld_shared_v2(ss + 128u + 4u * uint32_t(xrow0 + 8 * j + 2 * t));
+        s2[0] = s * __uint_as_float(v.x);
+        s2[1] = s * __uint_as_float(v.y);
+      }
 #pragma unroll
-      for (int j = 0; j < (kPromote ? XT : 1); ++j)
+      for (int i = 0; i < (kPromote ? WT : 1); ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = fmaf(part[i][j][e], s, acc[i][j][e]), part[i][j][e] = 0.0f;
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = fmaf(part[i][j][e], s2[e & 1], acc[i][j][e]), part[i][j][e] = 0.0f;
+    }
   };
 #pragma unroll
   for (int i = 0; i < WT; ++i)
@@ -1196,11 +1247,11 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
         }
         // 32 x 32 tiles: the warp's 32 weight rows (WN = 4) are tile row wn of the CTA, column T.
         if constexpr (kPromote) {
-          if (tile32) promote(bsgemv::ld_shared_f32(ss + 16u * wn + 4u * T));
+          if (tile32) promote(bsgemv::ld_shared_f32(ss + 16u * wn + 4u * T), ss);
         }
       }
       if constexpr (kPromote) {
-        if (!tile32) promote(bsgemv::ld_shared_f32(ss + 16u * sc_blk));
+        if (!tile32) promote(bsgemv::ld_shared_f32(ss + 16u * sc_blk), ss);
       }
     }
     if (++slot == S) slot = 0, phase ^= 1;
@@ -1284,6 +1335,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
   const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
+  const bool xsf = (p.flags & bsgemv::kXScaleF32) != 0;
 
   for (int s = 0; s < S - 1 && s < ktiles; ++s) load(kt0 + s, s);
   int slot = 0, phase = 0;
@@ -1369,9 +1421,17 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
             const float sc =
                 bsgemv::ld_shared_f32(ss + (tile32 ? 16u * uint32_t(r0 >> 5) + 4u * uint32_t(s >> 1) : 16u * sc_blk));
 #pragma unroll
-            for (int j = 0; j < 16; ++j)
+            for (int j = 0; j < 16; ++j) {
+              // f32 x scales: x rows 8 j + 2t, + 1 (staged at ss + 128).
+              float s2[2] = {sc, sc};
+              if (xsf) {
+                const uint2 v = bsgemv::ld_shared_v2(ss + 128u + 4u * uint32_t(8 * j + 2 * t));
+                s2[0] = sc * __uint_as_float(v.x);
+                s2[1] = sc * __uint_as_float(v.y);
+              }
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], sc, acc[ip][j][e]);
+              for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], s2[e & 1], acc[ip][j][e]);
+            }
           }
         }
       }

@@ -85,9 +85,24 @@ fn bad_queries_name_the_field() {
     // Block FP8 weights come in 128 × 128 or 32 × 32 tiles only.
     let weight = WeightFormat::BlockFp8 { tile: 64, scale: Fp8ScaleKind::F32 };
     assert_eq!(field_of(&Query { weight, ..query() }), "weight");
-    // Not implemented yet: typed, never a silent fallback.
+    // f32 activation scales: block-FP8 weights (their promoted partial sums take the x scale),
+    // 1 × 128 groups; everything else typed, never a silent fallback.
     let x_format = XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 };
     assert_eq!(field_of(&Query { x_format, ..query() }), "unsupported");
+    for weight in [WeightFormat::Mxfp4, WeightFormat::Mxfp8, WeightFormat::TensorFp8] {
+        assert_eq!(field_of(&Query { x_format, weight, ..query() }), "unsupported", "{weight:?}");
+    }
+    for tile in [32, 128] {
+        for scale in [Fp8ScaleKind::F32, Fp8ScaleKind::Ue8m0] {
+            let weight = WeightFormat::BlockFp8 { tile, scale };
+            for max_rows in [1, 16, 17, 8192] {
+                assert_eq!(field_of(&Query { x_format, weight, max_rows, ..query() }), "ok");
+            }
+            let x32 = XFormat::BlockFp8 { group: 32, scale: Fp8ScaleKind::F32 };
+            assert_eq!(field_of(&Query { x_format: x32, weight, ..query() }), "unsupported");
+        }
+    }
+    assert!(x_format.f32_scales() && !XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::Ue8m0 }.f32_scales());
 }
 
 #[test]

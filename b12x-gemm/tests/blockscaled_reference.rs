@@ -196,3 +196,26 @@ fn the_activation_of_a_fused_quantization_is_the_quantizers() {
     // The quantization changes values (E4M3 has 4 significant bits; these need more).
     assert_ne!(mx.dequantize(), f);
 }
+
+#[test]
+fn staged_x_of_f32_scaled_block_fp8_is_the_codes() {
+    use b12x_gemm::blockscaled::gemv::XFormat;
+    use b12x_gemm::blockscaled::reference::{pre_quantized, staged_x};
+    let (m, k) = (3, 256);
+    let x: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32(((i * 37 % 101) as f32 - 50.0) * 0.013)).collect();
+    let a = pre_quantized(m, k, &x, XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 }).unwrap();
+    let Activation::BlockFp8(q) = &a else { panic!("block FP8") };
+    let Fp8Scales::F32(sc) = &q.scales else { panic!("f32 scales") };
+    let staged = staged_x(&a);
+    let full = a.dequantize();
+    for i in 0..m * k {
+        // x̂ is the code's value (exact in BF16), and code · the group's f32 scale is the oracle's â.
+        let code = Element::E4M3.decode(q.codes[i]);
+        assert_eq!(staged[i].to_bits(), code.to_bits(), "element {i}");
+        assert_eq!(bf16::from_f32(code).to_f32(), code);
+        assert_eq!(full[i].to_bits(), (code * sc[(i / k) * (k / 128) + (i % k) / 128]).to_bits());
+    }
+    // UE8M0 scales are staged with the value (exact in BF16).
+    let u = pre_quantized(m, k, &x, XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::Ue8m0 }).unwrap();
+    assert_eq!(staged_x(&u), u.dequantize());
+}

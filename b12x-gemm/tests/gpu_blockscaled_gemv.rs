@@ -198,14 +198,15 @@ fn check_case(dev: &Arc<Device>, c: Case, format: WeightFormat) -> TrialResult {
     check_case_x(dev, c, format, XIn::Bf16(None))
 }
 
-/// A pre-quantized x on the device: codes and block scales with rows padded by `pad` bytes, the
-/// tensor scale.
+/// A pre-quantized x on the device: codes and block scales with rows padded by `pad` elements,
+/// the tensor scale.
 struct PreX {
     codes: CudaSlice<u8>,
     /// Code bytes per row, and the padded row stride.
     cb: usize,
     ldq: usize,
-    scales: Option<(CudaSlice<u8>, usize, usize)>,
+    /// Bytes, scales per row, padded row stride (scales), dtype (u8 or f32).
+    scales: Option<(CudaSlice<u8>, usize, usize, DType)>,
     global: Option<CudaSlice<f32>>,
 }
 
@@ -215,12 +216,16 @@ impl PreX {
         let padded = |v: &[u8], cols: usize| -> Vec<u8> {
             v.chunks(cols).flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0xAB, pad))).collect()
         };
-        let (codes, scales, global): (&[u8], Option<&[u8]>, Option<f32>) = match a {
-            Activation::Mxfp8(q) => (&q.codes, Some(&q.scales), None),
-            Activation::Nvfp4(q) => (&q.codes, Some(&q.scales), Some(q.enc)),
+        let f32_bytes: Vec<u8>;
+        let (codes, scales, global): (&[u8], Option<(&[u8], DType)>, Option<f32>) = match a {
+            Activation::Mxfp8(q) => (&q.codes, Some((&q.scales, DType::U8)), None),
+            Activation::Nvfp4(q) => (&q.codes, Some((&q.scales, DType::U8)), Some(q.enc)),
             Activation::BlockFp8(q) => match &q.scales {
-                Fp8Scales::Ue8m0(sc) => (&q.codes, Some(sc), None),
-                Fp8Scales::F32(_) => return Err("f32 activation scales are not a kernel input".into()),
+                Fp8Scales::Ue8m0(sc) => (&q.codes, Some((sc, DType::U8)), None),
+                Fp8Scales::F32(sc) => {
+                    f32_bytes = sc.iter().flat_map(|v| v.to_le_bytes()).collect();
+                    (&q.codes, Some((&f32_bytes, DType::F32)), None)
+                }
             },
             Activation::TensorFp8 { q, .. } => (&q.codes, None, Some(q.scale)),
             _ => return Err("not a pre-quantized activation".into()),
@@ -228,9 +233,13 @@ impl PreX {
         let cb = codes.len() / m;
         let codes = stream.clone_htod(&padded(codes, cb)).map_err(err)?;
         let scales = match scales {
-            Some(sc) => {
-                let cols = sc.len() / m;
-                Some((stream.clone_htod(&padded(sc, cols)).map_err(err)?, cols, cols + pad))
+            Some((sc, dtype)) => {
+                let (size, cols) = (dtype.size_bytes(), sc.len() / m / dtype.size_bytes());
+                let rows: Vec<u8> = sc
+                    .chunks(cols * size)
+                    .flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0xAB, pad * size)))
+                    .collect();
+                Some((stream.clone_htod(&rows).map_err(err)?, cols, cols + pad, dtype))
             }
             None => None,
         };
@@ -242,13 +251,13 @@ impl PreX {
     }
     /// `(x, x_scales, x_global)` views for `m` rows.
     fn views(&self, m: usize) -> (TensorRef<'_>, Option<TensorRef<'_>>, Option<TensorRef<'_>>) {
-        let bytes = |s: &CudaSlice<u8>, cols: usize, ld: usize| {
+        let view = |s: &CudaSlice<u8>, cols: usize, ld: usize, dtype: DType| {
             let ptr = TensorRef::from_slice(s, &[s.len()]).expect("view").ptr();
-            // SAFETY: m rows of ld bytes were uploaded.
-            unsafe { TensorRef::from_raw(ptr, &[m, cols], &[ld as isize, 1], DType::U8) }.expect("view")
+            // SAFETY: m rows of ld elements were uploaded.
+            unsafe { TensorRef::from_raw(ptr, &[m, cols], &[ld as isize, 1], dtype) }.expect("view")
         };
-        let x = bytes(&self.codes, self.cb, self.ldq);
-        let sc = self.scales.as_ref().map(|(s, cols, ld)| bytes(s, *cols, *ld));
+        let x = view(&self.codes, self.cb, self.ldq, DType::U8);
+        let sc = self.scales.as_ref().map(|(s, cols, ld, dtype)| view(s, *cols, *ld, *dtype));
         let g = self.global.as_ref().map(|g| TensorRef::from_slice(g, &[1]).expect("view"));
         (x, sc, g)
     }
@@ -638,6 +647,66 @@ fn pre_quantized_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+/// Block FP8 x with f32 scales given u8 scales, no scales, or misaligned scales: typed errors, y
+/// stays poisoned.
+fn pre_f32_scales_bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let (n, k, m) = (256, 256, 4);
+    let stream = dev.stream();
+    let format = WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 };
+    let packed = pack_weight(&weight(format, n, k, 3, 0, false)?, stream).map_err(err)?;
+    let x_c: Vec<bf16> = cast::<bf16>(&uniform(4, m * k, -1.0, 1.0));
+    let (f32x, uex) = (
+        XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 },
+        XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::Ue8m0 },
+    );
+    let fx = PreX::upload(stream, &reference::pre_quantized(m, k, &x_c, f32x).map_err(err)?, 0)?;
+    let ux = PreX::upload(stream, &reference::pre_quantized(m, k, &x_c, uex).map_err(err)?, 0)?;
+    let q = Query {
+        n,
+        k,
+        weight: format,
+        x_format: f32x,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 8,
+        x_quant: None,
+    };
+    let plan = gemv::plan(&q, dev).map_err(err)?;
+    if !plan.scratch_layout().regions().iter().any(|r| r.name == "x_scales_f32" && r.bytes == 8 * (k / 128) * 4) {
+        return Err(format!("no x_scales_f32 region of 8 rows × K/128 f32: {:?}", plan.scratch_layout().regions()));
+    }
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    let bytes = plan.scratch_layout().total_bytes();
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let mut y = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let (xv, fs, _) = fx.views(m);
+    let (_, us, _) = ux.views(m);
+    let fs = fs.ok_or("f32 scales")?;
+    // SAFETY: never dereferenced (2 bytes into the f32 scales): rejected before a launch.
+    let shifted = unsafe { TensorRef::from_raw(fs.ptr() + 2, &[m, k / 128], &[k as isize / 128, 1], DType::F32) }
+        .map_err(err)?;
+    type Check = fn(&Error) -> bool;
+    let cases: Vec<(&str, Option<TensorRef<'_>>, Check)> = vec![
+        ("u8 scales on an f32-scale plan", us, |e| matches!(e, Error::DType { tensor: "x_scales", .. })),
+        ("no scales", None, |e| matches!(e, Error::Shape { tensor: "x_scales", .. })),
+        ("misaligned f32 scales", Some(shifted), |e| matches!(e, Error::Misaligned { tensor: "x_scales", .. })),
+    ];
+    for (name, x_scales, is_expected) in cases {
+        let args =
+            Args { x: xv, x_scales, x_global: None, w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
+        match gemv::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream) {
+            Err(e) if is_expected(&e) => {}
+            other => return Err(format!("{name}: unexpected {other:?}")),
+        }
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    Ok(())
+}
+
 /// Which fixed linear a trial runs.
 #[derive(Clone, Copy, Debug)]
 enum Lin {
@@ -857,6 +926,24 @@ fn main() {
         trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, format, XIn::Pre(xf))));
     }
     trials.push(GpuTrial::new("pre_quantized_bad_inputs_launch_nothing", pre_quantized_bad_inputs));
+    // Block FP8 1 × 128 activations with f32 scales (DeepSeek-V3's recipe) × block-FP8 weights:
+    // x̂ = the codes, the scales in the promotions of the decode, tiled and wgmma kernels (every
+    // config pinned; M over every bucket kind), 32² and 128² tiles, f32 and UE8M0 weight scales,
+    // padded rows, every output dtype, a block of zeros and a NaN.
+    let f32x = XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 };
+    let pre_f32 = [
+        (by_name("dsv4_wq_a_7168x1536"), blk(128, Fp8ScaleKind::F32)),
+        (by_name("awkward_n1000_bias"), blk(32, Fp8ScaleKind::Ue8m0)),
+        (by_name("padded_rows"), blk(32, Fp8ScaleKind::F32)),
+        (by_name("dsv4_wkv_576x7168_f32"), blk(128, Fp8ScaleKind::Ue8m0)),
+        (Case { out: DType::F16, ..by_name("llama3_8b_qkv_6144x4096") }, blk(128, Fp8ScaleKind::F32)),
+        (Case { ms: &[3, 40], ..special_x }, blk(128, Fp8ScaleKind::F32)),
+    ];
+    for (c, format) in pre_f32 {
+        let name = format!("{}::{}::pre_blockfp8_f32", c.name, label(format));
+        trials.push(GpuTrial::new(name, move |d| check_case_x(d, c, format, XIn::Pre(f32x))));
+    }
+    trials.push(GpuTrial::new("pre_f32_scales_bad_inputs_launch_nothing", pre_f32_scales_bad_inputs));
     // The SM120 native kernels (MXFP8 x × MXFP8 weight, block-scaled MMAs): on the H200 their
     // emulated build — staging, loaders, fragment and scale registers, split-K, epilogue — at the
     // middle and prefill M (the decode buckets stay on the decode kernels). Every config pinned.

@@ -192,7 +192,9 @@ pub struct BsGemvParams {
     /// Pre-quantized x: its device f32 tensor scale ([`Args::x_global`]; divided by with
     /// flags bit 2), 0 for none.
     pub xmult: u64,
-    pub reserved: [i32; 2],
+    /// Block FP8 x with f32 scales (flags bit 3): the scratch's `x_scales_f32` (`[M, K / 128]` f32,
+    /// written by the pre-pass), multiplied into the block-FP8 promotions; 0 otherwise.
+    pub xscales: u64,
 }
 
 const _: () = {
@@ -204,6 +206,7 @@ const _: () = {
     assert!(offset_of!(BsGemvParams, flags) == 228);
     assert!(offset_of!(BsGemvParams, sgroups) == 236);
     assert!(offset_of!(BsGemvParams, xmult) == 240);
+    assert!(offset_of!(BsGemvParams, xscales) == 248);
 };
 
 /// [`BsGemvParams::flags`]: the bias is f32 (else bf16).
@@ -212,6 +215,9 @@ const FLAG_BIAS_F32: i32 = 1;
 const FLAG_TILE32: i32 = 2;
 /// [`BsGemvParams::flags`]: `xmult` is an encode scale (NVFP4 activations): the epilogue divides.
 const FLAG_XMULT_INV: i32 = 4;
+/// [`BsGemvParams::flags`] (block-FP8 weights): x is block FP8 1 × 128 with f32 scales; x̂ holds
+/// its codes and each promotion multiplies by the x row's scale too (`xscales`).
+const FLAG_XSCALE_F32: i32 = 8;
 
 /// Whether `format` takes the W8A16 (E4M3 codes, 128-k boxes) kernels.
 fn is_w8(format: WeightFormat) -> bool {
@@ -943,9 +949,16 @@ pub enum XFormat {
     /// code · scale / enc).
     Nvfp4,
     /// Block FP8 `1 × group` (`quantization.fp8_block`; group 32 or 128, dividing K): `x [M, K]`
-    /// u8 (or e4m3) E4M3 codes, `x_scales` `[M, K/group]` u8 UE8M0. f32 scales are not
-    /// implemented ([`Error::Unsupported`]: x̂ would not be exact in BF16; they need a per-group
-    /// promotion of the MMA partials).
+    /// u8 (or e4m3) E4M3 codes, `x_scales` `[M, K/group]` u8 UE8M0 or f32.
+    ///
+    /// f32 scales (DeepSeek-V3's activations, `norm.rmsnorm_quant`'s block-FP8 output) are taken
+    /// with group 128 and block-FP8 weights (128 × 128 or 32 × 32 tiles, f32 or UE8M0 scales):
+    /// no E4M3 code times an f32 scale is exact in BF16, so x̂ holds the codes' values and each
+    /// weight tile's f32 partial sums (the block-FP8 promotion) are multiplied by `weight scale ·
+    /// x scale` of their row and 128-k group — DeepGEMM's recipe; the scratch then holds the
+    /// scales too (`x_scales_f32`, `max_rows · K/128 · 4` bytes). Other pairs (FP4 / MXFP8 /
+    /// per-tensor weights keep no per-group partial sums; 1 × 32 groups) are
+    /// [`Error::Unsupported`].
     BlockFp8 { group: usize, scale: b12x_quant::block::Fp8ScaleKind },
     /// Per-tensor FP8: `x [M, K]` u8 (or e4m3) E4M3 codes, `x_global` `[1]` f32 scale (value =
     /// code · scale).
@@ -961,7 +974,12 @@ impl XFormat {
             _ => k,
         }
     }
-    /// k per scale byte (0: no block scales).
+    /// Whether the block scales are f32 (block FP8 with
+    /// [`Fp8ScaleKind::F32`](b12x_quant::block::Fp8ScaleKind::F32)); else bytes.
+    pub fn f32_scales(self) -> bool {
+        matches!(self, XFormat::BlockFp8 { scale: b12x_quant::block::Fp8ScaleKind::F32, .. })
+    }
+    /// k per block scale (0: no block scales).
     pub fn group(self) -> usize {
         match self {
             XFormat::Bf16 | XFormat::TensorFp8 => 0,
@@ -997,10 +1015,39 @@ pub struct BsDequantXParams {
     pub m: i32,
     pub k: i32,
     pub group: i32,
+    /// 1: E2M1 pairs with UE4M3 scales; 0: E4M3 with UE8M0 scales; 2: E4M3 with f32 scales (x̂ =
+    /// the codes' values, the scales copied to `xsf`).
     pub fp4: i32,
+    /// `fp4 == 2`: the scratch's `x_scales_f32` (`[M, K / 128]` f32).
+    pub xsf: u64,
 }
 
-const _: () = assert!(size_of::<BsDequantXParams>() == 56);
+const _: () = assert!(size_of::<BsDequantXParams>() == 64);
+
+impl BsDequantXParams {
+    /// The pre-pass of a pre-quantized x (its x̂ and f32-scale destinations still 0): codes and
+    /// block scales at `codes` / `scales` (0: none) with row strides `ldq` bytes and `lds` scale
+    /// elements.
+    fn of(xf: XFormat, codes: u64, scales: u64, ldq: i64, lds: i64, m: i32, k: i32) -> BsDequantXParams {
+        BsDequantXParams {
+            codes,
+            scales,
+            ldq,
+            lds,
+            m,
+            k,
+            group: xf.group() as i32,
+            fp4: if xf == XFormat::Nvfp4 {
+                1
+            } else if xf.f32_scales() {
+                2
+            } else {
+                0
+            },
+            ..BsDequantXParams::default()
+        }
+    }
+}
 
 /// The pre-pass kernel of pre-quantized activations ([`XFormat`]).
 const DEQUANT_X_SYMBOL: &str = "b12x_bsgemv_dequant_x";
@@ -1095,11 +1142,21 @@ impl Query {
                     return bad("x_format", reason);
                 }
                 if scale == b12x_quant::block::Fp8ScaleKind::F32 {
-                    return unsupported(
-                        "block FP8 activations with f32 scales: not implemented (UE8M0 scales are; or pass bf16 x \
-                         with x_quant)"
-                            .into(),
-                    );
+                    if !matches!(self.weight, WeightFormat::BlockFp8 { .. }) {
+                        return unsupported(format!(
+                            "block FP8 activations with f32 scales multiply block-FP8 weights only (their per-tile \
+                             partial sums take the x scale); the query has {:?} weights (UE8M0 x scales, or bf16 x \
+                             with x_quant, take any weight)",
+                            self.weight
+                        ));
+                    }
+                    if group != 128 {
+                        return unsupported(
+                            "block FP8 activations with f32 scales: groups of 1 × 128 only (1 × 32 takes UE8M0 \
+                             scales)"
+                                .into(),
+                        );
+                    }
                 }
             }
             XFormat::Bf16 | XFormat::Mxfp8 | XFormat::Nvfp4 | XFormat::TensorFp8 => {}
@@ -1287,20 +1344,15 @@ impl Query {
                 ..BsQuantXParams::default()
             })
         } else if xf != XFormat::Bf16 {
-            Prepass::Dequant(BsDequantXParams {
-                codes: p.x,
-                scales: x_scales.map_or(0, |t| t.ptr()),
-                xhat: 0,
-                ldq: p.ldx * x_dtype.size_bytes() as i64,
-                lds: match &x_scales {
-                    Some(t) => t.row_stride("x_scales")? as i64,
-                    None => 0,
-                },
-                m: p.m,
-                k: p.k,
-                group: xf.group() as i32,
-                fp4: i32::from(xf == XFormat::Nvfp4),
-            })
+            if xf.f32_scales() {
+                p.flags |= FLAG_XSCALE_F32;
+            }
+            let lds = match &x_scales {
+                Some(t) => t.row_stride("x_scales")? as i64,
+                None => 0,
+            };
+            let scales = x_scales.map_or(0, |t| t.ptr());
+            Prepass::Dequant(BsDequantXParams::of(xf, p.x, scales, p.ldx * x_dtype.size_bytes() as i64, lds, p.m, p.k))
         } else {
             Prepass::None
         };
@@ -1330,11 +1382,18 @@ struct Staging {
     x_hat: u64,
     xq_codes: u64,
     xq_scales: u64,
+    /// f32 x scales `[max_rows, K / 128]` (block FP8 x with f32 scales).
+    x_scales_f32: u64,
 }
 
 impl Staging {
     fn of(bound: &b12x_core::BoundScratch) -> Staging {
-        Staging { x_hat: bound.ptr("x_hat"), xq_codes: bound.ptr("xq_codes"), xq_scales: bound.ptr("xq_scales") }
+        Staging {
+            x_hat: bound.ptr("x_hat"),
+            xq_codes: bound.ptr("xq_codes"),
+            xq_scales: bound.ptr("xq_scales"),
+            x_scales_f32: bound.ptr("x_scales_f32"),
+        }
     }
 }
 
@@ -1349,14 +1408,22 @@ fn x_extras<'a>(
     let group = xf.group();
     let scales = match (&args.x_scales, group) {
         (Some(t), g) if g > 0 => {
-            t.expect("x_scales", "[M, K / group]", DType::U8, &[m, k / g])?;
+            if xf.f32_scales() {
+                t.expect("x_scales", "[M, K / group]", DType::F32, &[m, k / g])?;
+                t.require_aligned("x_scales", 4)?;
+            } else {
+                t.expect("x_scales", "[M, K / group]", DType::U8, &[m, k / g])?;
+            }
             t.row_stride("x_scales")?;
             Some(*t)
         }
         (None, 0) => None,
         (t, _) => {
             let expected = match k.checked_div(group) {
-                Some(cols) => format!("[M, K / {group}] = [{m}, {cols}] u8 (the {xf:?} activation's block scales)"),
+                Some(cols) => {
+                    let dtype = if xf.f32_scales() { "f32" } else { "u8" };
+                    format!("[M, K / {group}] = [{m}, {cols}] {dtype} (the {xf:?} activation's block scales)")
+                }
                 None => format!("no tensor ({xf:?} activations have no block scales)"),
             };
             let actual = t.as_ref().map(|t| t.shape().to_vec()).unwrap_or_default();
@@ -1465,6 +1532,11 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     if query.x_quant.is_some() || query.x_format != XFormat::Bf16 {
         // bf16 [max_rows, K]: x̂, written by the pre-pass, staged by the GEMM.
         scratch.add("x_hat", query.max_rows * query.k * 2);
+    }
+    if query.x_format.f32_scales() {
+        // f32 [max_rows, K / 128]: a block-FP8 x's f32 scales, copied by the pre-pass, multiplied
+        // into the promotions.
+        scratch.add("x_scales_f32", query.max_rows * (query.k / 128) * 4);
     }
     if configs.iter().flatten().any(|c| matches!(c, Candidate::Native(_))) {
         // The native kernels' x: codes [max_rows, K] and scale tiles, staged by the pre-pass.
@@ -1659,11 +1731,18 @@ fn launch(
             // SAFETY: BsDequantXParams mirrors the kernel's struct; the codes ([M, row bytes],
             // rows 8- or 4-byte aligned) and scales ([M, K / group] bytes) passed `Query::checked`,
             // x_hat as above.
-            Prepass::Dequant(dp) => unsafe { pre.launch(stream, dims, &BsDequantXParams { xhat: x_hat, ..dp })? },
+            // With f32 scales (fp4 = 2) xsf is the plan's `x_scales_f32` region of max_rows ≥ M rows
+            // of K / 128.
+            Prepass::Dequant(dp) => unsafe {
+                pre.launch(stream, dims, &BsDequantXParams { xhat: x_hat, xsf: staging.x_scales_f32, ..dp })?
+            },
             Prepass::None => {}
         }
         p.x = x_hat;
         p.ldx = q.k as i64;
+        if p.flags & FLAG_XSCALE_F32 != 0 {
+            p.xscales = staging.x_scales_f32;
+        }
     }
     let c = match cand {
         Candidate::Gemv(c) => c,
@@ -1707,7 +1786,8 @@ fn launch(
                 sgroups: p.sgroups,
                 kt_per: kt_per as i32,
                 xmult: p.xmult,
-                xscales: 0,
+                // Block FP8 x with f32 scales: `x_scales_f32` ([M, ktiles] f32); else unused.
+                xscales: p.xscales,
                 tail0,
                 tail_splits: tail_splits as i32,
             };
@@ -1807,7 +1887,11 @@ impl OpPlan for Plan {
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
             // A pre-quantized x's block scales and tensor scale.
-            if q.x_format.group() > 0 { m * (q.k / q.x_format.group()) } else { 0 },
+            if q.x_format.group() > 0 {
+                m * (q.k / q.x_format.group()) * if q.x_format.f32_scales() { 4 } else { 1 }
+            } else {
+                0
+            },
             4,
         ];
         let race = RaceBuffer::new(&self.device, &sizes)?;
@@ -1849,18 +1933,12 @@ impl OpPlan for Plan {
                 params.xmult = at[7];
                 params.flags |= if xf == XFormat::Nvfp4 { FLAG_XMULT_INV } else { 0 };
             }
+            if xf.f32_scales() {
+                params.flags |= FLAG_XSCALE_F32;
+            }
             let group = xf.group();
-            Prepass::Dequant(BsDequantXParams {
-                codes: at[3],
-                scales: if group > 0 { at[6] } else { 0 },
-                xhat: 0,
-                ldq: xf.row_bytes(q.k) as i64,
-                lds: q.k.checked_div(group).unwrap_or(0) as i64,
-                m: m as i32,
-                k: q.k as i32,
-                group: group as i32,
-                fp4: i32::from(xf == XFormat::Nvfp4),
-            })
+            let (scales, lds) = if group > 0 { (at[6], (q.k / group) as i64) } else { (0, 0) };
+            Prepass::Dequant(BsDequantXParams::of(xf, at[3], scales, xf.row_bytes(q.k) as i64, lds, m as i32, q.k as i32))
         } else {
             Prepass::None
         };

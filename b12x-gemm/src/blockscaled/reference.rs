@@ -76,9 +76,15 @@ pub fn pre_quantized(
 
 /// The x̂ a call stages for activation `a` (`[M, K]`, f32 values BF16 holds exactly in the ranges
 /// [`XFormat`](super::gemv::XFormat) states): its dequantization without the tensor-level scale
-/// (NVFP4's encode scale and per-tensor FP8's scale go to the epilogue).
+/// (NVFP4's encode scale and per-tensor FP8's scale go to the epilogue); for block FP8 with f32
+/// scales the codes' values alone (the scales go to the block-FP8 weight's promotions).
 pub fn staged_x(a: &Activation) -> Vec<f32> {
+    use b12x_quant::block::{BlockFp8, Fp8Scales};
     match a {
+        Activation::BlockFp8(q) if matches!(q.scales, Fp8Scales::F32(_)) => {
+            let ones = Fp8Scales::F32(vec![1.0; q.rows.div_ceil(q.tile.0) * q.k.div_ceil(q.tile.1)]);
+            Activation::BlockFp8(BlockFp8 { scales: ones, ..q.clone() }).dequantize()
+        }
         Activation::Nvfp4(q) => Activation::Nvfp4(b12x_quant::block::Nvfp4 { enc: 1.0, ..q.clone() }).dequantize(),
         Activation::TensorFp8 { m, k, q } => {
             Activation::TensorFp8 { m: *m, k: *k, q: b12x_quant::block::TensorFp8 { scale: 1.0, ..q.clone() } }
