@@ -1420,17 +1420,19 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
             const int r0 = nrow0 + 64 * ip;
             const float sc =
                 bsgemv::ld_shared_f32(ss + (tile32 ? 16u * uint32_t(r0 >> 5) + 4u * uint32_t(s >> 1) : 16u * sc_blk));
+            if (xsf) {  // f32 x scales: x rows 8 j + 2t, + 1 (staged at ss + 128)
 #pragma unroll
-            for (int j = 0; j < 16; ++j) {
-              // f32 x scales: x rows 8 j + 2t, + 1 (staged at ss + 128).
-              float s2[2] = {sc, sc};
-              if (xsf) {
+              for (int j = 0; j < 16; ++j) {
                 const uint2 v = bsgemv::ld_shared_v2(ss + 128u + 4u * uint32_t(8 * j + 2 * t));
-                s2[0] = sc * __uint_as_float(v.x);
-                s2[1] = sc * __uint_as_float(v.y);
-              }
+                const float s2[2] = {sc * __uint_as_float(v.x), sc * __uint_as_float(v.y)};
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], s2[e & 1], acc[ip][j][e]);
+                for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], s2[e & 1], acc[ip][j][e]);
+              }
+            } else {  // the loop without x scales kept apart: the bf16-x prefill path as it was
+#pragma unroll
+              for (int j = 0; j < 16; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], sc, acc[ip][j][e]);
             }
           }
         }

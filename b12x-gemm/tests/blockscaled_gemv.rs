@@ -212,7 +212,7 @@ fn native_configs_fit_and_name_entry_points() {
     let block = |tile, scale| WeightFormat::BlockFp8 { tile, scale };
     assert_eq!(NativeKind::of(&Query { weight: block(128, ue), ..fused.clone() }), Some(NativeKind::Fp8Block));
     assert_eq!(NativeKind::of(&Query { weight: block(32, ue), ..q.clone() }), Some(NativeKind::Fp8Block));
-    // f32 weight scales are not powers of two; f32 activation scales are not a kernel input.
+    // f32 weight or activation scales are not powers of two: no UE8M0 operand for the MMA.
     assert_eq!(NativeKind::of(&Query { weight: block(128, Fp8ScaleKind::F32), ..q.clone() }), None);
     let x_f32 = XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 };
     assert_eq!(NativeKind::of(&Query { x_format: x_f32, ..q.clone() }), None);

@@ -5,7 +5,8 @@
 //! with MXFP4 weights, MXFP8 × MXFP8, DeepSeek's block FP8 × block FP8), bit-identical to running
 //! b12x-quant's quantizer first, or activations the caller quantized ([`XFormat`]: MXFP8, NVFP4 —
 //! **NVFP4 × NVFP4** —, block FP8 UE8M0, per-tensor E4M3; codes, row-major scales and a device
-//! tensor scale). Every M from 1 to the plan's capacity: the decode kernels serve M ≤ 16, the
+//! tensor scale; block FP8 1 × 128 with f32 scales × block-FP8 weights, DeepSeek-V3's recipe).
+//! Every M from 1 to the plan's capacity: the decode kernels serve M ≤ 16, the
 //! tiled kernels the middle and prefill buckets above (on SM90 the wgmma kernels, [`WgConfig`],
 //! race them in buckets above 64 rows); on SM120 / SM121 the native kernels
 //! ([`NativeConfig`]: block-scaled `mma.sync`, E4M3 x with UE8M0 scales × MXFP8, UE8M0
@@ -35,9 +36,10 @@
 //!   SM90, the wgmma split tail's (at most 2 · SMs tiles of 128 KiB: ≤ 33 MiB on an H200). With
 //!   [`Query::x_quant`] the scratch holds x̂ for `max_rows` rows (`max_rows · K · 2` bytes).
 //! - Restrictions of this path: K a multiple of 32 (whole 16-byte lines of codes per row for
-//!   the TMA; block-FP8 edge tiles may still be partial); FP16 activations and block-FP8
-//!   activations with f32 scales are not implemented ([`Error::Unsupported`]). With pre-quantized
-//!   x ([`XFormat`]) the scratch holds x̂ too, and the native candidates stage x's codes and scale
+//!   the TMA; block-FP8 edge tiles may still be partial); FP16 activations are not implemented,
+//!   block-FP8 activations with f32 scales only with block-FP8 weights and 1 × 128 groups
+//!   ([`Error::Unsupported`] otherwise). With pre-quantized x ([`XFormat`]) the scratch holds x̂
+//!   too (and f32 x scales: `max_rows · K/128 · 4` bytes), and the native candidates stage x's codes and scale
 //!   tiles (`max_rows · K` bytes and 512 bytes per 128 rows and 128 k). MX scales are held as BF16 with an exponent offset
 //!   chosen from the weight's scale range ([`PackedWeight::scale_bytes`]: blocks of zeros do not
 //!   count): MXFP4 weights whose scale bytes span more than 133 binades, MXFP8 weights spanning
@@ -147,7 +149,8 @@ b12x_core::inventory::submit! {
         dtypes: &[
             "nvfp4|mxfp4|mxfp8|block fp8|tensor fp8 w (packed); bf16 x (optionally quantized in the call: mxfp8, \
              block fp8 1x32/1x128 ue8m0) or pre-quantized x (mxfp8, nvfp4, block fp8 ue8m0, tensor e4m3: codes + \
-             row-major scales + device f32 tensor scale); bf16|f16|f32 y; bf16|f32 bias",
+             row-major scales + device f32 tensor scale; block fp8 1x128 with f32 scales x block fp8 w); \
+             bf16|f16|f32 y; bf16|f32 bias",
         ],
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),

@@ -4,11 +4,12 @@
 //! ([`mod@reference`]), `pack_weight` ([`pack`]: layout v3, host and device), the op
 //! itself [`gemv`] (packed NVFP4, MXFP4, MXFP8, block-FP8 or per-tensor FP8 weights × BF16 x,
 //! optionally quantized to MXFP8 / block FP8 inside the call, or pre-quantized MXFP8 / NVFP4 /
-//! block-FP8 / per-tensor E4M3 x; every M: decode kernels for M ≤ 16, tiled kernels above) and the
+//! block-FP8 (UE8M0 scales; f32 scales with block-FP8 weights) / per-tensor E4M3 x; every M: decode kernels for M ≤ 16, tiled kernels above) and the
 //! fixed linears [`linear`] (`gemm.block_fp8_linear`, `gemm.mxfp8_linear`,
 //! `gemm.tensor_fp8_linear`: prepared-only entry points on the same kernels), with SM120 native
 //! kernels for E4M3 x × MXFP8 / UE8M0 block-FP8 / MXFP4 weights (unvalidated on SM120). Not
-//! written yet: f32 activation block scales, native NVFP4 × NVFP4 (`src/blockscaled/README.md`).
+//! written yet: native NVFP4 × NVFP4, f32 activation scales with non-block-FP8 weights
+//! (`src/blockscaled/README.md`).
 //! The SM120 block-scaled MMAs the kernels will use, and where their operands live, are in
 //! `b12x/mma_sm120.cuh` (b12x-core): fragment and scale index functions checked on the CPU
 //! against the PTX ISA's formulas and CUTLASS's layouts (`tests/sm120_fragments.rs`), wrappers
