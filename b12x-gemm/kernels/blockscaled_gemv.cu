@@ -77,7 +77,9 @@ constexpr int kTile32 = 2;
 constexpr int kXmultInv = 4;  // xmult is an encode scale (NVFP4): divide by it
 // Block-FP8 weights x block FP8 1 x 128 x with f32 scales: x̂ holds the codes' values and the
 // promotion of each weight tile's partial sums multiplies by the x row's scale of the 128-k group
-// too (xscales: [M][K / 128] f32; only Fp8Block kernels read it).
+// too (xscales: [M][K / 128] f32). The decode kernels read this flag (a branch per promotion:
+// measured free there); the tiled and wgmma kernels have w8a8f32 instances instead (bsgemm::gemm /
+// wgemm's kXs: as a runtime branch it slowed the bf16-x wgmma prefill by 12%).
 constexpr int kXScaleF32 = 8;
 constexpr uint32_t kTwo120 = 0x7B807B80u;  // bf16x2 (2^120, 2^120)
 constexpr uint32_t kStaggerNs = 500;        // stage 0 first, then the rest of the ring (gemv)
@@ -931,12 +933,13 @@ __device__ __forceinline__ void load_block_scales(uint32_t ss, const BsGemmParam
   }
 }
 
-// f32 x scales (bsgemv::kXScaleF32, block-FP8 weights): x rows m0 .. m0 + BM of k-tile kt at ss +
-// 128, after the block scales (f32 each; zeros past M and K).
+// f32 x scales (the kXs kernels: block-FP8 weights x block FP8 1 x 128 x with f32 scales, p.xscales
+// [M][ktiles] f32): x rows m0 .. m0 + BM of k-tile kt at ss + 128, after the block scales (f32
+// each; zeros past M and K).
 template <int BM, int BN>
 __device__ __forceinline__ void load_x_scales_f32(uint32_t ss, const BsGemmParams& p, int m0, int kt, int tid) {
   static_assert(BN / 32 * 16 <= 128 && 128 + 4 * BM <= int(kScaleSmem), "block and x scales fit the stage's scale area");
-  if ((p.flags & bsgemv::kXScaleF32) && tid < BM) {
+  if (tid < BM) {
     const float* xsf = reinterpret_cast<const float*>(p.xscales);
     const bool live = m0 + tid < p.m && kt < p.ktiles;
     bsgemv::cp_async<4>(ss + 128u + 4u * tid, live ? xsf + (long long)(m0 + tid) * p.ktiles + kt : xsf, live);
@@ -946,7 +949,7 @@ __device__ __forceinline__ void load_x_scales_f32(uint32_t ss, const BsGemmParam
 // One ring stage of the tiled and wgmma kernels at st: x rows (kWg: wgmma's swizzled slabs), the
 // weight's code rows (FP8 in the wgmma kernels: the 8-row swizzle), the format's scales; every
 // thread then arrives on the stage's barrier `bar` once its copies land.
-template <Fmt F, int BM, int BN, bool kWg>
+template <Fmt F, int BM, int BN, bool kWg, bool kXs = false>
 __device__ __forceinline__ void load_stage(uint32_t st, const BsGemmParams& p, int m0, int n0, int kt, int tid,
                                            uint32_t bar) {
   using T = Tile<F, BM / 32, BN / 32>;
@@ -957,7 +960,7 @@ __device__ __forceinline__ void load_stage(uint32_t st, const BsGemmParams& p, i
     load_scale_tiles<F == Fmt::Nvfp4 ? 2 : 1, BN>(ss, p, n0, kt, tid);
   } else if constexpr (F == Fmt::Fp8Block) {
     load_block_scales<BN>(ss, p, n0, kt, tid);
-    load_x_scales_f32<BM, BN>(ss, p, m0, kt, tid);
+    if constexpr (kXs) load_x_scales_f32<BM, BN>(ss, p, m0, kt, tid);
   }
   bsgemv::cp_async_mbar_arrive(bar);
 }
@@ -1086,7 +1089,10 @@ __device__ __forceinline__ void finish(const BsGemmParams& p, const CtaWork& cw,
   }
 }
 
-template <Fmt F, int WM, int WN, typename TOut>
+// kXs (block FP8 only): x is block FP8 1 x 128 with f32 scales (x̂ = its codes); each promotion
+// multiplies by the x rows' scales too (a template parameter, not a branch: the plain kernels'
+// code stays as it was).
+template <Fmt F, int WM, int WN, typename TOut, bool kXs = false>
 __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   using T = Tile<F, WM, WN>;
   constexpr bool kFp8 = T::kFp8;
@@ -1106,7 +1112,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
   const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
   // k-tile kt into ring slot s; every thread arrives on the slot's barrier once its copies land.
   auto load = [&](int kt, int s) {
-    load_stage<F, BM, BN, false>(ring + uint32_t(s) * T::kStage, p, m0, n0, kt, tid, bar0 + 8 * s);
+    load_stage<F, BM, BN, false, kXs>(ring + uint32_t(s) * T::kStage, p, m0, n0, kt, tid, bar0 + 8 * s);
   };
 
   // Warp (wm, wn): x rows xrow0 .. + 16 WM (XT = 2 WM 8-row MMA column tiles), weight rows
@@ -1132,13 +1138,13 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) part[i][j][e] = 0.0f;
   };
-  // acc += part * s, with f32 x scales (staged at ss + 128) times x row xrow0 + 8 j + 2t (+ 1)'s.
-  const bool xsf = (p.flags & bsgemv::kXScaleF32) != 0;
+  // acc += part * s, with f32 x scales (kXs: staged at ss + 128) times x row xrow0 + 8 j + 2t (+ 1)'s.
+  static_assert(!kXs || F == Fmt::Fp8Block, "f32 x scales go with block-FP8 weights");
   auto promote = [&](float s, uint32_t ss) {
 #pragma unroll
     for (int j = 0; j < (kPromote ? XT : 1); ++j) {
       float s2[2] = {s, s};
-      if (xsf) {
+      if constexpr (kXs) {
         const uint2 v = bsgemv::ld_shared_v2(ss + 128u + 4u * uint32_t(xrow0 + 8 * j + 2 * t));
         s2[0] = s * __uint_as_float(v.x);
         s2[1] = s * __uint_as_float(v.y);
@@ -1279,7 +1285,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
 // double-buffered across k-steps (wait_group 1 before a buffer is rewritten); every k-tile's MMAs
 // complete (wait_group 0) before the block barrier that lets its slot be refilled. Other targets
 // build a trapping body; Rust lists these kernels on SM90 only.
-template <Fmt F, int MT, typename TOut>
+template <Fmt F, int MT, typename TOut, bool kXs = false>
 __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #if B12X_SM90_FEATURES
   using T = Tile<F, 4, 4 * MT>;
@@ -1299,7 +1305,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
   __syncthreads();
 
   auto load = [&](int kt, int s) {
-    load_stage<F, BM, BN, true>(ring + uint32_t(s) * T::kStage, p, m0, n0, kt, tid, bar0 + 8 * s);
+    load_stage<F, BM, BN, true, kXs>(ring + uint32_t(s) * T::kStage, p, m0, n0, kt, tid, bar0 + 8 * s);
   };
 
   // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
@@ -1335,7 +1341,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
   const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
-  const bool xsf = (p.flags & bsgemv::kXScaleF32) != 0;
+  static_assert(!kXs || F == Fmt::Fp8Block, "f32 x scales go with block-FP8 weights");
 
   for (int s = 0; s < S - 1 && s < ktiles; ++s) load(kt0 + s, s);
   int slot = 0, phase = 0;
@@ -1420,19 +1426,16 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
             const int r0 = nrow0 + 64 * ip;
             const float sc =
                 bsgemv::ld_shared_f32(ss + (tile32 ? 16u * uint32_t(r0 >> 5) + 4u * uint32_t(s >> 1) : 16u * sc_blk));
-            if (xsf) {  // f32 x scales: x rows 8 j + 2t, + 1 (staged at ss + 128)
 #pragma unroll
-              for (int j = 0; j < 16; ++j) {
+            for (int j = 0; j < 16; ++j) {
+              float s2[2] = {sc, sc};
+              if constexpr (kXs) {  // f32 x scales: x rows 8 j + 2t, + 1 (staged at ss + 128)
                 const uint2 v = bsgemv::ld_shared_v2(ss + 128u + 4u * uint32_t(8 * j + 2 * t));
-                const float s2[2] = {sc * __uint_as_float(v.x), sc * __uint_as_float(v.y)};
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], s2[e & 1], acc[ip][j][e]);
+                s2[0] = sc * __uint_as_float(v.x);
+                s2[1] = sc * __uint_as_float(v.y);
               }
-            } else {  // the loop without x scales kept apart: the bf16-x prefill path as it was
 #pragma unroll
-              for (int j = 0; j < 16; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], sc, acc[ip][j][e]);
+              for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], s2[e & 1], acc[ip][j][e]);
             }
           }
         }
@@ -1650,45 +1653,49 @@ using b12x::BsGemmParams;
 
 // The SM90-only wgmma kernels: 128 x 256 tiles (MT = 2, wn8), block FP8 also 128 x 128 (MT = 1,
 // wn4); a trapping body on other targets.
-#define B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, TOUT, OUTNAME)                                                   \
+// W w8a8f32 (XS true): block-FP8 weights x block FP8 1 x 128 x with f32 scales.
+#define B12X_BSGEMM_WG(FMT, FMTNAME, W, MT, XS, TOUT, OUTNAME)                                               \
   extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                                    \
       b12x_bsgemm_wg_##W##_##FMTNAME##_wn##MT##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) {     \
-    b12x::bsgemm::wgemm<b12x::bsgemv::Fmt::FMT, MT / 4, TOUT>(p);                                          \
+    b12x::bsgemm::wgemm<b12x::bsgemv::Fmt::FMT, MT / 4, TOUT, XS>(p);                                      \
   }
-#define B12X_BSGEMM_WG_OUTS(FMT, FMTNAME, W, WN)          \
-  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, b12x::bf16, bf16) \
-  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, b12x::fp16, f16)  \
-  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, float, f32)
+#define B12X_BSGEMM_WG_OUTS(FMT, FMTNAME, W, WN, XS)          \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, XS, b12x::bf16, bf16) \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, XS, b12x::fp16, f16)  \
+  B12X_BSGEMM_WG(FMT, FMTNAME, W, WN, XS, float, f32)
 
 // Tile shapes (src/blockscaled/gemv.rs lists the entry points): 128 x 256 (prefill), 64 x 256,
 // 32 x 128 (middle); block FP8 128 x 128 and 64 x 128 (its per-tile partial sums double the
 // accumulators). One CTA per SM for 128-row tiles, two otherwise.
-#define B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, TOUT, OUTNAME)                                             \
+#define B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, XS, TOUT, OUTNAME)                                         \
   extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, MINB)                                      \
       b12x_bsgemm_##W##_##FMTNAME##_wm##WM##_wn##WN##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) { \
-    b12x::bsgemm::gemm<b12x::bsgemv::Fmt::FMT, WM, WN, TOUT>(p);                                              \
+    b12x::bsgemm::gemm<b12x::bsgemv::Fmt::FMT, WM, WN, TOUT, XS>(p);                                          \
   }
-#define B12X_BSGEMM_OUTS(FMT, FMTNAME, W, WM, WN, MINB)           \
-  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, b12x::bf16, bf16) \
-  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, b12x::fp16, f16)  \
-  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, float, f32)
-#define B12X_BSGEMM_FMT(FMT, FMTNAME, W, WN_BIG)   \
-  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 4, WN_BIG, 1) \
-  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 2, WN_BIG, 1) \
-  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 1, 4, 2)
+#define B12X_BSGEMM_OUTS(FMT, FMTNAME, W, WM, WN, MINB, XS)           \
+  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, XS, b12x::bf16, bf16) \
+  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, XS, b12x::fp16, f16)  \
+  B12X_BSGEMM(FMT, FMTNAME, W, WM, WN, MINB, XS, float, f32)
+#define B12X_BSGEMM_FMT(FMT, FMTNAME, W, WN_BIG, XS)   \
+  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 4, WN_BIG, 1, XS) \
+  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 2, WN_BIG, 1, XS) \
+  B12X_BSGEMM_OUTS(FMT, FMTNAME, W, 1, 4, 2, XS)
 
 #ifndef B12X_PROTO_ENTRY_POINTS  // bench/proto harnesses instantiate their own
-B12X_BSGEMM_FMT(Nvfp4, nvfp4, w4a16, 8)
-B12X_BSGEMM_FMT(Mxfp4, mxfp4, w4a16, 8)
-B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8)
-B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4)
-B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8)
-B12X_BSGEMM_WG_OUTS(Nvfp4, nvfp4, w4a16, 8)
-B12X_BSGEMM_WG_OUTS(Mxfp4, mxfp4, w4a16, 8)
-B12X_BSGEMM_WG_OUTS(Mxfp8, mxfp8, w8a16, 8)
-B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 8)
-B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 4)
-B12X_BSGEMM_WG_OUTS(Fp8Tensor, fp8tensor, w8a16, 8)
+B12X_BSGEMM_FMT(Nvfp4, nvfp4, w4a16, 8, false)
+B12X_BSGEMM_FMT(Mxfp4, mxfp4, w4a16, 8, false)
+B12X_BSGEMM_FMT(Mxfp8, mxfp8, w8a16, 8, false)
+B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a16, 4, false)
+B12X_BSGEMM_FMT(Fp8Block, fp8block, w8a8f32, 4, true)
+B12X_BSGEMM_FMT(Fp8Tensor, fp8tensor, w8a16, 8, false)
+B12X_BSGEMM_WG_OUTS(Nvfp4, nvfp4, w4a16, 8, false)
+B12X_BSGEMM_WG_OUTS(Mxfp4, mxfp4, w4a16, 8, false)
+B12X_BSGEMM_WG_OUTS(Mxfp8, mxfp8, w8a16, 8, false)
+B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 8, false)
+B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a16, 4, false)
+B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a8f32, 8, true)
+B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a8f32, 4, true)
+B12X_BSGEMM_WG_OUTS(Fp8Tensor, fp8tensor, w8a16, 8, false)
 #endif
 
 // The native kernels (E4M3 x with UE8M0 scales x an MXFP8, UE8M0 block-FP8 or MXFP4 weight), the

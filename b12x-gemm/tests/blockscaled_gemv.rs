@@ -153,11 +153,12 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     all.sort();
     all.dedup();
     // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs
-    // (decode), × 3 tile shapes × 3 outputs (tiled), the native kernels (MXFP8, UE8M0 block-FP8 and
-    // MXFP4 weights × 3 tile shapes × 3 outputs), the SM90 wgmma kernels (the five weight formats,
-    // block FP8 twice, × 3 outputs) and the x pre-passes (quantize bf16 x, dequantize pre-quantized
-    // x, stage x for the native kernels).
-    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 5 * 3 * 3 + 3 * 3 * 3 + 6 * 3 + 3);
+    // (decode), six (the five, and block FP8 × f32-scaled x) × 3 tile shapes × 3 outputs (tiled),
+    // the native kernels (MXFP8, UE8M0 block-FP8 and MXFP4 weights × 3 tile shapes × 3 outputs),
+    // the SM90 wgmma kernels (the five weight formats, block FP8 twice and block FP8 × f32-scaled x
+    // twice, × 3 outputs) and the x pre-passes (quantize bf16 x, dequantize pre-quantized x, stage
+    // x for the native kernels).
+    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 6 * 3 * 3 + 3 * 3 * 3 + 8 * 3 + 3);
 }
 
 #[test]

@@ -245,14 +245,17 @@ fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
     )
     .unwrap();
     // The dequantization kernels never use block-scaled MMAs, on any target.
-    for (prefix, count) in [("b12x_bsgemm_w4a16_", 18), ("b12x_bsgemm_w8a16_", 27), ("b12x_bsgemm_wg_", 18)] {
+    for (prefix, count) in
+        [("b12x_bsgemm_w4a16_", 18), ("b12x_bsgemm_w8a16_", 27), ("b12x_bsgemm_w8a8f32_", 9), ("b12x_bsgemm_wg_", 24)]
+    {
         check_sass_opcode(BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST, prefix, count, "MMA.SF", &[]).unwrap();
     }
 }
 
 #[test]
 fn sm90_wgmma_gemm_kernels_contain_the_warpgroup_mmas() {
-    // gemm.blockscaled's SM90-only candidates (every weight format): the warpgroup MMA with register A on
+    // gemm.blockscaled's SM90-only candidates (every weight format, and block FP8 × f32-scaled x):
+    // the warpgroup MMA with register A on
     // sm_90a; a trapping body on sm_120a / sm_121a (wgmma does not exist there; Rust never lists
     // them on those devices).
     use b12x_core::testing::check_sass_opcode;
@@ -261,7 +264,7 @@ fn sm90_wgmma_gemm_kernels_contain_the_warpgroup_mmas() {
         BLOCKSCALED_GEMV_FATBIN,
         KERNEL_MANIFEST,
         "b12x_bsgemm_wg_",
-        18,
+        24,
         "HGMMA.64x128x16.F32.BF16",
         &["sm_90a"],
     )

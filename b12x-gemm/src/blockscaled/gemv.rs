@@ -391,7 +391,12 @@ impl TileConfig {
     }
     /// The kernel symbol for `format` and `out`.
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
-        format!("b12x_bsgemm_{}_wm{}_wn{}_{}out", format_name(format), self.wm, self.wn, out_name(out))
+        self.symbol_x(format, false, out)
+    }
+    /// [`TileConfig::symbol`]; with `xs_f32` (block-FP8 weights × block FP8 x with f32 scales)
+    /// the kernel that multiplies the x scales into its promotions.
+    pub fn symbol_x(&self, format: WeightFormat, xs_f32: bool, out: DType) -> String {
+        format!("b12x_bsgemm_{}_wm{}_wn{}_{}out", kernel_name(format, xs_f32), self.wm, self.wn, out_name(out))
     }
 }
 
@@ -529,7 +534,11 @@ impl WgConfig {
     }
     /// The kernel symbol for `format` and `out`.
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
-        format!("b12x_bsgemm_wg_{}_wn{}_{}out", format_name(format), self.wn, out_name(out))
+        self.symbol_x(format, false, out)
+    }
+    /// As [`TileConfig::symbol_x`].
+    pub fn symbol_x(&self, format: WeightFormat, xs_f32: bool, out: DType) -> String {
+        format!("b12x_bsgemm_wg_{}_wn{}_{}out", kernel_name(format, xs_f32), self.wn, out_name(out))
     }
 }
 
@@ -562,6 +571,18 @@ fn wg_widths(format: WeightFormat) -> &'static [usize] {
         &[8, 4]
     } else {
         &[8]
+    }
+}
+
+/// The weight × activation part of the tiled and wgmma kernels' names: [`format_name`], or with
+/// `xs_f32` (block-FP8 weights × block FP8 1 × 128 x with f32 scales) the kernels whose
+/// promotions take the x scales (`w8a8f32_fp8block`: a template parameter, so that the others
+/// keep their code).
+fn kernel_name(format: WeightFormat, xs_f32: bool) -> &'static str {
+    if xs_f32 && matches!(format, WeightFormat::BlockFp8 { .. }) {
+        "w8a8f32_fp8block"
+    } else {
+        format_name(format)
     }
 }
 
@@ -607,11 +628,16 @@ impl Candidate {
         }
     }
     pub fn symbol(&self, format: WeightFormat, out: DType) -> String {
+        self.symbol_x(format, false, out)
+    }
+    /// The GEMM kernel of the candidate, with `xs_f32` for block FP8 x with f32 scales (the decode
+    /// kernels take those scales by a runtime flag: one entry point either way).
+    pub fn symbol_x(&self, format: WeightFormat, xs_f32: bool, out: DType) -> String {
         match self {
             Candidate::Gemv(c) => c.symbol(format, out),
-            Candidate::Tile(c) => c.symbol(format, out),
+            Candidate::Tile(c) => c.symbol_x(format, xs_f32, out),
             Candidate::Native(c) => c.symbol(out),
-            Candidate::Wgmma(c) => c.symbol(format, out),
+            Candidate::Wgmma(c) => c.symbol_x(format, xs_f32, out),
         }
     }
     pub fn dynamic_smem(&self) -> u32 {
@@ -851,16 +877,22 @@ pub fn all_symbols() -> Vec<String> {
     }
     for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
         let wide = if matches!(f, WeightFormat::BlockFp8 { .. }) { 4 } else { 8 };
-        for (wm, wn) in [(4, wide), (2, wide), (1, 4)] {
-            for o in [DType::BF16, DType::F16, DType::F32] {
-                out.push(TileConfig { w8: is_w8(f), wm, wn, stages: 2, splits: 1 }.symbol(f, o));
+        let xs: &[bool] = if f == block { &[false, true] } else { &[false] };
+        for &x in xs {
+            for (wm, wn) in [(4, wide), (2, wide), (1, 4)] {
+                for o in [DType::BF16, DType::F16, DType::F32] {
+                    out.push(TileConfig { w8: is_w8(f), wm, wn, stages: 2, splits: 1 }.symbol_x(f, x, o));
+                }
             }
         }
     }
     for f in [WeightFormat::Nvfp4, WeightFormat::Mxfp4, WeightFormat::Mxfp8, block, WeightFormat::TensorFp8] {
-        for &wn in wg_widths(f) {
-            for o in [DType::BF16, DType::F16, DType::F32] {
-                out.push(WgConfig { w8: is_w8(f), wn, stages: 2, tail: false }.symbol(f, o));
+        let xs: &[bool] = if f == block { &[false, true] } else { &[false] };
+        for &x in xs {
+            for &wn in wg_widths(f) {
+                for o in [DType::BF16, DType::F16, DType::F32] {
+                    out.push(WgConfig { w8: is_w8(f), wn, stages: 2, tail: false }.symbol_x(f, x, o));
+                }
             }
         }
     }
@@ -1860,7 +1892,7 @@ impl OpPlan for Plan {
     fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
         let q = &self.query;
         let Some(c) = self.configs(bucket).get(config_index) else { return Vec::new() };
-        let mut symbols = vec![c.symbol(q.weight, q.out_dtype)];
+        let mut symbols = vec![c.symbol_x(q.weight, q.x_format.f32_scales(), q.out_dtype)];
         if matches!(c, Candidate::Native(_)) {
             symbols.push(if q.x_quant.is_some() { QUANT_X_SYMBOL } else { STAGE_XQ_SYMBOL }.to_string());
         } else if q.x_quant.is_some() {
@@ -2158,6 +2190,15 @@ mod tests {
         assert_eq!(n, 12 + 6);
         assert_eq!(w4(3).symbol(WeightFormat::Mxfp4, DType::F16), "b12x_bsgemm_wg_w4a16_mxfp4_wn8_f16out");
         assert_eq!(b(4, 2).symbol(block, DType::F32), "b12x_bsgemm_wg_w8a16_fp8block_wn4_f32out");
+        assert_eq!(b(4, 2).symbol_x(block, true, DType::F32), "b12x_bsgemm_wg_w8a8f32_fp8block_wn4_f32out");
+        assert_eq!(b(8, 2).symbol_x(WeightFormat::Mxfp8, true, DType::F32), "b12x_bsgemm_wg_w8a16_mxfp8_wn8_f32out");
+        for x in [false, true] {
+            for o in [DType::BF16, DType::F16, DType::F32] {
+                assert!(symbols.contains(&bt(8).symbol_x(block, x, o)));
+                let t = TileConfig { w8: true, wm: 2, wn: 4, stages: 3, splits: 2 };
+                assert!(symbols.contains(&t.symbol_x(block, x, o)), "{}", t.symbol_x(block, x, o));
+            }
+        }
         assert!(!w4(5).fits(smem) && !w4(4).fits(200_000) && !w4(3).fits(101_376));
         assert!(!WgConfig { w8: false, wn: 4, stages: 3, tail: false }.fits(smem));
         // Not below 128-row buckets, not on SM120 / SM121 (no wgmma), not where the SM's shared
@@ -2206,7 +2247,7 @@ mod tests {
     #[test]
     fn symbols_are_the_kernels_entry_points() {
         let all = all_symbols();
-        assert_eq!(all.len(), 153);
+        assert_eq!(all.len(), 168);
         b12x_core::testing::check_manifest(crate::KERNEL_MANIFEST, &all).unwrap();
     }
 }
