@@ -24,14 +24,14 @@ using b12x::bf16;
 #include "proto_common.cuh"
 
 // The library's mma.sync tiled kernels (the reference of each format) and the wgmma kernels.
-B12X_BSGEMM(Nvfp4, nvfp4, w4a16, 4, 8, 1, b12x::bf16, bf16)
-B12X_BSGEMM(Mxfp8, mxfp8, w8a16, 4, 8, 1, b12x::bf16, bf16)
-B12X_BSGEMM(Fp8Block, fp8block, w8a16, 4, 4, 1, b12x::bf16, bf16)
-B12X_BSGEMM(Fp8Block, fp8block, w8a16, 2, 4, 1, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Nvfp4, nvfp4, w4a16, 8, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Mxfp8, mxfp8, w8a16, 8, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 8, b12x::bf16, bf16)
-B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 4, b12x::bf16, bf16)
+B12X_BSGEMM(Nvfp4, nvfp4, w4a16, 4, 8, 1, false, b12x::bf16, bf16)
+B12X_BSGEMM(Mxfp8, mxfp8, w8a16, 4, 8, 1, false, b12x::bf16, bf16)
+B12X_BSGEMM(Fp8Block, fp8block, w8a16, 4, 4, 1, false, b12x::bf16, bf16)
+B12X_BSGEMM(Fp8Block, fp8block, w8a16, 2, 4, 1, false, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Nvfp4, nvfp4, w4a16, 8, false, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Mxfp8, mxfp8, w8a16, 8, false, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 8, false, b12x::bf16, bf16)
+B12X_BSGEMM_WG(Fp8Block, fp8block, w8a16, 4, false, b12x::bf16, bf16)
 
 struct Variant {
   const char* name;
