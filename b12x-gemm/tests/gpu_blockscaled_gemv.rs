@@ -661,16 +661,8 @@ fn pre_f32_scales_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     );
     let fx = PreX::upload(stream, &reference::pre_quantized(m, k, &x_c, f32x).map_err(err)?, 0)?;
     let ux = PreX::upload(stream, &reference::pre_quantized(m, k, &x_c, uex).map_err(err)?, 0)?;
-    let q = Query {
-        n,
-        k,
-        weight: format,
-        x_format: f32x,
-        out_dtype: DType::BF16,
-        bias: None,
-        max_rows: 8,
-        x_quant: None,
-    };
+    let q =
+        Query { n, k, weight: format, x_format: f32x, out_dtype: DType::BF16, bias: None, max_rows: 8, x_quant: None };
     let plan = gemv::plan(&q, dev).map_err(err)?;
     if !plan.scratch_layout().regions().iter().any(|r| r.name == "x_scales_f32" && r.bytes == 8 * (k / 128) * 4) {
         return Err(format!("no x_scales_f32 region of 8 rows × K/128 f32: {:?}", plan.scratch_layout().regions()));
@@ -684,8 +676,8 @@ fn pre_f32_scales_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let (_, us, _) = ux.views(m);
     let fs = fs.ok_or("f32 scales")?;
     // SAFETY: never dereferenced (2 bytes into the f32 scales): rejected before a launch.
-    let shifted = unsafe { TensorRef::from_raw(fs.ptr() + 2, &[m, k / 128], &[k as isize / 128, 1], DType::F32) }
-        .map_err(err)?;
+    let shifted =
+        unsafe { TensorRef::from_raw(fs.ptr() + 2, &[m, k / 128], &[k as isize / 128, 1], DType::F32) }.map_err(err)?;
     type Check = fn(&Error) -> bool;
     let cases: Vec<(&str, Option<TensorRef<'_>>, Check)> = vec![
         ("u8 scales on an f32-scale plan", us, |e| matches!(e, Error::DType { tensor: "x_scales", .. })),
@@ -693,8 +685,15 @@ fn pre_f32_scales_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         ("misaligned f32 scales", Some(shifted), |e| matches!(e, Error::Misaligned { tensor: "x_scales", .. })),
     ];
     for (name, x_scales, is_expected) in cases {
-        let args =
-            Args { x: xv, x_scales, x_global: None, w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
+        let args = Args {
+            x: xv,
+            x_scales,
+            x_global: None,
+            w: &packed,
+            bias: None,
+            y: y.view_mut(m, n, n, DType::BF16),
+            alpha: 1.0,
+        };
         match gemv::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream) {
             Err(e) if is_expected(&e) => {}
             other => return Err(format!("{name}: unexpected {other:?}")),

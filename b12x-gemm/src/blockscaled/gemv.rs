@@ -1971,9 +1971,19 @@ impl OpPlan for Plan {
             if xf.f32_scales() {
                 params.flags |= FLAG_XSCALE_F32;
             }
-            let group = xf.group();
-            let (scales, lds) = if group > 0 { (at[6], (q.k / group) as i64) } else { (0, 0) };
-            Prepass::Dequant(BsDequantXParams::of(xf, at[3], scales, xf.row_bytes(q.k) as i64, lds, m as i32, q.k as i32))
+            let (scales, lds) = match q.k.checked_div(xf.group()) {
+                Some(cols) => (at[6], cols as i64),
+                None => (0, 0),
+            };
+            Prepass::Dequant(BsDequantXParams::of(
+                xf,
+                at[3],
+                scales,
+                xf.row_bytes(q.k) as i64,
+                lds,
+                m as i32,
+                q.k as i32,
+            ))
         } else {
             Prepass::None
         };
