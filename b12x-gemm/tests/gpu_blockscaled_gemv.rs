@@ -217,7 +217,9 @@ impl PreX {
             v.chunks(cols).flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0xAB, pad))).collect()
         };
         let f32_bytes: Vec<u8>;
-        let (codes, scales, global): (&[u8], Option<(&[u8], DType)>, Option<f32>) = match a {
+        // Codes, block scales as bytes with their dtype, the tensor scale.
+        type Parts<'b> = (&'b [u8], Option<(&'b [u8], DType)>, Option<f32>);
+        let (codes, scales, global): Parts<'_> = match a {
             Activation::Mxfp8(q) => (&q.codes, Some((&q.scales, DType::U8)), None),
             Activation::Nvfp4(q) => (&q.codes, Some((&q.scales, DType::U8)), Some(q.enc)),
             Activation::BlockFp8(q) => match &q.scales {
