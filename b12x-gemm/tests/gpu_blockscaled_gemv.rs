@@ -380,6 +380,25 @@ fn check_case_x(dev: &Arc<Device>, c: Case, format: WeightFormat, xin: XIn) -> T
     Ok(())
 }
 
+/// A call that must fail with the expected typed error (nothing launched).
+fn refused(name: &str, got: b12x_core::Result<()>, is_expected: fn(&Error) -> bool) -> TrialResult {
+    match got {
+        Err(e) if is_expected(&e) => Ok(()),
+        other => Err(format!("{name}: unexpected {other:?}")),
+    }
+}
+
+/// After rejected calls: every element of each of `ys` is still the NaN poison.
+fn untouched(stream: &Arc<CudaStream>, ys: &[&FloatBuf]) -> TrialResult {
+    stream.synchronize().map_err(err)?;
+    for y in ys {
+        if y.download(stream)?.iter().any(|v| !v.is_nan()) {
+            return Err("a rejected call wrote y".into());
+        }
+    }
+    Ok(())
+}
+
 /// A merging stream-K problem (9000 × 1312: CTAs share row blocks) for the whole-op trials.
 struct Fixture {
     plan: Plan,
@@ -537,10 +556,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         let rows = x.shape()[0];
         let y = f.y.view_mut(rows, FN, FN, DType::BF16);
         let args = Args { x, x_scales: None, x_global: None, w, bias: None, y, alpha };
-        match gemv::run(&f.plan, args, aligned_scratch(&mut f.scratch, scratch_bytes), stream) {
-            Err(e) if is_expected(&e) => {}
-            other => return Err(format!("{name}: unexpected {other:?}")),
-        }
+        refused(name, gemv::run(&f.plan, args, aligned_scratch(&mut f.scratch, scratch_bytes), stream), is_expected)?;
     }
     // A bias on a plan without one, and 17 rows on a 16-row plan.
     let b = stream.clone_htod(&vec![bf16::ZERO; FN]).map_err(err)?;
@@ -574,11 +590,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     {
         return Err("17 rows on a max_rows = 16 plan: expected Capacity".into());
     }
-    stream.synchronize().map_err(err)?;
-    if f.y.download(stream)?.iter().chain(y17.download(stream)?.iter()).any(|v| !v.is_nan()) {
-        return Err("a rejected call wrote y".into());
-    }
-    Ok(())
+    untouched(stream, &[&f.y, &y17])
 }
 
 /// Pre-quantized x with missing, extra or wrong tensors: typed errors, y stays poisoned.
@@ -637,16 +649,9 @@ fn pre_quantized_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         let rows = x.shape()[0];
         let args =
             Args { x, x_scales, x_global, w: &packed, bias: None, y: y.view_mut(rows, n, n, DType::BF16), alpha: 1.0 };
-        match gemv::run(plan, args, aligned_scratch(&mut scratch, bytes), stream) {
-            Err(e) if is_expected(&e) => {}
-            other => return Err(format!("{name}: unexpected {other:?}")),
-        }
+        refused(name, gemv::run(plan, args, aligned_scratch(&mut scratch, bytes), stream), is_expected)?;
     }
-    stream.synchronize().map_err(err)?;
-    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
-        return Err("a rejected call wrote y".into());
-    }
-    Ok(())
+    untouched(stream, &[&y])
 }
 
 /// Block FP8 x with f32 scales given u8 scales, no scales, or misaligned scales: typed errors, y
@@ -696,16 +701,9 @@ fn pre_f32_scales_bad_inputs(dev: &Arc<Device>) -> TrialResult {
             y: y.view_mut(m, n, n, DType::BF16),
             alpha: 1.0,
         };
-        match gemv::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream) {
-            Err(e) if is_expected(&e) => {}
-            other => return Err(format!("{name}: unexpected {other:?}")),
-        }
+        refused(name, gemv::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream), is_expected)?;
     }
-    stream.synchronize().map_err(err)?;
-    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
-        return Err("a rejected call wrote y".into());
-    }
-    Ok(())
+    untouched(stream, &[&y])
 }
 
 /// Which fixed linear a trial runs.
@@ -806,10 +804,7 @@ fn linear_prepared_only(dev: &Arc<Device>) -> TrialResult {
         Err(Error::Shape { tensor: "x_scale", .. }) => {}
         other => return Err(format!("no activation scale: expected Shape, got {other:?}")),
     }
-    stream.synchronize().map_err(err)?;
-    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
-        return Err("a rejected call wrote y".into());
-    }
+    untouched(stream, &[&y])?;
     // Prepared, the same call runs.
     let args = linear::Args { x, x_scale: g, w: &packed, bias: None, y: y.view_mut(m, n, n, DType::BF16), alpha: 1.0 };
     linear::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
@@ -854,11 +849,7 @@ fn mxfp8_scale_range_refused(dev: &Arc<Device>) -> TrialResult {
         Err(Error::InvalidQuery { field: "w", .. }) => {}
         other => return Err(format!("expected InvalidQuery on w, got {other:?}")),
     }
-    stream.synchronize().map_err(err)?;
-    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
-        return Err("a rejected call wrote y".into());
-    }
-    Ok(())
+    untouched(stream, &[&y])
 }
 
 /// A format's part of a trial name.
