@@ -1611,8 +1611,9 @@ pub struct Args<'a> {
     /// `[M, K]` bf16, or a pre-quantized x's codes ([`XFormat`]: `[M, K]` u8 / e4m3 E4M3, `[M,
     /// K/2]` u8 E2M1 pairs; rows 8- (FP8) or 4-byte (NVFP4) aligned).
     pub x: TensorRef<'a>,
-    /// A pre-quantized x's block scales, `[M, K / group]` u8, row-major (any row stride); `Some`
-    /// exactly for [`XFormat::Mxfp8`], [`XFormat::Nvfp4`] and [`XFormat::BlockFp8`].
+    /// A pre-quantized x's block scales, `[M, K / group]` u8 (f32 for block FP8 with f32 scales,
+    /// 4-byte aligned), row-major (any row stride); `Some` exactly for [`XFormat::Mxfp8`],
+    /// [`XFormat::Nvfp4`] and [`XFormat::BlockFp8`].
     pub x_scales: Option<TensorRef<'a>>,
     /// A pre-quantized x's tensor scale, `[1]` f32 on the device (NVFP4's encode scale,
     /// per-tensor FP8's scale; the caller guarantees a finite value, > 0 for NVFP4); `Some`
