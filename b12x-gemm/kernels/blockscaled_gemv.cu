@@ -160,6 +160,14 @@ __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
   return v;
 }
 
+// s times the f32 x scales of two consecutive x rows staged at shared address `addr` (the
+// block-FP8 promotions with f32-scaled x: a lane's MMA elements e & 1 = 0, 1).
+__device__ __forceinline__ void x_scaled(float s, uint32_t addr, float (&s2)[2]) {
+  const uint2 v = ld_shared_v2(addr);
+  s2[0] = s * __uint_as_float(v.x);
+  s2[1] = s * __uint_as_float(v.y);
+}
+
 // N (4 or 16) bytes global -> shared (cp.async, L1-cached: x is shared by the CTAs of an SM), or
 // N zeros when !live (src-size 0).
 template <int N>
@@ -408,11 +416,7 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       float s2[2] = {scale, scale};
-      if (xsf) {
-        const uint2 v = ld_shared_v2(sbox + 64u + 32u * nt + 8u * t);
-        s2[0] = scale * __uint_as_float(v.x);
-        s2[1] = scale * __uint_as_float(v.y);
-      }
+      if (xsf) x_scaled(scale, sbox + 64u + 32u * nt + 8u * t, s2);
 #pragma unroll
       for (int c = 0; c < CH; ++c)
 #pragma unroll
@@ -713,20 +717,20 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_quant_x(const __gr
 // The tensor-level f32 scale (NVFP4's encode scale, per-tensor FP8's scale) stays out of x̂: the
 // GEMM's epilogue applies it (BsGemvParams::xmult). Scale byte 255 (UE8M0) or 0x7F (UE4M3, bit 7
 // ignored): NaN, as formats.md decodes them. One thread per 8 k of a token row; whole groups of
-// 16, 32 or 128 k share one scale byte. Block FP8 1 x 128 with f32 scales (fp4 == 2): x̂ is the
+// 16, 32 or 128 k share one scale byte. Block FP8 1 x 128 with f32 scales (mode 2): x̂ is the
 // codes' values (exact in BF16), and the first thread of each group copies its f32 scale to
 // xsf[row][K / 128], which the block-FP8 weight kernels multiply into their promotions
 // (bsgemv::kXScaleF32): no f32 scale times an E4M3 code is exact in BF16.
 struct BsDequantXParams {
   const unsigned char* codes;   // [M, K] E4M3 bytes or [M, K / 2] E2M1 pairs (low nibble first), row stride ldq bytes
-  const unsigned char* scales;  // [M, K / group] UE8M0 / UE4M3 bytes or f32 (fp4 == 2), row stride lds elements;
+  const unsigned char* scales;  // [M, K / group] UE8M0 / UE4M3 bytes or f32 (mode 2), row stride lds elements;
                                 // nullptr: per-tensor (scale 1)
   b12x::bf16* xhat;             // [M, K] bf16, contiguous
   long long ldq, lds;
   int m, k;
   int group;  // k per scale: 16 (NVFP4), 32 or 128
-  int fp4;    // 1: E2M1 pairs with UE4M3 scales; 0: E4M3 with UE8M0 scales; 2: E4M3 with f32 scales (group 128)
-  float* xsf;  // fp4 == 2: [M, K / 128] f32, contiguous (scratch)
+  int mode;   // 0: E4M3 with UE8M0 scales; 1: E2M1 pairs with UE4M3 scales; 2: E4M3 with f32 scales (group 128)
+  float* xsf;  // mode 2: [M, K / 128] f32, contiguous (scratch)
 };
 static_assert(sizeof(BsDequantXParams) == 64, "mirror of gemv.rs");
 
@@ -739,15 +743,15 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemv_dequant_x(const __
   const long long row = i / per_row;
   const int col = int(i - row * per_row) * 8;
   float scale = 1.0f;
-  if (p.fp4 == 2) {
+  if (p.mode == 2) {
     if (col % 128 == 0) p.xsf[row * (p.k / 128) + col / 128] = reinterpret_cast<const float*>(p.scales)[row * p.lds + col / 128];
   } else if (p.scales != nullptr) {
     const uint32_t sb = p.scales[row * p.lds + col / p.group];
-    if (p.fp4) scale = ue4m3_value(sb & 0x7Fu);  // 0x7F: NaN
+    if (p.mode == 1) scale = ue4m3_value(sb & 0x7Fu);  // 0x7F: NaN
     else scale = sb == 255u ? __uint_as_float(0x7FC00000u) : sb == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(sb << 23);
   }
   float v[8];
-  if (p.fp4 == 1) {
+  if (p.mode == 1) {
     const uint32_t w = *reinterpret_cast<const uint32_t*>(p.codes + row * p.ldq + col / 2);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -1144,11 +1148,7 @@ __device__ __forceinline__ void gemm(const BsGemmParams& p) {
 #pragma unroll
     for (int j = 0; j < (kPromote ? XT : 1); ++j) {
       float s2[2] = {s, s};
-      if constexpr (kXs) {
-        const uint2 v = bsgemv::ld_shared_v2(ss + 128u + 4u * uint32_t(xrow0 + 8 * j + 2 * t));
-        s2[0] = s * __uint_as_float(v.x);
-        s2[1] = s * __uint_as_float(v.y);
-      }
+      if constexpr (kXs) bsgemv::x_scaled(s, ss + 128u + 4u * uint32_t(xrow0 + 8 * j + 2 * t), s2);
 #pragma unroll
       for (int i = 0; i < (kPromote ? WT : 1); ++i)
 #pragma unroll
@@ -1428,12 +1428,8 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
                 bsgemv::ld_shared_f32(ss + (tile32 ? 16u * uint32_t(r0 >> 5) + 4u * uint32_t(s >> 1) : 16u * sc_blk));
 #pragma unroll
             for (int j = 0; j < 16; ++j) {
-              float s2[2] = {sc, sc};
-              if constexpr (kXs) {  // f32 x scales: x rows 8 j + 2t, + 1 (staged at ss + 128)
-                const uint2 v = bsgemv::ld_shared_v2(ss + 128u + 4u * uint32_t(8 * j + 2 * t));
-                s2[0] = sc * __uint_as_float(v.x);
-                s2[1] = sc * __uint_as_float(v.y);
-              }
+              float s2[2] = {sc, sc};  // f32 x scales: x rows 8 j + 2t, + 1 (staged at ss + 128)
+              if constexpr (kXs) bsgemv::x_scaled(sc, ss + 128u + 4u * uint32_t(8 * j + 2 * t), s2);
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc[ip][j][e] = fmaf(part[j][e], s2[e & 1], acc[ip][j][e]);
             }

@@ -134,12 +134,14 @@ __host__ __device__ constexpr uint32_t e2m1_container_mask(int h, int r) {
 __host__ __device__ constexpr int e2m1_container_rots(int h, int i) {
   return h == 0 ? (i == 0 ? 4 : i == 1 ? 6 : i == 2 ? 10 : 12) : (i == 0 ? 2 : i == 1 ? 8 : i == 2 ? 10 : 14);
 }
-static_assert((e2m1_container_mask(0, 4) | e2m1_container_mask(0, 6) | e2m1_container_mask(0, 10) |
-               e2m1_container_mask(0, 12)) == 0x3C3C3C3Cu,
-              "container word 0: four rotations");
-static_assert((e2m1_container_mask(1, 2) | e2m1_container_mask(1, 8) | e2m1_container_mask(1, 10) |
-               e2m1_container_mask(1, 14)) == 0x3C3C3C3Cu,
-              "container word 1: four rotations");
+// The bits container word h's four rotations supply together (every code bit: 0x3C3C3C3C).
+__host__ __device__ constexpr uint32_t e2m1_container_cover(int h) {
+  uint32_t m = 0;
+  for (int i = 0; i < 4; ++i) m |= e2m1_container_mask(h, e2m1_container_rots(h, i));
+  return m;
+}
+static_assert(e2m1_container_cover(0) == 0x3C3C3C3Cu && e2m1_container_cover(1) == 0x3C3C3C3Cu,
+              "each container word: four rotations cover every code bit");
 
 // Container word H of a layout-v2 word (elements per e2m1_container_elem, each code << 2).
 template <int H>

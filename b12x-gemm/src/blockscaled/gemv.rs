@@ -11,8 +11,7 @@
 //! race them in buckets above 64 rows); on SM120 / SM121 the native kernels
 //! ([`NativeConfig`]: block-scaled `mma.sync`, E4M3 x with UE8M0 scales × MXFP8, UE8M0
 //! block-FP8 or MXFP4 weights; **unvalidated on SM120**, their emulated build validated on the
-//! H200) join
-//! those buckets' candidates. (The module keeps its first name, `gemv`, for the decode path it
+//! H200) join those buckets' candidates. (The module keeps its first name, `gemv`, for the decode path it
 //! started as.)
 //!
 //! - Tensors (row-major, strides in elements): `x [M, K]` bf16 (16-byte aligned base and row
@@ -39,11 +38,11 @@
 //!   the TMA; block-FP8 edge tiles may still be partial); FP16 activations are not implemented,
 //!   block-FP8 activations with f32 scales only with block-FP8 weights and 1 × 128 groups
 //!   ([`Error::Unsupported`] otherwise). With pre-quantized x ([`XFormat`]) the scratch holds x̂
-//!   too (and f32 x scales: `max_rows · K/128 · 4` bytes), and the native candidates stage x's codes and scale
-//!   tiles (`max_rows · K` bytes and 512 bytes per 128 rows and 128 k). MX scales are held as BF16 with an exponent offset
-//!   chosen from the weight's scale range ([`PackedWeight::scale_bytes`]: blocks of zeros do not
-//!   count): MXFP4 weights whose scale bytes span more than 133 binades, MXFP8 weights spanning
-//!   more than 131, are refused ([`Error::InvalidQuery`]; no real checkpoint comes near).
+//!   too (and f32 x scales: `max_rows · K/128 · 4` bytes), and the native candidates stage x's
+//!   codes and scale tiles (`max_rows · K` bytes and 512 bytes per 128 rows and 128 k). MX scales
+//!   are held as BF16 with an exponent offset chosen from the weight's scale range
+//!   ([`PackedWeight::scale_bytes`]: blocks of zeros do not count): MXFP4 weights whose scale
+//!   bytes span more than 133 binades, MXFP8 weights spanning more than 131, are refused ([`Error::InvalidQuery`]; no real checkpoint comes near).
 //!
 //! Kernel (`kernels/blockscaled_gemv.cu`, design in `src/blockscaled/README.md`): one to three
 //! persistent CTAs per SM walk an even share of the (128-row block, KB boxes of 128 bytes per
@@ -63,8 +62,7 @@
 //! (block FP8 also 128 × 128) tiles: two warpgroups run `wgmma.m64n128k16` with the dequantized
 //! weight as register A and x read by the tensor cores from shared memory in wgmma's 128-byte
 //! swizzle; configs `wg_w{4|8}_wn{WN}_s{S}`, and `…_tail` (the last partial wave's tiles split
-//! over K across the SMs it would leave idle; the scratch then holds up to 2 · SMs partial
-//! tiles, 128 KB each).
+//! over K across the SMs it would leave idle; scratch as above).
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -1050,38 +1048,38 @@ pub struct BsDequantXParams {
     pub m: i32,
     pub k: i32,
     pub group: i32,
-    /// 1: E2M1 pairs with UE4M3 scales; 0: E4M3 with UE8M0 scales; 2: E4M3 with f32 scales (x̂ =
+    /// 0: E4M3 with UE8M0 scales; 1: E2M1 pairs with UE4M3 scales; 2: E4M3 with f32 scales (x̂ =
     /// the codes' values, the scales copied to `xsf`).
-    pub fp4: i32,
-    /// `fp4 == 2`: the scratch's `x_scales_f32` (`[M, K / 128]` f32).
+    pub mode: i32,
+    /// Mode 2: the scratch's `x_scales_f32` (`[M, K / 128]` f32).
     pub xsf: u64,
 }
 
 const _: () = assert!(size_of::<BsDequantXParams>() == 64);
 
-impl BsDequantXParams {
-    /// The pre-pass of a pre-quantized x (its x̂ and f32-scale destinations still 0): codes and
-    /// block scales at `codes` / `scales` (0: none) with row strides `ldq` bytes and `lds` scale
-    /// elements.
-    fn of(xf: XFormat, codes: u64, scales: u64, ldq: i64, lds: i64, m: i32, k: i32) -> BsDequantXParams {
-        BsDequantXParams {
-            codes,
-            scales,
-            ldq,
-            lds,
-            m,
-            k,
-            group: xf.group() as i32,
-            fp4: if xf == XFormat::Nvfp4 {
-                1
-            } else if xf.f32_scales() {
-                2
-            } else {
-                0
-            },
-            ..BsDequantXParams::default()
-        }
-    }
+/// The pre-pass of a pre-quantized x `xf` whose codes are at `p.x` (its x̂ and f32-scale
+/// destinations still 0): block scales at `scales` (0: none), row strides `ldq` bytes (codes) and
+/// `lds` scale elements. With f32 scales it also sets `p`'s flag for the kernels' promotions.
+fn dequant_prepass(p: &mut BsGemvParams, xf: XFormat, scales: u64, ldq: i64, lds: i64) -> Prepass {
+    let mode = if xf == XFormat::Nvfp4 {
+        1
+    } else if xf.f32_scales() {
+        p.flags |= FLAG_XSCALE_F32;
+        2
+    } else {
+        0
+    };
+    Prepass::Dequant(BsDequantXParams {
+        codes: p.x,
+        scales,
+        ldq,
+        lds,
+        m: p.m,
+        k: p.k,
+        group: xf.group() as i32,
+        mode,
+        ..BsDequantXParams::default()
+    })
 }
 
 /// The pre-pass kernel of pre-quantized activations ([`XFormat`]).
@@ -1379,15 +1377,12 @@ impl Query {
                 ..BsQuantXParams::default()
             })
         } else if xf != XFormat::Bf16 {
-            if xf.f32_scales() {
-                p.flags |= FLAG_XSCALE_F32;
-            }
             let lds = match &x_scales {
                 Some(t) => t.row_stride("x_scales")? as i64,
                 None => 0,
             };
-            let scales = x_scales.map_or(0, |t| t.ptr());
-            Prepass::Dequant(BsDequantXParams::of(xf, p.x, scales, p.ldx * x_dtype.size_bytes() as i64, lds, p.m, p.k))
+            let ldq = p.ldx * x_dtype.size_bytes() as i64;
+            dequant_prepass(&mut p, xf, x_scales.map_or(0, |t| t.ptr()), ldq, lds)
         } else {
             Prepass::None
         };
@@ -1767,7 +1762,7 @@ fn launch(
             // SAFETY: BsDequantXParams mirrors the kernel's struct; the codes ([M, row bytes],
             // rows 8- or 4-byte aligned) and scales ([M, K / group] bytes) passed `Query::checked`,
             // x_hat as above.
-            // With f32 scales (fp4 = 2) xsf is the plan's `x_scales_f32` region of max_rows ≥ M rows
+            // With f32 scales (mode 2) xsf is the plan's `x_scales_f32` region of max_rows ≥ M rows
             // of K / 128.
             Prepass::Dequant(dp) => unsafe {
                 pre.launch(stream, dims, &BsDequantXParams { xhat: x_hat, xsf: staging.x_scales_f32, ..dp })?
@@ -1969,22 +1964,11 @@ impl OpPlan for Plan {
                 params.xmult = at[7];
                 params.flags |= if xf == XFormat::Nvfp4 { FLAG_XMULT_INV } else { 0 };
             }
-            if xf.f32_scales() {
-                params.flags |= FLAG_XSCALE_F32;
-            }
             let (scales, lds) = match q.k.checked_div(xf.group()) {
                 Some(cols) => (at[6], cols as i64),
                 None => (0, 0),
             };
-            Prepass::Dequant(BsDequantXParams::of(
-                xf,
-                at[3],
-                scales,
-                xf.row_bytes(q.k) as i64,
-                lds,
-                m as i32,
-                q.k as i32,
-            ))
+            dequant_prepass(&mut params, xf, scales, xf.row_bytes(q.k) as i64, lds)
         } else {
             Prepass::None
         };
