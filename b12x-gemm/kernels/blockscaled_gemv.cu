@@ -1467,29 +1467,42 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 // the same x, through the E2M1 x E4M3 form of the instruction: lane t's layout-v2 word (k 8t ..
 // 8t + 7 of the group) becomes the two byte-container words of e2m1_sm90_containers (elements
 // (0, 4, 1, 5) and (2, 6, 3, 7): 16 ALU per word), and x's 8 bytes take that order with two PRMTs
-// (the group's k order is free: one scale per operand row).
-enum class QKind { Mxf8, Fp8Block, Mxf4 };
+// (the group's k order is free: one scale per operand row). QKind::Nvf4 (NVFP4 x NVFP4): an NVFP4
+// weight (layout v3, swizzled UE4M3 tiles, two per k-tile) x NVFP4 x (staged by
+// b12x_bsgemm_stage_xq: 64 code bytes per row and k-tile, each word's nibbles in
+// e2m1_nibble_elem's order, UE4M3 scales in two swizzled tiles per k-tile), through kind::mxf4nvf4
+// (m16n8k64, scale_vec::4X): two k-steps of 64 k per k-tile; lane t's words 8 s + t and 8 s + 4 +
+// t of a k-step s (its k 8t .. 8t + 7 and 32 + 8t ..) as the instruction places them, the weight's
+// converted by e2m1_sm90_nibbles (7 ALU per word), x's as staged; a row's four UE4M3 of the k-step
+// are one 32-bit word of its swizzled tile (the scale register as the instruction reads it).
+enum class QKind { Mxf8, Fp8Block, Mxf4, Nvf4 };
 
 template <QKind Q, int WM, int WN>
 struct QTile {
-  static constexpr int BM = 32 * WM, BN = 32 * WN, RB = 128;
-  static constexpr int WRB = Q == QKind::Mxf4 ? 64 : 128;  // weight code bytes per row and k-tile
-  static constexpr uint32_t kX = BM * uint32_t(RB), kW = BN * uint32_t(WRB), kXS = 512;
+  static constexpr bool kFp4x = Q == QKind::Nvf4;
+  static constexpr int BM = 32 * WM, BN = 32 * WN;
+  static constexpr int RB = kFp4x ? 64 : 128;                                // x code bytes per row and k-tile
+  static constexpr int WRB = Q == QKind::Mxf4 || Q == QKind::Nvf4 ? 64 : 128;  // the weight's
+  static constexpr int kScaleTiles = kFp4x ? 2 : 1;  // swizzled 128 x 4 scale tiles per k-tile and 128 rows
+  static constexpr uint32_t kX = BM * uint32_t(RB), kW = BN * uint32_t(WRB), kXS = 512u * kScaleTiles;
   static constexpr uint32_t kStage = kX + kW + kScaleSmem + kXS;
   static_assert(BN == 128 || BN == 256, "scale staging covers one or two 128-row blocks");
+  static_assert(BN / 128 * kScaleTiles * 512 <= int(kScaleSmem), "the weight's scale tiles fit the stage");
 };
 
 template <QKind Q>
 __device__ __forceinline__ void qmma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], uint32_t sfa,
                                      uint32_t sfb) {
 #if B12X_SM120_FEATURES
-  if constexpr (Q == QKind::Mxf4) {
+  if constexpr (Q == QKind::Nvf4) {
+    bsmma::mma_nvf4(d, a, b, d, sfa, sfb);
+  } else if constexpr (Q == QKind::Mxf4) {
     bsmma::mma_mxf8_e2m1_e4m3(d, a, b, d, sfa, sfb);
   } else {
     bsmma::mma_mxf8_e4m3(d, a, b, d, sfa, sfb);
   }
 #else
-  bsmma::mma_bs_emulated<Q == QKind::Mxf4 ? 3 : 0>(d, a, b, d, sfa, sfb);
+  bsmma::mma_bs_emulated<Q == QKind::Nvf4 ? 1 : Q == QKind::Mxf4 ? 3 : 0>(d, a, b, d, sfa, sfb);
 #endif
 }
 
@@ -1510,18 +1523,20 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
     const uint32_t st = ring + uint32_t(s) * T::kStage;
     // x's staged code rows (K bytes each), the weight's, the weight's scales (MX: a 512-byte tile
     // per 128-row block; block FP8: the tiles' f32), and the x rows' block's scale tile.
-    load_code_rows<BM, RB>(st, reinterpret_cast<const unsigned char*>(p.x), p.ldx, m0, p.m, p.k, kt, tid);
+    load_code_rows<BM, RB>(st, reinterpret_cast<const unsigned char*>(p.x), p.ldx, m0, p.m, T::kFp4x ? p.k / 2 : p.k,
+                           kt, tid);
     load_code_rows<BN, T::WRB>(st + T::kX, p.codes, p.row_bytes, n0, p.n, p.row_bytes, kt, tid);
     const uint32_t ss = st + T::kX + T::kW;
     if constexpr (Q != QKind::Fp8Block) {
-      load_scale_tiles<1, BN>(ss, p, n0, kt, tid);
+      load_scale_tiles<T::kScaleTiles, BN>(ss, p, n0, kt, tid);
     } else {
       load_block_scales<BN>(ss, p, n0, kt, tid);
     }
-    if (tid >= 64 && tid < 96) {
-      const int c = tid - 64;
-      bsgemv::cp_async<16>(ss + kScaleSmem + 16u * c, p.xscales + ((long long)(m0 / 128) * p.ktiles + kt) * 512 + 16 * c,
-                           true);
+    constexpr int kXsChunks = int(T::kXS / 16);
+    if (tid >= 128 && tid < 128 + kXsChunks) {  // threads 0 .. 127 may copy the weight's scales
+      const int c = tid - 128;
+      bsgemv::cp_async<16>(ss + kScaleSmem + 16u * c,
+                           p.xscales + ((long long)(m0 / 128) * p.ktiles + kt) * T::kXS + 16 * c, true);
     }
     bsgemv::cp_async_mbar_arrive(bar0 + 8 * s);
   };
@@ -1530,7 +1545,9 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
   const int wm = warp & 1, wn = warp >> 1;
   const int xrow0 = wm * 16 * WM, nrow0 = wn * 8 * WN;
   const uint32_t sc_row = uint32_t(g * 16 + ((nrow0 & 127) >> 5) * 4), sc_blk = uint32_t(nrow0 >> 7);
-  auto sc_off = [&](int i, int h) { return 512u * sc_blk + sc_row + 256u * (i & 1) + 4u * (i >> 1) + 128u * h; };
+  auto sc_off = [&](int i, int h) {
+    return 512u * T::kScaleTiles * sc_blk + sc_row + 256u * (i & 1) + 4u * (i >> 1) + 128u * h;
+  };
   // x row r of the CTA sits at row (m0 + r) % 128 of its block's tile.
   auto xs_off = [&](int r) {
     const int b = (m0 + r) & 127;
@@ -1551,52 +1568,84 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
     __syncthreads();  // every warp is done with the slot of k-tile kt - 1: refill it
     if (kt + S - 1 < ktiles) load(kt0 + kt + S - 1, (slot + S - 1) % S);
     const uint32_t xs = ring + uint32_t(slot) * T::kStage, ws = xs + T::kX, ss = ws + T::kW, xss = ss + kScaleSmem;
+    if constexpr (Q == QKind::Nvf4) {
 #pragma unroll
-    for (int T4 = 0; T4 < 4; ++T4) {  // 32-k group: one MMA k-step, one scale byte
-      const uint32_t cb = 8u * (t & 1);
-      // Groups past K: zero codes, and scale 0 for x (its staged padding may hold anything).
-      const bool kin = (kt0 + kt) * 4 + T4 < p.k / 32;
-      uint2 xb[XT];
-      uint32_t sfb[XT];
-#pragma unroll
-      for (int j = 0; j < XT; ++j) {
-        const int r = xrow0 + 8 * j + g;
-        xb[j] = bsgemv::ld_shared_v2(xs + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
-        if constexpr (Q == QKind::Mxf4) {  // x's 8 bytes in the weight containers' element order
-          const uint2 v = xb[j];
-          xb[j] = make_uint2(__byte_perm(v.x, v.y, e2m1_container_x_selector(0)),
-                             __byte_perm(v.x, v.y, e2m1_container_x_selector(1)));
-        }
-        sfb[j] = kin ? (bsgemv::ld_shared_u32(xss + xs_off(r)) >> (8 * T4)) & 0xFFu : 0u;
-      }
-#pragma unroll
-      for (int i = 0; i < WT; ++i) {
-        const int r = nrow0 + 16 * i + g;
-        uint2 lo, hi;
-        if constexpr (Q == QKind::Mxf4) {
-          // Word t of the group's 16 bytes (k 8t .. 8t + 7) of rows r, r + 8 as byte containers.
-          const uint32_t wl = bsgemv::ld_shared_u32(ws + w_pos<false>(r, T4) + 4u * t);
-          const uint32_t wh = bsgemv::ld_shared_u32(ws + w_pos<false>(r + 8, T4) + 4u * t);
-          lo = make_uint2(e2m1_sm90_containers<0>(wl), e2m1_sm90_containers<1>(wl));
-          hi = make_uint2(e2m1_sm90_containers<0>(wh), e2m1_sm90_containers<1>(wh));
-        } else {
-          lo = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
-          hi = bsgemv::ld_shared_v2(ws + w_pos<true>(r + 8, 2 * T4 + (t >> 1)) + cb);
-        }
-        uint32_t sfa;
-        if constexpr (Q != QKind::Fp8Block) {
-          sfa = (bsgemv::ld_shared_u32(ss + sc_off(i, t & 1)) >> (8 * T4)) & 0xFFu;
-        } else {
-          // The f32 of weight row r + 8 (t & 1)'s tile: its exponent field is the UE8M0 byte.
-          const int rr = r + 8 * (t & 1);
-          const uint32_t off = (p.flags & bsgemv::kTile32) ? 16u * uint32_t(rr >> 5) + 4u * T4 : 16u * uint32_t(rr >> 7);
-          sfa = (__float_as_uint(bsgemv::ld_shared_f32(ss + off)) >> 23) & 0xFFu;
-        }
-        const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+      for (int S2 = 0; S2 < 2; ++S2) {  // 64-k step: chunks 2 S2 and 2 S2 + 1 of the 64-byte rows
+        // The step's 16-k blocks past K: scale 0 for x (codes there are zeros already).
+        const int nv = p.k / 16 - ((kt0 + kt) * 8 + 4 * S2);
+        const uint32_t kmask = nv >= 4 ? 0xFFFFFFFFu : nv <= 0 ? 0u : (1u << (8 * nv)) - 1u;
+        uint32_t xb[XT][2], sfb[XT];
 #pragma unroll
         for (int j = 0; j < XT; ++j) {
-          const uint32_t b[2] = {xb[j].x, xb[j].y};
-          qmma<Q>(acc[i][j], a, b, sfa, sfb[j]);
+          const int r = xrow0 + 8 * j + g;
+          xb[j][0] = bsgemv::ld_shared_u32(xs + w_pos<false>(r, 2 * S2) + 4u * t);
+          xb[j][1] = bsgemv::ld_shared_u32(xs + w_pos<false>(r, 2 * S2 + 1) + 4u * t);
+          sfb[j] = bsgemv::ld_shared_u32(xss + 512u * S2 + xs_off(r)) & kmask;
+        }
+#pragma unroll
+        for (int i = 0; i < WT; ++i) {
+          const int r = nrow0 + 16 * i + g;
+          // A: rows r, r + 8 at k 8t .. (chunk 2 S2) and 32 + 8t .. (chunk 2 S2 + 1).
+          const uint32_t a[4] = {e2m1_sm90_nibbles(bsgemv::ld_shared_u32(ws + w_pos<false>(r, 2 * S2) + 4u * t)),
+                                 e2m1_sm90_nibbles(bsgemv::ld_shared_u32(ws + w_pos<false>(r + 8, 2 * S2) + 4u * t)),
+                                 e2m1_sm90_nibbles(bsgemv::ld_shared_u32(ws + w_pos<false>(r, 2 * S2 + 1) + 4u * t)),
+                                 e2m1_sm90_nibbles(bsgemv::ld_shared_u32(ws + w_pos<false>(r + 8, 2 * S2 + 1) + 4u * t))};
+          const uint32_t sfa = bsgemv::ld_shared_u32(ss + sc_off(i, t & 1) + 512u * S2);
+#pragma unroll
+          for (int j = 0; j < XT; ++j) {
+            const uint32_t b[2] = {xb[j][0], xb[j][1]};
+            qmma<Q>(acc[i][j], a, b, sfa, sfb[j]);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int T4 = 0; T4 < 4; ++T4) {  // 32-k group: one MMA k-step, one scale byte
+        const uint32_t cb = 8u * (t & 1);
+        // Groups past K: zero codes, and scale 0 for x (its staged padding may hold anything).
+        const bool kin = (kt0 + kt) * 4 + T4 < p.k / 32;
+        uint2 xb[XT];
+        uint32_t sfb[XT];
+#pragma unroll
+        for (int j = 0; j < XT; ++j) {
+          const int r = xrow0 + 8 * j + g;
+          xb[j] = bsgemv::ld_shared_v2(xs + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
+          if constexpr (Q == QKind::Mxf4) {  // x's 8 bytes in the weight containers' element order
+            const uint2 v = xb[j];
+            xb[j] = make_uint2(__byte_perm(v.x, v.y, e2m1_container_x_selector(0)),
+                               __byte_perm(v.x, v.y, e2m1_container_x_selector(1)));
+          }
+          sfb[j] = kin ? (bsgemv::ld_shared_u32(xss + xs_off(r)) >> (8 * T4)) & 0xFFu : 0u;
+        }
+#pragma unroll
+        for (int i = 0; i < WT; ++i) {
+          const int r = nrow0 + 16 * i + g;
+          uint2 lo, hi;
+          if constexpr (Q == QKind::Mxf4) {
+            // Word t of the group's 16 bytes (k 8t .. 8t + 7) of rows r, r + 8 as byte containers.
+            const uint32_t wl = bsgemv::ld_shared_u32(ws + w_pos<false>(r, T4) + 4u * t);
+            const uint32_t wh = bsgemv::ld_shared_u32(ws + w_pos<false>(r + 8, T4) + 4u * t);
+            lo = make_uint2(e2m1_sm90_containers<0>(wl), e2m1_sm90_containers<1>(wl));
+            hi = make_uint2(e2m1_sm90_containers<0>(wh), e2m1_sm90_containers<1>(wh));
+          } else {
+            lo = bsgemv::ld_shared_v2(ws + w_pos<true>(r, 2 * T4 + (t >> 1)) + cb);
+            hi = bsgemv::ld_shared_v2(ws + w_pos<true>(r + 8, 2 * T4 + (t >> 1)) + cb);
+          }
+          uint32_t sfa;
+          if constexpr (Q != QKind::Fp8Block) {
+            sfa = (bsgemv::ld_shared_u32(ss + sc_off(i, t & 1)) >> (8 * T4)) & 0xFFu;
+          } else {
+            // The f32 of weight row r + 8 (t & 1)'s tile: its exponent field is the UE8M0 byte.
+            const int rr = r + 8 * (t & 1);
+            const uint32_t off = (p.flags & bsgemv::kTile32) ? 16u * uint32_t(rr >> 5) + 4u * T4 : 16u * uint32_t(rr >> 7);
+            sfa = (__float_as_uint(bsgemv::ld_shared_f32(ss + off)) >> 23) & 0xFFu;
+          }
+          const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+#pragma unroll
+          for (int j = 0; j < XT; ++j) {
+            const uint32_t b[2] = {xb[j].x, xb[j].y};
+            qmma<Q>(acc[i][j], a, b, sfa, sfb[j]);
+          }
         }
       }
     }
@@ -1613,35 +1662,43 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
 // group] (row stride lds) as one byte per 32 k (a 1 x 128 scale four times) rearranged into
 // 512-byte swizzled 128 x 4 tiles [ceil(M / 128)][ktiles] (row r, block column c at tile
 // (r / 128, c / 4), byte (r % 32) 16 + ((r % 128) / 32) 4 + c % 4), padding rows and columns 0
-// (a zero code times any finite scale). Thread i copies 8 code bytes (i < M K / 8) and writes
-// scale byte i (i < ceil(M / 128) 128 ktiles 4).
+// (a zero code times any finite scale). NVFP4 (group 16): codes [M, K / 2] E2M1 pairs to
+// contiguous rows of K / 2 bytes with every word's nibbles in e2m1_nibble_elem's order (the NVFP4
+// weight's converted words), the UE4M3 scales (bit 7 ignored, as the dequantizing pre-pass) one
+// byte per 16 k, two tiles per k-tile: [ceil(M / 128)][ktiles][2][512]. Thread i copies 8 code
+// bytes (i < M K / 8, NVFP4 M K / 16) and writes scale byte i.
 struct BsStageXqParams {
   const unsigned char* codes;
   const unsigned char* scales;
-  unsigned char* xcodes;   // [M, K] contiguous
-  unsigned char* xscales;  // [ceil(M / 128)][ktiles][512]
+  unsigned char* xcodes;   // [M, K] (NVFP4 [M, K / 2]) contiguous
+  unsigned char* xscales;  // [ceil(M / 128)][ktiles][512] (NVFP4 [..][ktiles][2][512])
   long long ldq, lds;
   int m, k;
   int ktiles;
-  int group;  // k per user scale byte: 32 (MXFP8, block FP8 1 x 32) or 128 (block FP8 1 x 128)
+  int group;  // k per user scale byte: 16 (NVFP4), 32 (MXFP8, block FP8 1 x 32) or 128 (block FP8 1 x 128)
 };
 static_assert(sizeof(BsStageXqParams) == 64, "mirror of gemv.rs");
 
 extern "C" __global__ void __launch_bounds__(256) b12x_bsgemm_stage_xq(const __grid_constant__ BsStageXqParams p) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  const int per_row = p.k / 8;
+  const bool fp4 = p.group == 16;
+  const int row_bytes = fp4 ? p.k / 2 : p.k, per_row = row_bytes / 8;
   if (i < (long long)p.m * per_row) {
     const long long row = i / per_row;
     const int col = int(i - row * per_row) * 8;
-    *reinterpret_cast<uint2*>(p.xcodes + row * p.k + col) = *reinterpret_cast<const uint2*>(p.codes + row * p.ldq + col);
+    uint2 v = *reinterpret_cast<const uint2*>(p.codes + row * p.ldq + col);
+    if (fp4) v = make_uint2(b12x::e2m1_nibble_x_word(v.x), b12x::e2m1_nibble_x_word(v.y));
+    *reinterpret_cast<uint2*>(p.xcodes + row * row_bytes + col) = v;
   }
-  const long long tiles = (long long)((p.m + 127) / 128) * p.ktiles;
+  const int per_kt = fp4 ? 2 : 1, unit = fp4 ? 16 : 32;  // tiles per k-tile; k per staged scale byte
+  const long long tiles = (long long)((p.m + 127) / 128) * p.ktiles * per_kt;
   if (i < tiles * 512) {
     const long long tile = i >> 9;
-    const int b = int(i & 511), blk = int(tile / p.ktiles), kt = int(tile - (long long)blk * p.ktiles);
+    const int b = int(i & 511), blk = int(tile / (p.ktiles * per_kt)), tc = int(tile - (long long)blk * p.ktiles * per_kt);
     // Byte b of the tile: row (b / 16) % 32 + 32 ((b % 16) / 4) of the block, column b % 4.
-    const int r = blk * 128 + ((b >> 4) & 31) + 32 * ((b & 15) >> 2), c = kt * 4 + (b & 3);
-    p.xscales[i] = (r < p.m && c < p.k / 32) ? p.scales[(long long)r * p.lds + c * 32 / p.group] : (unsigned char)0;
+    const int r = blk * 128 + ((b >> 4) & 31) + 32 * ((b & 15) >> 2), c = tc * 4 + (b & 3);
+    const unsigned char sb = (r < p.m && c < p.k / unit) ? p.scales[(long long)r * p.lds + c * unit / p.group] : 0;
+    p.xscales[i] = fp4 ? (unsigned char)(sb & 0x7Fu) : sb;
   }
 }
 
@@ -1694,8 +1751,8 @@ B12X_BSGEMM_WG_OUTS(Fp8Block, fp8block, w8a8f32, 4, true)
 B12X_BSGEMM_WG_OUTS(Fp8Tensor, fp8tensor, w8a16, 8, false)
 #endif
 
-// The native kernels (E4M3 x with UE8M0 scales x an MXFP8, UE8M0 block-FP8 or MXFP4 weight), the
-// same tile shapes.
+// The native kernels (E4M3 x with UE8M0 scales x an MXFP8, UE8M0 block-FP8 or MXFP4 weight; NVFP4
+// x x an NVFP4 weight), the same tile shapes.
 #define B12X_BSQGEMM(KIND, KINDNAME, WM, WN, MINB, TOUT, OUTNAME)                                             \
   extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, MINB)                                      \
       b12x_bsgemm_native_##KINDNAME##_wm##WM##_wn##WN##_##OUTNAME##out(const __grid_constant__ BsGemmParams p) { \
@@ -1715,4 +1772,7 @@ B12X_BSQGEMM_OUTS(Fp8Block, fp8block, 1, 4, 2)
 B12X_BSQGEMM_OUTS(Mxf4, mxf4, 4, 8, 1)
 B12X_BSQGEMM_OUTS(Mxf4, mxf4, 2, 8, 1)
 B12X_BSQGEMM_OUTS(Mxf4, mxf4, 1, 4, 2)
+B12X_BSQGEMM_OUTS(Nvf4, nvf4, 4, 8, 1)
+B12X_BSQGEMM_OUTS(Nvf4, nvf4, 2, 8, 1)
+B12X_BSQGEMM_OUTS(Nvf4, nvf4, 1, 4, 2)
 #endif

@@ -154,11 +154,11 @@ fn every_bucket_has_configs_and_symbols_are_distinct() {
     all.dedup();
     // Five weight kernels (NVFP4, MXFP4, MXFP8, block FP8, per-tensor FP8) × NT × KB × 3 outputs
     // (decode), six (the five, and block FP8 × f32-scaled x) × 3 tile shapes × 3 outputs (tiled),
-    // the native kernels (MXFP8, UE8M0 block-FP8 and MXFP4 weights × 3 tile shapes × 3 outputs),
+    // the native kernels (MXFP8, UE8M0 block-FP8, MXFP4 and NVFP4 weights × 3 tile shapes × 3 outputs),
     // the SM90 wgmma kernels (the five weight formats, block FP8 twice and block FP8 × f32-scaled x
     // twice, × 3 outputs) and the x pre-passes (quantize bf16 x, dequantize pre-quantized x, stage
     // x for the native kernels).
-    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 6 * 3 * 3 + 3 * 3 * 3 + 8 * 3 + 3);
+    assert_eq!(all.len(), 5 * 2 * 2 * 3 + 6 * 3 * 3 + 4 * 3 * 3 + 8 * 3 + 3);
 }
 
 #[test]
@@ -201,8 +201,8 @@ fn fixed_linears_map_to_blockscaled_queries() {
 
 #[test]
 fn native_configs_fit_and_name_entry_points() {
-    // E4M3 x with UE8M0 scales (given or quantized in the call) × MXFP8 or UE8M0 block-FP8
-    // weights; nothing else (yet).
+    // E4M3 x with UE8M0 scales (given or quantized in the call) × MXFP8, UE8M0 block-FP8 or
+    // MXFP4 weights, and NVFP4 x (given) × NVFP4 weights; nothing else.
     let q = Query { x_format: XFormat::Mxfp8, weight: WeightFormat::Mxfp8, ..query() };
     let ue = Fp8ScaleKind::Ue8m0;
     assert_eq!(NativeKind::of(&q), Some(NativeKind::Mxf8));
@@ -217,11 +217,27 @@ fn native_configs_fit_and_name_entry_points() {
     assert_eq!(NativeKind::of(&Query { weight: block(128, Fp8ScaleKind::F32), ..q.clone() }), None);
     let x_f32 = XFormat::BlockFp8 { group: 128, scale: Fp8ScaleKind::F32 };
     assert_eq!(NativeKind::of(&Query { x_format: x_f32, ..q.clone() }), None);
-    assert_eq!(NativeKind::of(&Query { x_format: XFormat::Nvfp4, ..q }), None);
+    assert_eq!(NativeKind::of(&Query { x_format: XFormat::Nvfp4, ..q.clone() }), None);
+    assert_eq!(NativeKind::of(&Query { weight: WeightFormat::Mxfp4, ..q.clone() }), Some(NativeKind::Mxf4));
+    let nv = Query { x_format: XFormat::Nvfp4, weight: WeightFormat::Nvfp4, ..q.clone() };
+    assert_eq!(NativeKind::of(&nv), Some(NativeKind::Nvf4));
+    // NVFP4 weights against anything but NVFP4 x (MXFP4 weights against NVFP4 x): no native pair.
+    assert_eq!(NativeKind::of(&Query { x_format: XFormat::Mxfp8, ..nv.clone() }), None);
+    assert_eq!(NativeKind::of(&Query { x_format: XFormat::Bf16, x_quant: Some(XQuant::Mxfp8), ..nv.clone() }), None);
+    assert_eq!(NativeKind::of(&Query { weight: WeightFormat::Mxfp4, ..nv }), None);
     let symbols = all_symbols();
     for smem in [232_448, 101_376] {
-        for hi in [32, 64, 256, 8192] {
-            let cs = native_configs(hi, smem, if hi == 64 { NativeKind::Fp8Block } else { NativeKind::Mxf8 });
+        for (hi, kind) in [
+            (32, NativeKind::Mxf8),
+            (64, NativeKind::Fp8Block),
+            (256, NativeKind::Mxf8),
+            (8192, NativeKind::Mxf8),
+            (64, NativeKind::Mxf4),
+            (8192, NativeKind::Mxf4),
+            (32, NativeKind::Nvf4),
+            (8192, NativeKind::Nvf4),
+        ] {
+            let cs = native_configs(hi, smem, kind);
             assert!(!cs.is_empty(), "hi={hi} smem={smem}");
             let mut ids: Vec<String> = cs.iter().map(|c| c.id()).collect();
             ids.dedup();
@@ -230,10 +246,19 @@ fn native_configs_fit_and_name_entry_points() {
                 assert!(c.dynamic_smem() + 1280 <= smem, "{}", c.id());
                 assert!(c.tile.stages >= 2);
                 assert!(symbols.contains(&c.symbol(DType::F16)), "{}", c.id());
-                // Same tiles as the dequantizing kernels: 128-byte code rows for x and weight,
-                // the weight's 2 KB of scale tiles and x's 512-byte tile per stage.
+                // Same tiles as the dequantizing kernels: code rows for x (128 bytes, NVFP4 64) and
+                // the weight (FP8 128 bytes, FP4 64), the weight's 2 KB of scale tiles and x's
+                // 512-byte tile (NVFP4: two) per stage.
                 let (bm, bn) = c.tile.tile();
-                assert_eq!(c.stage_bytes() as usize, (bm + bn) * 128 + 2048 + 512);
+                let (xb, wb, xs) = match kind {
+                    NativeKind::Mxf8 | NativeKind::Fp8Block => (128, 128, 512),
+                    NativeKind::Mxf4 => (128, 64, 512),
+                    NativeKind::Nvf4 => (64, 64, 1024),
+                };
+                assert_eq!(c.stage_bytes() as usize, bm * xb + bn * wb + 2048 + xs);
+                assert!(c
+                    .symbol(DType::BF16)
+                    .starts_with(&format!("b12x_bsgemm_native_{}_", c.id().split('_').nth(1).unwrap())));
             }
         }
     }

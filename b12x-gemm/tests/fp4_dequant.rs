@@ -8,7 +8,9 @@
 //! BF16 exactly (signs kept on zeros), so one `mul.bf16x2` by `2^120` or by a power-of-two block
 //! scale times it is exact. And the SM120 W4A8 kernels' E2M1 byte containers: both container
 //! words of every layout-v2 word hold the codes of the element order the header states, and x's
-//! byte selectors pick the same k.
+//! byte selectors pick the same k. And the SM120 NVFP4 × NVFP4 kernels' packed nibbles: every
+//! layout-v2 word converts to its codes in the stated element order, and x's staging puts a
+//! checkpoint word in the same order.
 
 use b12x_core::half::bf16;
 use b12x_gemm::blockscaled::pack::{sm90_permute_word, sm90_unpermute_word};
@@ -37,7 +39,7 @@ fn bf16_bits(b: u32) -> f64 {
 fn every_value_is_exact() {
     let out = run_ref();
     let (mut pairs, mut scales, mut words) = (0, 0, 0);
-    let (mut v2pairs, mut v2words, mut e4m3_pairs, mut containers) = (0, 0, 0, 0);
+    let (mut v2pairs, mut v2words, mut e4m3_pairs, mut containers, mut nibbles) = (0, 0, 0, 0, 0);
     let two_m126 = 2f64.powi(-126);
     let mut scale_of = vec![0.0f64; 127];
     for line in out.lines() {
@@ -114,11 +116,20 @@ fn every_value_is_exact() {
                 }
                 containers += 1;
             }
+            "nib" => {
+                // Nibble j of both: element (5, 0, 2, 6, 4, 1, 3, 7)[j] of the checkpoint word.
+                let (w, nib, x) = (n(1) as u32, n(2) as u32, n(3) as u32);
+                for (j, elem) in [5, 0, 2, 6, 4, 1, 3, 7].into_iter().enumerate() {
+                    assert_eq!((nib >> (4 * j)) & 0xF, (w >> (4 * elem)) & 0xF, "{line}: weight nibble {j}");
+                }
+                assert_eq!(x, nib, "{line}: x in the weight's order");
+                nibbles += 1;
+            }
             _ => panic!("bad line {line}"),
         }
     }
     assert_eq!((pairs, words, scales), (4 * 256, 6, 127));
-    assert_eq!((v2pairs, v2words, e4m3_pairs, containers), (4 * 256, 64, 2 * 65536, 16 + 256));
+    assert_eq!((v2pairs, v2words, e4m3_pairs, containers, nibbles), (4 * 256, 64, 2 * 65536, 16 + 256, 16 + 32 + 256));
     // Every product (code · 2^-126) · (s · 2^119) is representable in BF16: mul.bf16x2 is exact.
     for code in 0u8..16 {
         for (c, &s) in scale_of.iter().enumerate() {

@@ -981,7 +981,23 @@ fn main() {
         (by_name("padded_rows"), WeightFormat::Mxfp4, XIn::NativeQuant(XQuant::BlockFp8Ue8m0 { group: 32 })),
         (Case { ms: &[17, 40], ..special_x }, WeightFormat::Mxfp4, XIn::NativeQuant(XQuant::Mxfp8)),
     ];
-    for (c, format, xin) in native_more {
+    // NVFP4 x × NVFP4 weights (kind::mxf4nvf4: the weight's words converted to packed nibbles in
+    // registers, x staged in their order, UE4M3 scales per 16 k): the M list above 16,
+    // awkward N and K (K = 96 and 32 end inside a 64-k MMA step), padded rows, bias, every output
+    // dtype, small scales, split-K, a block of zeros and a NaN.
+    let nv4 = XIn::Native(XFormat::Nvfp4);
+    let native_nvf4 = [
+        (Case { ms: &[17, 64, 128, 1000], ..by_name("dsv4_wq_a_7168x1536") }, WeightFormat::Nvfp4, nv4),
+        (by_name("awkward_n1000_bias"), WeightFormat::Nvfp4, nv4),
+        (by_name("awkward_n129_k96_f32"), WeightFormat::Nvfp4, nv4),
+        (by_name("awkward_prime_n_f16"), WeightFormat::Nvfp4, nv4),
+        (Case { ms: &[17, 33], ..by_name("tiny_1x32") }, WeightFormat::Nvfp4, nv4),
+        (Case { ms: &[17, 200], ..by_name("dsv4_4096x7168") }, WeightFormat::Nvfp4, nv4),
+        (by_name("padded_rows"), WeightFormat::Nvfp4, nv4),
+        (Case { ms: &[17, 40], ..by_name("small_scales_f32") }, WeightFormat::Nvfp4, nv4),
+        (Case { ms: &[17, 40], ..special_x }, WeightFormat::Nvfp4, nv4),
+    ];
+    for (c, format, xin) in native_more.into_iter().chain(native_nvf4) {
         let x = match xin {
             XIn::Native(f) => format!("native_{}", f.name()),
             XIn::NativeQuant(q) => format!("native_quant_{q:?}"),

@@ -226,8 +226,9 @@ fn sm120_probe_kernels_contain_the_block_scaled_mmas() {
 
 #[test]
 fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
-    // gemm.blockscaled's native kernels (E4M3 x × MXFP8, UE8M0 block-FP8 or MXFP4 weights): QMMA.SF on
-    // sm_120a / sm_121a, none elsewhere (sm_90a builds them around the emulation the H200 runs).
+    // gemm.blockscaled's native kernels (E4M3 x × MXFP8, UE8M0 block-FP8 or MXFP4 weights: QMMA.SF;
+    // NVFP4 x × NVFP4 weights: OMMA.SF, UE4M3 4X) on sm_120a / sm_121a, none elsewhere (sm_90a
+    // builds them around the emulation the H200 runs).
     use b12x_core::testing::check_sass_opcode;
     use b12x_gemm::{BLOCKSCALED_GEMV_FATBIN, KERNEL_MANIFEST};
     const SM120: &[&str] = &["sm_120a", "sm_121a"];
@@ -241,6 +242,15 @@ fn sm120_native_gemm_kernels_contain_the_block_scaled_mmas() {
         "b12x_bsgemm_native_mxf4_",
         9,
         "QMMA.SF.16832.F32.E2M1.E4M3.E8",
+        SM120,
+    )
+    .unwrap();
+    check_sass_opcode(
+        BLOCKSCALED_GEMV_FATBIN,
+        KERNEL_MANIFEST,
+        "b12x_bsgemm_native_nvf4_",
+        9,
+        "OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X",
         SM120,
     )
     .unwrap();

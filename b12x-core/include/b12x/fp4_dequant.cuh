@@ -156,6 +156,50 @@ __host__ __device__ __forceinline__ uint32_t e2m1_sm90_containers(uint32_t w) {
 // word H's element order.
 __host__ __device__ constexpr uint32_t e2m1_container_x_selector(int h) { return h == 0 ? 0x5140u : 0x7362u; }
 
+// ---- layout-v2 words to kind::mxf4nvf4's packed nibbles (SM120 NVFP4 x NVFP4, issue 5) ----
+// The FP4-shape MMA (m16n8k64, E2M1 x E2M1, one UE4M3 per 16 k and operand row: scale_vec::4X)
+// takes 8 packed E2M1 codes per register. A register's 8 k (lane t's word: 8 consecutive k, inside
+// one 16-k scale block) share the scale of each operand row, so their order is free as long as x
+// follows it: nibble n of the converted word holds element e2m1_nibble_elem(n) = (5, 0, 2, 6, 4,
+// 1, 3, 7)[n] — an order in which the 32 bits of a layout-v2 word need only four distinct
+// rotations, one of them zero (an exhaustive search over the 8! orders; the natural order needs
+// 11 with this layout: ~22 ALU, and x would need nothing, but the weight is the hot operand): a
+// word costs 3 SHF + 4 LOP3. x takes the same order when the native kernels' pre-pass stages it
+// (e2m1_nibble_x_word), so the k loop spends nothing on x.
+__host__ __device__ constexpr int e2m1_nibble_elem(int n) {
+  return n == 0 ? 5 : n == 1 ? 0 : n == 2 ? 2 : n == 3 ? 6 : n == 4 ? 4 : n == 5 ? 1 : n == 6 ? 3 : 7;
+}
+// Right rotation that brings (element e2m1_nibble_elem(n), code bit b) of a layout-v2 word to bit
+// 4 n + b.
+__host__ __device__ constexpr int e2m1_nibble_rot(int n, int b) {
+  const int elem = e2m1_nibble_elem(n), q = elem >> 1, t = e2m1_sm90_target(4 * (elem & 1) + b);
+  return (((t + e2m1_sm90_rot(q, t)) & 31) - (4 * n + b) + 64) & 31;
+}
+// The bits of the converted word that rotation r supplies.
+__host__ __device__ constexpr uint32_t e2m1_nibble_mask(int r) {
+  uint32_t m = 0;
+  for (int n = 0; n < 8; ++n)
+    for (int b = 0; b < 4; ++b)
+      if (e2m1_nibble_rot(n, b) == r) m |= 1u << (4 * n + b);
+  return m;
+}
+static_assert((e2m1_nibble_mask(0) | e2m1_nibble_mask(2) | e2m1_nibble_mask(6) | e2m1_nibble_mask(8)) == 0xFFFFFFFFu,
+              "rotations 0, 2, 6 and 8 supply every bit of the packed word");
+
+// A layout-v2 word as kind::mxf4nvf4's packed E2M1 nibbles, element e2m1_nibble_elem(n) at
+// nibble n.
+__host__ __device__ __forceinline__ uint32_t e2m1_sm90_nibbles(uint32_t w) {
+  return (w & e2m1_nibble_mask(0)) | (e2m1_rotr(w, 2) & e2m1_nibble_mask(2)) | (e2m1_rotr(w, 6) & e2m1_nibble_mask(6)) |
+         (e2m1_rotr(w, 8) & e2m1_nibble_mask(8));
+}
+// A checkpoint-order word (element i at nibble i: NVFP4 x as b12x-quant writes it) in the same
+// order: nibble n holds element e2m1_nibble_elem(n).
+__host__ __device__ constexpr uint32_t e2m1_nibble_x_word(uint32_t w) {
+  uint32_t o = 0;
+  for (int n = 0; n < 8; ++n) o |= ((w >> (4 * e2m1_nibble_elem(n))) & 0xFu) << (4 * n);
+  return o;
+}
+
 // The BF16 bits of ue4m3(code) * 2^119 (code 0..126: finite UE4M3; exact, normal).
 __host__ __device__ inline uint16_t ue4m3_bf16_x2p119(uint32_t code) {
   const uint32_t e = (code >> 3) & 0xFu, m = code & 7u;

@@ -123,7 +123,10 @@ __device__ inline void mma_bs_emulated(float (&d)[4], const uint32_t (&a)[4], co
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int rs = r & 1, kh = r >> 1;  // A register r: row g + 8 rs, k half kh (B register kh)
-#pragma unroll
+      // FP4 (8 nibbles per register): a loop, or a kernel's unrolled k loop holding dozens of
+      // these grows past what the compiler unrolls (the 128 x 256 NVFP4 kernel's accumulators then
+      // went to the stack, indexed by a loop counter).
+#pragma unroll(kK64 ? 1 : 4)
       for (int j = 0; j < (kK64 ? 8 : 4); ++j) {
         const int k = kK64 ? 8 * tp + j + 32 * kh : 4 * tp + j + 16 * kh;
         const int chunk = k / kChunkK;

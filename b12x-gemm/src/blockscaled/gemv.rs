@@ -10,8 +10,8 @@
 //! tiled kernels the middle and prefill buckets above (on SM90 the wgmma kernels, [`WgConfig`],
 //! race them in buckets above 64 rows); on SM120 / SM121 the native kernels
 //! ([`NativeConfig`]: block-scaled `mma.sync`, E4M3 x with UE8M0 scales × MXFP8, UE8M0
-//! block-FP8 or MXFP4 weights; **unvalidated on SM120**, their emulated build validated on the
-//! H200) join those buckets' candidates. (The module keeps its first name, `gemv`, for the decode path it
+//! block-FP8 or MXFP4 weights, NVFP4 x × NVFP4 weights; **unvalidated on SM120**, their emulated
+//! build validated on the H200) join those buckets' candidates. (The module keeps its first name, `gemv`, for the decode path it
 //! started as.)
 //!
 //! - Tensors (row-major, strides in elements): `x [M, K]` bf16 (16-byte aligned base and row
@@ -39,7 +39,8 @@
 //!   block-FP8 activations with f32 scales only with block-FP8 weights and 1 × 128 groups
 //!   ([`Error::Unsupported`] otherwise). With pre-quantized x ([`XFormat`]) the scratch holds x̂
 //!   too (and f32 x scales: `max_rows · K/128 · 4` bytes), and the native candidates stage x's
-//!   codes and scale tiles (`max_rows · K` bytes and 512 bytes per 128 rows and 128 k). MX scales
+//!   codes and scale tiles (`max_rows · K` bytes and 512 bytes per 128 rows and 128 k; NVFP4 x
+//!   half the codes, twice the scales). MX scales
 //!   are held as BF16 with an exponent offset chosen from the weight's scale range
 //!   ([`PackedWeight::scale_bytes`]: blocks of zeros do not count): MXFP4 weights whose scale
 //!   bytes span more than 133 binades, MXFP8 weights spanning more than 131, are refused ([`Error::InvalidQuery`]; no real checkpoint comes near).
@@ -156,7 +157,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = alpha · x · Wᵀ (+ bias), packed FP4 / FP8 weights × BF16 x (W4A16 / W8A16), x quantized in the call (W4A8 / W8A8) or pre-quantized (NVFP4 × NVFP4, FP8 × FP8), any M; SM120 native block-scaled kernels for E4M3 x × MXFP8 / UE8M0 block-FP8 weights (compiled, unvalidated on SM120)",
+        summary: "y = alpha · x · Wᵀ (+ bias), packed FP4 / FP8 weights × BF16 x (W4A16 / W8A16), x quantized in the call (W4A8 / W8A8) or pre-quantized (NVFP4 × NVFP4, FP8 × FP8), any M; SM120 native block-scaled kernels for E4M3 x × MXFP8 / UE8M0 block-FP8 / MXFP4 weights and NVFP4 × NVFP4 (compiled, unvalidated on SM120)",
     }
 }
 
@@ -652,7 +653,8 @@ impl Candidate {
 /// m16n8k32, E4M3 × E4M3 or E2M1 × E4M3, one UE8M0 per 32 k and operand row), against x that is
 /// E4M3 with UE8M0 scales: MXFP8 or block FP8 1 × 32 / 1 × 128 UE8M0, pre-quantized ([`XFormat`])
 /// or quantized in the call ([`XQuant`]: then `gemm.mxfp8_linear` and UE8M0 `gemm.block_fp8_linear`
-/// on SM120, and W4A8 with MXFP4 weights).
+/// on SM120, and W4A8 with MXFP4 weights); and NVFP4 weights against pre-quantized NVFP4 x
+/// (`kind::mxf4nvf4` m16n8k64, one UE4M3 per 16 k and operand row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NativeKind {
     /// MXFP8 weights (swizzled UE8M0 tiles).
@@ -662,6 +664,10 @@ pub enum NativeKind {
     /// MXFP4 weights (W4A8): each E2M1 code converted in registers to the instruction's byte
     /// container (E2M1 × E4M3 form).
     Mxf4,
+    /// NVFP4 weights × NVFP4 x ([`XFormat::Nvfp4`]): the weight's layout-v3 words converted in
+    /// registers to packed nibbles (7 ALU instructions per 8 codes), x staged in the same nibble
+    /// order by the pre-pass.
+    Nvf4,
 }
 
 impl NativeKind {
@@ -677,6 +683,7 @@ impl NativeKind {
             WeightFormat::Mxfp8 if x_e4m3_ue8m0 => Some(NativeKind::Mxf8),
             WeightFormat::BlockFp8 { scale: Ue8m0, .. } if x_e4m3_ue8m0 => Some(NativeKind::Fp8Block),
             WeightFormat::Mxfp4 if x_e4m3_ue8m0 => Some(NativeKind::Mxf4),
+            WeightFormat::Nvfp4 if (query.x_format, query.x_quant) == (XFormat::Nvfp4, None) => Some(NativeKind::Nvf4),
             _ => None,
         }
     }
@@ -685,21 +692,37 @@ impl NativeKind {
             NativeKind::Mxf8 => "mxf8",
             NativeKind::Fp8Block => "fp8block",
             NativeKind::Mxf4 => "mxf4",
+            NativeKind::Nvf4 => "nvf4",
         }
     }
     /// Weight code bytes per row and 128-k tile.
     fn weight_row_bytes(self) -> u32 {
         match self {
-            NativeKind::Mxf4 => 64,
+            NativeKind::Mxf4 | NativeKind::Nvf4 => 64,
             NativeKind::Mxf8 | NativeKind::Fp8Block => 128,
+        }
+    }
+    /// Staged x code bytes per row and 128-k tile.
+    fn x_row_bytes(self) -> u32 {
+        match self {
+            NativeKind::Nvf4 => 64,
+            _ => 128,
+        }
+    }
+    /// Staged x scale bytes per 128-k tile and 128-row block: swizzled 128 × 4 tiles of one
+    /// scale byte per 32 k (UE8M0) or 16 k (NVFP4's UE4M3: two tiles).
+    fn x_scale_tile_bytes(self) -> usize {
+        match self {
+            NativeKind::Nvf4 => 1024,
+            _ => 512,
         }
     }
 }
 
 /// A config of the native tiled kernels: the tiled kernels' CTA tiles and ring (`tile`, code
-/// rows for both operands: 128 bytes of x and 128 (FP8) or 64 (FP4) of the weight per row and
-/// k-tile, plus 512 bytes of x scales per stage) with both operands as codes and the scales
-/// applied by the MMA.
+/// rows for both operands: 128 (E4M3) or 64 (NVFP4) bytes of x and 128 (FP8) or 64 (FP4) of the
+/// weight per row and k-tile, plus 512 or 1024 bytes of x scales per stage) with both operands as
+/// codes and the scales applied by the MMA.
 /// On SM120 / SM121 the kernels run `mma.sync ... block_scale` (**unvalidated**: no SM120 GPU
 /// here); other targets build them around an exact emulation of that MMA from the same registers
 /// (`bsmma::mma_bs_emulated`), which the H200 suite runs ([`PlanOptions::native_only`]).
@@ -715,11 +738,14 @@ impl NativeConfig {
         let t = &self.tile;
         format!("native_{}_wm{}_wn{}_s{}_k{}", self.kind.name(), t.wm, t.wn, t.stages, t.splits)
     }
-    /// Shared memory of one stage: x and weight code rows (128 and 128 or 64 bytes per k-tile),
-    /// the weight's scale tiles, the x rows' scale tile.
+    /// Shared memory of one stage: x and weight code rows (per k-tile: 128 or 64 bytes each),
+    /// the weight's scale tiles, the x rows' scale tiles.
     pub fn stage_bytes(&self) -> u32 {
         let (bm, bn) = self.tile.tile();
-        (bm * 128) as u32 + bn as u32 * self.kind.weight_row_bytes() + TILE_SCALE_SMEM + 512
+        bm as u32 * self.kind.x_row_bytes()
+            + bn as u32 * self.kind.weight_row_bytes()
+            + TILE_SCALE_SMEM
+            + self.kind.x_scale_tile_bytes() as u32
     }
     /// Dynamic shared memory: the ring plus 128 bytes of slack for its alignment.
     pub fn dynamic_smem(&self) -> u32 {
@@ -894,7 +920,7 @@ pub fn all_symbols() -> Vec<String> {
             }
         }
     }
-    for kind in [NativeKind::Mxf8, NativeKind::Fp8Block, NativeKind::Mxf4] {
+    for kind in [NativeKind::Mxf8, NativeKind::Fp8Block, NativeKind::Mxf4, NativeKind::Nvf4] {
         for (wm, wn) in [(4, 8), (2, 8), (1, 4)] {
             for o in [DType::BF16, DType::F16, DType::F32] {
                 let tile = TileConfig { w8: true, wm, wn, stages: 2, splits: 1 };
@@ -1107,10 +1133,20 @@ const _: () = assert!(size_of::<BsStageXqParams>() == 64);
 /// The pre-pass of the native kernels.
 const STAGE_XQ_SYMBOL: &str = "b12x_bsgemm_stage_xq";
 
-/// Bytes of the native kernels' staged x scales for `rows` rows: 512-byte tiles, one per
-/// (128-row block, 128-k tile).
-fn xq_scale_bytes(rows: usize, k: usize) -> usize {
-    rows.div_ceil(128) * k.div_ceil(TILE_K) * 512
+/// Code bytes per row of the native kernels' staged x: `k` E4M3 codes or `k / 2` NVFP4 pairs.
+fn xq_row_bytes(k: usize, x_format: XFormat) -> usize {
+    if x_format == XFormat::Nvfp4 {
+        k / 2
+    } else {
+        k
+    }
+}
+
+/// Bytes of the native kernels' staged x scales for `rows` rows: per (128-row block, 128-k
+/// tile) one 512-byte tile, two for NVFP4 x.
+fn xq_scale_bytes(rows: usize, k: usize, x_format: XFormat) -> usize {
+    let per_tile = if x_format == XFormat::Nvfp4 { 1024 } else { 512 };
+    rows.div_ceil(128) * k.div_ceil(TILE_K) * per_tile
 }
 
 /// What runs before the GEMM of a call: nothing, the quantization of BF16 x ([`XQuant`]) or the
@@ -1514,8 +1550,8 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     if options.native_only && native.is_none() {
         let reason = format!(
             "the native kernels multiply E4M3 x with UE8M0 scales (MXFP8, block FP8 UE8M0; given or \
-             quantized in the call) × MXFP8, UE8M0 block-FP8 or MXFP4 weights; the query has {:?} x (x_quant \
-             {:?}) × {:?}",
+             quantized in the call) × MXFP8, UE8M0 block-FP8 or MXFP4 weights, and NVFP4 x (given) × NVFP4 \
+             weights; the query has {:?} x (x_quant {:?}) × {:?}",
             query.x_format, query.x_quant, query.weight
         );
         return Err(Error::InvalidQuery { op: OP, field: "native_only", reason });
@@ -1569,9 +1605,10 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
         scratch.add("x_scales_f32", query.max_rows * (query.k / 128) * 4);
     }
     if configs.iter().flatten().any(|c| matches!(c, Candidate::Native(_))) {
-        // The native kernels' x: codes [max_rows, K] and scale tiles, staged by the pre-pass.
-        scratch.add("xq_codes", query.max_rows * query.k);
-        scratch.add("xq_scales", xq_scale_bytes(query.max_rows, query.k));
+        // The native kernels' x: codes [max_rows, K] (NVFP4 K / 2) and scale tiles, staged by
+        // the pre-pass.
+        scratch.add("xq_codes", query.max_rows * xq_row_bytes(query.k, query.x_format));
+        scratch.add("xq_scales", xq_scale_bytes(query.max_rows, query.k, query.x_format));
     }
     Ok(Plan {
         query: query.clone(),
@@ -1686,7 +1723,11 @@ fn launch(
                     ktiles: ktiles as i32,
                     group: dp.group,
                 };
-                let threads = (p.m as usize * q.k / 8).max(xq_scale_bytes(p.m as usize, q.k));
+                let threads = (p.m as usize * xq_row_bytes(q.k, q.x_format) / 8).max(xq_scale_bytes(
+                    p.m as usize,
+                    q.k,
+                    q.x_format,
+                ));
                 let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
                 // SAFETY: BsStageXqParams mirrors the kernel's struct; the codes ([M, K] E4M3, rows
                 // 8-byte aligned) and scales ([M, K / group]) passed `Query::checked`; xq_codes and
@@ -1718,7 +1759,7 @@ fn launch(
             y: p.y,
             partials: p.partials,
             counters: p.counters,
-            ldx: q.k as i64,
+            ldx: xq_row_bytes(q.k, q.x_format) as i64,
             ldy: p.ldy,
             n: p.n,
             k: p.k,

@@ -12,6 +12,9 @@
 //   "cont W C0 C1 S0 S1": checkpoint word W permuted to layout v2 and converted to its two E2M1
 //                        container words C0, C1 (e2m1_sm90_containers<H>); S0, S1: the selectors
 //                        of e2m1_container_x_selector applied (byte_perm) to the bytes 0..7
+//   "nib W N X": checkpoint word W permuted to layout v2 and converted to kind::mxf4nvf4's packed
+//                        nibbles (e2m1_sm90_nibbles): N; W itself in that nibble order
+//                        (e2m1_nibble_x_word, x's staging): X
 #include <cstdio>
 
 #include "b12x/fp4_dequant.cuh"
@@ -81,6 +84,11 @@ int main() {
       sel[h] = r;
     }
     std::printf("cont %u %u %u %u %u\n", w, e2m1_sm90_containers<0>(v2), e2m1_sm90_containers<1>(v2), sel[0], sel[1]);
+  }
+  for (uint32_t i = 0; i < 16 + 32 + 256; ++i) {
+    // Every nibble value at every position, every single bit, then mixed words.
+    const uint32_t w = i < 16 ? i * 0x11111111u : i < 48 ? 1u << (i - 16) : (i * 0x9E3779B9u) ^ (i << 11) ^ (i >> 3);
+    std::printf("nib %u %u %u\n", w, e2m1_sm90_nibbles(e2m1_sm90_permute_word(w)), e2m1_nibble_x_word(w));
   }
   for (uint32_t c = 0; c < 127; ++c) std::printf("scale %u %u\n", c, (uint32_t)ue4m3_bf16_x2p119(c));
   return 0;
