@@ -890,14 +890,17 @@ __device__ __forceinline__ uint32_t w_pos8(int row, int c) { return uint32_t(row
 
 // Code rows row0 .. row0 + ROWS of a byte matrix (row stride ld bytes), k-tile kt (RB bytes per
 // row), into shared memory at dst, chunk c of row r at w_pos<RB == 128>(r, c); zeros past `rows`
-// and `row_bytes`. All kThreads threads copy.
+// and `row_bytes`. The kThreads threads copy (fewer when the tile has fewer chunks: 32 rows of 64
+// bytes, the NVFP4 native kernels' x).
 template <int ROWS, int RB, bool kSw8 = false>
 __device__ __forceinline__ void load_code_rows(uint32_t dst, const unsigned char* src, long long ld, int row0, int rows,
                                                int row_bytes, int kt, int tid) {
   static_assert(!kSw8 || RB == 128, "the 8-row swizzle is for 128-byte rows");
-  constexpr int kCh = RB / 16;
+  constexpr int kCh = RB / 16, kChunks = ROWS * kCh;
+  static_assert(kChunks % kThreads == 0 || kChunks < kThreads, "whole rounds of copies, or one partial");
 #pragma unroll
-  for (int j = 0; j < ROWS * kCh / kThreads; ++j) {
+  for (int j = 0; j < (kChunks + kThreads - 1) / kThreads; ++j) {
+    if (kChunks < kThreads && tid >= kChunks) break;
     const int i = tid + kThreads * j, row = i / kCh, c = i % kCh;
     const int gr = row0 + row, gb = kt * RB + 16 * c;
     const bool live = gr < rows && gb < row_bytes;
