@@ -1669,7 +1669,8 @@ __device__ __forceinline__ void qgemm(const BsGemmParams& p) {
 // contiguous rows of K / 2 bytes with every word's nibbles in e2m1_nibble_elem's order (the NVFP4
 // weight's converted words), the UE4M3 scales (bit 7 ignored, as the dequantizing pre-pass) one
 // byte per 16 k, two tiles per k-tile: [ceil(M / 128)][ktiles][2][512]. Thread i copies 8 code
-// bytes (i < M K / 8, NVFP4 M K / 16) and writes scale byte i.
+// bytes (i < M K / 8, NVFP4 M K / 16: two 4-byte loads, NVFP4 rows are 4-byte aligned) and writes
+// scale byte i.
 struct BsStageXqParams {
   const unsigned char* codes;
   const unsigned char* scales;
@@ -1689,8 +1690,14 @@ extern "C" __global__ void __launch_bounds__(256) b12x_bsgemm_stage_xq(const __g
   if (i < (long long)p.m * per_row) {
     const long long row = i / per_row;
     const int col = int(i - row * per_row) * 8;
-    uint2 v = *reinterpret_cast<const uint2*>(p.codes + row * p.ldq + col);
-    if (fp4) v = make_uint2(b12x::e2m1_nibble_x_word(v.x), b12x::e2m1_nibble_x_word(v.y));
+    const unsigned char* src = p.codes + row * p.ldq + col;
+    uint2 v;
+    if (fp4) {  // NVFP4 x rows are only 4-byte aligned
+      const uint32_t lo = *reinterpret_cast<const uint32_t*>(src), hi = *reinterpret_cast<const uint32_t*>(src + 4);
+      v = make_uint2(b12x::e2m1_nibble_x_word(lo), b12x::e2m1_nibble_x_word(hi));
+    } else {
+      v = *reinterpret_cast<const uint2*>(src);
+    }
     *reinterpret_cast<uint2*>(p.xcodes + row * row_bytes + col) = v;
   }
   const int per_kt = fp4 ? 2 : 1, unit = fp4 ? 16 : 32;  // tiles per k-tile; k per staged scale byte

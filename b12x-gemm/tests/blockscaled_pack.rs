@@ -1,7 +1,8 @@
 //! CPU tests of `gemm.pack_weight` (layout v3): every format round-trips exactly, the scales are
 //! in the swizzled 128×4 layout of b12x-quant (block FP8: padded f32 rows), FP4 codes are the
 //! checkpoint's words bit-permuted in place (every other format's codes untouched), and
-//! malformed weights (also NaN codes or scales) are typed errors naming the bad part.
+//! malformed weights (also NaN codes or scales, UE4M3 scale bytes with bit 7) are typed errors
+//! naming the bad part.
 
 use b12x_core::Error;
 use b12x_gemm::blockscaled::pack::{
@@ -178,6 +179,17 @@ fn nan_codes_and_scales_are_refused() {
                 _ => continue,
             }
             assert_eq!(field_of(pack_host(&bad)), "codes", "{format:?} {nan:#x}");
+        }
+        // NVFP4: UE4M3 0x7F (NaN) and any byte with bit 7 (no sign in an unsigned scale).
+        if let Weight::Nvfp4(q) = &w {
+            for byte in [0x7Fu8, 0x80, 0xFF] {
+                let mut bad = q.clone();
+                bad.scales[3] = byte;
+                assert_eq!(field_of(pack_host(&Weight::Nvfp4(bad))), "scales", "UE4M3 {byte:#x}");
+            }
+            let mut ok = q.clone();
+            ok.scales[3] = 0x7E; // 448, the largest finite UE4M3
+            assert!(pack_host(&Weight::Nvfp4(ok)).is_ok());
         }
         // A NaN block scale: UE8M0 0xFF, a non-finite f32.
         let mut bad = w.clone();

@@ -994,6 +994,8 @@ fn main() {
         (Case { ms: &[17, 33], ..by_name("tiny_1x32") }, WeightFormat::Nvfp4, nv4),
         (Case { ms: &[17, 200], ..by_name("dsv4_4096x7168") }, WeightFormat::Nvfp4, nv4),
         (by_name("padded_rows"), WeightFormat::Nvfp4, nv4),
+        // Rows padded by 4 bytes of codes: x's rows only 4-byte aligned (the staging's loads).
+        (Case { pad: 4, ..case("padded_rows_4", 2048, 2048, &[17, 40]) }, WeightFormat::Nvfp4, nv4),
         (Case { ms: &[17, 40], ..by_name("small_scales_f32") }, WeightFormat::Nvfp4, nv4),
         (Case { ms: &[17, 40], ..special_x }, WeightFormat::Nvfp4, nv4),
     ];

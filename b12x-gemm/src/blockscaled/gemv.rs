@@ -1729,9 +1729,11 @@ fn launch(
                     q.x_format,
                 ));
                 let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
-                // SAFETY: BsStageXqParams mirrors the kernel's struct; the codes ([M, K] E4M3, rows
-                // 8-byte aligned) and scales ([M, K / group]) passed `Query::checked`; xq_codes and
-                // xq_scales are the plan's scratch regions for max_rows ≥ M rows.
+                // SAFETY: BsStageXqParams mirrors the kernel's struct; the codes ([M, K] E4M3 with
+                // 8-byte aligned rows, or [M, K / 2] NVFP4 pairs with 4-byte aligned rows, which the
+                // kernel reads 4 bytes at a time) and scales ([M, K / group]) passed
+                // `Query::checked`; xq_codes and xq_scales are the plan's scratch regions for
+                // max_rows ≥ M rows.
                 unsafe { stage.launch(stream, dims, &sp)? };
             }
             Prepass::Quant(qp) => {

@@ -173,7 +173,8 @@ impl Weight {
 }
 
 /// Checks `w` (shapes of its codes and scales, K a multiple of its block, a finite positive
-/// global scale, no NaN E4M3 code or NaN block scale) and packs it into layout v3. Typed errors
+/// global scale, no NaN E4M3 code or NaN block scale, no UE4M3 scale byte ≥ 0x7F) and packs it
+/// into layout v3. Typed errors
 /// name the bad part; nothing is kept.
 pub fn pack_host(w: &Weight) -> Result<PackedHost> {
     let format = w.format()?;
@@ -201,6 +202,12 @@ pub fn pack_host(w: &Weight) -> Result<PackedHost> {
         Weight::Nvfp4(q) => {
             expect_len("codes", q.codes.len(), n * cb, format!("[N, K/2] = [{n}, {cb}]"))?;
             expect_len("scales", q.scales.len(), n * (k / 16), format!("[N, K/16] = [{n}, {}]", k / 16))?;
+            // UE4M3 0x7F is NaN, and an unsigned scale has no bit 7: the kernels (dequantizing
+            // tables, SM120's block-scaled MMA) would each read such a byte their own way.
+            if let Some(i) = q.scales.iter().position(|&e| e >= 0x7F) {
+                let what = if q.scales[i] == 0x7F { "NaN" } else { "bit 7 set" };
+                return Err(bad("scales", format!("UE4M3 scale {:#04x} ({what}) at block {i}", q.scales[i])));
+            }
             (map_words(&q.codes, sm90_permute_word), to_swizzled(&q.scales, n, k / 16), positive("enc", q.enc)?)
         }
         Weight::Mx(q) => {
