@@ -1134,19 +1134,14 @@ const _: () = assert!(size_of::<BsStageXqParams>() == 64);
 const STAGE_XQ_SYMBOL: &str = "b12x_bsgemm_stage_xq";
 
 /// Code bytes per row of the native kernels' staged x: `k` E4M3 codes or `k / 2` NVFP4 pairs.
-fn xq_row_bytes(k: usize, x_format: XFormat) -> usize {
-    if x_format == XFormat::Nvfp4 {
-        k / 2
-    } else {
-        k
-    }
+fn xq_row_bytes(k: usize, kind: NativeKind) -> usize {
+    k * kind.x_row_bytes() as usize / TILE_K
 }
 
 /// Bytes of the native kernels' staged x scales for `rows` rows: per (128-row block, 128-k
 /// tile) one 512-byte tile, two for NVFP4 x.
-fn xq_scale_bytes(rows: usize, k: usize, x_format: XFormat) -> usize {
-    let per_tile = if x_format == XFormat::Nvfp4 { 1024 } else { 512 };
-    rows.div_ceil(128) * k.div_ceil(TILE_K) * per_tile
+fn xq_scale_bytes(rows: usize, k: usize, kind: NativeKind) -> usize {
+    rows.div_ceil(128) * k.div_ceil(TILE_K) * kind.x_scale_tile_bytes()
 }
 
 /// What runs before the GEMM of a call: nothing, the quantization of BF16 x ([`XQuant`]) or the
@@ -1604,11 +1599,11 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
         // into the promotions.
         scratch.add("x_scales_f32", query.max_rows * (query.k / 128) * 4);
     }
-    if configs.iter().flatten().any(|c| matches!(c, Candidate::Native(_))) {
+    if let Some(kind) = native.filter(|_| configs.iter().flatten().any(|c| matches!(c, Candidate::Native(_)))) {
         // The native kernels' x: codes [max_rows, K] (NVFP4 K / 2) and scale tiles, staged by
         // the pre-pass.
-        scratch.add("xq_codes", query.max_rows * xq_row_bytes(query.k, query.x_format));
-        scratch.add("xq_scales", xq_scale_bytes(query.max_rows, query.k, query.x_format));
+        scratch.add("xq_codes", query.max_rows * xq_row_bytes(query.k, kind));
+        scratch.add("xq_scales", xq_scale_bytes(query.max_rows, query.k, kind));
     }
     Ok(Plan {
         query: query.clone(),
@@ -1723,11 +1718,8 @@ fn launch(
                     ktiles: ktiles as i32,
                     group: dp.group,
                 };
-                let threads = (p.m as usize * xq_row_bytes(q.k, q.x_format) / 8).max(xq_scale_bytes(
-                    p.m as usize,
-                    q.k,
-                    q.x_format,
-                ));
+                let threads =
+                    (p.m as usize * xq_row_bytes(q.k, c.kind) / 8).max(xq_scale_bytes(p.m as usize, q.k, c.kind));
                 let dims = LaunchDims { grid: (threads.div_ceil(256) as u32, 1, 1), block: (256, 1, 1), smem_bytes: 0 };
                 // SAFETY: BsStageXqParams mirrors the kernel's struct; the codes ([M, K] E4M3 with
                 // 8-byte aligned rows, or [M, K / 2] NVFP4 pairs with 4-byte aligned rows, which the
@@ -1761,7 +1753,7 @@ fn launch(
             y: p.y,
             partials: p.partials,
             counters: p.counters,
-            ldx: xq_row_bytes(q.k, q.x_format) as i64,
+            ldx: xq_row_bytes(q.k, c.kind) as i64,
             ldy: p.ldy,
             n: p.n,
             k: p.k,
