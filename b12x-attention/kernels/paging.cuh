@@ -6,10 +6,11 @@
 
 namespace b12x {
 
-// Fault bits (src/paging.rs: FAULT_PAGE_ID, FAULT_LENGTH, FAULT_QUERY_LAYOUT).
+// Fault bits (src/paging.rs: FAULT_PAGE_ID, FAULT_LENGTH, FAULT_QUERY_LAYOUT, FAULT_POSITION).
 constexpr unsigned int kFaultPageId = 1;
 constexpr unsigned int kFaultLength = 2;
 constexpr unsigned int kFaultQueryLayout = 4;
+constexpr unsigned int kFaultPosition = 8;
 
 // Whether cu_seqlens_q packs `tokens` rows validly: 0 <= cu[0] <= ... <= cu[B] <= tokens, with
 // cu(j) reading entry j (from global memory, or a copy in shared memory). Every thread of the

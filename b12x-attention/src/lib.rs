@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `attention.kv_append` | [`kv_append`] | writes the new tokens' K and V into their cache pages (BF16/FP16, or E4M3 with per-request, per-KV-head scales) |
 //! | `attention.paged` | [`paged`] | decode / extend attention of new tokens against their paged context (GQA, sinks, sliding window, BF16/FP16/E4M3 KV) |
+//! | `attention.rope` | [`rope`] | rotary position embedding in place on Q and K (NeoX / GPT-J pairs, partial rotary, YaRN; cos/sin computed or from a planned table) |
 //! | `attention.varlen` | [`varlen`] | prefill attention over packed variable-length sequences (causal or not, GQA, sinks, sliding window, BF16/FP16) |
 //!
 //! Every op of this crate shares one description of a batch ([`paging`]): a paged cache
@@ -19,6 +20,7 @@ mod checks;
 pub mod kv_append;
 pub mod paged;
 pub mod paging;
+pub mod rope;
 pub mod varlen;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
@@ -35,3 +37,7 @@ pub static PAGED_MODULE: b12x_core::KernelModule =
 /// The embedded `kernels/varlen.cu`, loaded once per device.
 pub static VARLEN_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-attention/varlen", fatbin: VARLEN_FATBIN, hash: VARLEN_HASH };
+
+/// The embedded `kernels/rope.cu`, loaded once per device.
+pub static ROPE_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-attention/rope", fatbin: ROPE_FATBIN, hash: ROPE_HASH };

@@ -22,6 +22,8 @@
 //! - [`FAULT_LENGTH`]: some `L_b < 0` or `L_b > max_pages · P`: request b is masked.
 //! - [`FAULT_PAGE_ID`]: a page id the op had to use lies outside `[0, num_pages)`: the token
 //!   (kv_append) or the rows that would read it are masked.
+//! - [`FAULT_POSITION`] (`attention.rope`): a position outside `[0, max_position)`; its row of
+//!   q and k is left as it was.
 //!
 //! Masked rows are never written (kv_append) and nothing outside the tensors is read or
 //! written. Packed rows at or past `cu[B]` belong to no request (batch padding) and are not
@@ -39,6 +41,8 @@ pub const FAULT_LENGTH: u32 = 2;
 /// `cu_seqlens_q` is not a valid packing of the rows, or a request has more new tokens than
 /// context; the batch (or the request) is masked.
 pub const FAULT_QUERY_LAYOUT: u32 = 4;
+/// A position outside `[0, max_position)` (`attention.rope`); its row is left unrotated.
+pub const FAULT_POSITION: u32 = 8;
 
 /// The bits of an error word (see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,9 +68,10 @@ impl fmt::Display for Faults {
             (FAULT_PAGE_ID, "page id out of range"),
             (FAULT_LENGTH, "context length out of range"),
             (FAULT_QUERY_LAYOUT, "bad cu_seqlens_q / q_len > seq_len"),
+            (FAULT_POSITION, "position out of range"),
         ];
         let set: Vec<&str> = names.iter().filter(|(b, _)| self.0 & b != 0).map(|(_, n)| *n).collect();
-        let unknown = self.0 & !(FAULT_PAGE_ID | FAULT_LENGTH | FAULT_QUERY_LAYOUT);
+        let unknown = self.0 & !(FAULT_PAGE_ID | FAULT_LENGTH | FAULT_QUERY_LAYOUT | FAULT_POSITION);
         write!(f, "{}", set.join(", "))?;
         if unknown != 0 {
             write!(f, " (unknown bits 0x{unknown:x})")?;

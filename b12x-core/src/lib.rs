@@ -46,7 +46,7 @@ pub use plan::{
 pub use registry::{list_ops, OpInfo, Validation};
 pub use scratch::{BoundScratch, Region, Scratch, ScratchLayout, SCRATCH_ALIGN, SCRATCH_BASE_ALIGN};
 pub use session::{CapturedGraph, PreparationSession, SelectionRecord, SessionState};
-pub use tensor::{contiguous_strides, require_disjoint, TensorMut, TensorRef, MAX_RANK};
+pub use tensor::{contiguous_strides, require_disjoint, require_disjoint_views, TensorMut, TensorRef, MAX_RANK};
 
 /// Re-exported cudarc (the pinned version b12x is built against).
 pub use cudarc;

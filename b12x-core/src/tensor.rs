@@ -175,6 +175,60 @@ macro_rules! view_common {
                         .zip(self.shape())
                         .all(|(&s, &n)| n <= 1 || s == 1 || (s * es) % bytes as isize == 0)
             }
+            /// Splits the last dimension (which must have unit stride) into consecutive groups of
+            /// `widths` elements (their sum must be its size): e.g. a fused QKV projection's
+            /// `[T, (H + 2·Hkv)·D]` output into its Q, K and V columns. The parts are disjoint,
+            /// so a writable view may be split into writable parts.
+            pub fn split_last(self, widths: &[usize]) -> Result<Vec<Self>> {
+                let r = self.rank();
+                let total = if r == 0 { 0 } else { self.shape()[r - 1] };
+                if r == 0 || (total > 1 && self.strides()[r - 1] != 1) || widths.iter().sum::<usize>() != total {
+                    return Err(Error::Shape {
+                        tensor: "view",
+                        expected: format!(
+                            "a last dimension of unit stride and size {} (the widths {widths:?})",
+                            widths.iter().sum::<usize>()
+                        ),
+                        actual: self.shape().to_vec(),
+                    });
+                }
+                let es = self.dtype().size_bytes() as u64;
+                let mut off = 0usize;
+                let mut parts = Vec::with_capacity(widths.len());
+                for &w in widths {
+                    let mut shape = self.shape().to_vec();
+                    shape[r - 1] = w;
+                    let mut strides = self.strides().to_vec();
+                    strides[r - 1] = 1;
+                    let extent = self.l.extent.map(|e| e.saturating_sub(off));
+                    let l = Layout::new(self.l.ptr + off as u64 * es, &shape, &strides, self.l.dtype, extent)?;
+                    parts.push(Self { l, _p: PhantomData });
+                    off += w;
+                }
+                Ok(parts)
+            }
+            /// Splits the last dimension (unit stride) into `dims` (their product must be its
+            /// size), row-major: e.g. `[T, H·D]` into `[T, H, D]`.
+            pub fn unflatten_last(self, dims: &[usize]) -> Result<Self> {
+                let r = self.rank();
+                let total = if r == 0 { 0 } else { self.shape()[r - 1] };
+                if r == 0 || (total > 1 && self.strides()[r - 1] != 1) || dims.iter().product::<usize>() != total {
+                    return Err(Error::Shape {
+                        tensor: "view",
+                        expected: format!(
+                            "a last dimension of unit stride and size {} ({dims:?})",
+                            dims.iter().product::<usize>()
+                        ),
+                        actual: self.shape().to_vec(),
+                    });
+                }
+                let mut shape = self.shape()[..r - 1].to_vec();
+                shape.extend_from_slice(dims);
+                let mut strides = self.strides()[..r - 1].to_vec();
+                strides.extend(contiguous_strides(dims));
+                let l = Layout::new(self.l.ptr, &shape, &strides, self.l.dtype, self.l.extent)?;
+                Ok(Self { l, _p: PhantomData })
+            }
             /// Errors with [`Error::Misaligned`] unless [`Self::is_aligned`].
             pub fn require_aligned(&self, name: &'static str, bytes: usize) -> Result<()> {
                 if self.is_aligned(bytes) {
@@ -266,6 +320,36 @@ pub fn require_disjoint(a: (&'static str, (u64, u64)), b: (&'static str, (u64, u
     Ok(())
 }
 
+/// Like [`require_disjoint`], but exact for two row-strided views that interleave, e.g. the Q
+/// and K columns of one fused QKV buffer (whose byte ranges overlap while their elements do
+/// not): views of rank ≥ 2 with the same outer stride are disjoint when, modulo that stride,
+/// each row's bytes of one lie outside the other's. Any other pair falls back to the byte ranges.
+pub fn require_disjoint_views(a: (&'static str, &TensorRef<'_>), b: (&'static str, &TensorRef<'_>)) -> Result<()> {
+    let ((na, va), (nb, vb)) = (a, b);
+    let (sa, sb) = (va.byte_span(), vb.byte_span());
+    if require_disjoint((na, sa), (nb, sb)).is_ok() {
+        return Ok(());
+    }
+    let row = |v: &TensorRef<'_>| -> Option<(u64, u64)> {
+        if v.rank() < 2 || v.shape()[0] < 2 {
+            return None;
+        }
+        let es = v.dtype().size_bytes() as u64;
+        let stride = v.strides()[0] as u64 * es;
+        let inner: u64 = v.shape()[1..].iter().zip(&v.strides()[1..]).map(|(&n, &s)| (n as u64 - 1) * s as u64).sum();
+        Some((stride, (inner + 1) * es))
+    };
+    if let (Some((s, wa)), Some((s2, wb))) = (row(va), row(vb)) {
+        if s == s2 && wa <= s && wb <= s && va.numel() > 0 && vb.numel() > 0 {
+            let d = (vb.ptr() as i128 - va.ptr() as i128).rem_euclid(s as i128) as u64;
+            if d >= wa && d + wb <= s {
+                return Ok(());
+            }
+        }
+    }
+    require_disjoint((na, sa), (nb, sb))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,6 +383,35 @@ mod tests {
         assert!(matches!(require_disjoint(("a", a.byte_span()), ("c", c.byte_span())), Err(Error::Aliasing { .. })));
         let empty = unsafe { TensorRef::from_raw(0x1000, &[0, 8], &[8, 1], DType::BF16) }.unwrap();
         assert!(require_disjoint(("a", a.byte_span()), ("e", empty.byte_span())).is_ok());
+    }
+
+    #[test]
+    fn split_and_unflatten_make_disjoint_interleaved_views() {
+        // A fused [3, 4 + 2 + 2] buffer of 24 elements: Q (4 wide), K and V (2 wide each).
+        let l = Layout::contiguous(0x1000, &[3, 8], DType::BF16, 24).unwrap();
+        let v = TensorMut { l, _p: PhantomData };
+        let mut parts = v.split_last(&[4, 2, 2]).unwrap();
+        assert_eq!(parts.len(), 3);
+        let vv = parts.pop().unwrap();
+        let k = parts.pop().unwrap();
+        let q = parts.pop().unwrap().unflatten_last(&[2, 2]).unwrap();
+        assert_eq!(q.shape(), &[3, 2, 2]);
+        assert_eq!(q.strides(), &[8, 2, 1]);
+        assert_eq!((k.ptr(), k.shape(), k.strides()), (0x1000 + 8, &[3usize, 2][..], &[8isize, 1][..]));
+        assert_eq!(vv.ptr(), 0x1000 + 12);
+        assert!(require_disjoint(("q", q.byte_span()), ("k", k.byte_span())).is_err());
+        assert!(require_disjoint_views(("q", &q.as_ref()), ("k", &k.as_ref())).is_ok());
+        assert!(require_disjoint_views(("k", &k.as_ref()), ("v", &vv.as_ref())).is_ok());
+        // Overlapping columns are caught, in either order.
+        let q2 = unsafe { TensorRef::from_raw(0x1000 + 6, &[3, 2], &[8, 1], DType::BF16) }.unwrap();
+        assert!(matches!(require_disjoint_views(("q", &q.as_ref()), ("x", &q2)), Err(Error::Aliasing { .. })));
+        assert!(matches!(require_disjoint_views(("x", &q2), ("q", &q.as_ref())), Err(Error::Aliasing { .. })));
+        // Widths that do not add up, or a strided last dimension, are errors.
+        let w = TensorRef { l, _p: PhantomData };
+        assert!(matches!(w.split_last(&[4, 2]), Err(Error::Shape { .. })));
+        assert!(matches!(w.unflatten_last(&[3, 3]), Err(Error::Shape { .. })));
+        let t = w.with_strides(&[1, 3]).unwrap();
+        assert!(matches!(t.split_last(&[8]), Err(Error::Shape { .. })));
     }
 
     #[test]
