@@ -1,0 +1,86 @@
+//! Benchmark of the dense decoder layer's decode step (Qwen3-8B shape, `b12x_layers::dense`),
+//! with the method of DESIGN.md §7 (graph replays, L2 flushed before each sample, medians).
+//!
+//! For each weight format (BF16, block FP8 W8A16, NVFP4 W4A16) and batch (B = 1 and 8 at 4k
+//! context, B = 64 at 2k; every request at that length, pages scattered):
+//! - `decoder_layer/{fmt}/B{b}_ctx{c}/step`: the whole step captured as **one** graph. Bytes =
+//!   what the step must read: every weight once (codes + scales) and the batch's K and V; its
+//!   `% ceiling` is the issue's "% of the read ceiling" (target ≥ 80% for BF16 at B = 1).
+//! - `…/op/{name}`: each of the ten ops captured alone (bytes: its weight for the linears, the KV
+//!   for attention, else 0), and `…/sum_of_ops`: the sum of their medians (what the step would
+//!   cost without overlap between the ops' tails and heads).
+//! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
+//!
+//! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
+//! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
+
+use b12x_core::bench::{add_read_probe, samples, selected, time_graph, BenchReport};
+use b12x_core::testing::gpu;
+use b12x_core::{PreparationSession, Result};
+use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, Op, WeightFormat};
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else {
+        eprintln!("decoder_layer bench: no CUDA device, nothing to measure");
+        return Ok(());
+    };
+    let mut report = BenchReport::new("decoder_layer", &dev)?;
+    report.note(
+        "Qwen3-8B dense layer decode step (hidden 4096, H 32, Hkv 8, D 128, I 12288), BF16 activations and KV, P = 16. \
+         step: the ten ops in one graph; bytes = all weights once + the batch's K and V. op/*: each op alone in a graph; \
+         sum_of_ops: the sum of those medians. read_probe: the read kernel on the step's bytes.",
+    );
+    let cfg = Config::qwen3_8b();
+    let cases: &[(usize, usize)] =
+        if b12x_core::bench::quick() { &[(1, 4096)] } else { &[(1, 4096), (8, 4096), (64, 2048)] };
+    for format in WeightFormat::ALL {
+        let weights = HostWeights::random(&cfg, format, 7)?;
+        let dw = weights.upload(dev.stream())?;
+        for &(b, ctx) in cases {
+            let prefix = format!("decoder_layer/{}/B{b}_ctx{ctx}", format.name());
+            if !selected(&prefix) {
+                continue;
+            }
+            let p = cfg.page_size;
+            let max_pages = ctx.div_ceil(p);
+            let num_pages = b * max_pages + 8;
+            let layer = Layer::new(&cfg, format, Capacity { max_batch: b, max_pages, num_pages }, &dev)?;
+            let mut session = PreparationSession::new(&dev)?;
+            session.prepare(&layer.plans())?;
+            session.freeze();
+            let mut st = layer.state(dev.stream(), b)?;
+            let mut batch = Batch::new(&vec![ctx - 1; b], p, max_pages, num_pages, 11)?;
+            batch.advance()?;
+            st.upload_batch(&batch, dev.stream())?;
+            let x: Vec<f32> = (0..b * cfg.hidden).map(|i| ((i * 7919 % 2001) as f32 - 1000.0) / 1000.0).collect();
+            st.upload_inputs(&x, &x, dev.stream())?;
+            let weight_bytes: usize =
+                cfg.linear_shapes().iter().map(|&(n, k)| format.weight_bytes(n, k)).sum::<usize>() + 2 * cfg.hidden * 2;
+            let kv = batch.kv_bytes(&cfg);
+            let bytes = weight_bytes + kv;
+            let t = time_graph(&dev, samples(), |s| layer.step(&dw, &mut st, s))?;
+            report.add(&format!("{prefix}/step"), "one graph, 10 ops", &t, bytes as f64, 0.0);
+            let mut sum = 0.0;
+            for op in Op::ALL {
+                let t = time_graph(&dev, samples(), |s| layer.run_op(op, &dw, &mut st, s))?;
+                let op_bytes = match op {
+                    Op::QkvProj => format.weight_bytes(cfg.linear_shapes()[0].0, cfg.linear_shapes()[0].1),
+                    Op::OProj => format.weight_bytes(cfg.linear_shapes()[1].0, cfg.linear_shapes()[1].1),
+                    Op::GateUpProj => format.weight_bytes(cfg.linear_shapes()[2].0, cfg.linear_shapes()[2].1),
+                    Op::DownProj => format.weight_bytes(cfg.linear_shapes()[3].0, cfg.linear_shapes()[3].1),
+                    Op::Attention => kv,
+                    _ => 0,
+                };
+                let row =
+                    report.add(&format!("{prefix}/op/{}", op.name()), "alone in a graph", &t, op_bytes as f64, 0.0);
+                sum += row.time_us;
+            }
+            report.add(&format!("{prefix}/sum_of_ops"), "sum of the op medians", &[sum], bytes as f64, 0.0);
+            add_read_probe(&mut report, &dev, &format!("{prefix}/read_probe"), bytes)?;
+            drop(st);
+            session.close();
+        }
+    }
+    println!("wrote {}", report.write()?.display());
+    Ok(())
+}

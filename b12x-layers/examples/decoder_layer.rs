@@ -1,0 +1,50 @@
+//! One decode step of a Qwen3-8B-shaped dense layer from b12x ops, captured as one CUDA graph and
+//! replayed while the contexts grow, checked against the CPU reference layer.
+//!
+//! ```sh
+//! cargo run --release -p b12x-layers --example decoder_layer -- [bf16|block_fp8|nvfp4] [B] [steps]
+//! ```
+//!
+//! Defaults: every weight format, B = 8 with contexts spread up to 8k, 4 steps. What it does is
+//! `b12x_layers::dense::decode_run` (the GPU test runs the same function): seeded weights, one
+//! `PreparationSession` for all ten ops, `freeze()`, the step captured once, then per step a new
+//! token per request (a new page where one fills), the graph replayed and compared bitwise with
+//! the eager step, and the cosine difference against the reference printed.
+
+use b12x_layers::dense::{cosine_bound, decode_run, Config, WeightFormat};
+
+fn main() -> b12x_core::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let formats: Vec<WeightFormat> = match args.first().map(String::as_str) {
+        Some("bf16") => vec![WeightFormat::Bf16],
+        Some("block_fp8") => vec![WeightFormat::BlockFp8],
+        Some("nvfp4") => vec![WeightFormat::Nvfp4],
+        _ => WeightFormat::ALL.to_vec(),
+    };
+    let b: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(8);
+    let steps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(4);
+    if !b12x_core::cuda_available() {
+        eprintln!("decoder_layer: no CUDA device; nothing to run");
+        return Ok(());
+    }
+    let dev = b12x_core::Device::new(0)?;
+    let cfg = Config::qwen3_8b();
+    // Contexts spread over 1..8k, one of them a token short of a page boundary.
+    let contexts: Vec<usize> = (0..b).map(|i| if i == 0 { 8192 - steps } else { 1 + (i * 2741) % 8000 }).collect();
+    for format in formats {
+        let r = decode_run(&dev, &cfg, format, &contexts, steps, true, 7)?;
+        println!(
+            "{:>9} B={b}: replay == eager {:?}; 1 - cos(y) {:?}; 1 - cos(residual) {:?} (bound {:e}); new pages {}; free memory {} -> {}; faults {}",
+            format.name(),
+            r.replay_equals_eager,
+            r.y_cosine_diff.iter().map(|c| format!("{c:.2e}")).collect::<Vec<_>>(),
+            r.residual_cosine_diff.iter().map(|c| format!("{c:.2e}")).collect::<Vec<_>>(),
+            cosine_bound(format),
+            r.new_pages,
+            r.mem_free_before_after.0,
+            r.mem_free_before_after.1,
+            r.faults
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,51 @@
+//! GPU test of the dense decoder layer (`b12x_layers::dense::decode_run`, the example's code):
+//! Qwen3-8B's shape, B ∈ {1, 8, 64} with contexts spread up to 8k (one request a token short of a
+//! page boundary, so pages are allocated during the run), every weight format, 4 steps. Each
+//! step: the captured graph's replay equals the eager step bitwise; `y` and `residual` within
+//! [`cosine_bound`] of the CPU reference layer; after the run no fault bit is set, free device
+//! memory is unchanged since before the first step (no allocation after freeze), and every step
+//! ran after `freeze()` (a kernel resolution would have been `KernelResolutionFrozen`).
+//! `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+
+use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
+use b12x_layers::dense::{cosine_bound, decode_run, Config, WeightFormat};
+
+fn check(dev: &std::sync::Arc<b12x_core::Device>, format: WeightFormat, b: usize) -> Result<(), String> {
+    let steps = if reduced_profile() { 2 } else { 4 };
+    let contexts: Vec<usize> = (0..b).map(|i| if i == 0 { 8192 - steps } else { 1 + (i * 2741) % 8000 }).collect();
+    let r = decode_run(dev, &Config::qwen3_8b(), format, &contexts, steps, true, 7).map_err(|e| e.to_string())?;
+    eprintln!("  {} B={b}: 1-cos y {:?} residual {:?}", format.name(), r.y_cosine_diff, r.residual_cosine_diff);
+    if r.replay_equals_eager.iter().any(|&ok| !ok) {
+        return Err(format!("graph replay differs from eager: {:?}", r.replay_equals_eager));
+    }
+    let bound = cosine_bound(format);
+    for (i, (&y, &res)) in r.y_cosine_diff.iter().zip(&r.residual_cosine_diff).enumerate() {
+        if !(y <= bound && res <= bound) {
+            return Err(format!("step {i}: 1 - cos(y) = {y:e}, 1 - cos(residual) = {res:e}, bound {bound:e}"));
+        }
+    }
+    if r.y_cosine_diff.len() != steps {
+        return Err("the reference did not run".into());
+    }
+    if r.faults != 0 {
+        return Err(format!("fault bits {:#x}", r.faults));
+    }
+    if r.mem_free_before_after.0 != r.mem_free_before_after.1 {
+        return Err(format!("free device memory changed: {:?}", r.mem_free_before_after));
+    }
+    if r.new_pages == 0 {
+        return Err("no page was allocated during the run".into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let mut trials = Vec::new();
+    let batches: &[usize] = if reduced_profile() { &[1, 8] } else { &[1, 8, 64] };
+    for format in WeightFormat::ALL {
+        for &b in batches {
+            trials.push(GpuTrial::new(format!("qwen3_8b::{}::b{b}", format.name()), move |dev| check(dev, format, b)));
+        }
+    }
+    run_gpu_trials(trials)
+}
