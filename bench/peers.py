@@ -40,6 +40,9 @@ time `torch._scaled_mm` (cuBLASLt FP8) on E4M3 x and W of the same shapes with p
 BF16 out: the issue's FP8 peer of the W8A16 rows at M = 16 (the W8A16 bench adds a second row per
 M = 16 case against it).
 
+Cases `silu_and_mul/T{t}_I{i}_bf16` time `F.silu(x[:, :I]) * x[:, I:]` on x [T, 2I] BF16 (two
+kernels; the Rust silu_and_mul bench's plain rows).
+
 --quick keeps every case (the benches pick their own subset) and takes 30 samples instead of 50.
 """
 
@@ -63,6 +66,8 @@ W4A16_NK = [(18432, 7168), (36864, 7168), (7168, 18432), (4096, 7168), (7168, 20
 PREFILL_NK = [(7168, 7168), (18432, 7168)]  # blockscaled_prefill_{bf16,fp8}: gemm.blockscaled's tiled path
 PREFILL_M = [64, 256, 2048, 8192]
 CALLS_MAX_W_BYTES = 1 << 30  # the x8 cases leave out the LM head
+SILU_T = [1, 8, 64, 4096, 32768]  # silu_and_mul
+SILU_I = [12288, 18432]
 
 LINEAR = "torch.nn.functional.linear (cuBLAS)"
 SCALED_MM = "torch._scaled_mm (cuBLASLt FP8 E4M3, per-tensor scales)"
@@ -338,6 +343,15 @@ def main():
                         vc.index_copy_(0, slots, (v / s).to(torch.float8_e4m3fn).view(torch.uint8))
                     add(key, APPEND_E4M3, fn)
                 del k, v, kc, vc, slots
+                torch.cuda.empty_cache()
+        for inter in SILU_I:
+            for t in SILU_T:
+                key = f"silu_and_mul/T{t}_I{inter}_bf16"
+                if args.only and args.only not in key:
+                    continue
+                x = torch.randn(t, 2 * inter, device=dev, dtype=torch.bfloat16)
+                add(key, "F.silu(x[:, :I]) * x[:, I:]", lambda x=x, inter=inter: F.silu(x[:, :inter]) * x[:, inter:])
+                del x
                 torch.cuda.empty_cache()
     results["_meta"] = {
         "torch": torch.__version__,

@@ -14,11 +14,12 @@ use b12x_quant as _;
 /// The default profile: the plans every op crate wants prepared (and tuned) on this device.
 ///
 /// Wiring an op crate: add it to `[dependencies]` in `xtask/Cargo.toml` and extend `plans` with
-/// its `<op>::default_profile_plans(device)?` here (b12x-norm: `rmsnorm`, b12x-gemm: `bf16_gemv`, `blockscaled::gemv`, b12x-quant: `mx`,
+/// its `<op>::default_profile_plans(device)?` here (b12x-norm: `rmsnorm`, `silu_and_mul`, b12x-gemm: `bf16_gemv`, `blockscaled::gemv`, b12x-quant: `mx`,
 /// b12x-attention: `paged`, `varlen`).
 pub fn default_profile_plans(device: &Arc<Device>) -> b12x_core::Result<Vec<Box<dyn OpPlan>>> {
     let mut plans: Vec<Box<dyn OpPlan>> = Vec::new();
     plans.extend(b12x_norm::rmsnorm::default_profile_plans(device)?);
+    plans.extend(b12x_norm::silu_and_mul::default_profile_plans(device)?);
     plans.extend(b12x_gemm::bf16_gemv::default_profile_plans(device)?);
     plans.extend(b12x_gemm::blockscaled::gemv::default_profile_plans(device)?);
     plans.extend(b12x_quant::mx::default_profile_plans(device)?);
