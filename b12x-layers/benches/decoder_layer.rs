@@ -10,6 +10,9 @@
 //!   for attention, else 0), and `…/sum_of_ops`: the sum of their medians (what the step would
 //!   cost without overlap between the ops' tails and heads).
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
+//! - `decoder_layer/bf16_pdl/…`: the BF16 layer with `LayerOptions { pdl: true }` (PDL launches
+//!   of the GEMVs and the attention; the op rows then time each op alone, where PDL has no
+//!   predecessor to overlap).
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -17,7 +20,7 @@
 use b12x_core::bench::{add_read_probe, samples, selected, time_graph, BenchReport};
 use b12x_core::testing::gpu;
 use b12x_core::{PreparationSession, Result};
-use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, Op, WeightFormat};
+use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WeightFormat};
 
 fn main() -> Result<()> {
     let Some(dev) = gpu() else {
@@ -36,15 +39,18 @@ fn main() -> Result<()> {
     for format in WeightFormat::ALL {
         let weights = HostWeights::random(&cfg, format, 7)?;
         let dw = weights.upload(dev.stream())?;
-        for &(b, ctx) in cases {
-            let prefix = format!("decoder_layer/{}/B{b}_ctx{ctx}", format.name());
+        let pdl_options: &[bool] = if format == WeightFormat::Bf16 { &[false, true] } else { &[false] };
+        for (&(b, ctx), &pdl) in cases.iter().flat_map(|c| pdl_options.iter().map(move |p| (c, p))) {
+            let tag = if pdl { "_pdl" } else { "" };
+            let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());
             if !selected(&prefix) {
                 continue;
             }
             let p = cfg.page_size;
             let max_pages = ctx.div_ceil(p);
             let num_pages = b * max_pages + 8;
-            let layer = Layer::new(&cfg, format, Capacity { max_batch: b, max_pages, num_pages }, &dev)?;
+            let cap = Capacity { max_batch: b, max_pages, num_pages };
+            let layer = Layer::with_options(&cfg, format, cap, LayerOptions { pdl }, &dev)?;
             let mut session = PreparationSession::new(&dev)?;
             session.prepare(&layer.plans())?;
             session.freeze();

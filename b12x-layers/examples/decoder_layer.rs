@@ -11,7 +11,7 @@
 //! token per request (a new page where one fills), the graph replayed and compared bitwise with
 //! the eager step, and the cosine difference against the reference printed.
 
-use b12x_layers::dense::{cosine_bound, decode_run, Config, WeightFormat};
+use b12x_layers::dense::{cosine_bound, decode_run, Config, LayerOptions, WeightFormat};
 
 fn main() -> b12x_core::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,7 +32,7 @@ fn main() -> b12x_core::Result<()> {
     // Contexts spread over 1..8k, one of them a token short of a page boundary.
     let contexts: Vec<usize> = (0..b).map(|i| if i == 0 { 8192 - steps } else { 1 + (i * 2741) % 8000 }).collect();
     for format in formats {
-        let r = decode_run(&dev, &cfg, format, &contexts, steps, true, 7)?;
+        let r = decode_run(&dev, &cfg, format, LayerOptions::default(), &contexts, steps, true, 7)?;
         println!(
             "{:>9} B={b}: replay == eager {:?}; 1 - cos(y) {:?}; 1 - cos(residual) {:?} (bound {:e}); new pages {}; free memory {} -> {}; faults {}",
             format.name(),

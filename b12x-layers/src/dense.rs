@@ -277,11 +277,24 @@ impl Op {
     }
 }
 
+/// How the layer's ops launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayerOptions {
+    /// Programmatic dependent launch for the ops that offer it (`gemm.bf16_gemv`'s `pdl`,
+    /// `attention.paged`'s `PlanOptions::pdl`): each starts while the kernel before it finishes,
+    /// reading only what that kernel does not write (weights; lengths and page tables) before
+    /// its wait. Safe in this step: no op writes a weight, and only the host writes lengths and
+    /// page tables (between steps). Preparing a PDL `bf16_gemv` plan races chains of calls on
+    /// copies of its weight (up to eight, at most 1 GiB).
+    pub pdl: bool,
+}
+
 /// Every op's plan for one configuration, weight format and capacity.
 pub struct Layer {
     pub cfg: Config,
     pub format: WeightFormat,
     pub cap: Capacity,
+    pub options: LayerOptions,
     norm: rmsnorm::Plan,
     linears: Vec<LinearPlan>,
     rope: rope::Plan,
@@ -293,6 +306,17 @@ pub struct Layer {
 impl Layer {
     /// Plans every op (allocates, compiles and launches nothing).
     pub fn new(cfg: &Config, format: WeightFormat, cap: Capacity, dev: &Arc<Device>) -> Result<Self> {
+        Self::with_options(cfg, format, cap, LayerOptions::default(), dev)
+    }
+
+    /// [`Layer::new`] with [`LayerOptions`].
+    pub fn with_options(
+        cfg: &Config,
+        format: WeightFormat,
+        cap: Capacity,
+        options: LayerOptions,
+        dev: &Arc<Device>,
+    ) -> Result<Self> {
         let (h, hkv, d, p) = (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.page_size);
         let b = cap.max_batch;
         let norm = rmsnorm::plan(
@@ -311,7 +335,7 @@ impl Layer {
                         bias: None,
                         max_rows: b,
                         aligned: true,
-                        pdl: false,
+                        pdl: options.pdl,
                     },
                     dev,
                 )?),
@@ -368,7 +392,7 @@ impl Layer {
             },
             dev,
         )?;
-        let attn = paged::plan(
+        let attn = paged::plan_with(
             &paged::Query {
                 heads: h,
                 kv_heads: hkv,
@@ -386,6 +410,7 @@ impl Layer {
                 num_pages: cap.num_pages,
             },
             dev,
+            paged::PlanOptions { pdl: options.pdl, ..Default::default() },
         )?;
         let act = silu_and_mul::plan(
             &silu_and_mul::Query {
@@ -397,7 +422,7 @@ impl Layer {
             },
             dev,
         )?;
-        Ok(Layer { cfg: *cfg, format, cap, norm, linears, rope, append, attn, act })
+        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope, append, attn, act })
     }
 
     /// Every plan, for one `PreparationSession::prepare`.
@@ -733,10 +758,12 @@ pub struct RunReport {
 /// with a new token per request (a new page where one fills), fresh random inputs, the graph
 /// replayed, the eager step run, and the reference layer stepped. `reference: false` skips the
 /// CPU layer (its cosine rows stay empty).
+#[allow(clippy::too_many_arguments)]
 pub fn decode_run(
     dev: &Arc<Device>,
     cfg: &Config,
     format: WeightFormat,
+    options: LayerOptions,
     contexts: &[usize],
     steps: usize,
     reference: bool,
@@ -751,7 +778,7 @@ pub fn decode_run(
     let cap = Capacity { max_batch: b, max_pages, num_pages };
     let weights = HostWeights::random(cfg, format, seed)?;
     let dw = weights.upload(stream)?;
-    let layer = Layer::new(cfg, format, cap, dev)?;
+    let layer = Layer::with_options(cfg, format, cap, options, dev)?;
     let mut session = b12x_core::PreparationSession::new(dev)?;
     session.prepare(&layer.plans())?;
     session.freeze();

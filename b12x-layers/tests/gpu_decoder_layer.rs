@@ -5,15 +5,21 @@
 //! [`cosine_bound`] of the CPU reference layer; after the run no fault bit is set, free device
 //! memory is unchanged since before the first step (no allocation after freeze), and every step
 //! ran after `freeze()` (a kernel resolution would have been `KernelResolutionFrozen`).
-//! `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! The BF16 layer also runs with `LayerOptions { pdl: true }`. `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
-use b12x_layers::dense::{cosine_bound, decode_run, Config, WeightFormat};
+use b12x_layers::dense::{cosine_bound, decode_run, Config, LayerOptions, WeightFormat};
 
-fn check(dev: &std::sync::Arc<b12x_core::Device>, format: WeightFormat, b: usize) -> Result<(), String> {
+fn check(
+    dev: &std::sync::Arc<b12x_core::Device>,
+    format: WeightFormat,
+    options: LayerOptions,
+    b: usize,
+) -> Result<(), String> {
     let steps = if reduced_profile() { 2 } else { 4 };
     let contexts: Vec<usize> = (0..b).map(|i| if i == 0 { 8192 - steps } else { 1 + (i * 2741) % 8000 }).collect();
-    let r = decode_run(dev, &Config::qwen3_8b(), format, &contexts, steps, true, 7).map_err(|e| e.to_string())?;
+    let r =
+        decode_run(dev, &Config::qwen3_8b(), format, options, &contexts, steps, true, 7).map_err(|e| e.to_string())?;
     eprintln!("  {} B={b}: 1-cos y {:?} residual {:?}", format.name(), r.y_cosine_diff, r.residual_cosine_diff);
     if r.replay_equals_eager.iter().any(|&ok| !ok) {
         return Err(format!("graph replay differs from eager: {:?}", r.replay_equals_eager));
@@ -44,8 +50,16 @@ fn main() {
     let batches: &[usize] = if reduced_profile() { &[1, 8] } else { &[1, 8, 64] };
     for format in WeightFormat::ALL {
         for &b in batches {
-            trials.push(GpuTrial::new(format!("qwen3_8b::{}::b{b}", format.name()), move |dev| check(dev, format, b)));
+            trials.push(GpuTrial::new(format!("qwen3_8b::{}::b{b}", format.name()), move |dev| {
+                check(dev, format, LayerOptions::default(), b)
+            }));
         }
+    }
+    // The PDL launches (bf16_gemv, paged) give the same results.
+    for &b in batches {
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_pdl::b{b}"), move |dev| {
+            check(dev, WeightFormat::Bf16, LayerOptions { pdl: true }, b)
+        }));
     }
     run_gpu_trials(trials)
 }
