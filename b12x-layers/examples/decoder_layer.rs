@@ -29,8 +29,8 @@ fn main() -> b12x_core::Result<()> {
     }
     let dev = b12x_core::Device::new(0)?;
     let cfg = Config::qwen3_8b();
-    // Contexts spread over 1..8k, one of them a token short of a page boundary.
-    let contexts: Vec<usize> = (0..b).map(|i| if i == 0 { 8192 - steps } else { 1 + (i * 2741) % 8000 }).collect();
+    // Contexts spread over 1..8k; request 0 crosses a page boundary during the run.
+    let contexts: Vec<usize> = (0..b).map(|i| if i == 0 { 8176 - steps / 2 } else { 1 + (i * 2741) % 8000 }).collect();
     for format in formats {
         let r = decode_run(&dev, &cfg, format, LayerOptions::default(), &contexts, steps, true, 7)?;
         println!(
