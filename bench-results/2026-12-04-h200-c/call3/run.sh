@@ -9,9 +9,9 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > $R/gpu.txt
 # call 2 ran out of rerun time before this trial's solo rerun (it failed only on the free-memory
 # check while other trials ran in parallel): run it alone.
 (cd $B/bin && timeout 90 ./gpu_decoder_layer --exact qwen3_8b::bf16_pdl::b64 > $R/layer_pdl_b64.txt 2>&1; echo "layer bf16_pdl b64 alone rc=$? t=$SECONDS" >> $R/summary.txt)
-B12X_BENCH_OUT=$R/bench timeout 330 $B/bin/bench_decoder_layer > $R/bench_layer.txt 2>&1; echo "bench layer rc=$? t=$SECONDS" >> $R/summary.txt; save
-timeout 90 python3 bench/peers.py $R/peers.json --only silu_and_mul > $R/peers.txt 2>&1; echo "peers rc=$? t=$SECONDS" >> $R/summary.txt
-B12X_PEER_JSON=$R/peers.json B12X_BENCH_OUT=$R/bench timeout 150 $B/bin/bench_silu_and_mul > $R/bench_silu.txt 2>&1; echo "bench silu rc=$? t=$SECONDS" >> $R/summary.txt
+B12X_BENCH_OUT=$R/bench timeout 300 $B/bin/bench_decoder_layer > $R/bench_layer.txt 2>&1; echo "bench layer rc=$? t=$SECONDS" >> $R/summary.txt; save
+timeout 60 python3 bench/peers.py $R/peers.json --only silu_and_mul > $R/peers.txt 2>&1; echo "peers rc=$? t=$SECONDS" >> $R/summary.txt
+B12X_PEER_JSON=$R/peers.json B12X_BENCH_OUT=$R/bench timeout 120 $B/bin/bench_silu_and_mul > $R/bench_silu.txt 2>&1; echo "bench silu rc=$? t=$SECONDS" >> $R/summary.txt
 cat $R/summary.txt
 grep -E "/step|sum_of_ops|read_probe" $R/bench_layer.txt | head -40
 grep -E "silu_and_mul/" $R/bench_silu.txt | head -20; tail -3 $R/peers.txt
