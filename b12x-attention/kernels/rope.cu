@@ -148,9 +148,12 @@ __device__ __forceinline__ void rope(const RopeParams& p) {
 
 }  // namespace b12x
 
+// Each entry point first lets a PDL-launched next kernel start (its griddepcontrol.wait still
+// waits for this grid); launched plainly, as the op does, its own wait returns at once.
 #define B12X_ROPE(NAME, T, NEOX, TABLE)                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kRopeThreads)                        \
       b12x_rope_##NAME(const __grid_constant__ b12x::RopeParams p) {                      \
+    b12x::pdl_wait_then_release();                                                        \
     b12x::rope<T, NEOX, TABLE>(p);                                                        \
   }
 

@@ -10,9 +10,10 @@
 //!   for attention, else 0), and `…/sum_of_ops`: the sum of their medians (what the step would
 //!   cost without overlap between the ops' tails and heads).
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
-//! - `decoder_layer/bf16_pdl/…`: the BF16 layer with `LayerOptions { pdl: true }` (PDL launches
-//!   of the GEMVs and the attention; the op rows then time each op alone, where PDL has no
-//!   predecessor to overlap).
+//! - `decoder_layer/{fmt}_pdl/…`, `…_pdl_s8/…`: `LayerOptions { pdl: true }` (PDL launches of the
+//!   BF16 GEMVs and the attention, the small ops releasing them at their start) and also
+//!   `attention_splits: Some(8)`; the op rows time each op alone, where PDL has no predecessor
+//!   to overlap.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -39,9 +40,19 @@ fn main() -> Result<()> {
     for format in WeightFormat::ALL {
         let weights = HostWeights::random(&cfg, format, 7)?;
         let dw = weights.upload(dev.stream())?;
-        let pdl_options: &[bool] = if format == WeightFormat::Bf16 { &[false, true] } else { &[false] };
-        for (&(b, ctx), &pdl) in cases.iter().flat_map(|c| pdl_options.iter().map(move |p| (c, p))) {
-            let tag = if pdl { "_pdl" } else { "" };
+        let variants: &[(&str, LayerOptions)] = if format == WeightFormat::Bf16 {
+            &[
+                ("", LayerOptions { pdl: false, attention_splits: None }),
+                ("_pdl", LayerOptions { pdl: true, attention_splits: None }),
+                ("_pdl_s8", LayerOptions { pdl: true, attention_splits: Some(8) }),
+            ]
+        } else {
+            &[
+                ("", LayerOptions { pdl: false, attention_splits: None }),
+                ("_pdl_s8", LayerOptions { pdl: true, attention_splits: Some(8) }),
+            ]
+        };
+        for (&(b, ctx), &(tag, options)) in cases.iter().flat_map(|c| variants.iter().map(move |v| (c, v))) {
             let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());
             if !selected(&prefix) {
                 continue;
@@ -50,7 +61,7 @@ fn main() -> Result<()> {
             let max_pages = ctx.div_ceil(p);
             let num_pages = b * max_pages + 8;
             let cap = Capacity { max_batch: b, max_pages, num_pages };
-            let layer = Layer::with_options(&cfg, format, cap, LayerOptions { pdl }, &dev)?;
+            let layer = Layer::with_options(&cfg, format, cap, options, &dev)?;
             let mut session = PreparationSession::new(&dev)?;
             session.prepare(&layer.plans())?;
             session.freeze();

@@ -285,8 +285,15 @@ pub struct LayerOptions {
     /// reading only what that kernel does not write (weights; lengths and page tables) before
     /// its wait. Safe in this step: no op writes a weight, and only the host writes lengths and
     /// page tables (between steps). Preparing a PDL `bf16_gemv` plan races chains of calls on
-    /// copies of its weight (up to eight, at most 1 GiB).
+    /// copies of its weight (up to eight, at most 1 GiB). The step's other kernels
+    /// (`norm.rmsnorm`, `attention.rope`, `attention.kv_append`, `activation.silu_and_mul`) let
+    /// the next PDL kernel launch as soon as they start, so a GEMV streams its weight while the
+    /// small op before it runs.
     pub pdl: bool,
+    /// `attention.paged`'s split cap (`PlanOptions::max_splits`; `None`: the op's default).
+    /// Small batches may merge fewer, longer splits in a cluster faster than the default's many
+    /// short ones merged through the scratch.
+    pub attention_splits: Option<usize>,
 }
 
 /// Every op's plan for one configuration, weight format and capacity.
@@ -410,7 +417,7 @@ impl Layer {
                 num_pages: cap.num_pages,
             },
             dev,
-            paged::PlanOptions { pdl: options.pdl, ..Default::default() },
+            paged::PlanOptions { pdl: options.pdl, max_splits: options.attention_splits, ..Default::default() },
         )?;
         let act = silu_and_mul::plan(
             &silu_and_mul::Query {

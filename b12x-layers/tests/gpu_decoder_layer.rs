@@ -5,7 +5,8 @@
 //! [`cosine_bound`] of the CPU reference layer; after the run no fault bit is set, free device
 //! memory is unchanged since before the first step (no allocation after freeze), and every step
 //! ran after `freeze()` (a kernel resolution would have been `KernelResolutionFrozen`).
-//! The BF16 layer also runs with `LayerOptions { pdl: true }`. `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! The layer also runs with `LayerOptions { pdl: true }` (BF16) and with 8 attention splits (every
+//! format). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_layers::dense::{cosine_bound, decode_run, Config, LayerOptions, WeightFormat};
@@ -58,8 +59,13 @@ fn main() {
     // The PDL launches (bf16_gemv, paged) give the same results.
     for &b in batches {
         trials.push(GpuTrial::new(format!("qwen3_8b::bf16_pdl::b{b}"), move |dev| {
-            check(dev, WeightFormat::Bf16, LayerOptions { pdl: true }, b)
+            check(dev, WeightFormat::Bf16, LayerOptions { pdl: true, attention_splits: None }, b)
         }));
+        for format in WeightFormat::ALL {
+            trials.push(GpuTrial::new(format!("qwen3_8b::{}_pdl_s8::b{b}", format.name()), move |dev| {
+                check(dev, format, LayerOptions { pdl: true, attention_splits: Some(8) }, b)
+            }));
+        }
     }
     run_gpu_trials(trials)
 }
