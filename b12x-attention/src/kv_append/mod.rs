@@ -24,7 +24,10 @@
 //! - Kernel: one thread per 8-element chunk of one (row, KV head), K and V together, their loads
 //!   issued first; batches of fewer than 2048 requests keep `cu_seqlens_q` and `seq_lens` in shared
 //!   memory. E4M3: one reciprocal of the scale per thread and an exact three-instruction division
-//!   for scales in [2^-90, 2^100], the IEEE division for any other. One config.
+//!   for scales in [2^-90, 2^100], the IEEE division for any other. One config. Each entry point
+//!   first lets a PDL-launched next kernel (`attention.paged` with `PlanOptions::pdl`) start; on
+//!   the op's plain launches its own wait returns at once (suite again after this:
+//!   `bench-results/2026-12-04-h200-c/call4`, 77/77, memcheck 77/77).
 //! - Performance (H200, `benches/kv_append.rs`, Llama-3-8B KV heads, P = 16, scattered pages):
 //!   a decode step's append 4.7–5.8 µs (BF16) and 5.0–6.1 µs (E4M3) for B = 1–128, 1.8–4.6× PyTorch's
 //!   `index_copy_`; 65536 new tokens 86% of the read ceiling (BF16, 0.94× a device copy of the

@@ -32,7 +32,25 @@
 //! - Constraints: `R % 8 == 0`, `rotary_offset % 8 == 0`, `rotary_offset + R ≤ D`, `R ≤ 512`,
 //!   `D % 8 == 0`; q and k rows 16-byte aligned; the table 16-byte aligned.
 //! - Kernel: one thread per 4 pairs of one (row, head), q and k heads in one grid, 8-byte (NeoX)
-//!   or 16-byte (GPT-J) accesses. One config.
+//!   or 16-byte (GPT-J) accesses. One config. Each entry point first lets a PDL-launched next
+//!   kernel start (its own wait returns at once on the op's plain launches).
+//! - Not fused into `attention.kv_append` (the issue's option): a decode step's rope costs
+//!   ~4.6 µs alone in a graph, most of it the launch (`b12x-layers`' breakdown).
+//!
+//! **Status: validated on the H200 (sm_90a)**: `tests/gpu_rope.rs` 33/33 (Qwen3, Llama-3,
+//! DeepSeek-V4 YaRN on the last 64 of 512 dims, partial rotary, HF-style scaled cos/sin, bad
+//! positions, graph replay; table mode bitwise equal to the oracle, computed mode within one ULP
+//! plus 2^-20 of the pair's magnitude: where `a·c − b·s` cancels, the last f32 bit of `sincosf`
+//! shows), compute-sanitizer memcheck 33/33 and racecheck 33/33
+//! (`bench-results/2026-12-04-h200-c/call2`, again after the PDL release in `…/call4`);
+//! sm_120a/sm_121a compiled, not run.
+//!
+//! **Performance** (H200, `benches/rope.rs`, `bench-results/2026-12-04-h200-c/call2/r/bench`):
+//! decode (T ≤ 64) 4.2–5.3 µs per call; prefill, Qwen3 heads, T = 4096 / 32768: table 79.0% /
+//! 79.6% of the read ceiling (size-matched read probes 83.6% / 98.7%), computed 59.1% / 65.8%;
+//! DeepSeek-V4 form: table 73.9% / 66.6%, computed 58.4% / 59.4%. Computed mode pays `sincosf`
+//! (ALU, and the slow range reduction past ~1e5 rad): prefer the table for long prompts. No peer
+//! timed yet.
 //!
 //! ```no_run
 //! use b12x_attention::paging::ErrorWord;

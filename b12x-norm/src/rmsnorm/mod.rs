@@ -18,6 +18,9 @@
 //!   not overlap `x` or `y`.
 //! - Kernel: one CTA per row, the row held in registers as 16-byte vectors; the config is how
 //!   many vectors each thread holds (`"v1"`, `"v2"`, `"v4"`, `"v8"`), tuned per bucket of T.
+//!   Each entry point first lets a PDL-launched next kernel (a GEMV streaming its weight) start;
+//!   on the op's plain launches its own wait returns at once (suite again after this:
+//!   `bench-results/2026-12-04-h200-c/call4`, 83/83, memcheck 77/77).
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};

@@ -30,8 +30,23 @@
 //!   thread (1, 2, 4, 8) and chunks per row (1, 2, 4, 8: more CTAs when T is small), raced per
 //!   bucket of T.
 //!
-//! **Status**: compiled and ptxas-checked (no spills) for sm_90a, sm_120a and sm_121a; the H200
-//! GPU suite (`tests/gpu_silu_and_mul.rs`) has not run yet, so no arch is marked validated.
+//! - Each entry point first lets a PDL-launched next kernel start (`pdl_wait_then_release`; its
+//!   own wait returns at once on the op's plain launches): the GEMV after it can stream its
+//!   weight meanwhile (`b12x-layers`).
+//!
+//! **Status: validated on the H200 (sm_90a)**: `tests/gpu_silu_and_mul.rs` 109/109 (every config
+//! pinned; y within 1 ULP, quantized outputs bit-equal to the CPU codecs on the GPU's own y),
+//! compute-sanitizer memcheck 69/69 and racecheck 47/47 on the reduced profile
+//! (`bench-results/2026-12-04-h200-c/call1`; suite and memcheck again after the PDL release,
+//! `…/call4`); sm_120a/sm_121a compiled and ptxas-checked (no spills), not run.
+//!
+//! **Performance** (H200, `benches/silu_and_mul.rs`, `bench-results/2026-12-04-h200-c/call3`,
+//! PyTorch peer `F.silu(x[:, :I]) * x[:, I:]` in the same job): bf16 out at T = 4096 / 32768,
+//! I = 12288: 83.2% / 86.4% of the read ceiling (3.49× / 3.53× PyTorch; size-matched read
+//! probes 94.0% / 100.2%); I = 18432: 84.0% / 86.0% (3.49× / 3.52×); decode T ≤ 64: 4.5–6.4 µs,
+//! 1.34–2.31× PyTorch. Quantized outputs at T = 32768, I = 12288: MXFP8 70.8%, block FP8 (f32
+//! scales) 69.0%, NVFP4 54.9% (issue-bound: SM90 has no E2M1 conversion; the same epilogue as
+//! `norm.rmsnorm_quant`'s).
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -93,9 +108,10 @@ b12x_core::inventory::submit! {
         group: "activation",
         entry_points: &["plan", "run"],
         dtypes: &["bf16|f16 x, y; or e4m3 codes + ue8m0 (MXFP8) or f32|ue8m0 per 1x128 (block FP8) scales; e2m1 pairs + ue4m3 (NVFP4, given f32 encode scale)"],
-        // Compiled for every arch; the H200 GPU suite (gpu_silu_and_mul) has not run yet.
+        // GPU suite 109/109 on the H200, memcheck 69/69 and racecheck 47/47 (reduced profile):
+        // bench-results/2026-12-04-h200-c/call1, again after the PDL release in call4.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
