@@ -15,7 +15,7 @@
 //! with BF16, block-FP8 (128 × 128, f32 scales; W8A16) or NVFP4 (W4A16) weights, every plan
 //! prepared by one session, frozen, and the whole step capturable as one CUDA graph that replays
 //! while contexts grow (lengths, positions and page tables are device tensors the host updates
-//! between replays). [`reference`] is the same layer on the CPU, composed from the ops' oracles.
+//! between replays). [`reference`](mod@reference) is the same layer on the CPU, composed from the ops' oracles.
 //!
 //! `examples/decoder_layer.rs` runs it (`cargo run --release -p b12x-layers --example
 //! decoder_layer`), `tests/gpu_decoder_layer.rs` checks it against the reference, and

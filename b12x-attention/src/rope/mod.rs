@@ -24,7 +24,7 @@
 //! - cos/sin: computed in the kernel (`sincosf` of the f32 angle, full range reduction: exact to
 //!   the last f32 bit or one off) or read from a planned f32 table ([`CosSin::Table`]: 4·R bytes
 //!   per position, built once on the host by [`Plan::cos_sin_table`]). Rounding points in
-//!   [`reference`]: table mode is **bitwise equal** to [`reference::rotate`], computed mode
+//!   [`reference`](mod@reference): table mode is **bitwise equal** to [`reference::rotate`], computed mode
 //!   within one ULP of bf16/f16.
 //! - Untrusted positions: a position outside `[0, max_position)` leaves its row unrotated and
 //!   sets [`FAULT_POSITION`](crate::paging::FAULT_POSITION) (both modes, so results never depend
