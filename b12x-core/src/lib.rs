@@ -41,7 +41,8 @@ pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use kernel::{Kernel, KernelModule, LaunchDims, LaunchOpts, LoadedModule};
 pub use plan::{
-    pow2_buckets, resolve, resolve_prepared, BenchCase, Bucket, OpPlan, PlanSlot, RaceBuffer, Selected, SelectionSource,
+    edge_buckets, pow2_buckets, resolve, resolve_prepared, BenchCase, Bucket, OpPlan, PlanSlot, RaceBuffer, Selected,
+    SelectionSource,
 };
 pub use registry::{list_ops, OpInfo, Validation};
 pub use scratch::{BoundScratch, Region, Scratch, ScratchLayout, SCRATCH_ALIGN, SCRATCH_BASE_ALIGN};

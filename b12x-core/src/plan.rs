@@ -43,6 +43,22 @@ pub fn pow2_buckets(capacity: usize) -> Vec<Bucket> {
     out
 }
 
+/// Splits `1..=capacity` after each of the increasing `edges` (`[128, 2048]`: `1..=128`,
+/// `129..=2048`, `2049..=capacity`), stopping at `capacity`. For ops whose configs change only at a
+/// few row counts (norm.rmsnorm, activation.silu_and_mul).
+pub fn edge_buckets(edges: &[usize], capacity: usize) -> Vec<Bucket> {
+    let mut out = Vec::new();
+    let mut lo = 1;
+    for hi in edges.iter().copied().chain([usize::MAX]) {
+        if lo > capacity {
+            break;
+        }
+        out.push(Bucket { lo, hi: hi.min(capacity) });
+        lo = hi.saturating_add(1);
+    }
+    out
+}
+
 /// Index of the bucket holding `live`, or `None` when `live` is outside every bucket.
 pub fn bucket_of(buckets: &[Bucket], live: usize) -> Option<usize> {
     buckets.iter().position(|b| (b.lo..=b.hi).contains(&live))

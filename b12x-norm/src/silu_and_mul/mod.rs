@@ -326,16 +326,7 @@ pub fn configs(query: &Query) -> Vec<Config> {
 /// Buckets of T for a capacity: `1..=16`, `17..=128`, `129..=2048`, `2049..=capacity`, cut at
 /// capacity.
 pub fn buckets(capacity: usize) -> Vec<Bucket> {
-    let mut out = Vec::new();
-    let mut lo = 1;
-    for hi in BUCKET_EDGES.into_iter().chain([usize::MAX]) {
-        if lo > capacity {
-            break;
-        }
-        out.push(Bucket { lo, hi: hi.min(capacity) });
-        lo = hi.saturating_add(1);
-    }
-    out
+    b12x_core::edge_buckets(&BUCKET_EDGES, capacity)
 }
 
 /// A validated query bound to a device.
