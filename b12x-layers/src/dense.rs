@@ -538,10 +538,7 @@ impl Layer {
             }
             Op::Attention => {
                 let parts = TensorRef::from_slice(&st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
-                let scratch = match &mut st.scratch[4] {
-                    Some(s) => Scratch::from_slice(s),
-                    None => Scratch::none(),
-                };
+                let scratch = scratch_of(&mut st.scratch[4]);
                 let args = paged::Args {
                     q: parts[0].unflatten_last(&[h, d])?,
                     k_cache: TensorRef::from_slice(&st.k_cache, &cache_shape)?,
@@ -583,10 +580,7 @@ impl Layer {
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let (n, k) = self.cfg.linear_shapes()[i];
-        let scratch = match scratch {
-            Some(s) => Scratch::from_slice(s),
-            None => Scratch::none(),
-        };
+        let scratch = scratch_of(scratch);
         let (xv, yv) = (TensorRef::from_slice(x, &[b, k])?, TensorMut::from_slice(y, &[b, n])?);
         match (&self.linears[i], &w.linears[i]) {
             (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) => {
@@ -603,6 +597,14 @@ impl Layer {
                 reason: format!("{} weights do not match the layer's {:?} plans", LINEARS[i], self.format),
             }),
         }
+    }
+}
+
+/// An op's scratch buffer, or none when its layout is empty.
+fn scratch_of(s: &mut Option<CudaSlice<u8>>) -> Scratch<'_> {
+    match s {
+        Some(s) => Scratch::from_slice(s),
+        None => Scratch::none(),
     }
 }
 
