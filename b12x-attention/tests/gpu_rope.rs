@@ -360,16 +360,17 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let session = prepared(dev, &plan)?;
     let mut d = upload(dev, &c, &plan)?;
     type Edit = fn(&mut Args<'_>) -> Result<(), String>;
-    let edits: &[(&str, Edit)] = &[
-        ("missing table", |a| {
+    // Each edit and the error kind it must give (a check firing for another reason fails).
+    let edits: &[(&str, &str, Edit)] = &[
+        ("missing table", "Shape", |a| {
             a.cos_sin = None;
             Ok(())
         }),
-        ("missing k", |a| {
+        ("missing k", "Shape", |a| {
             a.k = None;
             Ok(())
         }),
-        ("k overlaps q", |a| {
+        ("k overlaps q", "Aliasing", |a| {
             let q = &a.q;
             // SAFETY: a view inside the same buffer (its first 8 heads).
             a.k = Some(
@@ -378,34 +379,40 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
             );
             Ok(())
         }),
-        ("q wrong dtype", |a| {
+        ("q wrong dtype", "DType", |a| {
             let q = &a.q;
             a.q = unsafe { TensorMut::from_raw(q.ptr(), &[5, 32, 128], &[q.strides()[0], 128, 1], DType::F16) }
                 .map_err(err)?;
             Ok(())
         }),
-        ("misaligned q", |a| {
+        ("misaligned q", "Misaligned", |a| {
             let q = &a.q;
             a.q = unsafe { TensorMut::from_raw(q.ptr() + 2, &[5, 32, 128], &[q.strides()[0], 128, 1], DType::BF16) }
                 .map_err(err)?;
             Ok(())
         }),
-        ("positions too short", |a| {
+        ("positions too short", "Shape", |a| {
             a.positions = unsafe { TensorRef::from_raw(a.positions.ptr(), &[4], &[1], DType::I32) }.map_err(err)?;
             Ok(())
         }),
-        ("table wrong shape", |a| {
+        ("table wrong shape", "Shape", |a| {
             let p = a.cos_sin.map(|t| t.ptr()).unwrap_or(0);
             a.cos_sin = Some(unsafe { TensorRef::from_raw(p, &[100, 128], &[128, 1], DType::F32) }.map_err(err)?);
             Ok(())
         }),
     ];
-    for (name, edit) in edits {
+    for (name, kind, edit) in edits {
         let mut a = args(&c, &mut d)?;
         edit(&mut a)?;
-        match rope::run(&plan, a, Scratch::none(), s) {
-            Err(Error::Shape { .. } | Error::DType { .. } | Error::Misaligned { .. } | Error::Aliasing { .. }) => {}
+        let got = match rope::run(&plan, a, Scratch::none(), s) {
+            Err(Error::Shape { .. }) => "Shape",
+            Err(Error::DType { .. }) => "DType",
+            Err(Error::Misaligned { .. }) => "Misaligned",
+            Err(Error::Aliasing { .. }) => "Aliasing",
             other => return Err(format!("{name}: expected a typed input error, got {other:?}")),
+        };
+        if got != *kind {
+            return Err(format!("{name}: expected {kind}, got {got}"));
         }
     }
     // T over capacity.

@@ -212,3 +212,67 @@ fn the_table_holds_the_oracles_cos_and_sin() {
     }
     assert_eq!((t[0], t[32]), (1.0, 0.0));
 }
+
+/// Raw views (no device needed: `kernel_params` only checks and packs addresses).
+fn fused_args(q: &Query, t: usize, positions_stride: isize, error_at: u64) -> b12x_attention::rope::Args<'static> {
+    use b12x_core::{TensorMut, TensorRef};
+    let (h, hkv, d) = (q.heads, q.kv_heads, q.head_dim);
+    let cols = (h + 2 * hkv) * d;
+    // SAFETY: never launched; the addresses are only checked.
+    unsafe {
+        let whole = TensorMut::from_raw(0x10_0000, &[t, cols], &[cols as isize, 1], DType::BF16).unwrap();
+        let mut parts = whole.split_last(&[h * d, hkv * d, hkv * d]).unwrap();
+        parts.truncate(2);
+        let k = parts.pop().unwrap().unflatten_last(&[hkv, d]).unwrap();
+        let qv = parts.pop().unwrap().unflatten_last(&[h, d]).unwrap();
+        b12x_attention::rope::Args {
+            q: qv,
+            k: Some(k),
+            positions: TensorRef::from_raw(0x90_0000, &[t], &[positions_stride], DType::I32).unwrap(),
+            cos_sin: None,
+            error: TensorMut::from_raw(error_at, &[1], &[1], DType::I32).unwrap(),
+        }
+    }
+}
+
+#[test]
+fn kernel_params_take_a_fused_qkv_buffer_and_reject_bad_views() {
+    let q = qwen3();
+    let p = q.kernel_params(&fused_args(&q, 4, 1, 0xA0_0000)).unwrap();
+    let cols = (32 + 16) * 128;
+    assert_eq!((p.q, p.k, p.q_stride, p.k_stride), (0x10_0000, 0x10_0000 + 32 * 128 * 2, cols as i64, cols as i64));
+    assert_eq!((p.tokens, p.heads, p.kv_heads, p.rotary_dim, p.max_position), (4, 32, 8, 128, 40960));
+    assert_eq!((p.inv_freq[0], p.inv_freq[63], p.inv_freq[64], p.scale), (1.0, q.inv_freq()[63], 0.0, 1.0));
+    // Strided positions (the kernel reads them with unit stride).
+    assert!(matches!(q.kernel_params(&fused_args(&q, 4, 2, 0xA0_0000)), Err(Error::Stride { .. })));
+    // The error word inside the positions, or inside q.
+    assert!(matches!(q.kernel_params(&fused_args(&q, 4, 1, 0x90_0004)), Err(Error::Aliasing { .. })));
+    assert!(matches!(q.kernel_params(&fused_args(&q, 4, 1, 0x10_0000 + 64)), Err(Error::Aliasing { .. })));
+    // k over q's columns.
+    let mut a = fused_args(&q, 4, 1, 0xA0_0000);
+    let s0 = a.q.strides()[0];
+    // SAFETY: never launched.
+    a.k = Some(
+        unsafe { b12x_core::TensorMut::from_raw(0x10_0000 + 256, &[4, 8, 128], &[s0, 128, 1], DType::BF16) }.unwrap(),
+    );
+    assert!(matches!(q.kernel_params(&a), Err(Error::Aliasing { .. })));
+    // A table in computed mode, none in table mode.
+    let mut a = fused_args(&q, 4, 1, 0xA0_0000);
+    a.cos_sin = a.positions.into();
+    assert!(matches!(q.kernel_params(&a), Err(Error::Shape { tensor: "cos_sin", .. })));
+    let table = Query { cos_sin: CosSin::Table, ..qwen3() };
+    assert!(matches!(
+        table.kernel_params(&fused_args(&table, 4, 1, 0xA0_0000)),
+        Err(Error::Shape { tensor: "cos_sin", .. })
+    ));
+    // Over capacity.
+    let small = Query { max_tokens: 3, ..qwen3() };
+    assert!(matches!(small.kernel_params(&fused_args(&small, 4, 1, 0xA0_0000)), Err(Error::Capacity { .. })));
+}
+
+#[test]
+fn grid_overflow_is_a_typed_error() {
+    let q =
+        Query { max_tokens: 1 << 29, heads: 1 << 30, kv_heads: 1 << 30, head_dim: 1024, rotary_dim: 512, ..qwen3() };
+    assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "max_tokens", .. })));
+}

@@ -177,8 +177,9 @@ macro_rules! view_common {
             }
             /// Splits the last dimension (which must have unit stride) into consecutive groups of
             /// `widths` elements (their sum must be its size): e.g. a fused QKV projection's
-            /// `[T, (H + 2·Hkv)·D]` output into its Q, K and V columns. The parts are disjoint,
-            /// so a writable view may be split into writable parts.
+            /// `[T, (H + 2·Hkv)·D]` output into its Q, K and V columns. A view whose elements
+            /// overlap (some stride shorter than the dimensions inside it) is an error, so the
+            /// parts are disjoint and a writable view splits into writable parts.
             pub fn split_last(self, widths: &[usize]) -> Result<Vec<Self>> {
                 let r = self.rank();
                 let total = if r == 0 { 0 } else { self.shape()[r - 1] };
@@ -190,6 +191,15 @@ macro_rules! view_common {
                             widths.iter().sum::<usize>()
                         ),
                         actual: self.shape().to_vec(),
+                    });
+                }
+                if !non_overlapping(self.shape(), self.strides()) {
+                    return Err(Error::Stride {
+                        tensor: "view",
+                        strides: self.strides().to_vec(),
+                        reason:
+                            "elements overlap (a stride shorter than the dimensions inside it): its parts would too"
+                                .into(),
                     });
                 }
                 let es = self.dtype().size_bytes() as u64;
@@ -320,6 +330,23 @@ pub fn require_disjoint(a: (&'static str, (u64, u64)), b: (&'static str, (u64, u
     Ok(())
 }
 
+/// Whether no two elements of a view share an address: ordered by stride, each dimension's
+/// stride covers everything the smaller ones span (a sufficient test; dimensions of size ≤ 1
+/// never overlap).
+fn non_overlapping(shape: &[usize], strides: &[isize]) -> bool {
+    let mut dims: Vec<(usize, usize)> =
+        shape.iter().zip(strides).filter(|(&n, _)| n > 1).map(|(&n, &s)| (s.max(0) as usize, n)).collect();
+    dims.sort_unstable();
+    let mut extent = 1usize;
+    for (s, n) in dims {
+        if s < extent {
+            return false;
+        }
+        extent = s.saturating_mul(n - 1).saturating_add(extent);
+    }
+    true
+}
+
 /// Like [`require_disjoint`], but exact for two row-strided views that interleave, e.g. the Q
 /// and K columns of one fused QKV buffer (whose byte ranges overlap while their elements do
 /// not): views of rank ≥ 2 with the same outer stride are disjoint when, modulo that stride,
@@ -412,6 +439,11 @@ mod tests {
         assert!(matches!(w.unflatten_last(&[3, 3]), Err(Error::Shape { .. })));
         let t = w.with_strides(&[1, 3]).unwrap();
         assert!(matches!(t.split_last(&[8]), Err(Error::Shape { .. })));
+        // Rows that overlap (stride 4 < 8 columns) cannot be split into writable parts.
+        let overlapping = TensorMut { l, _p: PhantomData }.with_strides(&[4, 1]).unwrap();
+        assert!(matches!(overlapping.split_last(&[4, 4]), Err(Error::Stride { .. })));
+        assert!(non_overlapping(&[3, 2, 4], &[8, 4, 1]) && !non_overlapping(&[3, 2, 4], &[8, 3, 1]));
+        assert!(non_overlapping(&[1, 8], &[0, 1]) && non_overlapping(&[5, 1], &[1, 0]));
     }
 
     #[test]

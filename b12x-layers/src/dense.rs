@@ -105,12 +105,15 @@ impl WeightFormat {
             WeightFormat::Nvfp4 => "nvfp4",
         }
     }
-    /// Bytes of a `[n, k]` weight as the kernels read it (codes and scales).
+    /// Bytes of a `[n, k]` weight as the kernels read it: the packed codes and scales (one f32
+    /// per 128 × 128 tile for block FP8, rows padded to 16 bytes; one UE4M3 per 16 for NVFP4, in
+    /// 128 × 4 tiles).
     pub fn weight_bytes(self, n: usize, k: usize) -> usize {
         match self {
             WeightFormat::Bf16 => 2 * n * k,
-            WeightFormat::BlockFp8 => n * k + n * pack::block_scale_ld(k, 128) * 4,
-            WeightFormat::Nvfp4 => n * k / 2 + n * k / 16,
+            WeightFormat::BlockFp8 => n * k + n.div_ceil(128) * pack::block_scale_ld(k, 128) * 4,
+            // Swizzled 128 × 4 scale tiles: rows padded to 128, scale columns to 4.
+            WeightFormat::Nvfp4 => n * k / 2 + n.next_multiple_of(128) * (k / 16).next_multiple_of(4),
         }
     }
 }
@@ -713,8 +716,21 @@ impl Batch {
         let lens = contexts.iter().map(|&c| c as i32).collect();
         Ok(Batch { lens, pages, free, max_pages, page_size })
     }
-    /// One new token per request: a fresh page where the last one is full.
+    /// One new token per request: a fresh page where the last one is full. On an error (no page
+    /// left, or a page table full) nothing changes.
     pub fn advance(&mut self) -> Result<()> {
+        let need = self.lens.iter().filter(|&&l| l as usize % self.page_size == 0).count();
+        if need > self.free.len() {
+            return Err(Error::Capacity { what: "free pages", got: need, capacity: self.free.len() });
+        }
+        if let Some(p) = self
+            .lens
+            .iter()
+            .zip(&self.pages)
+            .find(|(&l, p)| l as usize % self.page_size == 0 && p.len() == self.max_pages)
+        {
+            return Err(Error::Capacity { what: "context pages", got: p.1.len() + 1, capacity: self.max_pages });
+        }
         for (l, pages) in self.lens.iter_mut().zip(&mut self.pages) {
             if *l as usize % self.page_size == 0 {
                 if pages.len() == self.max_pages {

@@ -67,8 +67,10 @@
 //! not amortize their ramp; gate_up 88.8%, down 79.5%), attention 17.7 µs for 16.8 MB (14.2 with
 //! 8 splits), the five small ops ~4–4.6 µs each alone. B = 8: 146.0 µs = 76.5% (PDL). B = 64 at
 //! 2k: 358 µs = 55.4% (the M = 64 GEMVs run at 28–41% of the ceiling). Block FP8 / NVFP4
-//! (W8A16 / W4A16) at B = 1: 105.3 / 80.7 µs (44.0% / 33.4% of their smaller byte counts: the
-//! dequantizing decode kernels of `gemm.blockscaled` run at 40–75% of the ceiling on SM90).
+//! (W8A16 / W4A16) at B = 1: 105.3 / 80.7 µs (42.8% / 33.4% of their smaller byte counts: the
+//! dequantizing decode kernels of `gemm.blockscaled` run at 40–75% of the ceiling on SM90; the
+//! block-FP8 rows in that file count each weight's scales 128× — 44.0% there — fixed after the run,
+//! see the folder's README).
 
 pub mod dense;
 pub mod reference;

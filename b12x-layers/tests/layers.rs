@@ -36,6 +36,11 @@ fn pages_are_allocated_when_a_page_fills() {
     // Out of page-table room: a typed error.
     let mut full = Batch::new(&[32], 16, 2, 8, 1).unwrap();
     assert!(full.advance().is_err());
+    // A failed advance changes nothing: request 0 would fit, request 1's table is full.
+    let mut two = Batch::new(&[16, 32], 16, 2, 8, 1).unwrap();
+    let before = (two.lens.clone(), two.pages.clone());
+    assert!(two.advance().is_err());
+    assert_eq!((two.lens.clone(), two.pages.clone()), before);
     assert!(Batch::new(&[100], 16, 2, 8, 1).is_err());
     assert_eq!(Batch::new(&[10, 20], 16, 2, 8, 1).unwrap().kv_bytes(&tiny()), 30 * 2 * 64 * 4);
 }
@@ -61,7 +66,17 @@ fn quantized_weights_compute_with_their_dequantized_values() {
                 Some(q) => assert_eq!(q.dequantize(), l.values),
             }
         }
-        assert!(format.weight_bytes(128, 256) > 0);
+        // The bytes the bench counts are exactly what pack_weight stores.
+        for (l, (n, k)) in w.linears.iter().zip(cfg.linear_shapes()) {
+            let stored = match &l.quantized {
+                None => 2 * n * k,
+                Some(q) => {
+                    let p = b12x_gemm::blockscaled::pack::pack_host(q).unwrap();
+                    p.codes.len() + p.scales.len()
+                }
+            };
+            assert_eq!(format.weight_bytes(n, k), stored, "{format:?} {n}x{k}");
+        }
     }
 }
 

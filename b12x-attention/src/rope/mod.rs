@@ -24,8 +24,9 @@
 //! - cos/sin: computed in the kernel (`sincosf` of the f32 angle, full range reduction: exact to
 //!   the last f32 bit or one off) or read from a planned f32 table ([`CosSin::Table`]: 4·R bytes
 //!   per position, built once on the host by [`Plan::cos_sin_table`]). Rounding points in
-//!   [`reference`](mod@reference): table mode is **bitwise equal** to [`reference::rotate`], computed mode
-//!   within one ULP of bf16/f16.
+//!   [`reference`](mod@reference): table mode is **bitwise equal** to [`reference::rotate`];
+//!   computed mode is within one ULP of bf16/f16 plus 2^-20 of the pair's magnitude
+//!   (`|a'| + |b'|`: where `a·c − b·s` cancels, the last f32 bit of `sincosf` shows).
 //! - Untrusted positions: a position outside `[0, max_position)` leaves its row unrotated and
 //!   sets [`FAULT_POSITION`](crate::paging::FAULT_POSITION) (both modes, so results never depend
 //!   on the mode).
@@ -258,10 +259,11 @@ impl Query {
                 return bad("yarn", format!("the cos/sin factor mscale ratio must be finite and > 0, got {scale}"));
             }
         }
-        if self.max_tokens * (self.heads + self.kv_heads) * (r / 8) > max {
+        let threads = (self.heads + self.kv_heads).checked_mul(r / 8).and_then(|x| x.checked_mul(self.max_tokens));
+        if threads.is_none_or(|n| n > max) {
             return bad("max_tokens", "· (heads + kv_heads) · rotary_dim / 8 must fit a 32-bit grid".into());
         }
-        if self.cos_sin == CosSin::Table && self.max_position * r > max {
+        if self.cos_sin == CosSin::Table && self.max_position.checked_mul(r).is_none_or(|n| n > max) {
             return bad("max_position", "· rotary_dim must fit i32 in table mode".into());
         }
         Ok(())
@@ -278,6 +280,7 @@ impl Query {
         let t = args.q.shape().first().copied().unwrap_or(0);
         args.q.expect("q", "[T, H, D]", self.dtype, &[t, h, d])?;
         args.positions.expect("positions", "[T]", DType::I32, &[t])?;
+        crate::paging::require_contiguous("positions", &args.positions)?;
         args.error.expect("error", "[1]", DType::I32, &[1])?;
         if t > self.max_tokens {
             return Err(Error::Capacity { what: "T (rows of q and k)", got: t, capacity: self.max_tokens });
@@ -330,14 +333,17 @@ impl Query {
                 });
             }
         }
-        // q and k are written: nothing they are read with may overlap them.
+        // q, k and the error word are written: nothing they are read with may overlap them.
+        let error = ("error", args.error.byte_span());
         let mut outs = vec![("q", args.q.byte_span())];
         if let Some(k) = &args.k {
             outs.push(("k", k.byte_span()));
         }
-        for out in outs {
+        for &out in &outs {
+            require_disjoint(out, error)?;
+        }
+        for out in outs.into_iter().chain([error]) {
             require_disjoint(out, ("positions", args.positions.byte_span()))?;
-            require_disjoint(out, ("error", args.error.byte_span()))?;
             if let Some(tab) = &args.cos_sin {
                 require_disjoint(out, ("cos_sin", tab.byte_span()))?;
             }
