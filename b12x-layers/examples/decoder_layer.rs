@@ -34,7 +34,7 @@ fn main() -> b12x_core::Result<()> {
     for format in formats {
         let r = decode_run(&dev, &cfg, format, LayerOptions::default(), &contexts, steps, true, 7)?;
         println!(
-            "{:>9} B={b}: replay == eager {:?}; 1 - cos(y) {:?}; 1 - cos(residual) {:?} (bound {:e}); new pages {}; free memory {} -> {}; faults {}",
+            "{:>9} B={b}: replay == eager {:?}; 1 - cos(y) {:?}; 1 - cos(residual) {:?} (bound {:e}); new pages {}; free memory {} -> {}; faults {}; kernel resolutions after freeze {} (frozen throughout: {})",
             format.name(),
             r.replay_equals_eager,
             r.y_cosine_diff.iter().map(|c| format!("{c:.2e}")).collect::<Vec<_>>(),
@@ -43,7 +43,9 @@ fn main() -> b12x_core::Result<()> {
             r.new_pages,
             r.mem_free_before_after.0,
             r.mem_free_before_after.1,
-            r.faults
+            r.faults,
+            r.resolutions_after_freeze,
+            r.frozen_throughout
         );
     }
     Ok(())

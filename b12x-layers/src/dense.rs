@@ -775,6 +775,17 @@ pub struct RunReport {
     pub faults: u32,
     /// Pages allocated during the run (contexts crossing a page boundary).
     pub new_pages: usize,
+    /// (plan, bucket) selections that were missing at `freeze()` or differ after the run from
+    /// the ones `freeze()` saw: kernel resolutions after freeze (0; with the device frozen any
+    /// resolution is also an `Error::KernelResolutionFrozen`).
+    pub resolutions_after_freeze: usize,
+    /// The device stayed frozen from `freeze()` to the last step.
+    pub frozen_throughout: bool,
+}
+
+/// Every bucket's prepared selection of every plan (`None` where unprepared).
+fn selections(plans: &[&dyn OpPlan]) -> Vec<Option<Arc<b12x_core::Selected>>> {
+    plans.iter().flat_map(|p| (0..p.buckets().len()).map(|b| p.slot().get(b))).collect()
 }
 
 /// The example's and the GPU test's scenario: weights of `format`, B = `contexts.len()` requests
@@ -807,6 +818,8 @@ pub fn decode_run(
     let mut session = b12x_core::PreparationSession::new(dev)?;
     session.prepare(&layer.plans())?;
     session.freeze();
+    let at_freeze = selections(&layer.plans());
+    let mut frozen = dev.is_frozen();
 
     // Cached contexts: random K/V in [-1, 1] (bf16), the same in both device states and the
     // reference.
@@ -851,6 +864,7 @@ pub fn decode_run(
             st.upload_inputs(&x, &res, stream)?;
         }
         layer.step(&dw, &mut eager, stream)?;
+        frozen &= dev.is_frozen();
         // SAFETY: the graph replays `replay`'s buffers and the weights, alive until the end.
         unsafe { graph.launch() }?;
         let (ye, re) = eager.outputs(stream)?;
@@ -867,6 +881,16 @@ pub fn decode_run(
     report.mem_free_before_after = (free_before, dev.mem_free()?);
     report.faults = eager.error.read(stream)?.0 | replay.error.read(stream)?.0;
     report.new_pages = batch.pages.iter().map(Vec::len).sum::<usize>() - pages_before;
+    let after = selections(&layer.plans());
+    report.resolutions_after_freeze = at_freeze
+        .iter()
+        .zip(&after)
+        .filter(|(a, b)| match (a, b) {
+            (Some(a), Some(b)) => !Arc::ptr_eq(a, b),
+            _ => true,
+        })
+        .count();
+    report.frozen_throughout = frozen && dev.is_frozen();
     drop(graph);
     session.close();
     Ok(report)

@@ -3,8 +3,9 @@
 //! boundary during the run, so a page is allocated), every weight format, 4 steps. Each
 //! step: the captured graph's replay equals the eager step bitwise; `y` and `residual` within
 //! [`cosine_bound`] of the CPU reference layer; after the run no fault bit is set, free device
-//! memory is unchanged since before the first step (no allocation after freeze), and every step
-//! ran after `freeze()` (a kernel resolution would have been `KernelResolutionFrozen`).
+//! memory is unchanged since before the first step (no allocation after freeze), and no kernel
+//! was resolved after `freeze()` (every plan's selections are the ones `freeze()` saw, the device
+//! frozen throughout; a resolution would also have been `KernelResolutionFrozen`).
 //! The layer also runs with `LayerOptions { pdl: true }` (BF16) and with 8 attention splits (every
 //! format). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
@@ -39,6 +40,12 @@ fn check(
     }
     if r.mem_free_before_after.0 != r.mem_free_before_after.1 {
         return Err(format!("free device memory changed: {:?}", r.mem_free_before_after));
+    }
+    if r.resolutions_after_freeze != 0 || !r.frozen_throughout {
+        return Err(format!(
+            "{} kernel resolutions after freeze (frozen throughout: {})",
+            r.resolutions_after_freeze, r.frozen_throughout
+        ));
     }
     if r.new_pages == 0 {
         return Err("no page was allocated during the run".into());
