@@ -1,0 +1,425 @@
+//! Every op's plan for one configuration, and the step's ops on a stream.
+
+use super::{Config, DeviceLinear, DeviceWeights, State, WeightFormat, LINEARS};
+use b12x_attention::paging::ErrorWord;
+use b12x_attention::{kv_append, paged, rope};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::{DType, Device, Error, OpPlan, Result, Scratch, TensorMut, TensorRef};
+use b12x_gemm::bf16_gemv;
+use b12x_gemm::blockscaled::gemv as bsgemv;
+use b12x_gemm::blockscaled::gemv::XFormat;
+use b12x_gemm::blockscaled::pack;
+use b12x_norm::{rmsnorm, silu_and_mul};
+use b12x_quant::block::Fp8ScaleKind;
+use std::sync::Arc;
+
+/// What a [`Layer`] is planned for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// Largest B (requests, one new token each).
+    pub max_batch: usize,
+    /// Page-table entries per request: contexts up to `max_pages · P`.
+    pub max_pages: usize,
+    /// Pages in the cache.
+    pub num_pages: usize,
+}
+
+enum LinearPlan {
+    Bf16(bf16_gemv::Plan),
+    Packed(bsgemv::Plan),
+}
+
+impl LinearPlan {
+    fn op_plan(&self) -> &dyn OpPlan {
+        match self {
+            LinearPlan::Bf16(p) => p,
+            LinearPlan::Packed(p) => p,
+        }
+    }
+    fn scratch_bytes(&self) -> usize {
+        match self {
+            LinearPlan::Bf16(p) => p.scratch_layout().total_bytes(),
+            LinearPlan::Packed(p) => p.scratch_layout().total_bytes(),
+        }
+    }
+}
+
+/// The ten ops of a step, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    AddNorm1,
+    QkvProj,
+    Rope,
+    KvAppend,
+    Attention,
+    OProj,
+    AddNorm2,
+    GateUpProj,
+    SiluAndMul,
+    DownProj,
+}
+
+impl Op {
+    pub const ALL: [Op; 10] = [
+        Op::AddNorm1,
+        Op::QkvProj,
+        Op::Rope,
+        Op::KvAppend,
+        Op::Attention,
+        Op::OProj,
+        Op::AddNorm2,
+        Op::GateUpProj,
+        Op::SiluAndMul,
+        Op::DownProj,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::AddNorm1 => "add_rmsnorm_1",
+            Op::QkvProj => "qkv_proj",
+            Op::Rope => "rope",
+            Op::KvAppend => "kv_append",
+            Op::Attention => "attention",
+            Op::OProj => "o_proj",
+            Op::AddNorm2 => "add_rmsnorm_2",
+            Op::GateUpProj => "gate_up_proj",
+            Op::SiluAndMul => "silu_and_mul",
+            Op::DownProj => "down_proj",
+        }
+    }
+}
+
+/// How the layer's ops launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LayerOptions {
+    /// Programmatic dependent launch for the ops that offer it (`gemm.bf16_gemv`'s `pdl`,
+    /// `attention.paged`'s `PlanOptions::pdl`): each starts while the kernel before it finishes,
+    /// reading only what that kernel does not write (weights; lengths and page tables) before
+    /// its wait. Safe in this step: no op writes a weight, and only the host writes lengths and
+    /// page tables (between steps). Preparing a PDL `bf16_gemv` plan races chains of calls on
+    /// copies of its weight (up to eight, at most 1 GiB). The step's other kernels
+    /// (`norm.rmsnorm`, `attention.rope`, `attention.kv_append`, `activation.silu_and_mul`) let
+    /// the next PDL kernel launch as soon as they start, so a GEMV streams its weight while the
+    /// small op before it runs.
+    pub pdl: bool,
+    /// `attention.paged`'s split cap (`PlanOptions::max_splits`; `None`: the op's default).
+    /// Small batches may merge fewer, longer splits in a cluster faster than the default's many
+    /// short ones merged through the scratch.
+    pub attention_splits: Option<usize>,
+}
+
+/// Every op's plan for one configuration, weight format and capacity.
+pub struct Layer {
+    pub cfg: Config,
+    pub format: WeightFormat,
+    pub cap: Capacity,
+    pub options: LayerOptions,
+    norm: rmsnorm::Plan,
+    linears: Vec<LinearPlan>,
+    rope: rope::Plan,
+    append: kv_append::Plan,
+    attn: paged::Plan,
+    act: silu_and_mul::Plan,
+}
+
+impl Layer {
+    /// Plans every op (allocates, compiles and launches nothing).
+    pub fn new(cfg: &Config, format: WeightFormat, cap: Capacity, dev: &Arc<Device>) -> Result<Self> {
+        Self::with_options(cfg, format, cap, LayerOptions::default(), dev)
+    }
+
+    /// [`Layer::new`] with [`LayerOptions`].
+    pub fn with_options(
+        cfg: &Config,
+        format: WeightFormat,
+        cap: Capacity,
+        options: LayerOptions,
+        dev: &Arc<Device>,
+    ) -> Result<Self> {
+        let (h, hkv, d, p) = (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.page_size);
+        let b = cap.max_batch;
+        let norm = rmsnorm::plan(
+            &rmsnorm::Query { cols: cfg.hidden, dtype: DType::BF16, max_tokens: b, eps: cfg.eps, residual: true },
+            dev,
+        )?;
+        let mut linears = Vec::new();
+        for (n, k) in cfg.linear_shapes() {
+            linears.push(match format {
+                WeightFormat::Bf16 => LinearPlan::Bf16(bf16_gemv::plan(
+                    &bf16_gemv::Query {
+                        n,
+                        k,
+                        x_dtype: DType::BF16,
+                        out_dtype: DType::BF16,
+                        bias: None,
+                        max_rows: b,
+                        aligned: true,
+                        pdl: options.pdl,
+                    },
+                    dev,
+                )?),
+                WeightFormat::BlockFp8 | WeightFormat::Nvfp4 => {
+                    let weight = if format == WeightFormat::Nvfp4 {
+                        pack::WeightFormat::Nvfp4
+                    } else {
+                        pack::WeightFormat::BlockFp8 { tile: 128, scale: Fp8ScaleKind::F32 }
+                    };
+                    LinearPlan::Packed(bsgemv::plan(
+                        &bsgemv::Query {
+                            n,
+                            k,
+                            weight,
+                            x_format: XFormat::Bf16,
+                            out_dtype: DType::BF16,
+                            bias: None,
+                            max_rows: b,
+                            x_quant: None,
+                        },
+                        dev,
+                    )?)
+                }
+            });
+        }
+        let rope = rope::plan(
+            &rope::Query {
+                heads: h,
+                kv_heads: hkv,
+                head_dim: d,
+                rotary_dim: d,
+                rotary_offset: 0,
+                style: rope::RopeStyle::Neox,
+                base: cfg.rope_theta,
+                yarn: None,
+                dtype: DType::BF16,
+                max_tokens: b,
+                max_position: cap.max_pages * p,
+                cos_sin: rope::CosSin::Computed,
+            },
+            dev,
+        )?;
+        let append = kv_append::plan(
+            &kv_append::Query {
+                kv_heads: hkv,
+                head_dim: d,
+                page_size: p,
+                dtype: DType::BF16,
+                cache_dtype: DType::BF16,
+                max_batch: b,
+                max_tokens: b,
+                max_pages: cap.max_pages,
+                num_pages: cap.num_pages,
+            },
+            dev,
+        )?;
+        let attn = paged::plan_with(
+            &paged::Query {
+                heads: h,
+                kv_heads: hkv,
+                head_dim: d,
+                page_size: p,
+                q_dtype: DType::BF16,
+                kv_dtype: DType::BF16,
+                scale: cfg.softmax_scale(),
+                window_left: -1,
+                sinks: false,
+                max_batch: b,
+                max_tokens: b,
+                max_q_len: 1,
+                max_pages: cap.max_pages,
+                num_pages: cap.num_pages,
+            },
+            dev,
+            paged::PlanOptions { pdl: options.pdl, max_splits: options.attention_splits, ..Default::default() },
+        )?;
+        let act = silu_and_mul::plan(
+            &silu_and_mul::Query {
+                intermediate: cfg.intermediate,
+                dtype: DType::BF16,
+                max_tokens: b,
+                limit: None,
+                out: None,
+            },
+            dev,
+        )?;
+        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope, append, attn, act })
+    }
+
+    /// Every plan, for one `PreparationSession::prepare`.
+    pub fn plans(&self) -> Vec<&dyn OpPlan> {
+        let mut v: Vec<&dyn OpPlan> = vec![&self.norm];
+        v.extend(self.linears.iter().map(LinearPlan::op_plan));
+        v.extend([&self.rope as &dyn OpPlan, &self.append, &self.attn, &self.act]);
+        v
+    }
+
+    /// Device buffers for a batch of `b ≤ max_batch` requests (zeroed; the KV cache zeroed).
+    pub fn state(&self, stream: &Arc<CudaStream>, b: usize) -> Result<State> {
+        if b == 0 || b > self.cap.max_batch {
+            return Err(Error::Capacity { what: "B (requests)", got: b, capacity: self.cap.max_batch });
+        }
+        let c = &self.cfg;
+        let z = |n: usize| -> Result<CudaSlice<bf16>> { Ok(stream.alloc_zeros::<bf16>(n)?) };
+        let cache = self.cap.num_pages * c.page_size * c.kv_heads * c.head_dim;
+        let mut scratch = Vec::new();
+        for bytes in
+            self.linears.iter().map(LinearPlan::scratch_bytes).chain([self.attn.scratch_layout().total_bytes()])
+        {
+            scratch.push(if bytes > 0 { Some(stream.alloc_zeros::<u8>(bytes)?) } else { None });
+        }
+        Ok(State {
+            b,
+            x: z(b * c.hidden)?,
+            residual: z(b * c.hidden)?,
+            h: z(b * c.hidden)?,
+            qkv: z(b * c.qkv_cols())?,
+            o: z(b * c.heads * c.head_dim)?,
+            proj: z(b * c.hidden)?,
+            gate_up: z(b * 2 * c.intermediate)?,
+            act: z(b * c.intermediate)?,
+            y: z(b * c.hidden)?,
+            k_cache: z(cache)?,
+            v_cache: z(cache)?,
+            page_table: stream.alloc_zeros::<i32>(b * self.cap.max_pages)?,
+            seq_lens: stream.alloc_zeros::<i32>(b)?,
+            cu_seqlens_q: stream.clone_htod(&(0..=b as i32).collect::<Vec<_>>())?,
+            positions: stream.alloc_zeros::<i32>(b)?,
+            scratch,
+            error: ErrorWord::new(stream)?,
+        })
+    }
+
+    /// Enqueues the whole decode step on `stream`: the ten ops of [`Op::ALL`].
+    pub fn step(&self, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
+        for op in Op::ALL {
+            self.run_op(op, w, st, stream)?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues one op of the step (the bench times them one by one).
+    pub fn run_op(&self, op: Op, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
+        let c = &self.cfg;
+        let (b, hd) = (st.b, c.hidden);
+        let (h, hkv, d) = (c.heads, c.kv_heads, c.head_dim);
+        let qkv_widths = [h * d, hkv * d, hkv * d];
+        let cache_shape = [self.cap.num_pages, c.page_size, hkv, d];
+        match op {
+            Op::AddNorm1 | Op::AddNorm2 => {
+                let (x, ln) = if op == Op::AddNorm1 { (&st.x, &w.ln1) } else { (&st.proj, &w.ln2) };
+                let args = rmsnorm::Args {
+                    x: TensorRef::from_slice(x, &[b, hd])?,
+                    residual: Some(TensorMut::from_slice(&mut st.residual, &[b, hd])?),
+                    w: TensorRef::from_slice(ln, &[hd])?,
+                    y: TensorMut::from_slice(&mut st.h, &[b, hd])?,
+                };
+                rmsnorm::run(&self.norm, args, Scratch::none(), stream)
+            }
+            Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], stream),
+            Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], stream),
+            Op::GateUpProj => self.linear(2, w, &st.h, &mut st.gate_up, b, &mut st.scratch[2], stream),
+            Op::DownProj => self.linear(3, w, &st.act, &mut st.y, b, &mut st.scratch[3], stream),
+            Op::Rope => {
+                let mut parts = TensorMut::from_slice(&mut st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
+                parts.truncate(2);
+                let k = parts.pop().ok_or_else(|| missing("k"))?.unflatten_last(&[hkv, d])?;
+                let q = parts.pop().ok_or_else(|| missing("q"))?.unflatten_last(&[h, d])?;
+                let args = rope::Args {
+                    q,
+                    k: Some(k),
+                    positions: TensorRef::from_slice(&st.positions, &[b])?,
+                    cos_sin: None,
+                    error: st.error.view()?,
+                };
+                rope::run(&self.rope, args, Scratch::none(), stream)
+            }
+            Op::KvAppend => {
+                let parts = TensorRef::from_slice(&st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
+                let args = kv_append::Args {
+                    k: parts[1].unflatten_last(&[hkv, d])?,
+                    v: parts[2].unflatten_last(&[hkv, d])?,
+                    k_cache: TensorMut::from_slice(&mut st.k_cache, &cache_shape)?,
+                    v_cache: TensorMut::from_slice(&mut st.v_cache, &cache_shape)?,
+                    k_scale: None,
+                    v_scale: None,
+                    page_table: TensorRef::from_slice(&st.page_table, &[b, self.cap.max_pages])?,
+                    seq_lens: TensorRef::from_slice(&st.seq_lens, &[b])?,
+                    cu_seqlens_q: TensorRef::from_slice(&st.cu_seqlens_q, &[b + 1])?,
+                    error: st.error.view()?,
+                };
+                kv_append::run(&self.append, args, Scratch::none(), stream)
+            }
+            Op::Attention => {
+                let parts = TensorRef::from_slice(&st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
+                let scratch = scratch_of(&mut st.scratch[4]);
+                let args = paged::Args {
+                    q: parts[0].unflatten_last(&[h, d])?,
+                    k_cache: TensorRef::from_slice(&st.k_cache, &cache_shape)?,
+                    v_cache: TensorRef::from_slice(&st.v_cache, &cache_shape)?,
+                    k_scale: None,
+                    v_scale: None,
+                    sinks: None,
+                    page_table: TensorRef::from_slice(&st.page_table, &[b, self.cap.max_pages])?,
+                    seq_lens: TensorRef::from_slice(&st.seq_lens, &[b])?,
+                    cu_seqlens_q: TensorRef::from_slice(&st.cu_seqlens_q, &[b + 1])?,
+                    o: TensorMut::from_slice(&mut st.o, &[b, h, d])?,
+                    lse: None,
+                    error: st.error.view()?,
+                };
+                paged::run(&self.attn, args, scratch, stream)
+            }
+            Op::SiluAndMul => {
+                let args = silu_and_mul::Args {
+                    x: TensorRef::from_slice(&st.gate_up, &[b, 2 * c.intermediate])?,
+                    y: Some(TensorMut::from_slice(&mut st.act, &[b, c.intermediate])?),
+                    codes: None,
+                    scales: None,
+                    enc: None,
+                };
+                silu_and_mul::run(&self.act, args, Scratch::none(), stream)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn linear(
+        &self,
+        i: usize,
+        w: &DeviceWeights,
+        x: &CudaSlice<bf16>,
+        y: &mut CudaSlice<bf16>,
+        b: usize,
+        scratch: &mut Option<CudaSlice<u8>>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        let (n, k) = self.cfg.linear_shapes()[i];
+        let scratch = scratch_of(scratch);
+        let (xv, yv) = (TensorRef::from_slice(x, &[b, k])?, TensorMut::from_slice(y, &[b, n])?);
+        match (&self.linears[i], &w.linears[i]) {
+            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) => {
+                let args = bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv };
+                bf16_gemv::run(p, args, scratch, stream)
+            }
+            (LinearPlan::Packed(p), DeviceLinear::Packed(wt)) => {
+                let args = bsgemv::Args { x: xv, x_scales: None, x_global: None, w: wt, bias: None, y: yv, alpha: 1.0 };
+                bsgemv::run(p, args, scratch, stream)
+            }
+            _ => Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "weights",
+                reason: format!("{} weights do not match the layer's {:?} plans", LINEARS[i], self.format),
+            }),
+        }
+    }
+}
+
+/// An op's scratch buffer, or none when its layout is empty.
+fn scratch_of(s: &mut Option<CudaSlice<u8>>) -> Scratch<'_> {
+    match s {
+        Some(s) => Scratch::from_slice(s),
+        None => Scratch::none(),
+    }
+}
+
+fn missing(what: &str) -> Error {
+    Error::InvalidQuery { op: "b12x-layers", field: "qkv", reason: format!("no {what} columns") }
+}

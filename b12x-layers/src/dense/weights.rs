@@ -1,0 +1,99 @@
+//! The layer's weights: seeded random values in a format, on the host and on the device.
+
+use super::{Config, WeightFormat};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::{Error, Result};
+use b12x_gemm::blockscaled::pack::{pack_weight, PackedWeight};
+use b12x_gemm::blockscaled::Weight;
+use b12x_quant::block::{quantize_block_fp8, quantize_nvfp4, Fp8ScaleKind};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+/// One linear on the host: the values the layer computes with (bf16-rounded, or the quantized
+/// weight's dequantized values) and what goes to the device.
+#[derive(Clone, Debug)]
+pub struct HostLinear {
+    pub n: usize,
+    pub k: usize,
+    /// `[n, k]`: the weight's exact values.
+    pub values: Vec<f32>,
+    /// The quantized weight (block FP8 / NVFP4), `None` for BF16.
+    pub quantized: Option<Weight>,
+}
+
+/// The layer's weights on the host.
+#[derive(Clone, Debug)]
+pub struct HostWeights {
+    pub format: WeightFormat,
+    /// `[hidden]` bf16 values.
+    pub ln1: Vec<f32>,
+    pub ln2: Vec<f32>,
+    /// In [`LINEARS`](super::LINEARS) order.
+    pub linears: Vec<HostLinear>,
+}
+
+impl HostWeights {
+    /// Seeded random weights: linears uniform in `±√(3/K)` (unit-variance outputs for
+    /// unit-variance inputs), norm weights in `[0.8, 1.2]`, quantized to `format` on the host with
+    /// b12x-quant's codecs.
+    pub fn random(cfg: &Config, format: WeightFormat, seed: u64) -> Result<Self> {
+        let bf = |v: f32| bf16::from_f32(v).to_f32();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let ln1 = (0..cfg.hidden).map(|_| bf(rng.random_range(0.8..1.2))).collect();
+        let ln2 = (0..cfg.hidden).map(|_| bf(rng.random_range(0.8..1.2))).collect();
+        let linears = crate::par_map(4, |i| -> Result<HostLinear> {
+            let (n, k) = cfg.linear_shapes()[i];
+            let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(i as u64 + 1));
+            let a = (3.0 / k as f32).sqrt();
+            let raw: Vec<f32> = (0..n * k).map(|_| bf(rng.random_range(-a..a))).collect();
+            let bad = |e: b12x_quant::block::FormatError| Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "weights",
+                reason: e.to_string(),
+            };
+            Ok(match format {
+                WeightFormat::Bf16 => HostLinear { n, k, values: raw, quantized: None },
+                WeightFormat::BlockFp8 => {
+                    let q = quantize_block_fp8(&raw, n, k, (128, 128), Fp8ScaleKind::F32).map_err(bad)?;
+                    let w = Weight::BlockFp8(q);
+                    HostLinear { n, k, values: w.dequantize(), quantized: Some(w) }
+                }
+                WeightFormat::Nvfp4 => {
+                    let w = Weight::Nvfp4(quantize_nvfp4(&raw, n, k, None).map_err(bad)?);
+                    HostLinear { n, k, values: w.dequantize(), quantized: Some(w) }
+                }
+            })
+        });
+        Ok(HostWeights { format, ln1, ln2, linears: linears.into_iter().collect::<Result<_>>()? })
+    }
+
+    /// Uploads (BF16) or packs (`pack_weight`, layout v3) every weight.
+    pub fn upload(&self, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
+        let up = |v: &[f32]| -> Result<CudaSlice<bf16>> {
+            Ok(stream.clone_htod(&v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())?)
+        };
+        let mut linears = Vec::new();
+        for l in &self.linears {
+            linears.push(match &l.quantized {
+                None => DeviceLinear::Bf16(up(&l.values)?),
+                Some(w) => DeviceLinear::Packed(Box::new(pack_weight(w, stream)?)),
+            });
+        }
+        Ok(DeviceWeights { ln1: up(&self.ln1)?, ln2: up(&self.ln2)?, linears })
+    }
+}
+
+/// One linear's weight on the device.
+pub enum DeviceLinear {
+    Bf16(CudaSlice<bf16>),
+    Packed(Box<PackedWeight>),
+}
+
+/// The layer's weights on the device.
+pub struct DeviceWeights {
+    pub ln1: CudaSlice<bf16>,
+    pub ln2: CudaSlice<bf16>,
+    pub linears: Vec<DeviceLinear>,
+}
