@@ -9,6 +9,8 @@
 //! - `…/op/{name}`: each of the ten ops captured alone (bytes: its weight for the linears, the KV
 //!   for attention, else 0), and `…/sum_of_ops`: the sum of their medians (what the step would
 //!   cost without overlap between the ops' tails and heads).
+//! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
+//!   graph, in step order — the step minus these is what its five small ops cost inside it.
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
 //! - `decoder_layer/{fmt}_pdl/…`, `…_pdl_s8/…`: `LayerOptions { pdl: true }` (PDL launches of the
 //!   BF16 GEMVs and the attention, the small ops releasing them at their start) and also
@@ -77,6 +79,21 @@ fn main() -> Result<()> {
             let bytes = weight_bytes + kv;
             let t = time_graph(&dev, samples(), |s| layer.step(&dw, &mut st, s))?;
             report.add(&format!("{prefix}/step"), "one graph, 10 ops", &t, bytes as f64, 0.0);
+            // The step without its small ops: the four linears (+ the attention) back to back in
+            // one graph — what the small ops and their launches cost inside the step.
+            let linears = [Op::QkvProj, Op::OProj, Op::GateUpProj, Op::DownProj];
+            let t =
+                time_graph(&dev, samples(), |s| linears.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s)))?;
+            report.add(&format!("{prefix}/linears_only"), "one graph, the 4 linears", &t, weight_bytes as f64, 0.0);
+            let big = [Op::QkvProj, Op::Attention, Op::OProj, Op::GateUpProj, Op::DownProj];
+            let t = time_graph(&dev, samples(), |s| big.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s)))?;
+            report.add(
+                &format!("{prefix}/linears_attention"),
+                "one graph, 4 linears + attention",
+                &t,
+                bytes as f64,
+                0.0,
+            );
             let mut sum = 0.0;
             for op in Op::ALL {
                 let t = time_graph(&dev, samples(), |s| layer.run_op(op, &dw, &mut st, s))?;
