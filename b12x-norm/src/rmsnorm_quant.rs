@@ -95,6 +95,56 @@ impl QuantOut {
             QuantOut::Mxfp8 | QuantOut::Fp8Block128Ue8m0 | QuantOut::Nvfp4 => DType::U8,
         }
     }
+    /// Checks a quantized output of `t` rows of `cols` values — `codes`, `scales`, and `enc`
+    /// exactly for NVFP4: shapes, dtypes, alignment (codes
+    /// rows 8 bytes, 4 for NVFP4; f32 scales and `enc` 4), disjoint from each other and from
+    /// `inputs` — and returns their addresses and row strides. `dims` names the shapes of codes
+    /// and scales in errors. Shared by `norm.rmsnorm_quant` and `activation.silu_and_mul`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check_outputs(
+        self,
+        t: usize,
+        cols: usize,
+        codes: &TensorMut<'_>,
+        scales: &TensorMut<'_>,
+        dims: (&str, &str),
+        enc: Option<&TensorRef<'_>>,
+        inputs: &[(&'static str, (u64, u64))],
+    ) -> Result<QuantTensors> {
+        codes.expect("codes", dims.0, DType::U8, &[t, self.code_bytes(cols)])?;
+        if enc.is_some() != (self == QuantOut::Nvfp4) {
+            let expected = if self == QuantOut::Nvfp4 { "[1] f32" } else { "no tensor (not NVFP4)" };
+            return Err(Error::Shape { tensor: "enc", expected: expected.into(), actual: vec![] });
+        }
+        if let Some(e) = enc {
+            e.expect("enc", "[1]", DType::F32, &[1])?;
+        }
+        scales.expect("scales", dims.1, self.scale_dtype(), &[t, cols / self.block()])?;
+        codes.require_aligned("codes", if self == QuantOut::Nvfp4 { 4 } else { 8 })?;
+        if self.scale_dtype() == DType::F32 {
+            scales.require_aligned("scales", 4)?;
+        }
+        let outs = [("codes", codes.byte_span()), ("scales", scales.byte_span())];
+        require_disjoint(outs[0], outs[1])?;
+        for o in outs {
+            for &input in inputs {
+                require_disjoint(o, input)?;
+            }
+            if let Some(e) = enc {
+                require_disjoint(o, ("enc", e.byte_span()))?;
+            }
+        }
+        if let Some(e) = enc {
+            e.require_aligned("enc", 4)?;
+        }
+        Ok(QuantTensors {
+            codes: codes.ptr(),
+            scales: scales.ptr(),
+            ldq: codes.row_stride("codes")? as i64,
+            lds: scales.row_stride("scales")? as i64,
+            enc: enc.map_or(0, TensorRef::ptr),
+        })
+    }
     fn name(self) -> &'static str {
         match self {
             QuantOut::Mxfp8 => "mxfp8",
@@ -103,6 +153,15 @@ impl QuantOut {
             QuantOut::Nvfp4 => "nvfp4",
         }
     }
+}
+
+/// A checked quantized output ([`QuantOut::check_outputs`]): addresses and row strides.
+pub(crate) struct QuantTensors {
+    pub codes: u64,
+    pub scales: u64,
+    pub ldq: i64,
+    pub lds: i64,
+    pub enc: u64,
 }
 
 /// Mirrors `RmsnormQuantParams` in `kernels/rmsnorm.cu` (size asserted on both sides).
@@ -176,17 +235,13 @@ impl Query {
         let t = args.x.shape().first().copied().unwrap_or(0);
         args.x.expect("x", "[T, D]", dtype, &[t, d])?;
         args.w.expect("w", "[D]", dtype, &[d])?;
-        let code_bytes = self.out.code_bytes(d);
         let dims = if self.out == QuantOut::Nvfp4 { "[T, D/2]" } else { "[T, D]" };
-        args.codes.expect("codes", dims, DType::U8, &[t, code_bytes])?;
-        if args.enc.is_some() != (self.out == QuantOut::Nvfp4) {
-            let expected = if self.out == QuantOut::Nvfp4 { "[1] f32".into() } else { "no tensor (not NVFP4)".into() };
-            return Err(Error::Shape { tensor: "enc", expected, actual: vec![] });
+        let mut inputs = vec![("x", args.x.byte_span()), ("w", args.w.byte_span())];
+        if let Some(r) = &args.residual {
+            inputs.push(("residual", r.byte_span()));
         }
-        if let Some(e) = &args.enc {
-            e.expect("enc", "[1]", DType::F32, &[1])?;
-        }
-        args.scales.expect("scales", "[T, D/block]", self.out.scale_dtype(), &[t, d / self.out.block()])?;
+        let dims = (dims, "[T, D/block]");
+        let q = self.out.check_outputs(t, d, &args.codes, &args.scales, dims, args.enc.as_ref(), &inputs)?;
         if t > self.max_tokens {
             return Err(Error::Capacity { what: "T (rows of x)", got: t, capacity: self.max_tokens });
         }
@@ -200,10 +255,6 @@ impl Query {
         }
         args.x.require_aligned("x", 16)?;
         args.w.require_aligned("w", 16)?;
-        args.codes.require_aligned("codes", if self.out == QuantOut::Nvfp4 { 4 } else { 8 })?;
-        if args.scales.dtype() == DType::F32 {
-            args.scales.require_aligned("scales", 4)?;
-        }
         let mut base = RmsnormParams {
             x: args.x.ptr(),
             w: args.w.ptr(),
@@ -213,30 +264,14 @@ impl Query {
             eps: self.eps,
             ..RmsnormParams::default()
         };
-        let outs = [("codes", args.codes.byte_span()), ("scales", args.scales.byte_span())];
         if let Some(r) = &args.residual {
             r.expect("residual", "[T, D]", dtype, &[t, d])?;
             r.require_aligned("residual", 16)?;
             base.residual = r.ptr();
             base.residual_stride = r.row_stride("residual")? as i64;
             require_disjoint(("residual", r.byte_span()), ("x", args.x.byte_span()))?;
-            for o in outs {
-                require_disjoint(o, ("residual", r.byte_span()))?;
-            }
         }
-        for o in outs {
-            require_disjoint(o, ("x", args.x.byte_span()))?;
-            require_disjoint(o, ("w", args.w.byte_span()))?;
-        }
-        require_disjoint(outs[0], outs[1])?;
-        Ok(RmsnormQuantParams {
-            base,
-            codes: args.codes.ptr(),
-            scales: args.scales.ptr(),
-            ldq: args.codes.row_stride("codes")? as i64,
-            lds: args.scales.row_stride("scales")? as i64,
-            enc: args.enc.as_ref().map_or(0, TensorRef::ptr),
-        })
+        Ok(RmsnormQuantParams { base, codes: q.codes, scales: q.scales, ldq: q.ldq, lds: q.lds, enc: q.enc })
     }
 }
 

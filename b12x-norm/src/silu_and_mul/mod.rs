@@ -206,35 +206,10 @@ impl Query {
         absent("y", args.y.is_some(), "the plan writes a quantized y")?;
         let (code_bytes, groups) = (out.code_bytes(i), i / out.block());
         let codes = args.codes.as_ref().ok_or_else(|| missing("codes", format!("[T, {code_bytes}] u8")))?;
-        let dims = if out == QuantOut::Nvfp4 { "[T, I/2]" } else { "[T, I]" };
-        codes.expect("codes", dims, DType::U8, &[t, code_bytes])?;
         let scales = args.scales.as_ref().ok_or_else(|| missing("scales", format!("[T, {groups}]")))?;
-        scales.expect("scales", "[T, I/block]", out.scale_dtype(), &[t, groups])?;
-        if args.enc.is_some() != (out == QuantOut::Nvfp4) {
-            let expected = if out == QuantOut::Nvfp4 { "[1] f32" } else { "no tensor (not NVFP4)" };
-            return Err(Error::Shape { tensor: "enc", expected: expected.into(), actual: vec![] });
-        }
-        codes.require_aligned("codes", if out == QuantOut::Nvfp4 { 4 } else { 8 })?;
-        if out.scale_dtype() == DType::F32 {
-            scales.require_aligned("scales", 4)?;
-        }
-        let outs = [("codes", codes.byte_span()), ("scales", scales.byte_span())];
-        for o in outs {
-            require_disjoint(o, x_span)?;
-        }
-        require_disjoint(outs[0], outs[1])?;
-        if let Some(e) = &args.enc {
-            e.expect("enc", "[1]", DType::F32, &[1])?;
-            e.require_aligned("enc", 4)?;
-            for o in outs {
-                require_disjoint(o, ("enc", e.byte_span()))?;
-            }
-            p.enc = e.ptr();
-        }
-        p.codes = codes.ptr();
-        p.scales = scales.ptr();
-        p.ldq = codes.row_stride("codes")? as i64;
-        p.lds = scales.row_stride("scales")? as i64;
+        let dims = if out == QuantOut::Nvfp4 { "[T, I/2]" } else { "[T, I]" };
+        let q = out.check_outputs(t, i, codes, scales, (dims, "[T, I/block]"), args.enc.as_ref(), &[x_span])?;
+        (p.codes, p.scales, p.ldq, p.lds, p.enc) = (q.codes, q.scales, q.ldq, q.lds, q.enc);
         Ok(p)
     }
 
