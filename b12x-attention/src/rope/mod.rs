@@ -274,8 +274,24 @@ impl Query {
         reference::inv_freq(self.rotary_dim, self.base as f64, self.yarn.as_ref())
     }
 
+    /// The kernel's frequencies (zero-padded to [`MAX_PAIRS`]) and its cos/sin factor
+    /// ([`reference::cos_sin_scale`]); a plan computes them once.
+    pub fn frequencies(&self) -> Frequencies {
+        let mut inv_freq = [0f32; MAX_PAIRS];
+        for (dst, f) in inv_freq.iter_mut().zip(self.inv_freq()) {
+            *dst = f;
+        }
+        Frequencies { inv_freq, scale: reference::cos_sin_scale(self.yarn.as_ref()) }
+    }
+
     /// Checks `args` against the query and builds the kernel parameters; nothing is launched.
     pub fn kernel_params(&self, args: &Args<'_>) -> Result<RopeParams> {
+        self.kernel_params_with(args, &self.frequencies())
+    }
+
+    /// [`Query::kernel_params`] with the frequencies computed already (what `run` uses: the
+    /// plan's, so a call does no f64 `powf`).
+    pub fn kernel_params_with(&self, args: &Args<'_>, freqs: &Frequencies) -> Result<RopeParams> {
         let (h, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
         let t = args.q.shape().first().copied().unwrap_or(0);
         args.q.expect("q", "[T, H, D]", self.dtype, &[t, h, d])?;
@@ -348,10 +364,6 @@ impl Query {
                 require_disjoint(out, ("cos_sin", tab.byte_span()))?;
             }
         }
-        let mut inv_freq = [0f32; MAX_PAIRS];
-        for (dst, f) in inv_freq.iter_mut().zip(self.inv_freq()) {
-            *dst = f;
-        }
         Ok(RopeParams {
             q: args.q.ptr(),
             k: args.k.as_ref().map_or(0, |k| k.ptr()),
@@ -367,8 +379,8 @@ impl Query {
             rotary_dim: self.rotary_dim as i32,
             rotary_offset: self.rotary_offset as i32,
             max_position: self.max_position as i32,
-            scale: reference::cos_sin_scale(self.yarn.as_ref()),
-            inv_freq,
+            scale: freqs.scale,
+            inv_freq: freqs.inv_freq,
         })
     }
 
@@ -383,10 +395,20 @@ impl Query {
     }
 }
 
+/// What the kernel's parameters carry of the frequencies ([`Query::frequencies`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Frequencies {
+    /// The `R / 2` frequencies, zero-padded.
+    pub inv_freq: [f32; MAX_PAIRS],
+    /// The factor on cos and sin.
+    pub scale: f32,
+}
+
 /// A validated query bound to a device.
 #[derive(Clone, Debug)]
 pub struct Plan {
     query: Query,
+    freqs: Frequencies,
     device: Arc<Device>,
     buckets: Vec<Bucket>,
     slot: PlanSlot,
@@ -397,6 +419,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
     Ok(Plan {
         query: query.clone(),
+        freqs: query.frequencies(),
         device: device.clone(),
         buckets: vec![Bucket { lo: 1, hi: query.max_tokens }],
         slot: PlanSlot::default(),
@@ -416,7 +439,7 @@ impl Plan {
     /// ([`reference::table`]). Computing it costs `max_position · R / 2` f64 sin/cos pairs.
     pub fn cos_sin_table(&self) -> Vec<f32> {
         let q = &self.query;
-        reference::table(q.max_position, q.rotary_dim, &q.inv_freq())
+        reference::table(q.max_position, q.rotary_dim, &self.freqs.inv_freq[..q.rotary_dim / 2])
     }
 }
 
@@ -438,7 +461,7 @@ pub struct Args<'a> {
 /// Rotates `args.q` (and `args.k`) in place on `stream`. Every check happens before the launch;
 /// no allocation, no synchronization. `T = 0` launches nothing.
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
-    let params = plan.query.kernel_params(&args)?;
+    let params = plan.query.kernel_params_with(&args, &plan.freqs)?;
     plan.scratch_layout().bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if params.tokens == 0 {
@@ -515,7 +538,7 @@ impl OpPlan for Plan {
         let table = if q.cos_sin == CosSin::Table { q.rotary_dim * 4 } else { 16 };
         // row, positions, table row, error.
         let race = RaceBuffer::new(&self.device, &[row, 4, table, 4])?;
-        let mut params = RopeParams {
+        let params = RopeParams {
             q: race.ptrs[0],
             k: if q.kv_heads > 0 { race.ptrs[0] + (q.heads * q.head_dim * q.dtype.size_bytes()) as u64 } else { 0 },
             positions: race.ptrs[1],
@@ -530,12 +553,9 @@ impl OpPlan for Plan {
             rotary_dim: q.rotary_dim as i32,
             rotary_offset: q.rotary_offset as i32,
             max_position: 1,
-            scale: 1.0,
-            ..Default::default()
+            scale: self.freqs.scale,
+            inv_freq: self.freqs.inv_freq,
         };
-        for (dst, f) in params.inv_freq.iter_mut().zip(q.inv_freq()) {
-            *dst = f;
-        }
         Ok(Box::new(RaceCase { params, _buffer: race }))
     }
 }
