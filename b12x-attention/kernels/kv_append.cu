@@ -173,9 +173,10 @@ __device__ __forceinline__ void kv_append(const KvAppendParams& p) {
 
 }  // namespace b12x
 
-// Each entry point first lets a PDL-launched next kernel (attention.paged, which reads only
-// lengths, page tables and keys before the new tokens until its griddepcontrol.wait) start;
-// launched plainly, as the op does, its own wait returns at once.
+// Each entry point first waits for the kernel before it (a PDL launch, `Plan::with_pdl`;
+// launched plainly the wait returns at once), then lets a PDL-launched next kernel
+// (attention.paged, which reads only lengths, page tables and keys before the new tokens until
+// its own wait) start.
 #define B12X_KV_APPEND(NAME, TIN, E4M3)                                                    \
   extern "C" __global__ void __launch_bounds__(b12x::kKvAppendThreads)                     \
       b12x_kv_append_##NAME(const __grid_constant__ b12x::KvAppendParams p) {             \

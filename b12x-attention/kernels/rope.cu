@@ -148,8 +148,9 @@ __device__ __forceinline__ void rope(const RopeParams& p) {
 
 }  // namespace b12x
 
-// Each entry point first lets a PDL-launched next kernel start (its griddepcontrol.wait still
-// waits for this grid); launched plainly, as the op does, its own wait returns at once.
+// Each entry point first waits for the kernel before it (a PDL launch, `Plan::with_pdl`;
+// launched plainly the wait returns at once), then lets a PDL-launched next kernel start (its
+// own wait still waits for this grid).
 #define B12X_ROPE(NAME, T, NEOX, TABLE)                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kRopeThreads)                        \
       b12x_rope_##NAME(const __grid_constant__ b12x::RopeParams p) {                      \

@@ -12,10 +12,10 @@
 //! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
 //!   graph, in step order — the step minus these is what its five small ops cost inside it.
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
-//! - `decoder_layer/{fmt}_pdl/…`, `…_pdl_s8/…`: `LayerOptions { pdl: true }` (PDL launches of the
-//!   BF16 GEMVs and the attention, the small ops releasing them at their start) and also
-//!   `attention_splits: Some(8)`; the op rows time each op alone, where PDL has no predecessor
-//!   to overlap.
+//! - `decoder_layer/{fmt}_pdl/…`, `…_pdl_s{4,8}/…`, `…_s8/…`: `LayerOptions { pdl: true }`
+//!   (every kernel of the step launched with PDL; the block-scaled GEMVs have no PDL launch)
+//!   and/or `attention_splits: Some(4 | 8)`; the op rows time each op alone, where PDL has no
+//!   predecessor to overlap.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -45,7 +45,9 @@ fn main() -> Result<()> {
         let variants: &[(&str, LayerOptions)] = if format == WeightFormat::Bf16 {
             &[
                 ("", LayerOptions { pdl: false, attention_splits: None }),
+                ("_s8", LayerOptions { pdl: false, attention_splits: Some(8) }),
                 ("_pdl", LayerOptions { pdl: true, attention_splits: None }),
+                ("_pdl_s4", LayerOptions { pdl: true, attention_splits: Some(4) }),
                 ("_pdl_s8", LayerOptions { pdl: true, attention_splits: Some(8) }),
             ]
         } else {

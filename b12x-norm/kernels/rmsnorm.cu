@@ -332,9 +332,9 @@ __device__ __forceinline__ void rmsnorm_quant_two_rows(const RmsnormQuantParams&
 }  // namespace b12x
 
 // One entry point per (form, kVecsPerThread, dtype); the variant table in src/rmsnorm/mod.rs
-// lists exactly these symbols. Each first lets a PDL-launched next kernel (a GEMV streaming its
-// weight) start: that kernel's griddepcontrol.wait still waits for this grid to complete and its
-// writes to be visible; launched plainly (as the op does), this kernel's own wait returns at once.
+// lists exactly these symbols. Each first waits for the kernel before it (a PDL launch,
+// `Plan::with_pdl`; launched plainly the wait returns at once), then lets a PDL-launched next
+// kernel (a GEMV streaming its weight) start, whose own wait still waits for this grid.
 // (The norm.rmsnorm_quant entry points below do not.)
 #define B12X_RMSNORM_KERNEL(NAME, TIN, KV, HAS_RESIDUAL)                                \
   extern "C" __global__ void __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>()) \

@@ -137,9 +137,9 @@ __device__ __forceinline__ void silu_and_mul_chunk(const SiluAndMulParams& p) {
 }  // namespace b12x
 
 // One entry point per (output, kVecsPerThread, dtype); the variant table in src/silu_and_mul/mod.rs
-// lists exactly these symbols. Each first lets a PDL-launched next kernel (a GEMV) start: its
-// griddepcontrol.wait still waits for this grid to complete; launched plainly (as the op does),
-// this kernel's own wait returns at once.
+// lists exactly these symbols. Each first waits for the kernel before it (a PDL launch,
+// `Plan::with_pdl`; launched plainly the wait returns at once), then lets a PDL-launched next
+// kernel (a GEMV) start, whose own wait still waits for this grid.
 #define B12X_SILU_KERNEL(NAME, T, KV, QUANT)                                                 \
   extern "C" __global__ void __launch_bounds__(b12x::kSiluMaxThreads)                      \
       NAME(const __grid_constant__ b12x::SiluAndMulParams p) {                              \

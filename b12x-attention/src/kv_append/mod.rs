@@ -82,8 +82,8 @@ use crate::paging::{check_batch_tensors, require_contiguous};
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::RaceBuffer;
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, LaunchOpts, OpPlan,
+    PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -284,6 +284,7 @@ pub struct Plan {
     device: Arc<Device>,
     buckets: Vec<Bucket>,
     slot: PlanSlot,
+    pdl: bool,
 }
 
 /// Validates `query`. Allocates, compiles and launches nothing.
@@ -294,10 +295,25 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         device: device.clone(),
         buckets: vec![Bucket { lo: 1, hi: query.max_tokens }],
         slot: PlanSlot::default(),
+        pdl: false,
     })
 }
 
 impl Plan {
+    /// Launches every call of this plan with programmatic dependent launch (PDL) when `pdl`.
+    /// The kernel waits (`griddepcontrol.wait`) for the work before it before touching
+    /// anything, then lets a PDL-launched next kernel start, so in a stream or a captured graph
+    /// of PDL launches (e.g. `gemm.bf16_gemv` with `Query::pdl`) its launch overlaps the
+    /// previous kernel's tail. Results are the same either way; the tuning race times plain
+    /// launches.
+    pub fn with_pdl(mut self, pdl: bool) -> Self {
+        self.pdl = pdl;
+        self
+    }
+    /// Whether calls launch with PDL ([`Plan::with_pdl`]).
+    pub fn pdl(&self) -> bool {
+        self.pdl
+    }
     pub fn query(&self) -> &Query {
         &self.query
     }
@@ -342,10 +358,10 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
         return Ok(());
     }
     let selected = resolve(plan, 0, stream)?;
-    launch(&selected, &params, stream)
+    launch(&selected, &params, stream, plan.pdl)
 }
 
-fn launch(selected: &Selected, p: &KvAppendParams, stream: &CudaStream) -> Result<()> {
+fn launch(selected: &Selected, p: &KvAppendParams, stream: &CudaStream, pdl: bool) -> Result<()> {
     let kernel = selected.kernels.first().ok_or_else(|| Error::UnknownConfig {
         op: OP,
         bucket: String::new(),
@@ -357,7 +373,7 @@ fn launch(selected: &Selected, p: &KvAppendParams, stream: &CudaStream) -> Resul
     // SAFETY: KvAppendParams mirrors the kernel's struct (asserted on both sides) and passed
     // `Query::kernel_params` (or describes the race's own buffer); the kernel bounds every
     // index read from the device before using it.
-    unsafe { kernel.launch(stream, dims, p) }
+    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl, cluster_x: 0 }) }
 }
 
 impl OpPlan for Plan {
@@ -452,6 +468,6 @@ struct RaceCase {
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(selected, &self.params, stream)
+        launch(selected, &self.params, stream, false)
     }
 }

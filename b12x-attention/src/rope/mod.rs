@@ -91,7 +91,8 @@ pub use params::{RopeParams, MAX_PAIRS};
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::{
     require_disjoint, require_disjoint_views, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule,
-    LaunchDims, OpPlan, PlanSlot, RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    LaunchDims, LaunchOpts, OpPlan, PlanSlot, RaceBuffer, Result, Scratch, ScratchLayout, Selected, TensorMut,
+    TensorRef,
 };
 use std::sync::Arc;
 
@@ -412,6 +413,7 @@ pub struct Plan {
     device: Arc<Device>,
     buckets: Vec<Bucket>,
     slot: PlanSlot,
+    pdl: bool,
 }
 
 /// Validates `query`. Allocates, compiles and launches nothing.
@@ -423,10 +425,25 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         device: device.clone(),
         buckets: vec![Bucket { lo: 1, hi: query.max_tokens }],
         slot: PlanSlot::default(),
+        pdl: false,
     })
 }
 
 impl Plan {
+    /// Launches every call of this plan with programmatic dependent launch (PDL) when `pdl`.
+    /// The kernel waits (`griddepcontrol.wait`) for the work before it before touching
+    /// anything, then lets a PDL-launched next kernel start, so in a stream or a captured graph
+    /// of PDL launches (e.g. `gemm.bf16_gemv` with `Query::pdl`) its launch overlaps the
+    /// previous kernel's tail. Results are the same either way; the tuning race times plain
+    /// launches.
+    pub fn with_pdl(mut self, pdl: bool) -> Self {
+        self.pdl = pdl;
+        self
+    }
+    /// Whether calls launch with PDL ([`Plan::with_pdl`]).
+    pub fn pdl(&self) -> bool {
+        self.pdl
+    }
     pub fn query(&self) -> &Query {
         &self.query
     }
@@ -468,10 +485,10 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
         return Ok(());
     }
     let selected = resolve(plan, 0, stream)?;
-    launch(&selected, &params, stream)
+    launch(&selected, &params, stream, plan.pdl)
 }
 
-fn launch(selected: &Selected, p: &RopeParams, stream: &CudaStream) -> Result<()> {
+fn launch(selected: &Selected, p: &RopeParams, stream: &CudaStream, pdl: bool) -> Result<()> {
     let kernel = selected.kernels.first().ok_or_else(|| Error::UnknownConfig {
         op: OP,
         bucket: String::new(),
@@ -483,7 +500,7 @@ fn launch(selected: &Selected, p: &RopeParams, stream: &CudaStream) -> Result<()
     // SAFETY: RopeParams mirrors the kernel's struct (asserted on both sides) and passed
     // `Query::kernel_params` (or describes the race's own buffer); positions are bounded in the
     // kernel before any table access.
-    unsafe { kernel.launch(stream, dims, p) }
+    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl, cluster_x: 0 }) }
 }
 
 impl OpPlan for Plan {
@@ -568,6 +585,6 @@ struct RaceCase {
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(selected, &self.params, stream)
+        launch(selected, &self.params, stream, false)
     }
 }

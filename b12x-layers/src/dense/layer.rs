@@ -97,10 +97,11 @@ pub struct LayerOptions {
     /// reading only what that kernel does not write (weights; lengths and page tables) before
     /// its wait. Safe in this step: no op writes a weight, and only the host writes lengths and
     /// page tables (between steps). Preparing a PDL `bf16_gemv` plan races chains of calls on
-    /// copies of its weight (up to eight, at most 1 GiB). The step's other kernels
-    /// (`norm.rmsnorm`, `attention.rope`, `attention.kv_append`, `activation.silu_and_mul`) let
-    /// the next PDL kernel launch as soon as they start, so a GEMV streams its weight while the
-    /// small op before it runs.
+    /// copies of its weight (up to eight, at most 1 GiB). The step's small ops
+    /// (`norm.rmsnorm`, `attention.rope`, `attention.kv_append`, `activation.silu_and_mul`)
+    /// launch with PDL too (`Plan::with_pdl`): each waits for the kernel before it, then lets
+    /// the next one launch, so every edge of the step's graph is programmatic and a GEMV
+    /// streams its weight while the small op before it runs.
     pub pdl: bool,
     /// `attention.paged`'s split cap (`PlanOptions::max_splits`; `None`: the op's default).
     /// Small batches may merge fewer, longer splits in a cluster faster than the default's many
@@ -141,7 +142,8 @@ impl Layer {
         let norm = rmsnorm::plan(
             &rmsnorm::Query { cols: cfg.hidden, dtype: DType::BF16, max_tokens: b, eps: cfg.eps, residual: true },
             dev,
-        )?;
+        )?
+        .with_pdl(options.pdl);
         let mut linears = Vec::new();
         for (n, k) in cfg.linear_shapes() {
             linears.push(match format {
@@ -196,7 +198,8 @@ impl Layer {
                 cos_sin: rope::CosSin::Computed,
             },
             dev,
-        )?;
+        )?
+        .with_pdl(options.pdl);
         let append = kv_append::plan(
             &kv_append::Query {
                 kv_heads: hkv,
@@ -210,7 +213,8 @@ impl Layer {
                 num_pages: cap.num_pages,
             },
             dev,
-        )?;
+        )?
+        .with_pdl(options.pdl);
         let attn = paged::plan_with(
             &paged::Query {
                 heads: h,
@@ -240,7 +244,8 @@ impl Layer {
                 out: None,
             },
             dev,
-        )?;
+        )?
+        .with_pdl(options.pdl);
         Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope, append, attn, act })
     }
 

@@ -52,8 +52,8 @@ pub use params::RmsnormParams;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use b12x_core::plan::bucket_of;
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, OpPlan, PlanSlot,
-    Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, LaunchOpts, OpPlan,
+    PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -248,6 +248,7 @@ pub struct Plan {
     buckets: Vec<Bucket>,
     configs: Vec<Config>,
     slot: PlanSlot,
+    pdl: bool,
 }
 
 /// Validates `query` and enumerates its configs. Allocates, compiles and launches nothing.
@@ -259,10 +260,25 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         buckets: buckets(query.max_tokens),
         configs: configs(query),
         slot: PlanSlot::default(),
+        pdl: false,
     })
 }
 
 impl Plan {
+    /// Launches every call of this plan with programmatic dependent launch (PDL) when `pdl`.
+    /// The kernel waits (`griddepcontrol.wait`) for the work before it before touching
+    /// anything, then lets a PDL-launched next kernel start, so in a stream or a captured graph
+    /// of PDL launches (e.g. `gemm.bf16_gemv` with `Query::pdl`) its launch overlaps the
+    /// previous kernel's tail. Results are the same either way; the tuning race times plain
+    /// launches.
+    pub fn with_pdl(mut self, pdl: bool) -> Self {
+        self.pdl = pdl;
+        self
+    }
+    /// Whether calls launch with PDL ([`Plan::with_pdl`]).
+    pub fn pdl(&self) -> bool {
+        self.pdl
+    }
     pub fn query(&self) -> &Query {
         &self.query
     }
@@ -315,10 +331,10 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let capacity = Error::Capacity { what: "T (rows of x)", got: rows, capacity: plan.query.max_tokens };
     let bucket = bucket_of(&plan.buckets, rows).ok_or(capacity)?;
     let selected = resolve(plan, bucket, stream)?;
-    launch(&plan.query, &selected, &params, stream)
+    launch(&plan.query, &selected, &params, stream, plan.pdl)
 }
 
-fn launch(query: &Query, selected: &Selected, params: &RmsnormParams, stream: &CudaStream) -> Result<()> {
+fn launch(query: &Query, selected: &Selected, params: &RmsnormParams, stream: &CudaStream, pdl: bool) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
     let config = Config::parse(&selected.config).ok_or_else(unknown)?;
     let kernel = selected.kernels.first().ok_or_else(unknown)?;
@@ -329,7 +345,7 @@ fn launch(query: &Query, selected: &Selected, params: &RmsnormParams, stream: &C
     };
     // SAFETY: RmsnormParams mirrors the kernel's struct (asserted on both sides), and `params`
     // passed the checks of `Query::kernel_params` or describes the race's own buffer.
-    unsafe { kernel.launch(stream, dims, params) }
+    unsafe { kernel.launch_ex(stream, dims, params, LaunchOpts { pdl, cluster_x: 0 }) }
 }
 
 impl OpPlan for Plan {
@@ -398,6 +414,6 @@ struct RaceCase {
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(&self.query, selected, &self.params, stream)
+        launch(&self.query, selected, &self.params, stream, false)
     }
 }
