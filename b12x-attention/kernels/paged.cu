@@ -125,6 +125,7 @@ struct PagedSmem {
 // numbers (tests/paged.rs asserts them for the Rust formula).
 static_assert(PagedSmem<bf16, false, 128, 4, 2, true>::kBytes == 74848, "see Query::smem_bytes");
 static_assert(PagedSmem<bf16, false, 128, 4, 3, true>::kBytes == 107616, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, false, 128, 4, 6, true>::kBytes == 205920, "see Query::smem_bytes");
 static_assert(PagedSmem<bf16, true, 128, 4, 2, true>::kBytes == 42592, "see Query::smem_bytes");
 static_assert(PagedSmem<bf16, true, 64, 4, 3, true>::kBytes == 54368, "see Query::smem_bytes");
 static_assert(PagedSmem<bf16, false, 96, 4, 2, true>::kBytes == 72800, "see Query::smem_bytes");
@@ -1054,7 +1055,17 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   B12X_PAGED(NAME, T, E4M3, 96, 4, 3, true, MINB_S3, _s3_n8)    \
   B12X_PAGED(NAME, T, E4M3, 128, 4, 3, true, MINB_S3, _s3_n8)
 
+// 6-stage rings (5 blocks in flight per warp), 8-row BF16/FP16 decode tiles only: one CTA per
+// SM (~201 KB of shared memory at D = 128), for grids of at most one CTA per SM, where each
+// warp's chain of blocks is long and nothing else hides its latency (decode at B = 1).
+#define B12X_PAGED_DEEP_D(NAME, T)                       \
+  B12X_PAGED(NAME, T, false, 64, 4, 6, true, 1, _s6_n8)  \
+  B12X_PAGED(NAME, T, false, 96, 4, 6, true, 1, _s6_n8)  \
+  B12X_PAGED(NAME, T, false, 128, 4, 6, true, 1, _s6_n8)
+
 // 8-row E4M3 tiles fit 4 CTAs per SM on SM90 (shared memory allows 5; registers <= 128).
 B12X_PAGED_ALL_D(bf16, b12x::bf16, false, 2, 3)
 B12X_PAGED_ALL_D(f16, b12x::fp16, false, 2, 3)
+B12X_PAGED_DEEP_D(bf16, b12x::bf16)
+B12X_PAGED_DEEP_D(f16, b12x::fp16)
 B12X_PAGED_ALL_D(bf16_e4m3, b12x::bf16, true, 3, 4)

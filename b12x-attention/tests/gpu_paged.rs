@@ -472,6 +472,35 @@ fn trials() -> Vec<GpuTrial> {
             check_plan(dev, &c, &three(&c).map_err(err)?).map_err(|e| format!("extend: {e}"))
         }));
     }
+    // The 6-stage decode rings (bf16/f16, D <= 128): page-boundary and short lengths, each
+    // split cap merged in a cluster (2, 8) and through scratch (1, 8, 16), with and without PDL.
+    for (name, g6) in [
+        ("llama3_8b", g),
+        ("llama3_8b_f16", Geo { q_dtype: DType::F16, kv_dtype: DType::F16, ..g }),
+        ("d64_group8", geo(64, 8, 64, 16)),
+        ("d96_group5", geo(40, 8, 96, 32)),
+    ] {
+        out.push(GpuTrial::new(format!("stages6::{name}"), move |dev| {
+            let p = g6.p as i32;
+            let c = case(g6, make_batch(&decode_reqs(big, p, false), g6.p, 24, 0), 24);
+            if !c.query().stage_options().contains(&paged::DEEP_STAGES) {
+                return Err("the case has no 6-stage variant".into());
+            }
+            for (cap, cluster, pdl) in
+                [(8, true, false), (2, true, true), (1, false, false), (8, false, true), (16, false, false)]
+            {
+                let options = PlanOptions {
+                    max_splits: Some(cap),
+                    cluster_merge: Some(cluster),
+                    stages: Some(paged::DEEP_STAGES),
+                    pdl,
+                };
+                let plan = paged::plan_with(&c.query(), dev, options).map_err(err)?;
+                check_plan(dev, &c, &plan).map_err(|e| format!("cap {cap} cluster {cluster} pdl {pdl}: {e}"))?;
+            }
+            Ok(())
+        }));
+    }
     // 8-row tiles holding several new tokens (a 2-token verify with group 4, causal among the
     // tokens; a 1-token window with sinks at group 8): every cache dtype, 2 and 3 stages.
     for (name, g8, reqs) in [
@@ -493,7 +522,7 @@ fn trials() -> Vec<GpuTrial> {
             if !c.query().eight_row_tiles() {
                 return Err("the case does not take the 8-row tiles".into());
             }
-            for stages in [2, 3] {
+            for &stages in c.query().stage_options() {
                 let plan =
                     paged::plan_with(&c.query(), dev, PlanOptions { stages: Some(stages), ..Default::default() })
                         .map_err(err)?;

@@ -2,7 +2,7 @@
 //! built manifest, and the oracle on hand-computed cases (one key, two keys, sinks, windows,
 //! causal extend rows, masked requests, bad page ids).
 
-use b12x_attention::paged::{pdl_places_evenly, reference, Query, HEAD_DIMS, MAX_CLUSTER_SPLITS};
+use b12x_attention::paged::{pdl_places_evenly, reference, Query, DEEP_STAGES, HEAD_DIMS, MAX_CLUSTER_SPLITS};
 use b12x_attention::paging::{HostBatch, FAULT_LENGTH, FAULT_PAGE_ID, FAULT_QUERY_LAYOUT};
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error};
@@ -57,13 +57,19 @@ fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
                 query.validate().unwrap();
                 assert_eq!(query.eight_row_tiles(), d <= 128 && max_q_len == 1);
                 // ≤ 99 KB per CTA for the 2-stage variants (they run on SM120); the 3-stage ones
-                // fit SM120 except bf16/f16 at D = 128 (those need an SM90-sized shared memory).
+                // fit SM120 except bf16/f16 at D = 128 (those need an SM90-sized shared memory);
+                // the 6-stage decode rings fit only SM90 (one CTA per SM).
                 for &st in query.stage_options() {
                     let smem = query.smem_bytes(st);
                     let sm120 = query.ctas_per_sm(st, 99 * 1024);
-                    assert!(st == 3 || smem <= 99 * 1024, "{}: {smem} bytes", query.symbol(st));
+                    assert!(st >= 3 || smem <= 99 * 1024, "{}: {smem} bytes", query.symbol(st));
                     assert_eq!(sm120 > 0, smem <= 99 * 1024);
-                    assert!(query.ctas_per_sm(st, 227 * 1024) >= 2, "{}", query.symbol(st));
+                    let sm90 = if st == DEEP_STAGES { 1 } else { 2 };
+                    assert!(query.ctas_per_sm(st, 227 * 1024) >= sm90, "{}", query.symbol(st));
+                    if st == DEEP_STAGES {
+                        assert!(query.eight_row_tiles() && kv != DType::E4M3 && sm120 == 0);
+                        assert_eq!(query.ctas_per_sm(st, 227 * 1024), 1);
+                    }
                     symbols.push(query.symbol(st));
                 }
             }
@@ -75,8 +81,10 @@ fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
     assert!(symbols.contains(&"b12x_paged_bf16_d128_s3".to_string()));
     assert!(symbols.contains(&"b12x_paged_bf16_e4m3_d128_n8".to_string()));
     assert!(symbols.contains(&"b12x_paged_f16_d64_s3_n8".to_string()));
-    // Per dtype: 2 stages x 2 tile heights at D = 64, 96, 128, one variant at D = 256.
-    assert_eq!(symbols.len(), 3 * (3 * 4 + 1));
+    assert!(symbols.contains(&"b12x_paged_bf16_d128_s6_n8".to_string()));
+    // Per dtype: 2 stages x 2 tile heights at D = 64, 96, 128, one variant at D = 256; plus the
+    // 6-stage decode rings of bf16 and f16 at D = 64, 96, 128.
+    assert_eq!(symbols.len(), 3 * (3 * 4 + 1) + 2 * 3);
     check_manifest(b12x_attention::KERNEL_MANIFEST, &symbols).unwrap();
 }
 
@@ -87,6 +95,7 @@ fn shared_memory_matches_the_kernels_layout() {
     let cases = [
         (128, false, 2, true, 74848),
         (128, false, 3, true, 107616),
+        (128, false, 6, true, 205920),
         (128, true, 2, true, 42592),
         (64, true, 3, true, 54368),
         (96, false, 2, true, 72800),

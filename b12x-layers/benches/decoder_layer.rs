@@ -12,14 +12,15 @@
 //! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
 //!   graph, in step order — the step minus these is what its five small ops cost inside it.
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
-//! - `decoder_layer/{fmt}_pdl/…`, `…_pdl_s{4,8}/…`, `…_s8/…`: `LayerOptions { pdl: true }`
-//!   (every kernel of the step launched with PDL; the block-scaled GEMVs have no PDL launch)
-//!   and/or `attention_splits: Some(4 | 8)`; the op rows time each op alone, where PDL has no
-//!   predecessor to overlap.
+//! - `decoder_layer/{fmt}_pdl/…`, `…_s8/…`, `…_pdl_s{8,16}/…`, `…_r6/…`: `LayerOptions { pdl:
+//!   true }` (every kernel of the step launched with PDL; the block-scaled GEMVs have no PDL
+//!   launch), `attention_splits: Some(8 | 16)`, `attention_stages: Some(6)` (the deep decode
+//!   rings); the op rows time each op alone, where PDL has no predecessor to overlap.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
 
+use b12x_attention::paged;
 use b12x_core::bench::{add_read_probe, samples, selected, time_graph, BenchReport};
 use b12x_core::testing::gpu;
 use b12x_core::{PreparationSession, Result};
@@ -42,19 +43,24 @@ fn main() -> Result<()> {
     for format in WeightFormat::ALL {
         let weights = HostWeights::random(&cfg, format, 7)?;
         let dw = weights.upload(dev.stream())?;
-        let variants: &[(&str, LayerOptions)] = if format == WeightFormat::Bf16 {
-            &[
-                ("", LayerOptions { pdl: false, attention_splits: None }),
-                ("_s8", LayerOptions { pdl: false, attention_splits: Some(8) }),
-                ("_pdl", LayerOptions { pdl: true, attention_splits: None }),
-                ("_pdl_s4", LayerOptions { pdl: true, attention_splits: Some(4) }),
-                ("_pdl_s8", LayerOptions { pdl: true, attention_splits: Some(8) }),
+        let opts = |pdl: bool, splits: Option<usize>, stages: Option<usize>| LayerOptions {
+            pdl,
+            attention_splits: splits,
+            attention_stages: stages,
+        };
+        let deep = Some(paged::DEEP_STAGES);
+        let variants: Vec<(&str, LayerOptions)> = if format == WeightFormat::Bf16 {
+            vec![
+                ("", opts(false, None, None)),
+                ("_s8", opts(false, Some(8), None)),
+                ("_pdl", opts(true, None, None)),
+                ("_pdl_s8", opts(true, Some(8), None)),
+                ("_pdl_r6", opts(true, None, deep)),
+                ("_pdl_s8_r6", opts(true, Some(8), deep)),
+                ("_pdl_s16_r6", opts(true, Some(16), deep)),
             ]
         } else {
-            &[
-                ("", LayerOptions { pdl: false, attention_splits: None }),
-                ("_pdl_s8", LayerOptions { pdl: true, attention_splits: Some(8) }),
-            ]
+            vec![("", opts(false, None, None)), ("_pdl_s8", opts(true, Some(8), None))]
         };
         for (&(b, ctx), &(tag, options)) in cases.iter().flat_map(|c| variants.iter().map(move |v| (c, v))) {
             let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());

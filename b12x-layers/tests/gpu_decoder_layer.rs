@@ -66,11 +66,16 @@ fn main() {
     // The PDL launches (bf16_gemv, paged) give the same results.
     for &b in batches {
         trials.push(GpuTrial::new(format!("qwen3_8b::bf16_pdl::b{b}"), move |dev| {
-            check(dev, WeightFormat::Bf16, LayerOptions { pdl: true, attention_splits: None }, b)
+            check(
+                dev,
+                WeightFormat::Bf16,
+                LayerOptions { pdl: true, attention_splits: None, attention_stages: None },
+                b,
+            )
         }));
         for format in WeightFormat::ALL {
             trials.push(GpuTrial::new(format!("qwen3_8b::{}_pdl_s8::b{b}", format.name()), move |dev| {
-                check(dev, format, LayerOptions { pdl: true, attention_splits: Some(8) }, b)
+                check(dev, format, LayerOptions { pdl: true, attention_splits: Some(8), attention_stages: None }, b)
             }));
         }
     }

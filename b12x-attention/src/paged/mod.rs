@@ -116,6 +116,8 @@ pub const PAGE_SIZES: [usize; 3] = [16, 32, 64];
 pub const MIN_CHUNK: usize = 256;
 /// Most splits of one request's keys (grid x).
 pub const MAX_SPLITS: usize = 64;
+/// The deep ring variant's depth (`_s6_n8`: BF16/FP16 decode tiles, one CTA per SM).
+pub const DEEP_STAGES: usize = 6;
 /// Most splits the cluster merge takes (`kMaxClusterSplits`: the portable cluster size).
 pub const MAX_CLUSTER_SPLITS: usize = 8;
 /// Capacity context (keys per request, `max_pages · P`) from which small batches keep the
@@ -292,30 +294,37 @@ impl Query {
     /// (2 stages) or `b12x_paged_bf16_d128_s3`.
     pub fn symbol(&self, stages: usize) -> String {
         let kv = if self.e4m3() { "_e4m3" } else { "" };
-        let s = if stages == 3 { "_s3" } else { "" };
+        let s = if stages > 2 { format!("_s{stages}") } else { String::new() };
         let n8 = if self.eight_row_tiles() { "_n8" } else { "" };
         format!("b12x_paged_{}{kv}_d{}{s}{n8}", self.q_dtype.name(), self.head_dim)
     }
 
-    /// Ring depths with a kernel: 2 for every head dim, 3 for D ≤ 128.
+    /// Ring depths with a kernel: 2 for every head dim, 3 for D ≤ 128, and 6 for BF16/FP16
+    /// caches on 8-row (decode) tiles (one CTA per SM on SM90; SM120's 99 KB per CTA does not
+    /// hold it, so a plan asking for it there gets `Unsupported`).
     pub fn stage_options(&self) -> &'static [usize] {
-        if self.head_dim <= 128 {
-            &[2, 3]
-        } else {
+        if self.head_dim > 128 {
             &[2]
+        } else if self.eight_row_tiles() && !self.e4m3() {
+            &[2, 3, DEEP_STAGES]
+        } else {
+            &[2, 3]
         }
     }
 
     /// CTAs of the `stages` variant one SM holds on a device with `smem_optin` bytes of shared
     /// memory per CTA (an SM has about 1 KB more; each CTA also reserves 1 KB), capped by what
     /// the kernel's register budget allows (`MINB`: 3; 2 at D = 256 and for 3-stage BF16/FP16
-    /// rings; 4 for 2-stage E4M3 rings on 8-row tiles). 0 when one CTA does not fit.
+    /// rings; 4 for 2-stage E4M3 rings on 8-row tiles; 1 for the 6-stage rings). 0 when one CTA
+    /// does not fit.
     pub fn ctas_per_sm(&self, stages: usize, smem_optin: u32) -> usize {
         let smem = self.smem_bytes(stages);
         if smem > smem_optin {
             return 0;
         }
-        let regs = if self.head_dim == 256 || (stages == 3 && !self.e4m3()) {
+        let regs = if stages == DEEP_STAGES {
+            1
+        } else if self.head_dim == 256 || (stages == 3 && !self.e4m3()) {
             2
         } else if stages == 2 && self.e4m3() && self.eight_row_tiles() {
             4
@@ -368,7 +377,7 @@ impl Query {
                 .stage_options()
                 .iter()
                 .copied()
-                .find(|&s| s != base && grid(s) == Some((true, true)))
+                .find(|&s| s != base && s != DEEP_STAGES && grid(s) == Some((true, true)))
                 .unwrap_or(base),
             _ => base,
         }

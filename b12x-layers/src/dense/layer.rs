@@ -107,6 +107,9 @@ pub struct LayerOptions {
     /// Small batches may merge fewer, longer splits in a cluster faster than the default's many
     /// short ones merged through the scratch.
     pub attention_splits: Option<usize>,
+    /// `attention.paged`'s ring depth (`PlanOptions::stages`; `None`: the op's default), e.g.
+    /// `Some(paged::DEEP_STAGES)` for the 6-stage decode rings.
+    pub attention_stages: Option<usize>,
 }
 
 /// Every op's plan for one configuration, weight format and capacity.
@@ -233,7 +236,12 @@ impl Layer {
                 num_pages: cap.num_pages,
             },
             dev,
-            paged::PlanOptions { pdl: options.pdl, max_splits: options.attention_splits, ..Default::default() },
+            paged::PlanOptions {
+                pdl: options.pdl,
+                max_splits: options.attention_splits,
+                stages: options.attention_stages,
+                ..Default::default()
+            },
         )?;
         let act = silu_and_mul::plan(
             &silu_and_mul::Query {
