@@ -134,8 +134,17 @@ fn pdl_plans_pick_a_depth_whose_next_grid_lands_evenly() {
     // E4M3: 4 per SM with 2-stage rings, the whole next grid fits: the default stays.
     let b32_e4m3 = Query { kv_dtype: DType::E4M3, ..b32.clone() };
     assert_eq!(b32_e4m3.pdl_default_stages(132, optin, true), 2);
-    // B = 8: splits merged in clusters keep the default (3 for BF16, 2 for E4M3).
-    assert_eq!(query().pdl_default_stages(132, optin, true), 3);
+    // B = 8: 2 splits in pairs on one CTA per SM: BF16 takes the 6-stage rings; E4M3 (no such
+    // variant) keeps 2.
+    assert!(query().deep_ring_default(132, optin, true));
+    assert_eq!(query().pdl_default_stages(132, optin, true), DEEP_STAGES);
+    // B = 1: 8 splits in a cluster keep the default; at a 32k capacity (16 splits through
+    // scratch) the 6-stage rings; D = 64 (not measured) and SM120's shared memory never.
+    let b1 = Query { max_batch: 1, max_tokens: 1, ..query() };
+    assert_eq!(b1.pdl_default_stages(132, optin, true), 3);
+    assert_eq!(Query { max_pages: 2048, ..b1.clone() }.pdl_default_stages(132, optin, true), DEEP_STAGES);
+    assert!(!Query { max_pages: 2048, head_dim: 64, ..b1.clone() }.deep_ring_default(132, optin, true));
+    assert!(!Query { max_pages: 2048, ..b1 }.deep_ring_default(132, 99 * 1024, true));
     assert_eq!(Query { kv_dtype: DType::E4M3, ..query() }.pdl_default_stages(132, optin, true), 2);
     // B = 128: more than a wave, the default stays.
     let b128 = Query { max_batch: 128, max_tokens: 128, ..query() };
@@ -184,8 +193,12 @@ fn tiles_and_splits_follow_the_capacity() {
     assert_eq!(Query { max_batch: 128, ..query() }.split_choice(132, 3, true), (2, true));
     assert_eq!(Query { max_batch: 128, ..query() }.split_choice(132, 3, false), (2, false));
     assert_eq!(Query { max_batch: 32, ..query() }.split_choice(132, 3, true), (1, false));
-    assert_eq!(Query { max_batch: 1, ..query() }.split_choice(132, 2, true), (33, false));
-    assert_eq!(Query { max_batch: 1, ..query() }.split_choice(132, 1, true), (16, false));
+    // B = 1: 8 splits in a cluster (not the one-wave 33 / 16 through scratch), except at long
+    // capacity contexts.
+    assert_eq!(Query { max_batch: 1, ..query() }.split_choice(132, 2, true), (8, true));
+    assert_eq!(Query { max_batch: 1, ..query() }.split_choice(132, 1, true), (8, true));
+    assert_eq!(Query { max_batch: 1, max_pages: 2048, ..query() }.split_choice(132, 2, true), (33, false));
+    assert_eq!(Query { max_batch: 1, max_pages: 2048, ..query() }.split_choice(132, 1, true), (16, false));
     assert_eq!(Query { max_batch: 2, ..query() }.split_choice(132, 1, true), (6, true));
     // A given cap merges in clusters when they fit: 2 always, more while the grid takes at most
     // 3/4 of the slots.

@@ -350,7 +350,28 @@ impl Query {
         }
     }
 
-    /// The ring depth a PDL plan takes by default ([`PlanOptions::pdl`]): [`Query::default_stages`],
+    /// Whether a PDL plan without a split or stage override takes the 6-stage decode rings
+    /// ([`DEEP_STAGES`]): at D = 128 with a BF16/FP16 cache where the variant fits, when its
+    /// default grid ([`Query::split_choice`] at one CTA per SM) is one wave whose splits merge
+    /// through scratch or in pairs — each warp's chain of blocks is then long and the deeper
+    /// ring keeps 5 blocks in flight (and issues them before `griddepcontrol.wait`). Measured on
+    /// the H200 in PDL decode graphs of 8 calls (`bench-results/2026-12-04-h200-d/`, call 2):
+    /// B = 8 × 2k / 8k (2 splits in pairs) 19.18 / 63.40 µs against 19.69 / 64.78 with 3
+    /// stages; B = 1 × 32k (16 splits through scratch) 40.10 against 44.64 (33 splits, 3
+    /// stages); but B = 1 × 2k / 8k with 8 splits in a cluster 7.40 / 16.29 against 6.69 /
+    /// 15.81 (hence not for clusters of more than 2). D = 64 / 96 are tested, not measured.
+    pub fn deep_ring_default(&self, sm_count: u32, smem_optin: u32, clusters: bool) -> bool {
+        if self.head_dim != 128
+            || !self.stage_options().contains(&DEEP_STAGES)
+            || self.ctas_per_sm(DEEP_STAGES, smem_optin) == 0
+        {
+            return false;
+        }
+        let (cap, cluster) = self.split_choice(sm_count, 1, clusters);
+        self.tile_slots() * cap <= sm_count as usize && (!cluster || cap == 2)
+    }
+
+    /// The ring depth a PDL plan takes by default ([`PlanOptions::pdl`]): [`deep_ring_default`](Query::deep_ring_default)'s 6, else [`Query::default_stages`],
     /// unless its default grid is one wave of single CTAs (no cluster) that the next call could
     /// only partly place beside the running one, and another depth's default grid is one wave
     /// that it places evenly (see [`pdl_places_evenly`]). Measured on the H200, 8 back-to-back
@@ -361,6 +382,9 @@ impl Query {
     /// B = 8 E4M3 (6 splits in clusters, 38% fit) gained from PDL as it is, and lost 30% with 3
     /// stages (call 7).
     pub fn pdl_default_stages(&self, sm_count: u32, smem_optin: u32, clusters: bool) -> usize {
+        if self.deep_ring_default(sm_count, smem_optin, clusters) {
+            return DEEP_STAGES;
+        }
         let base = self.default_stages(sm_count, smem_optin);
         // (one wave of single CTAs, placed evenly) of the default grid at `stages`.
         let grid = |stages: usize| -> Option<(bool, bool)> {
@@ -432,7 +456,12 @@ impl Query {
         // 3% faster at 2k and 2% slower at 8k, so smaller batches keep the slots' count
         // (`bench-results/2026-12-01-h200-h/paged-push/`). E4M3's register conversion wants
         // the CTAs in flight (6 splits beat 4 at B = 8).
-        let mut fit = (3 * slots / (4 * pairs)).max(2);
+        // At most MAX_CLUSTER_SPLITS: a batch whose pairs fill less than 3/32 of the slots
+        // (B = 1, 2 of 8 KV heads) merges 8 splits in clusters rather than keeping the one-wave
+        // cap through scratch — B = 1 × 2k / 8k BF16 in a PDL decode graph 6.69 / 15.81 µs
+        // against 10.80 / 19.09 with 33 scratch-merged splits, E4M3 6.55 / 15.49 against 12.15
+        // / 19.04 (`bench-results/2026-12-04-h200-d/`, call 2).
+        let mut fit = (3 * slots / (4 * pairs)).clamp(2, MAX_CLUSTER_SPLITS);
         if !self.e4m3() && 2 * pairs <= sm_count as usize && 3 * pairs > sm_count as usize {
             fit = 2;
         }

@@ -103,9 +103,8 @@ pub struct LayerOptions {
     /// the next one launch, so every edge of the step's graph is programmatic and a GEMV
     /// streams its weight while the small op before it runs.
     pub pdl: bool,
-    /// `attention.paged`'s split cap (`PlanOptions::max_splits`; `None`: the op's default).
-    /// Small batches may merge fewer, longer splits in a cluster faster than the default's many
-    /// short ones merged through the scratch.
+    /// `attention.paged`'s split cap (`PlanOptions::max_splits`; `None`: the op's default,
+    /// e.g. 8 in a cluster at B = 1, 2 in pairs at B = 8 for this layer's heads).
     pub attention_splits: Option<usize>,
     /// `attention.paged`'s ring depth (`PlanOptions::stages`; `None`: the op's default), e.g.
     /// `Some(paged::DEEP_STAGES)` for the 6-stage decode rings.
