@@ -5,6 +5,7 @@
 //! | `attention.kv_append` | [`kv_append`] | writes the new tokens' K and V into their cache pages (BF16/FP16, or E4M3 with per-request, per-KV-head scales) |
 //! | `attention.paged` | [`paged`] | decode / extend attention of new tokens against their paged context (GQA, sinks, sliding window, BF16/FP16/E4M3 KV) |
 //! | `attention.rope` | [`rope`] | rotary position embedding in place on Q and K (NeoX / GPT-J pairs, partial rotary, YaRN; cos/sin computed or from a planned table) |
+//! | `attention.rope_kv_append` | [`rope_kv_append`] | `attention.rope` on Q and `attention.kv_append` of the rotated K and V in one launch (a decode step's pair, bitwise the two ops' result) |
 //! | `attention.varlen` | [`varlen`] | prefill attention over packed variable-length sequences (causal or not, GQA, sinks, sliding window, BF16/FP16) |
 //!
 //! Every op of this crate shares one description of a batch ([`paging`]): a paged cache
@@ -21,6 +22,7 @@ pub mod kv_append;
 pub mod paged;
 pub mod paging;
 pub mod rope;
+pub mod rope_kv_append;
 pub mod varlen;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
@@ -41,3 +43,10 @@ pub static VARLEN_MODULE: b12x_core::KernelModule =
 /// The embedded `kernels/rope.cu`, loaded once per device.
 pub static ROPE_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-attention/rope", fatbin: ROPE_FATBIN, hash: ROPE_HASH };
+
+/// The embedded `kernels/rope_kv_append.cu`, loaded once per device.
+pub static ROPE_KV_APPEND_MODULE: b12x_core::KernelModule = b12x_core::KernelModule {
+    name: "b12x-attention/rope_kv_append",
+    fatbin: ROPE_KV_APPEND_FATBIN,
+    hash: ROPE_KV_APPEND_HASH,
+};

@@ -1,0 +1,33 @@
+//! Kernel parameters of `kernels/rope_kv_append.cu`, mirrored field for field.
+//!
+//! The C struct `b12x::RopeKvAppendParams` asserts the same size and offsets with `static_assert`.
+
+use crate::kv_append::KvAppendParams;
+use crate::rope::RopeParams;
+use std::mem::{offset_of, size_of};
+
+/// The one `__grid_constant__` argument of every `b12x_rope_kv_append_*` entry point.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct RopeKvAppendParams {
+    /// attention.rope's parameters with `kv_heads = 0` (q only); K's rotation reads their rotary
+    /// fields (positions, table or frequencies, scale, range).
+    pub rope: RopeParams,
+    /// attention.kv_append's parameters (k unrotated, v, caches, the batch).
+    pub append: KvAppendParams,
+    /// CTAs of the q part (the grid's first).
+    pub q_blocks: i32,
+    pub pad: i32,
+}
+
+impl Default for RopeKvAppendParams {
+    fn default() -> Self {
+        bytemuck::Zeroable::zeroed()
+    }
+}
+
+const _: () = {
+    assert!(size_of::<RopeKvAppendParams>() == 1248);
+    assert!(offset_of!(RopeKvAppendParams, append) == 1112);
+    assert!(offset_of!(RopeKvAppendParams, q_blocks) == 1240);
+};
