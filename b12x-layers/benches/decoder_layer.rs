@@ -6,7 +6,7 @@
 //! - `decoder_layer/{fmt}/B{b}_ctx{c}/step`: the whole step captured as **one** graph. Bytes =
 //!   what the step must read: every weight once (codes + scales) and the batch's K and V; its
 //!   `% ceiling` is the issue's "% of the read ceiling" (target ≥ 80% for BF16 at B = 1).
-//! - `…/op/{name}`: each of the ten ops captured alone (bytes: its weight for the linears, the KV
+//! - `…/op/{name}`: each of the nine ops captured alone (bytes: its weight for the linears, the KV
 //!   for attention, else 0), and `…/sum_of_ops`: the sum of their medians (what the step would
 //!   cost without overlap between the ops' tails and heads).
 //! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
@@ -34,7 +34,7 @@ fn main() -> Result<()> {
     let mut report = BenchReport::new("decoder_layer", &dev)?;
     report.note(
         "Qwen3-8B dense layer decode step (hidden 4096, H 32, Hkv 8, D 128, I 12288), BF16 activations and KV, P = 16. \
-         step: the ten ops in one graph; bytes = all weights once + the batch's K and V. op/*: each op alone in a graph; \
+         step: the nine ops in one graph; bytes = all weights once + the batch's K and V. op/*: each op alone in a graph; \
          sum_of_ops: the sum of those medians. read_probe: the read kernel on the step's bytes.",
     );
     let cfg = Config::qwen3_8b();
@@ -86,7 +86,7 @@ fn main() -> Result<()> {
             let kv = batch.kv_bytes(&cfg);
             let bytes = weight_bytes + kv;
             let t = time_graph(&dev, samples(), |s| layer.step(&dw, &mut st, s))?;
-            report.add(&format!("{prefix}/step"), "one graph, 10 ops", &t, bytes as f64, 0.0);
+            report.add(&format!("{prefix}/step"), "one graph, 9 ops", &t, bytes as f64, 0.0);
             // The step without its small ops: the four linears (+ the attention) back to back in
             // one graph — what the small ops and their launches cost inside the step.
             let linears = [Op::QkvProj, Op::OProj, Op::GateUpProj, Op::DownProj];

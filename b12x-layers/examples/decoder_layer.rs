@@ -7,7 +7,7 @@
 //!
 //! Defaults: every weight format, B = 8 with contexts spread up to 8k, 4 steps. What it does is
 //! `b12x_layers::dense::decode_run` (the GPU test runs the same function): seeded weights, one
-//! `PreparationSession` for all ten ops, `freeze()`, the step captured once, then per step a new
+//! `PreparationSession` for all nine ops, `freeze()`, the step captured once, then per step a new
 //! token per request (a new page where one fills), the graph replayed and compared bitwise with
 //! the eager step, and the cosine difference against the reference printed.
 

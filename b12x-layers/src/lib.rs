@@ -5,8 +5,8 @@
 //! ```text
 //! residual ← x + residual;  h = rmsnorm(residual) · w_ln1           norm.rmsnorm (fused add)
 //! qkv = h · W_qkvᵀ                                                   gemm.bf16_gemv | gemm.blockscaled
-//! rope(q, k) at position L_b − 1                                     attention.rope (in place)
-//! k, v → their pages                                                 attention.kv_append
+//! rope(q) in place; rope(k), v → their pages (position L_b − 1)     attention.rope_kv_append
+//!                                                                    (attention.rope + attention.kv_append, one launch)
 //! o = attention(q, paged K/V)                                        attention.paged
 //! residual ← o · W_oᵀ + residual;  h = rmsnorm(residual) · w_ln2    gemm.* + norm.rmsnorm
 //! y = (silu(h · W_gateᵀ) · (h · W_upᵀ)) · W_downᵀ                   gemm.* + activation.silu_and_mul + gemm.*

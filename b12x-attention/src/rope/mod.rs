@@ -35,8 +35,9 @@
 //! - Kernel: one thread per 4 pairs of one (row, head), q and k heads in one grid, 8-byte (NeoX)
 //!   or 16-byte (GPT-J) accesses. One config. Each entry point first lets a PDL-launched next
 //!   kernel start (its own wait returns at once on the op's plain launches).
-//! - Not fused into `attention.kv_append` (the option): a decode step's rope costs
-//!   ~4.6 µs alone in a graph, most of it the launch (`b12x-layers`' breakdown).
+//! - Fused with `attention.kv_append` as [`attention.rope_kv_append`](crate::rope_kv_append)
+//!   (one launch, bitwise the two ops' result): a decode step's rope costs ~4.6 µs alone in a
+//!   graph, most of it the launch (`b12x-layers`' breakdown).
 //!
 //! **Status: validated on the H200 (sm_90a)**: `tests/gpu_rope.rs` 33/33 (Qwen3, Llama-3,
 //! DeepSeek-V4 YaRN on the last 64 of 512 dims, partial rotary, HF-style scaled cos/sin, bad

@@ -2,7 +2,7 @@
 
 use super::{Config, DeviceLinear, DeviceWeights, State, WeightFormat, LINEARS};
 use b12x_attention::paging::ErrorWord;
-use b12x_attention::{kv_append, paged, rope};
+use b12x_attention::{kv_append, paged, rope, rope_kv_append};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::{DType, Device, Error, OpPlan, Result, Scratch, TensorMut, TensorRef};
@@ -45,13 +45,13 @@ impl LinearPlan {
     }
 }
 
-/// The ten ops of a step, in order.
+/// The nine ops of a step, in order (rope and the KV append are one launch,
+/// `attention.rope_kv_append`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     AddNorm1,
     QkvProj,
-    Rope,
-    KvAppend,
+    RopeKvAppend,
     Attention,
     OProj,
     AddNorm2,
@@ -61,11 +61,10 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 10] = [
+    pub const ALL: [Op; 9] = [
         Op::AddNorm1,
         Op::QkvProj,
-        Op::Rope,
-        Op::KvAppend,
+        Op::RopeKvAppend,
         Op::Attention,
         Op::OProj,
         Op::AddNorm2,
@@ -77,8 +76,7 @@ impl Op {
         match self {
             Op::AddNorm1 => "add_rmsnorm_1",
             Op::QkvProj => "qkv_proj",
-            Op::Rope => "rope",
-            Op::KvAppend => "kv_append",
+            Op::RopeKvAppend => "rope_kv_append",
             Op::Attention => "attention",
             Op::OProj => "o_proj",
             Op::AddNorm2 => "add_rmsnorm_2",
@@ -119,8 +117,7 @@ pub struct Layer {
     pub options: LayerOptions,
     norm: rmsnorm::Plan,
     linears: Vec<LinearPlan>,
-    rope: rope::Plan,
-    append: kv_append::Plan,
+    rope_append: rope_kv_append::Plan,
     attn: paged::Plan,
     act: silu_and_mul::Plan,
 }
@@ -184,39 +181,33 @@ impl Layer {
                 }
             });
         }
-        let rope = rope::plan(
-            &rope::Query {
-                heads: h,
-                kv_heads: hkv,
-                head_dim: d,
-                rotary_dim: d,
-                rotary_offset: 0,
-                style: rope::RopeStyle::Neox,
-                base: cfg.rope_theta,
-                yarn: None,
-                dtype: DType::BF16,
-                max_tokens: b,
-                max_position: cap.max_pages * p,
-                cos_sin: rope::CosSin::Computed,
-            },
-            dev,
-        )?
-        .with_pdl(options.pdl);
-        let append = kv_append::plan(
-            &kv_append::Query {
-                kv_heads: hkv,
-                head_dim: d,
-                page_size: p,
-                dtype: DType::BF16,
-                cache_dtype: DType::BF16,
-                max_batch: b,
-                max_tokens: b,
-                max_pages: cap.max_pages,
-                num_pages: cap.num_pages,
-            },
-            dev,
-        )?
-        .with_pdl(options.pdl);
+        let rope_q = rope::Query {
+            heads: h,
+            kv_heads: hkv,
+            head_dim: d,
+            rotary_dim: d,
+            rotary_offset: 0,
+            style: rope::RopeStyle::Neox,
+            base: cfg.rope_theta,
+            yarn: None,
+            dtype: DType::BF16,
+            max_tokens: b,
+            max_position: cap.max_pages * p,
+            cos_sin: rope::CosSin::Computed,
+        };
+        let append_q = kv_append::Query {
+            kv_heads: hkv,
+            head_dim: d,
+            page_size: p,
+            dtype: DType::BF16,
+            cache_dtype: DType::BF16,
+            max_batch: b,
+            max_tokens: b,
+            max_pages: cap.max_pages,
+            num_pages: cap.num_pages,
+        };
+        let rope_append =
+            rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q, append: append_q }, dev)?.with_pdl(options.pdl);
         let attn = paged::plan_with(
             &paged::Query {
                 heads: h,
@@ -253,14 +244,14 @@ impl Layer {
             dev,
         )?
         .with_pdl(options.pdl);
-        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope, append, attn, act })
+        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope_append, attn, act })
     }
 
     /// Every plan, for one `PreparationSession::prepare`.
     pub fn plans(&self) -> Vec<&dyn OpPlan> {
         let mut v: Vec<&dyn OpPlan> = vec![&self.norm];
         v.extend(self.linears.iter().map(LinearPlan::op_plan));
-        v.extend([&self.rope as &dyn OpPlan, &self.append, &self.attn, &self.act]);
+        v.extend([&self.rope_append as &dyn OpPlan, &self.attn, &self.act]);
         v
     }
 
@@ -300,7 +291,7 @@ impl Layer {
         })
     }
 
-    /// Enqueues the whole decode step on `stream`: the ten ops of [`Op::ALL`].
+    /// Enqueues the whole decode step on `stream`: the nine ops of [`Op::ALL`].
     pub fn step(&self, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
         for op in Op::ALL {
             self.run_op(op, w, st, stream)?;
@@ -330,25 +321,15 @@ impl Layer {
             Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], stream),
             Op::GateUpProj => self.linear(2, w, &st.h, &mut st.gate_up, b, &mut st.scratch[2], stream),
             Op::DownProj => self.linear(3, w, &st.act, &mut st.y, b, &mut st.scratch[3], stream),
-            Op::Rope => {
+            Op::RopeKvAppend => {
                 let mut parts = TensorMut::from_slice(&mut st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
-                parts.truncate(2);
+                let v = parts.pop().ok_or_else(|| missing("v"))?.unflatten_last(&[hkv, d])?;
                 let k = parts.pop().ok_or_else(|| missing("k"))?.unflatten_last(&[hkv, d])?;
                 let q = parts.pop().ok_or_else(|| missing("q"))?.unflatten_last(&[h, d])?;
-                let args = rope::Args {
+                let args = rope_kv_append::Args {
                     q,
-                    k: Some(k),
-                    positions: TensorRef::from_slice(&st.positions, &[b])?,
-                    cos_sin: None,
-                    error: st.error.view()?,
-                };
-                rope::run(&self.rope, args, Scratch::none(), stream)
-            }
-            Op::KvAppend => {
-                let parts = TensorRef::from_slice(&st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
-                let args = kv_append::Args {
-                    k: parts[1].unflatten_last(&[hkv, d])?,
-                    v: parts[2].unflatten_last(&[hkv, d])?,
+                    k: k.as_ref(),
+                    v: v.as_ref(),
                     k_cache: TensorMut::from_slice(&mut st.k_cache, &cache_shape)?,
                     v_cache: TensorMut::from_slice(&mut st.v_cache, &cache_shape)?,
                     k_scale: None,
@@ -356,9 +337,11 @@ impl Layer {
                     page_table: TensorRef::from_slice(&st.page_table, &[b, self.cap.max_pages])?,
                     seq_lens: TensorRef::from_slice(&st.seq_lens, &[b])?,
                     cu_seqlens_q: TensorRef::from_slice(&st.cu_seqlens_q, &[b + 1])?,
+                    positions: TensorRef::from_slice(&st.positions, &[b])?,
+                    cos_sin: None,
                     error: st.error.view()?,
                 };
-                kv_append::run(&self.append, args, Scratch::none(), stream)
+                rope_kv_append::run(&self.rope_append, args, Scratch::none(), stream)
             }
             Op::Attention => {
                 let parts = TensorRef::from_slice(&st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;

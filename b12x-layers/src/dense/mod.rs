@@ -8,7 +8,7 @@
 //!   W_qkv `[(H + 2·Hkv)·D, hidden]` (Q rows, then K, then V), W_o `[hidden, H·D]`, W_gate_up
 //!   `[2·I, hidden]` (gate rows first) and W_down `[hidden, I]`.
 //! - [`Layer`]: every op's plan for a [`Capacity`]; [`Layer::plans`] for one
-//!   `PreparationSession`; [`Layer::step`] enqueues the step's ten ops on a stream (only
+//!   `PreparationSession`; [`Layer::step`] enqueues the step's nine ops on a stream (only
 //!   launches: capture it as one graph with `PreparationSession::capture`).
 //! - [`State`]: the device buffers of a batch of B requests (activations, the paged KV cache,
 //!   page table, lengths, positions, scratch, the error word); [`Batch`] is the host's page
