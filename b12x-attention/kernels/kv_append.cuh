@@ -98,11 +98,12 @@ struct KvAppendSmem {
 
 // Where chunk c (8 elements) of KV head g of packed row r goes: dst, its element offset in
 // either cache, and b, its request. Checks the packing, the request's length and its page id
-// (src/paging.rs has the rules), setting faults (the packing's by CTA 0, a row's by its chunk 0 of
-// head 0); false when the chunk writes nothing (a fault, batch padding, or !live). Every thread
-// of the CTA must call it (a small batch is staged in shared memory first).
-__device__ __forceinline__ bool kv_append_slot(const KvAppendParams& p, bool live, int r, int g, int c,
-                                               KvAppendSmem& sm, long long& dst, int& b) {
+// (src/paging.rs has the rules), setting faults (the packing's by thread 0 of the grid's first
+// K/V CTA, `block` 0; a row's by its chunk 0 of head 0); false when the chunk writes nothing (a
+// fault, batch padding, or !live). Every thread of the CTA must call it (a small batch is staged
+// in shared memory first).
+__device__ __forceinline__ bool kv_append_slot(const KvAppendParams& p, unsigned block, bool live, int r, int g,
+                                               int c, KvAppendSmem& sm, long long& dst, int& b) {
   const bool shared_cu = p.batch <= kSmemCu - 1;
   if (shared_cu) {
     for (int j = threadIdx.x; j <= p.batch; j += blockDim.x) {
@@ -114,7 +115,7 @@ __device__ __forceinline__ bool kv_append_slot(const KvAppendParams& p, bool liv
   const auto cu_global = [&](int j) { return __ldg(p.cu_seqlens_q + j); };
   const auto cu_shared = [&](int j) { return sm.cu[j]; };
   if (!(shared_cu ? packing_ok_by(cu_shared, p.batch, p.tokens) : packing_ok(p.cu_seqlens_q, p.batch, p.tokens))) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
+    if (block == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
     return false;
   }
   if (!live) return false;
@@ -176,7 +177,7 @@ __device__ __forceinline__ void kv_append(const KvAppendParams& p) {
   }
   long long dst = 0;
   int b = 0;
-  if (!kv_append_slot(p, live, r, g, c, sm, dst, b)) return;
+  if (!kv_append_slot(p, blockIdx.x, live, r, g, c, sm, dst, b)) return;
   kv_store_chunk<TIn, kE4m3>(p.k_cache, p.k_scale, p, b, g, dst, kv);
   kv_store_chunk<TIn, kE4m3>(p.v_cache, p.v_scale, p, b, g, dst, vv);
 }

@@ -88,7 +88,7 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
   }
   long long dst = 0;
   int b = 0;
-  if (!kv_append_slot(p, live, r, g, c, sm, dst, b)) return;
+  if (!kv_append_slot(p, block, live, r, g, c, sm, dst, b)) return;
   if (rot && pos >= 0 && pos < rp.max_position) {
     if constexpr (kNeox) {
       if (owner) {

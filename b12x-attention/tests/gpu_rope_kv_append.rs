@@ -12,9 +12,11 @@
 //! partial rotary (NeoX R = 32 of D = 64; GPT-J R = 64 at offset 64 of 128), DeepSeek-V4's YaRN
 //! numbers on the last 64 of 256 dims (GPT-J), cos/sin computed and from the table, bf16 and f16,
 //! BF16/FP16 and E4M3 caches, decode and extend batches with page-boundary lengths and batch
-//! padding, a bad position and a bad page id (masked and reported as the two ops do). Further
-//! trials: graph replay equals eager after lengths and positions change, `run` allocates
-//! nothing, bad inputs are typed errors.
+//! padding, NeoX pairs with a rotary offset, bad positions and the kv_append suite's bad page
+//! ids, lengths and packings (masked and reported as the two ops do). Further trials: graph
+//! replay equals eager after lengths and positions change, `run` allocates nothing, bad inputs
+//! (mismatched queries, q overlapping k, v or a cache, the error word inside the page table, a
+//! T mismatch) are typed errors that launch nothing.
 
 mod common;
 
@@ -24,7 +26,7 @@ use b12x_attention::{kv_append, rope_kv_append};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, GpuTrial};
 use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
-use common::{err, make_batch, Batch, Req, TrialResult};
+use common::{err, make_batch, Batch, Req, TrialResult, FAULTS};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
@@ -372,6 +374,8 @@ fn trials() -> Vec<GpuTrial> {
         ("qwen3_f16_e4m3", qwen3(DType::F16, true, false)),
         ("qwen3_bf16_table_e4m3", qwen3(DType::BF16, true, true)),
         ("neox_r32_of_64_f16", Geo { h: 16, hkv: 4, d: 64, r: 32, off: 0, ..qwen3(DType::F16, false, false) }),
+        ("neox_r64_at_64_of_128", Geo { h: 8, hkv: 2, r: 64, off: 64, ..qwen3(DType::BF16, false, false) }),
+        ("neox_r64_at_32_of_128_f16_table", Geo { h: 8, hkv: 2, r: 64, off: 32, ..qwen3(DType::F16, false, true) }),
         (
             "gptj_r64_at_64_of_128_e4m3",
             Geo { h: 8, hkv: 2, r: 64, off: 64, style: RopeStyle::Gptj, ..qwen3(DType::BF16, true, false) },
@@ -417,6 +421,16 @@ fn trials() -> Vec<GpuTrial> {
             check(dev, &c)?;
             let mut c = Case::new(g, &decode_reqs(), 1, 4);
             c.batch.pt[c.batch.max_pages] = c.batch.num_pages as i32;
+            check(dev, &c)
+        }));
+    }
+    // The untrusted-index cases of the kv_append suite (bad page ids, lengths and packings):
+    // the same masking and the same error word as kv_append after rope.
+    for (name, mutate) in FAULTS {
+        let g = qwen3(DType::BF16, false, false);
+        out.push(GpuTrial::new(format!("untrusted_indices::{name}"), move |dev| {
+            let mut c = Case::new(g, &[(40, 3), (17, 2), (5, 1)], 0, 9);
+            mutate(&mut c.batch);
             check(dev, &c)
         }));
     }
@@ -512,41 +526,53 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let p = plans(dev, &q)?;
     let h = host_inputs(&c);
     let mut d = upload(&c, &h, &[], s)?;
-    // q given as k's columns: q is written while k is read.
-    let v = views(&c, &mut d)?;
-    let mut a = fused_args(v);
     let rows = c.batch.rows;
-    // SAFETY: k's columns as a [T, H/4 … ] view is within the buffer: H·D ≥ Hkv·D elements.
-    let k_as_q = unsafe {
-        TensorMut::from_raw(a.k.ptr(), &[rows, c.g.h / 4, c.g.d], &[c.stride() as isize, c.g.d as isize, 1], c.g.dtype)
-    }
-    .map_err(err)?;
-    a.q = k_as_q;
-    match rope_kv_append::run(&p.fused, a, Scratch::none(), s) {
-        Err(Error::InvalidQuery { .. }) | Err(Error::Shape { .. }) => {}
-        other => return Err(format!("q of the wrong head count: want a shape error, got {other:?}")),
-    }
-    // T of q differing from T of k.
+    let st = [c.stride() as isize, c.g.d as isize, 1];
+    // k given as a view over q's columns: q is written while k is read.
     let v = views(&c, &mut d)?;
     let mut a = fused_args(v);
-    // SAFETY: the first rows − 1 rows of q.
-    a.q = unsafe {
-        TensorMut::from_raw(a.q.ptr(), &[rows - 1, c.g.h, c.g.d], &[c.stride() as isize, c.g.d as isize, 1], c.g.dtype)
-    }
-    .map_err(err)?;
+    // SAFETY: q's first Hkv heads, within the buffer.
+    a.k = unsafe { TensorRef::from_raw(a.q.ptr(), &[rows, c.g.hkv, c.g.d], &st, c.g.dtype) }.map_err(err)?;
     match rope_kv_append::run(&p.fused, a, Scratch::none(), s) {
-        // rope's checks come first: positions [T] no longer match q's T.
-        Err(Error::Shape { tensor: "q" | "positions", .. }) => {}
-        other => return Err(format!("q with T − 1 rows: want a Shape error, got {other:?}")),
+        Err(Error::Aliasing { .. }) => {}
+        other => return Err(format!("k overlapping q: want Aliasing, got {other:?}")),
     }
-    // Overlap: v's view over k's columns while q is k's columns too is refused before any launch.
+    // q (and positions) with T − 1 rows against k and v with T: the fused op's own check.
     let v = views(&c, &mut d)?;
     let mut a = fused_args(v);
-    // SAFETY: q's first Hkv heads as a view over the v columns' place: within the buffer.
-    a.v = unsafe {
-        TensorRef::from_raw(a.q.ptr(), &[rows, c.g.hkv, c.g.d], &[c.stride() as isize, c.g.d as isize, 1], c.g.dtype)
+    // SAFETY: the first rows − 1 rows of q and of the positions.
+    unsafe {
+        a.q = TensorMut::from_raw(a.q.ptr(), &[rows - 1, c.g.h, c.g.d], &st, c.g.dtype).map_err(err)?;
+        a.positions = TensorRef::from_raw(a.positions.ptr(), &[rows - 1], &[1], DType::I32).map_err(err)?;
     }
-    .map_err(err)?;
+    match rope_kv_append::run(&p.fused, a, Scratch::none(), s) {
+        Err(Error::Shape { tensor: "q", .. }) => {}
+        other => return Err(format!("q with T − 1 rows: want Shape(q), got {other:?}")),
+    }
+    // A cache overlapping q, and the error word inside the page table.
+    let v = views(&c, &mut d)?;
+    let mut a = fused_args(v);
+    let shape = a.k_cache.shape().to_vec();
+    let strides = a.k_cache.strides().to_vec();
+    // SAFETY: a refused view (never written): q's base with the cache's geometry is checked only.
+    a.v_cache = unsafe { TensorMut::from_raw(a.q.ptr(), &shape, &strides, a.v_cache.dtype()) }.map_err(err)?;
+    match rope_kv_append::run(&p.fused, a, Scratch::none(), s) {
+        Err(Error::Aliasing { .. }) => {}
+        other => return Err(format!("v_cache over q: want Aliasing, got {other:?}")),
+    }
+    let v = views(&c, &mut d)?;
+    let mut a = fused_args(v);
+    // SAFETY: a refused view (never written).
+    a.error = unsafe { TensorMut::from_raw(a.page_table.ptr(), &[1], &[1], DType::I32) }.map_err(err)?;
+    match rope_kv_append::run(&p.fused, a, Scratch::none(), s) {
+        Err(Error::Aliasing { .. }) => {}
+        other => return Err(format!("error word inside the page table: want Aliasing, got {other:?}")),
+    }
+    // v given as a view over q's columns.
+    let v = views(&c, &mut d)?;
+    let mut a = fused_args(v);
+    // SAFETY: q's first Hkv heads, within the buffer.
+    a.v = unsafe { TensorRef::from_raw(a.q.ptr(), &[rows, c.g.hkv, c.g.d], &st, c.g.dtype) }.map_err(err)?;
     match rope_kv_append::run(&p.fused, a, Scratch::none(), s) {
         Err(Error::Aliasing { .. }) => {}
         other => return Err(format!("v overlapping q: want Aliasing, got {other:?}")),

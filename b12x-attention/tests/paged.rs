@@ -145,6 +145,10 @@ fn pdl_plans_pick_a_depth_whose_next_grid_lands_evenly() {
     assert_eq!(Query { max_pages: 2048, ..b1.clone() }.pdl_default_stages(132, optin, true), DEEP_STAGES);
     assert!(!Query { max_pages: 2048, head_dim: 64, ..b1.clone() }.deep_ring_default(132, optin, true));
     assert!(!Query { max_pages: 2048, ..b1 }.deep_ring_default(132, 99 * 1024, true));
+    // Unsplit one-wave grids (B = 12: 96 single CTAs at one per SM) keep the default.
+    let b12 = Query { max_batch: 12, max_tokens: 12, ..query() };
+    assert_eq!(b12.split_choice(132, 1, true).0, 1);
+    assert!(!b12.deep_ring_default(132, optin, true));
     assert_eq!(Query { kv_dtype: DType::E4M3, ..query() }.pdl_default_stages(132, optin, true), 2);
     // B = 128: more than a wave, the default stays.
     let b128 = Query { max_batch: 128, max_tokens: 128, ..query() };

@@ -10,7 +10,7 @@
 //!   for attention, else 0), and `…/sum_of_ops`: the sum of their medians (what the step would
 //!   cost without overlap between the ops' tails and heads).
 //! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
-//!   graph, in step order — the step minus these is what its five small ops cost inside it.
+//!   graph, in step order — the step minus these is what its four small ops cost inside it.
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
 //! - `decoder_layer/{fmt}_pdl/…`, `…_s8/…`, `…_pdl_s{8,16}/…`, `…_r6/…`: `LayerOptions { pdl:
 //!   true }` (every kernel of the step launched with PDL; the block-scaled GEMVs have no PDL

@@ -31,7 +31,7 @@
 //!     let p = cfg.page_size;
 //!     let cap = Capacity { max_batch: 8, max_pages: 8192 / p, num_pages: 8 * 8192 / p };
 //!     let weights = HostWeights::random(&cfg, format, 7)?.upload(dev.stream())?;
-//!     let layer = Layer::new(&cfg, format, cap, &dev)?; // ten plans: nothing allocated yet
+//!     let layer = Layer::new(&cfg, format, cap, &dev)?; // eight plans: nothing allocated yet
 //!     let mut session = PreparationSession::new(&dev)?;
 //!     session.prepare(&layer.plans())?; // loads and tunes every op once
 //!     session.freeze(); // from here on a late kernel resolution is an error
@@ -59,18 +59,21 @@
 //! on the reduced profile (B ∈ {1, 8}, 2 steps).
 //!
 //! **Speed** (`benches/decoder_layer.rs`, one graph per step, L2 flushed;
-//! `bench-results/2026-12-04-h200-c/call4/r/bench/decoder_layer.md`): at B = 1, 4k context, the
-//! BF16 step takes 125.5 µs = 68.9% of the read ceiling for its 403 MB (weights + KV; the read
-//! probe on those bytes: 96%), 119.9 µs = **72.2%** with PDL and 8 attention splits — the
-//! issue's 80% target is missed by 7.8 points. The ops alone sum to 143.5 µs; the GEMVs alone
-//! take 104.6 µs (qkv 16.4 µs = 66% and o_proj 12.3 µs = 59% of the ceiling: 33–50 MB calls do
-//! not amortize their ramp; gate_up 88.8%, down 79.5%), attention 17.7 µs for 16.8 MB (14.2 with
-//! 8 splits), the five small ops ~4–4.6 µs each alone. B = 8: 146.0 µs = 76.5% (PDL). B = 64 at
-//! 2k: 358 µs = 55.4% (the M = 64 GEMVs run at 28–41% of the ceiling). Block FP8 / NVFP4
-//! (W8A16 / W4A16) at B = 1: 105.3 / 80.7 µs (42.8% / 33.4% of their smaller byte counts: the
-//! dequantizing decode kernels of `gemm.blockscaled` run at 40–75% of the ceiling on SM90; the
-//! block-FP8 rows in that file count each weight's scales 128× — 44.0% there — fixed after the run,
-//! see the folder's README).
+//! `bench-results/2026-12-04-h200-d/call5/r/bench/decoder_layer.md`): at B = 1, 4k context, the
+//! BF16 step takes 120.4 µs = 71.9% of the read ceiling for its 403 MB (weights + KV; the read
+//! probe on those bytes: 96%), 117.2 µs = **73.8%** with `LayerOptions { pdl: true,
+//! attention_stages: Some(6), .. }` (117.8 with PDL alone) — the 80% target (≤ 108.1 µs)
+//! is missed by 6.2 points. In the same job the four GEMVs alone in one graph take 97.2 µs
+//! (85.4%), with the attention 109.3 µs: the four small ops (two fused add+rmsnorm,
+//! rope_kv_append, silu_and_mul) cost ~8 µs inside the step, and without them the step would
+//! still miss 80%. Alone: qkv 16.3 µs = 66.5% and o_proj 12.1 µs = 59.4% of the ceiling (33–50 MB
+//! calls do not amortize their ramp), gate_up 89.2%, down 78.7%, attention 13.7 µs for 16.8 MB
+//! (8 splits in a cluster, the default at B = 1 now), each small op 4.1–6.0 µs (~2.8 µs of that a
+//! graph replay's fixed cost). B = 8: 141.6 µs = 78.9% (PDL). B = 64 at 2k: 358.8 µs = 55.3%
+//! (the M = 64 GEMVs run at 28–41% of the ceiling; PDL is 8% slower there). Block FP8 / NVFP4
+//! (W8A16 / W4A16) at B = 1: 102.9 / 79.3 µs with PDL and 8 splits (43.8% / 33.9% of their
+//! smaller byte counts: the dequantizing decode kernels of `gemm.blockscaled` run at 40–75% of
+//! the ceiling on SM90).
 
 pub mod dense;
 pub mod reference;

@@ -25,9 +25,11 @@
 //!   issued first; batches of fewer than 2048 requests keep `cu_seqlens_q` and `seq_lens` in shared
 //!   memory. E4M3: one reciprocal of the scale per thread and an exact three-instruction division
 //!   for scales in [2^-90, 2^100], the IEEE division for any other. One config. Each entry point
-//!   first lets a PDL-launched next kernel (`attention.paged` with `PlanOptions::pdl`) start; on
-//!   the op's plain launches its own wait returns at once (suite again after this:
-//!   `bench-results/2026-12-04-h200-c/call4`, 77/77, memcheck 77/77).
+//!   first waits for the kernel before it (a PDL launch with [`Plan::with_pdl`]; on plain
+//!   launches the wait returns at once), then lets a PDL-launched next kernel
+//!   (`attention.paged` with `PlanOptions::pdl`) start (suite again after this:
+//!   `bench-results/2026-12-04-h200-c/call4`, 77/77, memcheck 77/77; after the kernel moved
+//!   into `kv_append.cuh`: `…/2026-12-04-h200-d/call3`, 77/77, memcheck 77/77).
 //! - Performance (H200, `benches/kv_append.rs`, Llama-3-8B KV heads, P = 16, scattered pages):
 //!   a decode step's append 4.7–5.8 µs (BF16) and 5.0–6.1 µs (E4M3) for B = 1–128, 1.8–4.6× PyTorch's
 //!   `index_copy_`; 65536 new tokens 86% of the read ceiling (BF16, 0.94× a device copy of the
@@ -244,6 +246,27 @@ impl Query {
                 ("error", args.error.byte_span()),
             ] {
                 require_disjoint(out, input)?;
+            }
+            for (name, sc) in [("k_scale", &args.k_scale), ("v_scale", &args.v_scale)] {
+                if let Some(sc) = sc {
+                    require_disjoint(out, (name, sc.byte_span()))?;
+                }
+            }
+        }
+        // The error word is written (atomicOr) while the inputs are read.
+        let error = ("error", args.error.byte_span());
+        for input in [
+            ("k", args.k.byte_span()),
+            ("v", args.v.byte_span()),
+            ("page_table", args.page_table.byte_span()),
+            ("seq_lens", args.seq_lens.byte_span()),
+            ("cu_seqlens_q", args.cu_seqlens_q.byte_span()),
+        ] {
+            require_disjoint(error, input)?;
+        }
+        for (name, sc) in [("k_scale", &args.k_scale), ("v_scale", &args.v_scale)] {
+            if let Some(sc) = sc {
+                require_disjoint(error, (name, sc.byte_span()))?;
             }
         }
         Ok(KvAppendParams {

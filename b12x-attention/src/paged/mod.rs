@@ -352,8 +352,9 @@ impl Query {
 
     /// Whether a PDL plan without a split or stage override takes the 6-stage decode rings
     /// ([`DEEP_STAGES`]): at D = 128 with a BF16/FP16 cache where the variant fits, when its
-    /// default grid ([`Query::split_choice`] at one CTA per SM) is one wave whose splits merge
-    /// through scratch or in pairs — each warp's chain of blocks is then long and the deeper
+    /// default grid ([`Query::split_choice`] at one CTA per SM) is one wave of at least 2 splits
+    /// per pair, merged through scratch or in pairs (unsplit grids, e.g. B = 9–16 of 8 KV heads,
+    /// keep the 3-stage default: not measured) — each warp's chain of blocks is then long and the deeper
     /// ring keeps 5 blocks in flight (and issues them before `griddepcontrol.wait`). Measured on
     /// the H200 in PDL decode graphs of 8 calls (`bench-results/2026-12-04-h200-d/`, call 2):
     /// B = 8 × 2k / 8k (2 splits in pairs) 19.18 / 63.40 µs against 19.69 / 64.78 with 3
@@ -368,7 +369,7 @@ impl Query {
             return false;
         }
         let (cap, cluster) = self.split_choice(sm_count, 1, clusters);
-        self.tile_slots() * cap <= sm_count as usize && (!cluster || cap == 2)
+        cap >= 2 && self.tile_slots() * cap <= sm_count as usize && (!cluster || cap == 2)
     }
 
     /// The ring depth a PDL plan takes by default ([`PlanOptions::pdl`]): [`deep_ring_default`](Query::deep_ring_default)'s 6, else [`Query::default_stages`],

@@ -33,8 +33,9 @@
 //! - Constraints: `R % 8 == 0`, `rotary_offset % 8 == 0`, `rotary_offset + R ≤ D`, `R ≤ 512`,
 //!   `D % 8 == 0`; q and k rows 16-byte aligned; the table 16-byte aligned.
 //! - Kernel: one thread per 4 pairs of one (row, head), q and k heads in one grid, 8-byte (NeoX)
-//!   or 16-byte (GPT-J) accesses. One config. Each entry point first lets a PDL-launched next
-//!   kernel start (its own wait returns at once on the op's plain launches).
+//!   or 16-byte (GPT-J) accesses. One config. Each entry point first waits for the kernel
+//!   before it (a PDL launch with [`Plan::with_pdl`]; on plain launches the wait returns at
+//!   once), then lets a PDL-launched next kernel start.
 //! - Fused with `attention.kv_append` as [`attention.rope_kv_append`](crate::rope_kv_append)
 //!   (one launch, bitwise the two ops' result): a decode step's rope costs ~4.6 µs alone in a
 //!   graph, most of it the launch (`b12x-layers`' breakdown).

@@ -238,6 +238,8 @@ impl Query {
                 require_disjoint(c, ("cos_sin", t.byte_span()))?;
             }
         }
+        // The error word: rope checked it against q, positions and the table, kv_append against
+        // the caches, k, v, the scales and the batch.
         let q_threads = rope.tokens as usize * rope.heads as usize * rope.rotary_dim as usize / 8;
         Ok(RopeKvAppendParams { rope, append, q_blocks: q_threads.div_ceil(THREADS) as i32, pad: 0 })
     }

@@ -96,7 +96,7 @@ pub struct LayerOptions {
     /// its wait. Safe in this step: no op writes a weight, and only the host writes lengths and
     /// page tables (between steps). Preparing a PDL `bf16_gemv` plan races chains of calls on
     /// copies of its weight (up to eight, at most 1 GiB). The step's small ops
-    /// (`norm.rmsnorm`, `attention.rope`, `attention.kv_append`, `activation.silu_and_mul`)
+    /// (`norm.rmsnorm`, `attention.rope_kv_append`, `activation.silu_and_mul`)
     /// launch with PDL too (`Plan::with_pdl`): each waits for the kernel before it, then lets
     /// the next one launch, so every edge of the step's graph is programmatic and a GEMV
     /// streams its weight while the small op before it runs.

@@ -34,7 +34,7 @@ pub struct State {
     pub(super) cu_seqlens_q: CudaSlice<i32>,
     pub(super) positions: CudaSlice<i32>,
     pub(super) scratch: Vec<Option<CudaSlice<u8>>>,
-    /// The attention ops' fault bits (rope, kv_append, paged).
+    /// The attention ops' fault bits (rope_kv_append, paged).
     pub error: ErrorWord,
 }
 
