@@ -461,7 +461,8 @@ impl Query {
         // (B = 1, 2 of 8 KV heads) merges 8 splits in clusters rather than keeping the one-wave
         // cap through scratch — B = 1 × 2k / 8k BF16 in a PDL decode graph 6.69 / 15.81 µs
         // against 10.80 / 19.09 with 33 scratch-merged splits, E4M3 6.55 / 15.49 against 12.15
-        // / 19.04 (`bench-results/2026-12-04-h200-d/`, call 2).
+        // / 19.04 (`bench-results/2026-12-04-h200-d/`, call 2). Measured at B = 1 in PDL graphs
+        // only; B = 2–3 (16–24 pairs) and plain launches follow the same rule unmeasured.
         let mut fit = (3 * slots / (4 * pairs)).clamp(2, MAX_CLUSTER_SPLITS);
         if !self.e4m3() && 2 * pairs <= sm_count as usize && 3 * pairs > sm_count as usize {
             fit = 2;
