@@ -233,41 +233,27 @@ impl Query {
             require_contiguous(name, &c.as_ref())?;
             c.require_aligned(name, 16)?;
         }
-        // The caches are written: they must not overlap anything else.
+        // The caches and the error word are written (the error by atomicOr): none may overlap
+        // another or anything read. An absent scale is an empty span.
+        let span = |s: &Option<TensorRef<'_>>| s.map_or((0, 0), |s| s.byte_span());
         let (kc, vc) = (("k_cache", args.k_cache.byte_span()), ("v_cache", args.v_cache.byte_span()));
+        let error = ("error", args.error.byte_span());
         require_disjoint(kc, vc)?;
-        for out in [kc, vc] {
+        for out in [kc, vc, error] {
             for input in [
                 ("k", args.k.byte_span()),
                 ("v", args.v.byte_span()),
                 ("page_table", args.page_table.byte_span()),
                 ("seq_lens", args.seq_lens.byte_span()),
                 ("cu_seqlens_q", args.cu_seqlens_q.byte_span()),
-                ("error", args.error.byte_span()),
+                ("k_scale", span(&args.k_scale)),
+                ("v_scale", span(&args.v_scale)),
             ] {
                 require_disjoint(out, input)?;
             }
-            for (name, sc) in [("k_scale", &args.k_scale), ("v_scale", &args.v_scale)] {
-                if let Some(sc) = sc {
-                    require_disjoint(out, (name, sc.byte_span()))?;
-                }
-            }
         }
-        // The error word is written (atomicOr) while the inputs are read.
-        let error = ("error", args.error.byte_span());
-        for input in [
-            ("k", args.k.byte_span()),
-            ("v", args.v.byte_span()),
-            ("page_table", args.page_table.byte_span()),
-            ("seq_lens", args.seq_lens.byte_span()),
-            ("cu_seqlens_q", args.cu_seqlens_q.byte_span()),
-        ] {
-            require_disjoint(error, input)?;
-        }
-        for (name, sc) in [("k_scale", &args.k_scale), ("v_scale", &args.v_scale)] {
-            if let Some(sc) = sc {
-                require_disjoint(error, (name, sc.byte_span()))?;
-            }
+        for out in [kc, vc] {
+            require_disjoint(out, error)?;
         }
         Ok(KvAppendParams {
             k: args.k.ptr(),
