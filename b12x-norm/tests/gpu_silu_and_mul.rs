@@ -18,7 +18,8 @@
 //! uniform in ±20 so the limits (L = 10 and 7) bite; T = 7 has strided rows (x: 2I + 8, y: I + 8).
 //! Further trials: NaN / ±Inf / exp-overflow inputs, graph replay equals eager bitwise (plain and
 //! NVFP4), `run` allocates nothing, T = 0 launches nothing, bad inputs are typed errors that launch
-//! nothing. `B12X_TEST_PROFILE=reduced` drops T = 1000 and I = 18432 (sanitizer runs).
+//! nothing, a frozen session or a capture rejects an unprepared plan, a PDL launch gives the plain
+//! launch's bits. `B12X_TEST_PROFILE=reduced` drops T = 1000 and I = 18432 (sanitizer runs).
 
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::{bf16, f16};
@@ -295,6 +296,54 @@ fn run_allocates_nothing(dev: &Arc<Device>) -> TrialResult {
     })
 }
 
+/// A frozen session and a graph capture reject an unprepared plan and launch nothing; without
+/// either, an unprepared plan prepares its default config and computes the right answer; the
+/// same plan launched with PDL (`Plan::with_pdl`) gives the same bits.
+fn unprepared_and_pdl_plans(dev: &Arc<Device>) -> TrialResult {
+    let (t, i) = (5, 2880);
+    let stream = dev.stream();
+    let x_h = cast::<bf16>(&uniform(51, t * 2 * i, -20.0, 20.0));
+    let x = stream.clone_htod(&x_h).map_err(err)?;
+    let mut y = alloc_poisoned::<bf16>(stream, t * i).map_err(err)?;
+    let q = Query { intermediate: i, dtype: bf16::DTYPE, max_tokens: t, limit: Some(7.0), out: None };
+    let plan = silu_and_mul::plan(&q, dev).map_err(err)?;
+    let call = |plan: &silu_and_mul::Plan, y: &mut CudaSlice<bf16>, s: &Arc<CudaStream>| {
+        let args =
+            Args { x: view(&x, t, 2 * i, 2 * i), y: Some(view_mut(y, t, i, i)), codes: None, scales: None, enc: None };
+        silu_and_mul::run(plan, args, Scratch::none(), s)
+    };
+    let mut frozen = PreparationSession::new(dev).map_err(err)?;
+    frozen.freeze();
+    match call(&plan, &mut y, stream) {
+        Err(Error::KernelResolutionFrozen { op: "activation.silu_and_mul", .. }) => {}
+        other => return Err(format!("frozen: expected KernelResolutionFrozen, got {other:?}")),
+    }
+    frozen.close();
+    let open = PreparationSession::new(dev).map_err(err)?;
+    match open.capture(stream, |s| call(&plan, &mut y, s)) {
+        Err(Error::KernelResolutionFrozen { .. }) => {}
+        Err(e) => return Err(format!("capture: expected KernelResolutionFrozen, got {e}")),
+        Ok(_) => return Err("capture: expected KernelResolutionFrozen, got a graph".into()),
+    }
+    stream.synchronize().map_err(err)?;
+    if stream.clone_dtoh(&y).map_err(err)?.iter().any(|v| v.to_bits() != 0xffff) {
+        return Err("a rejected call wrote y".into());
+    }
+    call(&plan, &mut y, stream).map_err(err)?;
+    let got = stream.clone_dtoh(&y).map_err(err)?;
+    check_ulp("y (unprepared)", &got, &reference::silu_and_mul(&x_h, i, Some(7.0)), &[t, i], reference::ULP_BOUND)?;
+    let pdl = plan.clone().with_pdl(true);
+    if !pdl.pdl() || plan.pdl() {
+        return Err("with_pdl did not set the flag on the copy only".into());
+    }
+    let mut y_pdl = alloc_poisoned::<bf16>(stream, t * i).map_err(err)?;
+    call(&pdl, &mut y_pdl, stream).map_err(err)?;
+    if stream.clone_dtoh(&y_pdl).map_err(err)?.iter().map(|v| v.to_bits()).ne(got.iter().map(|v| v.to_bits())) {
+        return Err("the PDL launch differs from the plain one".into());
+    }
+    Ok(())
+}
+
 /// T = 0 returns Ok and writes nothing; bad inputs return typed errors and launch nothing.
 fn empty_and_bad_inputs_launch_nothing(dev: &Arc<Device>) -> TrialResult {
     let (t, i) = (4, 1024);
@@ -372,6 +421,7 @@ fn main() {
         graph_equals_eager(d, Some(QuantOut::Fp8Block128F32))
     }));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
+    trials.push(GpuTrial::new("unprepared_and_pdl_plans", unprepared_and_pdl_plans));
     trials.push(GpuTrial::new("empty_and_bad_inputs_launch_nothing", empty_and_bad_inputs_launch_nothing));
     run_gpu_trials(trials)
 }
