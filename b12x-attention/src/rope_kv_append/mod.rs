@@ -26,9 +26,8 @@
 //!   ([`Plan::with_pdl`]).
 //!
 //! **Status: validated on the H200 (sm_90a)**: `tests/gpu_rope_kv_append.rs` 32/32 (bitwise
-//! equal to the two ops) and compute-sanitizer memcheck 32/32
-//! (`bench-results/2026-12-04-h200-d/call6`); racecheck 11/11 on the suite's first 21 trials
-//! before the last fault-reporting fix (`…/call5`); sm_120a/sm_121a compiled, not run.
+//! equal to the two ops), compute-sanitizer memcheck 32/32 and racecheck 32/32
+//! (`bench-results/2026-12-04-h200-d/call6`, `call7`); sm_120a/sm_121a compiled, not run.
 //!
 //! **Performance** (H200, the decoder layer bench's op rows, `…/call3`): 6.0 / 6.4 / 7.1 µs alone
 //! in a graph at B = 1 / 8 / 64 (mostly launch and dependent latency), against 4.2–5.3 µs for
