@@ -29,10 +29,13 @@
 //! equal to the two ops), compute-sanitizer memcheck 32/32 and racecheck 32/32
 //! (`bench-results/2026-12-04-h200-d/call6`, `call7`); sm_120a/sm_121a compiled, not run.
 //!
-//! **Performance** (H200, the decoder layer bench's op rows, `…/call3`): 6.0 / 6.4 / 7.1 µs alone
-//! in a graph at B = 1 / 8 / 64 (mostly launch and dependent latency), against 4.2–5.3 µs for
-//! rope and 4.7–5.8 µs for kv_append alone; inside the B = 1 decode step it did not measurably
-//! shorten the step (the two small kernels overlapped well already).
+//! **Performance** (H200, `benches/rope_kv_append.rs`, `bench-results/2026-12-04-h200-d/call8`,
+//! Qwen3-8B heads): a decode step's call (one graph, L2 flushed) takes 6.16 / 6.50 / 7.17 µs at
+//! B = 1 / 8 / 64 against 7.18 / 7.81 / 8.48 µs for rope then kv_append in the same graph
+//! (mostly launch and dependent latency: the bytes are tiny); a 4096-token prefill the same as
+//! the pair (41.1 vs 40.9 µs, 54% of the ceiling, `sincosf`-bound: use the table there). Inside
+//! the B = 1 decoder step it did not measurably shorten the step (under PDL the two small
+//! kernels overlapped already).
 //!
 //! ```no_run
 //! use b12x_attention::paging::ErrorWord;
