@@ -461,8 +461,9 @@ impl Query {
         // (B = 1, 2 of 8 KV heads) merges 8 splits in clusters rather than keeping the one-wave
         // cap through scratch — B = 1 × 2k / 8k BF16 in a PDL decode graph 6.69 / 15.81 µs
         // against 10.80 / 19.09 with 33 scratch-merged splits, E4M3 6.55 / 15.49 against 12.15
-        // / 19.04 (`bench-results/2026-12-04-h200-d/`, call 2). Measured at B = 1 in PDL graphs
-        // only; B = 2–3 (16–24 pairs) and plain launches follow the same rule unmeasured.
+        // / 19.04 (`bench-results/2026-12-04-h200-d/`, call 2; plain, in the decoder layer's
+        // B = 1 × 4k step: attention alone 17.7 → 13.7 µs, call 5). B = 2–3 (16–24 pairs)
+        // follow the same rule unmeasured.
         let mut fit = (3 * slots / (4 * pairs)).clamp(2, MAX_CLUSTER_SPLITS);
         if !self.e4m3() && 2 * pairs <= sm_count as usize && 3 * pairs > sm_count as usize {
             fit = 2;
