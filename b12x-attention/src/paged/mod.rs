@@ -462,8 +462,10 @@ impl Query {
         // cap through scratch — B = 1 × 2k / 8k BF16 in a PDL decode graph 6.69 / 15.81 µs
         // against 10.80 / 19.09 with 33 scratch-merged splits, E4M3 6.55 / 15.49 against 12.15
         // / 19.04 (`bench-results/2026-12-04-h200-d/`, call 2; plain, in the decoder layer's
-        // B = 1 × 4k step: attention alone 17.7 → 13.7 µs, call 5). B = 2–3 (16–24 pairs)
-        // follow the same rule unmeasured.
+        // B = 1 × 4k step: attention alone 17.7 → 13.7 µs, call 5). B = 2 (16 pairs; B = 3
+        // already took 8 in a cluster), x8 graphs against its old 16 through scratch (call 10):
+        // 2k 10.00 / 8.46 µs (plain / PDL) against 13.69 / 11.34, 8k 22.03 / 22.24 against
+        // 27.17 / 24.57; E4M3 at 8k +4% plain (20.31 against 19.55), even with PDL.
         let mut fit = (3 * slots / (4 * pairs)).clamp(2, MAX_CLUSTER_SPLITS);
         if !self.e4m3() && 2 * pairs <= sm_count as usize && 3 * pairs > sm_count as usize {
             fit = 2;
