@@ -352,20 +352,17 @@ impl Query {
                 });
             }
         }
-        // q, k and the error word are written: nothing they are read with may overlap them.
+        // q, k and the error word are written: nothing they are read with may overlap them
+        // (an absent k or table is an empty span; fixed arrays: run allocates nothing).
         let error = ("error", args.error.byte_span());
-        let mut outs = vec![("q", args.q.byte_span())];
-        if let Some(k) = &args.k {
-            outs.push(("k", k.byte_span()));
-        }
-        for &out in &outs {
+        let outs = [("q", args.q.byte_span()), ("k", args.k.as_ref().map_or((0, 0), |k| k.byte_span()))];
+        for out in outs {
             require_disjoint(out, error)?;
         }
+        let table = ("cos_sin", args.cos_sin.map_or((0, 0), |t| t.byte_span()));
         for out in outs.into_iter().chain([error]) {
             require_disjoint(out, ("positions", args.positions.byte_span()))?;
-            if let Some(tab) = &args.cos_sin {
-                require_disjoint(out, ("cos_sin", tab.byte_span()))?;
-            }
+            require_disjoint(out, table)?;
         }
         Ok(RopeParams {
             q: args.q.ptr(),

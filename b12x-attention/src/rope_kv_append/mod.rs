@@ -375,7 +375,7 @@ impl OpPlan for Plan {
     }
     fn query_key(&self) -> String {
         // Both parts' keys, which name every field that selects or shapes a kernel.
-        format!("rope[{}] append[{}]", rope_key(&self.query.rope), kv_key(&self.query.append))
+        format!("rope[{:?}] append[{:?}]", self.query.rope, self.query.append)
     }
     fn device(&self) -> &Arc<Device> {
         &self.device
@@ -460,14 +460,6 @@ impl OpPlan for Plan {
         let q_blocks = (r.heads * r.rotary_dim / 8).div_ceil(THREADS) as i32;
         Ok(Box::new(RaceCase { params: RopeKvAppendParams { rope, append, q_blocks, pad: 0 }, _buffer: race }))
     }
-}
-
-fn rope_key(q: &rope::Query) -> String {
-    format!("{q:?}")
-}
-
-fn kv_key(q: &kv_append::Query) -> String {
-    format!("{q:?}")
 }
 
 /// What a timing tool launches.
