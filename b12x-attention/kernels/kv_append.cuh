@@ -98,12 +98,15 @@ struct KvAppendSmem {
 
 // Where chunk c (8 elements) of KV head g of packed row r goes: dst, its element offset in
 // either cache, and b, its request. Checks the packing, the request's length and its page id
-// (src/paging.rs has the rules), setting faults (the packing's by thread 0 of the grid's first
-// K/V CTA, `block` 0; a row's by its chunk 0 of head 0); false when the chunk writes nothing (a
-// fault, batch padding, or !live). Every thread of the CTA must call it (a small batch is staged
-// in shared memory first).
+// (src/paging.rs has the rules); `fault` gets the bits this thread reports (the packing's by
+// thread 0 of the grid's first K/V CTA, `block` 0; a row's by its chunk 0 of head 0; else 0:
+// the caller ORs them into the error word, kv_report); false when the chunk writes nothing (a
+// fault, batch padding, or !live). Reads only the batch (cu_seqlens_q, seq_lens, page_table) and
+// writes nothing. Every thread of the CTA must call it (a small batch is staged in shared memory
+// first).
 __device__ __forceinline__ bool kv_append_slot(const KvAppendParams& p, unsigned block, bool live, int r, int g,
-                                               int c, KvAppendSmem& sm, long long& dst, int& b) {
+                                               int c, KvAppendSmem& sm, long long& dst, int& b, unsigned& fault) {
+  fault = 0;
   const bool shared_cu = p.batch <= kSmemCu - 1;
   if (shared_cu) {
     for (int j = threadIdx.x; j <= p.batch; j += blockDim.x) {
@@ -115,7 +118,7 @@ __device__ __forceinline__ bool kv_append_slot(const KvAppendParams& p, unsigned
   const auto cu_global = [&](int j) { return __ldg(p.cu_seqlens_q + j); };
   const auto cu_shared = [&](int j) { return sm.cu[j]; };
   if (!(shared_cu ? packing_ok_by(cu_shared, p.batch, p.tokens) : packing_ok(p.cu_seqlens_q, p.batch, p.tokens))) {
-    if (block == 0 && threadIdx.x == 0) atomicOr(p.error, kFaultQueryLayout);
+    if (block == 0 && threadIdx.x == 0) fault = kFaultQueryLayout;
     return false;
   }
   if (!live) return false;
@@ -127,21 +130,26 @@ __device__ __forceinline__ bool kv_append_slot(const KvAppendParams& p, unsigned
   const int q_len = (shared_cu ? sm.cu[b + 1] : cu_global(b + 1)) - row0;
   const int len = shared_cu ? sm.len[b] : __ldg(p.seq_lens + b);
   if (len < 0 || (long long)len > (long long)p.max_pages * p.page_size) {
-    if (reporter) atomicOr(p.error, kFaultLength);
+    if (reporter) fault = kFaultLength;
     return false;
   }
   if (q_len > len) {
-    if (reporter) atomicOr(p.error, kFaultQueryLayout);
+    if (reporter) fault = kFaultQueryLayout;
     return false;
   }
   const int pos = len - q_len + (r - row0);
   const int page = __ldg(p.page_table + (long long)b * p.pt_stride + pos / p.page_size);
   if (page < 0 || page >= p.num_pages) {
-    if (reporter) atomicOr(p.error, kFaultPageId);
+    if (reporter) fault = kFaultPageId;
     return false;
   }
   dst = (((long long)page * p.page_size + pos % p.page_size) * p.kv_heads + g) * p.head_dim + c * 8;
   return true;
+}
+
+// ORs a thread's fault bits from kv_append_slot into the error word (nothing for none).
+__device__ __forceinline__ void kv_report(const KvAppendParams& p, unsigned fault) {
+  if (fault != 0) atomicOr(p.error, fault);
 }
 
 // Stores one 8-element chunk into a cache at element offset dst (E4M3: divided by the scale of
@@ -177,7 +185,10 @@ __device__ __forceinline__ void kv_append(const KvAppendParams& p) {
   }
   long long dst = 0;
   int b = 0;
-  if (!kv_append_slot(p, blockIdx.x, live, r, g, c, sm, dst, b)) return;
+  unsigned fault;
+  const bool ok = kv_append_slot(p, blockIdx.x, live, r, g, c, sm, dst, b, fault);
+  kv_report(p, fault);
+  if (!ok) return;
   kv_store_chunk<TIn, kE4m3>(p.k_cache, p.k_scale, p, b, g, dst, kv);
   kv_store_chunk<TIn, kE4m3>(p.v_cache, p.v_scale, p, b, g, dst, vv);
 }

@@ -23,8 +23,7 @@
 #define B12X_ROPE(NAME, T, NEOX, TABLE)                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kRopeThreads)                        \
       b12x_rope_##NAME(const __grid_constant__ b12x::RopeParams p) {                      \
-    b12x::pdl_wait_then_release();                                                        \
-    b12x::rope<T, NEOX, TABLE>(p, blockIdx.x);                                                        \
+    b12x::rope<T, NEOX, TABLE>(p, blockIdx.x, false);                                     \
   }
 
 B12X_ROPE(bf16_neox, b12x::bf16, true, false)

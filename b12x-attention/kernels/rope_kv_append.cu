@@ -11,6 +11,8 @@
 //   8-element chunk of one (row, KV head) as kv_append, K and V loaded first (NeoX: the partner
 //   chunk too), the slot resolved, then K rotated in f32 (a row whose position is outside
 //   [0, max_position) is stored unrotated; the q part reports FAULT_POSITION) and stored.
+//   PDL plans (flags kRopeKvEarly) read what the kernel before them cannot have written (the
+//   positions, the batch, the table) and form cos / sin before they wait for it, then q, k, v.
 // Entry points: b12x_rope_kv_append_{bf16,f16}_{neox,gptj}{,_table}{,_e4m3}.
 //   Oracle: src/rope_kv_append/mod.rs (rope's then kv_append's references).
 #include "rope.cuh"
@@ -23,36 +25,20 @@ struct RopeKvAppendParams {
   RopeParams rope;        // q only (kv_heads = 0); K's rotation reads its rotary fields
   KvAppendParams append;  // k (unrotated), v, caches, the batch
   int32_t q_blocks;       // CTAs of the q part (the grid's first)
-  int32_t pad;
+  int32_t flags;          // bit 0 (kRopeKvEarly): read the batch and form cos / sin before the wait (PDL)
 };
+constexpr int kRopeKvEarly = 1;
 static_assert(sizeof(RopeKvAppendParams) == 1248, "size must match src/rope_kv_append/params.rs");
 static_assert(offsetof(RopeKvAppendParams, append) == 1112, "offset must match params.rs");
 static_assert(offsetof(RopeKvAppendParams, q_blocks) == 1240, "offset must match params.rs");
+static_assert(offsetof(RopeKvAppendParams, flags) == 1244, "offset must match params.rs");
 
-// The scaled cos and sin of pairs j0 .. j0 + 3 at `pos`, as rope() forms them.
-template <bool kTable>
-__device__ __forceinline__ void cos_sin4(const RopeParams& p, const float* s_inv, int pos, int j0, float (&c)[4],
-                                         float (&s)[4]) {
-  if constexpr (kTable) {
-    const float* tab = p.cos_sin + (long long)pos * p.rotary_dim + j0;
-    const float4 c4 = __ldg(reinterpret_cast<const float4*>(tab));
-    const float4 s4 = __ldg(reinterpret_cast<const float4*>(tab + p.rotary_dim / 2));
-    c[0] = c4.x, c[1] = c4.y, c[2] = c4.z, c[3] = c4.w;
-    s[0] = s4.x, s[1] = s4.y, s[2] = s4.z, s[3] = s4.w;
-  } else {
-    const float fpos = float(pos);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) sincosf(__fmul_rn(fpos, s_inv[j0 + e]), &s[e], &c[e]);
-  }
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    c[e] = __fmul_rn(c[e], p.scale);
-    s[e] = __fmul_rn(s[e], p.scale);
-  }
-}
-
+// The K/V part: chunk c of KV head g of packed row r. `early` (a PDL launch): the position, the
+// slot and cos / sin first, then the wait for the kernel before it, then k and v; else the wait
+// first and the old order (k, v and the position loads out together, then the slot).
 template <typename T, bool kNeox, bool kTable, bool kE4m3>
-__device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsigned block) {
+__device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsigned block, bool early) {
+  if (!early) pdl_wait_then_release();
   const RopeParams& rp = P.rope;
   const KvAppendParams& p = P.append;
   __shared__ KvAppendSmem sm;
@@ -77,43 +63,56 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
   const bool rot = lc >= 0 && lc < rp.rotary_dim / 8;
   const bool owner = kNeox && rot && lc < hc;
   const bool partner = kNeox && rot && lc >= hc;
+  const T* krow = static_cast<const T*>(p.k) + r * p.k_stride + g * p.head_dim;
+  const T* vrow = static_cast<const T*>(p.v) + r * p.v_stride + g * p.head_dim;
   Vec16 kv{}, kp{}, vv{};
-  int pos = 0;
-  if (live) {
-    const T* krow = static_cast<const T*>(p.k) + r * p.k_stride + g * p.head_dim;
-    kv = ld_global_v16(krow + c * 8);
-    if (owner) kp = ld_global_v16(krow + (c + hc) * 8);
-    vv = ld_global_v16(static_cast<const T*>(p.v) + r * p.v_stride + g * p.head_dim + c * 8);
-    if (rot) pos = __ldg(rp.positions + r);
-  }
+  auto load_kv = [&] {
+    if (live) {
+      kv = ld_global_v16(krow + c * 8);
+      if (owner) kp = ld_global_v16(krow + (c + hc) * 8);
+      vv = ld_global_v16(vrow + c * 8);
+    }
+  };
+  if (!early) load_kv();
+  const int pos = live && rot ? __ldg(rp.positions + r) : 0;
   long long dst = 0;
   int b = 0;
-  if (!kv_append_slot(p, block, live, r, g, c, sm, dst, b)) return;
-  if (rot && pos >= 0 && pos < rp.max_position) {
+  unsigned fault;
+  const bool ok = kv_append_slot(p, block, live, r, g, c, sm, dst, b, fault);
+  // The pairs this thread rotates: NeoX owners 8 (two sets of 4), GPT-J 4; none outside the
+  // rotary dims or at a position outside [0, max_position) (stored unrotated; the q part reports).
+  const bool turn = ok && rot && pos >= 0 && pos < rp.max_position && (!kNeox || owner);
+  float cs[2][4], sn[2][4];
+  if (turn) {
     if constexpr (kNeox) {
-      if (owner) {
-#pragma unroll
-        for (int q4 = 0; q4 < 2; ++q4) {
-          float cs[4], sn[4];
-          cos_sin4<kTable>(rp, s_inv, pos, lc * 8 + q4 * 4, cs, sn);
-#pragma unroll
-          for (int w = 0; w < 2; ++w) {
-            const int e = q4 * 2 + w;  // word e holds elements 2e, 2e + 1
-            float2 a = to_f32x2<T>(kv.w[e]), bb = to_f32x2<T>(kp.w[e]);
-            rotate(a.x, bb.x, cs[2 * w], sn[2 * w]);
-            rotate(a.y, bb.y, cs[2 * w + 1], sn[2 * w + 1]);
-            kv.w[e] = from_f32x2<T>(a.x, a.y);
-            kp.w[e] = from_f32x2<T>(bb.x, bb.y);
-          }
-        }
-      }
+      cos_sin4<kTable>(rp, s_inv, pos, lc * 8, cs[0], sn[0]);
+      cos_sin4<kTable>(rp, s_inv, pos, lc * 8 + 4, cs[1], sn[1]);
     } else {
-      float cs[4], sn[4];
-      cos_sin4<kTable>(rp, s_inv, pos, lc * 4, cs, sn);
+      cos_sin4<kTable>(rp, s_inv, pos, lc * 4, cs[0], sn[0]);
+    }
+  }
+  if (early) pdl_wait_then_release();
+  kv_report(p, fault);
+  if (!ok) return;
+  if (early) load_kv();
+  if (turn) {
+    if constexpr (kNeox) {
+#pragma unroll
+      for (int q4 = 0; q4 < 2; ++q4)
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+          const int e = q4 * 2 + w;  // word e holds elements 2e, 2e + 1
+          float2 a = to_f32x2<T>(kv.w[e]), bb = to_f32x2<T>(kp.w[e]);
+          rotate(a.x, bb.x, cs[q4][2 * w], sn[q4][2 * w]);
+          rotate(a.y, bb.y, cs[q4][2 * w + 1], sn[q4][2 * w + 1]);
+          kv.w[e] = from_f32x2<T>(a.x, a.y);
+          kp.w[e] = from_f32x2<T>(bb.x, bb.y);
+        }
+    } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float2 ab = to_f32x2<T>(kv.w[e]);
-        rotate(ab.x, ab.y, cs[e], sn[e]);
+        rotate(ab.x, ab.y, cs[0][e], sn[0][e]);
         kv.w[e] = from_f32x2<T>(ab.x, ab.y);
       }
     }
@@ -125,17 +124,19 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
 
 }  // namespace b12x
 
-// Each entry point first waits for the kernel before it (a PDL launch, `Plan::with_pdl`;
-// launched plainly the wait returns at once), then lets a PDL-launched next kernel
-// (attention.paged) start. The q part and the K/V part are whole CTAs (uniform barriers).
+// Every thread waits for the kernel before it (griddepcontrol.wait: a PDL launch,
+// `Plan::with_pdl`; launched plainly the wait returns at once) before it reads q, k or v or
+// writes anything, then lets a PDL-launched next kernel (attention.paged) start: first thing,
+// or with kRopeKvEarly (set for PDL plans) after it has read its position, its slot (the batch)
+// and formed cos and sin. The q part and the K/V part are whole CTAs (uniform barriers).
 #define B12X_ROPE_KV_APPEND(NAME, T, NEOX, TABLE, E4M3)                                            \
   extern "C" __global__ void __launch_bounds__(b12x::kKvAppendThreads)                             \
       b12x_rope_kv_append_##NAME(const __grid_constant__ b12x::RopeKvAppendParams p) {            \
-    b12x::pdl_wait_then_release();                                                                 \
+    const bool early = p.flags & b12x::kRopeKvEarly;                                               \
     if ((int)blockIdx.x < p.q_blocks)                                                              \
-      b12x::rope<T, NEOX, TABLE>(p.rope, blockIdx.x);                                              \
+      b12x::rope<T, NEOX, TABLE>(p.rope, blockIdx.x, early);                                       \
     else                                                                                           \
-      b12x::kv_rope_append<T, NEOX, TABLE, E4M3>(p, blockIdx.x - p.q_blocks);                      \
+      b12x::kv_rope_append<T, NEOX, TABLE, E4M3>(p, blockIdx.x - p.q_blocks, early);               \
   }
 #define B12X_ROPE_KV_APPEND_STYLES(DT, T, E4M3, SUFFIX)            \
   B12X_ROPE_KV_APPEND(DT##_neox##SUFFIX, T, true, false, E4M3)     \

@@ -14,7 +14,10 @@
 //! BF16/FP16 and E4M3 caches, decode and extend batches with page-boundary lengths and batch
 //! padding, NeoX pairs with a rotary offset, bad positions and the kv_append suite's bad page
 //! ids, lengths and packings (masked and reported as the two ops do). Further trials: graph
-//! replay equals eager after lengths and positions change, `run` allocates nothing, bad inputs
+//! replay equals eager after lengths and positions change, a PDL plan launched right behind a
+//! long kernel that writes the QKV buffer (an identity `gemm.bf16_gemv`) equals the plain pair
+//! after the same kernel (its positions, slots and cos / sin are read before its wait; q, k and
+//! v must not be), `run` allocates nothing, bad inputs
 //! (mismatched queries, q overlapping k, v or a cache, the error word inside the page table, a
 //! T mismatch) are typed errors that launch nothing.
 
@@ -435,6 +438,9 @@ fn trials() -> Vec<GpuTrial> {
         }));
     }
     out.push(GpuTrial::new("graph_replay_equals_eager", graph_replay));
+    for (name, g) in [("bf16", qwen3(DType::BF16, false, false)), ("bf16_table_e4m3", qwen3(DType::BF16, true, true))] {
+        out.push(GpuTrial::new(format!("pdl_after_long_kernel::{name}"), move |dev| pdl_after_long_kernel(dev, g)));
+    }
     out.push(GpuTrial::new("run_allocates_nothing", |dev| {
         let c = Case::new(qwen3(DType::BF16, false, false), &decode_reqs(), 0, 5);
         let p = plans(dev, &c.query())?;
@@ -448,6 +454,97 @@ fn trials() -> Vec<GpuTrial> {
     }));
     out.push(GpuTrial::new("bad_inputs_are_typed_errors", bad_inputs));
     out
+}
+
+/// The QKV buffer written by a ~20 µs kernel right before the call: `gemm.bf16_gemv` with an
+/// identity W (`y = x · Iᵀ = x`, exact: one nonzero product per output) copies the host QKV rows
+/// into the poisoned buffer. Reference: that kernel (plain), then rope and kv_append; under test:
+/// that kernel with PDL, then the fused op with PDL, launched while the copy still runs. The
+/// fused call reads positions, the batch and the table before its wait and q, k, v after it:
+/// reading any of them early would see the poison (and, through the graph, the same for every
+/// replay). Eager, then captured and replayed twice on fresh poison.
+fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo) -> TrialResult {
+    use b12x_gemm::bf16_gemv;
+    let s = dev.stream();
+    let c = Case::new(g, &decode_reqs(), 2, 7);
+    let q = c.query();
+    let p = plans(dev, &q)?;
+    let fused = rope_kv_append::plan(&q, dev).map_err(err)?.with_pdl(true);
+    let (n, rows) = (c.stride(), c.batch.rows);
+    let gq = |pdl| bf16_gemv::Query {
+        n,
+        k: n,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: rows,
+        aligned: true,
+        pdl,
+    };
+    let (copy, copy_pdl) =
+        (bf16_gemv::plan(&gq(false), dev).map_err(err)?, bf16_gemv::plan(&gq(true), dev).map_err(err)?);
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&fused, &copy, &copy_pdl]).map_err(err)?;
+    let table = if g.table { fused.cos_sin_table() } else { Vec::new() };
+    let h = host_inputs(&c);
+    let one = b12x_core::half::bf16::ONE.to_bits().to_le_bytes();
+    let mut eye = vec![0u8; n * n * 2];
+    for i in 0..n {
+        eye[(i * n + i) * 2..][..2].copy_from_slice(&one);
+    }
+    let eye = s.clone_htod(&eye).map_err(err)?;
+    let x = s.clone_htod(&h.qkv).map_err(err)?;
+    let scratch_bytes = copy.scratch_layout().total_bytes().max(copy_pdl.scratch_layout().total_bytes()).max(1);
+    let mut scratch = s.alloc_zeros::<u8>(scratch_bytes).map_err(err)?;
+    let poison = vec![0xffu8; h.qkv.len()];
+    // The copy writes the whole QKV buffer (`y`, a device address: the fused call's views alias it).
+    let run_copy = |plan: &bf16_gemv::Plan, y: u64, scratch: &mut CudaSlice<u8>, st: &Arc<CudaStream>| {
+        let xs = TensorRef::from_slice(&x, &[x.len()])?.ptr();
+        let ws = TensorRef::from_slice(&eye, &[eye.len()])?.ptr();
+        let st2 = [n as isize, 1];
+        // SAFETY: x, W and y are whole buffers of rows·n, n·n and rows·n bf16, alive for the call.
+        let args = unsafe {
+            bf16_gemv::Args {
+                x: TensorRef::from_raw(xs, &[rows, n], &st2, DType::BF16)?,
+                w: TensorRef::from_raw(ws, &[n, n], &st2, DType::BF16)?,
+                bias: None,
+                y: TensorMut::from_raw(y, &[rows, n], &st2, DType::BF16)?,
+            }
+        };
+        bf16_gemv::run(plan, args, Scratch::from_slice(scratch), st)
+    };
+    let addr = |d: &Dev| TensorRef::from_slice(&d.qkv, &[d.qkv.len()]).map(|t| t.ptr()).map_err(err);
+    let mut a = upload(&c, &h, &table, s)?;
+    s.memcpy_htod(&poison, &mut a.qkv).map_err(err)?;
+    run_copy(&copy, addr(&a)?, &mut scratch, s).map_err(err)?;
+    run_unfused(&p, views(&c, &mut a)?, s)?;
+    let mut b = upload(&c, &h, &table, s)?;
+    s.memcpy_htod(&poison, &mut b.qkv).map_err(err)?;
+    run_copy(&copy_pdl, addr(&b)?, &mut scratch, s).map_err(err)?;
+    rope_kv_append::run(&fused, fused_args(views(&c, &mut b)?), Scratch::none(), s).map_err(err)?;
+    compare(&c, &h, &a, &b, s).map_err(|e| format!("eager: {e}"))?;
+    // The same pair captured once, replayed twice on fresh inputs (poisoned QKV, the caches and
+    // the error word as uploaded).
+    let mut r = upload(&c, &h, &table, s)?;
+    let y = addr(&r)?;
+    let exec = session
+        .capture(s, |st| {
+            run_copy(&copy_pdl, y, &mut scratch, st)?;
+            let v = views(&c, &mut r).map_err(|e| Error::SessionState { state: "test", what: e })?;
+            rope_kv_append::run(&fused, fused_args(v), Scratch::none(), st)
+        })
+        .map_err(err)?;
+    for replay in 0..2 {
+        let fresh = upload(&c, &h, &table, s)?;
+        s.memcpy_htod(&poison, &mut r.qkv).map_err(err)?;
+        s.memcpy_dtod(&fresh.k_cache, &mut r.k_cache).map_err(err)?;
+        s.memcpy_dtod(&fresh.v_cache, &mut r.v_cache).map_err(err)?;
+        r.error.clear(s).map_err(err)?;
+        // SAFETY: every buffer the graph uses lives in `r`, `x`, `eye` and `scratch`, alive here.
+        unsafe { exec.launch() }.map_err(err)?;
+        compare(&c, &h, &a, &r, s).map_err(|e| format!("replay {replay}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// A captured fused call replays like an eager one after the lengths and positions change.

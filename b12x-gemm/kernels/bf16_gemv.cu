@@ -358,10 +358,11 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   const int k_end = min(p.k, k_begin + p.k_per_split);
 
   const MmaOperands<NT, RT> o(p, row0, g, t);
-  // PDL launch (flags): the aligned feeds below ask L2 for their first W bytes, then wait
-  // (pdl_wait) before their first load of x or W, since both go through the same loads, and
-  // only then let the next PDL kernel launch (so only the kernel right before this one can
-  // still be running while W is read). Without it, none of this.
+  // PDL launch (flags): the aligned feeds below load their first W (the ring's first
+  // kStages-1 stages, the direct feed's first register group) before they wait (pdl_wait) for
+  // the kernel before them, x and everything else after, and only then let the next PDL kernel
+  // launch (so only the kernel right before this one can still be running while W is read).
+  // Without PDL the same order, the wait returning at once; the unaligned feed waits first.
   const bool pdl = p.flags & kPdl;
   float acc[RT][NT][4];
 #pragma unroll
@@ -380,7 +381,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     // W streams past L1 (no_allocate); x is re-read by every warp of the SM and stays in L1.
     Vec16 v_w[U][RT][2];
     Vec16 v_x[U][NT];
-    auto load = [&](int gi) {
+    auto load_w = [&](int gi) {
       const int k0 = k_begin + gi * kMmaStepK * U;
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -388,27 +389,26 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
         for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
           for (int h = 0; h < 2; ++h) v_w[u][rt][h] = ld_global_stream_v16(o.w[rt][h] + k0 + u * kMmaStepK);
+    };
+    auto load_x = [&](int gi) {
+      const int k0 = k_begin + gi * kMmaStepK * U;
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
           v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
     };
-    if (pdl) {
-      if (wk < groups)
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) prefetch_l2(o.w[rt][h] + k_begin + (wk * U + u) * kMmaStepK);
-      pdl_wait_then_release();
-    }
-    if (wk < groups) load(wk);
+    // PDL: the first group's W goes into its registers before the wait, its x after.
+    if (wk < groups) load_w(wk);
+    if (pdl) pdl_wait_then_release();
+    if (wk < groups) load_x(wk);
 #pragma unroll 1
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       mma_group<U, RT, NT>(acc, v_w, v_x);
-      if (gi + p.warps_k < groups) load(gi + p.warps_k);
+      if (gi + p.warps_k < groups) {
+        load_w(gi + p.warps_k);
+        load_x(gi + p.warps_k);
+      }
     }
   } else if constexpr (kFeed == Feed::kRing) {
     unsigned char* s_ring = s_raw + warp * kStages * Ring::kGroupBytes;
@@ -424,14 +424,20 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
       r_wc[i] = p.w + (long long)min(row0 + r, p.n - 1) * p.ldw + c * 8;
       r_wc_off[i] = (r * Ring::kChunksPerRow + (c ^ ((r & 1) << 2))) * 16;
     }
-    // Issues the copies of group gi into ring stage `stage` (nothing past the last group) and
-    // commits a cp.async group either way, so wait_group counts stay uniform.
-    auto issue = [&](int gi, int stage) {
+    // The copies of group gi's W (issue_w) and x (issue_x) into ring stage `stage`; nothing
+    // past the last group.
+    auto issue_w = [&](int gi, int stage) {
       if (gi < groups) {
         const int k0 = k_begin + gi * kMmaStepK * U;
         const uint32_t s_stage = s_ring_addr + stage * Ring::kGroupBytes;
 #pragma unroll
         for (int i = 0; i < Ring::kWCopiesPerLane; ++i) cp_async_cg_16(s_stage + r_wc_off[i], r_wc[i] + k0);
+      }
+    };
+    auto issue_x = [&](int gi, int stage) {
+      if (gi < groups) {
+        const int k0 = k_begin + gi * kMmaStepK * U;
+        const uint32_t s_stage = s_ring_addr + stage * Ring::kGroupBytes;
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -439,20 +445,25 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
             cp_async_ca_16_zfill(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16,
                                  o.x[nt] + k0 + u * kMmaStepK, o.xok[nt]);
       }
+    };
+    // Both copies of group gi, then a commit either way, so wait_group counts stay uniform.
+    auto issue = [&](int gi, int stage) {
+      issue_w(gi, stage);
+      issue_x(gi, stage);
       cp_async_commit();
     };
-    if (pdl) {
+    // The first kStages-1 stages: every W copy goes out first (before the wait under PDL), then
+    // each stage's x copies and a commit. The first committed group thus holds the W of every
+    // first stage with the x of stage 0, and group s >= 1 only x of stage s: waiting for a
+    // group still implies its stage's W has landed (earlier groups complete first).
 #pragma unroll
-      for (int s = 0; s < kStages - 1; ++s) {
-        const int gi = wk + s * p.warps_k;
-        if (gi < groups)
+    for (int s = 0; s < kStages - 1; ++s) issue_w(wk + s * p.warps_k, s);
+    if (pdl) pdl_wait_then_release();
 #pragma unroll
-          for (int i = 0; i < Ring::kWCopiesPerLane; ++i) prefetch_l2(r_wc[i] + k_begin + gi * kMmaStepK * U);
-      }
-      pdl_wait_then_release();
+    for (int s = 0; s < kStages - 1; ++s) {
+      issue_x(wk + s * p.warps_k, s);
+      cp_async_commit();
     }
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
     int stage = 0;
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       cp_async_wait<kStages - 2>();

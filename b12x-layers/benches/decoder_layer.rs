@@ -11,7 +11,10 @@
 //!   cost without overlap between the ops' tails and heads).
 //! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
 //!   graph, in step order — the step minus these is what its four small ops cost inside it.
+//! - `…/prefix/{k}_{op}`: the step's first k ops in one graph; consecutive rows differ by what
+//!   op k adds inside the step.
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
+//! - Before the rows, one line per op bucket on stdout: the config the session chose.
 //! - `decoder_layer/{fmt}_pdl/…`, `…_s8/…`, `…_pdl_s{8,16}/…`, `…_r6/…`: `LayerOptions { pdl:
 //!   true }` (every kernel of the step launched with PDL; the block-scaled GEMVs have no PDL
 //!   launch), `attention_splits: Some(8 | 16)`, `attention_stages: Some(6)` (the deep decode
@@ -75,6 +78,10 @@ fn main() -> Result<()> {
             let mut session = PreparationSession::new(&dev)?;
             session.prepare(&layer.plans())?;
             session.freeze();
+            // The configs the session chose (one line per op bucket): which kernel each op ran.
+            for r in session.records() {
+                println!("{prefix}: {} [{}] bucket {} -> {} ({:?})", r.op, r.query, r.bucket, r.config, r.source);
+            }
             let mut st = layer.state(dev.stream(), b)?;
             let mut batch = Batch::new(&vec![ctx - 1; b], p, max_pages, num_pages, 11)?;
             batch.advance()?;
@@ -102,6 +109,15 @@ fn main() -> Result<()> {
                 bytes as f64,
                 0.0,
             );
+            // The step's first k ops in one graph, k = 1..9: row k minus row k − 1 is what op k
+            // adds inside the step (its launch, its work and its overlap with its neighbours).
+            for k in 1..=Op::ALL.len() {
+                let ops = &Op::ALL[..k];
+                let t =
+                    time_graph(&dev, samples(), |s| ops.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s)))?;
+                let name = format!("{prefix}/prefix/{k}_{}", Op::ALL[k - 1].name());
+                report.add(&name, "one graph, the step's first k ops", &t, 0.0, 0.0);
+            }
             let mut sum = 0.0;
             for op in Op::ALL {
                 let t = time_graph(&dev, samples(), |s| layer.run_op(op, &dw, &mut st, s))?;

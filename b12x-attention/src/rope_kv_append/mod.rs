@@ -23,7 +23,8 @@
 //!   written while they are read), checked exactly for column slices of one QKV buffer.
 //! - Kernel: rope's q-only grid and kv_append's (one thread per 8-element chunk of a (row, KV
 //!   head)) as the two parts of one grid. One config. Launched with PDL on request
-//!   ([`Plan::with_pdl`]).
+//!   ([`Plan::with_pdl`]): then the positions, the slots (the batch) and cos / sin are read and
+//!   formed while the kernel before it (the QKV projection) still runs.
 //!
 //! **Status: validated on the H200 (sm_90a)**: `tests/gpu_rope_kv_append.rs` 32/32 (bitwise
 //! equal to the two ops), compute-sanitizer memcheck 32/32 and racecheck 32/32
@@ -95,7 +96,7 @@
 
 mod params;
 
-pub use params::RopeKvAppendParams;
+pub use params::{RopeKvAppendParams, FLAG_EARLY};
 
 use crate::rope::{CosSin, Frequencies, RopeStyle};
 use crate::{kv_append, rope};
@@ -244,7 +245,7 @@ impl Query {
         // The error word: rope checked it against q, positions and the table, kv_append against
         // the caches, k, v, the scales and the batch.
         let q_threads = rope.tokens as usize * rope.heads as usize * rope.rotary_dim as usize / 8;
-        Ok(RopeKvAppendParams { rope, append, q_blocks: q_threads.div_ceil(THREADS) as i32, pad: 0 })
+        Ok(RopeKvAppendParams { rope, append, q_blocks: q_threads.div_ceil(THREADS) as i32, flags: 0 })
     }
 
     /// The kernel symbol, e.g. `b12x_rope_kv_append_bf16_neox_table_e4m3`.
@@ -284,8 +285,16 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 }
 
 impl Plan {
-    /// Launches every call with programmatic dependent launch (PDL) when `pdl` (see
-    /// `kv_append::Plan::with_pdl`: the kernel waits for the work before it first).
+    /// Launches every call with programmatic dependent launch (PDL) when `pdl`, so that in a
+    /// stream or graph of PDL launches (a decode step) the call starts while the kernel before
+    /// it finishes. Before its `griddepcontrol.wait` for that kernel a PDL call reads only the
+    /// positions, the batch (`cu_seqlens_q`, `seq_lens`, `page_table`) and the cos/sin table,
+    /// and forms every thread's cos and sin; q, k, v, the scales and every write (q, the caches,
+    /// the error word) come after it, and only then may the next PDL kernel launch.
+    /// **Positions, the batch and the table must not be written by the kernel right before
+    /// the call** (engines fill them from the host or earlier in the step, as
+    /// `attention.paged`'s PDL launch also assumes). Results are the same either way; plain
+    /// launches wait first (the race times them).
     pub fn with_pdl(mut self, pdl: bool) -> Self {
         self.pdl = pdl;
         self
@@ -343,7 +352,8 @@ pub struct Args<'a> {
 /// Rotates `args.q` and appends the rotated `args.k` and `args.v` on `stream`. Every check
 /// happens before the launch; no allocation, no synchronization. `T = 0` launches nothing.
 pub fn run(plan: &Plan, mut args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
-    let params = plan.query.kernel_params_with(&mut args, &plan.freqs)?;
+    let mut params = plan.query.kernel_params_with(&mut args, &plan.freqs)?;
+    params.flags = if plan.pdl { FLAG_EARLY } else { 0 };
     plan.scratch_layout().bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if params.append.tokens == 0 {
@@ -458,7 +468,7 @@ impl OpPlan for Plan {
             page_size: a.page_size as i32,
         };
         let q_blocks = (r.heads * r.rotary_dim / 8).div_ceil(THREADS) as i32;
-        Ok(Box::new(RaceCase { params: RopeKvAppendParams { rope, append, q_blocks, pad: 0 }, _buffer: race }))
+        Ok(Box::new(RaceCase { params: RopeKvAppendParams { rope, append, q_blocks, flags: 0 }, _buffer: race }))
     }
 }
 

@@ -17,8 +17,13 @@ pub struct RopeKvAppendParams {
     pub append: KvAppendParams,
     /// CTAs of the q part (the grid's first).
     pub q_blocks: i32,
-    pub pad: i32,
+    /// [`FLAG_EARLY`] or 0.
+    pub flags: i32,
 }
+
+/// `flags` bit (`kRopeKvEarly`): every thread reads its position, its slot (the batch) and forms
+/// cos / sin before it waits for the kernel before it (set for PDL plans).
+pub const FLAG_EARLY: i32 = 1;
 
 impl Default for RopeKvAppendParams {
     fn default() -> Self {
@@ -30,4 +35,5 @@ const _: () = {
     assert!(size_of::<RopeKvAppendParams>() == 1248);
     assert!(offset_of!(RopeKvAppendParams, append) == 1112);
     assert!(offset_of!(RopeKvAppendParams, q_blocks) == 1240);
+    assert!(offset_of!(RopeKvAppendParams, flags) == 1244);
 };

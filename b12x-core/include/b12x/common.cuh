@@ -142,8 +142,6 @@ __device__ __forceinline__ float block_sum(float v, float* s_red) {
 // stream writes (weights) may be read before. `pdl_launch_dependents` lets the next
 // PDL-launched kernel start once every CTA of this grid has issued it (or exited).
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-// Asks L2 for the line holding `p` (no register, no wait): e.g. weights before pdl_wait.
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 __device__ __forceinline__ void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
