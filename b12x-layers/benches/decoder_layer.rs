@@ -9,6 +9,8 @@
 //! - `…/op/{name}`: each of the nine ops captured alone (bytes: its weight for the linears, the KV
 //!   for attention, else 0), and `…/sum_of_ops`: the sum of their medians (what the step would
 //!   cost without overlap between the ops' tails and heads).
+//! - `…/step_x4` (B = 1): four layers' steps in one graph (each its own weights, KV cache and
+//!   batch), time per layer: a decode graph's steady state, the graph's start paid once.
 //! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
 //!   graph, in step order — the step minus these is what its four small ops cost inside it.
 //! - `…/prefix/{k}_{op}`: the step's first k ops in one graph; consecutive rows differ by what
@@ -29,6 +31,9 @@ use b12x_core::testing::gpu;
 use b12x_core::{PreparationSession, Result};
 use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WeightFormat};
 
+/// Layers per graph of the steady-state row (`…/step_x4`).
+const LAYERS: usize = 4;
+
 fn main() -> Result<()> {
     let Some(dev) = gpu() else {
         eprintln!("decoder_layer bench: no CUDA device, nothing to measure");
@@ -46,6 +51,8 @@ fn main() -> Result<()> {
     for format in WeightFormat::ALL {
         let weights = HostWeights::random(&cfg, format, 7)?;
         let dw = weights.upload(dev.stream())?;
+        // The other layers' weights of the steady-state row (made at the first B = 1 case).
+        let mut more = Vec::new();
         let opts = |pdl: bool, splits: Option<usize>, stages: Option<usize>| LayerOptions {
             pdl,
             attention_splits: splits,
@@ -134,9 +141,86 @@ fn main() -> Result<()> {
                 sum += row.time_us;
             }
             report.add(&format!("{prefix}/sum_of_ops"), "sum of the op medians", &[sum], bytes as f64, 0.0);
+            // A decode graph's steady state (B = 1): four layers' steps back to back in one graph,
+            // each with its own weights, KV cache and batch (as consecutive layers), time / 4 —
+            // the graph's start is paid once and each layer's first kernel overlaps the previous
+            // layer's last (with PDL).
+            if b == 1 {
+                while more.len() < LAYERS - 1 {
+                    more.push(HostWeights::random(&cfg, format, 8 + more.len() as u64)?.upload(dev.stream())?);
+                }
+                let mut layers = Vec::new();
+                for i in 0..LAYERS {
+                    let mut st = layer.state(dev.stream(), b)?;
+                    let mut batch = Batch::new(&vec![ctx - 1; b], p, max_pages, num_pages, 11 + i as u64)?;
+                    batch.advance()?;
+                    st.upload_batch(&batch, dev.stream())?;
+                    st.upload_inputs(&x, &x, dev.stream())?;
+                    layers.push(st);
+                }
+                let t = time_graph(&dev, samples(), |s| {
+                    layers
+                        .iter_mut()
+                        .enumerate()
+                        .try_for_each(|(i, st)| layer.step(if i == 0 { &dw } else { &more[i - 1] }, st, s))
+                })?;
+                let per_layer: Vec<f64> = t.iter().map(|v| v / LAYERS as f64).collect();
+                report.add(
+                    &format!("{prefix}/step_x{LAYERS}"),
+                    "one graph, 4 layers' steps, time / 4",
+                    &per_layer,
+                    bytes as f64,
+                    0.0,
+                );
+            }
             add_read_probe(&mut report, &dev, &format!("{prefix}/read_probe"), bytes)?;
-            drop(st);
+            // Experiment (B = 1, stdout only): `B12X_LAYER_SWEEP=i,j` times the whole step with
+            // every candidate config of plan i of `Layer::plans()` pinned in turn (the other
+            // plans keep the session's choices): which config each linear would want inside the
+            // step rather than alone.
+            // One frozen session per device at a time: the sweep's sessions come after this one.
+            let records = session.records().to_vec();
             session.close();
+            if b == 1 {
+                for i in std::env::var("B12X_LAYER_SWEEP")
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter_map(|v| v.parse::<usize>().ok())
+                {
+                    let plans: Vec<&dyn b12x_core::OpPlan> = layer.plans();
+                    let Some(&target) = plans.get(i) else { continue };
+                    let mut times: Vec<(f64, String)> = Vec::new();
+                    for id in target.candidates(0) {
+                        let mut sweep = PreparationSession::new(&dev)?.with_autotune(false);
+                        sweep.pin(target, &target.buckets()[0].label(), &id);
+                        for other in plans.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, p)| p) {
+                            if let Some(r) = records.iter().find(|r| r.op == other.op() && r.query == other.query_key())
+                            {
+                                sweep.pin(*other, &r.bucket, &r.config);
+                            }
+                        }
+                        sweep.prepare(&plans)?;
+                        sweep.freeze();
+                        let mut t = time_graph(&dev, 20, |s| layer.step(&dw, &mut st, s))?;
+                        t.sort_by(f64::total_cmp);
+                        times.push((t[t.len() / 2], id));
+                        sweep.close();
+                    }
+                    times.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let chosen = records.iter().find(|r| r.op == target.op() && r.query == target.query_key());
+                    let chosen = chosen.map_or("?", |r| r.config.as_str());
+                    let at = times.iter().find(|t| t.1 == chosen).map_or(f64::NAN, |t| t.0);
+                    println!(
+                        "{prefix}: sweep of plan {i} ({}), {} configs; session's {chosen}: {at:.2} us",
+                        target.op(),
+                        times.len()
+                    );
+                    for (t, id) in times.iter().take(8) {
+                        println!("{prefix}:   {t:.2} us  {id}");
+                    }
+                }
+            }
+            drop(st);
         }
     }
     println!("wrote {}", report.write()?.display());
