@@ -362,7 +362,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
   // kStages-1 stages, the direct feed's first register group) before they wait (pdl_wait) for
   // the kernel before them, x and everything else after, and only then let the next PDL kernel
   // launch (so only the kernel right before this one can still be running while W is read).
-  // Without PDL the same order, the wait returning at once; the unaligned feed waits first.
+  // The unaligned feed waits first. Plain launches: no wait, the ring's old issue order.
   const bool pdl = p.flags & kPdl;
   float acc[RT][NT][4];
 #pragma unroll
@@ -452,17 +452,23 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
       issue_x(gi, stage);
       cp_async_commit();
     };
-    // The first kStages-1 stages: every W copy goes out first (before the wait under PDL), then
-    // each stage's x copies and a commit. The first committed group thus holds the W of every
-    // first stage with the x of stage 0, and group s >= 1 only x of stage s: waiting for a
-    // group still implies its stage's W has landed (earlier groups complete first).
+    if (pdl) {
+      // The first kStages-1 stages' W copies go out before the wait, then each stage's x copies
+      // and a commit. The first committed group thus holds the W of every first stage with the
+      // x of stage 0, and group s >= 1 only x of stage s: waiting for a group still implies its
+      // stage's W has landed (earlier groups complete first).
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) issue_w(wk + s * p.warps_k, s);
-    if (pdl) pdl_wait_then_release();
+      for (int s = 0; s < kStages - 1; ++s) issue_w(wk + s * p.warps_k, s);
+      pdl_wait_then_release();
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      issue_x(wk + s * p.warps_k, s);
-      cp_async_commit();
+      for (int s = 0; s < kStages - 1; ++s) {
+        issue_x(wk + s * p.warps_k, s);
+        cp_async_commit();
+      }
+    } else {
+      // Plain launches keep one committed group per stage (W and x together).
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
     }
     int stage = 0;
     for (int gi = wk; gi < groups; gi += p.warps_k) {

@@ -3,6 +3,13 @@
 // reported number). A small PDL-launched kernel P between the two issues L2 prefetches of W
 // (cp.async.bulk.prefetch.L2 chunks or per-line prefetch.global.L2), then waits for the
 // attention, then lets the GEMV (the real bf16_gemv mmad kernel, PDL) launch.
+// Result on the H200 (session 38, bench-results/2026-12-04-h200-e/call1, call2): no variant
+// helped. Every P made attention -> P -> GEMV slower than attention -> GEMV (26.4-80 vs 22.9 us
+// at 33.6 MB; 64 KB bulk chunks were very slow), the GEMV after P took as long as after the
+// stand-in alone (10.5-10.6 us), and the read probe after a bulk prefetch of W took 8.96 us
+// (difference of two graphs), against 5.70 us after a plain read had left W in L2 (11.65 us
+// alone in a graph, the graph's start included). So bf16_gemv's PDL prologue now copies its first W stages into shared
+// memory / registers instead of asking L2 for them.
 //   cd bench/proto && nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a \
 //     -I../../b12x-core/include -o /tmp/l2p l2_prefetch_proto.cu && /tmp/l2p
 #include <cuda.h>
@@ -36,7 +43,7 @@ __global__ void __launch_bounds__(256) fake_attention(const b12x::Vec16* src, si
 }
 
 // mode 0: cp.async.bulk.prefetch.L2 of `chunk`-byte pieces; 1: prefetch.global.L2 per 128 B line;
-// 2: as 0 with the evict_last cache hint... (not in PTX for bulk prefetch: 2 = prefetch.global.L2::evict_last lines).
+// 2: prefetch.global.L2::evict_last per line.
 __global__ void __launch_bounds__(256) l2_prefetch(const char* base, size_t bytes, size_t chunk, int mode) {
   const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, nth = (size_t)gridDim.x * blockDim.x;
   if (mode == 0) {

@@ -21,8 +21,8 @@
 //!   or graph of back-to-back kernels (a decode step) the call starts while the kernel before
 //!   it finishes: the `tma` configs stream their first ring of W before `griddepcontrol.wait`,
 //!   the aligned `mma` / `mmad` feeds copy their first ring stages of W into shared memory /
-//!   load their first register group of W (an L2 prefetch hint there left a later read of W
-//!   as slow as a cold one on the H200: `bench/proto/l2_prefetch_proto.cu`), and everything else (x,
+//!   load their first register group of W (an L2 prefetch hint there did not speed up the
+//!   later read on the H200: `bench/proto/l2_prefetch_proto.cu`), and everything else (x,
 //!   bias, y, scratch; all of `simt` and the unaligned feeds) comes after the wait. Each call
 //!   lets the next PDL kernel launch only after its own wait, so only the kernel right before
 //!   it can still be running. **W must not be written by that kernel** (weights normally are
