@@ -51,7 +51,8 @@
 //! }
 //! ```
 //!
-//! **Validated on the H200** (`bench-results/2026-12-04-h200-c/`): `tests/gpu_decoder_layer.rs`
+//! **Validated on the H200** (`bench-results/2026-12-04-h200-c/`; last run on this session's
+//! kernels: `bench-results/2026-12-04-h200-e/call6`): `tests/gpu_decoder_layer.rs`
 //! 21/21 — B ∈ {1, 8, 64} with contexts up to 8k, every format, also with PDL launches and 8
 //! attention splits; per step, graph replay bitwise equal to the eager step, `1 − cos` against
 //! the reference 1.8–4.8e-6 for `y` and 0.2–8e-8 for `residual` (bound 1e-4, [`dense::cosine_bound`]),
@@ -59,21 +60,22 @@
 //! on the reduced profile (B ∈ {1, 8}, 2 steps).
 //!
 //! **Speed** (`benches/decoder_layer.rs`, one graph per step, L2 flushed;
-//! `bench-results/2026-12-04-h200-d/call5/r/bench/decoder_layer.md`): at B = 1, 4k context, the
-//! BF16 step takes 120.4 µs = 71.9% of the read ceiling for its 403 MB (weights + KV; the read
-//! probe on those bytes: 96%), 117.2 µs = **73.8%** with `LayerOptions { pdl: true,
-//! attention_stages: Some(6), .. }` (117.8 with PDL alone) — the issue's 80% target (≤ 108.1 µs)
-//! is missed by 6.2 points. In the same job the four GEMVs alone in one graph take 97.2 µs
-//! (85.4%), with the attention 109.3 µs: the four small ops (two fused add+rmsnorm,
-//! rope_kv_append, silu_and_mul) cost ~8 µs inside the step, and without them the step would
-//! still miss 80%. Alone: qkv 16.3 µs = 66.5% and o_proj 12.1 µs = 59.4% of the ceiling (33–50 MB
-//! calls do not amortize their ramp), gate_up 89.2%, down 78.7%, attention 13.7 µs for 16.8 MB
-//! (8 splits in a cluster, the default at B = 1 now), each small op 4.1–6.0 µs (~2.8 µs of that a
-//! graph replay's fixed cost). B = 8: 141.6 µs = 78.9% (PDL). B = 64 at 2k: 358.8 µs = 55.3%
-//! (the M = 64 GEMVs run at 28–41% of the ceiling; PDL is 8% slower there). Block FP8 / NVFP4
-//! (W8A16 / W4A16) at B = 1: 102.9 / 79.3 µs with PDL and 8 splits (43.8% / 33.9% of their
-//! smaller byte counts: the dequantizing decode kernels of `gemm.blockscaled` run at 40–75% of
-//! the ceiling on SM90).
+//! `bench-results/2026-12-04-h200-e/`, `call7` every format and batch, `call8` B = 1 at the final
+//! commit): at B = 1, 4k context, the BF16 step takes 120.8 µs = 71.6% of the read ceiling for
+//! its 403 MB (weights + KV; the read probe on those bytes: 96%) with the default options and
+//! 115.6 µs = **74.8%** with `LayerOptions { pdl: true, .. }` (114.3 µs = 75.7% in `call7`);
+//! four layers' steps in one graph (the `step_x4` row, each layer its own weights and cache: a
+//! decode graph's steady state) 113.5 µs = 76.1% per layer (112.7 = 76.8%). The issue's 80%
+//! target (≤ 108.1 µs) is missed by 3–5 points. Inside the PDL step (the `prefix/` rows, the
+//! step's first k ops in one graph): the graph's start and the first add+rmsnorm 4.3 µs, qkv
+//! 13.9 µs (10.8 at the ceiling), rope_kv_append 0.7, attention 11.6 (3.6), o_proj 9.1 (7.2), the
+//! second add+rmsnorm 1.6, gate_up 46.6 (43.3), silu_and_mul 1.8, down 24.5 (21.6). Timing every
+//! candidate config of the qkv, o_proj and down GEMVs inside the step (`B12X_LAYER_SWEEP`) found
+//! none more than 0.73 µs better than the session's own race (`call5`). B = 8: 142.0 µs = 78.7%
+//! (PDL). B = 64 at 2k: 356.4 µs = 55.6% (the M = 64 GEMVs run at 28–41% of the ceiling; PDL is
+//! 7% slower there). Block FP8 / NVFP4 (W8A16 / W4A16) at B = 1: 104.6 / 80.3 µs with PDL and 8
+//! splits (43.1% / 33.6% of their smaller byte counts: the dequantizing decode kernels of
+//! `gemm.blockscaled` run at 40–75% of the ceiling on SM90 and have no PDL launch).
 
 pub mod dense;
 pub mod reference;

@@ -26,17 +26,20 @@
 //!   ([`Plan::with_pdl`]): then the positions, the slots (the batch) and cos / sin are read and
 //!   formed while the kernel before it (the QKV projection) still runs.
 //!
-//! **Status: validated on the H200 (sm_90a)**: `tests/gpu_rope_kv_append.rs` 32/32 (bitwise
-//! equal to the two ops), compute-sanitizer memcheck 32/32 and racecheck 32/32
-//! (`bench-results/2026-12-04-h200-d/call6`, `call7`); sm_120a/sm_121a compiled, not run.
+//! **Status: validated on the H200 (sm_90a)**: `tests/gpu_rope_kv_append.rs` 34/34 (bitwise
+//! equal to the two ops, PDL launches behind a long kernel writing the QKV buffer included),
+//! compute-sanitizer memcheck 34/34 (`bench-results/2026-12-04-h200-e/call3`) and racecheck on
+//! the decode, fault, graph and PDL trials 15/15 (`call9`); sm_120a/sm_121a compiled, not run.
 //!
 //! **Performance** (H200, `benches/rope_kv_append.rs`, `bench-results/2026-12-04-h200-d/call8`,
 //! Qwen3-8B heads): a decode step's call (one graph, L2 flushed) takes 6.16 / 6.50 / 7.17 µs at
 //! B = 1 / 8 / 64 against 7.18 / 7.81 / 8.48 µs for rope then kv_append in the same graph
 //! (mostly launch and dependent latency: the bytes are tiny); a 4096-token prefill the same as
 //! the pair (41.1 vs 40.9 µs, 54% of the ceiling, `sincosf`-bound: use the table there). Inside
-//! the B = 1 decoder step it did not measurably shorten the step (under PDL the two small
-//! kernels overlapped already).
+//! the B = 1 decoder step the fusion alone did not measurably shorten the step (under PDL the
+//! two small kernels overlapped already); the early reads of a PDL plan did: its cost inside the
+//! PDL step (the bench's `prefix/` rows) fell from 4.2 to 1.0 µs
+//! (`bench-results/2026-12-04-h200-e/call2` → `call3`).
 //!
 //! ```no_run
 //! use b12x_attention::paging::ErrorWord;
