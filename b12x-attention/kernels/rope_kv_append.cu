@@ -8,11 +8,12 @@
 // Constraints: both ops'; NeoX pairs need R % 16 == 0 (a thread owns one 8-element chunk of the
 //   first half and its partner chunk of the second).
 // Strategy: one grid: the first q_blocks CTAs are rope's q-only grid; the rest one thread per
-//   8-element chunk of one (row, KV head) as kv_append, K and V loaded first (NeoX: the partner
-//   chunk too), the slot resolved, then K rotated in f32 (a row whose position is outside
-//   [0, max_position) is stored unrotated; the q part reports FAULT_POSITION) and stored.
-//   PDL plans (flags kRopeKvEarly) read what the kernel before them cannot have written (the
-//   positions, the batch, the table) and form cos / sin before they wait for it, then q, k, v.
+//   8-element chunk of one (row, KV head) as kv_append: the slot resolved, K rotated in f32 (a
+//   row whose position is outside [0, max_position) is stored unrotated; the q part reports
+//   FAULT_POSITION) and stored with V. Plain launches load K and V first (NeoX: the partner
+//   chunk too), beside the batch's loads; PDL plans (flags kRopeKvEarly) read what the kernel
+//   before them cannot have written (the positions, the batch, the table) and form cos / sin
+//   before they wait for it, and load q, K and V after.
 // Entry points: b12x_rope_kv_append_{bf16,f16}_{neox,gptj}{,_table}{,_e4m3}.
 //   Oracle: src/rope_kv_append/mod.rs (rope's then kv_append's references).
 #include "rope.cuh"
@@ -63,11 +64,11 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
   const bool rot = lc >= 0 && lc < rp.rotary_dim / 8;
   const bool owner = kNeox && rot && lc < hc;
   const bool partner = kNeox && rot && lc >= hc;
-  const T* krow = static_cast<const T*>(p.k) + r * p.k_stride + g * p.head_dim;
-  const T* vrow = static_cast<const T*>(p.v) + r * p.v_stride + g * p.head_dim;
   Vec16 kv{}, kp{}, vv{};
   auto load_kv = [&] {
     if (live) {
+      const T* krow = static_cast<const T*>(p.k) + r * p.k_stride + g * p.head_dim;
+      const T* vrow = static_cast<const T*>(p.v) + r * p.v_stride + g * p.head_dim;
       kv = ld_global_v16(krow + c * 8);
       if (owner) kp = ld_global_v16(krow + (c + hc) * 8);
       vv = ld_global_v16(vrow + c * 8);

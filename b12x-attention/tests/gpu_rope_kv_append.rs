@@ -460,9 +460,12 @@ fn trials() -> Vec<GpuTrial> {
 /// identity W (`y = x · Iᵀ = x`, exact: one nonzero product per output) copies the host QKV rows
 /// into the poisoned buffer. Reference: that kernel (plain), then rope and kv_append; under test:
 /// that kernel with PDL, then the fused op with PDL, launched while the copy still runs. The
-/// fused call reads positions, the batch and the table before its wait and q, k, v after it:
-/// reading any of them early would see the poison (and, through the graph, the same for every
-/// replay). Eager, then captured and replayed twice on fresh poison.
+/// fused call reads positions, the batch and the table before its wait and q, k, v after it.
+/// Eager, then captured and replayed twice on fresh poison. How well it catches an early read
+/// (session 38's review, mutant kernels on the H200): K and V loaded before the wait failed both
+/// trials 3 of 3 runs; q loaded before the wait failed the table / E4M3 trial 3 of 3 but the
+/// BF16 one only 1 of 3 (the copy's first CTAs write the q columns, and finish early).
+/// Moving q's rows to the copy's last CTAs would make it reliable.
 fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo) -> TrialResult {
     use b12x_gemm::bf16_gemv;
     let s = dev.stream();
