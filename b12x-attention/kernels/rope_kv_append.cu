@@ -64,11 +64,13 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
   const bool rot = lc >= 0 && lc < rp.rotary_dim / 8;
   const bool owner = kNeox && rot && lc < hc;
   const bool partner = kNeox && rot && lc >= hc;
+  // K's and V's rows (formed for every thread, dereferenced only by live ones: moving them into
+  // load_kv made ptxas spill the GPT-J entry points).
+  const T* krow = static_cast<const T*>(p.k) + r * p.k_stride + g * p.head_dim;
+  const T* vrow = static_cast<const T*>(p.v) + r * p.v_stride + g * p.head_dim;
   Vec16 kv{}, kp{}, vv{};
   auto load_kv = [&] {
     if (live) {
-      const T* krow = static_cast<const T*>(p.k) + r * p.k_stride + g * p.head_dim;
-      const T* vrow = static_cast<const T*>(p.v) + r * p.v_stride + g * p.head_dim;
       kv = ld_global_v16(krow + c * 8);
       if (owner) kp = ld_global_v16(krow + (c + hc) * 8);
       vv = ld_global_v16(vrow + c * 8);
