@@ -41,8 +41,8 @@ pub(super) fn launch(
     };
     // SAFETY: Bf16GemvParams mirrors the kernel's struct (asserted on both sides); the tensors
     // passed `Query::kernel_params`, the scratch regions were bound at the plan's sizes (or
-    // belong to the race's own buffer); with `pdl` every family waits (griddepcontrol.wait)
-    // before its first load.
+    // belong to the race's own buffer); with `pdl` every family reads only W before it waits
+    // (griddepcontrol.wait) and x, bias, y and the scratch after.
     unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl: plan.query.pdl, cluster_x: 0 }) }
 }
 
