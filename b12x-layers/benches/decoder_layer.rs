@@ -67,6 +67,7 @@ fn main() -> Result<()> {
                 ("_pdl_s8", opts(true, Some(8), None)),
                 ("_pdl_r6", opts(true, None, deep)),
                 ("_pdl_s8_r6", opts(true, Some(8), deep)),
+                ("_pdl_s16", opts(true, Some(16), None)),
                 ("_pdl_s16_r6", opts(true, Some(16), deep)),
             ]
         } else {

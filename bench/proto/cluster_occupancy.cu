@@ -1,6 +1,7 @@
 // Prototype (not part of the build): how many thread block clusters of a paged-decode-shaped
 // kernel (128 threads, the given dynamic shared memory, the given CTAs per SM by registers)
-// the device holds at once, by cudaOccupancyMaxActiveClusters, for cluster sizes 1-8.
+// the device holds at once, by cudaOccupancyMaxActiveClusters, for cluster sizes 1-8 and the
+// non-portable 12 and 16 (cudaFuncAttributeNonPortableClusterSizeAllowed).
 //   nvcc -std=c++17 -O3 -arch=sm_90a -o /tmp/cocc cluster_occupancy.cu && /tmp/cocc
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -15,10 +16,11 @@ __global__ void __launch_bounds__(128, MINB) dummy(int* p) {
 template <int MINB>
 void query(const char* name, int smem) {
   cudaFuncSetAttribute(dummy<MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(dummy<MINB>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   int per_sm = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, dummy<MINB>, 128, smem);
   printf("%-28s smem %6d B: %d CTAs/SM by occupancy\n", name, smem, per_sm);
-  for (int c : {1, 2, 3, 4, 6, 8}) {
+  for (int c : {1, 2, 3, 4, 6, 8, 12, 16}) {
     cudaLaunchAttribute attr;
     cudaLaunchConfig_t cfg = launch_config(dim3(c, 1, 64), dim3(128, 1, 1), smem, nullptr, true, c, attr);
     int clusters = 0;
