@@ -23,6 +23,7 @@
 // `read` is the project's read probe on the same byte count (the size-matched ceiling).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/pstream paged_stream_proto.cu && /tmp/pstream
+// `pagemaj`: the stream schedule over a page-major unit list (a page's KV heads consecutive).
 // PS_TRACE_ONLY=1 instead times the split schedule (S = 3 and 6) with per-CTA stamps, in the
 // phases paged_trace_proto.cu reports for the library kernel: entry -> first block landed ->
 // ring drained (warp 0), the span and the time outside it.
@@ -163,8 +164,10 @@ __global__ void __launch_bounds__(32 * WARPS) split_probe(const __grid_constant_
   if (acc == 0x12345678u) a.sink[0] = acc;
 }
 
-// stream C: grid C * SMs; CTA w takes units [w U / W, (w + 1) U / W) of the pair-major list.
-template <int ES, int STAGES>
+// stream C: grid C * SMs; CTA w takes units [w U / W, (w + 1) U / W) of the pair-major list
+// (kPageMajor: of the page-major list — unit u of request b is (block u / HKV, KV head u % HKV),
+// so consecutive units read one page's heads, 2 KB token rows read whole).
+template <int ES, int STAGES, bool kPageMajor = false>
 __global__ void __launch_bounds__(32 * WARPS) stream_probe(const __grid_constant__ Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ int s_start[129];  // block prefix over requests (per KV head), B <= 128
@@ -202,8 +205,14 @@ __global__ void __launch_bounds__(32 * WARPS) stream_probe(const __grid_constant
                                      while (b + 1 < a.batch && (long long)HKV * s_start[b + 1] <= uj) ++b;
                                      const int blocks = s_start[b + 1] - s_start[b];
                                      const long long off = uj - (long long)HKV * s_start[b];
-                                     g = (int)(off / blocks);
-                                     const int blk = (int)(off - (long long)g * blocks);
+                                     int blk;
+                                     if constexpr (kPageMajor) {
+                                       blk = (int)(off / HKV);
+                                       g = (int)(off % HKV);
+                                     } else {
+                                       g = (int)(off / blocks);
+                                       blk = (int)(off - (long long)g * blocks);
+                                     }
                                      page = __ldg(a.page_table + (size_t)b * a.max_pages + blk);
                                      const int pair = b * HKV + g;
                                      if (pair != cur_pair) {  // the Q row of a pair this warp enters
@@ -216,10 +225,10 @@ __global__ void __launch_bounds__(32 * WARPS) stream_probe(const __grid_constant
   if (acc == 0x12345678u) a.sink[0] = acc;
 }
 
-template <int ES, int STAGES, bool kStream>
+template <int ES, int STAGES, bool kStream, bool kPageMajor = false>
 double run(cudaStream_t st, Args a, dim3 grid) {
   constexpr int smem = Ring<ES, STAGES>::kSmem;
-  auto kern = kStream ? stream_probe<ES, STAGES> : split_probe<ES, STAGES>;
+  auto kern = kStream ? stream_probe<ES, STAGES, kPageMajor> : split_probe<ES, STAGES>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   return time_graph(st, [&] { kern<<<grid, 32 * WARPS, smem, st>>>(a); }, 30);
 }
@@ -318,7 +327,7 @@ void shape(cudaStream_t st, const cudaDeviceProp& prop, int B, int ctx) {
     CK(cudaFree(q));
     return;
   }
-  for (int S : {1, 2, 3, 4, 6, 8, 12, 16}) {
+  for (int S : {1, 2, 3, 4, 6, 8, 12, 16, 32}) {
     if (S > max_pages) continue;
     a.splits = S;
     row("split", 2, S, run<ES, 2, false>(st, a, dim3(S, 1, pairs)));
@@ -327,6 +336,7 @@ void shape(cudaStream_t st, const cudaDeviceProp& prop, int B, int ctx) {
   for (int c : {1, 2, 3, 4}) {
     if (c <= ctas_per_sm<ES, 2>(true)) row("stream", 2, c, run<ES, 2, true>(st, a, dim3(c * sms)));
     if (c <= ctas_per_sm<ES, 3>(true)) row("stream", 3, c, run<ES, 3, true>(st, a, dim3(c * sms)));
+    if (c <= ctas_per_sm<ES, 3>(true)) row("pagemaj", 3, c, run<ES, 3, true, true>(st, a, dim3(c * sms)));
   }
   CK(cudaFree(kv));
   CK(cudaFree(pt));
@@ -343,6 +353,16 @@ int main() {
          ctas_per_sm<2, 3>(false), ctas_per_sm<2, 2>(true), ctas_per_sm<2, 3>(true), ctas_per_sm<1, 2>(true),
          ctas_per_sm<1, 3>(true));
   printf("%-5s %4s %6s  %-7s %s %4s %9s %7s %7s\n", "kv", "B", "ctx", "sched", "st", "par", "us", "TB/s", "of read");
+  // PS_SHAPES="B:ctx,B:ctx" (bf16 only) replaces the default list, e.g. "1:4096,1:8192" for the
+  // decoder layer's B = 1 attention (session 39: it reads at ~2.2 TB/s whatever its split count).
+  if (const char* env = getenv("PS_SHAPES")) {
+    int B, ctx, n = 0;
+    for (const char* c = env; sscanf(c, "%d:%d%n", &B, &ctx, &n) == 2; c += n + (c[n] == ',')) {
+      shape<2>(st, prop, B, ctx);
+      if (!c[n]) break;
+    }
+    return 0;
+  }
   const int shapes[][2] = {{8, 2048}, {8, 8192}, {32, 2048}, {128, 2048}};
   for (auto& s : shapes) shape<2>(st, prop, s[0], s[1]);
   for (auto& s : shapes) {
