@@ -23,6 +23,7 @@
 // `read` is the project's read probe on the same byte count (the size-matched ceiling).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/pstream paged_stream_proto.cu && /tmp/pstream
+// `split8w`: the split schedule with 8 warps per CTA (grids of at most one CTA per SM).
 // `pagemaj`: the stream schedule over a page-major unit list (a page's KV heads consecutive).
 // PS_TRACE_ONLY=1 instead times the split schedule (S = 3 and 6) with per-CTA stamps, in the
 // phases paged_trace_proto.cu reports for the library kernel: entry -> first block landed ->
@@ -90,10 +91,10 @@ __device__ __forceinline__ void issue_block(const Args& a, int page, int g, uint
   }
 }
 
-template <int ES, int STAGES>
+template <int ES, int STAGES, int W = WARPS>
 struct Ring {
   static constexpr int kBlock = 2 * 16 * D * ES;
-  static constexpr int kSmem = WARPS * STAGES * kBlock;
+  static constexpr int kSmem = W * STAGES * kBlock;
 };
 
 // A warp's stream of blocks: unit(j) gives (page, g) of its j-th block; n blocks.
@@ -131,9 +132,9 @@ __device__ __forceinline__ unsigned stream_blocks(const Args& a, uint8_t* ring, 
   return acc;
 }
 
-// split S: grid (S, 1, B * HKV). kTrace: stamps into g_tr.
-template <int ES, int STAGES, bool kTrace = false>
-__global__ void __launch_bounds__(32 * WARPS) split_probe(const __grid_constant__ Args a) {
+// split S: grid (S, 1, B * HKV). kTrace: stamps into g_tr. W warps per CTA.
+template <int ES, int STAGES, bool kTrace = false, int W = WARPS>
+__global__ void __launch_bounds__(32 * W) split_probe(const __grid_constant__ Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -151,10 +152,10 @@ __global__ void __launch_bounds__(32 * WARPS) split_probe(const __grid_constant_
   const int lo = blockIdx.x * per, hi = min(blocks, lo + per);
   const int* pt = a.page_table + (size_t)b * a.max_pages;
   unsigned acc = __ldg(reinterpret_cast<const unsigned*>(a.q + ((size_t)b * 32 + g * 4) * D * 2) + lane);
-  const int n = hi - lo > warp ? (hi - lo - warp + WARPS - 1) / WARPS : 0;
+  const int n = hi - lo > warp ? (hi - lo - warp + W - 1) / W : 0;
   acc ^= stream_blocks<ES, STAGES, kTrace>(a, smem + warp * STAGES * Ring<ES, STAGES>::kBlock, lane, n,
                                            [&](int j, int& page, int& gg) {
-                                             page = __ldg(pt + lo + warp + j * WARPS);
+                                             page = __ldg(pt + lo + warp + j * W);
                                              gg = g;
                                            });
   if (kTrace && threadIdx.x == 0) {
@@ -225,12 +226,13 @@ __global__ void __launch_bounds__(32 * WARPS) stream_probe(const __grid_constant
   if (acc == 0x12345678u) a.sink[0] = acc;
 }
 
-template <int ES, int STAGES, bool kStream, bool kPageMajor = false>
+template <int ES, int STAGES, bool kStream, bool kPageMajor = false, int W = WARPS>
 double run(cudaStream_t st, Args a, dim3 grid) {
-  constexpr int smem = Ring<ES, STAGES>::kSmem;
-  auto kern = kStream ? stream_probe<ES, STAGES, kPageMajor> : split_probe<ES, STAGES>;
+  static_assert(W == WARPS || !kStream, "the stream schedule has WARPS warps");
+  constexpr int smem = Ring<ES, STAGES, W>::kSmem;
+  auto kern = kStream ? stream_probe<ES, STAGES, kPageMajor> : split_probe<ES, STAGES, false, W>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  return time_graph(st, [&] { kern<<<grid, 32 * WARPS, smem, st>>>(a); }, 30);
+  return time_graph(st, [&] { kern<<<grid, 32 * W, smem, st>>>(a); }, 30);
 }
 
 static double pct(std::vector<double> v, double q) {
@@ -332,6 +334,10 @@ void shape(cudaStream_t st, const cudaDeviceProp& prop, int B, int ctx) {
     a.splits = S;
     row("split", 2, S, run<ES, 2, false>(st, a, dim3(S, 1, pairs)));
     row("split", 3, S, run<ES, 3, false>(st, a, dim3(S, 1, pairs)));
+    if (pairs * S <= sms) {  // one CTA per SM at most: 8 warps (twice the blocks in flight)
+      row("split8w", 2, S, run<ES, 2, false, false, 8>(st, a, dim3(S, 1, pairs)));
+      row("split8w", 3, S, run<ES, 3, false, false, 8>(st, a, dim3(S, 1, pairs)));
+    }
   }
   for (int c : {1, 2, 3, 4}) {
     if (c <= ctas_per_sm<ES, 2>(true)) row("stream", 2, c, run<ES, 2, true>(st, a, dim3(c * sms)));
