@@ -483,6 +483,7 @@ fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo) -> TrialResult {
         max_rows: rows,
         aligned: true,
         pdl,
+        x_act: bf16_gemv::XAct::None,
     };
     let (copy, copy_pdl) =
         (bf16_gemv::plan(&gq(false), dev).map_err(err)?, bf16_gemv::plan(&gq(true), dev).map_err(err)?);

@@ -193,6 +193,33 @@ impl HostFloat for f32 {
     }
 }
 
+/// `silu(min(g, L)) · clamp(u, -L, L)` in f32, before any rounding: the host oracle of
+/// `silu_mul_vec` (`include/b12x/activation.cuh`), shared by `activation.silu_and_mul`'s oracle
+/// (b12x-norm) and `gemm.bf16_gemv`'s fused SwiGLU x load (b12x-gemm). The clamps are
+/// comparisons (a NaN passes through, as torch.clamp); `exp` is f64 rounded once to f32, where
+/// the kernels' `expf` is within 2 f32 ulp; the add, division and multiply are f32, as in the
+/// kernels. Rounded to bf16/f16, the result is within 1 ULP of the kernels' (equal unless the f32
+/// value sits next to a rounding boundary).
+pub fn silu_mul(g: f32, u: f32, limit: Option<f32>) -> f32 {
+    let (a, b) = match limit {
+        // Comparisons, not f32::min/max (which drop a NaN): NaN passes through, as torch.clamp.
+        Some(l) => {
+            let a = if g > l { l } else { g };
+            let b = if u > l {
+                l
+            } else if u < -l {
+                -l
+            } else {
+                u
+            };
+            (a, b)
+        }
+        None => (g, u),
+    };
+    let e = (-f64::from(a)).exp() as f32;
+    (a / (1.0 + e)) * b
+}
+
 /// Converts f32 values to `T` (round to nearest even).
 pub fn cast<T: HostFloat>(v: &[f32]) -> Vec<T> {
     v.iter().map(|&x| T::from_f32(x)).collect()

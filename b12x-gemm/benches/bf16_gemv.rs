@@ -32,7 +32,7 @@ use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{cast, gpu, uniform};
 use b12x_core::{DType, Device, OpPlan, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
-use b12x_gemm::bf16_gemv::{self, reference, Args, Query};
+use b12x_gemm::bf16_gemv::{self, reference, Args, Query, XAct};
 use std::sync::Arc;
 
 const ROWS: [usize; 5] = [1, 2, 4, 8, 16];
@@ -145,7 +145,17 @@ fn bench_shape(
     let x_h = cast::<bf16>(&uniform(2, mx * k, -1.0, 1.0));
     let x = stream.clone_htod(&x_h)?;
     let y = if f32_out { Out::F32(stream.alloc_zeros(mx * n)?) } else { Out::Bf16(stream.alloc_zeros(mx * n)?) };
-    let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: mx, aligned: true, pdl };
+    let q = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype,
+        bias: None,
+        max_rows: mx,
+        aligned: true,
+        pdl,
+        x_act: XAct::None,
+    };
     let plan = bf16_gemv::plan(&q, dev)?;
     let scratch_bytes = plan.scratch_layout().total_bytes();
     // Scratch regions start on a SCRATCH_ALIGN boundary; allocations are only 256-byte aligned.

@@ -1,9 +1,12 @@
 // bf16_gemv.cu — skinny GEMM (decode GEMV) against BF16 weights.        crate: b12x-gemm
 //   y[m,n] = sum_k x[m,k] * W[n,k] (+ bias[n])   (f32 accumulate, bias added in f32, one rounding to TOut)
+//   _silu entry points (fused SwiGLU): x[m,k] = bf16(silu(min(g, L)) * clamp(u, -L, L)), g = xin[m,k],
+//   u = xin[m,K+k] (silu_mul_vec, b12x/activation.cuh: activation.silu_and_mul's very bits)
 // Tensors (row-major, strides in elements):  W [N, K] bf16   x [M, K] bf16|f32   bias [N] bf16|f32
-//   y [M, N] bf16|f32
+//   y [M, N] bf16|f32;  _silu: xin [M, 2K] bf16 = [gate | up] (row stride >= 2K) in place of x
 // Constraints: M <= tokens of the variant (MMA: 8*NT; SIMT: any, MT per pass); any N, K >= 1;
-//   variants without _unaligned need 16-byte aligned W/x base pointers and 16-byte row strides.
+//   variants without _unaligned need 16-byte aligned W/x base pointers and 16-byte row strides;
+//   _silu: NT = 1 (M <= 8), bf16 y, aligned, K % 8 == 0 (the up half 16-byte aligned too).
 // Strategy: BF16 x -> swap-AB mma.sync m16n8k16 (16 W rows are the MMA rows, 8 tokens the
 //   MMA columns); each warp streams its W rows either straight into registers one group of
 //   U k-steps ahead (mmad) or through its own swizzled cp.async ring (mma, S-1 stages in
@@ -12,11 +15,17 @@
 //   and x in flight while consumer warps feed the same MMAs from shared memory (ldmatrix),
 //   the flat (row block, k-stage) list split evenly over the CTAs (stream-K);
 //   f32 x -> SIMT f32 FMAs from 16-byte register loads (x is never rounded to bf16).
+//   _silu (mma, mmad): where a lane loads x's 16-byte piece of k..k+7 it loads the gate piece
+//   and the up piece K elements further (both after the PDL wait, like x), and feeds their
+//   silu_mul_vec to the same MMAs right before they run; W, merges and the output unchanged.
 //   Partials are merged in a fixed order (warps through shared memory, CTAs by the
 //   last-arriving CTA of each row block), so results are bitwise reproducible.
 // Entry points: b12x_bf16_gemv_mmad_nt{N}_rt{R}_u{U}_{bf16,f32}out, ..._mma_nt{N}_rt{R}_u{U}_s{S}_*,
 //   ..._mma_nt{N}_unaligned_*, ..._tma_nt{N}_rt{R}_cw{W}_kb{B}_* (Bf16GemvTmaParams),
-//   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*.   Oracle: src/bf16_gemv/reference.rs
+//   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*,
+//   ..._mmad_nt1_rt{R}_u{U}_silu_bf16out, ..._mma_nt1_rt{R}_u{U}_s{S}_silu_bf16out (Bf16GemvActParams).
+//   Oracle: src/bf16_gemv/reference.rs
+#include "b12x/activation.cuh"
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
 
@@ -74,6 +83,18 @@ static_assert(offsetof(Bf16GemvParams, m_pad) == 104, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, flags) == 108, "mirror of params.rs");
 constexpr int kBiasF32 = 1;
 constexpr int kPdl = 2;
+
+// Parameters of the fused-activation entry points (`b12x_bf16_gemv_*_silu_*`): the plain ones,
+// with x [M, 2K] bf16 = [gate | up] (row stride ldx >= 2K; k stays K), plus the swiglu limit.
+// Mirrored by `Bf16GemvActParams` in src/bf16_gemv/params.rs (size and offsets asserted there).
+struct Bf16GemvActParams {
+  Bf16GemvParams g;
+  float limit;   // L (finite, > 0): g <- min(g, L), u <- clamp(u, -L, L); +inf: no limit
+  int reserved;  // zero; pads the struct to a multiple of 8 bytes
+};
+static_assert(sizeof(Bf16GemvActParams) == 120, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvActParams, limit) == 112, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvActParams, reserved) == 116, "mirror of params.rs");
 
 // Parameters of the TMA entry points (`b12x_bf16_gemv_tma_*`). Mirrored by `Bf16GemvTmaParams`
 // in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m and
@@ -162,6 +183,23 @@ __device__ __forceinline__ void mma_group(float (&acc)[RT][NT][4], const Vec16 (
       for (int nt = 0; nt < NT; ++nt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
 }
 
+// mma_group on x pieces formed by the fused activation, silu_mul_vec(gate, up) (kSilu). Each
+// piece is formed right before its MMAs (forming the whole group first took ptxas past 128
+// registers, and spilled, in the direct feed's two-CTA variants); every accumulator sees the k
+// steps in mma_group's order, so the sums are bit for bit mma_group's on the activated x.
+template <int U, int RT, int NT>
+__device__ __forceinline__ void mma_group_silu(float (&acc)[RT][NT][4], const Vec16 (&v_w)[U][RT][2],
+                                               const Vec16 (&v_g)[U][NT], const Vec16 (&v_u)[U][NT], float limit) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const Vec16 xa = silu_mul_vec<bf16>(v_g[u][nt], v_u[u][nt], limit);
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], xa);
+    }
+}
+
 // bias[row] as f32 (the bias is f32 or bf16, kBiasF32; the caller checks it is present).
 __device__ __forceinline__ float bias_at(const Bf16GemvParams& p, int row) {
   return (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
@@ -248,10 +286,12 @@ struct MmaOperands {
 };
 
 // K range [k_tail, k_end) one 32-wide step at a time, steps round-robin over `nwarps` warps
-// (this is warp `wk`), bounds-checked loads (the last step may be partial).
-template <int NT, int RT, bool kAligned>
+// (this is warp `wk`), bounds-checked loads (the last step may be partial). kSilu: x's piece is
+// silu_mul_vec of the gate piece and the up piece `x_up` elements further (zeros past k_end on
+// both give 0).
+template <int NT, int RT, bool kAligned, bool kSilu>
 __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOperands<NT, RT>& o, int k_tail,
-                                         int k_end, int wk, int nwarps) {
+                                         int k_end, int wk, int nwarps, int x_up, float act_limit) {
   const int t = (threadIdx.x & 31) & 3;
   const int tail_steps = (k_end - k_tail + kMmaStepK - 1) / kMmaStepK;
   for (int s = wk; s < tail_steps; s += nwarps) {
@@ -264,8 +304,14 @@ __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOpera
 #pragma unroll
       for (int h = 0; h < 2; ++h) v_w[rt][h] = load_bf16x8<kAligned, true>(o.w[rt][h] + off, kl, k_end);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < NT; ++nt) {
       v_x[nt] = o.xok[nt] ? load_bf16x8<kAligned, false>(o.x[nt] + off, kl, k_end) : Vec16{{0u, 0u, 0u, 0u}};
+      if constexpr (kSilu) {
+        const Vec16 up = o.xok[nt] ? load_bf16x8<kAligned, false>(o.x[nt] + x_up + off, kl, k_end)
+                                   : Vec16{{0u, 0u, 0u, 0u}};
+        v_x[nt] = silu_mul_vec<bf16>(v_x[nt], up, act_limit);
+      }
+    }
 #pragma unroll
     for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
@@ -316,13 +362,15 @@ __device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float 
 // consumes them. Unaligned variants load through registers with 2-byte loads.
 //   ring stage = W tile [ROWS_W rows][4U chunks of 16 B] (chunk c of row r stored at
 //                c ^ ((r & 1) << 2): conflict-free for both the row-wise copies and the
-//                fragment reads of lanes g, g+1)  then  x [U steps][NT][32 lanes] 16 B.
-template <int NT, int RT, int U>
+//                fragment reads of lanes g, g+1)  then  x [U steps][NT][32 lanes] 16 B
+//                (kSilu: the gate pieces, then the up pieces in the same layout).
+template <int NT, int RT, int U, bool kSilu>
 struct MmaRing {
   static constexpr int kRows = 16 * RT;
   static constexpr int kChunksPerRow = 4 * U;                  // 16-byte chunks, 32U k values
   static constexpr int kWBytes = kRows * kChunksPerRow * 16;   // W tile of one stage
-  static constexpr int kXBytes = U * NT * 32 * 16;             // x pieces of one stage
+  static constexpr int kXPieceBytes = U * NT * 32 * 16;        // one set of x pieces (x, or gate / up)
+  static constexpr int kXBytes = (kSilu ? 2 : 1) * kXPieceBytes;  // x pieces of one stage
   static constexpr int kGroupBytes = kWBytes + kXBytes;        // one ring stage
   static constexpr int kWCopiesPerLane = kRows * kChunksPerRow / 32;
   static_assert(U >= 2, "the swizzle flips chunk bit 2: rows of at least 8 chunks");
@@ -335,12 +383,18 @@ enum class Feed {
   kUnaligned,  // any alignment: 2-byte register loads
 };
 
-template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed>
-__device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
+// kSilu (aligned feeds only): x is [M, 2K] = [gate | up]; each lane loads the gate piece of
+// its k chunk and the up piece K elements further, and feeds silu_mul_vec of the two
+// (b12x/activation.cuh, with `act_limit`) to the MMAs where the plain x piece goes.
+template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed, bool kSilu>
+__device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limit) {
   constexpr int ROWS_W = 16 * RT;
   constexpr bool kAligned = kFeed != Feed::kUnaligned;
-  using Ring = MmaRing<NT, RT, U>;
+  using Ring = MmaRing<NT, RT, U, kSilu>;
   static_assert(kFeed != Feed::kRing || kStages >= 2, "the cp.async ring needs at least two stages");
+  static_assert(!kSilu || kAligned, "the fused activation needs 16-byte vectors of x");
+  // Elements from a gate piece to its up piece (kSilu).
+  const int x_up = kSilu ? p.k : 0;
   // 128-byte aligned dynamic shared memory (after the 16-byte static merge flag): with the
   // default 16-byte alignment the ring starts at byte 16 and the LM-head GEMV runs 14% slower
   // on the H200 (474 vs 415 µs, same SASS otherwise).
@@ -381,6 +435,8 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     // W streams past L1 (no_allocate); x is re-read by every warp of the SM and stays in L1.
     Vec16 v_w[U][RT][2];
     Vec16 v_x[U][NT];
+    // kSilu: the group's gate and up pieces in flight instead of x (mma_group_silu forms x).
+    Vec16 v_g[kSilu ? U : 1][NT], v_u[kSilu ? U : 1][NT];
     auto load_w = [&](int gi) {
       const int k0 = k_begin + gi * kMmaStepK * U;
 #pragma unroll
@@ -395,8 +451,14 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 #pragma unroll
       for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+        for (int nt = 0; nt < NT; ++nt) {
+          if constexpr (kSilu) {
+            v_g[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+            v_u[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + x_up + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+          } else {
+            v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+          }
+        }
     };
     // PDL: the first group's W goes into its registers before the wait, its x after.
     if (wk < groups) load_w(wk);
@@ -404,7 +466,11 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     if (wk < groups) load_x(wk);
 #pragma unroll 1
     for (int gi = wk; gi < groups; gi += p.warps_k) {
-      mma_group<U, RT, NT>(acc, v_w, v_x);
+      if constexpr (kSilu) {
+        mma_group_silu<U, RT, NT>(acc, v_w, v_g, v_u, act_limit);
+      } else {
+        mma_group<U, RT, NT>(acc, v_w, v_x);
+      }
       if (gi + p.warps_k < groups) {
         load_w(gi + p.warps_k);
         load_x(gi + p.warps_k);
@@ -441,9 +507,13 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
+          for (int nt = 0; nt < NT; ++nt) {
             cp_async_ca_16_zfill(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16,
                                  o.x[nt] + k0 + u * kMmaStepK, o.xok[nt]);
+            if constexpr (kSilu)
+              cp_async_ca_16_zfill(s_stage + Ring::kWBytes + Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
+                                   o.x[nt] + x_up + k0 + u * kMmaStepK, o.xok[nt]);
+          }
       }
     };
     // Both copies of group gi, then a commit either way, so wait_group counts stay uniform.
@@ -479,6 +549,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
       const unsigned char* s_stage = s_ring + stage * Ring::kGroupBytes;
       Vec16 v_w[U][RT][2];
       Vec16 v_x[U][NT];
+      Vec16 v_u[kSilu ? U : 1][NT];  // kSilu: the up pieces (v_x holds the gate pieces)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
 #pragma unroll
@@ -490,12 +561,20 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
             v_w[u][rt][h] = *reinterpret_cast<const Vec16*>(s_stage + (r * Ring::kChunksPerRow + c) * 16);
           }
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt) {
           v_x[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16);
+          if constexpr (kSilu)
+            v_u[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + Ring::kXPieceBytes +
+                                                         ((u * NT + nt) * 32 + lane) * 16);
+        }
       }
       // Refill the stage consumed in the previous iteration.
       issue(gi + (kStages - 1) * p.warps_k, stage == 0 ? kStages - 1 : stage - 1);
-      mma_group<U, RT, NT>(acc, v_w, v_x);
+      if constexpr (kSilu) {
+        mma_group_silu<U, RT, NT>(acc, v_w, v_x, v_u, act_limit);
+      } else {
+        mma_group<U, RT, NT>(acc, v_w, v_x);
+      }
       stage = stage == kStages - 1 ? 0 : stage + 1;
     }
     cp_async_wait<0>();
@@ -526,7 +605,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p) {
     }
   }
   // Tail (< U steps, the last may be partial): one 32-wide step per warp, bounds-checked loads.
-  mma_tail<NT, RT, kAligned>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k);
+  mma_tail<NT, RT, kAligned, kSilu>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k, x_up, act_limit);
   // The partial tile overlays the ring: every warp must be done reading its ring first.
   __syncthreads();
   mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta);
@@ -983,7 +1062,7 @@ using b12x::bf16;
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_##OUTNAME##out(                       \
           const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing>(p);            \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing, false>(p, 0.0f);  \
   }
 
 // Direct register feed. MINB: CTAs of kMaxThreads per SM the register budget must allow
@@ -992,14 +1071,28 @@ using b12x::bf16;
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, MINB)                \
       b12x_bf16_gemv_mmad_nt##NT##_rt##RT##_u##U##_##OUTNAME##out(                               \
           const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect>(p);          \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, false>(p, 0.0f);  \
   }
 
 // Unaligned fallback: register path with 2-byte loads, one per token tile count.
 #define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_unaligned_##OUTNAME##out(const __grid_constant__ Bf16GemvParams p) { \
-    b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, b12x::bf16_gemv::Feed::kUnaligned>(p);        \
+    b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, b12x::bf16_gemv::Feed::kUnaligned, false>(p, 0.0f);  \
+  }
+
+// Fused SwiGLU on the x load (x = [gate | up], Bf16GemvActParams): the ring and direct feeds.
+#define B12X_GEMV_MMA_SILU(NT, RT, U, S, TOUT, OUTNAME)                                          \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_silu_##OUTNAME##out(                  \
+          const __grid_constant__ b12x::Bf16GemvActParams p) {                                 \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing, true>(p.g, p.limit); \
+  }
+#define B12X_GEMV_MMAD_SILU(NT, RT, U, MINB, TOUT, OUTNAME)                                     \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, MINB)                \
+      b12x_bf16_gemv_mmad_nt##NT##_rt##RT##_u##U##_silu_##OUTNAME##out(                          \
+          const __grid_constant__ b12x::Bf16GemvActParams p) {                                 \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, true>(p.g, p.limit); \
   }
 
 // Persistent TMA feed (aligned BF16 x): CW consumer warps + 1 producer warp.
@@ -1068,3 +1161,13 @@ B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 1)
 B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 2)
 B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 4)
 B12X_GEMV_ALL_OUT(B12X_GEMV_SIMT_UNALIGNED, 8)
+// The fused SwiGLU x load: the SILU_NT (= 1) rows of the ring and direct tables (config.rs),
+// BF16 output only (an MLP's down projection; each output costs ~0.37 MB of sm_90a cubin per
+// binary). The direct variants past 128 registers (u8, rt2) take MINB 1. Last in the file, so
+// the entry points above keep their PTX (labels included) from before these existed.
+B12X_GEMV_MMAD_SILU(1, 1, 4, 2, bf16, bf16)
+B12X_GEMV_MMAD_SILU(1, 1, 8, 1, bf16, bf16)
+B12X_GEMV_MMAD_SILU(1, 2, 4, 1, bf16, bf16)
+B12X_GEMV_MMA_SILU(1, 1, 4, 4, bf16, bf16)
+B12X_GEMV_MMA_SILU(1, 1, 8, 3, bf16, bf16)
+B12X_GEMV_MMA_SILU(1, 2, 4, 3, bf16, bf16)

@@ -5,9 +5,9 @@
 use b12x_core::half::bf16;
 use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
-use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, ulp};
+use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, silu_mul_x, ulp};
 use b12x_gemm::bf16_gemv::{
-    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, TMA_MAX_STAGES,
+    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, XAct, TMA_MAX_STAGES,
 };
 use rstest::rstest;
 
@@ -17,11 +17,26 @@ const H200_SMEM: u32 = 232_448;
 const SM120_SMEM: u32 = 101_376;
 
 fn query(n: usize, k: usize) -> Query {
-    Query { n, k, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 64, aligned: true, pdl: false }
+    Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 64,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::None,
+    }
+}
+
+/// A fused-SwiGLU query (M ≤ 8).
+fn silu_query(n: usize, k: usize, limit: Option<f32>) -> Query {
+    Query { max_rows: 8, x_act: XAct::SiluMul { limit }, ..query(n, k) }
 }
 
 fn geometry(n: usize, k: usize, rows_hi: usize, x_f32: bool, aligned: bool) -> Geometry {
-    Geometry { n, k, x_f32, aligned, rows_hi, sm_count: H200_SMS, smem_optin: H200_SMEM }
+    Geometry { n, k, x_f32, aligned, silu: false, rows_hi, sm_count: H200_SMS, smem_optin: H200_SMEM }
 }
 
 // ---- oracle -------------------------------------------------------------------------------
@@ -121,6 +136,15 @@ fn bound_grows_with_k_and_magnitude() {
 #[case::u8_bias(Query { bias: Some(DType::U8), ..query(8, 8) }, "bias")]
 #[case::zero_rows(Query { max_rows: 0, ..query(8, 8) }, "max_rows")]
 #[case::too_many_rows(Query { max_rows: 65, ..query(8, 8) }, "max_rows")]
+#[case::silu_f32_x(Query { x_dtype: DType::F32, ..silu_query(4096, 12288, None) }, "x_act")]
+#[case::silu_f32_out(Query { out_dtype: DType::F32, ..silu_query(4096, 12288, None) }, "x_act")]
+#[case::silu_unaligned(Query { aligned: false, ..silu_query(4096, 12288, None) }, "x_act")]
+#[case::silu_k_not_a_multiple_of_8(silu_query(4096, 12284, None), "x_act")]
+#[case::silu_nine_rows(Query { max_rows: 9, ..silu_query(4096, 12288, None) }, "x_act")]
+#[case::silu_zero_limit(silu_query(4096, 12288, Some(0.0)), "x_act")]
+#[case::silu_negative_limit(silu_query(4096, 12288, Some(-7.0)), "x_act")]
+#[case::silu_nan_limit(silu_query(4096, 12288, Some(f32::NAN)), "x_act")]
+#[case::silu_infinite_limit(silu_query(4096, 12288, Some(f32::INFINITY)), "x_act")]
 fn bad_queries_name_the_field(#[case] q: Query, #[case] field: &str) {
     match q.validate() {
         Err(Error::InvalidQuery { field: f, .. }) => assert_eq!(f, field),
@@ -133,6 +157,9 @@ fn bad_queries_name_the_field(#[case] q: Query, #[case] field: &str) {
 #[case::prime_n(query(4099, 4104))]
 #[case::one_by_one(Query { max_rows: 1, ..query(1, 1) })]
 #[case::f32_everything(Query { x_dtype: DType::F32, out_dtype: DType::F32, bias: Some(DType::F32), ..query(384, 7168) })]
+#[case::qwen3_8b_down_silu(silu_query(4096, 12288, None))]
+#[case::gpt_oss_expert_down_silu_limit(silu_query(2880, 2880, Some(7.0)))]
+#[case::silu_one_row_f32_bias(Query { max_rows: 1, bias: Some(DType::F32), ..silu_query(8, 8, Some(1e-3)) })]
 fn good_queries_validate(#[case] q: Query) {
     q.validate().unwrap();
 }
@@ -324,7 +351,7 @@ fn every_bucket_has_configs_that_fit(#[case] n: usize, #[case] k: usize, #[value
 #[test]
 fn config_ids_are_stable() {
     let c = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4 },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, silu: false },
         warps_r: 1,
         warps_k: 2,
         ksplit: 8,
@@ -353,9 +380,17 @@ fn config_ids_are_stable() {
 fn every_enumerated_symbol_is_in_the_variant_table() {
     let all = all_symbols();
     for rows_hi in [1, 2, 4, 8, 16, 32, 64] {
-        for (x_f32, aligned) in [(false, true), (false, false), (true, true), (true, false)] {
-            for c in enumerate(&geometry(4096, 7168, rows_hi, x_f32, aligned)) {
-                for out in [DType::BF16, DType::F32] {
+        for (x_f32, aligned, silu) in [
+            (false, true, false),
+            (false, false, false),
+            (true, true, false),
+            (true, false, false),
+            (false, true, true),
+        ] {
+            for c in enumerate(&Geometry { silu, ..geometry(4096, 7168, rows_hi, x_f32, aligned) }) {
+                // The fused variants exist for BF16 output only (validate requires it).
+                let outs: &[DType] = if silu { &[DType::BF16] } else { &[DType::BF16, DType::F32] };
+                for &out in outs {
                     assert!(all.contains(&c.variant.symbol(out)), "{}", c.variant.symbol(out));
                 }
             }
@@ -458,4 +493,150 @@ fn tma_schedule_covers_every_unit_once(#[case] n: usize, #[case] k: usize) {
             assert_eq!(shared, s.merges, "{}", c.id());
         }
     }
+}
+
+// ---- fused SwiGLU (x_act) -----------------------------------------------------------------
+
+#[test]
+fn silu_oracle_matches_hand_computed_values() {
+    // One row of K = 4: g = [0, 1, -1, 10], u = [5, 2, 2, -9].
+    let x = cast::<bf16>(&[0.0, 1.0, -1.0, 10.0, 5.0, 2.0, 2.0, -9.0]);
+    // silu(1)·2 = 1.46212 → 1.4609375 (bf16 spacing 2^-7 in [1, 2)); silu(-1)·2 = -0.537883 →
+    // -0.5390625 (2^-8); silu(10)·(-9) = -89.9959 → -90 (0.5).
+    let act = silu_mul_x(&x, 1, 4, None);
+    check_bitwise("act", &act, &cast::<bf16>(&[0.0, 1.4609375, -0.5390625, -90.0]), &[1, 4]).unwrap();
+    // L = 5: g = 10 → 5, u = -9 → -5: silu(5)·(-5) = -24.8327 → -24.875 (0.125); u = 5 stays.
+    let act = silu_mul_x(&x, 1, 4, Some(5.0));
+    check_bitwise("act (L = 5)", &act, &cast::<bf16>(&[0.0, 1.4609375, -0.5390625, -24.875]), &[1, 4]).unwrap();
+}
+
+#[rstest]
+#[case::no_limit(None)]
+#[case::limit(Some(0.75))]
+fn silu_oracle_is_the_silu_and_mul_oracle(#[case] limit: Option<f32>) {
+    // Bit for bit activation.silu_and_mul's oracle (BF16 out): the fused GEMV's promise.
+    let (m, k) = (3, 264);
+    let x: Vec<bf16> = cast(&b12x_core::testing::uniform(5, m * 2 * k, -4.0, 4.0));
+    let want = b12x_norm::silu_and_mul::reference::silu_and_mul(&x, k, limit);
+    check_bitwise("act", &silu_mul_x(&x, m, k, limit), &want, &[m, k]).unwrap();
+}
+
+#[test]
+fn silu_queries_have_their_own_key() {
+    let plain = Query { max_rows: 8, ..query(4096, 12288) };
+    // Plain keys are unchanged (cached selections stay valid).
+    assert_eq!(plain.key(), "N=4096 K=12288 x=bf16 out=bf16 bias=none max_rows=8 aligned=true");
+    let fused = silu_query(4096, 12288, None);
+    assert_ne!(fused.key(), plain.key());
+    assert!(fused.key().ends_with(" x_act=silu_mul"), "{}", fused.key());
+    // The limit changes neither the kernels nor their speed: one key.
+    assert_eq!(silu_query(4096, 12288, Some(7.0)).key(), fused.key());
+    assert_ne!(silu_query(4096, 12288, Some(7.0)), fused);
+    assert_eq!(silu_query(4096, 12288, Some(7.0)), silu_query(4096, 12288, Some(7.0)));
+    assert_eq!(XAct::default(), XAct::None);
+    assert_eq!((XAct::None.kernel_limit(), XAct::SiluMul { limit: Some(7.0) }.kernel_limit()), (f32::INFINITY, 7.0));
+    assert_eq!(XAct::SiluMul { limit: None }.kernel_limit(), f32::INFINITY);
+}
+
+#[rstest]
+#[case::qwen3_8b_down(4096, 12288)]
+#[case::gpt_oss_120b_expert_down(2880, 2880)]
+#[case::odd_n(1031, 1000)]
+#[case::tiny(7, 8)]
+fn silu_candidates_are_the_fused_ring_and_direct_variants(
+    #[case] n: usize,
+    #[case] k: usize,
+    #[values(H200_SMEM, SM120_SMEM)] smem: u32,
+) {
+    for rows_hi in [1, 2, 4, 8] {
+        let plain = Geometry { smem_optin: smem, ..geometry(n, k, rows_hi, false, true) };
+        let cs = enumerate(&Geometry { silu: true, ..plain });
+        // No tma, simt or unaligned config; NT = 1 ring and direct variants only, both families.
+        for c in &cs {
+            let fused = matches!(
+                c.variant,
+                Variant::Mma { nt: 1, silu: true, .. } | Variant::MmaDirect { nt: 1, silu: true, .. }
+            );
+            assert!(fused && c.tma.is_none() && c.variant.silu() && c.id().contains("_silu_"), "{}", c.id());
+            assert!(c.dynamic_smem() + 1024 <= smem && c.threads() <= 256, "{}", c.id());
+        }
+        assert!(cs.iter().any(|c| matches!(c.variant, Variant::Mma { .. })), "rows_hi {rows_hi}: no ring config");
+        assert!(
+            cs.iter().any(|c| matches!(c.variant, Variant::MmaDirect { .. })),
+            "rows_hi {rows_hi}: no direct config"
+        );
+        // Each has the plain twin the GPU tests compare it with (same CTA shape and splits).
+        let ids: Vec<String> = enumerate(&plain).iter().map(Config::id).collect();
+        assert!(ids.iter().all(|id| !id.contains("silu")));
+        for c in &cs {
+            assert!(ids.contains(&c.id().replace("_silu", "")), "{}: no plain twin", c.id());
+        }
+    }
+}
+
+#[test]
+fn silu_variants_are_named_and_sized() {
+    let ring = Config {
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, silu: true },
+        warps_r: 1,
+        warps_k: 2,
+        ksplit: 1,
+        tma: None,
+    };
+    assert_eq!(ring.id(), "mma_nt1_rt1_u4_s4_silu_wr1_wk2_ks1");
+    assert_eq!(ring.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_silu_bf16out");
+    // A ring stage holds the W tile (16 rows × 4U chunks of 16 B) and the gate and up pieces
+    // (2 × U × 32 lanes × 16 B): 2 warps × 4 stages × (4096 + 4096) bytes.
+    assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 4096));
+    let plain = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, silu: false }, ..ring };
+    assert_eq!(plain.dynamic_smem(), 2 * 4 * (4096 + 2048));
+    let direct =
+        Config { variant: Variant::MmaDirect { nt: 1, rt: 2, u: 4, silu: true }, warps_r: 1, warps_k: 8, ..ring };
+    assert_eq!(direct.id(), "mmad_nt1_rt2_u4_silu_wr1_wk8_ks1");
+    assert_eq!(direct.variant.symbol(DType::BF16), "b12x_bf16_gemv_mmad_nt1_rt2_u4_silu_bf16out");
+    // Six fused variants (the NT = 1 rows of both tables), BF16 output only.
+    let all = all_symbols();
+    let fused: Vec<&String> = all.iter().filter(|s| s.contains("_silu_")).collect();
+    assert_eq!(fused.len(), 6);
+    assert!(fused.iter().all(|s| s.contains("_nt1_") && s.ends_with("_bf16out")), "{fused:?}");
+}
+
+/// The params of a fused query for x `[2, x_cols]` with row stride `x_stride` at `x_ptr`.
+fn silu_params(
+    q: &Query,
+    x_cols: usize,
+    x_stride: usize,
+    x_ptr: u64,
+) -> Result<b12x_gemm::bf16_gemv::Bf16GemvParams, Error> {
+    let args = Args {
+        x: view(x_ptr, &[2, x_cols], x_stride, DType::BF16),
+        w: view(W, &[q.n, q.k], q.k, DType::BF16),
+        bias: None,
+        y: view_mut(Y, &[2, q.n], q.n, DType::BF16),
+    };
+    q.kernel_params(&args)
+}
+
+#[rstest]
+#[case::dense(8192, 8192, BASE, "ok")]
+#[case::padded_rows(8192, 8200, BASE, "ok")]
+#[case::x_of_k_columns(4096, 4096, BASE, "Shape:x")]
+#[case::odd_row_stride(8192, 8193, BASE, "Misaligned:x")]
+#[case::misaligned_base(8192, 8192, BASE + 2, "Misaligned:x")]
+#[case::overlapping_rows(8192, 8184, BASE, "Stride:x")]
+fn silu_x_is_gate_and_up(#[case] cols: usize, #[case] stride: usize, #[case] ptr: u64, #[case] expected: &str) {
+    let q = silu_query(1024, 4096, Some(7.0));
+    match silu_params(&q, cols, stride, ptr) {
+        Ok(p) => {
+            assert_eq!(expected, "ok");
+            // k stays K; the kernels find the up half K elements into each row.
+            assert_eq!((p.k, p.m, p.ldx, p.x), (4096, 2, stride as i64, ptr));
+        }
+        Err(e) => assert_eq!(kind(&e), expected, "{e}"),
+    }
+    // A plain query still wants [M, K].
+    assert!(matches!(
+        silu_params(&Query { max_rows: 8, ..query(1024, 4096) }, 8192, 8192, BASE),
+        Err(Error::Shape { tensor: "x", .. })
+    ));
 }

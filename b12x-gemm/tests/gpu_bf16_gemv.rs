@@ -10,6 +10,11 @@
 //! are bitwise equal, two PDL-launched calls chained through their activations equal the oracle
 //! (eager and replayed, every config of the dependent call), a frozen session (or a capture) rejects an unprepared plan, `run`
 //! allocates nothing, bad inputs are typed errors that launch nothing.
+//! Fused SwiGLU (`x_act`): every fused config pinned in turn must give bitwise the `y` of
+//! `activation.silu_and_mul` (b12x-norm, BF16 out) followed by this GEMV pinned to the same
+//! config without `_silu`, and lie within the bound of the oracle on the host activation; a PDL
+//! chain (gate/up GEMV, then the fused down GEMV reading its output) equals the unfused path
+//! bitwise, eager and replayed; bad fused inputs are typed errors that launch nothing.
 //! `B12X_TEST_PROFILE=reduced` drops the large shapes (sanitizer runs).
 
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
@@ -20,7 +25,8 @@ use b12x_core::testing::{
     FloatBuf, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorRef, SCRATCH_ALIGN};
-use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query};
+use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query, XAct};
+use b12x_norm::silu_and_mul;
 use std::sync::Arc;
 
 type TrialResult = Result<(), String>;
@@ -149,7 +155,17 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
         _ => None,
     };
     let mut y = FloatBuf::poisoned(stream, m * ly, c.out)?;
-    let q = Query { n, k, x_dtype: c.x, out_dtype: c.out, bias: c.bias, max_rows: 64, aligned: c.aligned, pdl: false };
+    let q = Query {
+        n,
+        k,
+        x_dtype: c.x,
+        out_dtype: c.out,
+        bias: c.bias,
+        max_rows: 64,
+        aligned: c.aligned,
+        pdl: false,
+        x_act: XAct::None,
+    };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
     let label = plan.buckets()[bucket].label();
@@ -207,6 +223,7 @@ fn router(dev: &Arc<Device>, m: usize) -> Result<Router, String> {
         max_rows: 8,
         aligned: true,
         pdl: false,
+        x_act: XAct::None,
     };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let x = FloatBuf::upload(stream, &uniform(11, m * RK, -1.0, 1.0), DType::BF16)?;
@@ -310,6 +327,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
         max_rows: 16,
         aligned: true,
         pdl: true,
+        x_act: XAct::None,
     };
     let (p1, p2) =
         (bf16_gemv::plan(&query(N1, K1), dev).map_err(err)?, bf16_gemv::plan(&query(N2, N1), dev).map_err(err)?);
@@ -504,6 +522,319 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+// ---- fused SwiGLU (x_act) -------------------------------------------------------------------
+
+/// A fused-SwiGLU case: x `[M, 2K]` = [gate | up] (row stride 2K + pad), W `[N, K]`.
+#[derive(Clone, Copy, Debug)]
+struct SiluCase {
+    name: &'static str,
+    n: usize,
+    k: usize,
+    ms: &'static [usize],
+    limit: Option<f32>,
+    bias: Option<DType>,
+    /// Extra elements at the end of each row of x and y.
+    pad: usize,
+}
+
+const fn silu_case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> SiluCase {
+    SiluCase { name, n, k, ms, limit: None, bias: None, pad: 0 }
+}
+
+/// The swiglu limit of the `_limit` cases (gpt-oss's): it clamps a good share of the inputs
+/// below, which are uniform in ±[`SILU_X_RANGE`].
+const SILU_LIMIT: Option<f32> = Some(7.0);
+const SILU_X_RANGE: f32 = 10.0;
+/// Qwen3-8B's MLP (b12x-layers' dense layer): hidden 4096, intermediate 12288.
+const QWEN3_8B: (usize, usize) = (4096, 12288);
+const GPT_OSS: shapes::Model = shapes::GPT_OSS_120B;
+
+const SILU_CASES: &[SiluCase] = &[
+    silu_case("qwen3_8b_down_silu", QWEN3_8B.0, QWEN3_8B.1, &[1, 3, 8]),
+    SiluCase { limit: SILU_LIMIT, ..silu_case("qwen3_8b_down_silu_limit", QWEN3_8B.0, QWEN3_8B.1, &[1, 3, 8]) },
+    SiluCase {
+        limit: SILU_LIMIT,
+        ..silu_case("gpt_oss_120b_expert_down_silu_limit", GPT_OSS.hidden, GPT_OSS.moe_intermediate, &[1, 4])
+    },
+    // Odd N, K with a partial last 32-wide step (1000 = 31·32 + 8), padded rows, an f32 bias.
+    SiluCase { pad: 8, bias: Some(F32), ..silu_case("odd_n_silu", 1031, 1000, &[1, 7]) },
+    SiluCase { pad: 8, limit: SILU_LIMIT, ..silu_case("odd_n_silu_limit", 1031, 1000, &[2, 8]) },
+];
+
+/// Host x `[M, 2K]` (row stride `lx`), exactly representable in bf16, uniform in ±SILU_X_RANGE.
+fn silu_x(seed: u64, m: usize, lx: usize) -> Vec<f32> {
+    cast::<bf16>(&uniform(seed, m * lx, -SILU_X_RANGE, SILU_X_RANGE)).iter().map(|b| b.to_f32()).collect()
+}
+
+/// A fused-SwiGLU query (bf16 x and y: the fused kernels' only dtypes).
+fn silu_query(n: usize, k: usize, limit: Option<f32>, bias: Option<DType>, pdl: bool) -> Query {
+    let x_act = XAct::SiluMul { limit };
+    Query { n, k, x_dtype: DType::BF16, out_dtype: DType::BF16, bias, max_rows: 8, aligned: true, pdl, x_act }
+}
+
+fn silu_op(dev: &Arc<Device>, k: usize, limit: Option<f32>) -> Result<silu_and_mul::Plan, String> {
+    let q = silu_and_mul::Query { intermediate: k, dtype: DType::BF16, max_tokens: 8, limit, out: None };
+    silu_and_mul::plan(&q, dev).map_err(err)
+}
+
+/// `activation.silu_and_mul` of x `[m, 2k]` (row stride `lx`) into `act [m, k]` (contiguous).
+fn run_silu_op(
+    plan: &silu_and_mul::Plan,
+    x: &FloatBuf,
+    act: &mut FloatBuf,
+    (m, k, lx): (usize, usize, usize),
+    s: &Arc<CudaStream>,
+) -> b12x_core::Result<()> {
+    let args = silu_and_mul::Args {
+        x: x.view(m, 2 * k, lx, DType::BF16),
+        y: Some(act.view_mut(m, k, k, DType::BF16)),
+        codes: None,
+        scales: None,
+        enc: None,
+    };
+    silu_and_mul::run(plan, args, Scratch::none(), s)
+}
+
+/// Every fused config of M's bucket pinned in turn, with its plain twin (the same id without
+/// `_silu`) pinned on a plan without `x_act`: fused `y` == silu_and_mul then the twin, bitwise;
+/// and within the oracle's bound of `exact(silu_mul_x(x))`; y's row padding untouched.
+fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
+    let (n, k) = (c.n, c.k);
+    let (lx, ly) = (2 * k + c.pad, n + c.pad);
+    let stream = dev.stream();
+    let x_h = silu_x(41, m, lx);
+    let w_h = values(Fill::Uniform, 42, n * k, DType::BF16);
+    let b_h = c.bias.map(|d| values(Fill::Uniform, 43, n, d));
+    let act_h = reference::silu_mul_x(&gather(&x_h, m, 2 * k, lx), m, k, c.limit);
+    let rows: Vec<usize> = (0..n).collect();
+    let want = reference::exact(&act_h, &cast::<bf16>(&w_h), b_h.as_deref(), m, k, &rows);
+    let x = FloatBuf::upload(stream, &x_h, DType::BF16)?;
+    let w = FloatBuf::upload(stream, &w_h, DType::BF16)?;
+    let bias = match (&b_h, c.bias) {
+        (Some(v), Some(d)) => Some(FloatBuf::upload(stream, v, d)?),
+        _ => None,
+    };
+    let mut act = FloatBuf::poisoned(stream, m * k, DType::BF16)?;
+    let (mut y, mut y_twin) =
+        (FloatBuf::poisoned(stream, m * ly, DType::BF16)?, FloatBuf::poisoned(stream, m * ly, DType::BF16)?);
+    let q = silu_query(n, k, c.limit, c.bias, false);
+    let (fused, plain) = (
+        bf16_gemv::plan(&q, dev).map_err(err)?,
+        bf16_gemv::plan(&Query { x_act: XAct::None, ..q.clone() }, dev).map_err(err)?,
+    );
+    let op = silu_op(dev, k, c.limit)?;
+    let bucket = b12x_core::plan::bucket_of(fused.buckets(), m).ok_or("no bucket")?;
+    let label = fused.buckets()[bucket].label();
+    let bytes = fused.scratch_layout().total_bytes().max(plain.scratch_layout().total_bytes());
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let configs = fused.candidates(bucket);
+    if configs.is_empty() || configs.iter().any(|id| !id.contains("_silu_")) {
+        return Err(format!("unexpected fused candidates {configs:?}"));
+    }
+    for id in configs {
+        let twin = id.replace("_silu", "");
+        let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+        session.pin(&fused, &label, &id);
+        session.pin(&plain, &label, &twin);
+        // A twin the plain plan lacks fails here (UnknownConfig): the two plans' keys differ, so
+        // the pins do not collide.
+        session.prepare(&[&fused, &plain, &op]).map_err(err)?;
+        for buf in [&mut y, &mut y_twin, &mut act] {
+            buf.poison(stream)?;
+        }
+        poison(stream, &mut scratch).map_err(err)?;
+        let args = Args {
+            x: x.view(m, 2 * k, lx, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
+            y: y.view_mut(m, n, ly, DType::BF16),
+        };
+        bf16_gemv::run(&fused, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        run_silu_op(&op, &x, &mut act, (m, k, lx), stream).map_err(err)?;
+        let args = Args {
+            x: act.view(m, k, k, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
+            y: y_twin.view_mut(m, n, ly, DType::BF16),
+        };
+        bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        same_bits(&format!("fused y vs silu_and_mul + {twin}"), &y.bits(stream)?, &y_twin.bits(stream)?)?;
+        let all = y.download(stream)?;
+        let got: Vec<f64> = (0..m).flat_map(|i| all[i * ly..i * ly + n].iter().copied()).collect();
+        reference::check_bound(&format!("y [{id}]"), DType::BF16, k, &got, &want, &[m, n])?;
+        if (0..m).any(|i| all[i * ly + n..(i + 1) * ly].iter().any(|v| !v.is_nan())) {
+            return Err(format!("y padding written [{id}]"));
+        }
+        session.close();
+    }
+    Ok(())
+}
+
+/// A PDL chain as in a decode step's MLP: y1 = x·W1ᵀ (the gate/up projection, `[M, 2I]`), then
+/// the fused down projection y2 = silu_and_mul(y1)·W2ᵀ, both PDL-launched and sharing one
+/// scratch buffer, y1 and y2 poisoned before every chain: the fused call streams W2 while the
+/// first runs and must read y1 (gate and up) only after its wait. Every fused config pinned in
+/// turn; y2 must equal bitwise the unfused path on the GPU's y1 (silu_and_mul, then the plain
+/// twin config), eager three times and as a captured graph replayed twice.
+fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResult {
+    let (h, i) = QWEN3_8B;
+    let stream = dev.stream();
+    let q1 = Query {
+        n: 2 * i,
+        k: h,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 8,
+        aligned: true,
+        pdl: true,
+        x_act: XAct::None,
+    };
+    let q2 = silu_query(h, i, limit, None, true);
+    let p1 = bf16_gemv::plan(&q1, dev).map_err(err)?;
+    let p2 = bf16_gemv::plan(&q2, dev).map_err(err)?;
+    let plain = bf16_gemv::plan(&Query { pdl: false, x_act: XAct::None, ..q2.clone() }, dev).map_err(err)?;
+    let op = silu_op(dev, i, limit)?;
+    let x = FloatBuf::upload(stream, &values(Fill::Uniform, 51, m * h, DType::BF16), DType::BF16)?;
+    let w1 = FloatBuf::upload(stream, &values(Fill::Uniform, 52, 2 * i * h, DType::BF16), DType::BF16)?;
+    let w2 = FloatBuf::upload(stream, &values(Fill::Uniform, 53, h * i, DType::BF16), DType::BF16)?;
+    let (mut y1, mut y2) =
+        (FloatBuf::poisoned(stream, m * 2 * i, DType::BF16)?, FloatBuf::poisoned(stream, m * h, DType::BF16)?);
+    let (mut act, mut y_twin) =
+        (FloatBuf::poisoned(stream, m * i, DType::BF16)?, FloatBuf::poisoned(stream, m * h, DType::BF16)?);
+    let bytes = p1.scratch_layout().total_bytes().max(p2.scratch_layout().total_bytes());
+    let mut shared = alloc_poisoned::<u8>(stream, bytes + SCRATCH_ALIGN).map_err(err)?;
+    let plain_bytes = plain.scratch_layout().total_bytes();
+    let mut plain_scratch = alloc_scratch(stream, plain_bytes).map_err(err)?;
+    let bucket = b12x_core::plan::bucket_of(p2.buckets(), m).ok_or("no bucket")?;
+    let label = p2.buckets()[bucket].label();
+    for id in p2.candidates(bucket) {
+        let twin = id.replace("_silu", "");
+        let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+        session.pin(&p2, &label, &id);
+        session.pin(&plain, &label, &twin);
+        session.prepare(&[&p1, &p2, &plain, &op]).map_err(err)?;
+        let mut chain = |s: &Arc<CudaStream>, y1: &mut FloatBuf, y2: &mut FloatBuf| -> b12x_core::Result<()> {
+            let a1 = Args {
+                x: x.view(m, h, h, DType::BF16),
+                w: w1.view(2 * i, h, h, DType::BF16),
+                bias: None,
+                y: y1.view_mut(m, 2 * i, 2 * i, DType::BF16),
+            };
+            bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
+            let a2 = Args {
+                x: y1.view(m, 2 * i, 2 * i, DType::BF16),
+                w: w2.view(h, i, i, DType::BF16),
+                bias: None,
+                y: y2.view_mut(m, h, h, DType::BF16),
+            };
+            bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
+        };
+        let mut eager = Vec::new();
+        for again in 0..3 {
+            y1.poison(stream)?;
+            y2.poison(stream)?;
+            chain(stream, &mut y1, &mut y2).map_err(err)?;
+            stream.synchronize().map_err(err)?;
+            let bits = y2.bits(stream)?;
+            if again == 0 {
+                // The unfused path on the y1 this chain produced (plain launches, after it).
+                act.poison(stream)?;
+                y_twin.poison(stream)?;
+                run_silu_op(&op, &y1, &mut act, (m, i, 2 * i), stream).map_err(err)?;
+                let a = Args {
+                    x: act.view(m, i, i, DType::BF16),
+                    w: w2.view(h, i, i, DType::BF16),
+                    bias: None,
+                    y: y_twin.view_mut(m, h, h, DType::BF16),
+                };
+                bf16_gemv::run(&plain, a, aligned_scratch(&mut plain_scratch, plain_bytes), stream).map_err(err)?;
+                stream.synchronize().map_err(err)?;
+                if y1.download(stream)?.iter().any(|v| v.is_nan()) {
+                    return Err(format!("y1 has NaN [{id}]"));
+                }
+                same_bits(&format!("y2 vs unfused [{id}]"), &bits, &y_twin.bits(stream)?)?;
+                eager = bits;
+            } else {
+                same_bits(&format!("eager chain {again} [{id}]"), &bits, &eager)?;
+            }
+        }
+        let graph = session.capture(stream, |s| chain(s, &mut y1, &mut y2)).map_err(err)?;
+        for replay in 0..2 {
+            y1.poison(stream)?;
+            y2.poison(stream)?;
+            // SAFETY: every buffer the graph uses outlives it (dropped at the end of this scope).
+            unsafe { graph.launch() }.map_err(err)?;
+            stream.synchronize().map_err(err)?;
+            same_bits(&format!("replay {replay} [{id}]"), &y2.bits(stream)?, &eager)?;
+        }
+        drop(graph);
+        session.close();
+    }
+    Ok(())
+}
+
+/// Bad fused inputs on real buffers: typed errors, and `y` stays poisoned (nothing launched).
+fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let (n, k, m) = (1024, 4096, 2);
+    let stream = dev.stream();
+    let plan = bf16_gemv::plan(&silu_query(n, k, SILU_LIMIT, None, false), dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+    session.prepare(&[&plan]).map_err(err)?;
+    // Room for [m, 2K + 8] rows, so every view below stays inside the buffer.
+    let x = FloatBuf::upload(stream, &silu_x(61, m, 2 * k + 8), DType::BF16)?;
+    let w = FloatBuf::upload(stream, &values(Fill::Uniform, 62, n * k, DType::BF16), DType::BF16)?;
+    let mut y = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let need = plan.scratch_layout().total_bytes();
+    let mut scratch = alloc_scratch(stream, need).map_err(err)?;
+    let raw = |ptr: u64, cols: usize, stride: usize| {
+        // SAFETY: every view stays inside `x` (m rows of 2K + 8); all are rejected before a launch.
+        unsafe { TensorRef::from_raw(ptr, &[m, cols], &[stride as isize, 1], DType::BF16) }.map_err(err)
+    };
+    let cases: [(&str, TensorRef<'_>, IsExpected); 4] = [
+        ("x of K columns (no up half)", raw(x.ptr(), k, k)?, |e| matches!(e, Error::Shape { tensor: "x", .. })),
+        ("odd x row stride", raw(x.ptr(), 2 * k, 2 * k + 1)?, |e| matches!(e, Error::Misaligned { tensor: "x", .. })),
+        ("misaligned x", raw(x.ptr() + 2, 2 * k, 2 * k)?, |e| matches!(e, Error::Misaligned { tensor: "x", .. })),
+        ("overlapping x rows", raw(x.ptr(), 2 * k, 2 * k - 8)?, |e| matches!(e, Error::Stride { tensor: "x", .. })),
+    ];
+    for (name, xv, is_expected) in cases {
+        let args = Args { x: xv, w: w.view(n, k, k, DType::BF16), bias: None, y: y.view_mut(m, n, n, DType::BF16) };
+        match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream) {
+            Err(e) if is_expected(&e) => {}
+            other => return Err(format!("{name}: unexpected {other:?}")),
+        }
+    }
+    // Nine rows on a fused plan (capacity 8).
+    let x9 = FloatBuf::upload(stream, &silu_x(63, 9, 2 * k), DType::BF16)?;
+    let mut y9 = FloatBuf::poisoned(stream, 9 * n, DType::BF16)?;
+    let args = Args {
+        x: x9.view(9, 2 * k, 2 * k, DType::BF16),
+        w: w.view(n, k, k, DType::BF16),
+        bias: None,
+        y: y9.view_mut(9, n, n, DType::BF16),
+    };
+    if !matches!(bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream), Err(Error::Capacity { .. }))
+    {
+        return Err("9 rows on a fused plan: expected Capacity".into());
+    }
+    // A fused query the kernels cannot serve is rejected by plan.
+    for bad in [
+        Query { x_dtype: F32, ..silu_query(n, k, None, None, false) },
+        Query { out_dtype: F32, ..silu_query(n, k, None, None, false) },
+    ] {
+        if !matches!(bf16_gemv::plan(&bad, dev), Err(Error::InvalidQuery { field: "x_act", .. })) {
+            return Err(format!("{bad:?}: expected InvalidQuery(x_act)"));
+        }
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().chain(y9.download(stream)?.iter()).any(|v| !v.is_nan()) {
+        return Err("a rejected call wrote y".into());
+    }
+    session.close();
+    Ok(())
+}
+
 fn main() {
     let mut trials = Vec::new();
     for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
@@ -519,5 +850,13 @@ fn main() {
     trials.push(GpuTrial::new("unprepared_plans", unprepared_plans));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));
+    for &c in SILU_CASES {
+        for &m in c.ms {
+            trials.push(GpuTrial::new(format!("{}::m{m}", c.name), move |d| check_silu(d, c, m)));
+        }
+    }
+    trials.push(GpuTrial::new("silu_pdl_chain::m1", |d| silu_pdl_chain(d, 1, None)));
+    trials.push(GpuTrial::new("silu_pdl_chain_limit::m8", |d| silu_pdl_chain(d, 8, SILU_LIMIT)));
+    trials.push(GpuTrial::new("silu_bad_inputs_launch_nothing", silu_bad_inputs));
     run_gpu_trials(trials)
 }

@@ -21,6 +21,8 @@
 //!   true }` (every kernel of the step launched with PDL; the block-scaled GEMVs have no PDL
 //!   launch), `attention_splits: Some(8 | 16)`, `attention_stages: Some(6)` (the deep decode
 //!   rings); the op rows time each op alone, where PDL has no predecessor to overlap.
+//! - `…_fs/…`, `…_pdl_fs/…` (B ≤ 8): `LayerOptions { fuse_silu: true }` — the down projection
+//!   reads `[gate | up]` and forms the activation itself: eight ops, no `silu_and_mul` row.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -29,6 +31,7 @@ use b12x_attention::paged;
 use b12x_core::bench::{add_read_probe, samples, selected, time_graph, BenchReport};
 use b12x_core::testing::gpu;
 use b12x_core::{PreparationSession, Result};
+use b12x_gemm::bf16_gemv;
 use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WeightFormat};
 
 /// Layers per graph of the steady-state row (`…/step_x4`).
@@ -57,13 +60,17 @@ fn main() -> Result<()> {
             pdl,
             attention_splits: splits,
             attention_stages: stages,
+            fuse_silu: false,
         };
+        let fused = |o: LayerOptions| LayerOptions { fuse_silu: true, ..o };
         let deep = Some(paged::DEEP_STAGES);
         let variants: Vec<(&str, LayerOptions)> = if format == WeightFormat::Bf16 {
             vec![
                 ("", opts(false, None, None)),
                 ("_s8", opts(false, Some(8), None)),
                 ("_pdl", opts(true, None, None)),
+                ("_fs", fused(opts(false, None, None))),
+                ("_pdl_fs", fused(opts(true, None, None))),
                 ("_pdl_s8", opts(true, Some(8), None)),
                 ("_pdl_r6", opts(true, None, deep)),
                 ("_pdl_s8_r6", opts(true, Some(8), deep)),
@@ -75,7 +82,8 @@ fn main() -> Result<()> {
         };
         for (&(b, ctx), &(tag, options)) in cases.iter().flat_map(|c| variants.iter().map(move |v| (c, v))) {
             let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());
-            if !selected(&prefix) {
+            // The fused down GEMV serves at most 8 rows: B = 64 has no `_fs` rows.
+            if !selected(&prefix) || (options.fuse_silu && b > 8 * bf16_gemv::SILU_NT as usize) {
                 continue;
             }
             let p = cfg.page_size;
@@ -100,8 +108,9 @@ fn main() -> Result<()> {
                 cfg.linear_shapes().iter().map(|&(n, k)| format.weight_bytes(n, k)).sum::<usize>() + 2 * cfg.hidden * 2;
             let kv = batch.kv_bytes(&cfg);
             let bytes = weight_bytes + kv;
+            let ops = layer.ops();
             let t = time_graph(&dev, samples(), |s| layer.step(&dw, &mut st, s))?;
-            report.add(&format!("{prefix}/step"), "one graph, 9 ops", &t, bytes as f64, 0.0);
+            report.add(&format!("{prefix}/step"), &format!("one graph, {} ops", ops.len()), &t, bytes as f64, 0.0);
             // The step without its small ops: the four linears (+ the attention) back to back in
             // one graph — what the small ops and their launches cost inside the step.
             let linears = [Op::QkvProj, Op::OProj, Op::GateUpProj, Op::DownProj];
@@ -117,17 +126,19 @@ fn main() -> Result<()> {
                 bytes as f64,
                 0.0,
             );
-            // The step's first k ops in one graph, k = 1..9: row k minus row k − 1 is what op k
-            // adds inside the step (its launch, its work and its overlap with its neighbours).
-            for k in 1..=Op::ALL.len() {
-                let ops = &Op::ALL[..k];
-                let t =
-                    time_graph(&dev, samples(), |s| ops.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s)))?;
-                let name = format!("{prefix}/prefix/{k}_{}", Op::ALL[k - 1].name());
+            // The step's first k ops in one graph, k = 1..9 (8 fused): row k minus row k − 1 is
+            // what op k adds inside the step (its launch, its work and its overlap with its
+            // neighbours).
+            for k in 1..=ops.len() {
+                let first = &ops[..k];
+                let t = time_graph(&dev, samples(), |s| {
+                    first.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s))
+                })?;
+                let name = format!("{prefix}/prefix/{k}_{}", ops[k - 1].name());
                 report.add(&name, "one graph, the step's first k ops", &t, 0.0, 0.0);
             }
             let mut sum = 0.0;
-            for op in Op::ALL {
+            for &op in ops {
                 let t = time_graph(&dev, samples(), |s| layer.run_op(op, &dw, &mut st, s))?;
                 let op_bytes = match op {
                     Op::QkvProj => format.weight_bytes(cfg.linear_shapes()[0].0, cfg.linear_shapes()[0].1),

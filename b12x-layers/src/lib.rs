@@ -10,6 +10,7 @@
 //! o = attention(q, paged K/V)                                        attention.paged
 //! residual ← o · W_oᵀ + residual;  h = rmsnorm(residual) · w_ln2    gemm.* + norm.rmsnorm
 //! y = (silu(h · W_gateᵀ) · (h · W_upᵀ)) · W_downᵀ                   gemm.* + activation.silu_and_mul + gemm.*
+//!                                                                    (fuse_silu: the activation inside the down GEMV)
 //! ```
 //!
 //! with BF16, block-FP8 (128 × 128, f32 scales; W8A16) or NVFP4 (W4A16) weights, every plan
@@ -76,6 +77,14 @@
 //! 7% slower there). Block FP8 / NVFP4 (W8A16 / W4A16) at B = 1: 104.6 / 80.3 µs with PDL and 8
 //! splits (43.1% / 33.6% of their smaller byte counts: the dequantizing decode kernels of
 //! `gemm.blockscaled` run at 40–75% of the ceiling on SM90 and have no PDL launch).
+//! Session 39 (`bench-results/2026-12-04-h200-f/`, a slower machine: ceiling 4.56 TB/s): PDL
+//! step 116.5 µs, `step_x4` 114.5; the attention with 16 splits (through scratch, 3 or 6 stages)
+//! instead of 8 in a cluster added 0.9–2.1 µs to the step, so the default stays.
+//!
+//! `LayerOptions::fuse_silu` (BF16, B ≤ 8) folds `activation.silu_and_mul` into the down
+//! projection's x load (`gemm.bf16_gemv`'s `XAct::SiluMul`): eight launches per step. **Not yet
+//! run on a GPU** (session 39 had no device time left): `tests/gpu_decoder_layer.rs` has its
+//! trials and the bench its `_fs` / `_pdl_fs` rows; measure before making it a default.
 
 pub mod dense;
 pub mod reference;

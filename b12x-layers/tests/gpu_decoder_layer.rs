@@ -6,11 +6,14 @@
 //! memory is unchanged since before the first step (no allocation after freeze), and no kernel
 //! was resolved after `freeze()` (every plan's selections are the ones `freeze()` saw, the device
 //! frozen throughout; a resolution would also have been `KernelResolutionFrozen`).
-//! The layer also runs with `LayerOptions { pdl: true }` (BF16) and with 8 attention splits (every
-//! format). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! The layer also runs with `LayerOptions { pdl: true }` (BF16), with 8 attention splits (every
+//! format) and with `fuse_silu` (BF16, B ≤ 8, plain and PDL; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
-use b12x_layers::dense::{cosine_bound, decode_run, Config, LayerOptions, WeightFormat};
+use b12x_core::Error;
+use b12x_layers::dense::{
+    cosine_bound, decode_run, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WeightFormat,
+};
 
 fn check(
     dev: &std::sync::Arc<b12x_core::Device>,
@@ -66,18 +69,57 @@ fn main() {
     // The PDL launches (bf16_gemv, paged) give the same results.
     for &b in batches {
         trials.push(GpuTrial::new(format!("qwen3_8b::bf16_pdl::b{b}"), move |dev| {
-            check(
-                dev,
-                WeightFormat::Bf16,
-                LayerOptions { pdl: true, attention_splits: None, attention_stages: None },
-                b,
-            )
+            check(dev, WeightFormat::Bf16, LayerOptions { pdl: true, ..Default::default() }, b)
         }));
         for format in WeightFormat::ALL {
             trials.push(GpuTrial::new(format!("qwen3_8b::{}_pdl_s8::b{b}", format.name()), move |dev| {
-                check(dev, format, LayerOptions { pdl: true, attention_splits: Some(8), attention_stages: None }, b)
+                check(dev, format, LayerOptions { pdl: true, attention_splits: Some(8), ..Default::default() }, b)
             }));
         }
     }
+    // silu_and_mul folded into the down projection (BF16, B <= 8), plain and with PDL.
+    for &b in batches.iter().filter(|&&b| b <= 8) {
+        for pdl in [false, true] {
+            let name = format!("qwen3_8b::bf16_fused_silu{}::b{b}", if pdl { "_pdl" } else { "" });
+            trials.push(GpuTrial::new(name, move |dev| {
+                check(dev, WeightFormat::Bf16, LayerOptions { pdl, fuse_silu: true, ..Default::default() }, b)
+            }));
+        }
+    }
+    trials.push(GpuTrial::new("qwen3_8b::fused_silu_errors", fused_silu_errors));
     run_gpu_trials(trials)
+}
+
+/// `fuse_silu` where it cannot fuse is a typed error at planning; a fused layer runs eight ops
+/// and refuses to launch `silu_and_mul` alone.
+fn fused_silu_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
+    let cfg = Config::qwen3_8b();
+    let fused = LayerOptions { fuse_silu: true, ..Default::default() };
+    let cap = |b| Capacity { max_batch: b, max_pages: 4, num_pages: 4 * b + 8 };
+    for format in [WeightFormat::BlockFp8, WeightFormat::Nvfp4] {
+        match Layer::with_options(&cfg, format, cap(1), fused, dev) {
+            Err(Error::InvalidQuery { field: "fuse_silu", .. }) => {}
+            other => return Err(format!("{}: expected InvalidQuery(fuse_silu), got {:?}", format.name(), other.err())),
+        }
+    }
+    match Layer::with_options(&cfg, WeightFormat::Bf16, cap(9), fused, dev) {
+        Err(Error::InvalidQuery { field: "x_act", .. }) => {}
+        other => return Err(format!("B = 9: expected InvalidQuery(x_act), got {:?}", other.err())),
+    }
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), fused, dev).map_err(|e| e.to_string())?;
+    if layer.ops().len() != 8 || layer.ops().contains(&Op::SiluAndMul) || layer.plans().len() != 7 {
+        return Err(format!("fused layer: ops {:?}, {} plans", layer.ops(), layer.plans().len()));
+    }
+    let unfused = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions::default(), dev)
+        .map_err(|e| e.to_string())?;
+    if unfused.ops() != Op::ALL || unfused.plans().len() != 8 {
+        return Err(format!("unfused layer: ops {:?}, {} plans", unfused.ops(), unfused.plans().len()));
+    }
+    let weights = HostWeights::random(&cfg, WeightFormat::Bf16, 3).map_err(|e| e.to_string())?;
+    let dw = weights.upload(dev.stream()).map_err(|e| e.to_string())?;
+    let mut st = layer.state(dev.stream(), 1).map_err(|e| e.to_string())?;
+    match layer.run_op(Op::SiluAndMul, &dw, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "op", .. }) => Ok(()),
+        other => Err(format!("silu_and_mul on a fused layer: expected InvalidQuery(op), got {other:?}")),
+    }
 }

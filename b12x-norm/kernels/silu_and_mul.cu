@@ -1,6 +1,7 @@
 // silu_and_mul.cu — SiLU-gated product (the SwiGLU activation), optionally quantized.  crate: b12x-norm
 //   g = x[t, j], u = x[t, I + j] (j < I); with a limit L: g <- min(g, L), u <- clamp(u, -L, L);
-//   y[t, j] = (g / (1 + expf(-g))) * u    (f32 math: precise expf, IEEE division; one rounding to T)
+//   y[t, j] = (g / (1 + expf(-g))) * u    (f32 math: precise expf, IEEE division; one rounding to T;
+//   silu_mul_vec in b12x/activation.cuh, shared with gemm.bf16_gemv's fused `_silu` x load)
 //   quantized outputs: y rounded to T first, then quantize_row (quant_row.cuh), bit for bit the
 //   standalone quantizers of b12x-quant applied to that y.
 // Tensors (row-major, strides in elements):  x [T, 2I] bf16|f16   y [T, I] (same dtype)   or
@@ -15,6 +16,7 @@
 // Oracle: src/silu_and_mul/reference.rs
 #include <stddef.h>
 
+#include "b12x/activation.cuh"
 #include "b12x/common.cuh"
 #include "quant_row.cuh"
 
@@ -51,23 +53,6 @@ static_assert(offsetof(SiluAndMulParams, limit) == 80, "offset must match params
 
 // The largest CTA the host launches (mod.rs: MAX_BLOCK_THREADS); the launch bound of every entry.
 constexpr int kSiluMaxThreads = 512;
-
-// One vector of y: silu(min(g, L)) * clamp(u, -L, L) in f32, rounded to T. The clamps are written
-// as comparisons so a NaN passes through (torch.clamp), where fminf would return L.
-template <typename T>
-__device__ __forceinline__ Vec16 silu_mul_vec(const Vec16& g, const Vec16& u, float limit) {
-  float f_g[8], f_u[8], f_y[8];
-  unpack_f32<T>(g, f_g);
-  unpack_f32<T>(u, f_u);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const float a = f_g[j] > limit ? limit : f_g[j];
-    const float b = f_u[j] > limit ? limit : (f_u[j] < -limit ? -limit : f_u[j]);
-    // expf (not __expf): within 2 ulp (CUDA C Programming Guide, "Mathematical Functions").
-    f_y[j] = __fmul_rn(__fdiv_rn(a, __fadd_rn(1.0f, expf(-a))), b);
-  }
-  return pack_from_f32<T>(f_y);
-}
 
 template <typename T, int kVecsPerThread, int kQuant>
 __device__ __forceinline__ void silu_and_mul_chunk(const SiluAndMulParams& p) {

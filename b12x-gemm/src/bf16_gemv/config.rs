@@ -44,6 +44,10 @@ pub const TMA_VARIANTS: [(u32, u32, u32, u32); 11] = [
 ];
 /// Deepest TMA ring the kernel supports (`kMaxTmaStages`).
 pub const TMA_MAX_STAGES: u32 = 16;
+/// Token tile of the fused-activation (`_silu`) variants: the NT = 1 entries of
+/// `MMA_VARIANTS` and `DIRECT_VARIANTS` are also instantiated with the SwiGLU x load (M ≤ 8),
+/// for BF16 output only.
+pub const SILU_NT: u32 = 1;
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
 pub const SIMT_VARIANTS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (4, 2), (8, 2)];
 /// Token tiles of the unaligned fallbacks (MMA: NT with RT = 1, U = 2; SIMT: MT with RS = 2).
@@ -69,10 +73,13 @@ const DIRECT_WARPS: [(u32, u32); 7] = [(1, 8), (1, 4), (2, 4), (4, 2), (8, 1), (
 const SIMT_WARPS: [(u32, u32); 3] = [(1, 4), (2, 4), (1, 8)];
 
 /// Which kernel family and template instance a config launches.
+///
+/// `silu`: the entry point applies `Query::x_act`'s SwiGLU to x as it loads it (`_silu`; x is
+/// `[M, 2K]`, parameters `Bf16GemvActParams`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    Mma { nt: u32, rt: u32, u: u32, stages: u32 },
-    MmaDirect { nt: u32, rt: u32, u: u32 },
+    Mma { nt: u32, rt: u32, u: u32, stages: u32, silu: bool },
+    MmaDirect { nt: u32, rt: u32, u: u32, silu: bool },
     MmaUnaligned { nt: u32 },
     Tma { nt: u32, rt: u32, cw: u32, kb: u32 },
     Simt { mt: u32, rs: u32 },
@@ -99,10 +106,15 @@ impl Variant {
             Variant::Simt { mt, .. } | Variant::SimtUnaligned { mt } => mt,
         }
     }
+    /// Whether the entry point fuses the SwiGLU x load.
+    pub fn silu(self) -> bool {
+        matches!(self, Variant::Mma { silu: true, .. } | Variant::MmaDirect { silu: true, .. })
+    }
     fn id(self) -> String {
+        let act = if self.silu() { "_silu" } else { "" };
         match self {
-            Variant::Mma { nt, rt, u, stages } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}"),
-            Variant::MmaDirect { nt, rt, u } => format!("mmad_nt{nt}_rt{rt}_u{u}"),
+            Variant::Mma { nt, rt, u, stages, .. } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}{act}"),
+            Variant::MmaDirect { nt, rt, u, .. } => format!("mmad_nt{nt}_rt{rt}_u{u}{act}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
             Variant::Tma { nt, rt, cw, kb } => format!("tma_nt{nt}_rt{rt}_cw{cw}_kb{kb}"),
             Variant::Simt { mt, rs } => format!("simt_mt{mt}_rs{rs}"),
@@ -115,15 +127,37 @@ impl Variant {
     }
 }
 
+/// The tensor-core variants of the tables, plain (`silu` false) or with the fused activation
+/// (`silu` true: the [`SILU_NT`] entries only), direct feed first.
+fn mma_variants(silu: bool) -> impl Iterator<Item = Variant> {
+    let keep = move |nt: u32| !silu || nt == SILU_NT;
+    let direct = DIRECT_VARIANTS.iter().filter(move |v| keep(v.0)).map(move |&(nt, rt, u)| Variant::MmaDirect {
+        nt,
+        rt,
+        u,
+        silu,
+    });
+    let ring = MMA_VARIANTS.iter().filter(move |v| keep(v.0)).map(move |&(nt, rt, u, stages)| Variant::Mma {
+        nt,
+        rt,
+        u,
+        stages,
+        silu,
+    });
+    direct.chain(ring)
+}
+
 /// Every symbol the variant table names (both output dtypes): the manifest test checks them.
 pub fn all_symbols() -> Vec<String> {
-    let mut v: Vec<Variant> = DIRECT_VARIANTS.iter().map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u }).collect();
-    v.extend(MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages }));
+    let mut v: Vec<Variant> = mma_variants(false).collect();
     v.extend(TMA_VARIANTS.iter().map(|&(nt, rt, cw, kb)| Variant::Tma { nt, rt, cw, kb }));
     v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
     v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
     v.extend(UNALIGNED_TILES.iter().map(|&mt| Variant::SimtUnaligned { mt }));
-    v.iter().flat_map(|v| [v.symbol(DType::BF16), v.symbol(DType::F32)]).collect()
+    let mut out: Vec<String> = v.iter().flat_map(|v| [v.symbol(DType::BF16), v.symbol(DType::F32)]).collect();
+    // The fused SwiGLU variants exist for BF16 output only.
+    out.extend(mma_variants(true).map(|v| v.symbol(DType::BF16)));
+    out
 }
 
 /// One launch configuration: a variant, the CTA shape and the number of K splits.
@@ -195,6 +229,8 @@ pub struct Geometry {
     pub k: usize,
     pub x_f32: bool,
     pub aligned: bool,
+    /// `Query::x_act` is SwiGLU: only the `_silu` variants (BF16 x, aligned, M ≤ 8).
+    pub silu: bool,
     /// Largest M of the bucket.
     pub rows_hi: usize,
     pub sm_count: u32,
@@ -304,8 +340,10 @@ impl Config {
         }
         let tile = self.warps_k * self.variant.tokens() * (self.rows_per_cta() + ROW_PAD) * 4;
         let ring = match self.variant {
-            Variant::Mma { nt, rt, u, stages } => {
-                let stage = 16 * rt * 4 * u * 16 + u * nt * 32 * 16;
+            Variant::Mma { nt, rt, u, stages, silu } => {
+                // W tile, then the x pieces (the gate and the up pieces when fused).
+                let x_sets = if silu { 2 } else { 1 };
+                let stage = 16 * rt * 4 * u * 16 + x_sets * u * nt * 32 * 16;
                 self.warps_r * self.warps_k * stages * stage
             }
             _ => 0,
@@ -348,12 +386,12 @@ fn token_tiles(rows_hi: usize) -> u32 {
 fn variants(g: &Geometry) -> Vec<Variant> {
     let nt = token_tiles(g.rows_hi);
     let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
+    // The fused activation: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
+    if g.silu {
+        return mma_variants(true).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect();
+    }
     match (g.x_f32, g.aligned) {
-        (false, true) => {
-            let direct = DIRECT_VARIANTS.iter().map(|&(nt, rt, u)| Variant::MmaDirect { nt, rt, u });
-            let ring = MMA_VARIANTS.iter().map(|&(nt, rt, u, stages)| Variant::Mma { nt, rt, u, stages });
-            direct.chain(ring).filter(|v| v.tokens() == 8 * nt).collect()
-        }
+        (false, true) => mma_variants(false).filter(|v| v.tokens() == 8 * nt).collect(),
         (false, false) => vec![Variant::MmaUnaligned { nt }],
         (true, true) => SIMT_VARIANTS.iter().filter(|v| v.0 == mt).map(|&(mt, rs)| Variant::Simt { mt, rs }).collect(),
         (true, false) => vec![Variant::SimtUnaligned { mt }],
@@ -365,7 +403,9 @@ fn variants(g: &Geometry) -> Vec<Variant> {
 /// - a K split must give every warp of the CTA at least two 32·U-wide groups (else the ring
 ///   never fills and splitting only adds merge traffic);
 /// - more splits only while the grid with half as many splits is under two waves of CTAs
-///   (beyond that every SM is already busy and splits only add partial traffic).
+///   (beyond that every SM is already busy and splits only add partial traffic);
+/// - with the fused activation (`silu`) only the `_silu` ring and direct variants: the `tma`,
+///   `simt` and unaligned kernels have no fused x load.
 ///
 /// The default is the first variant, the first CTA shape, and the fewest splits whose grid
 /// covers every SM once.
@@ -400,9 +440,10 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
             }
         }
     }
-    // TMA configs (aligned BF16 x): raced, never the default. Every ring as deep as shared
-    // memory allows (at least two stages); both work splits and both W hints.
-    if !g.x_f32 && g.aligned {
+    // TMA configs (aligned BF16 x, no fused activation: the TMA boxes carry x as it is): raced,
+    // never the default. Every ring as deep as shared memory allows (at least two stages); both
+    // work splits and both W hints.
+    if !g.x_f32 && g.aligned && !g.silu {
         let nt = token_tiles(g.rows_hi);
         for &(vnt, rt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
             let variant = Variant::Tma { nt: vnt, rt, cw, kb };

@@ -1,7 +1,10 @@
 //! Launch, the session-facing [`OpPlan`] implementation and the autotune race case.
 
 use super::params::{FLAG_BIAS_F32, FLAG_PDL, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
-use super::{Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, KERNEL_STATIC_SMEM, OP};
+use super::{
+    Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct, KERNEL_STATIC_SMEM,
+    OP,
+};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
     tma::Tma2d, BenchCase, Bucket, DType, Device, Error, Kernel, KernelModule, LaunchDims, LaunchOpts, OpPlan,
@@ -39,11 +42,18 @@ pub(super) fn launch(
         block: (c.threads(), 1, 1),
         smem_bytes: c.dynamic_smem(),
     };
+    let opts = LaunchOpts { pdl: plan.query.pdl, cluster_x: 0 };
+    if c.variant.silu() {
+        let ap = Bf16GemvActParams { g: *p, limit: q.x_act.kernel_limit(), reserved: 0 };
+        // SAFETY: as below; Bf16GemvActParams mirrors the `_silu` entry points' struct (asserted
+        // on both sides), and `Query::kernel_params` checked x as [M, 2K] (the up halves).
+        return unsafe { kernel.launch_ex(stream, dims, &ap, opts) };
+    }
     // SAFETY: Bf16GemvParams mirrors the kernel's struct (asserted on both sides); the tensors
     // passed `Query::kernel_params`, the scratch regions were bound at the plan's sizes (or
     // belong to the race's own buffer); with `pdl` every family reads only W before it waits
     // (griddepcontrol.wait) and x, bias, y and the scratch after.
-    unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl: plan.query.pdl, cluster_x: 0 }) }
+    unsafe { kernel.launch_ex(stream, dims, p, opts) }
 }
 
 /// Encodes the TMA descriptors of W and x from `p` and launches a `tma` config.
@@ -86,16 +96,7 @@ impl OpPlan for Plan {
         OP
     }
     fn query_key(&self) -> String {
-        let q = &self.query;
-        let bias = q.bias.map_or("none", DType::name);
-        // PDL plans race differently (back-to-back calls), so they keep their own selections;
-        // plain plans keep their key unchanged. `pdl=race8`: the race times up to
-        // PDL_RACE_CALLS calls (earlier races with fewer calls are not reused).
-        let pdl = if q.pdl { " pdl=race8" } else { "" };
-        format!(
-            "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}",
-            q.n, q.k, q.x_dtype, q.out_dtype, q.max_rows, q.aligned
-        )
+        self.query.key()
     }
     fn device(&self) -> &Arc<Device> {
         &self.device
@@ -142,7 +143,9 @@ impl OpPlan for Plan {
         // itself need not be (e.g. K = 4100 with a row stride of 4104): the aligned kernels'
         // vector loads must never see a misaligned row here.
         let ldw = q.k.next_multiple_of(8);
-        let ldx = q.k.next_multiple_of(16 / q.x_dtype.size_bytes());
+        // A fused activation reads x as [M, 2K] ([gate | up]).
+        let x_cols = if q.x_act == XAct::None { q.k } else { 2 * q.k };
+        let ldx = x_cols.next_multiple_of(16 / q.x_dtype.size_bytes());
         let sizes = [
             self.scratch.total_bytes(),
             q.n * ldw * 2,
@@ -153,6 +156,11 @@ impl OpPlan for Plan {
         let extra_w = if q.pdl { pdl_race_calls(q.n * ldw * 2) - 1 } else { 0 };
         let sizes: Vec<usize> = sizes.into_iter().chain(std::iter::repeat_n(q.n * ldw * 2, extra_w)).collect();
         let race = RaceBuffer::new(&self.device, &sizes)?;
+        if q.x_act != XAct::None {
+            // The activation timed on moderate non-zero values, as real data takes it (as
+            // activation.silu_and_mul's race does), not on zeros.
+            race.fill_inputs(&self.device, 2, q.x_dtype)?;
+        }
         let at = &race.ptrs;
         // SAFETY: the first region of `buffer`, owned by the race case and used by nothing else.
         let bound = self.scratch.bind(&unsafe { Scratch::from_raw(at[0], sizes[0]) })?;

@@ -10,6 +10,26 @@
 //!   of a call picks its bucket.
 //! - Alignment: `Query::aligned` promises 16-byte aligned `x`/`w` base pointers and row
 //!   strides (checked at run); otherwise slower fallbacks with 2/4-byte loads are used.
+//! - Fused SwiGLU ([`Query::x_act`] = [`XAct::SiluMul`] `{ limit }`): `x` is `[M, 2K]` bf16 =
+//!   `[gate | up]` (a fused gate/up projection's output, row stride ≥ 2K) and the GEMV's input is
+//!   `act[m, k] = bf16(silu(min(g, L)) · clamp(u, −L, L))`, `g = x[m, k]`, `u = x[m, K + k]`,
+//!   formed where the kernel loads x's 16-byte piece (both halves read after the PDL wait, as x
+//!   is) by `silu_mul_vec` of `b12x/activation.cuh`, the very code `activation.silu_and_mul`
+//!   runs. So `y` is **bit for bit** that op (BF16 out, the same limit) followed by this GEMV with
+//!   the same config (the fused id without `_silu`): the MMAs, merges, bias and rounding are
+//!   unchanged. Configs: the `mma` and `mmad` variants with NT = 1, instantiated again as
+//!   `…_silu` for BF16 output (6 entry points); no `tma`, `simt` or unaligned config. Hence bf16
+//!   x and y, `aligned`, K % 8 == 0 and `max_rows ≤ 8` (`validate` says which). Every warp
+//!   forms the activation of the pieces it reads (each row block recomputes it: an `expf` and
+//!   an IEEE division per element, ~40 SASS instructions, on the warp's issue slots while its W
+//!   streams; RT = 2 variants spend half as many per byte of W). **Not yet run on a GPU**
+//!   (session 39 had no device time left; `tests/gpu_bf16_gemv.rs` has its trials). Expect it
+//!   to be issue-bound: at the Qwen3-8B down projection (N 4096, K 12288, M = 1) the lanes of
+//!   absent tokens and every row block redo the same activations, ~16M warp instructions for
+//!   RT = 2 (~16 µs of the H200's issue slots against ~22 µs of W streaming). If it loses to
+//!   the separate op, the cheaper forms are one activation per element per warp (lanes share
+//!   them by shuffles: 8× fewer at M = 1) or the activation in the gate/up GEMV's epilogue
+//!   (gate and up rows interleaved so one lane holds both: no recomputation at all).
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so
@@ -22,13 +42,13 @@
 //!   it finishes: the `tma` configs stream their first ring of W before `griddepcontrol.wait`,
 //!   the aligned `mma` / `mmad` feeds copy their first ring stages of W into shared memory /
 //!   load their first register group of W (an L2 prefetch hint there did not speed up the
-//!   later read on the H200: `bench/proto/l2_prefetch_proto.cu`), and everything else (x,
-//!   bias, y, scratch; all of `simt` and the unaligned feeds) comes after the wait. Each call
-//!   lets the next PDL kernel launch only after its own wait, so only the kernel right before
-//!   it can still be running. **W must not be written by that kernel** (weights normally are
-//!   not); x may be: it is read after the wait. Configs that merge touch their
-//!   scratch only after the wait (no memset node between calls, so merging configs keep the
-//!   overlap too).
+//!   later read on the H200: `bench/proto/l2_prefetch_proto.cu`), and everything else (x, both
+//!   halves of a fused SwiGLU's x, bias, y, scratch; all of `simt` and the unaligned feeds)
+//!   comes after the wait. Each call lets the next PDL kernel launch only after its own wait,
+//!   so only the kernel right before it can still be running. **W must not be written by
+//!   that kernel** (weights normally are not); x may be: it is read after the wait. Configs
+//!   that merge touch their scratch only after the wait (no memset node between calls, so
+//!   merging configs keep the overlap too).
 //!
 //! Configs (`Config::id`, e.g. `mmad_nt1_rt1_u4_wr1_wk8_ks1`):
 //! - `mmad_nt{NT}_rt{RT}_u{U}` — BF16 x, tensor cores (`mma.sync` m16n8k16, swap-AB: 16 W
@@ -53,6 +73,8 @@
 //!   M = 16 and (144-row blocks, RT = 3, CW = 3) every M of 18432×7168 on the H200
 //!   (`src/bf16_gemv/README.md`).
 //! - NT is the smallest token tile covering the bucket (M ≤ 8 → NT = 1, …).
+//! - `…_silu` (`mma_nt1_rt1_u4_s4_silu_wr1_wk2_ks1`): the fused SwiGLU x load (above); a ring
+//!   stage holds the gate and the up pieces, so fewer ring CTA shapes fit in shared memory.
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
 //! - `*_unaligned` — the same math with 2/4-byte loads for unaligned views.
@@ -61,10 +83,10 @@
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
-//! use b12x_gemm::bf16_gemv::{self, Args, Query};
+//! use b12x_gemm::bf16_gemv::{self, Args, Query, XAct};
 //! # fn main() -> b12x_core::Result<()> {
 //! let dev = Device::new(0)?;
-//! let query = Query { n: 4096, k: 7168, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 8, aligned: true, pdl: false };
+//! let query = Query { n: 4096, k: 7168, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 8, aligned: true, pdl: false, x_act: XAct::None };
 //! let plan = bf16_gemv::plan(&query, &dev)?;
 //! let mut session = PreparationSession::new(&dev)?;
 //! session.prepare(&[&plan])?;
@@ -88,10 +110,10 @@ mod params;
 pub mod reference;
 
 pub use config::{
-    all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, MAX_ROWS, TMA_CLUSTERS,
+    all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, MAX_ROWS, SILU_NT, TMA_CLUSTERS,
     TMA_MAX_STAGES,
 };
-pub use params::{Bf16GemvParams, Bf16GemvTmaParams};
+pub use params::{Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams};
 
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::plan::bucket_of;
@@ -112,16 +134,55 @@ b12x_core::inventory::submit! {
         name: OP,
         group: "gemm",
         entry_points: &["plan", "run"],
-        dtypes: &["bf16 w; bf16|f32 x; bf16|f32 y"],
+        dtypes: &["bf16 w; bf16|f32 x, or bf16 [gate | up] with the fused SwiGLU; bf16|f32 y"],
         archs: &[
             ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic",
+        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional fused SwiGLU on x (M ≤ 8; its 6 `_silu` kernels not yet run on a GPU)",
     }
 }
+
+/// An activation applied to x as the kernel loads it ([`Query::x_act`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub enum XAct {
+    /// x is the GEMV's input as it is, `[M, K]`.
+    #[default]
+    None,
+    /// x is `[M, 2K]` bf16 = `[gate | up]` (a fused gate/up projection's output) and the GEMV's
+    /// input is `act[m, k] = bf16(silu(min(g, L)) · clamp(u, −L, L))`, `g = x[m, k]`,
+    /// `u = x[m, K + k]`: bit for bit what `activation.silu_and_mul` (b12x-norm, BF16 out, the
+    /// same limit) writes, so `y` equals that op followed by this GEMV with the same config.
+    SiluMul {
+        /// The swiglu limit L (finite, > 0); `None` disables it.
+        limit: Option<f32>,
+    },
+}
+
+impl XAct {
+    /// The limit the fused kernels take: L, or +∞ without one (the clamps then pass every value,
+    /// as `activation.silu_and_mul`'s kernel does).
+    pub fn kernel_limit(self) -> f32 {
+        match self {
+            XAct::SiluMul { limit: Some(l) } => l,
+            _ => f32::INFINITY,
+        }
+    }
+}
+
+// Limits compare by their bits, so a query stays `Eq`.
+impl PartialEq for XAct {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (XAct::None, XAct::None) => true,
+            (XAct::SiluMul { limit: a }, XAct::SiluMul { limit: b }) => a.map(f32::to_bits) == b.map(f32::to_bits),
+            _ => false,
+        }
+    }
+}
+impl Eq for XAct {}
 
 /// The static problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,6 +208,10 @@ pub struct Query {
     /// at least two, when the extra copies would pass 1 GiB), and caches its selections under
     /// its own key.
     pub pdl: bool,
+    /// An activation fused into the x load ([`XAct::SiluMul`]: x is `[M, 2K]` = `[gate | up]`);
+    /// `XAct::None` for plain x. SwiGLU needs bf16 x and y, `aligned`, K % 8 == 0 and
+    /// `max_rows ≤ 8`.
+    pub x_act: XAct,
 }
 
 impl Query {
@@ -176,6 +241,34 @@ impl Query {
         if self.max_rows == 0 || self.max_rows > MAX_ROWS {
             return bad("max_rows", format!("(M capacity) must be in 1..={MAX_ROWS}, got {}", self.max_rows));
         }
+        if let XAct::SiluMul { limit } = self.x_act {
+            let act = |reason: String| bad("x_act", format!("SiluMul {reason}"));
+            if self.x_dtype != DType::BF16 {
+                return act(format!("needs bf16 x ([gate | up], as activation.silu_and_mul), got {}", self.x_dtype));
+            }
+            if self.out_dtype != DType::BF16 {
+                return act(format!("is built for bf16 y only (a down projection), got out_dtype {}", self.out_dtype));
+            }
+            if !self.aligned {
+                return act("needs aligned = true (the fused loads are 16-byte vectors of x)".into());
+            }
+            if self.k % 8 != 0 {
+                return act(format!(
+                    "needs K % 8 == 0 (each row's up half starts 16-byte aligned), got K = {}",
+                    self.k
+                ));
+            }
+            let most = 8 * SILU_NT as usize;
+            if self.max_rows > most {
+                return act(format!(
+                    "serves at most {most} rows: max_rows must be in 1..={most}, got {}",
+                    self.max_rows
+                ));
+            }
+            if let Some(l) = limit.filter(|l| !(l.is_finite() && *l > 0.0)) {
+                return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
+            }
+        }
         Ok(())
     }
 
@@ -184,7 +277,10 @@ impl Query {
     pub fn kernel_params(&self, args: &Args<'_>) -> Result<Bf16GemvParams> {
         let (n, k) = (self.n, self.k);
         let m = args.x.shape().first().copied().unwrap_or(0);
-        args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?;
+        match self.x_act {
+            XAct::None => args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?,
+            XAct::SiluMul { .. } => args.x.expect("x", "[M, 2K] ([gate | up])", self.x_dtype, &[m, 2 * k])?,
+        }
         args.w.expect("w", "[N, K]", DType::BF16, &[n, k])?;
         args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?;
         if m > self.max_rows {
@@ -235,12 +331,33 @@ impl Query {
         Ok(p)
     }
 
+    /// The autotune cache key of this query's plans (`OpPlan::query_key`): selections are
+    /// cached per key, so queries with other candidates or other races get other keys.
+    pub fn key(&self) -> String {
+        let bias = self.bias.map_or("none", DType::name);
+        // PDL plans race differently (back-to-back calls), so they keep their own selections;
+        // plain plans keep their key unchanged. `pdl=race8`: the race times up to
+        // PDL_RACE_CALLS calls (earlier races with fewer calls are not reused).
+        let pdl = if self.pdl { " pdl=race8" } else { "" };
+        // A fused activation has its own candidates; plain keys stay unchanged. The limit is
+        // left out: the same kernels run at the same speed whatever it is.
+        let act = match self.x_act {
+            XAct::None => "",
+            XAct::SiluMul { .. } => " x_act=silu_mul",
+        };
+        format!(
+            "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}{act}",
+            self.n, self.k, self.x_dtype, self.out_dtype, self.max_rows, self.aligned
+        )
+    }
+
     fn geometry(&self, device: &Device, bucket: &Bucket) -> Geometry {
         Geometry {
             n: self.n,
             k: self.k,
             x_f32: self.x_dtype == DType::F32,
             aligned: self.aligned,
+            silu: self.x_act != XAct::None,
             rows_hi: bucket.hi,
             sm_count: device.sm_count(),
             smem_optin: device.smem_optin(),
@@ -310,7 +427,8 @@ impl Plan {
 /// The tensors of one call. Shapes and dtypes as in the module docs.
 #[derive(Debug)]
 pub struct Args<'a> {
-    /// `[M, K]`, bf16 or f32 (`Query::x_dtype`).
+    /// `[M, K]`, bf16 or f32 (`Query::x_dtype`); `[M, 2K]` bf16 = `[gate | up]` with
+    /// [`XAct::SiluMul`].
     pub x: TensorRef<'a>,
     /// `[N, K]` bf16.
     pub w: TensorRef<'a>,
@@ -346,7 +464,17 @@ pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn b12x_co
     let shapes = bf16.iter().map(|&(n, k)| (n, k, DType::BF16)).chain([(384, 7168, DType::F32)]);
     let mut out: Vec<Box<dyn b12x_core::OpPlan>> = Vec::new();
     for (n, k, out_dtype) in shapes {
-        let q = Query { n, k, x_dtype: DType::BF16, out_dtype, bias: None, max_rows: 16, aligned: true, pdl: false };
+        let q = Query {
+            n,
+            k,
+            x_dtype: DType::BF16,
+            out_dtype,
+            bias: None,
+            max_rows: 16,
+            aligned: true,
+            pdl: false,
+            x_act: XAct::None,
+        };
         out.push(Box::new(plan(&q, device)?));
     }
     Ok(out)

@@ -83,6 +83,26 @@ const _: () = {
     assert!(offset_of!(Bf16GemvParams, flags) == 108);
 };
 
+/// The one `__grid_constant__` argument of the fused-activation entry points
+/// (`b12x_bf16_gemv_*_silu_*`): the plain parameters, whose `x` is `[M, 2K]` bf16 = `[gate | up]`
+/// (row stride `ldx ≥ 2K`; `k` stays K), and the swiglu limit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Bf16GemvActParams {
+    pub g: Bf16GemvParams,
+    /// L (finite, > 0): `g ← min(g, L)`, `u ← clamp(u, −L, L)`; `f32::INFINITY`: no limit.
+    pub limit: f32,
+    /// Zero; pads the struct to a multiple of 8 bytes.
+    pub reserved: i32,
+}
+
+const _: () = {
+    assert!(size_of::<Bf16GemvActParams>() == 120);
+    assert!(offset_of!(Bf16GemvActParams, g) == 0);
+    assert!(offset_of!(Bf16GemvActParams, limit) == 112);
+    assert!(offset_of!(Bf16GemvActParams, reserved) == 116);
+};
+
 /// The one `__grid_constant__` argument of the `b12x_bf16_gemv_tma_*` entry points.
 ///
 /// The grid is `ceil(row blocks · kstages / units_per_cta)` CTAs of `32 * (consumer warps + 1)` threads. Of

@@ -13,6 +13,19 @@
 //! rounding can differ from a direct f64 → bf16 rounding only on exact f32 ties, which the
 //! tolerance below (≥ 1 ULP of the output) absorbs.
 //!
+//! With a fused SwiGLU (`XAct::SiluMul`) the GEMV's x is [`silu_mul_x`] of the `[M, 2K]` input:
+//!
+//! ```text
+//! act[m][k] = bf16_rne(silu_mul(x[m][k], x[m][K + k], L))   (b12x_core::testing::silu_mul, f32)
+//! ```
+//!
+//! and the formulas above run on `act` (exact in f64, as any bf16 x). That is
+//! `activation.silu_and_mul`'s oracle with BF16 output; the kernels' `expf` makes an element
+//! differ from it by one bf16 ULP where the f32 value sits next to a rounding boundary (a few in
+//! 10⁵ on random data), each moving `y` by at most `2⁻⁷ · |act · w|` of one term, far inside the
+//! bound below on data of mixed signs and sizes. (The GPU kernels' activation itself is the op's
+//! exactly: the GPU tests compare the fused `y` bitwise with the op followed by the GEMV.)
+//!
 //! The kernel accumulates in f32 in its own (fixed) order, so GPU results are compared with
 //! [`check_bound`]: `|y − acc| ≤ ulp_out(|acc|) + C_ACC · K · 2⁻²⁴ · Σ_k |x·w|` per element, plus
 //! a cosine-difference bound over the whole output ([`cosine_bound`]).
@@ -67,6 +80,21 @@ pub fn exact<X: HostFloat, B: HostFloat>(
         }
     }
     Exact { acc, abs }
+}
+
+/// The GEMV input of a fused SwiGLU (`XAct::SiluMul`): `act [M, K]` (bf16) from `x [M, 2K]`
+/// (contiguous rows `[gate | up]`), `act[m][k] = bf16(silu_mul(x[m][k], x[m][K + k], limit))` with
+/// the f32 steps of [`b12x_core::testing::silu_mul`] and one round-to-nearest-even to bf16.
+pub fn silu_mul_x<X: HostFloat>(x: &[X], m: usize, k: usize, limit: Option<f32>) -> Vec<bf16> {
+    assert_eq!(x.len(), m * 2 * k, "x must be [M, 2K] = [{m}, {}]", 2 * k);
+    x.chunks(2 * k.max(1))
+        .flat_map(|row| {
+            let (g, u) = row.split_at(k);
+            g.iter().zip(u).map(move |(&g, &u)| {
+                <bf16 as HostFloat>::from_f32(b12x_core::testing::silu_mul(g.to_f64() as f32, u.to_f64() as f32, limit))
+            })
+        })
+        .collect()
 }
 
 /// Rounds an exact result once to the output type (f64 → f32 → `O`).

@@ -60,6 +60,10 @@ pub enum Op {
     DownProj,
 }
 
+/// [`Op::ALL`] without [`Op::SiluAndMul`] ([`LayerOptions::fuse_silu`]).
+const FUSED_SILU_OPS: [Op; 8] =
+    [Op::AddNorm1, Op::QkvProj, Op::RopeKvAppend, Op::Attention, Op::OProj, Op::AddNorm2, Op::GateUpProj, Op::DownProj];
+
 impl Op {
     pub const ALL: [Op; 9] = [
         Op::AddNorm1,
@@ -107,6 +111,14 @@ pub struct LayerOptions {
     /// `attention.paged`'s ring depth (`PlanOptions::stages`; `None`: the op's default), e.g.
     /// `Some(paged::DEEP_STAGES)` for the 6-stage decode rings.
     pub attention_stages: Option<usize>,
+    /// Fold `activation.silu_and_mul` into the down projection's x load
+    /// (`bf16_gemv::XAct::SiluMul`: the GEMV reads `[gate | up]` and forms `silu(g) · u` as the
+    /// op would, the same bf16 values): the step launches eight ops ([`Layer::ops`]) and never
+    /// writes the activation. BF16 weights and `max_batch ≤ 8` only (the fused GEMV configs);
+    /// otherwise [`Layer::with_options`] returns `Error::InvalidQuery`. The step's `y` may differ
+    /// from the unfused step's in the last bits: the down GEMV's session may pick another config
+    /// (another summation order) among the fused candidates.
+    pub fuse_silu: bool,
 }
 
 /// Every op's plan for one configuration, weight format and capacity.
@@ -119,7 +131,8 @@ pub struct Layer {
     linears: Vec<LinearPlan>,
     rope_append: rope_kv_append::Plan,
     attn: paged::Plan,
-    act: silu_and_mul::Plan,
+    /// `None` when [`LayerOptions::fuse_silu`] folds the activation into the down projection.
+    act: Option<silu_and_mul::Plan>,
 }
 
 impl Layer {
@@ -138,13 +151,25 @@ impl Layer {
     ) -> Result<Self> {
         let (h, hkv, d, p) = (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.page_size);
         let b = cap.max_batch;
+        if options.fuse_silu && format != WeightFormat::Bf16 {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "fuse_silu",
+                reason: format!(
+                    "folds silu_and_mul into the BF16 down projection; {} weights have no fused GEMV",
+                    format.name()
+                ),
+            });
+        }
+        // The down projection (the last linear) reads [gate | up] when the activation is fused.
+        let down = cfg.linear_shapes().len() - 1;
         let norm = rmsnorm::plan(
             &rmsnorm::Query { cols: cfg.hidden, dtype: DType::BF16, max_tokens: b, eps: cfg.eps, residual: true },
             dev,
         )?
         .with_pdl(options.pdl);
         let mut linears = Vec::new();
-        for (n, k) in cfg.linear_shapes() {
+        for (i, (n, k)) in cfg.linear_shapes().into_iter().enumerate() {
             linears.push(match format {
                 WeightFormat::Bf16 => LinearPlan::Bf16(bf16_gemv::plan(
                     &bf16_gemv::Query {
@@ -156,6 +181,11 @@ impl Layer {
                         max_rows: b,
                         aligned: true,
                         pdl: options.pdl,
+                        x_act: if options.fuse_silu && i == down {
+                            bf16_gemv::XAct::SiluMul { limit: None }
+                        } else {
+                            bf16_gemv::XAct::None
+                        },
                     },
                     dev,
                 )?),
@@ -233,17 +263,23 @@ impl Layer {
                 ..Default::default()
             },
         )?;
-        let act = silu_and_mul::plan(
-            &silu_and_mul::Query {
-                intermediate: cfg.intermediate,
-                dtype: DType::BF16,
-                max_tokens: b,
-                limit: None,
-                out: None,
-            },
-            dev,
-        )?
-        .with_pdl(options.pdl);
+        let act = if options.fuse_silu {
+            None
+        } else {
+            Some(
+                silu_and_mul::plan(
+                    &silu_and_mul::Query {
+                        intermediate: cfg.intermediate,
+                        dtype: DType::BF16,
+                        max_tokens: b,
+                        limit: None,
+                        out: None,
+                    },
+                    dev,
+                )?
+                .with_pdl(options.pdl),
+            )
+        };
         Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope_append, attn, act })
     }
 
@@ -251,8 +287,21 @@ impl Layer {
     pub fn plans(&self) -> Vec<&dyn OpPlan> {
         let mut v: Vec<&dyn OpPlan> = vec![&self.norm];
         v.extend(self.linears.iter().map(LinearPlan::op_plan));
-        v.extend([&self.rope_append as &dyn OpPlan, &self.attn, &self.act]);
+        v.extend([&self.rope_append as &dyn OpPlan, &self.attn]);
+        if let Some(act) = &self.act {
+            v.push(act);
+        }
         v
+    }
+
+    /// The ops one step launches, in order: [`Op::ALL`], or without [`Op::SiluAndMul`] when
+    /// [`LayerOptions::fuse_silu`] folds it into [`Op::DownProj`].
+    pub fn ops(&self) -> &'static [Op] {
+        if self.act.is_some() {
+            &Op::ALL
+        } else {
+            &FUSED_SILU_OPS
+        }
     }
 
     /// Device buffers for a batch of `b ≤ max_batch` requests (zeroed; the KV cache zeroed).
@@ -291,15 +340,16 @@ impl Layer {
         })
     }
 
-    /// Enqueues the whole decode step on `stream`: the nine ops of [`Op::ALL`].
+    /// Enqueues the whole decode step on `stream`: the ops of [`Layer::ops`].
     pub fn step(&self, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
-        for op in Op::ALL {
+        for &op in self.ops() {
             self.run_op(op, w, st, stream)?;
         }
         Ok(())
     }
 
-    /// Enqueues one op of the step (the bench times them one by one).
+    /// Enqueues one op of the step (the bench times them one by one); [`Op::SiluAndMul`] of a
+    /// layer that fuses it is `Error::InvalidQuery` (nothing launched).
     pub fn run_op(&self, op: Op, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
         let c = &self.cfg;
         let (b, hd) = (st.b, c.hidden);
@@ -320,6 +370,9 @@ impl Layer {
             Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], stream),
             Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], stream),
             Op::GateUpProj => self.linear(2, w, &st.h, &mut st.gate_up, b, &mut st.scratch[2], stream),
+            Op::DownProj if self.act.is_none() => {
+                self.linear(3, w, &st.gate_up, &mut st.y, b, &mut st.scratch[3], stream)
+            }
             Op::DownProj => self.linear(3, w, &st.act, &mut st.y, b, &mut st.scratch[3], stream),
             Op::RopeKvAppend => {
                 let mut parts = TensorMut::from_slice(&mut st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
@@ -363,6 +416,13 @@ impl Layer {
                 paged::run(&self.attn, args, scratch, stream)
             }
             Op::SiluAndMul => {
+                let Some(act) = &self.act else {
+                    return Err(Error::InvalidQuery {
+                        op: "b12x-layers",
+                        field: "op",
+                        reason: "silu_and_mul is folded into down_proj in this layer (LayerOptions::fuse_silu)".into(),
+                    });
+                };
                 let args = silu_and_mul::Args {
                     x: TensorRef::from_slice(&st.gate_up, &[b, 2 * c.intermediate])?,
                     y: Some(TensorMut::from_slice(&mut st.act, &[b, c.intermediate])?),
@@ -370,7 +430,7 @@ impl Layer {
                     scales: None,
                     enc: None,
                 };
-                silu_and_mul::run(&self.act, args, Scratch::none(), stream)
+                silu_and_mul::run(act, args, Scratch::none(), stream)
             }
         }
     }
@@ -388,7 +448,9 @@ impl Layer {
     ) -> Result<()> {
         let (n, k) = self.cfg.linear_shapes()[i];
         let scratch = scratch_of(scratch);
-        let (xv, yv) = (TensorRef::from_slice(x, &[b, k])?, TensorMut::from_slice(y, &[b, n])?);
+        // The fused down projection reads [gate | up]: twice its K per row.
+        let x_cols = if i == 3 && self.act.is_none() { 2 * k } else { k };
+        let (xv, yv) = (TensorRef::from_slice(x, &[b, x_cols])?, TensorMut::from_slice(y, &[b, n])?);
         match (&self.linears[i], &w.linears[i]) {
             (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) => {
                 let args = bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv };

@@ -28,7 +28,9 @@
 //! - Kernel (`kernels/silu_and_mul.cu`): CTA `(t, c)` holds chunk `c` of row `t` (its g and u
 //!   vectors) in registers, 16-byte loads all in flight before any math. [`Config`]: vectors per
 //!   thread (1, 2, 4, 8) and chunks per row (1, 2, 4, 8: more CTAs when T is small), raced per
-//!   bucket of T.
+//!   bucket of T. The per-vector math is `silu_mul_vec` of `b12x/activation.cuh` (b12x-core),
+//!   which `gemm.bf16_gemv`'s fused SwiGLU x load (`XAct::SiluMul`) runs too: that GEMV sees
+//!   exactly the bits this op writes.
 //!
 //! - Each entry point first lets a PDL-launched next kernel start (`pdl_wait_then_release`; its
 //!   own wait returns at once on the op's plain launches): the GEMV after it can stream its

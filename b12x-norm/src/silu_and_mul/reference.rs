@@ -30,26 +30,10 @@ use b12x_core::testing::HostFloat;
 /// Largest ULP distance, in `E` (bf16 or f16), between the kernel's `y` and this oracle's.
 pub const ULP_BOUND: u64 = 1;
 
-/// `silu(min(g, L)) · clamp(u, -L, L)` in f32, before the rounding to `E` (steps 1–5 of the table).
-pub fn silu_mul(g: f32, u: f32, limit: Option<f32>) -> f32 {
-    let (a, b) = match limit {
-        // Comparisons, not f32::min/max (which drop a NaN): NaN passes through, as torch.clamp.
-        Some(l) => {
-            let a = if g > l { l } else { g };
-            let b = if u > l {
-                l
-            } else if u < -l {
-                -l
-            } else {
-                u
-            };
-            (a, b)
-        }
-        None => (g, u),
-    };
-    let e = (-f64::from(a)).exp() as f32;
-    (a / (1.0 + e)) * b
-}
+/// `silu(min(g, L)) · clamp(u, -L, L)` in f32, before the rounding to `E` (steps 1–5 of the
+/// table). It lives in b12x-core next to the kernels' shared `silu_mul_vec`
+/// (`b12x/activation.cuh`), which `gemm.bf16_gemv`'s fused SwiGLU x load uses too.
+pub use b12x_core::testing::silu_mul;
 
 /// `y [T, I]` of contiguous `x [T, 2I]` (gate half first), rounded to `E`.
 pub fn silu_and_mul<E: HostFloat>(x: &[E], inter: usize, limit: Option<f32>) -> Vec<E> {
