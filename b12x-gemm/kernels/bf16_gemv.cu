@@ -183,18 +183,67 @@ __device__ __forceinline__ void mma_group(float (&acc)[RT][NT][4], const Vec16 (
       for (int nt = 0; nt < NT; ++nt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], v_x[u][nt]);
 }
 
-// mma_group on x pieces formed by the fused activation, silu_mul_vec(gate, up) (kSilu). Each
-// piece is formed right before its MMAs (forming the whole group first took ptxas past 128
-// registers, and spilled, in the direct feed's two-CTA variants); every accumulator sees the k
-// steps in mma_group's order, so the sums are bit for bit mma_group's on the activated x.
+// Live tokens up to which the fused activation of an 8-token (NT = 1) piece is formed once per
+// element (silu_mul_piece_shared) rather than by every lane for its own eight elements.
+constexpr int kSiluShareMax = 4;
+
+// The activated x piece of this lane (token lane >> 2, k elements 8 (lane & 3) .. + 7 of the
+// step) for an NT = 1 tile whose first m_live tokens are live, each element formed once: for each
+// live token m, lane L takes element L of the token's 32 (the four words of its owner, lane
+// 4m + L / 8, by shuffles), applies silu_mul_f32 and rounds it to bf16, and the owner lanes
+// gather their eight results back. The same per-element math and rounding as silu_mul_vec, so
+// the same bits; lanes of tokens past m_live get zeros (what silu_mul_vec makes of their zero
+// pieces). A warp spends ~70 instructions per live token and step here, against ~320 for eight
+// elements per lane in silu_mul_vec whatever the live count.
+__device__ __forceinline__ Vec16 silu_mul_piece_shared(const Vec16& g, const Vec16& u, float limit, int m_live) {
+  const int lane = threadIdx.x & 31;
+  const int word = (lane & 7) >> 1, high = lane & 1;
+  const int gather = 8 * (lane & 3);  // the first lane holding this lane's elements
+  Vec16 out{{0u, 0u, 0u, 0u}};
+#pragma unroll 1
+  for (int m = 0; m < m_live; ++m) {  // warp-uniform
+    const int owner = 4 * m + (lane >> 3);
+    uint32_t gw[4], uw[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      gw[j] = __shfl_sync(0xffffffffu, g.w[j], owner);
+      uw[j] = __shfl_sync(0xffffffffu, u.w[j], owner);
+    }
+    const uint32_t gp = word == 0 ? gw[0] : word == 1 ? gw[1] : word == 2 ? gw[2] : gw[3];
+    const uint32_t up = word == 0 ? uw[0] : word == 1 ? uw[1] : word == 2 ? uw[2] : uw[3];
+    // bf16 -> f32 as unpack_f32<bf16> does it: the element's bits in the top half.
+    const float gf = __uint_as_float(high ? (gp & 0xFFFF0000u) : (gp << 16));
+    const float uf = __uint_as_float(high ? (up & 0xFFFF0000u) : (up << 16));
+    const bf16 y = from_f32<bf16>(silu_mul_f32(gf, uf, limit));
+    const uint32_t yb = *reinterpret_cast<const unsigned short*>(&y);
+    uint32_t e[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) e[i] = __shfl_sync(0xffffffffu, yb, gather + i);
+    if ((lane >> 2) == m) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) out.w[j] = e[2 * j] | (e[2 * j + 1] << 16);
+    }
+  }
+  return out;
+}
+
+// mma_group on x pieces formed by the fused activation of (gate, up) (kSilu): with NT = 1 and at
+// most kSiluShareMax live tokens each element once (silu_mul_piece_shared), else every lane its
+// own eight (silu_mul_vec). Each piece is formed right before its MMAs (forming the whole group
+// first took ptxas past 128 registers, and spilled, in the direct feed's two-CTA variants);
+// every accumulator sees the k steps in mma_group's order, so the sums are bit for bit
+// mma_group's on the activated x.
 template <int U, int RT, int NT>
 __device__ __forceinline__ void mma_group_silu(float (&acc)[RT][NT][4], const Vec16 (&v_w)[U][RT][2],
-                                               const Vec16 (&v_g)[U][NT], const Vec16 (&v_u)[U][NT], float limit) {
+                                               const Vec16 (&v_g)[U][NT], const Vec16 (&v_u)[U][NT], float limit,
+                                               int m_live) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const Vec16 xa = silu_mul_vec<bf16>(v_g[u][nt], v_u[u][nt], limit);
+      const Vec16 xa = NT == 1 && m_live <= kSiluShareMax
+                           ? silu_mul_piece_shared(v_g[u][nt], v_u[u][nt], limit, m_live)
+                           : silu_mul_vec<bf16>(v_g[u][nt], v_u[u][nt], limit);
 #pragma unroll
       for (int rt = 0; rt < RT; ++rt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], xa);
     }
@@ -467,7 +516,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
 #pragma unroll 1
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       if constexpr (kSilu) {
-        mma_group_silu<U, RT, NT>(acc, v_w, v_g, v_u, act_limit);
+        mma_group_silu<U, RT, NT>(acc, v_w, v_g, v_u, act_limit, min(p.m, 8 * NT));
       } else {
         mma_group<U, RT, NT>(acc, v_w, v_x);
       }
@@ -571,7 +620,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
       // Refill the stage consumed in the previous iteration.
       issue(gi + (kStages - 1) * p.warps_k, stage == 0 ? kStages - 1 : stage - 1);
       if constexpr (kSilu) {
-        mma_group_silu<U, RT, NT>(acc, v_w, v_x, v_u, act_limit);
+        mma_group_silu<U, RT, NT>(acc, v_w, v_x, v_u, act_limit, min(p.m, 8 * NT));
       } else {
         mma_group<U, RT, NT>(acc, v_w, v_x);
       }

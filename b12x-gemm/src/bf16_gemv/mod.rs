@@ -15,21 +15,22 @@
 //!   `act[m, k] = bf16(silu(min(g, L)) · clamp(u, −L, L))`, `g = x[m, k]`, `u = x[m, K + k]`,
 //!   formed where the kernel loads x's 16-byte piece (both halves read after the PDL wait, as x
 //!   is) by `silu_mul_vec` of `b12x/activation.cuh`, the very code `activation.silu_and_mul`
-//!   runs. So `y` is **bit for bit** that op (BF16 out, the same limit) followed by this GEMV with
+//!   runs (or element by element by `silu_mul_f32`, its loop body's operations). So `y` is **bit for bit** that op (BF16 out, the same limit) followed by this GEMV with
 //!   the same config (the fused id without `_silu`): the MMAs, merges, bias and rounding are
 //!   unchanged. Configs: the `mma` and `mmad` variants with NT = 1, instantiated again as
 //!   `…_silu` for BF16 output (6 entry points); no `tma`, `simt` or unaligned config. Hence bf16
 //!   x and y, `aligned`, K % 8 == 0 and `max_rows ≤ 8` (`validate` says which). Every warp
-//!   forms the activation of the pieces it reads (each row block recomputes it: an `expf` and
-//!   an IEEE division per element, ~40 SASS instructions, on the warp's issue slots while its W
-//!   streams; RT = 2 variants spend half as many per byte of W). **Not yet run on a GPU**
-//!   (session 39 had no device time left; `tests/gpu_bf16_gemv.rs` has its trials). Expect it
-//!   to be issue-bound: at the Qwen3-8B down projection (N 4096, K 12288, M = 1) the lanes of
-//!   absent tokens and every row block redo the same activations, ~16M warp instructions for
-//!   RT = 2 (~16 µs of the H200's issue slots against ~22 µs of W streaming). If it loses to
-//!   the separate op, the cheaper forms are one activation per element per warp (lanes share
-//!   them by shuffles: 8× fewer at M = 1) or the activation in the gate/up GEMV's epilogue
-//!   (gate and up rows interleaved so one lane holds both: no recomputation at all).
+//!   forms the activation of the pieces it reads, so each row block recomputes it (an `expf`
+//!   and an IEEE division per element, ~40 SASS instructions, on the warp's issue slots while
+//!   its W streams). With at most 4 live rows a warp forms each live element once (lane `L`
+//!   takes element `L` of a row's 32 per k step, by shuffles: ~70 instructions per live row and
+//!   step); with 5–8 every lane forms its own eight (~320 per step). RT = 2 variants spend half
+//!   as many per byte of W. **Not yet run on a GPU** (session 39 had no device time left;
+//!   `tests/gpu_bf16_gemv.rs` has its trials, M ∈ {1, 3, 8}: both forms). Estimated at the
+//!   Qwen3-8B down projection (N 4096, K 12288, RT = 2): ~4M warp instructions at M = 1 and
+//!   ~16M at M = 8 (the H200 issues ~1M per µs) against ~22 µs of W streaming — measure before
+//!   choosing it. The form that recomputes nothing is the activation in the gate/up GEMV's
+//!   epilogue (gate and up rows interleaved so that one lane holds both), not built.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so

@@ -60,6 +60,10 @@ pub enum Op {
     DownProj,
 }
 
+/// The down projection's index in [`Config::linear_shapes`] (the last linear): with
+/// [`LayerOptions::fuse_silu`] it reads `[gate | up]`.
+const DOWN: usize = 3;
+
 /// [`Op::ALL`] without [`Op::SiluAndMul`] ([`LayerOptions::fuse_silu`]).
 const FUSED_SILU_OPS: [Op; 8] =
     [Op::AddNorm1, Op::QkvProj, Op::RopeKvAppend, Op::Attention, Op::OProj, Op::AddNorm2, Op::GateUpProj, Op::DownProj];
@@ -161,8 +165,6 @@ impl Layer {
                 ),
             });
         }
-        // The down projection (the last linear) reads [gate | up] when the activation is fused.
-        let down = cfg.linear_shapes().len() - 1;
         let norm = rmsnorm::plan(
             &rmsnorm::Query { cols: cfg.hidden, dtype: DType::BF16, max_tokens: b, eps: cfg.eps, residual: true },
             dev,
@@ -181,7 +183,7 @@ impl Layer {
                         max_rows: b,
                         aligned: true,
                         pdl: options.pdl,
-                        x_act: if options.fuse_silu && i == down {
+                        x_act: if options.fuse_silu && i == DOWN {
                             bf16_gemv::XAct::SiluMul { limit: None }
                         } else {
                             bf16_gemv::XAct::None
@@ -371,9 +373,9 @@ impl Layer {
             Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], stream),
             Op::GateUpProj => self.linear(2, w, &st.h, &mut st.gate_up, b, &mut st.scratch[2], stream),
             Op::DownProj if self.act.is_none() => {
-                self.linear(3, w, &st.gate_up, &mut st.y, b, &mut st.scratch[3], stream)
+                self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], stream)
             }
-            Op::DownProj => self.linear(3, w, &st.act, &mut st.y, b, &mut st.scratch[3], stream),
+            Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], stream),
             Op::RopeKvAppend => {
                 let mut parts = TensorMut::from_slice(&mut st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
                 let v = parts.pop().ok_or_else(|| missing("v"))?.unflatten_last(&[hkv, d])?;
@@ -449,7 +451,7 @@ impl Layer {
         let (n, k) = self.cfg.linear_shapes()[i];
         let scratch = scratch_of(scratch);
         // The fused down projection reads [gate | up]: twice its K per row.
-        let x_cols = if i == 3 && self.act.is_none() { 2 * k } else { k };
+        let x_cols = if i == DOWN && self.act.is_none() { 2 * k } else { k };
         let (xv, yv) = (TensorRef::from_slice(x, &[b, x_cols])?, TensorMut::from_slice(y, &[b, n])?);
         match (&self.linears[i], &w.linears[i]) {
             (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) => {
