@@ -404,18 +404,33 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 same_bits(&format!("eager chain {again} [{id}]"), &bits, &eager)?;
             }
         }
-        let graph = session.capture(stream, |s| chain(s, &mut y1, &mut y2)).map_err(err)?;
-        for replay in 0..2 {
-            y1.poison(stream)?;
-            y2.poison(stream)?;
-            // SAFETY: every buffer the graph uses outlives it (dropped at the end of this scope).
-            unsafe { graph.launch() }.map_err(err)?;
-            stream.synchronize().map_err(err)?;
-            same_bits(&format!("replay {replay} [{id}]"), &y2.bits(stream)?, &eager)?;
-        }
-        drop(graph);
+        replays_equal_eager(&session, stream, &mut chain, &mut y1, &mut y2, &eager, &id)?;
         session.close();
     }
+    Ok(())
+}
+
+/// A PDL chain's tail check: `chain` captured as a graph and replayed twice with y1 and y2
+/// poisoned before each replay; y2 must equal the eager chains' bits.
+fn replays_equal_eager(
+    session: &PreparationSession,
+    stream: &Arc<CudaStream>,
+    chain: &mut impl FnMut(&Arc<CudaStream>, &mut FloatBuf, &mut FloatBuf) -> b12x_core::Result<()>,
+    y1: &mut FloatBuf,
+    y2: &mut FloatBuf,
+    eager: &[u32],
+    id: &str,
+) -> TrialResult {
+    let graph = session.capture(stream, |s| chain(s, y1, y2)).map_err(err)?;
+    for replay in 0..2 {
+        y1.poison(stream)?;
+        y2.poison(stream)?;
+        // SAFETY: every buffer the graph uses outlives it (dropped at the end of this function).
+        unsafe { graph.launch() }.map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        same_bits(&format!("replay {replay} [{id}]"), &y2.bits(stream)?, eager)?;
+    }
+    drop(graph);
     Ok(())
 }
 
@@ -766,16 +781,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                 same_bits(&format!("eager chain {again} [{id}]"), &bits, &eager)?;
             }
         }
-        let graph = session.capture(stream, |s| chain(s, &mut y1, &mut y2)).map_err(err)?;
-        for replay in 0..2 {
-            y1.poison(stream)?;
-            y2.poison(stream)?;
-            // SAFETY: every buffer the graph uses outlives it (dropped at the end of this scope).
-            unsafe { graph.launch() }.map_err(err)?;
-            stream.synchronize().map_err(err)?;
-            same_bits(&format!("replay {replay} [{id}]"), &y2.bits(stream)?, &eager)?;
-        }
-        drop(graph);
+        replays_equal_eager(&session, stream, &mut chain, &mut y1, &mut y2, &eager, &id)?;
         session.close();
     }
     Ok(())
