@@ -23,6 +23,8 @@
 // `read` is the project's read probe on the same byte count (the size-matched ceiling).
 //   cd bench/proto && nvcc -std=c++17 -O3 -arch=sm_90a -I../../b12x-core/include \
 //     -o /tmp/pstream paged_stream_proto.cu && /tmp/pstream
+// `clust` (PS_SHAPES runs): the split schedule in clusters of its S splits (up to the
+// non-portable 16) with a DSMEM merge stand-in, and the number of SMs the grid landed on.
 // `split8w`: the split schedule with 8 warps per CTA (grids of at most one CTA per SM).
 // `pagemaj`: the stream schedule over a page-major unit list (a page's KV heads consecutive).
 // PS_TRACE_ONLY=1 instead times the split schedule (S = 3 and 6) with per-CTA stamps, in the
@@ -42,6 +44,9 @@
 using b12x::Vec16;
 using b12x::bf16;
 #include "proto_common.cuh"
+#include "proto_launch.cuh"
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
 
 constexpr int P = 16, HKV = 8, D = 128, WARPS = 4;
 
@@ -165,6 +170,49 @@ __global__ void __launch_bounds__(32 * W) split_probe(const __grid_constant__ Ar
   if (acc == 0x12345678u) a.sink[0] = acc;
 }
 
+// The split schedule launched as clusters of its S splits (grid x = S = cluster x, up to the
+// non-portable 16), ending with a stand-in of the library's cluster merge: each CTA leaves a
+// 4-row x D f32 partial (2 KB) in its shared memory, one cluster barrier, each CTA sums its
+// 1/S share of the elements over every peer's partial through distributed shared memory, a
+// second barrier. Every CTA records its SM (g_sm) so the harness can count the SMs a grid used.
+__device__ unsigned g_sm[8192];
+template <int ES, int STAGES, int W = WARPS>
+__global__ void __launch_bounds__(32 * W) split_cluster_probe(const __grid_constant__ Args a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (threadIdx.x == 0) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    g_sm[cta] = sm;
+  }
+  const int b = blockIdx.z / HKV, g = blockIdx.z % HKV;
+  const int len = __ldg(a.seq_lens + b);
+  const int blocks = (len + P - 1) / P;
+  const int per = (blocks + a.splits - 1) / a.splits;
+  const int lo = blockIdx.x * per, hi = min(blocks, lo + per);
+  const int* pt = a.page_table + (size_t)b * a.max_pages;
+  unsigned acc = __ldg(reinterpret_cast<const unsigned*>(a.q + ((size_t)b * 32 + g * 4) * D * 2) + lane);
+  const int n = hi - lo > warp ? (hi - lo - warp + W - 1) / W : 0;
+  acc ^= stream_blocks<ES, STAGES>(a, smem + warp * STAGES * Ring<ES, STAGES>::kBlock, lane, n,
+                                   [&](int j, int& page, int& gg) {
+                                     page = __ldg(pt + lo + warp + j * W);
+                                     gg = g;
+                                   });
+  __syncthreads();  // the ring is free: the partial overlays it
+  cg::cluster_group cluster = cg::this_cluster();
+  float* part = reinterpret_cast<float*>(smem);
+  for (int i = threadIdx.x; i < 4 * D; i += blockDim.x) part[i] = (float)(acc ^ (unsigned)i);
+  cluster.sync();
+  const int S = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+  const int share = (4 * D + S - 1) / S;
+  float sum = 0.0f;
+  for (int e = rank * share + threadIdx.x; e < min(4 * D, (rank + 1) * share); e += blockDim.x)
+    for (int q = 0; q < S; ++q) sum += cluster.map_shared_rank(part, q)[e];
+  cluster.sync();  // no CTA leaves while a peer may read its shared memory
+  if (sum == 1.2345f) a.sink[0] = acc;
+}
+
 // stream C: grid C * SMs; CTA w takes units [w U / W, (w + 1) U / W) of the pair-major list
 // (kPageMajor: of the page-major list — unit u of request b is (block u / HKV, KV head u % HKV),
 // so consecutive units read one page's heads, 2 KB token rows read whole).
@@ -233,6 +281,31 @@ double run(cudaStream_t st, Args a, dim3 grid) {
   auto kern = kStream ? stream_probe<ES, STAGES, kPageMajor> : split_probe<ES, STAGES, false, W>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   return time_graph(st, [&] { kern<<<grid, 32 * W, smem, st>>>(a); }, 30);
+}
+
+// The cluster probe at S splits (cluster x = S); prints nothing, returns the median and the
+// number of distinct SMs the last sample's grid ran on (through `sms_used`).
+template <int ES, int STAGES, int W = WARPS>
+double run_cluster(cudaStream_t st, Args a, dim3 grid, int* sms_used) {
+  constexpr int smem = Ring<ES, STAGES, W>::kSmem;
+  auto kern = split_cluster_probe<ES, STAGES, W>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = launch_config(grid, dim3(32 * W), smem, st, true, grid.x, attr);
+  int clusters = 0;
+  CK(cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg));
+  if ((unsigned)clusters * grid.x < grid.x * grid.y * grid.z) {  // more than one wave: say so
+    printf("  (cluster %u, %d stages: only %d clusters fit at once)\n", grid.x, STAGES, clusters);
+  }
+  const double t = time_graph(st, [&] { CK(cudaLaunchKernelEx(&cfg, kern, a)); }, 30);
+  const int n = grid.x * grid.y * grid.z;
+  static unsigned h[8192];
+  CK(cudaMemcpyFromSymbol(h, g_sm, sizeof(unsigned) * n));
+  std::vector<unsigned> v(h, h + n);
+  std::sort(v.begin(), v.end());
+  *sms_used = (int)(std::unique(v.begin(), v.end()) - v.begin());
+  return t;
 }
 
 static double pct(std::vector<double> v, double q) {
@@ -337,6 +410,17 @@ void shape(cudaStream_t st, const cudaDeviceProp& prop, int B, int ctx) {
     if (pairs * S <= sms) {  // one CTA per SM at most: 8 warps (twice the blocks in flight)
       row("split8w", 2, S, run<ES, 2, false, false, 8>(st, a, dim3(S, 1, pairs)));
       row("split8w", 3, S, run<ES, 3, false, false, 8>(st, a, dim3(S, 1, pairs)));
+    }
+    // Clusters of the S splits with the DSMEM merge stand-in (PS_SHAPES runs only: the B = 1
+    // question), and the SMs the grid used (the library's B = 1 default is S = 8, 3 stages).
+    if (getenv("PS_SHAPES") && S >= 2 && S <= 16) {
+      int used = 0;
+      double t = run_cluster<ES, 2>(st, a, dim3(S, 1, pairs), &used);
+      row("clust", 2, S, t);
+      printf("      (%d SMs for %d CTAs)\n", used, S * pairs);
+      t = run_cluster<ES, 3>(st, a, dim3(S, 1, pairs), &used);
+      row("clust", 3, S, t);
+      printf("      (%d SMs for %d CTAs)\n", used, S * pairs);
     }
   }
   for (int c : {1, 2, 3, 4}) {
