@@ -137,18 +137,29 @@ __device__ __forceinline__ unsigned stream_blocks(const Args& a, uint8_t* ring, 
   return acc;
 }
 
+// Every CTA of the clustered split runs records its SM here (the harness counts the SMs a grid used).
+__device__ unsigned g_sm[8192];
+
 // split S: grid (S, 1, B * HKV). kTrace: stamps into g_tr. W warps per CTA.
-template <int ES, int STAGES, bool kTrace = false, int W = WARPS>
+// kCluster: launched as clusters of its S splits (grid x = S = cluster x, up to the non-portable
+// 16), ending with a stand-in of the library's cluster merge: each CTA leaves a 4-row x D f32
+// partial (2 KB) in its shared memory, one cluster barrier, each CTA sums its 1/S share of the
+// elements over every peer's partial through distributed shared memory, a second barrier; each
+// CTA's SM goes to g_sm.
+template <int ES, int STAGES, bool kTrace = false, int W = WARPS, bool kCluster = false>
 __global__ void __launch_bounds__(32 * W) split_probe(const __grid_constant__ Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (kTrace && threadIdx.x == 0) {
+  if ((kTrace || kCluster) && threadIdx.x == 0) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    g_tr[cta][0] = now_ns();
-    g_tr[cta][1] = g_tr[cta][2] = 0;
-    g_tr[cta][3] = sm;
+    if (kCluster) g_sm[cta] = sm;
+    if (kTrace) {
+      g_tr[cta][0] = now_ns();
+      g_tr[cta][1] = g_tr[cta][2] = 0;
+      g_tr[cta][3] = sm;
+    }
   }
   const int b = blockIdx.z / HKV, g = blockIdx.z % HKV;
   const int len = __ldg(a.seq_lens + b);
@@ -167,50 +178,21 @@ __global__ void __launch_bounds__(32 * W) split_probe(const __grid_constant__ Ar
     asm volatile("" ::"r"(acc));
     g_tr[cta][2] = now_ns();
   }
-  if (acc == 0x12345678u) a.sink[0] = acc;
-}
-
-// The split schedule launched as clusters of its S splits (grid x = S = cluster x, up to the
-// non-portable 16), ending with a stand-in of the library's cluster merge: each CTA leaves a
-// 4-row x D f32 partial (2 KB) in its shared memory, one cluster barrier, each CTA sums its
-// 1/S share of the elements over every peer's partial through distributed shared memory, a
-// second barrier. Every CTA records its SM (g_sm) so the harness can count the SMs a grid used.
-__device__ unsigned g_sm[8192];
-template <int ES, int STAGES, int W = WARPS>
-__global__ void __launch_bounds__(32 * W) split_cluster_probe(const __grid_constant__ Args a) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (threadIdx.x == 0) {
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    g_sm[cta] = sm;
+  if constexpr (kCluster) {
+    __syncthreads();  // the ring is free: the partial overlays it
+    cg::cluster_group cluster = cg::this_cluster();
+    float* part = reinterpret_cast<float*>(smem);
+    for (int i = threadIdx.x; i < 4 * D; i += blockDim.x) part[i] = (float)(acc ^ (unsigned)i);
+    cluster.sync();
+    const int S = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+    const int share = (4 * D + S - 1) / S;
+    float sum = 0.0f;
+    for (int e = rank * share + threadIdx.x; e < min(4 * D, (rank + 1) * share); e += blockDim.x)
+      for (int q = 0; q < S; ++q) sum += cluster.map_shared_rank(part, q)[e];
+    cluster.sync();  // no CTA leaves while a peer may read its shared memory
+    if (sum == 1.2345f) acc = 0x12345678u;
   }
-  const int b = blockIdx.z / HKV, g = blockIdx.z % HKV;
-  const int len = __ldg(a.seq_lens + b);
-  const int blocks = (len + P - 1) / P;
-  const int per = (blocks + a.splits - 1) / a.splits;
-  const int lo = blockIdx.x * per, hi = min(blocks, lo + per);
-  const int* pt = a.page_table + (size_t)b * a.max_pages;
-  unsigned acc = __ldg(reinterpret_cast<const unsigned*>(a.q + ((size_t)b * 32 + g * 4) * D * 2) + lane);
-  const int n = hi - lo > warp ? (hi - lo - warp + W - 1) / W : 0;
-  acc ^= stream_blocks<ES, STAGES>(a, smem + warp * STAGES * Ring<ES, STAGES>::kBlock, lane, n,
-                                   [&](int j, int& page, int& gg) {
-                                     page = __ldg(pt + lo + warp + j * W);
-                                     gg = g;
-                                   });
-  __syncthreads();  // the ring is free: the partial overlays it
-  cg::cluster_group cluster = cg::this_cluster();
-  float* part = reinterpret_cast<float*>(smem);
-  for (int i = threadIdx.x; i < 4 * D; i += blockDim.x) part[i] = (float)(acc ^ (unsigned)i);
-  cluster.sync();
-  const int S = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-  const int share = (4 * D + S - 1) / S;
-  float sum = 0.0f;
-  for (int e = rank * share + threadIdx.x; e < min(4 * D, (rank + 1) * share); e += blockDim.x)
-    for (int q = 0; q < S; ++q) sum += cluster.map_shared_rank(part, q)[e];
-  cluster.sync();  // no CTA leaves while a peer may read its shared memory
-  if (sum == 1.2345f) a.sink[0] = acc;
+  if (acc == 0x12345678u) a.sink[0] = acc;
 }
 
 // stream C: grid C * SMs; CTA w takes units [w U / W, (w + 1) U / W) of the pair-major list
@@ -288,7 +270,7 @@ double run(cudaStream_t st, Args a, dim3 grid) {
 template <int ES, int STAGES, int W = WARPS>
 double run_cluster(cudaStream_t st, Args a, dim3 grid, int* sms_used) {
   constexpr int smem = Ring<ES, STAGES, W>::kSmem;
-  auto kern = split_cluster_probe<ES, STAGES, W>;
+  auto kern = split_probe<ES, STAGES, false, W, true>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaLaunchAttribute attr;
