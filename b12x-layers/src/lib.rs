@@ -82,9 +82,11 @@
 //! instead of 8 in a cluster added 0.9–2.1 µs to the step, so the default stays.
 //!
 //! `LayerOptions::fuse_silu` (BF16, B ≤ 8) folds `activation.silu_and_mul` into the down
-//! projection's x load (`gemm.bf16_gemv`'s `XAct::SiluMul`): eight launches per step. **Not yet
-//! run on a GPU** (session 39 had no device time left): `tests/gpu_decoder_layer.rs` has its
-//! trials and the bench its `_fs` / `_pdl_fs` rows; measure before making it a default.
+//! projection's x load (`gemm.bf16_gemv`'s `XAct::SiluMul`): eight launches per step. Validated
+//! on the H200 (`tests/gpu_decoder_layer.rs`'s `fused_silu` trials, also under memcheck) and
+//! slower: B = 1 × 4k BF16 PDL step 136.88 µs against 116.42 without it (the down GEMV 35.65
+//! against 27.97 µs: each of its row blocks recomputes the activation;
+//! `bench-results/2026-12-04-h200-g/call1`), so it stays off by default.
 
 pub mod dense;
 pub mod reference;

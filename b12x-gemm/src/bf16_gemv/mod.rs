@@ -25,12 +25,15 @@
 //!   its W streams). With at most 4 live rows a warp forms each live element once (lane `L`
 //!   takes element `L` of a row's 32 per k step, by shuffles: ~70 instructions per live row and
 //!   step); with 5–8 every lane forms its own eight (~320 per step). RT = 2 variants spend half
-//!   as many per byte of W. **Not yet run on a GPU** (session 39 had no device time left;
-//!   `tests/gpu_bf16_gemv.rs` has its trials, M ∈ {1, 3, 8}: both forms). Estimated at the
-//!   Qwen3-8B down projection (N 4096, K 12288, RT = 2): ~4M warp instructions at M = 1 and
-//!   ~16M at M = 8 (the H200 issues ~1M per µs) against ~22 µs of W streaming — measure before
-//!   choosing it. The form that recomputes nothing is the activation in the gate/up GEMV's
-//!   epilogue (gate and up rows interleaved so that one lane holds both), not built.
+//!   as many per byte of W. Validated on the H200 (`tests/gpu_bf16_gemv.rs`, M ∈ {1, 3, 8}, both
+//!   forms, bit for bit, also under memcheck: `bench-results/2026-12-04-h200-g/call1`), and
+//!   **slower than the two launches it replaces**: the Qwen3-8B down projection (N 4096,
+//!   K 12288) at M = 1 took 35.65 µs fused against 27.97 µs plain (PDL, alone in a graph), and
+//!   the decoder layer's step 136.88 µs against 116.42 with `silu_and_mul` launched (which costs
+//!   ~1.8 µs there). The recomputation per row block, not the loads, is the cost. Keep it for
+//!   shapes with few row blocks; the form that recomputes nothing is the activation in the
+//!   gate/up GEMV's epilogue (gate and up rows interleaved so that one lane holds both), not
+//!   built.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so
@@ -142,7 +145,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional fused SwiGLU on x (M ≤ 8; its 6 `_silu` kernels not yet run on a GPU)",
+        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional fused SwiGLU on x (M ≤ 8; validated, slower than silu_and_mul + GEMV at the Qwen3-8B down projection)",
     }
 }
 
