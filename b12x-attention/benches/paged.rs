@@ -31,7 +31,8 @@
 //! cluster merge of the splits (to sweep them; the config column says which a row ran with);
 //! `B12X_PAGED_BATCHES=1,4` runs other batch sizes (no SDPA peer unless `peers.py` has them);
 //! `B12X_PAGED_PDL=1` plans every case with `PlanOptions::pdl` (the x8 rows then show what PDL
-//! hides between back-to-back calls).
+//! hides between back-to-back calls); `B12X_PAGED_WARPS=8` with the 8-warp decode variants
+//! (`PlanOptions::warps`, 8-row tiles only).
 //!
 //! Run: `cargo bench -p b12x-attention --bench paged` (rows go to `bench-results/paged.{json,md}`).
 
@@ -222,6 +223,10 @@ fn bench_case(
             stages: env_usize("B12X_PAGED_STAGES").filter(|s| query.stage_options().contains(s)),
             cluster_merge: env_usize("B12X_PAGED_CLUSTER").map(|v| v != 0),
             pdl: env_usize("B12X_PAGED_PDL").is_some_and(|v| v != 0),
+            // The wide variants exist for 8-row tiles only: other cases keep the default.
+            warps: env_usize("B12X_PAGED_WARPS")
+                .map(|w| w as u32)
+                .filter(|&w| w != paged::WIDE_WARPS || query.eight_row_tiles()),
         },
     )?;
     let mut session = PreparationSession::new(dev)?;

@@ -32,7 +32,8 @@
 //   arrive (arrive_tagged).
 //   Untrusted indices follow src/paging.rs: masked rows, fault bits.
 // Entry points: b12x_paged_{bf16,f16,bf16_e4m3}_d{64,96,128,256} (2-stage rings, 16-row
-//   tiles), ..._d{64,96,128}_s3 (3-stage rings), ..._d{64,96,128}[_s3]_n8 (8-row tiles, S^T = K Q^T).
+//   tiles), ..._d{64,96,128}_s3 (3-stage rings), ..._d{64,96,128}[_s3]_n8 (8-row tiles, S^T = K Q^T),
+//   ..._d{64,96,128}_s6_n8 (bf16/f16: 6-stage rings), ..._d{64,96,128}_s3_n8_w8 (8 warps per CTA).
 // Oracle: src/paged/reference.rs
 #include <stddef.h>
 
@@ -132,6 +133,9 @@ static_assert(PagedSmem<bf16, false, 96, 4, 2, true>::kBytes == 72800, "see Quer
 static_assert(PagedSmem<bf16, false, 256, 2, 2, false>::kBytes == 74112, "see Query::smem_bytes");
 static_assert(PagedSmem<bf16, false, 64, 4, 3, false>::kBytes == 51584, "see Query::smem_bytes");
 static_assert(PagedSmem<bf16, true, 128, 4, 2, false>::kBytes == 37760, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, false, 128, 8, 3, true>::kBytes == 205920, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, true, 128, 8, 3, true>::kBytes == 107616, "see Query::smem_bytes");
+static_assert(PagedSmem<bf16, false, 64, 8, 3, true>::kBytes == 103520, "see Query::smem_bytes");
 
 // o = 0 and lse = -inf for rows [r0, r1) of (token, head in group) of request rows row0.. and
 // KV head g (a masked request), or for whole packed rows (bad packing: g < 0).
@@ -1063,9 +1067,23 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   B12X_PAGED(NAME, T, false, 96, 4, 6, true, 1, _s6_n8)  \
   B12X_PAGED(NAME, T, false, 128, 4, 6, true, 1, _s6_n8)
 
+// 8-warp CTAs (`_w8`) on 3-stage 8-row (decode) tiles: twice the warps share a CTA's keys, each
+// with half the chain of blocks. For grids of at most one CTA per SM (decode at small B), where a
+// warp is bound by its own instruction chain, not by memory: ncu on the 4-warp B = 1 decode
+// tile found one warp per scheduler issuing every 5.2 cycles at 27% of DRAM bandwidth
+// (bench-results/2026-12-04-h200-g/call1). One CTA per SM (~201 KB of shared memory at
+// D = 128 BF16; too large for SM120's 99 KB, which the host refuses).
+#define B12X_PAGED_WIDE_D(NAME, T, E4M3)                      \
+  B12X_PAGED(NAME, T, E4M3, 64, 8, 3, true, 1, _s3_n8_w8)   \
+  B12X_PAGED(NAME, T, E4M3, 96, 8, 3, true, 1, _s3_n8_w8)   \
+  B12X_PAGED(NAME, T, E4M3, 128, 8, 3, true, 1, _s3_n8_w8)
+
 // 8-row E4M3 tiles fit 4 CTAs per SM on SM90 (shared memory allows 5; registers <= 128).
 B12X_PAGED_ALL_D(bf16, b12x::bf16, false, 2, 3)
 B12X_PAGED_ALL_D(f16, b12x::fp16, false, 2, 3)
 B12X_PAGED_DEEP_D(bf16, b12x::bf16)
 B12X_PAGED_DEEP_D(f16, b12x::fp16)
 B12X_PAGED_ALL_D(bf16_e4m3, b12x::bf16, true, 3, 4)
+B12X_PAGED_WIDE_D(bf16, b12x::bf16, false)
+B12X_PAGED_WIDE_D(f16, b12x::fp16, false)
+B12X_PAGED_WIDE_D(bf16_e4m3, b12x::bf16, true)

@@ -418,7 +418,7 @@ fn trials() -> Vec<GpuTrial> {
             for cap in 2..=paged::MAX_CLUSTER_SPLITS {
                 let with = |cluster| {
                     let options =
-                        PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), stages, pdl: false };
+                        PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), stages, pdl: false, warps: None };
                     paged::plan_with(&c.query(), dev, options).map_err(err)
                 };
                 let (cl, sc) = (with(true)?, with(false)?);
@@ -494,6 +494,7 @@ fn trials() -> Vec<GpuTrial> {
                     cluster_merge: Some(cluster),
                     stages: Some(paged::DEEP_STAGES),
                     pdl,
+                    warps: None,
                 };
                 let plan = paged::plan_with(&c.query(), dev, options).map_err(err)?;
                 check_plan(dev, &c, &plan).map_err(|e| format!("cap {cap} cluster {cluster} pdl {pdl}: {e}"))?;
@@ -501,6 +502,76 @@ fn trials() -> Vec<GpuTrial> {
             Ok(())
         }));
     }
+    // The 8-warp decode tiles (3-stage rings, D <= 128, every cache dtype): page-boundary and
+    // short lengths, each split cap merged in a cluster (2, 8) and through scratch (1, 8, 16),
+    // with and without PDL; a 2-token verify and a window with sinks.
+    for (name, gw) in [
+        ("llama3_8b", g),
+        ("llama3_8b_f16", Geo { q_dtype: DType::F16, kv_dtype: DType::F16, ..g }),
+        ("llama3_8b_e4m3", Geo { kv_dtype: DType::E4M3, ..g }),
+        ("d64_group8_sinks_window127", Geo { sinks: true, window: 127, ..geo(64, 8, 64, 16) }),
+        ("d96_group5", geo(40, 8, 96, 32)),
+    ] {
+        out.push(GpuTrial::new(format!("wide_w8::{name}"), move |dev| {
+            let p = gw.p as i32;
+            let c = case(gw, make_batch(&decode_reqs(big, p, false), gw.p, 25, 0), 25);
+            if !c.query().warp_options(3).contains(&paged::WIDE_WARPS) {
+                return Err("the case has no 8-warp variant".into());
+            }
+            for (cap, cluster, pdl) in
+                [(8, true, false), (2, true, true), (1, false, false), (8, false, true), (16, false, false)]
+            {
+                let options = PlanOptions {
+                    max_splits: Some(cap),
+                    cluster_merge: Some(cluster),
+                    pdl,
+                    warps: Some(paged::WIDE_WARPS),
+                    ..Default::default()
+                };
+                let plan = paged::plan_with(&c.query(), dev, options).map_err(err)?;
+                if (plan.stages(), plan.warps()) != (3, paged::WIDE_WARPS) {
+                    return Err(format!("planned {} stages, {} warps", plan.stages(), plan.warps()));
+                }
+                check_plan(dev, &c, &plan).map_err(|e| format!("cap {cap} cluster {cluster} pdl {pdl}: {e}"))?;
+            }
+            // B = 1 with a long context (the case the variants are for), default split cap.
+            let c = case(gw, make_batch(&[(8 * 1024 + 5, 1)], gw.p, 29, 0), 29);
+            for pdl in [false, true] {
+                let options = PlanOptions { pdl, warps: Some(paged::WIDE_WARPS), ..Default::default() };
+                check_plan(dev, &c, &paged::plan_with(&c.query(), dev, options).map_err(err)?)
+                    .map_err(|e| format!("B = 1 x 8k pdl {pdl}: {e}"))?;
+            }
+            if gw.hkv * 2 <= gw.h && gw.h / gw.hkv <= 4 {
+                // Two new tokens per request of group <= 4 still fit 8-row tiles.
+                let reqs = [(2 * p + 3, 2), (0, 0), (p, 2), (300, 2), (1, 1), (2, 2)];
+                let c = case(gw, make_batch(&reqs, gw.p, 26, 1), 26);
+                let options = PlanOptions { warps: Some(paged::WIDE_WARPS), ..Default::default() };
+                check_plan(dev, &c, &paged::plan_with(&c.query(), dev, options).map_err(err)?)
+                    .map_err(|e| format!("verify: {e}"))?;
+            }
+            Ok(())
+        }));
+    }
+    // The wide variants outside what they take are typed errors: 2- or 6-stage rings, 16-row
+    // tiles (a 4-token verify of group 4).
+    out.push(GpuTrial::new("wide_w8::errors", move |dev| {
+        let c = case(g, make_batch(&[(300, 1), (20, 1)], 16, 27, 0), 27);
+        for stages in [2, paged::DEEP_STAGES] {
+            let options = PlanOptions { stages: Some(stages), warps: Some(paged::WIDE_WARPS), ..Default::default() };
+            match paged::plan_with(&c.query(), dev, options) {
+                Err(Error::InvalidQuery { field: "warps", .. }) => {}
+                other => return Err(format!("{stages} stages: expected InvalidQuery, got {:?}", other.err())),
+            }
+        }
+        let c = case(g, make_batch(&[(300, 4), (20, 4)], 16, 28, 0), 28);
+        if c.query().eight_row_tiles() {
+            return Err("a 4-token verify of group 4 should take 16-row tiles".into());
+        }
+        match paged::plan_with(&c.query(), dev, PlanOptions { warps: Some(paged::WIDE_WARPS), ..Default::default() }) {
+            Err(Error::InvalidQuery { field: "warps", .. }) => Ok(()),
+            other => Err(format!("16-row tiles: expected InvalidQuery, got {:?}", other.err())),
+        }
+    }));
     // 8-row tiles holding several new tokens (a 2-token verify with group 4, causal among the
     // tokens; a 1-token window with sinks at group 8): every cache dtype, 2 and 3 stages.
     for (name, g8, reqs) in [

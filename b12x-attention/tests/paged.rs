@@ -2,7 +2,7 @@
 //! built manifest, and the oracle on hand-computed cases (one key, two keys, sinks, windows,
 //! causal extend rows, masked requests, bad page ids).
 
-use b12x_attention::paged::{pdl_places_evenly, reference, Query, DEEP_STAGES, HEAD_DIMS, MAX_CLUSTER_SPLITS};
+use b12x_attention::paged::{self, pdl_places_evenly, reference, Query, DEEP_STAGES, HEAD_DIMS, MAX_CLUSTER_SPLITS};
 use b12x_attention::paging::{HostBatch, FAULT_LENGTH, FAULT_PAGE_ID, FAULT_QUERY_LAYOUT};
 use b12x_core::testing::check_manifest;
 use b12x_core::{DType, Error};
@@ -71,6 +71,13 @@ fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
                         assert_eq!(query.ctas_per_sm(st, 227 * 1024), 1);
                     }
                     symbols.push(query.symbol(st));
+                    // The 8-warp decode variants: SM90 only, one CTA per SM.
+                    for &w in query.warp_options(st).iter().filter(|&&w| w == paged::WIDE_WARPS) {
+                        assert!(query.eight_row_tiles() && st == 3);
+                        assert_eq!(query.ctas_per_sm_for(st, w, 227 * 1024), 1, "{}", query.symbol_for(st, w));
+                        assert_eq!(query.ctas_per_sm_for(st, w, 99 * 1024), 0, "{}", query.symbol_for(st, w));
+                        symbols.push(query.symbol_for(st, w));
+                    }
                 }
             }
         }
@@ -82,9 +89,11 @@ fn symbols_are_built_for_every_arch_and_fit_sm120_shared_memory() {
     assert!(symbols.contains(&"b12x_paged_bf16_e4m3_d128_n8".to_string()));
     assert!(symbols.contains(&"b12x_paged_f16_d64_s3_n8".to_string()));
     assert!(symbols.contains(&"b12x_paged_bf16_d128_s6_n8".to_string()));
-    // Per dtype: 2 stages x 2 tile heights at D = 64, 96, 128, one variant at D = 256; plus the
-    // 6-stage decode rings of bf16 and f16 at D = 64, 96, 128.
-    assert_eq!(symbols.len(), 3 * (3 * 4 + 1) + 2 * 3);
+    assert!(symbols.contains(&"b12x_paged_bf16_e4m3_d96_s3_n8_w8".to_string()));
+    // Per dtype: 2 stages x 2 tile heights at D = 64, 96, 128, one variant at D = 256, the
+    // 8-warp 3-stage decode tiles at D = 64, 96, 128; plus the 6-stage decode rings of bf16 and
+    // f16 at D = 64, 96, 128.
+    assert_eq!(symbols.len(), 3 * (3 * 4 + 1 + 3) + 2 * 3);
     check_manifest(b12x_attention::KERNEL_MANIFEST, &symbols).unwrap();
 }
 
@@ -110,6 +119,21 @@ fn shared_memory_matches_the_kernels_layout() {
         assert_eq!(q.eight_row_tiles(), decode, "D {d}");
         assert_eq!(q.smem_bytes(stages), bytes, "{}", q.symbol(stages));
     }
+    // The 8-warp decode variants (paged.cu's static_asserts).
+    for (d, e4m3, bytes) in [(128, false, 205920), (128, true, 107616), (64, false, 103520)] {
+        let kv_dtype = if e4m3 { DType::E4M3 } else { DType::BF16 };
+        let q = Query { head_dim: d, kv_dtype, max_q_len: 1, ..query() };
+        assert_eq!(q.warp_options(3), &[4, paged::WIDE_WARPS]);
+        assert_eq!(q.smem_bytes_for(3, paged::WIDE_WARPS), bytes, "{}", q.symbol_for(3, paged::WIDE_WARPS));
+        assert!(q.symbol_for(3, paged::WIDE_WARPS).ends_with("_s3_n8_w8"));
+        assert_eq!(q.symbol_for(3, 4), q.symbol(3));
+        assert_eq!(q.ctas_per_sm_for(3, paged::WIDE_WARPS, 227 * 1024), 1);
+        // Too large for SM120's 99 KB per CTA: a plan asking for them there is refused.
+        assert_eq!(q.ctas_per_sm_for(3, paged::WIDE_WARPS, 99 * 1024), 0);
+    }
+    // Only 3-stage 8-row tiles have them.
+    assert_eq!(query().warp_options(2), &[4]);
+    assert_eq!(Query { max_q_len: 8, ..query() }.warp_options(3), &[4]);
 }
 
 #[test]

@@ -23,6 +23,8 @@
 //!   rings); the op rows time each op alone, where PDL has no predecessor to overlap.
 //! - `…_fs/…`, `…_pdl_fs/…` (B ≤ 8): `LayerOptions { fuse_silu: true }` — the down projection
 //!   reads `[gate | up]` and forms the activation itself: eight ops, no `silu_and_mul` row.
+//! - `…_w8/…`, `…_pdl_w8/…`, `…_pdl_s16_w8/…`: `attention_warps: Some(paged::WIDE_WARPS)` — the
+//!   attention's 8-warp decode tiles (3-stage rings, one CTA per SM).
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -60,8 +62,10 @@ fn main() -> Result<()> {
             pdl,
             attention_splits: splits,
             attention_stages: stages,
+            attention_warps: None,
             fuse_silu: false,
         };
+        let wide = |o: LayerOptions| LayerOptions { attention_warps: Some(paged::WIDE_WARPS), ..o };
         let fused = |o: LayerOptions| LayerOptions { fuse_silu: true, ..o };
         let deep = Some(paged::DEEP_STAGES);
         let variants: Vec<(&str, LayerOptions)> = if format == WeightFormat::Bf16 {
@@ -76,6 +80,9 @@ fn main() -> Result<()> {
                 ("_pdl_s8_r6", opts(true, Some(8), deep)),
                 ("_pdl_s16", opts(true, Some(16), None)),
                 ("_pdl_s16_r6", opts(true, Some(16), deep)),
+                ("_w8", wide(opts(false, None, None))),
+                ("_pdl_w8", wide(opts(true, None, None))),
+                ("_pdl_s16_w8", wide(opts(true, Some(16), None))),
             ]
         } else {
             vec![("", opts(false, None, None)), ("_pdl_s8", opts(true, Some(8), None))]

@@ -7,7 +7,8 @@
 //! was resolved after `freeze()` (every plan's selections are the ones `freeze()` saw, the device
 //! frozen throughout; a resolution would also have been `KernelResolutionFrozen`).
 //! The layer also runs with `LayerOptions { pdl: true }` (BF16), with 8 attention splits (every
-//! format) and with `fuse_silu` (BF16, B ≤ 8, plain and PDL; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! format), with `fuse_silu` (BF16, B ≤ 8, plain and PDL; and its typed errors) and with the
+//! attention's 8-warp decode tiles (BF16, B ≤ 8, plain and PDL). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::Error;
@@ -83,6 +84,16 @@ fn main() {
             let name = format!("qwen3_8b::bf16_fused_silu{}::b{b}", if pdl { "_pdl" } else { "" });
             trials.push(GpuTrial::new(name, move |dev| {
                 check(dev, WeightFormat::Bf16, LayerOptions { pdl, fuse_silu: true, ..Default::default() }, b)
+            }));
+        }
+    }
+    // The attention's 8-warp decode tiles (B <= 8 takes 8-row tiles), with and without PDL.
+    for &b in batches.iter().filter(|&&b| b <= 8) {
+        for pdl in [false, true] {
+            let name = format!("qwen3_8b::bf16_attention_w8{}::b{b}", if pdl { "_pdl" } else { "" });
+            trials.push(GpuTrial::new(name, move |dev| {
+                let options = LayerOptions { pdl, attention_warps: Some(b12x_attention::paged::WIDE_WARPS), ..Default::default() };
+                check(dev, WeightFormat::Bf16, options, b)
             }));
         }
     }

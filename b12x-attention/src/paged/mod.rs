@@ -118,6 +118,9 @@ pub const MIN_CHUNK: usize = 256;
 pub const MAX_SPLITS: usize = 64;
 /// The deep ring variant's depth (`_s6_n8`: BF16/FP16 decode tiles, one CTA per SM).
 pub const DEEP_STAGES: usize = 6;
+/// Warps per CTA of the wide decode variants (`_s3_n8_w8`: 8-row tiles, 3-stage rings, D ≤ 128,
+/// every cache dtype; one CTA per SM at D = 128 BF16/FP16): see [`PlanOptions::warps`].
+pub const WIDE_WARPS: u32 = 8;
 /// Most splits the cluster merge takes (`kMaxClusterSplits`: the portable cluster size).
 pub const MAX_CLUSTER_SPLITS: usize = 8;
 /// Capacity context (keys per request, `max_pages · P`) from which small batches keep the
@@ -262,8 +265,8 @@ impl Query {
             TILE_ROWS
         }
     }
-    /// Warps per CTA (`WARPS` of the kernel variant).
-    fn warps(&self) -> u32 {
+    /// Warps per CTA of the base variants (`WARPS`): 2 at D = 256, else 4.
+    pub fn base_warps(&self) -> u32 {
         if self.head_dim == 256 {
             2
         } else {
@@ -271,11 +274,28 @@ impl Query {
         }
     }
 
-    /// Dynamic shared memory of the kernel variant with `stages`-deep rings
+    /// Warps per CTA with a kernel at ring depth `stages`: the base count, and [`WIDE_WARPS`] for
+    /// 3-stage 8-row tiles (D ≤ 128).
+    pub fn warp_options(&self, stages: usize) -> &'static [u32] {
+        if self.eight_row_tiles() && stages == 3 {
+            &[4, WIDE_WARPS]
+        } else if self.head_dim == 256 {
+            &[2]
+        } else {
+            &[4]
+        }
+    }
+
+    /// Dynamic shared memory of the base kernel variant with `stages`-deep rings
     /// (`PagedSmem::kBytes`).
     pub fn smem_bytes(&self, stages: usize) -> u32 {
+        self.smem_bytes_for(stages, self.base_warps())
+    }
+
+    /// Dynamic shared memory of the variant with `stages`-deep rings and `warps` warps per CTA.
+    pub fn smem_bytes_for(&self, stages: usize, warps: u32) -> u32 {
         let d = self.head_dim;
-        let warps = self.warps() as usize;
+        let warps = warps as usize;
         let tile = 16 * (d + 8) * 2;
         let es = if self.e4m3() { 1 } else { 2 };
         let ring_tile = 16 * (d * es).div_ceil(128) * 128;
@@ -290,13 +310,20 @@ impl Query {
         (tile + (warps * per_warp).max(merge) + 16 * 2 * 4 + recv) as u32
     }
 
-    /// The kernel symbol of the variant with `stages`-deep rings, e.g. `b12x_paged_bf16_e4m3_d128`
-    /// (2 stages) or `b12x_paged_bf16_d128_s3`.
+    /// The kernel symbol of the base variant with `stages`-deep rings, e.g.
+    /// `b12x_paged_bf16_e4m3_d128` (2 stages) or `b12x_paged_bf16_d128_s3`.
     pub fn symbol(&self, stages: usize) -> String {
+        self.symbol_for(stages, self.base_warps())
+    }
+
+    /// The kernel symbol with `stages`-deep rings and `warps` warps per CTA (one of
+    /// [`Query::warp_options`]), e.g. `b12x_paged_bf16_d128_s3_n8_w8`.
+    pub fn symbol_for(&self, stages: usize, warps: u32) -> String {
         let kv = if self.e4m3() { "_e4m3" } else { "" };
         let s = if stages > 2 { format!("_s{stages}") } else { String::new() };
         let n8 = if self.eight_row_tiles() { "_n8" } else { "" };
-        format!("b12x_paged_{}{kv}_d{}{s}{n8}", self.q_dtype.name(), self.head_dim)
+        let w = if warps != self.base_warps() { format!("_w{warps}") } else { String::new() };
+        format!("b12x_paged_{}{kv}_d{}{s}{n8}{w}", self.q_dtype.name(), self.head_dim)
     }
 
     /// Ring depths with a kernel: 2 for every head dim, 3 for D ≤ 128, and 6 for BF16/FP16
@@ -318,11 +345,17 @@ impl Query {
     /// rings; 4 for 2-stage E4M3 rings on 8-row tiles; 1 for the 6-stage rings). 0 when one CTA
     /// does not fit.
     pub fn ctas_per_sm(&self, stages: usize, smem_optin: u32) -> usize {
-        let smem = self.smem_bytes(stages);
+        self.ctas_per_sm_for(stages, self.base_warps(), smem_optin)
+    }
+
+    /// [`Query::ctas_per_sm`] of the variant with `warps` warps per CTA (the wide variants'
+    /// register budget is for one CTA per SM).
+    pub fn ctas_per_sm_for(&self, stages: usize, warps: u32, smem_optin: u32) -> usize {
+        let smem = self.smem_bytes_for(stages, warps);
         if smem > smem_optin {
             return 0;
         }
-        let regs = if stages == DEEP_STAGES {
+        let regs = if stages == DEEP_STAGES || warps == WIDE_WARPS {
             1
         } else if self.head_dim == 256 || (stages == 3 && !self.e4m3()) {
             2
@@ -406,6 +439,14 @@ impl Query {
                 .unwrap_or(base),
             _ => base,
         }
+    }
+
+    /// The warps per CTA a plan takes at ring depth `stages` without [`PlanOptions::warps`]:
+    /// the base count ([`Query::base_warps`]) for now — the wide variants are an option until
+    /// they are measured in the decode step.
+    pub fn default_warps(&self, stages: usize, sm_count: u32, smem_optin: u32, clusters: bool) -> u32 {
+        let _ = (stages, sm_count, smem_optin, clusters);
+        self.base_warps()
     }
 
     /// The one-wave split cap for `sm_count` SMs (3 CTAs per SM), merged through scratch (a
@@ -597,6 +638,7 @@ pub struct Plan {
     buckets: Vec<Bucket>,
     max_splits: usize,
     stages: usize,
+    warps: u32,
     cluster_merge: bool,
     pdl: bool,
     scratch: ScratchLayout,
@@ -651,6 +693,12 @@ pub struct PlanOptions {
     /// (`gemm.bf16_gemv` has its flag in its `Query` because a PDL plan races chains of PDL
     /// calls and caches its choice under its own key; this op's choices do not depend on it.)
     pub pdl: bool,
+    /// Warps per CTA, one of [`Query::warp_options`] at the plan's ring depth: [`WIDE_WARPS`]
+    /// takes the `_s3_n8_w8` variants (8-row decode tiles, D ≤ 128; without `stages` the plan
+    /// then takes 3-stage rings), whose 8 warps split a CTA's keys so each walks half the chain
+    /// of blocks — for grids of at most one CTA per SM, where the 4-warp tile's warps are bound
+    /// by their own instruction chains. Default [`Query::default_warps`].
+    pub warps: Option<u32>,
 }
 
 /// Whether a call launched with PDL while another call of the same one-wave grid (`grid` CTAs
@@ -679,7 +727,9 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     let optin = device.smem_optin();
     let clusters = device.cc().0 >= 9;
     let stages = options.stages.unwrap_or_else(|| {
-        if options.pdl && options.max_splits.is_none() {
+        if options.warps == Some(WIDE_WARPS) {
+            3
+        } else if options.pdl && options.max_splits.is_none() {
             query.pdl_default_stages(device.sm_count(), optin, clusters)
         } else {
             query.default_stages(device.sm_count(), optin)
@@ -692,14 +742,30 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             reason: format!("must be one of {:?} at D = {}, got {stages}", query.stage_options(), query.head_dim),
         });
     }
-    let ctas = query.ctas_per_sm(stages, optin);
+    let warps = match options.warps {
+        Some(w) => w,
+        None => query.default_warps(stages, device.sm_count(), optin, clusters && options.cluster_merge != Some(false)),
+    };
+    if !query.warp_options(stages).contains(&warps) {
+        return Err(Error::InvalidQuery {
+            op: OP,
+            field: "warps",
+            reason: format!(
+                "must be one of {:?} with {stages}-stage rings at D = {} ({}-row tiles), got {warps}",
+                query.warp_options(stages),
+                query.head_dim,
+                query.tile_rows()
+            ),
+        });
+    }
+    let ctas = query.ctas_per_sm_for(stages, warps, optin);
     if ctas == 0 {
         return Err(Error::Unsupported {
             op: OP,
             device: device.name().to_string(),
             reason: format!(
-                "the {stages}-stage variant needs {} bytes of shared memory per CTA, the device has {optin}",
-                query.smem_bytes(stages)
+                "the {stages}-stage {warps}-warp variant needs {} bytes of shared memory per CTA, the device has {optin}",
+                query.smem_bytes_for(stages, warps)
             ),
         });
     }
@@ -746,6 +812,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
         buckets,
         max_splits,
         stages,
+        warps,
         cluster_merge,
         pdl: options.pdl,
         scratch,
@@ -764,6 +831,10 @@ impl Plan {
     /// Depth of each warp's ring of 16-key blocks (the kernel variant).
     pub fn stages(&self) -> usize {
         self.stages
+    }
+    /// Warps per CTA (the kernel variant; see [`PlanOptions::warps`]).
+    pub fn warps(&self) -> u32 {
+        self.warps
     }
     /// Whether split partials merge through distributed shared memory (see
     /// [`PlanOptions::cluster_merge`]).
@@ -863,12 +934,13 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     if plan.pdl {
         params.flags |= params::FLAG_PDL;
     }
-    launch(&plan.query, plan.stages, plan.cluster_x(), &selected, &params, stream)
+    launch(&plan.query, plan.stages, plan.warps, plan.cluster_x(), &selected, &params, stream)
 }
 
 fn launch(
     q: &Query,
     stages: usize,
+    warps: u32,
     cluster_x: u32,
     selected: &Selected,
     p: &PagedParams,
@@ -881,8 +953,8 @@ fn launch(
     })?;
     let dims = LaunchDims {
         grid: (p.max_splits as u32, p.tiles as u32, (p.batch * p.kv_heads) as u32),
-        block: (32 * q.warps(), 1, 1),
-        smem_bytes: q.smem_bytes(stages),
+        block: (32 * warps, 1, 1),
+        smem_bytes: q.smem_bytes_for(stages, warps),
     };
     // SAFETY: PagedParams mirrors the kernel's struct (asserted on both sides) and passed
     // `Query::kernel_params`; the scratch regions were bound at the plan's sizes (grid x =
@@ -932,13 +1004,13 @@ impl OpPlan for Plan {
     }
     fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
         if config_index == 0 {
-            vec![self.query.symbol(self.stages)]
+            vec![self.query.symbol_for(self.stages, self.warps)]
         } else {
             Vec::new()
         }
     }
     fn dynamic_smem(&self, _bucket: usize, _config_index: usize) -> u32 {
-        self.query.smem_bytes(self.stages)
+        self.query.smem_bytes_for(self.stages, self.warps)
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot
@@ -996,6 +1068,7 @@ impl OpPlan for Plan {
         Ok(Box::new(RaceCase {
             query: q.clone(),
             stages: self.stages,
+            warps: self.warps,
             cluster_x: self.cluster_x(),
             params,
             _buffer: race,
@@ -1007,6 +1080,7 @@ impl OpPlan for Plan {
 struct RaceCase {
     query: Query,
     stages: usize,
+    warps: u32,
     cluster_x: u32,
     params: PagedParams,
     _buffer: RaceBuffer,
@@ -1014,6 +1088,6 @@ struct RaceCase {
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(&self.query, self.stages, self.cluster_x, selected, &self.params, stream)
+        launch(&self.query, self.stages, self.warps, self.cluster_x, selected, &self.params, stream)
     }
 }

@@ -115,6 +115,9 @@ pub struct LayerOptions {
     /// `attention.paged`'s ring depth (`PlanOptions::stages`; `None`: the op's default), e.g.
     /// `Some(paged::DEEP_STAGES)` for the 6-stage decode rings.
     pub attention_stages: Option<usize>,
+    /// `attention.paged`'s warps per CTA (`PlanOptions::warps`; `None`: the op's default), e.g.
+    /// `Some(paged::WIDE_WARPS)` for the 8-warp decode tiles.
+    pub attention_warps: Option<u32>,
     /// Fold `activation.silu_and_mul` into the down projection's x load
     /// (`bf16_gemv::XAct::SiluMul`: the GEMV reads `[gate | up]` and forms `silu(g) · u` as the
     /// op would, the same bf16 values): the step launches eight ops ([`Layer::ops`]) and never
@@ -264,6 +267,7 @@ impl Layer {
                 pdl: options.pdl,
                 max_splits: options.attention_splits,
                 stages: options.attention_stages,
+                warps: options.attention_warps,
                 ..Default::default()
             },
         )?;
