@@ -323,3 +323,29 @@ fn a_row_without_keys_is_zero_with_the_sink_as_lse() {
     let out = tiny(&[1], &[0, 1], &[-1, 0, 0, 0], -1, None, &[0.0, 0.0]);
     assert_eq!(out.lse[0], f64::NEG_INFINITY);
 }
+
+#[test]
+fn wide_default_rule() {
+    let (sms, sm90, sm120) = (132, 227 * 1024, 99 * 1024);
+    // query(): 8 KV heads, decode, group 4 (8-row tiles).
+    let at = |max_batch: usize, ctx: usize, kv_dtype: DType| Query {
+        max_batch,
+        max_tokens: max_batch,
+        max_pages: ctx / 16,
+        page_size: 16,
+        num_pages: max_batch * ctx / 16 + 8,
+        kv_dtype,
+        ..query()
+    };
+    // B = 1 and 8: long BF16 contexts and every E4M3 one; not BF16 below 4k.
+    assert!(at(1, 4096, DType::BF16).wide_default(sms, sm90));
+    assert!(at(8, 8192, DType::BF16).wide_default(sms, sm90));
+    assert!(!at(1, 2048, DType::BF16).wide_default(sms, sm90));
+    assert!(!at(8, 2048, DType::BF16).wide_default(sms, sm90));
+    assert!(at(1, 2048, DType::E4M3).wide_default(sms, sm90));
+    // More (request, KV head) pairs than SMs, 16-row tiles, SM120: never.
+    assert!(!at(32, 8192, DType::BF16).wide_default(sms, sm90));
+    assert!(!Query { max_q_len: 8, ..at(1, 8192, DType::BF16) }.wide_default(sms, sm90));
+    assert!(!at(1, 8192, DType::BF16).wide_default(sms, sm120));
+    assert!(!at(1, 8192, DType::E4M3).wide_default(sms, sm120));
+}

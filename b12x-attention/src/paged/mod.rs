@@ -41,8 +41,12 @@
 //!   Each warp streams 16-key blocks through a 2- or 3-stage `cp.async` ring
 //!   ([`Plan::stages`], [`Query::default_stages`]); E4M3 codes are converted to f16 in registers.
 //!   Tiles of at most 8 rows (decode with a group ≤ 8, D ≤ 128) compute `S^T = K Q^T` with the
-//!   keys as the MMA's M ([`Query::eight_row_tiles`]): half the MMAs and accumulators.
-//!   [`plan_with`] overrides the split cap and the ring depth (for tuning tools and benchmarks).
+//!   keys as the MMA's M ([`Query::eight_row_tiles`]): half the MMAs and accumulators. Their
+//!   8-warp variants (3-stage rings, [`WIDE_WARPS`]: each warp walks half the chain of blocks)
+//!   are the default for decode grids of at most one CTA per SM with long contexts or E4M3
+//!   caches ([`Query::wide_default`]; SM90 only, one CTA per SM).
+//!   [`plan_with`] overrides the split cap, the ring depth and the warps (for tuning tools and
+//!   benchmarks).
 //!   Stale cache slots past a request's length (on its last page) may hold anything, NaN
 //!   included: they are read as zeros.
 //!
@@ -107,7 +111,7 @@ use std::sync::Arc;
 pub const OP: &str = "attention.paged";
 /// What the kernel does, in one line (for docs and `cargo xtask ops`).
 pub const KERNEL_NOTE: &str =
-    "split-KV mma.sync (S^T = K Q^T on 8-row decode tiles), 16-key blocks per warp through a 2- or 3-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs; splits merged in a cluster through DSMEM (<= 8) or through scratch";
+    "split-KV mma.sync (S^T = K Q^T on 8-row decode tiles, 4 or 8 warps), 16-key blocks per warp through a 2- or 3-stage cp.async ring; E4M3 KV converted to f16 in registers, f16 MMAs; splits merged in a cluster through DSMEM (<= 8) or through scratch";
 /// Head dims with a kernel.
 pub const HEAD_DIMS: [usize; 4] = [64, 96, 128, 256];
 /// Page sizes the plan accepts.
@@ -121,6 +125,9 @@ pub const DEEP_STAGES: usize = 6;
 /// Warps per CTA of the wide decode variants (`_s3_n8_w8`: 8-row tiles, 3-stage rings, D ≤ 128,
 /// every cache dtype; one CTA per SM at D = 128 BF16/FP16): see [`PlanOptions::warps`].
 pub const WIDE_WARPS: u32 = 8;
+/// Context capacity (`max_pages · page_size`) from which BF16/FP16 decode plans take the 8-warp
+/// variant by default ([`Query::wide_default`]).
+pub const WIDE_MIN_CONTEXT: usize = 4096;
 /// Most splits the cluster merge takes (`kMaxClusterSplits`: the portable cluster size).
 pub const MAX_CLUSTER_SPLITS: usize = 8;
 /// Capacity context (keys per request, `max_pages · P`) from which small batches keep the
@@ -441,12 +448,21 @@ impl Query {
         }
     }
 
-    /// The warps per CTA a plan takes at ring depth `stages` without [`PlanOptions::warps`]:
-    /// the base count ([`Query::base_warps`]) for now — the wide variants are an option until
-    /// they are measured in the decode step.
-    pub fn default_warps(&self, stages: usize, sm_count: u32, smem_optin: u32, clusters: bool) -> u32 {
-        let _ = (stages, sm_count, smem_optin, clusters);
-        self.base_warps()
+    /// Whether a plan without a `stages` or `warps` override takes the 8-warp decode variant
+    /// (3-stage rings, [`WIDE_WARPS`]): 8-row tiles where the variant fits (one CTA per SM;
+    /// never on SM120), at most one (request, KV head, tile) triple per SM (its grid is one wave
+    /// of single CTAs, the splits filling the machine), and either an E4M3 cache or a capacity of
+    /// at least [`WIDE_MIN_CONTEXT`] tokens per request (each warp's chain of blocks long enough
+    /// to gain from halving it). Measured on the H200, PDL, 8 calls per graph, µs per call,
+    /// 4 warps (the plan's previous default) against 8 (`bench-results/2026-12-04-h200-g/call2`):
+    /// B = 1 × 2k / 8k / 32k BF16 6.65 / 15.82 / 39.91 against 7.01 / 13.81 / 37.63, E4M3 6.92 /
+    /// 15.82 / 36.96 against 6.34 / 11.71 / 25.36; B = 8 × 2k / 8k BF16 19.09 / 63.55 against
+    /// 18.81 / 63.82, E4M3 13.67 / 40.13 against 13.10 / 36.74. (Hence not BF16 at 2k.)
+    pub fn wide_default(&self, sm_count: u32, smem_optin: u32) -> bool {
+        self.warp_options(3).contains(&WIDE_WARPS)
+            && self.ctas_per_sm_for(3, WIDE_WARPS, smem_optin) > 0
+            && self.tile_slots() <= sm_count as usize
+            && (self.e4m3() || self.max_pages * self.page_size >= WIDE_MIN_CONTEXT)
     }
 
     /// The one-wave split cap for `sm_count` SMs (3 CTAs per SM), merged through scratch (a
@@ -658,7 +674,9 @@ pub struct PlanOptions {
     /// it); default from [`Query::split_choice`] for the variant.
     pub max_splits: Option<usize>,
     /// Depth of each warp's ring of 16-key blocks, one of [`Query::stage_options`], and the
-    /// variant must fit the device's shared memory; default [`Query::default_stages`].
+    /// variant must fit the device's shared memory; default 3 with the 8-warp variant
+    /// ([`Query::wide_default`]), else [`Query::pdl_default_stages`] for PDL plans without a split
+    /// cap, else [`Query::default_stages`].
     pub stages: Option<usize>,
     /// Whether a request's splits merge through distributed shared memory (`true`: the splits
     /// of one (request, KV head, tile) launch as one thread block cluster) or through the
@@ -697,7 +715,8 @@ pub struct PlanOptions {
     /// takes the `_s3_n8_w8` variants (8-row decode tiles, D ≤ 128; without `stages` the plan
     /// then takes 3-stage rings), whose 8 warps split a CTA's keys so each walks half the chain
     /// of blocks — for grids of at most one CTA per SM, where the 4-warp tile's warps are bound
-    /// by their own instruction chains. Default [`Query::default_warps`].
+    /// by their own instruction chains. Default: [`WIDE_WARPS`] where [`Query::wide_default`]
+    /// says (only when `stages` is not given either), else [`Query::base_warps`].
     pub warps: Option<u32>,
 }
 
@@ -726,8 +745,10 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     query.validate()?;
     let optin = device.smem_optin();
     let clusters = device.cc().0 >= 9;
+    // The 8-warp decode variant by default where it gains (without a stages or warps override).
+    let wide = options.stages.is_none() && options.warps.is_none() && query.wide_default(device.sm_count(), optin);
     let stages = options.stages.unwrap_or_else(|| {
-        if options.warps == Some(WIDE_WARPS) {
+        if wide || options.warps == Some(WIDE_WARPS) {
             3
         } else if options.pdl && options.max_splits.is_none() {
             query.pdl_default_stages(device.sm_count(), optin, clusters)
@@ -742,10 +763,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             reason: format!("must be one of {:?} at D = {}, got {stages}", query.stage_options(), query.head_dim),
         });
     }
-    let warps = match options.warps {
-        Some(w) => w,
-        None => query.default_warps(stages, device.sm_count(), optin, clusters && options.cluster_merge != Some(false)),
-    };
+    let warps = options.warps.unwrap_or(if wide { WIDE_WARPS } else { query.base_warps() });
     if !query.warp_options(stages).contains(&warps) {
         return Err(Error::InvalidQuery {
             op: OP,
