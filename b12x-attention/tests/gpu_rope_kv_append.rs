@@ -484,6 +484,7 @@ fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo) -> TrialResult {
         aligned: true,
         pdl,
         x_act: bf16_gemv::XAct::None,
+        y_act: bf16_gemv::YAct::None,
     };
     let (copy, copy_pdl) =
         (bf16_gemv::plan(&gq(false), dev).map_err(err)?, bf16_gemv::plan(&gq(true), dev).map_err(err)?);

@@ -32,7 +32,7 @@ use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{cast, gpu, uniform};
 use b12x_core::{DType, Device, OpPlan, PreparationSession, Result, Scratch, TensorMut, TensorRef, SCRATCH_ALIGN};
-use b12x_gemm::bf16_gemv::{self, reference, Args, Query, XAct};
+use b12x_gemm::bf16_gemv::{self, reference, Args, Query, XAct, YAct};
 use std::sync::Arc;
 
 const ROWS: [usize; 5] = [1, 2, 4, 8, 16];
@@ -155,6 +155,7 @@ fn bench_shape(
         aligned: true,
         pdl,
         x_act: XAct::None,
+        y_act: YAct::None,
     };
     let plan = bf16_gemv::plan(&q, dev)?;
     let scratch_bytes = plan.scratch_layout().total_bytes();

@@ -64,9 +64,13 @@ struct Bf16GemvParams {
   int warps_r;           // warps of a CTA along N; blockDim.x == 32 * warps_k * warps_r
   int n_pad;             // gridDim.x * rows per CTA (row stride of partials)
   int m_pad;             // token capacity of partials (>= m)
-  int flags;             // bit 0 (kBiasF32): bias is f32, else bf16; bit 1 (kPdl): launched with PDL
+  int flags;             // bit 0 (kBiasF32): bias is f32, else bf16; bit 1 (kPdl): launched with PDL;
+                         //   bit 2 (kYSilu): the SwiGLU epilogue (below)
+  float y_limit;         // kYSilu: the swiglu limit L (finite, > 0), or +inf for none
+  int reserved;          // zero; pads the struct to a multiple of 8 bytes
 };
-static_assert(sizeof(Bf16GemvParams) == 112, "mirror of params.rs");
+static_assert(sizeof(Bf16GemvParams) == 120, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvParams, y_limit) == 112, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, bias) == 16, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, partials) == 32, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, counters) == 40, "mirror of params.rs");
@@ -83,6 +87,13 @@ static_assert(offsetof(Bf16GemvParams, m_pad) == 104, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvParams, flags) == 108, "mirror of params.rs");
 constexpr int kBiasF32 = 1;
 constexpr int kPdl = 2;
+// SwiGLU epilogue: W's rows come in 16-row groups of 8 gate rows then the 8 matching up rows
+// (group j: gate rows 8j..8j+7, up rows 8j..8j+7 of the MLP), and y is [M, N/2]:
+// y[m, 8j+i] = silu_mul_f32(bf16(g), bf16(u), y_limit) rounded to TOut, g and u the finished
+// (bias-added) sums of rows 16j+i and 16j+8+i — what this GEMV would store for them (bf16 y),
+// then activation.silu_and_mul. Every path that finishes a 16-row tile finishes both halves
+// in one thread (MMA fragment rows g and g+8; the shared-memory tiles' rows r, r+8).
+constexpr int kYSilu = 4;
 
 // Parameters of the fused-activation entry points (`b12x_bf16_gemv_*_silu_*`): the plain ones,
 // with x [M, 2K] bf16 = [gate | up] (row stride ldx >= 2K; k stays K), plus the swiglu limit.
@@ -92,9 +103,9 @@ struct Bf16GemvActParams {
   float limit;   // L (finite, > 0): g <- min(g, L), u <- clamp(u, -L, L); +inf: no limit
   int reserved;  // zero; pads the struct to a multiple of 8 bytes
 };
-static_assert(sizeof(Bf16GemvActParams) == 120, "mirror of params.rs");
-static_assert(offsetof(Bf16GemvActParams, limit) == 112, "mirror of params.rs");
-static_assert(offsetof(Bf16GemvActParams, reserved) == 116, "mirror of params.rs");
+static_assert(sizeof(Bf16GemvActParams) == 128, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvActParams, limit) == 120, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvActParams, reserved) == 124, "mirror of params.rs");
 
 // Parameters of the TMA entry points (`b12x_bf16_gemv_tma_*`). Mirrored by `Bf16GemvTmaParams`
 // in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m and
@@ -107,14 +118,15 @@ struct Bf16GemvTmaParams {
   int units_per_cta;  // consecutive (row block, k-stage) units each CTA walks (the last may have fewer)
   int stages;         // ring depth, 2..kMaxTmaStages
   int flags;          // bit 0 (TMA_FLAG_EVICT_FIRST): L2 evict-first hint on W; bit 1 (TMA_FLAG_CLUSTER): cluster split-K
+  int pad[14];        // zeros: the size to the descriptors' 64-byte alignment
 };
-static_assert(sizeof(Bf16GemvTmaParams) == 384, "mirror of params.rs");
+static_assert(sizeof(Bf16GemvTmaParams) == 448, "mirror of params.rs");
 constexpr int kTmaEvictFirst = 1;  // Bf16GemvTmaParams::flags bits (TMA_FLAG_* in params.rs)
 constexpr int kTmaCluster = 2;
 static_assert(offsetof(Bf16GemvTmaParams, x_map) == 128, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvTmaParams, g) == 256, "mirror of params.rs");
-static_assert(offsetof(Bf16GemvTmaParams, kstages) == 368, "mirror of params.rs");
-static_assert(offsetof(Bf16GemvTmaParams, flags) == 380, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvTmaParams, kstages) == 376, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvTmaParams, flags) == 388, "mirror of params.rs");
 
 namespace bf16_gemv {
 
@@ -261,6 +273,21 @@ __device__ __forceinline__ void store_out(const Bf16GemvParams& p, int row, int 
   reinterpret_cast<TOut*>(p.y)[(long long)tok * p.ldy + row] = from_f32<TOut>(v);
 }
 
+// kYSilu: the activation of gate row `row` (row % 16 < 8) and its up row `row + 8`, sums vg and
+// vu, each finished as store_out would (bias in f32, one rounding to TOut), stored at y column
+// (row / 16) * 8 + row % 16.
+template <typename TOut>
+__device__ __forceinline__ void store_act(const Bf16GemvParams& p, int row, int tok, float vg, float vu) {
+  if (p.bias != nullptr) {
+    vg += bias_at(p, row);
+    vu += bias_at(p, row + 8);
+  }
+  const float g = to_f32<TOut>(from_f32<TOut>(vg));
+  const float u = to_f32<TOut>(from_f32<TOut>(vu));
+  const int col = (row >> 4) * 8 + (row & 15);
+  reinterpret_cast<TOut*>(p.y)[(long long)tok * p.ldy + col] = from_f32<TOut>(silu_mul_f32(g, u, p.y_limit));
+}
+
 // s_part: [warps_k][mt][rows_cta + kRowPad] f32, every warp's partial tile of this CTA.
 // Sums it over warps (in warp order), then stores y (ksplit == 1) or this split's partials.
 template <typename TOut>
@@ -269,6 +296,23 @@ __device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float
   const int stride_r = rows_cta + kRowPad;
   const int row_base = blockIdx.x * rows_cta;
   const int mt_live = min(mt, p.m - m0);
+  if ((p.flags & kYSilu) && p.ksplit == 1) {
+    // Pairs (gate row r, up row r + 8) of each 16-row tile (rows_cta is a multiple of 16).
+    const int pairs = rows_cta / 2;
+    for (int idx = threadIdx.x; idx < pairs * mt_live; idx += blockDim.x) {
+      const int pr = idx % pairs;
+      const int tok = idx / pairs;
+      const int r = (pr >> 3) * 16 + (pr & 7);
+      float vg = 0.0f, vu = 0.0f;
+      for (int kw = 0; kw < p.warps_k; ++kw) {
+        vg += s_part[(kw * mt + tok) * stride_r + r];
+        vu += s_part[(kw * mt + tok) * stride_r + r + 8];
+      }
+      const int row = row_base + r;
+      if (row < p.n) store_act<TOut>(p, row, m0 + tok, vg, vu);
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < rows_cta * mt_live; idx += blockDim.x) {
     const int r = idx % rows_cta;
     const int tok = idx / rows_cta;
@@ -297,6 +341,22 @@ __device__ __forceinline__ void merge_splits(const Bf16GemvParams& p, int rows_c
   if (!s_is_last) return;
   __threadfence();
   const int row_base = blockIdx.x * rows_cta;
+  if (p.flags & kYSilu) {
+    const int pairs = rows_cta / 2;
+    for (int idx = threadIdx.x; idx < pairs * p.m; idx += blockDim.x) {
+      const int pr = idx % pairs;
+      const int tok = idx / pairs;
+      const int row = row_base + (pr >> 3) * 16 + (pr & 7);
+      if (row >= p.n) continue;
+      float vg = 0.0f, vu = 0.0f;
+      for (int ks = 0; ks < p.ksplit; ++ks) {
+        vg += __ldcg(&p.partials[((long long)ks * p.m_pad + tok) * p.n_pad + row]);
+        vu += __ldcg(&p.partials[((long long)ks * p.m_pad + tok) * p.n_pad + row + 8]);
+      }
+      store_act<TOut>(p, row, tok, vg, vu);
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < rows_cta * p.m; idx += blockDim.x) {
     const int r = idx % rows_cta;
     const int tok = idx / rows_cta;
@@ -742,6 +802,19 @@ __device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float
   const int t = threadIdx.x & 3;
   // The lane's element (token 2t, row g); the others sit at constant multiples of ldy and
   // constant row offsets from it.
+  if (p.flags & kYSilu) {
+    // Fragments e (row g) and e + 2 (row g + 8) of a tile are a (gate, up) pair: y column
+    // (row_base + 16 rt) / 2 + g.
+    TOut* a_lane = reinterpret_cast<TOut*>(p.y) + (long long)(2 * t) * p.ldy + row_base / 2 + g;
+    for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
+      if (e >= 2) return;
+      const float vg = has_bias ? v[rt][nt][e] + bias[rt][0] : v[rt][nt][e];
+      const float vu = has_bias ? v[rt][nt][e + 2] + bias[rt][1] : v[rt][nt][e + 2];
+      const float a = silu_mul_f32(to_f32<TOut>(from_f32<TOut>(vg)), to_f32<TOut>(from_f32<TOut>(vu)), p.y_limit);
+      if (row_base + r < p.n && tok < p.m) a_lane[(long long)(nt * 8 + (e & 1)) * p.ldy + rt * 8] = from_f32<TOut>(a);
+    });
+    return;
+  }
   TOut* y_lane = reinterpret_cast<TOut*>(p.y) + (long long)(2 * t) * p.ldy + row_base + g;
   for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
     // Without a bias v itself (v + 0 would turn -0 into +0).

@@ -7,7 +7,7 @@ use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, silu_mul_x, ulp};
 use b12x_gemm::bf16_gemv::{
-    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, XAct, TMA_MAX_STAGES,
+    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, XAct, YAct, TMA_MAX_STAGES,
 };
 use rstest::rstest;
 
@@ -27,6 +27,7 @@ fn query(n: usize, k: usize) -> Query {
         aligned: true,
         pdl: false,
         x_act: XAct::None,
+        y_act: YAct::None,
     }
 }
 
@@ -36,7 +37,7 @@ fn silu_query(n: usize, k: usize, limit: Option<f32>) -> Query {
 }
 
 fn geometry(n: usize, k: usize, rows_hi: usize, x_f32: bool, aligned: bool) -> Geometry {
-    Geometry { n, k, x_f32, aligned, silu: false, rows_hi, sm_count: H200_SMS, smem_optin: H200_SMEM }
+    Geometry { n, k, x_f32, aligned, silu: false, y_silu: false, rows_hi, sm_count: H200_SMS, smem_optin: H200_SMEM }
 }
 
 // ---- oracle -------------------------------------------------------------------------------
@@ -639,4 +640,49 @@ fn silu_x_is_gate_and_up(#[case] cols: usize, #[case] stride: usize, #[case] ptr
         silu_params(&Query { max_rows: 8, ..query(1024, 4096) }, 8192, 8192, BASE),
         Err(Error::Shape { tensor: "x", .. })
     ));
+}
+
+#[test]
+fn ysilu_query_checks() {
+    let ok = Query { y_act: YAct::SiluMul { limit: Some(7.0) }, ..query(24576, 4096) };
+    ok.validate().unwrap();
+    assert!(ok.key().ends_with(" y_act=silu_mul"));
+    assert_ne!(ok.key(), query(24576, 4096).key());
+    for (q, what) in [
+        (Query { out_dtype: DType::F32, ..ok.clone() }, "f32 y"),
+        (Query { x_dtype: DType::F32, ..ok.clone() }, "f32 x"),
+        (Query { n: 24568, ..ok.clone() }, "N % 16"),
+        (Query { x_act: XAct::SiluMul { limit: None }, max_rows: 8, ..ok.clone() }, "x_act"),
+        (Query { y_act: YAct::SiluMul { limit: Some(f32::NAN) }, ..ok.clone() }, "NaN limit"),
+        (Query { y_act: YAct::SiluMul { limit: Some(0.0) }, ..ok.clone() }, "zero limit"),
+    ] {
+        match q.validate() {
+            Err(b12x_core::Error::InvalidQuery { field: "y_act", .. }) => {}
+            other => panic!("{what}: expected InvalidQuery(y_act), got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn ysilu_enumerates_no_cluster_configs() {
+    for rows_hi in [1, 8, 16] {
+        let g = geometry(2048, 7168, rows_hi, false, true);
+        let all = enumerate(&g);
+        let epi = enumerate(&Geometry { y_silu: true, ..g });
+        assert!(all.iter().any(|c| matches!(c.tma, Some(TmaMode { work: TmaWork::Cluster(_), .. }))));
+        assert!(!epi.iter().any(|c| matches!(c.tma, Some(TmaMode { work: TmaWork::Cluster(_), .. }))));
+        assert!(epi.iter().all(|c| all.contains(c)), "the epilogue configs are plain configs");
+        assert_eq!(epi.len() + all.iter().filter(|c| matches!(c.tma, Some(TmaMode { work: TmaWork::Cluster(_), .. }))).count(), all.len());
+    }
+}
+
+#[test]
+fn interleave_gate_up_groups_rows() {
+    // I = 16, K = 2: row r of [gate | up] holds (r, r).
+    let (i, k) = (16, 2);
+    let w: Vec<u32> = (0..2 * i).flat_map(|r| [r as u32; 2]).collect();
+    let out = b12x_gemm::bf16_gemv::interleave_gate_up(&w, k);
+    let rows: Vec<u32> = out.chunks(k).map(|r| r[0]).collect();
+    let want: Vec<u32> = [0..8, 16..24, 8..16, 24..32].into_iter().flatten().collect();
+    assert_eq!(rows, want);
 }

@@ -26,7 +26,7 @@ use b12x_core::testing::{
     FloatBuf, GpuTrial,
 };
 use b12x_core::{DType, Device, Error, OpPlan, PreparationSession, Scratch, TensorRef, SCRATCH_ALIGN};
-use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query, XAct};
+use b12x_gemm::bf16_gemv::{self, reference, Args, Plan, Query, XAct, YAct};
 use b12x_norm::silu_and_mul;
 use std::sync::Arc;
 
@@ -166,6 +166,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
         aligned: c.aligned,
         pdl: false,
         x_act: XAct::None,
+        y_act: YAct::None,
     };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
@@ -225,6 +226,7 @@ fn router(dev: &Arc<Device>, m: usize) -> Result<Router, String> {
         aligned: true,
         pdl: false,
         x_act: XAct::None,
+        y_act: YAct::None,
     };
     let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
     let x = FloatBuf::upload(stream, &uniform(11, m * RK, -1.0, 1.0), DType::BF16)?;
@@ -329,6 +331,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
         aligned: true,
         pdl: true,
         x_act: XAct::None,
+        y_act: YAct::None,
     };
     let (p1, p2) =
         (bf16_gemv::plan(&query(N1, K1), dev).map_err(err)?, bf16_gemv::plan(&query(N2, N1), dev).map_err(err)?);
@@ -589,7 +592,8 @@ fn silu_x(seed: u64, m: usize, lx: usize) -> Vec<f32> {
 /// A fused-SwiGLU query (bf16 x and y: the fused kernels' only dtypes).
 fn silu_query(n: usize, k: usize, limit: Option<f32>, bias: Option<DType>, pdl: bool) -> Query {
     let x_act = XAct::SiluMul { limit };
-    Query { n, k, x_dtype: DType::BF16, out_dtype: DType::BF16, bias, max_rows: 8, aligned: true, pdl, x_act }
+    let y_act = YAct::None;
+    Query { n, k, x_dtype: DType::BF16, out_dtype: DType::BF16, bias, max_rows: 8, aligned: true, pdl, x_act, y_act }
 }
 
 fn silu_op(dev: &Arc<Device>, k: usize, limit: Option<f32>) -> Result<silu_and_mul::Plan, String> {
@@ -711,6 +715,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
         aligned: true,
         pdl: true,
         x_act: XAct::None,
+        y_act: YAct::None,
     };
     let q2 = silu_query(h, i, limit, None, true);
     let p1 = bf16_gemv::plan(&q1, dev).map_err(err)?;
@@ -847,6 +852,208 @@ fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+/// A SwiGLU-epilogue case (`YAct::SiluMul`): W `[N, K]` read as 16-row (gate, up) groups.
+#[derive(Clone, Copy)]
+struct EpiCase {
+    name: &'static str,
+    n: usize,
+    k: usize,
+    ms: &'static [usize],
+    limit: Option<f32>,
+    bias: Option<DType>,
+    pad: usize,
+    pdl: bool,
+    large: bool,
+}
+
+const EPI_CASES: &[EpiCase] = &[
+    // Qwen3-8B's gate/up projection (N = 2 · 12288, K = 4096): the decode layer's shape.
+    EpiCase { name: "qwen3_8b_gate_up_ysilu", n: 2 * QWEN3_8B.1, k: QWEN3_8B.0, ms: &[1, 8], limit: None, bias: None, pad: 0, pdl: false, large: true },
+    EpiCase { name: "qwen3_8b_gate_up_ysilu_pdl", n: 2 * QWEN3_8B.1, k: QWEN3_8B.0, ms: &[1], limit: None, bias: None, pad: 0, pdl: true, large: true },
+    // Small: a partial last k step, padded rows, an f32 / bf16 bias, the limit, M past 8
+    // (NT = 2), split-K merges.
+    EpiCase { name: "small_ysilu_limit_bias", n: 1040, k: 1000, ms: &[1, 3, 16], limit: SILU_LIMIT, bias: Some(F32), pad: 8, pdl: false, large: false },
+    EpiCase { name: "small_ysilu_bf16_bias", n: 256, k: 7168, ms: &[2, 9], limit: None, bias: Some(DType::BF16), pad: 0, pdl: false, large: false },
+];
+
+/// Every candidate config of M's bucket pinned in turn on a `YAct::SiluMul` plan and on its plain
+/// twin (same id, `YAct::None`): the epilogue's `y [M, N/2]` equals bitwise
+/// `activation.silu_and_mul` (GPU) of the plain GEMV's output with its (gate, up) rows
+/// de-interleaved; and the f64 host activation of the exact sums agrees within a cosine
+/// distance of 1e-4; y's row padding untouched.
+fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
+    let (n, k, i) = (c.n, c.k, c.n / 2);
+    let (lx, ly) = (k + c.pad, i + c.pad);
+    let stream = dev.stream();
+    let x_h = values(Fill::Uniform, 51, m * lx, DType::BF16);
+    let w_h = values(Fill::Uniform, 52, n * k, DType::BF16);
+    let b_h = c.bias.map(|d| values(Fill::Uniform, 53, n, d));
+    let x = FloatBuf::upload(stream, &x_h, DType::BF16)?;
+    let w = FloatBuf::upload(stream, &w_h, DType::BF16)?;
+    let bias = match (&b_h, c.bias) {
+        (Some(v), Some(d)) => Some(FloatBuf::upload(stream, v, d)?),
+        _ => None,
+    };
+    let mut y = FloatBuf::poisoned(stream, m * ly, DType::BF16)?;
+    let mut y_plain = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let mut act = FloatBuf::poisoned(stream, m * i, DType::BF16)?;
+    let q = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: c.bias,
+        max_rows: 16,
+        aligned: true,
+        pdl: c.pdl,
+        x_act: XAct::None,
+        y_act: YAct::SiluMul { limit: c.limit },
+    };
+    let (epi, plain) = (
+        bf16_gemv::plan(&q, dev).map_err(err)?,
+        bf16_gemv::plan(&Query { y_act: YAct::None, ..q.clone() }, dev).map_err(err)?,
+    );
+    let op = silu_and_mul::plan(
+        &silu_and_mul::Query { intermediate: i, dtype: DType::BF16, max_tokens: 16, limit: c.limit, out: None },
+        dev,
+    )
+    .map_err(err)?;
+    // The host's f64 activation of the exact sums (an independent, approximate check).
+    let rows: Vec<usize> = (0..n).collect();
+    let exact = reference::exact(&gather(&x_h, m, k, lx), &cast::<bf16>(&w_h), b_h.as_deref(), m, k, &rows);
+    let host_act: Vec<f64> = (0..m * i)
+        .map(|e| {
+            let (t, col) = (e / i, e % i);
+            let row = (col / 8) * 16 + col % 8;
+            let (g, u) = (exact.acc[t * n + row], exact.acc[t * n + row + 8]);
+            b12x_core::testing::silu_mul(g as f32, u as f32, c.limit) as f64
+        })
+        .collect();
+    let bucket = b12x_core::plan::bucket_of(epi.buckets(), m).ok_or("no bucket")?;
+    let label = epi.buckets()[bucket].label();
+    let bytes = epi.scratch_layout().total_bytes().max(plain.scratch_layout().total_bytes());
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let configs = epi.candidates(bucket);
+    if configs.is_empty() || configs.iter().any(|id| id.contains("_c2_") || id.contains("_c4_") || id.contains("_c8_")) {
+        return Err(format!("unexpected epilogue candidates {configs:?}"));
+    }
+    for id in configs {
+        let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+        session.pin(&epi, &label, &id);
+        session.pin(&plain, &label, &id);
+        session.prepare(&[&epi, &plain, &op]).map_err(err)?;
+        for buf in [&mut y, &mut y_plain, &mut act] {
+            buf.poison(stream)?;
+        }
+        poison(stream, &mut scratch).map_err(err)?;
+        let bias_view = || bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32)));
+        let args = Args {
+            x: x.view(m, k, lx, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: bias_view(),
+            y: y.view_mut(m, i, ly, DType::BF16),
+        };
+        bf16_gemv::run(&epi, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        let args = Args {
+            x: x.view(m, k, lx, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: bias_view(),
+            y: y_plain.view_mut(m, n, n, DType::BF16),
+        };
+        bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        // De-interleave the plain output into [gate | up] rows and run the op on it.
+        let yp = y_plain.download(stream)?;
+        let mut gu = vec![0.0f32; m * n];
+        for t in 0..m {
+            for col in 0..i {
+                let row = (col / 8) * 16 + col % 8;
+                gu[t * n + col] = yp[t * n + row] as f32;
+                gu[t * n + i + col] = yp[t * n + row + 8] as f32;
+            }
+        }
+        let gu = FloatBuf::upload(stream, &gu, DType::BF16)?;
+        let args = silu_and_mul::Args {
+            x: gu.view(m, n, n, DType::BF16),
+            y: Some(act.view_mut(m, i, i, DType::BF16)),
+            codes: None,
+            scales: None,
+            enc: None,
+        };
+        silu_and_mul::run(&op, args, Scratch::none(), stream).map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        let (yb, ab) = (y.bits(stream)?, act.bits(stream)?);
+        let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i].iter().copied()).collect();
+        same_bits(&format!("epilogue y vs {id} + silu_and_mul"), &y_live, &ab)?;
+        let all = y.download(stream)?;
+        if (0..m).any(|t| all[t * ly + i..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+            return Err(format!("y padding written [{id}]"));
+        }
+        let got: Vec<f64> = (0..m).flat_map(|t| all[t * ly..t * ly + i].iter().copied()).collect();
+        let dot: f64 = got.iter().zip(&host_act).map(|(a, b)| a * b).sum();
+        let nrm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
+        let cos = dot / (nrm(&got) * nrm(&host_act)).max(f64::MIN_POSITIVE);
+        if !(1.0 - cos <= 1e-4) {
+            return Err(format!("[{id}] 1 - cos against the host activation = {:e}", 1.0 - cos));
+        }
+        session.close();
+    }
+    Ok(())
+}
+
+/// `YAct::SiluMul` where it cannot run is a typed error at planning; a bad y shape at run
+/// launches nothing.
+fn ysilu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let base = Query {
+        n: 1024,
+        k: 512,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 4,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::None,
+        y_act: YAct::SiluMul { limit: None },
+    };
+    for (q, what) in [
+        (Query { out_dtype: F32, ..base.clone() }, "f32 y"),
+        (Query { x_dtype: F32, ..base.clone() }, "f32 x"),
+        (Query { n: 1000, ..base.clone() }, "N % 16"),
+        (Query { x_act: XAct::SiluMul { limit: None }, ..base.clone() }, "with x_act"),
+        (Query { y_act: YAct::SiluMul { limit: Some(-1.0) }, ..base.clone() }, "negative limit"),
+    ] {
+        match bf16_gemv::plan(&q, dev) {
+            Err(Error::InvalidQuery { field: "y_act", .. }) => {}
+            other => return Err(format!("{what}: expected InvalidQuery(y_act), got {:?}", other.err())),
+        }
+    }
+    let plan = bf16_gemv::plan(&base, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?;
+    session.prepare(&[&plan]).map_err(err)?;
+    let stream = dev.stream();
+    let x = FloatBuf::upload(stream, &vec![1.0; 2 * 512], DType::BF16)?;
+    let w = FloatBuf::upload(stream, &vec![1.0; 1024 * 512], DType::BF16)?;
+    let mut y = FloatBuf::poisoned(stream, 2 * 1024, DType::BF16)?;
+    let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes().max(1)).map_err(err)?;
+    // y must be [M, N/2]: [M, N] is refused before any launch.
+    let args = Args {
+        x: x.view(2, 512, 512, DType::BF16),
+        w: w.view(1024, 512, 512, DType::BF16),
+        bias: None,
+        y: y.view_mut(2, 1024, 1024, DType::BF16),
+    };
+    match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream) {
+        Err(Error::Shape { tensor: "y", .. }) => {}
+        other => return Err(format!("[M, N] y: expected Shape(y), got {other:?}")),
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().any(|v| !v.is_nan()) {
+        return Err("a refused call wrote y".into());
+    }
+    session.close();
+    Ok(())
+}
+
 fn main() {
     let mut trials = Vec::new();
     for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
@@ -870,5 +1077,11 @@ fn main() {
     trials.push(GpuTrial::new("silu_pdl_chain::m1", |d| silu_pdl_chain(d, 1, None)));
     trials.push(GpuTrial::new("silu_pdl_chain_limit::m8", |d| silu_pdl_chain(d, 8, SILU_LIMIT)));
     trials.push(GpuTrial::new("silu_bad_inputs_launch_nothing", silu_bad_inputs));
+    for &c in EPI_CASES.iter().filter(|c| !(c.large && reduced_profile())) {
+        for &m in c.ms {
+            trials.push(GpuTrial::new(format!("{}::m{m}", c.name), move |d| check_ysilu(d, c, m)));
+        }
+    }
+    trials.push(GpuTrial::new("ysilu_bad_inputs_launch_nothing", ysilu_bad_inputs));
     run_gpu_trials(trials)
 }

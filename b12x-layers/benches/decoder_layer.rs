@@ -24,7 +24,10 @@
 //! - `…_fs/…`, `…_pdl_fs/…` (B ≤ 8): `LayerOptions { fuse_silu: true }` — the down projection
 //!   reads `[gate | up]` and forms the activation itself: eight ops, no `silu_and_mul` row.
 //! - `…_w8/…`, `…_pdl_w8/…`, `…_pdl_s16_w8/…`: `attention_warps: Some(paged::WIDE_WARPS)` — the
-//!   attention's 8-warp decode tiles (3-stage rings, one CTA per SM).
+//!   attention's 8-warp decode tiles (3-stage rings, one CTA per SM; since session 40 the
+//!   default at these contexts, so `_pdl` and `_pdl_w8` run the same kernels).
+//! - `…_gs/…`, `…_pdl_gs/…`, `…_pdl_w8_gs/…`: `gate_up_silu: true` — the gate/up projection
+//!   stores `silu(g) · u` (interleaved weight rows): eight ops, no `silu_and_mul` row.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -58,13 +61,17 @@ fn main() -> Result<()> {
         let dw = weights.upload(dev.stream())?;
         // The other layers' weights of the steady-state row (made at the first B = 1 case).
         let mut more = Vec::new();
+        // The same, gate/up rows interleaved (`gate_up_silu` rows).
+        let mut more_gs = Vec::new();
         let opts = |pdl: bool, splits: Option<usize>, stages: Option<usize>| LayerOptions {
             pdl,
             attention_splits: splits,
             attention_stages: stages,
             attention_warps: None,
             fuse_silu: false,
+            gate_up_silu: false,
         };
+        let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let wide = |o: LayerOptions| LayerOptions { attention_warps: Some(paged::WIDE_WARPS), ..o };
         let fused = |o: LayerOptions| LayerOptions { fuse_silu: true, ..o };
         let deep = Some(paged::DEEP_STAGES);
@@ -83,6 +90,9 @@ fn main() -> Result<()> {
                 ("_w8", wide(opts(false, None, None))),
                 ("_pdl_w8", wide(opts(true, None, None))),
                 ("_pdl_s16_w8", wide(opts(true, Some(16), None))),
+                ("_gs", gs(opts(false, None, None))),
+                ("_pdl_gs", gs(opts(true, None, None))),
+                ("_pdl_w8_gs", gs(wide(opts(true, None, None)))),
             ]
         } else {
             vec![("", opts(false, None, None)), ("_pdl_s8", opts(true, Some(8), None))]
@@ -98,6 +108,9 @@ fn main() -> Result<()> {
             let num_pages = b * max_pages + 8;
             let cap = Capacity { max_batch: b, max_pages, num_pages };
             let layer = Layer::with_options(&cfg, format, cap, options, &dev)?;
+            // gate_up_silu layers read the gate/up weight interleaved.
+            let dw_gs = if options.gate_up_silu { Some(layer.upload_weights(&weights, dev.stream())?) } else { None };
+            let dw = dw_gs.as_ref().unwrap_or(&dw);
             let mut session = PreparationSession::new(&dev)?;
             session.prepare(&layer.plans())?;
             session.freeze();
@@ -116,16 +129,16 @@ fn main() -> Result<()> {
             let kv = batch.kv_bytes(&cfg);
             let bytes = weight_bytes + kv;
             let ops = layer.ops();
-            let t = time_graph(&dev, samples(), |s| layer.step(&dw, &mut st, s))?;
+            let t = time_graph(&dev, samples(), |s| layer.step(dw, &mut st, s))?;
             report.add(&format!("{prefix}/step"), &format!("one graph, {} ops", ops.len()), &t, bytes as f64, 0.0);
             // The step without its small ops: the four linears (+ the attention) back to back in
             // one graph — what the small ops and their launches cost inside the step.
             let linears = [Op::QkvProj, Op::OProj, Op::GateUpProj, Op::DownProj];
             let t =
-                time_graph(&dev, samples(), |s| linears.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s)))?;
+                time_graph(&dev, samples(), |s| linears.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s)))?;
             report.add(&format!("{prefix}/linears_only"), "one graph, the 4 linears", &t, weight_bytes as f64, 0.0);
             let big = [Op::QkvProj, Op::Attention, Op::OProj, Op::GateUpProj, Op::DownProj];
-            let t = time_graph(&dev, samples(), |s| big.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s)))?;
+            let t = time_graph(&dev, samples(), |s| big.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s)))?;
             report.add(
                 &format!("{prefix}/linears_attention"),
                 "one graph, 4 linears + attention",
@@ -139,14 +152,14 @@ fn main() -> Result<()> {
             for k in 1..=ops.len() {
                 let first = &ops[..k];
                 let t = time_graph(&dev, samples(), |s| {
-                    first.iter().try_for_each(|&op| layer.run_op(op, &dw, &mut st, s))
+                    first.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))
                 })?;
                 let name = format!("{prefix}/prefix/{k}_{}", ops[k - 1].name());
                 report.add(&name, "one graph, the step's first k ops", &t, 0.0, 0.0);
             }
             let mut sum = 0.0;
             for &op in ops {
-                let t = time_graph(&dev, samples(), |s| layer.run_op(op, &dw, &mut st, s))?;
+                let t = time_graph(&dev, samples(), |s| layer.run_op(op, dw, &mut st, s))?;
                 let op_bytes = match op {
                     Op::QkvProj => format.weight_bytes(cfg.linear_shapes()[0].0, cfg.linear_shapes()[0].1),
                     Op::OProj => format.weight_bytes(cfg.linear_shapes()[1].0, cfg.linear_shapes()[1].1),
@@ -165,9 +178,12 @@ fn main() -> Result<()> {
             // the graph's start is paid once and each layer's first kernel overlaps the previous
             // layer's last (with PDL).
             if b == 1 {
+                let more = if options.gate_up_silu { &mut more_gs } else { &mut more };
                 while more.len() < LAYERS - 1 {
-                    more.push(HostWeights::random(&cfg, format, 8 + more.len() as u64)?.upload(dev.stream())?);
+                    let host = HostWeights::random(&cfg, format, 8 + more.len() as u64)?;
+                    more.push(layer.upload_weights(&host, dev.stream())?);
                 }
+                let more = &*more;
                 let mut layers = Vec::new();
                 for i in 0..LAYERS {
                     let mut st = layer.state(dev.stream(), b)?;
@@ -181,7 +197,7 @@ fn main() -> Result<()> {
                     layers
                         .iter_mut()
                         .enumerate()
-                        .try_for_each(|(i, st)| layer.step(if i == 0 { &dw } else { &more[i - 1] }, st, s))
+                        .try_for_each(|(i, st)| layer.step(if i == 0 { dw } else { &more[i - 1] }, st, s))
                 })?;
                 let per_layer: Vec<f64> = t.iter().map(|v| v / LAYERS as f64).collect();
                 report.add(
@@ -220,7 +236,7 @@ fn main() -> Result<()> {
                         }
                         sweep.prepare(&plans)?;
                         sweep.freeze();
-                        let mut t = time_graph(&dev, 20, |s| layer.step(&dw, &mut st, s))?;
+                        let mut t = time_graph(&dev, 20, |s| layer.step(dw, &mut st, s))?;
                         t.sort_by(f64::total_cmp);
                         times.push((t[t.len() / 2], id));
                         sweep.close();

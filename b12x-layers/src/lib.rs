@@ -10,7 +10,8 @@
 //! o = attention(q, paged K/V)                                        attention.paged
 //! residual ← o · W_oᵀ + residual;  h = rmsnorm(residual) · w_ln2    gemm.* + norm.rmsnorm
 //! y = (silu(h · W_gateᵀ) · (h · W_upᵀ)) · W_downᵀ                   gemm.* + activation.silu_and_mul + gemm.*
-//!                                                                    (fuse_silu: the activation inside the down GEMV)
+//!                                                                    (fuse_silu: the activation inside the down GEMV;
+//!                                                                     gate_up_silu: in the gate/up GEMV's epilogue)
 //! ```
 //!
 //! with BF16, block-FP8 (128 × 128, f32 scales; W8A16) or NVFP4 (W4A16) weights, every plan
@@ -87,6 +88,12 @@
 //! slower: B = 1 × 4k BF16 PDL step 136.88 µs against 116.42 without it (the down GEMV 35.65
 //! against 27.97 µs: each of its row blocks recomputes the activation;
 //! `bench-results/2026-12-04-h200-g/call1`), so it stays off by default.
+//!
+//! `LayerOptions::gate_up_silu` (BF16) folds it into the gate/up projection's epilogue instead
+//! (`gemm.bf16_gemv`'s `YAct::SiluMul`, the weight's rows interleaved by
+//! `Layer::upload_weights`): each output is formed once, by the thread that finishes its gate
+//! and up sums, and the step launches eight ops. The attention's 8-warp decode tiles
+//! (`attention.paged`'s `WIDE_WARPS`) are its default at these contexts since session 40.
 
 pub mod dense;
 pub mod reference;

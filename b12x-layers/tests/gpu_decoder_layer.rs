@@ -8,7 +8,8 @@
 //! frozen throughout; a resolution would also have been `KernelResolutionFrozen`).
 //! The layer also runs with `LayerOptions { pdl: true }` (BF16), with 8 attention splits (every
 //! format), with `fuse_silu` (BF16, B ≤ 8, plain and PDL; and its typed errors) and with the
-//! attention's 8-warp decode tiles (BF16, B ≤ 8, plain and PDL). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! attention's 8-warp decode tiles (BF16, B ≤ 8, plain and PDL), and with `gate_up_silu` (BF16,
+//! every B, plain and PDL; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::Error;
@@ -98,6 +99,16 @@ fn main() {
         }
     }
     trials.push(GpuTrial::new("qwen3_8b::fused_silu_errors", fused_silu_errors));
+    // silu_and_mul folded into the gate/up projection's epilogue (BF16, every B), plain and PDL.
+    for &b in batches {
+        for pdl in [false, true] {
+            let name = format!("qwen3_8b::bf16_gate_up_silu{}::b{b}", if pdl { "_pdl" } else { "" });
+            trials.push(GpuTrial::new(name, move |dev| {
+                check(dev, WeightFormat::Bf16, LayerOptions { pdl, gate_up_silu: true, ..Default::default() }, b)
+            }));
+        }
+    }
+    trials.push(GpuTrial::new("qwen3_8b::gate_up_silu_errors", gate_up_silu_errors));
     run_gpu_trials(trials)
 }
 
@@ -133,4 +144,44 @@ fn fused_silu_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), Stri
         Err(Error::InvalidQuery { field: "op", .. }) => Ok(()),
         other => Err(format!("silu_and_mul on a fused layer: expected InvalidQuery(op), got {other:?}")),
     }
+}
+
+/// `gate_up_silu` where it cannot fuse is a typed error at planning; the layer runs eight ops,
+/// refuses to launch `silu_and_mul` alone, and refuses gate/up weights in the plain layout.
+fn gate_up_silu_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
+    let cfg = Config::qwen3_8b();
+    let gs = LayerOptions { gate_up_silu: true, ..Default::default() };
+    let cap = |b| Capacity { max_batch: b, max_pages: 4, num_pages: 4 * b + 8 };
+    for format in [WeightFormat::BlockFp8, WeightFormat::Nvfp4] {
+        match Layer::with_options(&cfg, format, cap(1), gs, dev) {
+            Err(Error::InvalidQuery { field: "gate_up_silu", .. }) => {}
+            other => return Err(format!("{}: expected InvalidQuery(gate_up_silu), got {:?}", format.name(), other.err())),
+        }
+    }
+    match Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions { fuse_silu: true, ..gs }, dev) {
+        Err(Error::InvalidQuery { field: "gate_up_silu", .. }) => {}
+        other => return Err(format!("with fuse_silu: expected InvalidQuery(gate_up_silu), got {:?}", other.err())),
+    }
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), gs, dev).map_err(|e| e.to_string())?;
+    if layer.ops().len() != 8 || layer.ops().contains(&Op::SiluAndMul) || layer.plans().len() != 7 {
+        return Err(format!("gate_up_silu layer: ops {:?}, {} plans", layer.ops(), layer.plans().len()));
+    }
+    let mut session = b12x_core::PreparationSession::new(dev).map_err(|e| e.to_string())?;
+    session.prepare(&layer.plans()).map_err(|e| e.to_string())?;
+    let weights = HostWeights::random(&cfg, WeightFormat::Bf16, 3).map_err(|e| e.to_string())?;
+    let plain = weights.upload(dev.stream()).map_err(|e| e.to_string())?;
+    let mut st = layer.state(dev.stream(), 1).map_err(|e| e.to_string())?;
+    match layer.run_op(Op::SiluAndMul, &plain, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "op", .. }) => {}
+        other => return Err(format!("silu_and_mul on a gate_up_silu layer: expected InvalidQuery(op), got {other:?}")),
+    }
+    match layer.run_op(Op::GateUpProj, &plain, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "weights", .. }) => {}
+        other => return Err(format!("plain gate/up weights: expected InvalidQuery(weights), got {other:?}")),
+    }
+    let interleaved = layer.upload_weights(&weights, dev.stream()).map_err(|e| e.to_string())?;
+    layer.run_op(Op::GateUpProj, &interleaved, &mut st, dev.stream()).map_err(|e| e.to_string())?;
+    dev.stream().synchronize().map_err(|e| e.to_string())?;
+    session.close();
+    Ok(())
 }

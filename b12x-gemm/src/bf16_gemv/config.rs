@@ -231,6 +231,8 @@ pub struct Geometry {
     pub aligned: bool,
     /// `Query::x_act` is SwiGLU: only the `_silu` variants (BF16 x, aligned, M ≤ 8).
     pub silu: bool,
+    /// `Query::y_act` is SwiGLU: no `tma` cluster configs (their ranks store fragments apart).
+    pub y_silu: bool,
     /// Largest M of the bucket.
     pub rows_hi: usize,
     pub sm_count: u32,
@@ -464,7 +466,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
             let kstages = tma_kstages(g.k, kb);
             let clusters = TMA_CLUSTERS
                 .into_iter()
-                .filter(|&c| c as usize <= kstages && row_blocks * c as usize <= g.sm_count as usize)
+                .filter(|&c| !g.y_silu && c as usize <= kstages && row_blocks * c as usize <= g.sm_count as usize)
                 .map(TmaWork::Cluster);
             for work in [TmaWork::StreamK, TmaWork::RowBlocks].into_iter().chain(clusters) {
                 let stages =

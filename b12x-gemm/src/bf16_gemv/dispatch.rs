@@ -1,8 +1,8 @@
 //! Launch, the session-facing [`OpPlan`] implementation and the autotune race case.
 
-use super::params::{FLAG_BIAS_F32, FLAG_PDL, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
+use super::params::{FLAG_BIAS_F32, FLAG_PDL, FLAG_Y_SILU, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
 use super::{
-    Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct, KERNEL_STATIC_SMEM,
+    Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct, YAct, KERNEL_STATIC_SMEM,
     OP,
 };
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
@@ -81,6 +81,7 @@ fn launch_tma(c: &Config, s: &TmaSchedule, kernel: &Kernel, p: &Bf16GemvParams, 
         stages: mode.stages as i32,
         flags: if mode.evict_first { TMA_FLAG_EVICT_FIRST } else { 0 }
             | if s.cluster > 0 { TMA_FLAG_CLUSTER } else { 0 },
+        pad: [0; 14],
     };
     let dims = LaunchDims { grid: (s.grid as u32, 1, 1), block: (c.threads(), 1, 1), smem_bytes: c.dynamic_smem() };
     // SAFETY: Bf16GemvTmaParams mirrors the kernel's struct (asserted on both sides); the
@@ -173,11 +174,14 @@ impl OpPlan for Plan {
             counters: bound.ptr("counters"),
             ldw: ldw as i64,
             ldx: ldx as i64,
-            ldy: q.n as i64,
             n: q.n as i32,
             k: q.k as i32,
             m: m as i32,
-            flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 },
+            flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 }
+                | if q.y_act != YAct::None { FLAG_Y_SILU } else { 0 },
+            // The SwiGLU epilogue stores [M, N/2] (row stride N/2 fits in the [M, N] region).
+            ldy: if q.y_act != YAct::None { (q.n / 2) as i64 } else { q.n as i64 },
+            y_limit: q.y_act.kernel_limit(),
             ..Bf16GemvParams::default()
         };
         let w_more = at[5..].to_vec();

@@ -34,6 +34,17 @@
 //!   shapes with few row blocks; the form that recomputes nothing is the activation in the
 //!   gate/up GEMV's epilogue (gate and up rows interleaved so that one lane holds both), not
 //!   built.
+//! - SwiGLU epilogue ([`Query::y_act`] = [`YAct::SiluMul`] `{ limit }`): a fused gate/up
+//!   projection whose W rows come in 16-row groups (8 gate rows, then the 8 matching up rows;
+//!   [`interleave_gate_up`] lays out `[gate rows | up rows]` so) stores `y [M, N/2]` =
+//!   `bf16(silu(min(g, L)) · clamp(u, −L, L))` of its own bf16 outputs `g`, `u` (bias included):
+//!   every path that finishes a 16-row tile holds both rows of a pair in one thread (MMA
+//!   fragment rows g and g + 8; shared-memory tiles and split-K merges walk the pairs), so the
+//!   activation is `silu_mul_f32` of `b12x/activation.cuh` once per output, nothing recomputed.
+//!   `y` is **bit for bit** this GEMV (same config, BF16 out, the same W) followed by
+//!   `activation.silu_and_mul` on its de-interleaved output. bf16 x and y, N % 16 == 0, any M;
+//!   every config but the `tma` cluster ones (their ranks finish fragments apart). A runtime
+//!   flag (`FLAG_Y_SILU`), no extra entry points.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so
@@ -87,10 +98,10 @@
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
-//! use b12x_gemm::bf16_gemv::{self, Args, Query, XAct};
+//! use b12x_gemm::bf16_gemv::{self, Args, Query, XAct, YAct};
 //! # fn main() -> b12x_core::Result<()> {
 //! let dev = Device::new(0)?;
-//! let query = Query { n: 4096, k: 7168, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 8, aligned: true, pdl: false, x_act: XAct::None };
+//! let query = Query { n: 4096, k: 7168, x_dtype: DType::BF16, out_dtype: DType::BF16, bias: None, max_rows: 8, aligned: true, pdl: false, x_act: XAct::None, y_act: YAct::None };
 //! let plan = bf16_gemv::plan(&query, &dev)?;
 //! let mut session = PreparationSession::new(&dev)?;
 //! session.prepare(&[&plan])?;
@@ -145,7 +156,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional fused SwiGLU on x (M ≤ 8; validated, slower than silu_and_mul + GEMV at the Qwen3-8B down projection)",
+        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional SwiGLU epilogue (interleaved gate/up rows, y = silu(g)·u) or fused SwiGLU on x (M ≤ 8; validated, slower than silu_and_mul + GEMV at the Qwen3-8B down projection)",
     }
 }
 
@@ -188,6 +199,64 @@ impl PartialEq for XAct {
 }
 impl Eq for XAct {}
 
+/// An activation applied to y as the kernel stores it ([`Query::y_act`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub enum YAct {
+    /// y is the GEMV's output as it is, `[M, N]`.
+    #[default]
+    None,
+    /// SwiGLU epilogue of a fused gate/up projection: W's `N = 2I` rows come in 16-row groups,
+    /// 8 gate rows then the 8 matching up rows (group j: gate rows `8j..8j+7`, up rows
+    /// `8j..8j+7`; [`interleave_gate_up`] makes this layout from `[gate rows | up rows]`), and
+    /// y is `[M, I]`: `y[m, 8j + i] = bf16(silu(min(g, L)) · clamp(u, −L, L))` with `g`, `u` the
+    /// bf16 outputs this GEMV would store for rows `16j + i` and `16j + 8 + i` (bias included).
+    /// Bit for bit that GEMV (same config, BF16 out) followed by `activation.silu_and_mul` on
+    /// its de-interleaved output: the activation is `b12x/activation.cuh`'s `silu_mul_f32`, on
+    /// the rounded sums, in the thread that finishes both rows. No recomputation, and y is half
+    /// as wide.
+    SiluMul {
+        /// The swiglu limit L (finite, > 0); `None` disables it.
+        limit: Option<f32>,
+    },
+}
+
+impl YAct {
+    /// The limit the kernels take: L, or +∞ without one.
+    pub fn kernel_limit(self) -> f32 {
+        match self {
+            YAct::SiluMul { limit: Some(l) } => l,
+            _ => f32::INFINITY,
+        }
+    }
+}
+
+impl PartialEq for YAct {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (YAct::None, YAct::None) => true,
+            (YAct::SiluMul { limit: a }, YAct::SiluMul { limit: b }) => a.map(f32::to_bits) == b.map(f32::to_bits),
+            _ => false,
+        }
+    }
+}
+impl Eq for YAct {}
+
+/// Rows of W for [`YAct::SiluMul`]: `w` is `[2I, K]` row-major = `[gate rows | up rows]` (the
+/// usual fused gate/up weight, I a multiple of 8); returns the rows in the epilogue's order
+/// (16-row groups: 8 gate rows, then the same 8 up rows).
+pub fn interleave_gate_up<T: Copy>(w: &[T], k: usize) -> Vec<T> {
+    assert!(k > 0 && w.len() % (16 * k) == 0, "w must be [2I, K] with I a multiple of 8");
+    let i = w.len() / k / 2;
+    let mut out = Vec::with_capacity(w.len());
+    for j in 0..i / 8 {
+        for half in [0, i] {
+            let r0 = half + 8 * j;
+            out.extend_from_slice(&w[r0 * k..(r0 + 8) * k]);
+        }
+    }
+    out
+}
+
 /// The static problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Query {
@@ -216,6 +285,10 @@ pub struct Query {
     /// `XAct::None` for plain x. SwiGLU needs bf16 x and y, `aligned`, K % 8 == 0 and
     /// `max_rows ≤ 8`.
     pub x_act: XAct,
+    /// An activation fused into the y store ([`YAct::SiluMul`]: W's rows interleaved gate/up,
+    /// y is `[M, N/2]`); `YAct::None` for plain y. SwiGLU needs bf16 x and y, N % 16 == 0 and
+    /// no `x_act`.
+    pub y_act: YAct,
 }
 
 impl Query {
@@ -273,6 +346,24 @@ impl Query {
                 return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
             }
         }
+        if let YAct::SiluMul { limit } = self.y_act {
+            let act = |reason: String| bad("y_act", format!("SiluMul {reason}"));
+            if self.x_dtype != DType::BF16 {
+                return act(format!("needs bf16 x (the tensor-core configs), got {}", self.x_dtype));
+            }
+            if self.out_dtype != DType::BF16 {
+                return act(format!("stores bf16 y (activation.silu_and_mul's output), got out_dtype {}", self.out_dtype));
+            }
+            if self.n % 16 != 0 {
+                return act(format!("needs N % 16 == 0 (16-row gate/up groups), got N = {}", self.n));
+            }
+            if self.x_act != XAct::None {
+                return act("cannot be combined with x_act".into());
+            }
+            if let Some(l) = limit.filter(|l| !(l.is_finite() && *l > 0.0)) {
+                return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
+            }
+        }
         Ok(())
     }
 
@@ -286,7 +377,10 @@ impl Query {
             XAct::SiluMul { .. } => args.x.expect("x", "[M, 2K] ([gate | up])", self.x_dtype, &[m, 2 * k])?,
         }
         args.w.expect("w", "[N, K]", DType::BF16, &[n, k])?;
-        args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?;
+        match self.y_act {
+            YAct::None => args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?,
+            YAct::SiluMul { .. } => args.y.expect("y", "[M, N/2] (SwiGLU of the gate/up pairs)", self.out_dtype, &[m, n / 2])?,
+        }
         if m > self.max_rows {
             return Err(Error::Capacity { what: "M (rows of x)", got: m, capacity: self.max_rows });
         }
@@ -320,6 +414,10 @@ impl Query {
             p.bias = b.ptr();
             p.flags = if dtype == DType::F32 { params::FLAG_BIAS_F32 } else { 0 };
         }
+        if let YAct::SiluMul { .. } = self.y_act {
+            p.flags |= params::FLAG_Y_SILU;
+            p.y_limit = self.y_act.kernel_limit();
+        }
         // Aligned variants move 16-byte vectors of x and W rows; every path needs element alignment.
         let (ax, aw) = if self.aligned { (16, 16) } else { (self.x_dtype.size_bytes(), 2) };
         args.x.require_aligned("x", ax)?;
@@ -349,8 +447,12 @@ impl Query {
             XAct::None => "",
             XAct::SiluMul { .. } => " x_act=silu_mul",
         };
+        let yact = match self.y_act {
+            YAct::None => "",
+            YAct::SiluMul { .. } => " y_act=silu_mul",
+        };
         format!(
-            "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}{act}",
+            "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}{act}{yact}",
             self.n, self.k, self.x_dtype, self.out_dtype, self.max_rows, self.aligned
         )
     }
@@ -362,6 +464,7 @@ impl Query {
             x_f32: self.x_dtype == DType::F32,
             aligned: self.aligned,
             silu: self.x_act != XAct::None,
+            y_silu: self.y_act != YAct::None,
             rows_hi: bucket.hi,
             sm_count: device.sm_count(),
             smem_optin: device.smem_optin(),
@@ -478,6 +581,7 @@ pub fn default_profile_plans(device: &Arc<Device>) -> Result<Vec<Box<dyn b12x_co
             aligned: true,
             pdl: false,
             x_act: XAct::None,
+            y_act: YAct::None,
         };
         out.push(Box::new(plan(&q, device)?));
     }

@@ -51,17 +51,24 @@ pub struct Bf16GemvParams {
     pub m_pad: i32,
     /// Bit 0 (`FLAG_BIAS_F32`): `bias` is f32 (else bf16); bit 1 (`FLAG_PDL`): launched with
     /// programmatic dependent launch (the kernel triggers its dependents, prefetches W and
-    /// waits for the previous kernel before touching anything else).
+    /// waits for the previous kernel before touching anything else); bit 2 (`FLAG_Y_SILU`): the
+    /// SwiGLU epilogue (`Query::y_act`).
     pub flags: i32,
+    /// `FLAG_Y_SILU`: the swiglu limit L (finite, > 0) or `f32::INFINITY` for none.
+    pub y_limit: f32,
+    /// Zero; pads the struct to a multiple of 8 bytes.
+    pub reserved: i32,
 }
 
 /// [`Bf16GemvParams::flags`]: the bias is f32.
 pub const FLAG_BIAS_F32: i32 = 1;
 /// [`Bf16GemvParams::flags`]: the launch carries the PDL attribute.
 pub const FLAG_PDL: i32 = 2;
+/// [`Bf16GemvParams::flags`]: y is the SwiGLU of the (gate, up) row pairs (`Query::y_act`).
+pub const FLAG_Y_SILU: i32 = 4;
 
 const _: () = {
-    assert!(size_of::<Bf16GemvParams>() == 112);
+    assert!(size_of::<Bf16GemvParams>() == 120);
     assert!(offset_of!(Bf16GemvParams, w) == 0);
     assert!(offset_of!(Bf16GemvParams, x) == 8);
     assert!(offset_of!(Bf16GemvParams, bias) == 16);
@@ -81,6 +88,7 @@ const _: () = {
     assert!(offset_of!(Bf16GemvParams, n_pad) == 100);
     assert!(offset_of!(Bf16GemvParams, m_pad) == 104);
     assert!(offset_of!(Bf16GemvParams, flags) == 108);
+    assert!(offset_of!(Bf16GemvParams, y_limit) == 112);
 };
 
 /// The one `__grid_constant__` argument of the fused-activation entry points
@@ -97,10 +105,10 @@ pub struct Bf16GemvActParams {
 }
 
 const _: () = {
-    assert!(size_of::<Bf16GemvActParams>() == 120);
+    assert!(size_of::<Bf16GemvActParams>() == 128);
     assert!(offset_of!(Bf16GemvActParams, g) == 0);
-    assert!(offset_of!(Bf16GemvActParams, limit) == 112);
-    assert!(offset_of!(Bf16GemvActParams, reserved) == 116);
+    assert!(offset_of!(Bf16GemvActParams, limit) == 120);
+    assert!(offset_of!(Bf16GemvActParams, reserved) == 124);
 };
 
 /// The one `__grid_constant__` argument of the `b12x_bf16_gemv_tma_*` entry points.
@@ -123,6 +131,8 @@ pub struct Bf16GemvTmaParams {
     pub stages: i32,
     /// `TMA_FLAG_EVICT_FIRST` (bit 0) and `TMA_FLAG_CLUSTER` (bit 1).
     pub flags: i32,
+    /// Zeros: the struct's size to its 64-byte alignment.
+    pub pad: [i32; 14],
 }
 
 /// [`Bf16GemvTmaParams::flags`]: stream W with an L2 evict-first hint.
@@ -137,9 +147,9 @@ impl Default for Bf16GemvTmaParams {
 }
 
 const _: () = {
-    assert!(size_of::<Bf16GemvTmaParams>() == 384);
+    assert!(size_of::<Bf16GemvTmaParams>() == 448);
     assert!(offset_of!(Bf16GemvTmaParams, x_map) == 128);
     assert!(offset_of!(Bf16GemvTmaParams, g) == 256);
-    assert!(offset_of!(Bf16GemvTmaParams, kstages) == 368);
-    assert!(offset_of!(Bf16GemvTmaParams, flags) == 380);
+    assert!(offset_of!(Bf16GemvTmaParams, kstages) == 376);
+    assert!(offset_of!(Bf16GemvTmaParams, flags) == 388);
 };

@@ -1,6 +1,6 @@
 //! Every op's plan for one configuration, and the step's ops on a stream.
 
-use super::{Config, DeviceLinear, DeviceWeights, State, WeightFormat, LINEARS};
+use super::{Config, DeviceLinear, DeviceWeights, HostWeights, State, WeightFormat, LINEARS};
 use b12x_attention::paging::ErrorWord;
 use b12x_attention::{kv_append, paged, rope, rope_kv_append};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
@@ -63,8 +63,10 @@ pub enum Op {
 /// The down projection's index in [`Config::linear_shapes`] (the last linear): with
 /// [`LayerOptions::fuse_silu`] it reads `[gate | up]`.
 const DOWN: usize = 3;
+/// The gate/up projection's index: with [`LayerOptions::gate_up_silu`] it stores the activation.
+const GATE_UP: usize = 2;
 
-/// [`Op::ALL`] without [`Op::SiluAndMul`] ([`LayerOptions::fuse_silu`]).
+/// [`Op::ALL`] without [`Op::SiluAndMul`] ([`LayerOptions::fuse_silu`], [`LayerOptions::gate_up_silu`]).
 const FUSED_SILU_OPS: [Op; 8] =
     [Op::AddNorm1, Op::QkvProj, Op::RopeKvAppend, Op::Attention, Op::OProj, Op::AddNorm2, Op::GateUpProj, Op::DownProj];
 
@@ -128,6 +130,15 @@ pub struct LayerOptions {
     /// B = 1 (step 136.9 against 116.4 µs: the down GEMV's row blocks each recompute the
     /// activation), hence off by default.
     pub fuse_silu: bool,
+    /// Fold `activation.silu_and_mul` into the gate/up projection's epilogue
+    /// (`bf16_gemv::YAct::SiluMul`): the GEMV's weight rows are interleaved in 16-row (8 gate,
+    /// 8 up) groups ([`Layer::upload_weights`] lays them out), each thread finishing a gate row
+    /// and its up row stores `silu(g) · u`, the same bf16 values the op would write, and the
+    /// step launches eight ops ([`Layer::ops`]). Nothing is recomputed. BF16 weights only, not
+    /// with `fuse_silu`; otherwise [`Layer::with_options`] returns `Error::InvalidQuery`. The
+    /// gate/up GEMV's session may pick another config than the unfused layer's (another
+    /// summation order), so `y` may differ in the last bits.
+    pub gate_up_silu: bool,
 }
 
 /// Every op's plan for one configuration, weight format and capacity.
@@ -160,6 +171,17 @@ impl Layer {
     ) -> Result<Self> {
         let (h, hkv, d, p) = (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.page_size);
         let b = cap.max_batch;
+        if options.gate_up_silu && (format != WeightFormat::Bf16 || options.fuse_silu) {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "gate_up_silu",
+                reason: format!(
+                    "folds silu_and_mul into the BF16 gate/up projection, without fuse_silu; got {} weights, fuse_silu {}",
+                    format.name(),
+                    options.fuse_silu
+                ),
+            });
+        }
         if options.fuse_silu && format != WeightFormat::Bf16 {
             return Err(Error::InvalidQuery {
                 op: "b12x-layers",
@@ -192,6 +214,11 @@ impl Layer {
                             bf16_gemv::XAct::SiluMul { limit: None }
                         } else {
                             bf16_gemv::XAct::None
+                        },
+                        y_act: if options.gate_up_silu && i == GATE_UP {
+                            bf16_gemv::YAct::SiluMul { limit: None }
+                        } else {
+                            bf16_gemv::YAct::None
                         },
                     },
                     dev,
@@ -271,7 +298,7 @@ impl Layer {
                 ..Default::default()
             },
         )?;
-        let act = if options.fuse_silu {
+        let act = if options.fuse_silu || options.gate_up_silu {
             None
         } else {
             Some(
@@ -302,8 +329,24 @@ impl Layer {
         v
     }
 
+    /// The layer's weights on the device in the layout its plans read: [`HostWeights::upload`],
+    /// with the gate/up weight's rows interleaved (`bf16_gemv::interleave_gate_up`) when
+    /// [`LayerOptions::gate_up_silu`] is set ([`DeviceLinear::Bf16GateUp`]).
+    pub fn upload_weights(&self, host: &HostWeights, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
+        if !self.options.gate_up_silu {
+            return host.upload(stream);
+        }
+        let mut dw = host.upload(stream)?;
+        let l = &host.linears[GATE_UP];
+        let rows: Vec<bf16> = l.values.iter().map(|&v| bf16::from_f32(v)).collect();
+        let w = stream.clone_htod(&bf16_gemv::interleave_gate_up(&rows, l.k))?;
+        dw.linears[GATE_UP] = DeviceLinear::Bf16GateUp(w);
+        Ok(dw)
+    }
+
     /// The ops one step launches, in order: [`Op::ALL`], or without [`Op::SiluAndMul`] when
-    /// [`LayerOptions::fuse_silu`] folds it into [`Op::DownProj`].
+    /// [`LayerOptions::fuse_silu`] folds it into [`Op::DownProj`] or
+    /// [`LayerOptions::gate_up_silu`] into [`Op::GateUpProj`].
     pub fn ops(&self) -> &'static [Op] {
         if self.act.is_some() {
             &Op::ALL
@@ -377,8 +420,11 @@ impl Layer {
             }
             Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], stream),
             Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], stream),
-            Op::GateUpProj => self.linear(2, w, &st.h, &mut st.gate_up, b, &mut st.scratch[2], stream),
-            Op::DownProj if self.act.is_none() => {
+            Op::GateUpProj if self.options.gate_up_silu => {
+                self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], stream)
+            }
+            Op::GateUpProj => self.linear(GATE_UP, w, &st.h, &mut st.gate_up, b, &mut st.scratch[GATE_UP], stream),
+            Op::DownProj if self.options.fuse_silu => {
                 self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], stream)
             }
             Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], stream),
@@ -428,7 +474,9 @@ impl Layer {
                     return Err(Error::InvalidQuery {
                         op: "b12x-layers",
                         field: "op",
-                        reason: "silu_and_mul is folded into down_proj in this layer (LayerOptions::fuse_silu)".into(),
+                        reason: "silu_and_mul is folded into down_proj or gate_up_proj in this layer \
+                                 (LayerOptions::fuse_silu, gate_up_silu)"
+                            .into(),
                     });
                 };
                 let args = silu_and_mul::Args {
@@ -456,11 +504,16 @@ impl Layer {
     ) -> Result<()> {
         let (n, k) = self.cfg.linear_shapes()[i];
         let scratch = scratch_of(scratch);
-        // The fused down projection reads [gate | up]: twice its K per row.
-        let x_cols = if i == DOWN && self.act.is_none() { 2 * k } else { k };
-        let (xv, yv) = (TensorRef::from_slice(x, &[b, x_cols])?, TensorMut::from_slice(y, &[b, n])?);
+        // The fused down projection reads [gate | up]: twice its K per row; the gate/up
+        // projection with the SwiGLU epilogue writes half its N.
+        let x_cols = if i == DOWN && self.options.fuse_silu { 2 * k } else { k };
+        let y_cols = if i == GATE_UP && self.options.gate_up_silu { n / 2 } else { n };
+        let (xv, yv) = (TensorRef::from_slice(x, &[b, x_cols])?, TensorMut::from_slice(y, &[b, y_cols])?);
+        let epilogue = i == GATE_UP && self.options.gate_up_silu;
         match (&self.linears[i], &w.linears[i]) {
-            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) => {
+            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) | (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt))
+                if epilogue == matches!(w.linears[i], DeviceLinear::Bf16GateUp(_)) =>
+            {
                 let args = bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv };
                 bf16_gemv::run(p, args, scratch, stream)
             }

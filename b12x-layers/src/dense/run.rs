@@ -60,8 +60,8 @@ pub fn decode_run(
     let num_pages = contexts.iter().map(|&c| (c + steps).div_ceil(p)).sum::<usize>() + 8;
     let cap = Capacity { max_batch: b, max_pages, num_pages };
     let weights = HostWeights::random(cfg, format, seed)?;
-    let dw = weights.upload(stream)?;
     let layer = Layer::with_options(cfg, format, cap, options, dev)?;
+    let dw = layer.upload_weights(&weights, stream)?;
     let mut session = b12x_core::PreparationSession::new(dev)?;
     session.prepare(&layer.plans())?;
     session.freeze();

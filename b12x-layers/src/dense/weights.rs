@@ -88,6 +88,9 @@ impl HostWeights {
 /// One linear's weight on the device.
 pub enum DeviceLinear {
     Bf16(CudaSlice<bf16>),
+    /// BF16 gate/up weight with its rows interleaved for the SwiGLU epilogue
+    /// (`bf16_gemv::interleave_gate_up`; `Layer::upload_weights` with `gate_up_silu`).
+    Bf16GateUp(CudaSlice<bf16>),
     Packed(Box<PackedWeight>),
 }
 
