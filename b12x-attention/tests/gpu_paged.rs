@@ -417,8 +417,13 @@ fn trials() -> Vec<GpuTrial> {
             let c = case(gm, make_batch(&reqs, gm.p, 31, pad), 31);
             for cap in 2..=paged::MAX_CLUSTER_SPLITS {
                 let with = |cluster| {
-                    let options =
-                        PlanOptions { max_splits: Some(cap), cluster_merge: Some(cluster), stages, pdl: false, warps: None };
+                    let options = PlanOptions {
+                        max_splits: Some(cap),
+                        cluster_merge: Some(cluster),
+                        stages,
+                        pdl: false,
+                        warps: None,
+                    };
                     paged::plan_with(&c.query(), dev, options).map_err(err)
                 };
                 let (cl, sc) = (with(true)?, with(false)?);

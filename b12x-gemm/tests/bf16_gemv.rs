@@ -672,7 +672,10 @@ fn ysilu_enumerates_no_cluster_configs() {
         assert!(all.iter().any(|c| matches!(c.tma, Some(TmaMode { work: TmaWork::Cluster(_), .. }))));
         assert!(!epi.iter().any(|c| matches!(c.tma, Some(TmaMode { work: TmaWork::Cluster(_), .. }))));
         assert!(epi.iter().all(|c| all.contains(c)), "the epilogue configs are plain configs");
-        assert_eq!(epi.len() + all.iter().filter(|c| matches!(c.tma, Some(TmaMode { work: TmaWork::Cluster(_), .. }))).count(), all.len());
+        assert_eq!(
+            epi.len() + all.iter().filter(|c| matches!(c.tma, Some(TmaMode { work: TmaWork::Cluster(_), .. }))).count(),
+            all.len()
+        );
     }
 }
 

@@ -868,12 +868,52 @@ struct EpiCase {
 
 const EPI_CASES: &[EpiCase] = &[
     // Qwen3-8B's gate/up projection (N = 2 · 12288, K = 4096): the decode layer's shape.
-    EpiCase { name: "qwen3_8b_gate_up_ysilu", n: 2 * QWEN3_8B.1, k: QWEN3_8B.0, ms: &[1, 8], limit: None, bias: None, pad: 0, pdl: false, large: true },
-    EpiCase { name: "qwen3_8b_gate_up_ysilu_pdl", n: 2 * QWEN3_8B.1, k: QWEN3_8B.0, ms: &[1], limit: None, bias: None, pad: 0, pdl: true, large: true },
+    EpiCase {
+        name: "qwen3_8b_gate_up_ysilu",
+        n: 2 * QWEN3_8B.1,
+        k: QWEN3_8B.0,
+        ms: &[1, 8],
+        limit: None,
+        bias: None,
+        pad: 0,
+        pdl: false,
+        large: true,
+    },
+    EpiCase {
+        name: "qwen3_8b_gate_up_ysilu_pdl",
+        n: 2 * QWEN3_8B.1,
+        k: QWEN3_8B.0,
+        ms: &[1],
+        limit: None,
+        bias: None,
+        pad: 0,
+        pdl: true,
+        large: true,
+    },
     // Small: a partial last k step, padded rows, an f32 / bf16 bias, the limit, M past 8
     // (NT = 2), split-K merges.
-    EpiCase { name: "small_ysilu_limit_bias", n: 1040, k: 1000, ms: &[1, 3, 16], limit: SILU_LIMIT, bias: Some(F32), pad: 8, pdl: false, large: false },
-    EpiCase { name: "small_ysilu_bf16_bias", n: 256, k: 7168, ms: &[2, 9], limit: None, bias: Some(DType::BF16), pad: 0, pdl: false, large: false },
+    EpiCase {
+        name: "small_ysilu_limit_bias",
+        n: 1040,
+        k: 1000,
+        ms: &[1, 3, 16],
+        limit: SILU_LIMIT,
+        bias: Some(F32),
+        pad: 8,
+        pdl: false,
+        large: false,
+    },
+    EpiCase {
+        name: "small_ysilu_bf16_bias",
+        n: 256,
+        k: 7168,
+        ms: &[2, 9],
+        limit: None,
+        bias: Some(DType::BF16),
+        pad: 0,
+        pdl: false,
+        large: false,
+    },
 ];
 
 /// Every candidate config of M's bucket pinned in turn on a `YAct::SiluMul` plan and on its plain
@@ -934,7 +974,8 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
     let bytes = epi.scratch_layout().total_bytes().max(plain.scratch_layout().total_bytes());
     let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
     let configs = epi.candidates(bucket);
-    if configs.is_empty() || configs.iter().any(|id| id.contains("_c2_") || id.contains("_c4_") || id.contains("_c8_")) {
+    if configs.is_empty() || configs.iter().any(|id| id.contains("_c2_") || id.contains("_c4_") || id.contains("_c8_"))
+    {
         return Err(format!("unexpected epilogue candidates {configs:?}"));
     }
     for id in configs {
@@ -992,7 +1033,8 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
         let dot: f64 = got.iter().zip(&host_act).map(|(a, b)| a * b).sum();
         let nrm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
         let cos = dot / (nrm(&got) * nrm(&host_act)).max(f64::MIN_POSITIVE);
-        if !(1.0 - cos <= 1e-4) {
+        // A NaN cosine fails too.
+        if (1.0 - cos).is_nan() || 1.0 - cos > 1e-4 {
             return Err(format!("[{id}] 1 - cos against the host activation = {:e}", 1.0 - cos));
         }
         session.close();

@@ -151,9 +151,8 @@ fn main() -> Result<()> {
             // neighbours).
             for k in 1..=ops.len() {
                 let first = &ops[..k];
-                let t = time_graph(&dev, samples(), |s| {
-                    first.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))
-                })?;
+                let t =
+                    time_graph(&dev, samples(), |s| first.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s)))?;
                 let name = format!("{prefix}/prefix/{k}_{}", ops[k - 1].name());
                 report.add(&name, "one graph, the step's first k ops", &t, 0.0, 0.0);
             }

@@ -93,7 +93,11 @@ fn main() {
         for pdl in [false, true] {
             let name = format!("qwen3_8b::bf16_attention_w8{}::b{b}", if pdl { "_pdl" } else { "" });
             trials.push(GpuTrial::new(name, move |dev| {
-                let options = LayerOptions { pdl, attention_warps: Some(b12x_attention::paged::WIDE_WARPS), ..Default::default() };
+                let options = LayerOptions {
+                    pdl,
+                    attention_warps: Some(b12x_attention::paged::WIDE_WARPS),
+                    ..Default::default()
+                };
                 check(dev, WeightFormat::Bf16, options, b)
             }));
         }
@@ -155,7 +159,9 @@ fn gate_up_silu_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), St
     for format in [WeightFormat::BlockFp8, WeightFormat::Nvfp4] {
         match Layer::with_options(&cfg, format, cap(1), gs, dev) {
             Err(Error::InvalidQuery { field: "gate_up_silu", .. }) => {}
-            other => return Err(format!("{}: expected InvalidQuery(gate_up_silu), got {:?}", format.name(), other.err())),
+            other => {
+                return Err(format!("{}: expected InvalidQuery(gate_up_silu), got {:?}", format.name(), other.err()))
+            }
         }
     }
     match Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions { fuse_silu: true, ..gs }, dev) {

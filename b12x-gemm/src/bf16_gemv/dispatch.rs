@@ -2,8 +2,8 @@
 
 use super::params::{FLAG_BIAS_F32, FLAG_PDL, FLAG_Y_SILU, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
 use super::{
-    Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct, YAct, KERNEL_STATIC_SMEM,
-    OP,
+    Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct, YAct,
+    KERNEL_STATIC_SMEM, OP,
 };
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{

@@ -352,7 +352,10 @@ impl Query {
                 return act(format!("needs bf16 x (the tensor-core configs), got {}", self.x_dtype));
             }
             if self.out_dtype != DType::BF16 {
-                return act(format!("stores bf16 y (activation.silu_and_mul's output), got out_dtype {}", self.out_dtype));
+                return act(format!(
+                    "stores bf16 y (activation.silu_and_mul's output), got out_dtype {}",
+                    self.out_dtype
+                ));
             }
             if self.n % 16 != 0 {
                 return act(format!("needs N % 16 == 0 (16-row gate/up groups), got N = {}", self.n));
@@ -379,7 +382,9 @@ impl Query {
         args.w.expect("w", "[N, K]", DType::BF16, &[n, k])?;
         match self.y_act {
             YAct::None => args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?,
-            YAct::SiluMul { .. } => args.y.expect("y", "[M, N/2] (SwiGLU of the gate/up pairs)", self.out_dtype, &[m, n / 2])?,
+            YAct::SiluMul { .. } => {
+                args.y.expect("y", "[M, N/2] (SwiGLU of the gate/up pairs)", self.out_dtype, &[m, n / 2])?
+            }
         }
         if m > self.max_rows {
             return Err(Error::Capacity { what: "M (rows of x)", got: m, capacity: self.max_rows });
