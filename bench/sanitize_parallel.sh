@@ -19,7 +19,8 @@
 # go. Writes OUTDIR/TOOL.txt (one line per trial: name, rc, passed count, the tool's summary,
 # seconds), OUTDIR/TOOL_fail_*.log for failures, and prints a one-line summary last.
 # The caller's environment passes through (B12X_TEST_PROFILE=reduced for the sanitizer profile;
-# each worker gets its own B12X_CACHE_DIR copy of $B12X_CACHE_DIR when that is set).
+# each worker gets its own B12X_CACHE_DIR: a copy of $B12X_CACHE_DIR when that is set, else
+# a fresh one under $TMPDIR, so no race run here lands in the shared default cache).
 set -u
 BIN=$(readlink -f "$1")
 TOOL=$2
@@ -46,13 +47,18 @@ PRE=()
 # run_one NAME WORKER LIMIT_S: one trial, one line in $OUT/$TOOL.w$WORKER.txt.
 run_one() {
   local t=$1 w=$2 lim=$3 t0=$SECONDS log=$OUT/.w$2.log
+  # Each worker races into a cache of its own, never the shared default one: selections raced
+  # under a sanitizer, or beside the other workers, would be read by later benches ("Cached")
+  # and run configs picked on those timings (session 40, call 3).
   local cache=${B12X_CACHE_DIR:-}
   if [ -n "$cache" ]; then
     [ -d "$cache.w$w" ] || cp -r "$cache" "$cache.w$w" 2>/dev/null || mkdir -p "$cache.w$w"
     cache=$cache.w$w
+  else
+    cache=${TMPDIR:-/tmp}/b12x-cache.$$.$TOOL.w$w
+    mkdir -p "$cache"
   fi
-  local envv=()
-  [ -n "$cache" ] && envv=("B12X_CACHE_DIR=$cache")
+  local envv=("B12X_CACHE_DIR=$cache")
   env ${envv[@]+"${envv[@]}"} timeout "$lim" ${PRE[@]+"${PRE[@]}"} "$BIN" --exact "$t" --test-threads 1 > "$log" 2>&1
   local rc=$?
   local summary
