@@ -800,8 +800,6 @@ __device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float
                                             const float (&bias)[RT][2], int row_base) {
   const int g = (threadIdx.x & 31) >> 2;
   const int t = threadIdx.x & 3;
-  // The lane's element (token 2t, row g); the others sit at constant multiples of ldy and
-  // constant row offsets from it.
   if (p.flags & kYSilu) {
     // Fragments e (row g) and e + 2 (row g + 8) of a tile are a (gate, up) pair: y column
     // (row_base + 16 rt) / 2 + g.
@@ -815,6 +813,8 @@ __device__ __forceinline__ void tma_store_y(const Bf16GemvParams& p, const float
     });
     return;
   }
+  // The lane's element (token 2t, row g); the others sit at constant multiples of ldy and
+  // constant row offsets from it.
   TOut* y_lane = reinterpret_cast<TOut*>(p.y) + (long long)(2 * t) * p.ldy + row_base + g;
   for_each_fragment<NT, RT>([&](int rt, int nt, int e, int r, int tok) {
     // Without a bias v itself (v + 0 would turn -0 into +0).
