@@ -176,23 +176,32 @@ pub enum XAct {
     },
 }
 
+/// The limit a SwiGLU kernel takes: L, or +∞ without one (the clamps then pass every value, as
+/// `activation.silu_and_mul`'s kernel does).
+fn swiglu_kernel_limit(limit: Option<f32>) -> f32 {
+    limit.unwrap_or(f32::INFINITY)
+}
+
+/// SwiGLU limits compare by their bits, so a query stays `Eq`.
+fn same_limit(a: Option<f32>, b: Option<f32>) -> bool {
+    a.map(f32::to_bits) == b.map(f32::to_bits)
+}
+
 impl XAct {
-    /// The limit the fused kernels take: L, or +∞ without one (the clamps then pass every value,
-    /// as `activation.silu_and_mul`'s kernel does).
+    /// The limit the fused kernels take: L, or +∞ without one.
     pub fn kernel_limit(self) -> f32 {
         match self {
-            XAct::SiluMul { limit: Some(l) } => l,
-            _ => f32::INFINITY,
+            XAct::SiluMul { limit } => swiglu_kernel_limit(limit),
+            XAct::None => f32::INFINITY,
         }
     }
 }
 
-// Limits compare by their bits, so a query stays `Eq`.
 impl PartialEq for XAct {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (XAct::None, XAct::None) => true,
-            (XAct::SiluMul { limit: a }, XAct::SiluMul { limit: b }) => a.map(f32::to_bits) == b.map(f32::to_bits),
+            (XAct::SiluMul { limit: a }, XAct::SiluMul { limit: b }) => same_limit(*a, *b),
             _ => false,
         }
     }
@@ -224,8 +233,8 @@ impl YAct {
     /// The limit the kernels take: L, or +∞ without one.
     pub fn kernel_limit(self) -> f32 {
         match self {
-            YAct::SiluMul { limit: Some(l) } => l,
-            _ => f32::INFINITY,
+            YAct::SiluMul { limit } => swiglu_kernel_limit(limit),
+            YAct::None => f32::INFINITY,
         }
     }
 }
@@ -234,7 +243,7 @@ impl PartialEq for YAct {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (YAct::None, YAct::None) => true,
-            (YAct::SiluMul { limit: a }, YAct::SiluMul { limit: b }) => a.map(f32::to_bits) == b.map(f32::to_bits),
+            (YAct::SiluMul { limit: a }, YAct::SiluMul { limit: b }) => same_limit(*a, *b),
             _ => false,
         }
     }
