@@ -335,15 +335,7 @@ impl Layer {
     /// with the gate/up weight's rows interleaved (`bf16_gemv::interleave_gate_up`) when
     /// [`LayerOptions::gate_up_silu`] is set ([`DeviceLinear::Bf16GateUp`]).
     pub fn upload_weights(&self, host: &HostWeights, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
-        if !self.options.gate_up_silu {
-            return host.upload(stream);
-        }
-        let mut dw = host.upload(stream)?;
-        let l = &host.linears[GATE_UP];
-        let rows: Vec<bf16> = l.values.iter().map(|&v| bf16::from_f32(v)).collect();
-        let w = stream.clone_htod(&bf16_gemv::interleave_gate_up(&rows, l.k))?;
-        dw.linears[GATE_UP] = DeviceLinear::Bf16GateUp(w);
-        Ok(dw)
+        host.upload_with(stream, self.options.gate_up_silu.then_some(GATE_UP))
     }
 
     /// The ops one step launches, in order: [`Op::ALL`], or without [`Op::SiluAndMul`] when
@@ -511,11 +503,14 @@ impl Layer {
         let x_cols = if i == DOWN && self.options.fuse_silu { 2 * k } else { k };
         let y_cols = if i == GATE_UP && self.options.gate_up_silu { n / 2 } else { n };
         let (xv, yv) = (TensorRef::from_slice(x, &[b, x_cols])?, TensorMut::from_slice(y, &[b, y_cols])?);
+        // The SwiGLU-epilogue plan reads the interleaved layout, every other BF16 plan the plain one.
         let epilogue = i == GATE_UP && self.options.gate_up_silu;
         match (&self.linears[i], &w.linears[i]) {
-            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) | (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt))
-                if epilogue == matches!(w.linears[i], DeviceLinear::Bf16GateUp(_)) =>
-            {
+            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) if !epilogue => {
+                let args = bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv };
+                bf16_gemv::run(p, args, scratch, stream)
+            }
+            (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt)) if epilogue => {
                 let args = bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv };
                 bf16_gemv::run(p, args, scratch, stream)
             }

@@ -71,12 +71,21 @@ impl HostWeights {
 
     /// Uploads (BF16) or packs (`pack_weight`, layout v3) every weight.
     pub fn upload(&self, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
-        let up = |v: &[f32]| -> Result<CudaSlice<bf16>> {
-            Ok(stream.clone_htod(&v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())?)
-        };
+        self.upload_with(stream, None)
+    }
+
+    /// [`HostWeights::upload`], with the BF16 linear `gate_up` (an index into
+    /// [`LINEARS`](super::LINEARS)) uploaded with its rows interleaved for the SwiGLU epilogue
+    /// (`bf16_gemv::interleave_gate_up`, [`DeviceLinear::Bf16GateUp`]).
+    pub(super) fn upload_with(&self, stream: &Arc<CudaStream>, gate_up: Option<usize>) -> Result<DeviceWeights> {
+        let bf = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
+        let up = |v: &[f32]| -> Result<CudaSlice<bf16>> { Ok(stream.clone_htod(&bf(v))?) };
         let mut linears = Vec::new();
-        for l in &self.linears {
+        for (i, l) in self.linears.iter().enumerate() {
             linears.push(match &l.quantized {
+                None if gate_up == Some(i) => DeviceLinear::Bf16GateUp(
+                    stream.clone_htod(&b12x_gemm::bf16_gemv::interleave_gate_up(&bf(&l.values), l.k))?,
+                ),
                 None => DeviceLinear::Bf16(up(&l.values)?),
                 Some(w) => DeviceLinear::Packed(Box::new(pack_weight(w, stream)?)),
             });
