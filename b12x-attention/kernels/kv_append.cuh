@@ -90,11 +90,14 @@ __device__ __forceinline__ void store_chunk_e4m3(void* cache, long long elem, co
   asm volatile("st.global.v2.u32 [%0], {%1,%2};" ::"l"(dst), "r"(w.x), "r"(w.y) : "memory");
 }
 
-// Shared-memory copy of a small batch's cu_seqlens_q and seq_lens.
-struct KvAppendSmem {
-  int32_t cu[kSmemCu];
-  int32_t len[kSmemCu];
+// Shared-memory copy of a small batch's cu_seqlens_q and seq_lens (batches of fewer than kCap
+// requests; larger ones are read in global memory).
+template <int kCap>
+struct KvAppendSmemN {
+  int32_t cu[kCap];
+  int32_t len[kCap];
 };
+using KvAppendSmem = KvAppendSmemN<kSmemCu>;
 
 // Where chunk c (8 elements) of KV head g of packed row r goes: dst, its element offset in
 // either cache, and b, its request. Checks the packing, the request's length and its page id
@@ -104,10 +107,12 @@ struct KvAppendSmem {
 // fault, batch padding, or !live). Reads only the batch (cu_seqlens_q, seq_lens, page_table) and
 // writes nothing. Every thread of the CTA must call it (a small batch is staged in shared memory
 // first).
+template <int kCap>
 __device__ __forceinline__ bool kv_append_slot(const KvAppendParams& p, unsigned block, bool live, int r, int g,
-                                               int c, KvAppendSmem& sm, long long& dst, int& b, unsigned& fault) {
+                                               int c, KvAppendSmemN<kCap>& sm, long long& dst, int& b,
+                                               unsigned& fault) {
   fault = 0;
-  const bool shared_cu = p.batch <= kSmemCu - 1;
+  const bool shared_cu = p.batch <= kCap - 1;
   if (shared_cu) {
     for (int j = threadIdx.x; j <= p.batch; j += blockDim.x) {
       sm.cu[j] = __ldg(p.cu_seqlens_q + j);

@@ -13,11 +13,16 @@
 //   FAULT_POSITION) and stored with V. Plain launches load K and V first (NeoX: the partner
 //   chunk too), beside the batch's loads; PDL plans (flags kRopeKvEarly) read what the kernel
 //   before them cannot have written (the positions, the batch, the table) and form cos / sin
-//   before they wait for it, and load q, K and V after.
+//   before they wait for it, and load q, K and V after. Optionally (warm_blocks > 0) a third
+//   part, the grid's last CTAs, reads the batch's cached K and V through L2 without waiting
+//   (warm_cache): under PDL it runs beside the QKV projection, so the attention after this kernel
+//   reads its keys from L2. The kernel's static shared memory stays small (kRopeKvSmemCu) so
+//   that its CTAs fit on SMs a GEMV's CTAs fill.
 // Entry points: b12x_rope_kv_append_{bf16,f16}_{neox,gptj}{,_table}{,_e4m3}.
 //   Oracle: src/rope_kv_append/mod.rs (rope's then kv_append's references).
-#include "rope.cuh"
+#include "b12x/mma.cuh"
 #include "kv_append.cuh"
+#include "rope.cuh"
 
 namespace b12x {
 
@@ -26,13 +31,29 @@ struct RopeKvAppendParams {
   RopeParams rope;        // q only (kv_heads = 0); K's rotation reads its rotary fields
   KvAppendParams append;  // k (unrotated), v, caches, the batch
   int32_t q_blocks;       // CTAs of the q part (the grid's first)
-  int32_t flags;          // bit 0 (kRopeKvEarly): read the batch and form cos / sin before the wait (PDL)
+  int32_t flags;          // kRopeKv* bits
+  int32_t warm_blocks;    // CTAs of the warm part (the grid's last; 0: none)
+  int32_t reserved;
 };
+// flags: read the batch and form cos / sin before the wait (PDL plans).
 constexpr int kRopeKvEarly = 1;
-static_assert(sizeof(RopeKvAppendParams) == 1248, "size must match src/rope_kv_append/params.rs");
+// flags: the warm part reads with an L2 evict-last policy (else the default policy).
+constexpr int kRopeKvWarmEvictLast = 2;
+// flags: the warm part issues prefetch.global.L2 per 128-byte line instead of loads.
+constexpr int kRopeKvWarmPrefetch = 4;
+// flags: never set by the host; keeps the warm part's loads alive (see warm_cache).
+constexpr int kRopeKvWarmSink = 1 << 30;
+static_assert(sizeof(RopeKvAppendParams) == 1256, "size must match src/rope_kv_append/params.rs");
 static_assert(offsetof(RopeKvAppendParams, append) == 1112, "offset must match params.rs");
 static_assert(offsetof(RopeKvAppendParams, q_blocks) == 1240, "offset must match params.rs");
 static_assert(offsetof(RopeKvAppendParams, flags) == 1244, "offset must match params.rs");
+static_assert(offsetof(RopeKvAppendParams, warm_blocks) == 1248, "offset must match params.rs");
+// Batches of fewer requests than this stage cu_seqlens_q and seq_lens in shared memory here
+// (2 KB, not kv_append's 16 KB: this kernel's CTAs then fit beside a QKV GEMV's, see the warm part).
+constexpr int kRopeKvSmemCu = 256;
+// The warm part: 16-byte loads per lane in flight per piece (a piece is 32 * kWarmLoads * 16 bytes).
+constexpr int kWarmLoads = 16;
+constexpr int kWarmPieceBytes = 32 * kWarmLoads * 16;
 
 // The K/V part: chunk c of KV head g of packed row r. `early` (a PDL launch): the position, the
 // slot and cos / sin first, then the wait for the kernel before it, then k and v; else the wait
@@ -42,7 +63,7 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
   if (!early) pdl_wait_then_release();
   const RopeParams& rp = P.rope;
   const KvAppendParams& p = P.append;
-  __shared__ KvAppendSmem sm;
+  __shared__ KvAppendSmemN<kRopeKvSmemCu> sm;
   __shared__ float s_inv[kMaxPairs];
   if constexpr (!kTable) {
     for (int j = threadIdx.x; j < rp.rotary_dim / 2; j += blockDim.x) s_inv[j] = rp.inv_freq[j];
@@ -125,6 +146,96 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
   kv_store_chunk<T, kE4m3>(p.v_cache, p.v_scale, p, b, g, dst, vv);
 }
 
+// The warm part (CTA wb of warm_blocks): reads the batch's cached K and V, the positions
+// [0, L_b - q_b) of each request (the keys attention.paged will read besides the new ones),
+// through L2 and drops them, so that the attention after this kernel finds them there. It lets
+// the next PDL kernel launch at once and never waits: no kernel of the step writes those
+// positions (this one writes only the new tokens' slots), and by the time a PDL launch of this
+// kernel runs every kernel before the one it overlaps has completed (each releases its
+// dependents only after its own wait). Untrusted lengths, packings and page ids are skipped,
+// never reported (the K/V part reports them). The work is cut into pieces of kWarmPieceBytes of
+// one page of one cache, spread over every warp of the part; lane i resolves the page of the
+// warp's piece i of each round of 32 (one exposed metadata round trip per 32 pieces).
+template <int kEs>
+__device__ __forceinline__ void warm_cache(const RopeKvAppendParams& P, int wb) {
+  pdl_launch_dependents();
+  const KvAppendParams& p = P.append;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long row_bytes = (long long)p.kv_heads * p.head_dim * kEs;
+  const long long page_bytes = row_bytes * p.page_size;
+  const int per_page = (int)((page_bytes + kWarmPieceBytes - 1) / kWarmPieceBytes);
+  const long long total = (long long)p.batch * p.max_pages * 2 * per_page;
+  const long long gw = (long long)wb * (blockDim.x >> 5) + warp, nw = (long long)P.warm_blocks * (blockDim.x >> 5);
+  const bool prefetch = P.flags & kRopeKvWarmPrefetch;
+  const bool evict_last = P.flags & kRopeKvWarmEvictLast;
+  const uint64_t policy = l2_policy_evict_last();
+  uint32_t acc = 0;
+  for (long long round = gw; round < total; round += 32 * nw) {
+    // Lane i: piece round + i * nw -> its first byte and its length (0: nothing to read).
+    const unsigned char* src = nullptr;
+    int n = 0;
+    const long long u = round + lane * nw;
+    if (u < total) {
+      const int q = (int)(u % per_page);
+      const long long pj = u / per_page;
+      const int kv = (int)(pj & 1);
+      const long long bj = pj >> 1;
+      const int b = (int)(bj / p.max_pages), j = (int)(bj % p.max_pages);
+      const int len = __ldg(p.seq_lens + b);
+      const int q_len = __ldg(p.cu_seqlens_q + b + 1) - __ldg(p.cu_seqlens_q + b);
+      const bool ok = len >= 0 && (long long)len <= (long long)p.max_pages * p.page_size && q_len >= 0 && q_len <= len;
+      const long long cached = ok ? (long long)(len - q_len) - (long long)j * p.page_size : 0;
+      if (cached > 0) {
+        const int page = __ldg(p.page_table + (long long)b * p.pt_stride + j);
+        const long long bytes = min(cached, (long long)p.page_size) * row_bytes - (long long)q * kWarmPieceBytes;
+        if (page >= 0 && page < p.num_pages && bytes > 0) {
+          src = static_cast<const unsigned char*>(kv ? p.v_cache : p.k_cache) + page * page_bytes +
+                (long long)q * kWarmPieceBytes;
+          n = (int)min(bytes, (long long)kWarmPieceBytes);
+        }
+      }
+    }
+    for (int i = 0; i < 32; ++i) {
+      const int ni = __shfl_sync(0xffffffffu, n, i);
+      if (ni == 0) continue;
+      const unsigned char* si = reinterpret_cast<const unsigned char*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(src), i));
+      if (prefetch) {
+        // One prefetch per 128-byte line of the piece.
+        for (int o = lane * 128; o < ni; o += 32 * 128) {
+          if (evict_last)
+            asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(si + o));
+          else
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(si + o));
+        }
+        continue;
+      }
+      // Every load of the piece goes out before any result is used (the XOR below; every word
+      // of every load, so that no two loads share a destination register).
+      Vec16 v[kWarmLoads];
+#pragma unroll
+      for (int k = 0; k < kWarmLoads; ++k) {
+        const int o = (lane + 32 * k) * 16;
+        v[k] = Vec16{{0u, 0u, 0u, 0u}};
+        if (o < ni) {
+          if (evict_last)
+            asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+                         : "=r"(v[k].w[0]), "=r"(v[k].w[1]), "=r"(v[k].w[2]), "=r"(v[k].w[3])
+                         : "l"(si + o), "l"(policy));
+          else
+            asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(v[k].w[0]), "=r"(v[k].w[1]), "=r"(v[k].w[2]), "=r"(v[k].w[3])
+                         : "l"(si + o));
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kWarmLoads; ++k) acc ^= v[k].w[0] ^ v[k].w[1] ^ v[k].w[2] ^ v[k].w[3];
+    }
+  }
+  // Never true in practice (the host never sets the bit): a use of the loaded words.
+  if ((P.flags & kRopeKvWarmSink) && acc == 0x9e3779b9u) atomicOr(p.error, 0u);
+}
+
 }  // namespace b12x
 
 // Every thread waits for the kernel before it (griddepcontrol.wait: a PDL launch,
@@ -136,7 +247,10 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
   extern "C" __global__ void __launch_bounds__(b12x::kKvAppendThreads)                             \
       b12x_rope_kv_append_##NAME(const __grid_constant__ b12x::RopeKvAppendParams p) {            \
     const bool early = p.flags & b12x::kRopeKvEarly;                                               \
-    if ((int)blockIdx.x < p.q_blocks)                                                              \
+    const int warm = (int)blockIdx.x - ((int)gridDim.x - p.warm_blocks);                           \
+    if (warm >= 0)                                                                                 \
+      b12x::warm_cache<E4M3 ? 1 : 2>(p, warm);                                                     \
+    else if ((int)blockIdx.x < p.q_blocks)                                                         \
       b12x::rope<T, NEOX, TABLE>(p.rope, blockIdx.x, early);                                       \
     else                                                                                           \
       b12x::kv_rope_append<T, NEOX, TABLE, E4M3>(p, blockIdx.x - p.q_blocks, early);               \

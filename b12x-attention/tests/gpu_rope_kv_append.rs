@@ -13,12 +13,16 @@
 //! numbers on the last 64 of 256 dims (GPT-J), cos/sin computed and from the table, bf16 and f16,
 //! BF16/FP16 and E4M3 caches, decode and extend batches with page-boundary lengths and batch
 //! padding, NeoX pairs with a rotary offset, bad positions and the kv_append suite's bad page
-//! ids, lengths and packings (masked and reported as the two ops do). Further trials: graph
+//! ids, lengths and packings (masked and reported as the two ops do), 300 requests (the batch
+//! read in global memory, not staged in shared memory). Every case also runs the fused op with a
+//! warm part (`with_warm_cache`, 7 CTAs, the three read modes by seed), which must leave every
+//! result bit and the error word as they are. Further trials: graph
 //! replay equals eager after lengths and positions change, a PDL plan launched right behind a
 //! long kernel that writes the QKV buffer (an identity `gemm.bf16_gemv`) equals the plain pair
 //! after the same kernel (its positions, slots and cos / sin are read before its wait; q, k and
-//! v must not be), `run` allocates nothing, bad inputs
-//! (mismatched queries, q overlapping k, v or a cache, the error word inside the page table, a
+//! v must not be; it carries a warm part of one CTA per SM), `run` allocates nothing, bad inputs
+//! (a warm part of 0 or too many CTAs,
+//! mismatched queries, q overlapping k, v or a cache, the error word inside the page table, a
 //! T mismatch) are typed errors that launch nothing.
 
 mod common;
@@ -260,16 +264,29 @@ struct Plans {
     rope: rope::Plan,
     append: kv_append::Plan,
     fused: rope_kv_append::Plan,
+    /// `fused` with a warm part (every read mode, by `seed % 3`; 7 CTAs: several pieces each).
+    warm: rope_kv_append::Plan,
     session: PreparationSession,
 }
 
-fn plans(dev: &Arc<Device>, q: &rope_kv_append::Query) -> Result<Plans, String> {
+fn warm_read(seed: u64) -> rope_kv_append::WarmRead {
+    use rope_kv_append::WarmRead::*;
+    [LoadEvictLast, Load, PrefetchEvictLast][seed as usize % 3]
+}
+
+fn plans_seeded(dev: &Arc<Device>, q: &rope_kv_append::Query, seed: u64) -> Result<Plans, String> {
     let rope = rope::plan(&q.rope, dev).map_err(err)?;
     let append = kv_append::plan(&q.append, dev).map_err(err)?;
     let fused = rope_kv_append::plan(q, dev).map_err(err)?;
+    let w = rope_kv_append::WarmCache { blocks: 7, read: warm_read(seed) };
+    let warm = rope_kv_append::plan(q, dev).map_err(err)?.with_warm_cache(Some(w)).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?;
-    session.prepare(&[&rope, &append, &fused]).map_err(err)?;
-    Ok(Plans { rope, append, fused, session })
+    session.prepare(&[&rope, &append, &fused, &warm]).map_err(err)?;
+    Ok(Plans { rope, append, fused, warm, session })
+}
+
+fn plans(dev: &Arc<Device>, q: &rope_kv_append::Query) -> Result<Plans, String> {
+    plans_seeded(dev, q, 0)
 }
 
 /// rope on (q, k), then kv_append of the rotated k and v: the reference result.
@@ -302,11 +319,12 @@ fn run_unfused(p: &Plans, v: Views<'_>, s: &Arc<CudaStream>) -> Result<(), Strin
     .map_err(err)
 }
 
-/// Runs both paths on fresh copies of the inputs and compares them bitwise.
+/// Runs both paths (and the fused op with a warm part) on fresh copies of the inputs and
+/// compares them bitwise.
 fn check(dev: &Arc<Device>, c: &Case) -> TrialResult {
     let s = dev.stream();
     let q = c.query();
-    let p = plans(dev, &q)?;
+    let p = plans_seeded(dev, &q, c.seed)?;
     let table = if c.g.table { p.fused.cos_sin_table() } else { Vec::new() };
     if c.g.table && table != p.rope.cos_sin_table() {
         return Err("the fused plan's cos/sin table differs from rope's".into());
@@ -316,7 +334,10 @@ fn check(dev: &Arc<Device>, c: &Case) -> TrialResult {
     let mut b = upload(c, &h, &table, s)?;
     run_unfused(&p, views(c, &mut a)?, s)?;
     rope_kv_append::run(&p.fused, fused_args(views(c, &mut b)?), Scratch::none(), s).map_err(err)?;
-    compare(c, &h, &a, &b, s)
+    compare(c, &h, &a, &b, s)?;
+    let mut w = upload(c, &h, &table, s)?;
+    rope_kv_append::run(&p.warm, fused_args(views(c, &mut w)?), Scratch::none(), s).map_err(err)?;
+    compare(c, &h, &a, &w, s).map_err(|e| format!("with the warm part ({:?}): {e}", p.warm.warm_cache()))
 }
 
 fn compare(c: &Case, h: &Host, a: &Dev, b: &Dev, s: &Arc<CudaStream>) -> TrialResult {
@@ -437,6 +458,14 @@ fn trials() -> Vec<GpuTrial> {
             check(dev, &c)
         }));
     }
+    // More requests than the kernel stages in shared memory (kRopeKvSmemCu = 256): the batch is
+    // read in global memory.
+    for (name, g) in [("bf16", qwen3(DType::BF16, false, false)), ("e4m3", qwen3(DType::BF16, true, false))] {
+        out.push(GpuTrial::new(format!("large_batch::{name}"), move |dev| {
+            let reqs: Vec<Req> = (0..300).map(|i| (1 + (i * 37) % 70, 1)).collect();
+            check(dev, &Case::new(g, &reqs, 1, 11))
+        }));
+    }
     out.push(GpuTrial::new("graph_replay_equals_eager", graph_replay));
     for (name, g) in [("bf16", qwen3(DType::BF16, false, false)), ("bf16_table_e4m3", qwen3(DType::BF16, true, true))] {
         out.push(GpuTrial::new(format!("pdl_after_long_kernel::{name}"), move |dev| pdl_after_long_kernel(dev, g)));
@@ -472,7 +501,10 @@ fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo) -> TrialResult {
     let c = Case::new(g, &decode_reqs(), 2, 7);
     let q = c.query();
     let p = plans(dev, &q)?;
-    let fused = rope_kv_append::plan(&q, dev).map_err(err)?.with_pdl(true);
+    // With a warm part (one CTA per SM, as a decode step would): it reads the caches beside the
+    // copy and must not disturb the result.
+    let w = rope_kv_append::WarmCache { blocks: dev.sm_count(), read: rope_kv_append::WarmRead::default() };
+    let fused = rope_kv_append::plan(&q, dev).map_err(err)?.with_pdl(true).with_warm_cache(Some(w)).map_err(err)?;
     let (n, rows) = (c.stride(), c.batch.rows);
     let gq = |pdl| bf16_gemv::Query {
         n,
@@ -625,6 +657,13 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         rope_kv_append::Query { append: kv_append::Query { page_size: 8, ..q.append.clone() }, ..q.clone() },
         "page_size",
     )?;
+    for blocks in [0, rope_kv_append::MAX_WARM_BLOCKS + 1] {
+        let w = rope_kv_append::WarmCache { blocks, read: rope_kv_append::WarmRead::Load };
+        match rope_kv_append::plan(&q, dev).map_err(err)?.with_warm_cache(Some(w)) {
+            Err(Error::InvalidQuery { field: "warm.blocks", .. }) => {}
+            other => return Err(format!("warm blocks {blocks}: want InvalidQuery(warm.blocks), got {:?}", other.err())),
+        }
+    }
     let p = plans(dev, &q)?;
     let h = host_inputs(&c);
     let mut d = upload(&c, &h, &[], s)?;

@@ -28,11 +28,15 @@
 //!   default at these contexts, so `_pdl` and `_pdl_w8` run the same kernels).
 //! - `…_gs/…`, `…_pdl_gs/…`, `…_pdl_w8_gs/…`: `gate_up_silu: true` — the gate/up projection
 //!   stores `silu(g) · u` (interleaved weight rows): eight ops, no `silu_and_mul` row.
+//! - `…_pdl_gs_w{l,n,p}/…`, `…_pdl_s16_gs_wl/…`: `warm_kv` — `rope_kv_append`'s warm part (one
+//!   CTA per SM) reads the cached K and V through L2 beside the QKV projection: loads with an
+//!   evict-last policy (`wl`), plain loads (`wn`), evict-last L2 prefetches (`wp`).
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
 
 use b12x_attention::paged;
+use b12x_attention::rope_kv_append::{WarmCache, WarmRead};
 use b12x_core::bench::{add_read_probe, samples, selected, time_graph, BenchReport};
 use b12x_core::testing::gpu;
 use b12x_core::{PreparationSession, Result};
@@ -70,8 +74,11 @@ fn main() -> Result<()> {
             attention_warps: None,
             fuse_silu: false,
             gate_up_silu: false,
+            warm_kv: None,
         };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
+        let sms = dev.sm_count();
+        let warm = |read: WarmRead, o: LayerOptions| LayerOptions { warm_kv: Some(WarmCache { blocks: sms, read }), ..o };
         let wide = |o: LayerOptions| LayerOptions { attention_warps: Some(paged::WIDE_WARPS), ..o };
         let fused = |o: LayerOptions| LayerOptions { fuse_silu: true, ..o };
         let deep = Some(paged::DEEP_STAGES);
@@ -93,6 +100,10 @@ fn main() -> Result<()> {
                 ("_gs", gs(opts(false, None, None))),
                 ("_pdl_gs", gs(opts(true, None, None))),
                 ("_pdl_w8_gs", gs(wide(opts(true, None, None)))),
+                ("_pdl_gs_wl", warm(WarmRead::LoadEvictLast, gs(opts(true, None, None)))),
+                ("_pdl_gs_wn", warm(WarmRead::Load, gs(opts(true, None, None)))),
+                ("_pdl_gs_wp", warm(WarmRead::PrefetchEvictLast, gs(opts(true, None, None)))),
+                ("_pdl_s16_gs_wl", warm(WarmRead::LoadEvictLast, gs(opts(true, Some(16), None)))),
             ]
         } else {
             vec![("", opts(false, None, None)), ("_pdl_s8", opts(true, Some(8), None))]

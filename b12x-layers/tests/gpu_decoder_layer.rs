@@ -11,6 +11,7 @@
 //! attention's 8-warp decode tiles (BF16, B ≤ 8, plain and PDL), and with `gate_up_silu` (BF16,
 //! every B, plain and PDL; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
+use b12x_attention::rope_kv_append;
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::Error;
 use b12x_layers::dense::{
@@ -113,6 +114,18 @@ fn main() {
         }
     }
     trials.push(GpuTrial::new("qwen3_8b::gate_up_silu_errors", gate_up_silu_errors));
+    // rope_kv_append's warm part (the cached keys read through L2 beside the QKV projection):
+    // the step's output must not change.
+    for &b in batches.iter().filter(|&&b| b <= 8) {
+        for pdl in [false, true] {
+            let name = format!("qwen3_8b::bf16_warm_kv{}::b{b}", if pdl { "_pdl" } else { "" });
+            trials.push(GpuTrial::new(name, move |dev| {
+                let warm = rope_kv_append::WarmCache { blocks: dev.sm_count(), read: rope_kv_append::WarmRead::default() };
+                let options = LayerOptions { pdl, gate_up_silu: true, warm_kv: Some(warm), ..Default::default() };
+                check(dev, WeightFormat::Bf16, options, b)
+            }));
+        }
+    }
     run_gpu_trials(trials)
 }
 

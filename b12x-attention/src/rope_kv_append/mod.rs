@@ -99,7 +99,7 @@
 
 mod params;
 
-pub use params::{RopeKvAppendParams, FLAG_EARLY};
+pub use params::{RopeKvAppendParams, FLAG_EARLY, FLAG_WARM_EVICT_LAST, FLAG_WARM_PREFETCH};
 
 use crate::rope::{CosSin, Frequencies, RopeStyle};
 use crate::{kv_append, rope};
@@ -248,7 +248,14 @@ impl Query {
         // The error word: rope checked it against q, positions and the table, kv_append against
         // the caches, k, v, the scales and the batch.
         let q_threads = rope.tokens as usize * rope.heads as usize * rope.rotary_dim as usize / 8;
-        Ok(RopeKvAppendParams { rope, append, q_blocks: q_threads.div_ceil(THREADS) as i32, flags: 0 })
+        Ok(RopeKvAppendParams {
+            rope,
+            append,
+            q_blocks: q_threads.div_ceil(THREADS) as i32,
+            flags: 0,
+            warm_blocks: 0,
+            reserved: 0,
+        })
     }
 
     /// The kernel symbol, e.g. `b12x_rope_kv_append_bf16_neox_table_e4m3`.
@@ -263,6 +270,30 @@ impl Query {
     }
 }
 
+/// How the warm part reads the cached keys ([`Plan::with_warm_cache`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WarmRead {
+    /// 16-byte loads (dropped) with an L2 evict-last policy.
+    #[default]
+    LoadEvictLast,
+    /// 16-byte loads with the default policy.
+    Load,
+    /// `prefetch.global.L2::evict_last`, one per 128-byte line.
+    PrefetchEvictLast,
+}
+
+/// The warm part of a call ([`Plan::with_warm_cache`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarmCache {
+    /// Its CTAs (256 threads each, no shared memory of their own), e.g. the device's SM count.
+    pub blocks: u32,
+    /// How they read.
+    pub read: WarmRead,
+}
+
+/// The most CTAs a warm part may have.
+pub const MAX_WARM_BLOCKS: u32 = 4096;
+
 /// A validated query bound to a device.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -272,6 +303,7 @@ pub struct Plan {
     buckets: Vec<Bucket>,
     slot: PlanSlot,
     pdl: bool,
+    warm: Option<WarmCache>,
 }
 
 /// Validates `query`. Allocates, compiles and launches nothing.
@@ -284,6 +316,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         buckets: vec![Bucket { lo: 1, hi: query.append.max_tokens }],
         slot: PlanSlot::default(),
         pdl: false,
+        warm: None,
     })
 }
 
@@ -305,6 +338,33 @@ impl Plan {
     /// Whether calls launch with PDL.
     pub fn pdl(&self) -> bool {
         self.pdl
+    }
+    /// Adds a **warm part** to every call (`None`: none, the default): `warm.blocks` more CTAs
+    /// that read the batch's cached K and V — positions `[0, L_b − q_b)` of every request, the
+    /// keys `attention.paged` will read besides the new ones — through L2 and drop them. They
+    /// let the next PDL kernel launch at once and never wait, so in a PDL step
+    /// (`with_pdl(true)` after a PDL QKV projection) they run beside the projection and the
+    /// attention after this call finds its keys in L2 instead of HBM. The call's results are
+    /// unchanged (the part writes nothing; untrusted lengths and page ids are skipped and left
+    /// to the K/V part to report); its cost is the bytes it reads, so it pays only where the
+    /// kernel before it leaves bandwidth unused and the keys fit in L2 beside what runs with
+    /// them. Errors: `blocks` = 0 or above [`MAX_WARM_BLOCKS`] (`Error::InvalidQuery`).
+    pub fn with_warm_cache(mut self, warm: Option<WarmCache>) -> Result<Self> {
+        if let Some(w) = warm {
+            if w.blocks == 0 || w.blocks > MAX_WARM_BLOCKS {
+                return Err(Error::InvalidQuery {
+                    op: OP,
+                    field: "warm.blocks",
+                    reason: format!("must be in [1, {MAX_WARM_BLOCKS}], got {}", w.blocks),
+                });
+            }
+        }
+        self.warm = warm;
+        Ok(self)
+    }
+    /// The warm part ([`Plan::with_warm_cache`]).
+    pub fn warm_cache(&self) -> Option<WarmCache> {
+        self.warm
     }
     pub fn query(&self) -> &Query {
         &self.query
@@ -357,6 +417,14 @@ pub struct Args<'a> {
 pub fn run(plan: &Plan, mut args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let mut params = plan.query.kernel_params_with(&mut args, &plan.freqs)?;
     params.flags = if plan.pdl { FLAG_EARLY } else { 0 };
+    if let Some(w) = plan.warm {
+        params.warm_blocks = w.blocks as i32;
+        params.flags |= match w.read {
+            WarmRead::LoadEvictLast => FLAG_WARM_EVICT_LAST,
+            WarmRead::Load => 0,
+            WarmRead::PrefetchEvictLast => FLAG_WARM_PREFETCH | FLAG_WARM_EVICT_LAST,
+        };
+    }
     plan.scratch_layout().bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if params.append.tokens == 0 {
@@ -374,7 +442,7 @@ fn launch(selected: &Selected, p: &RopeKvAppendParams, stream: &CudaStream, pdl:
     })?;
     let a = &p.append;
     let kv_threads = a.tokens as usize * a.kv_heads as usize * a.head_dim as usize / 8;
-    let grid = p.q_blocks as usize + kv_threads.div_ceil(THREADS);
+    let grid = p.q_blocks as usize + kv_threads.div_ceil(THREADS) + p.warm_blocks as usize;
     let dims = LaunchDims { grid: (grid as u32, 1, 1), block: (THREADS as u32, 1, 1), smem_bytes: 0 };
     // SAFETY: RopeKvAppendParams mirrors the kernel's struct (asserted on both sides) and its two
     // parts passed the two ops' checks (or describe the race's own buffer); the kernel bounds
@@ -471,7 +539,8 @@ impl OpPlan for Plan {
             page_size: a.page_size as i32,
         };
         let q_blocks = (r.heads * r.rotary_dim / 8).div_ceil(THREADS) as i32;
-        Ok(Box::new(RaceCase { params: RopeKvAppendParams { rope, append, q_blocks, flags: 0 }, _buffer: race }))
+        let params = RopeKvAppendParams { rope, append, q_blocks, flags: 0, warm_blocks: 0, reserved: 0 };
+        Ok(Box::new(RaceCase { params, _buffer: race }))
     }
 }
 

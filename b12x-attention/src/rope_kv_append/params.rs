@@ -17,13 +17,22 @@ pub struct RopeKvAppendParams {
     pub append: KvAppendParams,
     /// CTAs of the q part (the grid's first).
     pub q_blocks: i32,
-    /// [`FLAG_EARLY`] or 0.
+    /// [`FLAG_EARLY`], [`FLAG_WARM_EVICT_LAST`], [`FLAG_WARM_PREFETCH`] bits.
     pub flags: i32,
+    /// CTAs of the warm part (the grid's last; 0: none).
+    pub warm_blocks: i32,
+    /// Zero.
+    pub reserved: i32,
 }
 
 /// `flags` bit (`kRopeKvEarly`): every thread reads its position, its slot (the batch) and forms
 /// cos / sin before it waits for the kernel before it (set for PDL plans).
 pub const FLAG_EARLY: i32 = 1;
+/// `flags` bit (`kRopeKvWarmEvictLast`): the warm part reads with an L2 evict-last policy.
+pub const FLAG_WARM_EVICT_LAST: i32 = 2;
+/// `flags` bit (`kRopeKvWarmPrefetch`): the warm part issues `prefetch.global.L2` per 128-byte
+/// line instead of loads.
+pub const FLAG_WARM_PREFETCH: i32 = 4;
 
 impl Default for RopeKvAppendParams {
     fn default() -> Self {
@@ -32,8 +41,9 @@ impl Default for RopeKvAppendParams {
 }
 
 const _: () = {
-    assert!(size_of::<RopeKvAppendParams>() == 1248);
+    assert!(size_of::<RopeKvAppendParams>() == 1256);
     assert!(offset_of!(RopeKvAppendParams, append) == 1112);
     assert!(offset_of!(RopeKvAppendParams, q_blocks) == 1240);
     assert!(offset_of!(RopeKvAppendParams, flags) == 1244);
+    assert!(offset_of!(RopeKvAppendParams, warm_blocks) == 1248);
 };

@@ -141,6 +141,10 @@ pub struct LayerOptions {
     /// (`bench-results/2026-12-04-h200-g/`, calls 3–4): B = 1 × 4k step 112.51 against
     /// 115.22 µs, B = 8 × 4k 138.80 against 141.58, B = 64 × 2k 375.12 against 385.07.
     pub gate_up_silu: bool,
+    /// `attention.rope_kv_append`'s warm part (`rope_kv_append::Plan::with_warm_cache`; `None`:
+    /// none): with `pdl`, CTAs that read the batch's cached K and V through L2 while the QKV
+    /// projection streams its weight, so that the attention reads its keys from L2.
+    pub warm_kv: Option<rope_kv_append::WarmCache>,
 }
 
 /// Every op's plan for one configuration, weight format and capacity.
@@ -273,7 +277,9 @@ impl Layer {
             num_pages: cap.num_pages,
         };
         let rope_append =
-            rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q, append: append_q }, dev)?.with_pdl(options.pdl);
+            rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q, append: append_q }, dev)?
+                .with_pdl(options.pdl)
+                .with_warm_cache(options.warm_kv)?;
         let attn = paged::plan_with(
             &paged::Query {
                 heads: h,
