@@ -156,8 +156,15 @@ __device__ __forceinline__ void kv_rope_append(const RopeKvAppendParams& P, unsi
 // never reported (the K/V part reports them). The work is cut into pieces of kWarmPieceBytes of
 // one page of one cache, spread over every warp of the part; lane i resolves the page of the
 // warp's piece i of each round of 32 (one exposed metadata round trip per 32 pieces).
+// Timeline hook for bench/proto/warm_overlap_proto.cu (empty in the build): point 0 at the
+// warm CTA's start, 1 at its end.
+#ifndef B12X_ROPE_KV_WARM_TRACE
+#define B12X_ROPE_KV_WARM_TRACE(point, wb) ((void)0)
+#endif
+
 template <int kEs>
 __device__ __forceinline__ void warm_cache(const RopeKvAppendParams& P, int wb) {
+  B12X_ROPE_KV_WARM_TRACE(0, wb);
   pdl_launch_dependents();
   const KvAppendParams& p = P.append;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -234,6 +241,7 @@ __device__ __forceinline__ void warm_cache(const RopeKvAppendParams& P, int wb) 
   }
   // Never true in practice (the host never sets the bit): a use of the loaded words.
   if ((P.flags & kRopeKvWarmSink) && acc == 0x9e3779b9u) atomicOr(p.error, 0u);
+  B12X_ROPE_KV_WARM_TRACE(1, wb);
 }
 
 }  // namespace b12x
