@@ -39,6 +39,27 @@ __device__ __forceinline__ void warm_trace(int point, int wb) {
 #include "proto_common.cuh"
 
 __global__ void stamp0() { g_t0 = wt_now(); }
+__device__ unsigned long long g_t1;
+__global__ void stamp1() { g_t1 = wt_now(); }
+
+// A light stand-in for the warm part: THREADS threads, no shared memory, few registers, reading
+// [src, src + bytes) contiguously (the cache pages in order), U loads in flight per thread; stamps
+// into g_wt like the real part (start, end, SM).
+template <int THREADS, int U>
+__global__ void __launch_bounds__(THREADS) warm_lite(const b12x::Vec16* src, size_t n, uint32_t* sink) {
+  warm_trace(0, blockIdx.x);
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * (size_t)THREADS * U + threadIdx.x; i < n; i += (size_t)gridDim.x * THREADS * U) {
+    b12x::Vec16 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = i + u * THREADS < n ? b12x::ld_global_v16(src + i + u * THREADS) : b12x::Vec16{};
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].w[0] ^ v[u].w[1] ^ v[u].w[2] ^ v[u].w[3];
+  }
+  if (acc == 0x12345678u) *sink = acc;
+  warm_trace(1, blockIdx.x);
+}
 
 static void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st, void** args, bool pdl) {
   cudaLaunchAttribute attr{};
@@ -110,6 +131,50 @@ int main() {
   const double r = time_graph(st, run_read);
   const double gr = time_graph(st, [&] { run_stamp(); run_gemv(true); run_read(); });
   printf("stamp -> gemv(pdl) %.2f us | read K,V (2 launches) %.2f | stamp -> gemv -> read %.2f\n", g, r, gr);
+  {
+    time_graph(st, [&] { run_stamp(); run_gemv(true); launch((const void*)stamp1, dim3(1), dim3(32), 0, st, nullptr, false); });
+    unsigned long long t0, t1;
+    CK(cudaMemcpyFromSymbol(&t0, g_t0, 8)); CK(cudaMemcpyFromSymbol(&t1, g_t1, 8));
+    printf("gemv ends (a plain stamp after it) %.2f us after the stamp\n", (double)(t1 - t0) * 1e-3);
+  }
+  auto run_lite = [&](const void* fn, int threads, int blocks, bool pdl) {
+    const b12x::Vec16* src = (const b12x::Vec16*)kc; size_t nn = cache_bytes / 16; uint32_t* sk = g_sink;
+    void* a[] = {&src, &nn, &sk};
+    launch(fn, dim3(blocks), dim3(threads), 0, st, a, pdl);
+  };
+  auto timeline = [&](int blocks, const char* what, double alone, double chained) {
+    static unsigned long long h[4096][3];
+    unsigned long long t0;
+    CK(cudaMemcpyFromSymbol(h, g_wt, sizeof(unsigned long long) * 3 * blocks));
+    CK(cudaMemcpyFromSymbol(&t0, g_t0, 8));
+    std::vector<double> s, e;
+    std::vector<int> seen(1024, 0);
+    int used = 0;
+    for (int c = 0; c < blocks; ++c) {
+      s.push_back((double)(long long)(h[c][0] - t0) * 1e-3);
+      e.push_back((double)(long long)(h[c][1] - t0) * 1e-3);
+      if (!seen[h[c][2] & 1023]++) ++used;
+    }
+    std::sort(s.begin(), s.end()); std::sort(e.begin(), e.end());
+    printf("%-44s alone %6.2f | stamp -> gemv -> it %6.2f | CTAs on %3d SMs, start min %6.2f med %6.2f max %6.2f, "
+           "end min %6.2f med %6.2f max %6.2f us after the stamp\n",
+           what, alone, chained, used, s.front(), s[s.size() / 2], s.back(), e.front(), e[e.size() / 2], e.back());
+  };
+  // Light stand-ins (K cache only, 8.4 MB): do CTAs this small run beside the GEMV?
+  struct Lite { const void* fn; int threads, blocks; const char* name; };
+  const Lite lites[] = {{(const void*)warm_lite<128, 8>, 128, sms, "lite 128 thr x 8 loads, SMs CTAs"},
+                        {(const void*)warm_lite<256, 16>, 256, sms, "lite 256 thr x 16 loads, SMs CTAs"},
+                        {(const void*)warm_lite<64, 8>, 64, 2 * sms, "lite 64 thr x 8 loads, 2 x SMs CTAs"}};
+  for (const Lite& l : lites) {
+    const double a = time_graph(st, [&] { run_lite(l.fn, l.threads, l.blocks, false); });
+    const double c = time_graph(st, [&] { run_stamp(); run_gemv(true); run_lite(l.fn, l.threads, l.blocks, true); });
+    timeline(l.blocks, l.name, a, c);
+  }
+  {
+    const double a = time_graph(st, [&] { run_lite((const void*)warm_lite<128, 8>, 128, sms, false); });
+    const double c = time_graph(st, [&] { run_stamp(); run_gemv(false); run_lite((const void*)warm_lite<128, 8>, 128, sms, false); });
+    timeline(sms, "lite 128 x 8, plain launches (no overlap)", a, c);
+  }
   const int E = b12x::kRopeKvEarly, L = b12x::kRopeKvWarmEvictLast, F = b12x::kRopeKvWarmPrefetch;
   struct V { int blocks, flags; const char* name; };
   const V vs[] = {{sms, E | L, "load evict_last"}, {sms, E, "load"}, {sms, E | L | F, "prefetch evict_last"},
