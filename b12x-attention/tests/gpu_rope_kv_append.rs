@@ -661,7 +661,9 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         let w = rope_kv_append::WarmCache { blocks, read: rope_kv_append::WarmRead::Load };
         match rope_kv_append::plan(&q, dev).map_err(err)?.with_warm_cache(Some(w)) {
             Err(Error::InvalidQuery { field: "warm.blocks", .. }) => {}
-            other => return Err(format!("warm blocks {blocks}: want InvalidQuery(warm.blocks), got {:?}", other.err())),
+            other => {
+                return Err(format!("warm blocks {blocks}: want InvalidQuery(warm.blocks), got {:?}", other.err()))
+            }
         }
     }
     let p = plans(dev, &q)?;

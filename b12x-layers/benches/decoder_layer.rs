@@ -78,7 +78,8 @@ fn main() -> Result<()> {
         };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let sms = dev.sm_count();
-        let warm = |read: WarmRead, o: LayerOptions| LayerOptions { warm_kv: Some(WarmCache { blocks: sms, read }), ..o };
+        let warm =
+            |read: WarmRead, o: LayerOptions| LayerOptions { warm_kv: Some(WarmCache { blocks: sms, read }), ..o };
         let wide = |o: LayerOptions| LayerOptions { attention_warps: Some(paged::WIDE_WARPS), ..o };
         let fused = |o: LayerOptions| LayerOptions { fuse_silu: true, ..o };
         let deep = Some(paged::DEEP_STAGES);

@@ -120,7 +120,8 @@ fn main() {
         for pdl in [false, true] {
             let name = format!("qwen3_8b::bf16_warm_kv{}::b{b}", if pdl { "_pdl" } else { "" });
             trials.push(GpuTrial::new(name, move |dev| {
-                let warm = rope_kv_append::WarmCache { blocks: dev.sm_count(), read: rope_kv_append::WarmRead::default() };
+                let warm =
+                    rope_kv_append::WarmCache { blocks: dev.sm_count(), read: rope_kv_append::WarmRead::default() };
                 let options = LayerOptions { pdl, gate_up_silu: true, warm_kv: Some(warm), ..Default::default() };
                 check(dev, WeightFormat::Bf16, options, b)
             }));

@@ -26,10 +26,23 @@
 //!   ([`Plan::with_pdl`]): then the positions, the slots (the batch) and cos / sin are read and
 //!   formed while the kernel before it (the QKV projection) still runs.
 //!
+//! - **Warm part** ([`Plan::with_warm_cache`], off by default): extra CTAs that read the batch's
+//!   cached K and V through L2 (no wait, no writes) so that the attention after the call reads
+//!   its keys from L2. Measured in the B = 1 × 4k Qwen3-8B PDL step
+//!   (`bench-results/2026-12-04-h200-h/call1`): the attention after it took 7.18 instead of
+//!   10.19 µs, but the part did not run beside the QKV projection as intended (the projection's
+//!   end did not move; the part added ~6.5 µs after it), so the step got slower (116.4 against
+//!   114.3 µs; L2 prefetches instead of loads: 113.9). `bench/proto/warm_overlap_proto.cu` is
+//!   the harness that times where its CTAs run (not yet run). The kernel's static shared memory
+//!   is 2–4 KB (the batch is staged in shared memory below 256 requests, read in global memory
+//!   above) so that its CTAs can fit beside a GEMV's.
+//!
 //! **Status: validated on the H200 (sm_90a)**: `tests/gpu_rope_kv_append.rs` 34/34 (bitwise
 //! equal to the two ops, PDL launches behind a long kernel writing the QKV buffer included),
 //! compute-sanitizer memcheck 34/34 (`bench-results/2026-12-04-h200-e/call3`) and racecheck on
-//! the decode, fault, graph and PDL trials 15/15 (`call9`); sm_120a/sm_121a compiled, not run.
+//! the decode, fault, graph and PDL trials 15/15 (`call9`); with the warm part and the smaller
+//! shared-memory staging 36/36 and memcheck 36/36 (`bench-results/2026-12-04-h200-h/call1`; no
+//! racecheck since); sm_120a/sm_121a compiled, not run.
 //!
 //! **Performance** (H200, `benches/rope_kv_append.rs`, `bench-results/2026-12-04-h200-d/call8`,
 //! Qwen3-8B heads): a decode step's call (one graph, L2 flushed) takes 6.16 / 6.50 / 7.17 µs at

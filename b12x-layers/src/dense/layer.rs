@@ -143,7 +143,10 @@ pub struct LayerOptions {
     pub gate_up_silu: bool,
     /// `attention.rope_kv_append`'s warm part (`rope_kv_append::Plan::with_warm_cache`; `None`:
     /// none): with `pdl`, CTAs that read the batch's cached K and V through L2 while the QKV
-    /// projection streams its weight, so that the attention reads its keys from L2.
+    /// projection streams its weight, so that the attention reads its keys from L2. Measured
+    /// slower on the H200 at B = 1 × 4k (step 116.4 against 114.3 µs,
+    /// `bench-results/2026-12-04-h200-h/call1`: the attention gained 3 µs, the part ran after the
+    /// projection instead of beside it), hence off by default.
     pub warm_kv: Option<rope_kv_append::WarmCache>,
 }
 
@@ -276,10 +279,9 @@ impl Layer {
             max_pages: cap.max_pages,
             num_pages: cap.num_pages,
         };
-        let rope_append =
-            rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q, append: append_q }, dev)?
-                .with_pdl(options.pdl)
-                .with_warm_cache(options.warm_kv)?;
+        let rope_append = rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q, append: append_q }, dev)?
+            .with_pdl(options.pdl)
+            .with_warm_cache(options.warm_kv)?;
         let attn = paged::plan_with(
             &paged::Query {
                 heads: h,
