@@ -52,7 +52,7 @@ static_assert(offsetof(RopeKvAppendParams, warm_blocks) == 1248, "offset must ma
 // (2 KB, not kv_append's 16 KB: this kernel's CTAs then fit beside a QKV GEMV's, see the warm part).
 constexpr int kRopeKvSmemCu = 256;
 // The warm part: 16-byte loads per lane in flight per piece (a piece is 32 * kWarmLoads * 16 bytes).
-constexpr int kWarmLoads = 16;
+constexpr int kWarmLoads = 8;
 constexpr int kWarmPieceBytes = 32 * kWarmLoads * 16;
 
 // The K/V part: chunk c of KV head g of packed row r. `early` (a PDL launch): the position, the

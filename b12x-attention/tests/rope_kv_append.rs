@@ -99,8 +99,12 @@ fn symbols_are_built_for_every_arch() {
 
 #[test]
 fn params_hold_the_two_ops_params() {
-    assert_eq!(std::mem::size_of::<RopeKvAppendParams>(), 1248);
+    assert_eq!(std::mem::size_of::<RopeKvAppendParams>(), 1256);
     let p = RopeKvAppendParams::default();
-    assert_eq!((p.q_blocks, p.append.tokens, p.rope.kv_heads), (0, 0, 0));
+    assert_eq!((p.q_blocks, p.append.tokens, p.rope.kv_heads, p.warm_blocks), (0, 0, 0, 0));
+    // The warm part's read modes are distinct flag sets, none of them FLAG_EARLY.
+    use rope_kv_append::{FLAG_EARLY, FLAG_WARM_EVICT_LAST, FLAG_WARM_PREFETCH};
+    assert_eq!(FLAG_EARLY & (FLAG_WARM_EVICT_LAST | FLAG_WARM_PREFETCH), 0);
+    assert_ne!(FLAG_WARM_EVICT_LAST, FLAG_WARM_PREFETCH);
     assert_eq!(rope_kv_append::OP, "attention.rope_kv_append");
 }

@@ -33,7 +33,10 @@
 //!   10.19 µs, but the part did not run beside the QKV projection as intended (the projection's
 //!   end did not move; the part added ~6.5 µs after it), so the step got slower (116.4 against
 //!   114.3 µs; L2 prefetches instead of loads: 113.9). `bench/proto/warm_overlap_proto.cu` is
-//!   the harness that times where its CTAs run (not yet run). The kernel's static shared memory
+//!   the harness that times where its CTAs run (not yet run). That measurement had 16 loads in
+//!   flight per lane (94 registers per thread for the whole kernel, which may have kept its CTAs
+//!   off the projection's SMs); sm_120a spilled with them, so the part now keeps 8 (56–64
+//!   registers, as before the part existed) — not measured since. The kernel's static shared memory
 //!   is 2–4 KB (the batch is staged in shared memory below 256 requests, read in global memory
 //!   above) so that its CTAs can fit beside a GEMV's.
 //!
