@@ -191,7 +191,10 @@ impl Shape {
         let block = self.recipe.weights().block().max(self.recipe.act_block());
         for (field, v) in [("hidden", self.hidden), ("inter", self.inter)] {
             if v == 0 || v % block != 0 {
-                return bad(field, format!("must be a positive multiple of {block} (the recipe's scale block), got {v}"));
+                return bad(
+                    field,
+                    format!("must be a positive multiple of {block} (the recipe's scale block), got {v}"),
+                );
             }
         }
         match self.activation {

@@ -214,10 +214,10 @@ pub fn fused_moe(
         }
     }
     let mut y = Vec::with_capacity(t * hd);
-    for tok in 0..t {
+    for slots in slot_out.chunks(k) {
         let mut acc = vec![0.0f32; hd];
-        for s in tok * k..(tok + 1) * k {
-            match &slot_out[s] {
+        for out in slots {
+            match out {
                 Some(v) => acc.iter_mut().zip(v).for_each(|(a, b)| *a += b.to_f32()),
                 None => faults |= FAULT_EXPERT_ID,
             }

@@ -1,0 +1,325 @@
+//! CPU tests of `moe.fused_moe`'s oracle (`fused_moe::reference`): the activations against hand
+//! values; structured experts that expose the layout (gate rows before up rows, FC2 `[Hd, I]`,
+//! the routing weight before FC2); an independent straight per-token loop on random FP4
+//! experts for every recipe; slot order, masking of bad ids, experts without tokens; the
+//! recipes' activation quantization; the shape's typed errors and the model presets.
+
+use b12x_core::half::bf16;
+use b12x_core::Error;
+use b12x_moe::fused_moe::reference::{act_operand, activate, expert, fused_moe, ActScales, ExpertMatrix, Experts};
+use b12x_moe::fused_moe::{Activation, Fp4, Recipe, Shape, FAULT_EXPERT_ID};
+use b12x_quant::codec::e2m1_decode;
+use rand::{Rng, SeedableRng};
+use rstest::rstest;
+
+fn tiny(activation: Activation, recipe: Recipe) -> Shape {
+    Shape { experts: 4, top_k: 2, hidden: 64, inter: 32, activation, recipe }
+}
+
+#[test]
+fn activations_match_hand_values() {
+    let silu = |g: f64| g / (1.0 + (-g).exp());
+    let act = Activation::Silu { limit: Some(10.0) };
+    // g clamped to 10 from above, u to [-10, 10].
+    let want = (silu(10.0) as f32) * -10.0;
+    assert!((activate(act, 20.0, -20.0) - want).abs() <= 1e-5 * want.abs());
+    // g below the limit is not clamped from below.
+    let want = silu(-20.0) as f32 * 3.0;
+    assert!((activate(act, -20.0, 3.0) - want).abs() <= 1e-5 * want.abs());
+    let oai = Activation::SwigluOai { limit: 7.0 };
+    assert_eq!(activate(oai, 0.0, 5.0), 0.0);
+    assert_eq!(activate(oai, 3.0, -1.0), 0.0);
+    // (u + 1) · g · σ(1.702 g) with g = min(9, 7) = 7, u = clamp(-9) = -7.
+    let want = (-6.0 * 7.0 / (1.0 + (-1.702f64 * 7.0).exp())) as f32;
+    assert!((activate(oai, 9.0, -9.0) - want).abs() <= 1e-5 * want.abs());
+    assert_eq!(activate(Activation::Relu2, -3.0, 100.0), 0.0);
+    assert_eq!(activate(Activation::Relu2, 3.0, 100.0), 9.0);
+    assert!(activate(Activation::Silu { limit: Some(10.0) }, f32::NAN, 1.0).is_nan());
+}
+
+/// An MXFP4 matrix `[rows, K]` from E2M1 codes (scale 1: UE8M0 code 127).
+fn mxfp4_of(rows: usize, k: usize, code: impl Fn(usize, usize) -> u8) -> ExpertMatrix {
+    let codes: Vec<u8> = (0..rows * k).map(|i| code(i / k, i % k)).collect();
+    let packed = b12x_quant::codec::pack_e2m1(&codes);
+    ExpertMatrix::Mxfp4(b12x_quant::block::Mx {
+        element: b12x_quant::codec::Element::E2M1,
+        rows,
+        k,
+        codes: packed,
+        scales: vec![127; rows * k / 32],
+    })
+}
+
+/// Structured experts: x = ones. Expert e's gate row j sums to (j % 4 + 1) · 0.5, its up row j
+/// to e + 1; FC2 copies h (Hd = 2·I: output o takes h[o % I] with weight 1). A swapped gate/up
+/// half, a transposed FC2 or the routing weight applied elsewhere changes y.
+#[test]
+fn structured_experts_expose_the_layout() {
+    let shape = Shape {
+        experts: 3,
+        top_k: 2,
+        hidden: 64,
+        inter: 32,
+        activation: Activation::Silu { limit: None },
+        recipe: Recipe::W4a16(Fp4::Mxfp4),
+    };
+    let (hd, i) = (64, 32);
+    // E2M1 codes: 1 = 0.5, 2 = 1.0, 0 = 0.
+    let fc1: Vec<ExpertMatrix> = (0..3)
+        .map(|e| {
+            mxfp4_of(2 * i, hd, |r, c| {
+                if r < i {
+                    // gate row r: (r % 4 + 1) entries of 0.5
+                    u8::from(c < r % 4 + 1)
+                } else {
+                    // up row: e + 1 entries of 1.0
+                    if c < e + 1 {
+                        2
+                    } else {
+                        0
+                    }
+                }
+            })
+        })
+        .collect();
+    let fc2: Vec<ExpertMatrix> = (0..3).map(|_| mxfp4_of(hd, i, |o, j| if j == o % i { 2 } else { 0 })).collect();
+    let experts = Experts { fc1, fc2 };
+    assert_eq!(e2m1_decode(1), 0.5);
+    let x = vec![bf16::ONE; 2 * hd];
+    let ids = [2, 0, 1, 9];
+    let w = [0.75f32, 0.25, 1.0, 0.5];
+    let out = fused_moe(&shape, &experts, &x, &ids, &w, None).unwrap();
+    assert_eq!(out.faults, FAULT_EXPERT_ID);
+    let y_e = |e: usize, wt: f32, o: usize| {
+        let g = ((o % i) % 4 + 1) as f32 * 0.5;
+        let u = (e + 1) as f32;
+        bf16::from_f32(wt * b12x_core::testing::silu_mul(g, u, None)).to_f32()
+    };
+    for o in 0..hd {
+        let want0 = bf16::from_f32(y_e(2, 0.75, o) + y_e(0, 0.25, o));
+        let want1 = bf16::from_f32(y_e(1, 1.0, o));
+        assert_eq!((out.y[o], out.y[hd + o]), (want0, want1), "output {o}");
+    }
+}
+
+/// A straight per-token loop written independently of the oracle's expert grouping: dequantize
+/// the expert, FC1 rows as f64 sums, the rounding points of the module docs.
+fn naive(
+    shape: &Shape,
+    experts: &Experts,
+    x: &[bf16],
+    ids: &[i32],
+    w: &[f32],
+    scales: Option<&ActScales>,
+) -> Vec<bf16> {
+    let (hd, i, k) = (shape.hidden, shape.inter, shape.top_k);
+    let mut y = Vec::new();
+    for (t, xt) in x.chunks(hd).enumerate() {
+        let mut acc = vec![0.0f32; hd];
+        for s in 0..k {
+            let e = ids[t * k + s];
+            if e < 0 || e as usize >= shape.experts {
+                continue;
+            }
+            let e = e as usize;
+            let w1 = experts.fc1[e].dequantize();
+            let w2 = experts.fc2[e].dequantize();
+            let xs = act_operand(shape.recipe, xt, scales.map(|a| a.fc1[e])).unwrap();
+            let mut h = vec![bf16::ZERO; i];
+            for (j, hj) in h.iter_mut().enumerate() {
+                let dot = |r: usize| {
+                    let mut s = 0.0f64;
+                    for c in 0..hd {
+                        s += f64::from(xs[c]) * f64::from(w1[r * hd + c]);
+                    }
+                    bf16::from_f32(s as f32).to_f32()
+                };
+                let g = dot(j);
+                let u = if shape.activation.gated() { dot(i + j) } else { 0.0 };
+                *hj = bf16::from_f32(w[t * k + s] * activate(shape.activation, g, u));
+            }
+            let hs = act_operand(shape.recipe, &h, scales.map(|a| a.fc2[e])).unwrap();
+            for (o, a) in acc.iter_mut().enumerate() {
+                let mut s = 0.0f64;
+                for j in 0..i {
+                    s += f64::from(hs[j]) * f64::from(w2[o * i + j]);
+                }
+                *a += bf16::from_f32(s as f32).to_f32();
+            }
+        }
+        y.extend(acc.iter().map(|&v| bf16::from_f32(v)));
+    }
+    y
+}
+
+fn random_case(shape: &Shape, t: usize, seed: u64) -> (Experts, Vec<bf16>, Vec<i32>, Vec<f32>, ActScales) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let (e, hd, i, k) = (shape.experts, shape.hidden, shape.inter, shape.top_k);
+    let fc1: Vec<f32> = (0..e * shape.fc1_rows() * hd).map(|_| rng.random_range(-0.2f32..0.2)).collect();
+    let fc2: Vec<f32> = (0..e * hd * i).map(|_| rng.random_range(-0.2f32..0.2)).collect();
+    let experts = Experts::quantize(shape, &fc1, &fc2).unwrap();
+    let x: Vec<bf16> = (0..t * hd).map(|_| bf16::from_f32(rng.random_range(-2.0f32..2.0))).collect();
+    // Distinct experts per token (as routing gives), weights in (0, 1].
+    let mut ids = Vec::new();
+    for _ in 0..t {
+        let mut pick: Vec<i32> = (0..e as i32).collect();
+        for s in 0..k {
+            let j = rng.random_range(s..e);
+            pick.swap(s, j);
+        }
+        ids.extend(&pick[..k]);
+    }
+    let w: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
+    let scales = ActScales {
+        fc1: (0..e).map(|_| 2688.0 / rng.random_range(1.5f32..2.0)).collect(),
+        fc2: (0..e).map(|_| 2688.0 / rng.random_range(0.5f32..4.0)).collect(),
+    };
+    (experts, x, ids, w, scales)
+}
+
+#[rstest]
+#[case::w4a16_nvfp4_silu(tiny(Activation::Silu { limit: None }, Recipe::W4a16(Fp4::Nvfp4)))]
+#[case::w4a16_mxfp4_swiglu_oai(tiny(Activation::SwigluOai { limit: 7.0 }, Recipe::W4a16(Fp4::Mxfp4)))]
+#[case::w4a8_mx_silu_limit(tiny(Activation::Silu { limit: Some(10.0) }, Recipe::W4a8Mx))]
+#[case::nvfp4_relu2(tiny(Activation::Relu2, Recipe::Nvfp4))]
+#[case::nvfp4_silu(tiny(Activation::Silu { limit: Some(1.0) }, Recipe::Nvfp4))]
+fn oracle_equals_a_straight_loop(#[case] shape: Shape) {
+    shape.validate().unwrap();
+    let (experts, x, ids, w, scales) = random_case(&shape, 5, 11);
+    let out = fused_moe(&shape, &experts, &x, &ids, &w, Some(&scales)).unwrap();
+    assert_eq!(out.faults, 0);
+    assert_eq!(out.y, naive(&shape, &experts, &x, &ids, &w, Some(&scales)));
+    assert!(out.y.iter().any(|v| v.to_f32() != 0.0), "all-zero output: the case tests nothing");
+}
+
+/// Quantizing the activations changes the result (the recipes are not W4A16 in disguise), and
+/// what FC1 sees is b12x-quant's quantize-then-dequantize of x.
+#[test]
+fn recipes_quantize_x_and_h() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+    let x: Vec<bf16> = (0..64).map(|_| bf16::from_f32(rng.random_range(-3.0f32..3.0))).collect();
+    let f: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+    assert_eq!(act_operand(Recipe::W4a16(Fp4::Nvfp4), &x, None).unwrap(), f);
+    let mx = act_operand(Recipe::W4a8Mx, &x, None).unwrap();
+    let want = b12x_quant::block::dequantize_mx(
+        &b12x_quant::block::quantize_mx(&f, 1, 64, b12x_quant::codec::Element::E4M3, Default::default()).unwrap(),
+    );
+    assert_eq!(mx, want);
+    assert_ne!(mx, f);
+    let nv = act_operand(Recipe::Nvfp4, &x, Some(896.0)).unwrap();
+    assert_ne!(nv, f);
+    assert!(act_operand(Recipe::Nvfp4, &x, None).is_err(), "NVFP4 needs the activation scales");
+    let shape = tiny(Activation::Silu { limit: None }, Recipe::W4a8Mx);
+    let (experts, x, ids, w, _) = random_case(&shape, 3, 4);
+    let a = fused_moe(&shape, &experts, &x, &ids, &w, None).unwrap();
+    let b = fused_moe(&Shape { recipe: Recipe::W4a16(Fp4::Mxfp4), ..shape }, &experts, &x, &ids, &w, None).unwrap();
+    assert_ne!(a.y, b.y);
+}
+
+/// The routing weight multiplies before FC2: a power-of-two weight scales y exactly (W4A16:
+/// h and every product scale by 2 without rounding), weight 0 gives 0; and the slots are summed
+/// in order, so swapping a token's two slots may change only the last bit.
+#[test]
+fn routing_weight_and_slot_order() {
+    let shape = Shape { top_k: 1, ..tiny(Activation::Silu { limit: None }, Recipe::W4a16(Fp4::Mxfp4)) };
+    let (experts, x, ids, w, _) = random_case(&shape, 4, 8);
+    let a = fused_moe(&shape, &experts, &x, &ids, &w, None).unwrap();
+    let w2: Vec<f32> = w.iter().map(|v| v * 2.0).collect();
+    let b = fused_moe(&shape, &experts, &x, &ids, &w2, None).unwrap();
+    for (p, q) in a.y.iter().zip(&b.y) {
+        assert_eq!(p.to_f32() * 2.0, q.to_f32());
+    }
+    let z = fused_moe(&shape, &experts, &x, &ids, &vec![0.0; w.len()], None).unwrap();
+    assert!(z.y.iter().all(|v| v.to_f32() == 0.0));
+    // Two slots swapped: equal up to one bf16 ulp (f32 sums of two bf16 values in either order
+    // are equal; three or more may differ in rounding).
+    let shape = tiny(Activation::Silu { limit: None }, Recipe::W4a16(Fp4::Mxfp4));
+    let (experts, x, ids, w, _) = random_case(&shape, 4, 9);
+    let a = fused_moe(&shape, &experts, &x, &ids, &w, None).unwrap();
+    let sw = |v: &[i32]| v.chunks(2).flat_map(|c| [c[1], c[0]]).collect::<Vec<_>>();
+    let swf = |v: &[f32]| v.chunks(2).flat_map(|c| [c[1], c[0]]).collect::<Vec<_>>();
+    let b = fused_moe(&shape, &experts, &x, &sw(&ids), &swf(&w), None).unwrap();
+    assert_eq!(a.y, b.y);
+}
+
+/// Bad ids are skipped and reported; an expert no token picked is never touched; an id equal to
+/// E (one past the end) and negative ids both count as bad.
+#[test]
+fn bad_ids_are_masked() {
+    let shape = tiny(Activation::Silu { limit: Some(10.0) }, Recipe::W4a16(Fp4::Nvfp4));
+    let (experts, x, _, w, _) = random_case(&shape, 3, 6);
+    let good = [0, 1, 1, 0, 0, 1];
+    let bad = [0, 4, -1, 0, 0, 1];
+    let a = fused_moe(&shape, &experts, &x, &good, &w, None).unwrap();
+    let b = fused_moe(&shape, &experts, &x, &bad, &w, None).unwrap();
+    assert_eq!((a.faults, b.faults), (0, FAULT_EXPERT_ID));
+    let hd = shape.hidden;
+    // Token 2 is unchanged; token 0 has only slot 0; token 1 only slot 1 (expert 0).
+    assert_eq!(a.y[2 * hd..], b.y[2 * hd..]);
+    let only = |id: i32, wt: f32, tok: usize| {
+        let one = Shape { top_k: 1, ..shape };
+        fused_moe(&one, &experts, &x[tok * hd..][..hd], &[id], &[wt], None).unwrap().y
+    };
+    assert_eq!(&b.y[..hd], &only(0, w[0], 0)[..]);
+    assert_eq!(&b.y[hd..2 * hd], &only(0, w[3], 1)[..]);
+    // Experts 2 and 3 receive no token: replacing them with garbage changes nothing.
+    let mut other = experts.clone();
+    other.fc2[3] = other.fc2[0].clone();
+    other.fc1[2] = other.fc1[1].clone();
+    assert_eq!(fused_moe(&shape, &other, &x, &good, &w, None).unwrap(), a);
+}
+
+/// `expert` alone is the layer with k = 1 and weight 1.
+#[test]
+fn expert_is_the_single_slot_layer() {
+    let shape = Shape { top_k: 1, ..tiny(Activation::SwigluOai { limit: 7.0 }, Recipe::W4a16(Fp4::Mxfp4)) };
+    let (experts, x, _, _, _) = random_case(&shape, 1, 12);
+    let y = expert(&shape, &experts.fc1[3].dequantize(), &experts.fc2[3].dequantize(), &x, 1.0, None).unwrap();
+    assert_eq!(fused_moe(&shape, &experts, &x, &[3], &[1.0], None).unwrap().y, y);
+}
+
+#[test]
+fn experts_check_names_the_mismatch() {
+    let shape = tiny(Activation::Silu { limit: None }, Recipe::W4a16(Fp4::Nvfp4));
+    let (experts, ..) = random_case(&shape, 1, 1);
+    experts.check(&shape).unwrap();
+    let mx = Shape { recipe: Recipe::W4a16(Fp4::Mxfp4), ..shape };
+    assert!(experts.check(&mx).unwrap_err().contains("fc1[0]"));
+    let relu = Shape { activation: Activation::Relu2, ..shape };
+    assert!(experts.check(&relu).unwrap_err().contains("fc1[0]"), "gated FC1 has 2·I rows");
+    let fewer = Shape { experts: 3, ..shape };
+    assert!(experts.check(&fewer).unwrap_err().contains("4 experts"));
+}
+
+#[rstest]
+#[case::deepseek_v4_flash_tp2(Shape::deepseek_v4_flash_tp2())]
+#[case::deepseek_v41_flash_tp4(Shape::deepseek_v41_flash_tp4())]
+#[case::qwen3_30b_a3b(Shape::qwen3_30b_a3b())]
+#[case::gpt_oss_120b(Shape::gpt_oss_120b())]
+fn presets_validate(#[case] s: Shape) {
+    s.validate().unwrap();
+    assert_eq!(s.fc1_rows(), 2 * s.inter);
+}
+
+#[rstest]
+#[case::hidden_not_block(Shape { hidden: 48, ..tiny(Activation::Relu2, Recipe::W4a8Mx) }, "hidden")]
+#[case::inter_not_block_nvfp4(Shape { inter: 24, ..tiny(Activation::Relu2, Recipe::Nvfp4) }, "inter")]
+#[case::inter_zero(Shape { inter: 0, ..tiny(Activation::Relu2, Recipe::Nvfp4) }, "inter")]
+#[case::k_above_e(Shape { top_k: 5, ..tiny(Activation::Relu2, Recipe::Nvfp4) }, "top_k")]
+#[case::no_experts(Shape { experts: 0, ..tiny(Activation::Relu2, Recipe::Nvfp4) }, "experts")]
+#[case::limit_zero(tiny(Activation::Silu { limit: Some(0.0) }, Recipe::Nvfp4), "activation")]
+#[case::limit_nan(tiny(Activation::SwigluOai { limit: f32::NAN }, Recipe::Nvfp4), "activation")]
+fn bad_shapes_are_typed_errors(#[case] s: Shape, #[case] field: &str) {
+    match s.validate() {
+        Err(Error::InvalidQuery { op: "moe.fused_moe", field: f, .. }) => assert_eq!(f, field),
+        other => panic!("want InvalidQuery({field}), got {other:?}"),
+    }
+}
+
+/// NVFP4 with 16-wide blocks accepts K = 48 (a multiple of 16, not of 32); MX does not.
+#[test]
+fn block_sizes_follow_the_recipe() {
+    let nv = Shape { hidden: 48, inter: 16, ..tiny(Activation::Relu2, Recipe::W4a16(Fp4::Nvfp4)) };
+    nv.validate().unwrap();
+    assert!(Shape { recipe: Recipe::W4a16(Fp4::Mxfp4), ..nv }.validate().is_err());
+}
