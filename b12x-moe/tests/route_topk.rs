@@ -5,7 +5,7 @@
 
 use b12x_core::Error;
 use b12x_moe::route_topk::reference::{check_selection, keys, route, route_hash, scores, top_k, weights};
-use b12x_moe::route_topk::{Query, ScoreFn, Selection, FAULT_EXPERT_ID, FAULT_TOKEN_ID};
+use b12x_moe::route_topk::{Router, ScoreFn, Selection, FAULT_EXPERT_ID, FAULT_TOKEN_ID};
 use rand::{Rng, SeedableRng};
 use rstest::rstest;
 
@@ -46,7 +46,7 @@ fn top_k_order(#[case] keys: &[f32], #[case] k: usize, #[case] want: &[usize]) {
 /// The bias moves experts into the selection, but their weights are the unbiased scores.
 #[test]
 fn bias_affects_selection_only() {
-    let q = Query { selection: Selection::TopK { bias: true }, ..Query::deepseek_v4(4, 2, None) };
+    let q = Router { selection: Selection::TopK { bias: true }, ..Router::deepseek_v4(4, 2, None) };
     let logits = [2.0f32, 1.0, 0.0, -1.0];
     let bias = [0.0f32, 0.0, 5.0, 0.0];
     let r = route(&q, &logits, Some(&bias));
@@ -60,10 +60,10 @@ fn bias_affects_selection_only() {
 }
 
 #[rstest]
-#[case::deepseek_v4(Query::deepseek_v4(256, 6, None), 2.5)]
-#[case::qwen3(Query::qwen3_moe(128, 8), 1.0)]
-#[case::sigmoid_unnormalized(Query { score: ScoreFn::Sigmoid, renormalize: false, route_scale: 1.0, ..Query::deepseek_v4(64, 4, None) }, f32::NAN)]
-fn weights_sum_to_the_route_scale(#[case] q: Query, #[case] want_sum: f32) {
+#[case::deepseek_v4(Router::deepseek_v4(256, 6, None), 2.5)]
+#[case::qwen3(Router::qwen3_moe(128, 8), 1.0)]
+#[case::sigmoid_unnormalized(Router { score: ScoreFn::Sigmoid, renormalize: false, route_scale: 1.0, ..Router::deepseek_v4(64, 4, None) }, f32::NAN)]
+fn weights_sum_to_the_route_scale(#[case] q: Router, #[case] want_sum: f32) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     let t = 16;
     let logits: Vec<f32> = (0..t * q.experts).map(|_| rng.random_range(-4.0f32..4.0)).collect();
@@ -95,7 +95,7 @@ fn weights_sum_to_the_route_scale(#[case] q: Query, #[case] want_sum: f32) {
 /// rounding, the same weights as softmax over E then renormalization.
 #[test]
 fn gpt_oss_softmax_after_top_k_is_the_same() {
-    let q = Query::gpt_oss(128, 4);
+    let q = Router::gpt_oss(128, 4);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
     let logits: Vec<f32> = (0..8 * 128).map(|_| rng.random_range(-6.0f32..6.0)).collect();
     let r = route(&q, &logits, None);
@@ -117,7 +117,7 @@ fn gpt_oss_softmax_after_top_k_is_the_same() {
 /// masks its slot (and leaves the renormalization to the others), a bad token id all k.
 #[test]
 fn hash_routing_masks_bad_entries() {
-    let q = Query::deepseek_v4(8, 3, Some(4));
+    let q = Router::deepseek_v4(8, 3, Some(4));
     let tid2eid = [7, 0, 3, /* row 1 */ 1, 9, 2, /* row 2 */ -1, -2, 8, /* row 3 */ 5, 5, 4];
     let logits: Vec<f32> = (0..5 * 8).map(|i| (i % 8) as f32 * 0.25 - 1.0).collect();
     let r = route_hash(&q, &logits, &[0, 1, 2, 4, 3], &tid2eid);
@@ -157,15 +157,15 @@ fn check_selection_accepts_only_near_ties() {
 }
 
 #[rstest]
-#[case::no_experts(Query { experts: 0, ..Query::qwen3_moe(8, 2) }, "experts")]
-#[case::too_many_experts(Query { experts: 5000, ..Query::qwen3_moe(8, 2) }, "experts")]
-#[case::k_zero(Query::qwen3_moe(8, 0), "top_k")]
-#[case::k_above_e(Query::qwen3_moe(4, 5), "top_k")]
-#[case::k_above_max(Query::qwen3_moe(256, 33), "top_k")]
-#[case::scale_zero(Query { route_scale: 0.0, ..Query::qwen3_moe(8, 2) }, "route_scale")]
-#[case::scale_nan(Query { route_scale: f32::NAN, ..Query::qwen3_moe(8, 2) }, "route_scale")]
-#[case::empty_table(Query::deepseek_v4(8, 2, Some(0)), "selection")]
-fn bad_queries_are_typed_errors(#[case] q: Query, #[case] field: &str) {
+#[case::no_experts(Router { experts: 0, ..Router::qwen3_moe(8, 2) }, "experts")]
+#[case::too_many_experts(Router { experts: 5000, ..Router::qwen3_moe(8, 2) }, "experts")]
+#[case::k_zero(Router::qwen3_moe(8, 0), "top_k")]
+#[case::k_above_e(Router::qwen3_moe(4, 5), "top_k")]
+#[case::k_above_max(Router::qwen3_moe(256, 33), "top_k")]
+#[case::scale_zero(Router { route_scale: 0.0, ..Router::qwen3_moe(8, 2) }, "route_scale")]
+#[case::scale_nan(Router { route_scale: f32::NAN, ..Router::qwen3_moe(8, 2) }, "route_scale")]
+#[case::empty_table(Router::deepseek_v4(8, 2, Some(0)), "selection")]
+fn bad_queries_are_typed_errors(#[case] q: Router, #[case] field: &str) {
     match q.validate() {
         Err(Error::InvalidQuery { op: "moe.route_topk", field: f, .. }) => assert_eq!(f, field),
         other => panic!("want InvalidQuery({field}), got {other:?}"),
@@ -173,10 +173,147 @@ fn bad_queries_are_typed_errors(#[case] q: Query, #[case] field: &str) {
 }
 
 #[rstest]
-#[case::deepseek_v4(Query::deepseek_v4(384, 6, None))]
-#[case::deepseek_v4_hash(Query::deepseek_v4(256, 6, Some(129280)))]
-#[case::qwen3_30b_a3b(Query::qwen3_moe(128, 8))]
-#[case::gpt_oss_120b(Query::gpt_oss(128, 4))]
-fn presets_validate(#[case] q: Query) {
+#[case::deepseek_v4(Router::deepseek_v4(384, 6, None))]
+#[case::deepseek_v4_hash(Router::deepseek_v4(256, 6, Some(129280)))]
+#[case::qwen3_30b_a3b(Router::qwen3_moe(128, 8))]
+#[case::gpt_oss_120b(Router::gpt_oss(128, 4))]
+fn presets_validate(#[case] q: Router) {
     q.validate().unwrap();
+}
+
+// ---- the op's host side: arguments, parameters, built kernels ----------------------------------
+
+use b12x_core::{DType, TensorMut, TensorRef};
+use b12x_moe::route_topk::{Args, Query as OpQuery, RouteTopkParams, FLAG_BIAS, FLAG_HASH, FLAG_RENORMALIZE};
+
+fn view(ptr: u64, shape: &[usize], dtype: DType) -> TensorRef<'static> {
+    let strides = b12x_core::contiguous_strides(shape);
+    // SAFETY: never dereferenced.
+    unsafe { TensorRef::from_raw(ptr, shape, &strides, dtype) }.unwrap()
+}
+fn view_mut(ptr: u64, shape: &[usize], dtype: DType) -> TensorMut<'static> {
+    let strides = b12x_core::contiguous_strides(shape);
+    // SAFETY: never dereferenced.
+    unsafe { TensorMut::from_raw(ptr, shape, &strides, dtype) }.unwrap()
+}
+
+/// Arguments for `t` tokens of `r`, every tensor at its own address.
+fn op_args(r: &Router, t: usize) -> Args<'static> {
+    let (e, k) = (r.experts, r.top_k);
+    let hash = match r.selection {
+        Selection::Hash { vocab } => Some(vocab),
+        Selection::TopK { .. } => None,
+    };
+    Args {
+        logits: view(0x1000_0000, &[t, e], DType::F32),
+        bias: matches!(r.selection, Selection::TopK { bias: true }).then(|| view(0x2000_0000, &[e], DType::F32)),
+        token_ids: hash.map(|_| view(0x3000_0000, &[t], DType::I32)),
+        tid2eid: hash.map(|v| view(0x4000_0000, &[v, k], DType::I32)),
+        ids: view_mut(0x5000_0000, &[t, k], DType::I32),
+        weights: view_mut(0x6000_0000, &[t, k], DType::F32),
+        error: view_mut(0x7000_0000, &[1], DType::I32),
+    }
+}
+
+#[test]
+fn params_struct_mirrors_the_kernel() {
+    assert_eq!(std::mem::size_of::<RouteTopkParams>(), 104);
+}
+
+#[test]
+fn args_fill_the_params() {
+    let q = OpQuery { router: Router::deepseek_v4(256, 6, None), max_tokens: 64 };
+    let p = q.kernel_params(&op_args(&q.router, 5)).unwrap();
+    assert_eq!((p.tokens, p.experts, p.top_k, p.logits_stride, p.ids_stride, p.weights_stride), (5, 256, 6, 256, 6, 6));
+    assert_eq!(
+        (p.logits, p.bias, p.ids, p.weights, p.error),
+        (0x1000_0000, 0x2000_0000, 0x5000_0000, 0x6000_0000, 0x7000_0000)
+    );
+    assert_eq!((p.flags, p.route_scale, p.token_ids, p.tid2eid), (FLAG_RENORMALIZE | FLAG_BIAS, 2.5, 0, 0));
+    let q = OpQuery { router: Router::deepseek_v4(256, 6, Some(100)), max_tokens: 64 };
+    let p = q.kernel_params(&op_args(&q.router, 5)).unwrap();
+    assert_eq!(
+        (p.flags, p.vocab, p.bias, p.token_ids, p.tid2eid),
+        (FLAG_RENORMALIZE | FLAG_HASH, 100, 0, 0x3000_0000, 0x4000_0000)
+    );
+    let q = OpQuery { router: Router { renormalize: false, ..Router::qwen3_moe(128, 8) }, max_tokens: 1 };
+    assert_eq!(q.kernel_params(&op_args(&q.router, 1)).unwrap().flags, 0);
+    // T = 0 is a valid (empty) call.
+    assert_eq!(q.kernel_params(&op_args(&q.router, 0)).unwrap().tokens, 0);
+    assert_eq!(q.symbol(), "b12x_route_topk_softmax");
+}
+
+#[test]
+fn bad_args_are_typed_errors() {
+    let biased = OpQuery { router: Router::deepseek_v4(256, 6, None), max_tokens: 8 };
+    let hashed = OpQuery { router: Router::deepseek_v4(256, 6, Some(100)), max_tokens: 8 };
+    let plain = OpQuery { router: Router::qwen3_moe(128, 8), max_tokens: 8 };
+    let fails = |q: &OpQuery, a: Args<'static>| q.kernel_params(&a).unwrap_err();
+    assert!(matches!(fails(&biased, op_args(&biased.router, 9)), Error::Capacity { got: 9, capacity: 8, .. }));
+    let mut a = op_args(&biased.router, 2);
+    a.bias = None;
+    assert!(matches!(fails(&biased, a), Error::Shape { tensor: "bias", .. }));
+    let mut a = op_args(&plain.router, 2);
+    a.bias = Some(view(0x2000_0000, &[128], DType::F32));
+    assert!(matches!(fails(&plain, a), Error::Shape { tensor: "bias", .. }));
+    let mut a = op_args(&biased.router, 2);
+    a.bias = Some(view(0x2000_0000, &[255], DType::F32));
+    assert!(matches!(fails(&biased, a), Error::Shape { tensor: "bias", .. }));
+    let mut a = op_args(&hashed.router, 2);
+    a.tid2eid = None;
+    assert!(matches!(fails(&hashed, a), Error::Shape { tensor: "tid2eid", .. }));
+    let mut a = op_args(&hashed.router, 2);
+    a.tid2eid = Some(view(0x4000_0000, &[99, 6], DType::I32));
+    assert!(matches!(fails(&hashed, a), Error::Shape { tensor: "tid2eid", .. }));
+    let mut a = op_args(&hashed.router, 2);
+    a.token_ids = Some(view(0x3000_0000, &[2], DType::F32));
+    assert!(matches!(fails(&hashed, a), Error::DType { tensor: "token_ids", .. }));
+    let mut a = op_args(&biased.router, 2);
+    a.token_ids = Some(view(0x3000_0000, &[2], DType::I32));
+    assert!(matches!(fails(&biased, a), Error::Shape { tensor: "token_ids", .. }));
+    let mut a = op_args(&plain.router, 2);
+    a.ids = view_mut(0x5000_0000, &[2, 8], DType::F32);
+    assert!(matches!(fails(&plain, a), Error::DType { tensor: "ids", .. }));
+    let mut a = op_args(&plain.router, 2);
+    a.weights = view_mut(0x6000_0000, &[2, 7], DType::F32);
+    assert!(matches!(fails(&plain, a), Error::Shape { tensor: "weights", .. }));
+    let mut a = op_args(&plain.router, 2);
+    a.logits = view(0x1000_0000, &[2, 64], DType::F32);
+    assert!(matches!(fails(&plain, a), Error::Shape { tensor: "logits", .. }));
+    // Outputs over an input or over each other.
+    let mut a = op_args(&plain.router, 2);
+    a.weights = view_mut(0x1000_0000, &[2, 8], DType::F32);
+    assert!(matches!(fails(&plain, a), Error::Aliasing { .. }));
+    let mut a = op_args(&plain.router, 2);
+    a.error = view_mut(0x5000_0004, &[1], DType::I32);
+    assert!(matches!(fails(&plain, a), Error::Aliasing { .. }));
+    let mut a = op_args(&hashed.router, 2);
+    a.ids = view_mut(0x4000_0000, &[2, 6], DType::I32);
+    assert!(matches!(fails(&hashed, a), Error::Aliasing { .. }));
+    // A strided hash table.
+    let mut a = op_args(&hashed.router, 2);
+    // SAFETY: never dereferenced.
+    a.tid2eid = Some(unsafe { TensorRef::from_raw(0x4000_0000, &[100, 6], &[8, 1], DType::I32) }.unwrap());
+    assert!(matches!(fails(&hashed, a), Error::Stride { tensor: "tid2eid", .. }));
+    assert!(matches!(
+        OpQuery { max_tokens: 0, ..plain }.validate(),
+        Err(Error::InvalidQuery { field: "max_tokens", .. })
+    ));
+}
+
+#[test]
+fn every_symbol_is_built_for_every_arch_without_spills() {
+    let symbols: Vec<String> = [ScoreFn::Softmax, ScoreFn::Sigmoid, ScoreFn::SqrtSoftplus]
+        .into_iter()
+        .map(|score| OpQuery { router: Router { score, ..Router::qwen3_moe(8, 2) }, max_tokens: 1 }.symbol())
+        .collect();
+    b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
+}
+
+/// Written without a GPU: registered as compiled only, on every arch.
+#[test]
+fn op_is_registered_compiled_only() {
+    let info = b12x_core::list_ops().into_iter().find(|o| o.name == "moe.route_topk").expect("registered");
+    assert_eq!(info.krate, "b12x-moe");
+    assert!(info.archs.iter().all(|(_, v)| matches!(v, b12x_core::Validation::CompiledOnly)));
 }

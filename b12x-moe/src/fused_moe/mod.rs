@@ -182,7 +182,7 @@ impl Shape {
     /// Checks the fields; the error names the first bad one.
     pub fn validate(&self) -> Result<()> {
         let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
-        let r = crate::route_topk::Query::qwen3_moe(self.experts, self.top_k);
+        let r = crate::route_topk::Router::qwen3_moe(self.experts, self.top_k);
         // The same limits on E and k as moe.route_topk (its error names the field).
         r.validate().map_err(|e| match e {
             Error::InvalidQuery { field, reason, .. } => Error::InvalidQuery { op: OP, field, reason },

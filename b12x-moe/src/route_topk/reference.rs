@@ -1,7 +1,7 @@
 //! CPU oracle of `moe.route_topk`: straight loops, the executable spec (the math and rounding
 //! points are in the [module docs](super)).
 
-use super::{Query, ScoreFn, Selection, FAULT_EXPERT_ID, FAULT_TOKEN_ID};
+use super::{Router, ScoreFn, Selection, FAULT_EXPERT_ID, FAULT_TOKEN_ID};
 use std::cmp::Ordering;
 
 /// One call's result: `ids [T, k]` (−1 in masked slots), `weights [T, k]` (0 there) and the
@@ -66,7 +66,7 @@ pub fn top_k(keys: &[f32], k: usize) -> Vec<usize> {
 /// The weights of slots `ids` (−1: masked) from the token's scores: the scores, renormalized
 /// over the unmasked slots (f64 sum and division, one rounding) when `q.renormalize`, times
 /// the route scale (one f32 multiply); masked slots get 0.
-pub fn weights(q: &Query, s: &[f32], ids: &[i32]) -> Vec<f32> {
+pub fn weights(q: &Router, s: &[f32], ids: &[i32]) -> Vec<f32> {
     let raw: Vec<f32> = ids.iter().map(|&e| if e >= 0 { s[e as usize] } else { 0.0 }).collect();
     let sum: f64 = ids.iter().zip(&raw).filter(|(&e, _)| e >= 0).map(|(_, &w)| f64::from(w)).sum();
     raw.iter()
@@ -85,7 +85,7 @@ pub fn weights(q: &Query, s: &[f32], ids: &[i32]) -> Vec<f32> {
 ///
 /// # Panics
 /// If the slices do not match `q` (this is a test oracle, not a user entry point).
-pub fn route(q: &Query, logits: &[f32], bias: Option<&[f32]>) -> Routed {
+pub fn route(q: &Router, logits: &[f32], bias: Option<&[f32]>) -> Routed {
     let e = q.experts;
     assert!(matches!(q.selection, Selection::TopK { .. }) && logits.len() % e == 0);
     assert!(bias.is_none_or(|b| b.len() == e));
@@ -106,7 +106,7 @@ pub fn route(q: &Query, logits: &[f32], bias: Option<&[f32]>) -> Routed {
 ///
 /// # Panics
 /// If the slices do not match `q`.
-pub fn route_hash(q: &Query, logits: &[f32], token_ids: &[i32], tid2eid: &[i32]) -> Routed {
+pub fn route_hash(q: &Router, logits: &[f32], token_ids: &[i32], tid2eid: &[i32]) -> Routed {
     let Selection::Hash { vocab } = q.selection else { panic!("route_hash needs Selection::Hash") };
     let (e, k) = (q.experts, q.top_k);
     assert!(logits.len() == token_ids.len() * e && tid2eid.len() == vocab * k);

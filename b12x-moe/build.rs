@@ -1,0 +1,3 @@
+fn main() {
+    b12x_build::build_kernels();
+}
