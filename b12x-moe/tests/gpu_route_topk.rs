@@ -8,6 +8,7 @@
 //! - each weight must be within 1e-5 relative (+1e-30 absolute) of the oracle's weight **for
 //!   the kernel's own ids** (`reference::weights`), NaN where the oracle has NaN;
 //! - hash routing's ids and the error word must be exact.
+//!
 //! Cases: the four model routers (DeepSeek-V4 sqrtsoftplus with bias, its hash layers,
 //! Qwen3-MoE softmax, gpt-oss) and a sigmoid router without renormalization, at T ∈ {1, 5, 64,
 //! 4096} on seeded random logits (and bias); equal logits (ties to the lower id, weights exactly

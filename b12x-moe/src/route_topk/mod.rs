@@ -34,7 +34,7 @@
 //!
 //! **Status: written without a GPU (session 41: no device was lent after the first call) —
 //! compiled for sm_90a / sm_120a / sm_121a, ptxas-checked (no spills), not run anywhere.**
-//! `tests/gpu_route_topk.rs` (against [`reference`], selections through
+//! `tests/gpu_route_topk.rs` (against [`mod@reference`], selections through
 //! [`reference::check_selection`]) and `benches/route_topk.rs` are written and wait for the
 //! H200.
 //!
