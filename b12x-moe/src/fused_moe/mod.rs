@@ -29,7 +29,8 @@
 //! - Untrusted ids: a slot whose id is outside `[0, E)` contributes nothing and sets
 //!   [`FAULT_EXPERT_ID`] (the same bit as `moe.route_topk`'s); its weight is ignored.
 //!
-//! Status: CPU oracle only (kernels, plan and GPU suite: issue 7's next steps).
+//! Status: CPU oracle only (kernels, plan and GPU suite: issue 7's next steps; their design is
+//! in `README.md` next to this file).
 
 pub mod reference;
 
