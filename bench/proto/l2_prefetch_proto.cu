@@ -23,6 +23,7 @@
 #include "../../b12x-core/kernels/read_bw.cu"
 
 #include "proto_common.cuh"
+#include "proto_launch.cuh"
 
 // The attention stand-in: each CTA reads its slice with U 16-byte loads in flight per thread
 // (latency-bound at 64 CTAs), releasing its dependents first like the real kernels do.
@@ -62,13 +63,7 @@ __global__ void __launch_bounds__(256) l2_prefetch(const char* base, size_t byte
 }
 
 static void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st, void** args, bool pdl) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid; cfg.blockDim = block; cfg.dynamicSmemBytes = smem; cfg.stream = st;
-  cfg.attrs = &attr; cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelExC(&cfg, fn, args));
+  launch_maybe_pdl(fn, grid, block, smem, st, args, pdl);
 }
 
 int main() {

@@ -19,3 +19,19 @@ static cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem, cuda
   cfg.numAttrs = cluster ? 1 : 0;
   return cfg;
 }
+
+// Launches `fn` with `args`, with programmatic stream serialization (PDL) when `pdl`.
+static void launch_maybe_pdl(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st, void** args,
+                             bool pdl) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CK(cudaLaunchKernelExC(&cfg, fn, args));
+}

@@ -37,6 +37,7 @@ __device__ __forceinline__ void warm_trace(int point, int wb) {
 #include "../../b12x-attention/kernels/rope_kv_append.cu"
 #include "../../b12x-core/kernels/read_bw.cu"
 #include "proto_common.cuh"
+#include "proto_launch.cuh"
 
 __global__ void stamp0() { g_t0 = wt_now(); }
 __device__ unsigned long long g_t1;
@@ -62,13 +63,7 @@ __global__ void __launch_bounds__(THREADS) warm_lite(const b12x::Vec16* src, siz
 }
 
 static void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st, void** args, bool pdl) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid; cfg.blockDim = block; cfg.dynamicSmemBytes = smem; cfg.stream = st;
-  cfg.attrs = &attr; cfg.numAttrs = pdl ? 1 : 0;
-  CK(cudaLaunchKernelExC(&cfg, fn, args));
+  launch_maybe_pdl(fn, grid, block, smem, st, args, pdl);
 }
 
 int main() {
