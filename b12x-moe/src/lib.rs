@@ -18,6 +18,10 @@ pub mod route_topk;
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
 include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 
+/// The embedded `kernels/fused_moe.cu`, loaded once per device.
+pub static FUSED_MOE_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-moe/fused_moe", fatbin: FUSED_MOE_FATBIN, hash: FUSED_MOE_HASH };
+
 /// The embedded `kernels/route_topk.cu`, loaded once per device.
 pub static ROUTE_TOPK_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-moe/route_topk", fatbin: ROUTE_TOPK_FATBIN, hash: ROUTE_TOPK_HASH };

@@ -323,3 +323,133 @@ fn block_sizes_follow_the_recipe() {
     nv.validate().unwrap();
     assert!(Shape { recipe: Recipe::W4a16(Fp4::Mxfp4), ..nv }.validate().is_err());
 }
+
+// ---- the op's host side: arguments, parameters, built kernels ----------------------------------
+
+use b12x_core::{DType, TensorMut, TensorRef};
+use b12x_moe::fused_moe::{Args, FusedMoeParams, Query, WeightArgs};
+
+fn view(ptr: u64, shape: &[usize], dtype: DType) -> TensorRef<'static> {
+    let strides = b12x_core::contiguous_strides(shape);
+    // SAFETY: never dereferenced.
+    unsafe { TensorRef::from_raw(ptr, shape, &strides, dtype) }.unwrap()
+}
+fn view_mut(ptr: u64, shape: &[usize], dtype: DType) -> TensorMut<'static> {
+    let strides = b12x_core::contiguous_strides(shape);
+    // SAFETY: never dereferenced.
+    unsafe { TensorMut::from_raw(ptr, shape, &strides, dtype) }.unwrap()
+}
+
+/// Arguments for `t` tokens of `s`, every tensor at its own address (1 GiB apart).
+fn op_args(s: &Shape, t: usize) -> Args<'static> {
+    let (e, k, hd, i, r1, b) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows(), s.recipe.weights().block());
+    let nv = s.recipe.weights() == Fp4::Nvfp4;
+    let at = |n: u64| n << 30;
+    Args {
+        x: view(at(1), &[t, hd], DType::BF16),
+        ids: view(at(2), &[t, k], DType::I32),
+        weights: view(at(3), &[t, k], DType::F32),
+        experts: WeightArgs {
+            w1_codes: view(at(4), &[e, r1, hd / 2], DType::U8),
+            w1_scales: view(at(5), &[e, r1, hd / b], DType::U8),
+            w1_enc: nv.then(|| view(at(6), &[e], DType::F32)),
+            w2_codes: view(at(7), &[e, hd, i / 2], DType::U8),
+            w2_scales: view(at(8), &[e, hd, i / b], DType::U8),
+            w2_enc: nv.then(|| view(at(9), &[e], DType::F32)),
+        },
+        y: view_mut(at(10), &[t, hd], DType::BF16),
+        error: view_mut(at(11), &[1], DType::I32),
+    }
+}
+
+#[test]
+fn params_struct_mirrors_the_kernel() {
+    assert_eq!(std::mem::size_of::<FusedMoeParams>(), 152);
+}
+
+#[test]
+fn args_fill_the_params() {
+    let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 16 };
+    let p = q.kernel_params(&op_args(&q.shape, 5)).unwrap();
+    assert_eq!((p.tokens, p.top_k, p.experts, p.hidden, p.inter), (5, 8, 128, 2048, 768));
+    assert_eq!((p.x, p.w1_enc, p.w2_enc, p.y, p.error), (1 << 30, 6 << 30, 9 << 30, 10 << 30, 11 << 30));
+    assert_eq!((p.ldx, p.ldy, p.limit, p.h, p.y_pairs), (2048, 2048, f32::INFINITY, 0, 0));
+    let q = Query { shape: Shape::gpt_oss_120b(), max_tokens: 1 };
+    let p = q.kernel_params(&op_args(&q.shape, 1)).unwrap();
+    assert_eq!((p.w1_enc, p.w2_enc, p.limit), (0, 0, 7.0));
+    assert_eq!(
+        q.symbols(),
+        ["b12x_fused_moe_simple_fc1_mxfp4_oai", "b12x_fused_moe_simple_fc2_mxfp4", "b12x_fused_moe_combine"]
+    );
+    // Scratch: h [T·k, I] and y_pairs [T·k, Hd] bf16 (regions aligned by the layout).
+    let l = q.scratch_layout();
+    let sizes: Vec<(&str, usize)> = l.regions().iter().map(|r| (r.name, r.bytes)).collect();
+    assert_eq!(sizes, [("h", 4 * 2880 * 2), ("y_pairs", 4 * 2880 * 2)]);
+}
+
+#[test]
+fn bad_args_are_typed_errors() {
+    let nv = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4 };
+    let mx = Query { shape: Shape::gpt_oss_120b(), max_tokens: 4 };
+    let fails = |q: &Query, a: Args<'static>| q.kernel_params(&a).unwrap_err();
+    assert!(matches!(fails(&nv, op_args(&nv.shape, 5)), Error::Capacity { got: 5, capacity: 4, .. }));
+    let mut a = op_args(&nv.shape, 2);
+    a.experts.w2_enc = None;
+    assert!(matches!(fails(&nv, a), Error::Shape { tensor: "w2_enc", .. }));
+    let mut a = op_args(&mx.shape, 2);
+    a.experts.w1_enc = Some(view(6 << 30, &[128], DType::F32));
+    assert!(matches!(fails(&mx, a), Error::Shape { tensor: "w1_enc", .. }));
+    let mut a = op_args(&nv.shape, 2);
+    // The MXFP4 scale count (K/32) for an NVFP4 shape (K/16).
+    a.experts.w1_scales = view(5 << 30, &[128, 1536, 2048 / 32], DType::U8);
+    assert!(matches!(fails(&nv, a), Error::Shape { tensor: "w1_scales", .. }));
+    let mut a = op_args(&nv.shape, 2);
+    a.ids = view(2 << 30, &[2, 8], DType::F32);
+    assert!(matches!(fails(&nv, a), Error::DType { tensor: "ids", .. }));
+    let mut a = op_args(&nv.shape, 2);
+    // SAFETY: never dereferenced.
+    a.experts.w2_codes =
+        unsafe { TensorRef::from_raw(7 << 30, &[128, 2048, 384], &[2048 * 400, 400, 1], DType::U8) }.unwrap();
+    assert!(matches!(fails(&nv, a), Error::Stride { tensor: "w2_codes", .. }));
+    let mut a = op_args(&nv.shape, 2);
+    a.y = view_mut(1 << 30, &[2, 2048], DType::BF16);
+    assert!(matches!(fails(&nv, a), Error::Aliasing { .. }));
+    let mut a = op_args(&nv.shape, 2);
+    a.error = view_mut(10 << 30, &[1], DType::I32);
+    assert!(matches!(fails(&nv, a), Error::Aliasing { .. }));
+    // Queries the simple path does not serve.
+    for (q, field) in [
+        (Query { shape: Shape::deepseek_v4_flash_tp2(), max_tokens: 4 }, "recipe"),
+        (Query { shape: Shape { hidden: 8192 + 32, ..Shape::gpt_oss_120b() }, max_tokens: 4 }, "hidden"),
+        (Query { max_tokens: 0, ..nv }, "max_tokens"),
+        (Query { max_tokens: 8192, ..nv }, "max_tokens"),
+    ] {
+        match q.validate() {
+            Err(Error::InvalidQuery { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("want InvalidQuery({field}), got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_symbol_is_built_for_every_arch_without_spills() {
+    let mut symbols = Vec::new();
+    for f in [Fp4::Nvfp4, Fp4::Mxfp4] {
+        for act in [Activation::Silu { limit: None }, Activation::SwigluOai { limit: 7.0 }, Activation::Relu2] {
+            symbols.extend(Query { shape: tiny(act, Recipe::W4a16(f)), max_tokens: 1 }.symbols());
+        }
+    }
+    symbols.sort();
+    symbols.dedup();
+    // 6 FC1 + 2 FC2 + the combine.
+    assert_eq!(symbols.len(), 9);
+    b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
+}
+
+/// Written without a GPU: registered as compiled only, on every arch.
+#[test]
+fn op_is_registered_compiled_only() {
+    let info = b12x_core::list_ops().into_iter().find(|o| o.name == "moe.fused_moe").expect("registered");
+    assert_eq!(info.krate, "b12x-moe");
+    assert!(info.archs.iter().all(|(_, v)| matches!(v, b12x_core::Validation::CompiledOnly)));
+}

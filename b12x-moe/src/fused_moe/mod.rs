@@ -29,12 +29,28 @@
 //! - Untrusted ids: a slot whose id is outside `[0, E)` contributes nothing and sets
 //!   [`FAULT_EXPERT_ID`] (the same bit as `moe.route_topk`'s); its weight is ignored.
 //!
-//! Status: CPU oracle only (kernels, plan and GPU suite: issue 7's next steps; their design is
-//! in `README.md` next to this file).
+//! - Kernels: for now only the **simple path** (`kernels/fused_moe.cu`): the oracle's loops on the
+//!   GPU — FC1 (one thread per gate/up row pair), FC2, then the combine, three launches, each pair
+//!   reading its expert's weights itself. W4A16 only (NVFP4, MXFP4; the other recipes are typed
+//!   errors at planning), Hd and I ≤ 8192, weights in b12x-quant's row-major layout
+//!   ([`WeightArgs`]). Correctness first: it is slow by design; the fast decode and grouped
+//!   paths are planned in `README.md` next to this file. Graph-capturable (scratch from the
+//!   plan's layout, no allocation, any routing at replay).
+//!
+//! **Status: written without a GPU (session 41) — compiled for sm_90a / sm_120a / sm_121a,
+//! ptxas-checked, not run anywhere.** `tests/gpu_fused_moe.rs` waits for the H200.
 
+mod params;
 pub mod reference;
 
-use b12x_core::{Error, Result};
+pub use params::FusedMoeParams;
+
+use b12x_core::cudarc::driver::CudaStream;
+use b12x_core::{
+    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, LaunchOpts, OpPlan,
+    PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+};
+use std::sync::Arc;
 
 /// The op id.
 pub const OP: &str = "moe.fused_moe";
@@ -204,5 +220,391 @@ impl Shape {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// The largest Hd and I of the simple path (`kMoeMaxRow`: a row of x or h in shared memory).
+pub const MAX_ROW: usize = 8192;
+/// The most (token, slot) pairs a call of the simple path may have (its grids' y extent).
+pub const MAX_PAIRS: usize = 65535;
+/// Threads per CTA (`kMoeThreads`).
+const THREADS: u32 = 128;
+/// The one config.
+const CONFIG: &str = "simple";
+
+b12x_core::inventory::submit! {
+    b12x_core::OpInfo {
+        name: OP,
+        group: "moe",
+        entry_points: &["plan", "run"],
+        dtypes: &["bf16 x, NVFP4 | MXFP4 experts (row-major codes and scales) -> bf16 y"],
+        // Written without a GPU (session 41): compiled and ptxas-checked for every arch, run nowhere.
+        archs: &[
+            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_120a", b12x_core::Validation::CompiledOnly),
+            ("sm_121a", b12x_core::Validation::CompiledOnly),
+        ],
+        krate: "b12x-moe",
+        summary: "routed experts of a MoE layer (FC1, activation, routing weight, FC2, combine), FP4 weights; simple path only",
+    }
+}
+
+/// The op's static problem: the layer's shape and a token capacity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Query {
+    pub shape: Shape,
+    /// The largest T `run` accepts.
+    pub max_tokens: usize,
+}
+
+impl Query {
+    /// Checks the shape, the capacity and what the simple path serves; the error names the
+    /// first bad field.
+    pub fn validate(&self) -> Result<()> {
+        self.shape.validate()?;
+        let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        if !matches!(self.shape.recipe, Recipe::W4a16(_)) {
+            return bad(
+                "recipe",
+                format!(
+                    "{:?}: the simple path serves W4A16 only (W4A8 MX and NVFP4 x NVFP4 come with the fast paths)",
+                    self.shape.recipe
+                ),
+            );
+        }
+        for (field, v) in [("hidden", self.shape.hidden), ("inter", self.shape.inter)] {
+            if v > MAX_ROW {
+                return bad(field, format!("must be at most {MAX_ROW} on the simple path, got {v}"));
+            }
+        }
+        let pairs = self.max_tokens.saturating_mul(self.shape.top_k);
+        // The simple path's grids put the pairs on grid.y (at most 65535).
+        if self.max_tokens == 0 || pairs > MAX_PAIRS {
+            return bad(
+                "max_tokens",
+                format!("must be ≥ 1 with T·k ≤ {MAX_PAIRS} on the simple path, got T = {}", self.max_tokens),
+            );
+        }
+        Ok(())
+    }
+
+    /// The scratch this capacity needs: `h [T·k, I]` and `y_pairs [T·k, Hd]` bf16.
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        let pairs = self.max_tokens * self.shape.top_k;
+        let mut l = ScratchLayout::new();
+        l.add("h", pairs * self.shape.inter * 2);
+        l.add("y_pairs", pairs * self.shape.hidden * 2);
+        l
+    }
+
+    /// Checks `args` against the query and builds the kernel parameters (scratch pointers left
+    /// 0); nothing is launched.
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<FusedMoeParams> {
+        let s = &self.shape;
+        let (e, k, hd, i) = (s.experts, s.top_k, s.hidden, s.inter);
+        let t = args.x.shape().first().copied().unwrap_or(0);
+        args.x.expect("x", "[T, Hd]", DType::BF16, &[t, hd])?;
+        if t > self.max_tokens {
+            return Err(Error::Capacity { what: "T (rows of x)", got: t, capacity: self.max_tokens });
+        }
+        args.ids.expect("ids", "[T, k]", DType::I32, &[t, k])?;
+        args.weights.expect("weights", "[T, k]", DType::F32, &[t, k])?;
+        args.y.expect("y", "[T, Hd]", DType::BF16, &[t, hd])?;
+        args.error.expect("error", "[1]", DType::I32, &[1])?;
+        contiguous("ids", &args.ids)?;
+        contiguous("weights", &args.weights)?;
+        let w = &args.experts;
+        let f = s.recipe.weights();
+        let b = f.block();
+        let r1 = s.fc1_rows();
+        let mats = [
+            ("w1_codes", &w.w1_codes, [e, r1, hd / 2]),
+            ("w1_scales", &w.w1_scales, [e, r1, hd / b]),
+            ("w2_codes", &w.w2_codes, [e, hd, i / 2]),
+            ("w2_scales", &w.w2_scales, [e, hd, i / b]),
+        ];
+        for (name, v, shape) in &mats {
+            v.expect(name, "[E, rows, cols]", DType::U8, shape)?;
+            contiguous(name, v)?;
+        }
+        let nvfp4 = f == Fp4::Nvfp4;
+        for (name, v) in [("w1_enc", &w.w1_enc), ("w2_enc", &w.w2_enc)] {
+            match (nvfp4, v) {
+                (true, Some(v)) => {
+                    v.expect(name, "[E]", DType::F32, &[e])?;
+                    contiguous(name, v)?;
+                }
+                (true, None) => {
+                    return Err(Error::Shape {
+                        tensor: name,
+                        expected: format!("[E] = [{e}] f32 (NVFP4)"),
+                        actual: vec![],
+                    })
+                }
+                (false, Some(_)) => {
+                    return Err(Error::Shape {
+                        tensor: name,
+                        expected: "no tensor (MXFP4 has no encode scale)".into(),
+                        actual: vec![],
+                    })
+                }
+                (false, None) => {}
+            }
+        }
+        let mut inputs =
+            vec![("x", args.x.byte_span()), ("ids", args.ids.byte_span()), ("weights", args.weights.byte_span())];
+        inputs.extend(mats.iter().map(|(n, v, _)| (*n, v.byte_span())));
+        for (name, v) in [("w1_enc", &w.w1_enc), ("w2_enc", &w.w2_enc)] {
+            if let Some(v) = v {
+                inputs.push((name, v.byte_span()));
+            }
+        }
+        let (ys, es) = (("y", args.y.byte_span()), ("error", args.error.byte_span()));
+        require_disjoint(ys, es)?;
+        for &input in &inputs {
+            require_disjoint(ys, input)?;
+            require_disjoint(es, input)?;
+        }
+        let limit = match s.activation {
+            Activation::Silu { limit } => limit.unwrap_or(f32::INFINITY),
+            Activation::SwigluOai { limit } => limit,
+            Activation::Relu2 => f32::INFINITY,
+        };
+        Ok(FusedMoeParams {
+            x: args.x.ptr(),
+            ids: args.ids.ptr(),
+            weights: args.weights.ptr(),
+            w1_codes: w.w1_codes.ptr(),
+            w1_scales: w.w1_scales.ptr(),
+            w1_enc: w.w1_enc.as_ref().map_or(0, |v| v.ptr()),
+            w2_codes: w.w2_codes.ptr(),
+            w2_scales: w.w2_scales.ptr(),
+            w2_enc: w.w2_enc.as_ref().map_or(0, |v| v.ptr()),
+            y: args.y.ptr(),
+            error: args.error.ptr(),
+            ldx: args.x.row_stride("x")? as i64,
+            ldy: args.y.row_stride("y")? as i64,
+            tokens: t as i32,
+            top_k: k as i32,
+            experts: e as i32,
+            hidden: hd as i32,
+            inter: i as i32,
+            limit,
+            ..FusedMoeParams::default()
+        })
+    }
+
+    /// The kernel symbols of one call, in launch order: FC1, FC2, the combine.
+    pub fn symbols(&self) -> Vec<String> {
+        let f = match self.shape.recipe.weights() {
+            Fp4::Nvfp4 => "nvfp4",
+            Fp4::Mxfp4 => "mxfp4",
+        };
+        let act = match self.shape.activation {
+            Activation::Silu { .. } => "silu",
+            Activation::SwigluOai { .. } => "oai",
+            Activation::Relu2 => "relu2",
+        };
+        vec![
+            format!("b12x_fused_moe_simple_fc1_{f}_{act}"),
+            format!("b12x_fused_moe_simple_fc2_{f}"),
+            "b12x_fused_moe_combine".into(),
+        ]
+    }
+}
+
+fn contiguous(name: &'static str, v: &TensorRef<'_>) -> Result<()> {
+    if v.strides() != b12x_core::contiguous_strides(v.shape()) {
+        return Err(Error::Stride { tensor: name, strides: v.strides().to_vec(), reason: "must be contiguous".into() });
+    }
+    Ok(())
+}
+
+/// The experts' weights on the device, b12x-quant's row-major layout (what
+/// `reference::ExpertMatrix` holds): per matrix the E2M1 pairs `[E, rows, K/2]` (element 2i in
+/// the low nibble), the scales `[E, rows, K/B]` (UE4M3 for NVFP4, B = 16; UE8M0 for MXFP4,
+/// B = 32) and, NVFP4 only, the f32 encode scales `[E]`. FC1's rows: gate `[0, I)` then up
+/// `[I, 2I)` (I rows for a non-gated activation); FC2's rows: Hd.
+#[derive(Debug)]
+pub struct WeightArgs<'a> {
+    pub w1_codes: TensorRef<'a>,
+    pub w1_scales: TensorRef<'a>,
+    pub w1_enc: Option<TensorRef<'a>>,
+    pub w2_codes: TensorRef<'a>,
+    pub w2_scales: TensorRef<'a>,
+    pub w2_enc: Option<TensorRef<'a>>,
+}
+
+/// The tensors of one call.
+#[derive(Debug)]
+pub struct Args<'a> {
+    /// `[T, Hd]` bf16 (rows may be padded).
+    pub x: TensorRef<'a>,
+    /// `[T, k]` i32 expert ids (untrusted: outside `[0, E)` the slot is skipped and reported).
+    pub ids: TensorRef<'a>,
+    /// `[T, k]` f32 routing weights.
+    pub weights: TensorRef<'a>,
+    pub experts: WeightArgs<'a>,
+    /// `[T, Hd]` bf16 (rows may be padded).
+    pub y: TensorMut<'a>,
+    /// `[1]` i32: [`FAULT_EXPERT_ID`] is ORed in.
+    pub error: TensorMut<'a>,
+}
+
+/// A validated query bound to a device.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    query: Query,
+    device: Arc<Device>,
+    buckets: Vec<Bucket>,
+    slot: PlanSlot,
+}
+
+/// Validates `query`. Allocates, compiles and launches nothing.
+pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    query.validate()?;
+    Ok(Plan {
+        query: *query,
+        device: device.clone(),
+        buckets: vec![Bucket { lo: 1, hi: query.max_tokens }],
+        slot: PlanSlot::default(),
+    })
+}
+
+impl Plan {
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+    /// Scratch regions `h` and `y_pairs` ([`Query::scratch_layout`]).
+    pub fn scratch_layout(&self) -> ScratchLayout {
+        self.query.scratch_layout()
+    }
+}
+
+/// Runs the routed experts on `stream`: three launches, every check before the first; no
+/// allocation, no synchronization. `T = 0` launches nothing.
+pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
+    let mut p = plan.query.kernel_params(&args)?;
+    let layout = plan.scratch_layout();
+    let bound = layout.bind(&scratch)?;
+    (p.h, p.y_pairs) = (bound.ptr("h"), bound.ptr("y_pairs"));
+    plan.device.check_stream(stream)?;
+    if p.tokens == 0 {
+        return Ok(());
+    }
+    let selected = resolve(plan, 0, stream)?;
+    launch(&selected, &p, stream)
+}
+
+fn launch(selected: &Selected, p: &FusedMoeParams, stream: &CudaStream) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
+    let [fc1, fc2, combine] = selected.kernels.as_slice() else { return Err(unknown()) };
+    let pairs = (p.tokens * p.top_k) as u32;
+    let blocks = |n: i32| (n as u32).div_ceil(THREADS);
+    let opts = LaunchOpts { pdl: false, cluster_x: 0 };
+    let block = (THREADS, 1, 1);
+    // SAFETY (all three): FusedMoeParams mirrors the kernels' struct (asserted on both sides); `p`
+    // passed `Query::kernel_params` (shapes, dtypes and contiguity of every tensor, y and the
+    // error word apart from the inputs) and its scratch pointers come from the plan's layout
+    // bound to a large enough buffer; the kernels skip ids outside [0, E).
+    unsafe {
+        fc1.launch_ex(stream, LaunchDims { grid: (blocks(p.inter), pairs, 1), block, smem_bytes: 0 }, p, opts)?;
+        fc2.launch_ex(stream, LaunchDims { grid: (blocks(p.hidden), pairs, 1), block, smem_bytes: 0 }, p, opts)?;
+        combine.launch_ex(stream, LaunchDims { grid: (p.tokens as u32, 1, 1), block, smem_bytes: 0 }, p, opts)
+    }
+}
+
+impl OpPlan for Plan {
+    fn op(&self) -> &'static str {
+        OP
+    }
+    fn query_key(&self) -> String {
+        format!("{:?} max_tokens={}", self.query.shape, self.query.max_tokens)
+    }
+    fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+    fn module(&self) -> &'static KernelModule {
+        &crate::FUSED_MOE_MODULE
+    }
+    fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+    fn candidates(&self, _bucket: usize) -> Vec<String> {
+        vec![CONFIG.into()]
+    }
+    fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
+        if config_index == 0 {
+            self.query.symbols()
+        } else {
+            Vec::new()
+        }
+    }
+    fn slot(&self) -> &PlanSlot {
+        &self.slot
+    }
+    fn bench_case(&self, _bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
+        // One config: never raced; this case (one token, every slot on expert 0 of a one-expert
+        // copy of the shape, zero weights with encode scales 1) is for tools that time every op.
+        let s = &self.query.shape;
+        let (k, hd, i, r1, b) = (s.top_k, s.hidden, s.inter, s.fc1_rows(), s.recipe.weights().block());
+        let sizes = [
+            hd * 2,
+            k * 4,
+            k * 4,
+            r1 * hd / 2,
+            r1 * hd / b,
+            4,
+            hd * i / 2,
+            hd * i / b,
+            4,
+            k * i * 2,
+            k * hd * 2,
+            hd * 2,
+            4,
+        ];
+        let race = b12x_core::RaceBuffer::new(&self.device, &sizes)?;
+        let at = &race.ptrs;
+        let stream = self.device.stream();
+        b12x_core::memset_u32(stream, at[5], 1.0f32.to_bits(), 1)?;
+        b12x_core::memset_u32(stream, at[8], 1.0f32.to_bits(), 1)?;
+        let nvfp4 = s.recipe.weights() == Fp4::Nvfp4;
+        let p = FusedMoeParams {
+            x: at[0],
+            ids: at[1],
+            weights: at[2],
+            w1_codes: at[3],
+            w1_scales: at[4],
+            w1_enc: if nvfp4 { at[5] } else { 0 },
+            w2_codes: at[6],
+            w2_scales: at[7],
+            w2_enc: if nvfp4 { at[8] } else { 0 },
+            h: at[9],
+            y_pairs: at[10],
+            y: at[11],
+            error: at[12],
+            ldx: hd as i64,
+            ldy: hd as i64,
+            tokens: 1,
+            top_k: k as i32,
+            experts: 1,
+            hidden: hd as i32,
+            inter: i as i32,
+            limit: f32::INFINITY,
+            ..FusedMoeParams::default()
+        };
+        Ok(Box::new(RaceCase { params: p, _buffer: race.buffer }))
+    }
+}
+
+/// What a timing tool launches.
+struct RaceCase {
+    params: FusedMoeParams,
+    _buffer: b12x_core::cudarc::driver::CudaSlice<u8>,
+}
+
+impl BenchCase for RaceCase {
+    fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
+        launch(selected, &self.params, stream)
     }
 }

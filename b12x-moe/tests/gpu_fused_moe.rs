@@ -1,0 +1,422 @@
+//! GPU validation of `moe.fused_moe`'s simple path (libtest-mimic; listed as ignored without a
+//! CUDA device) against its CPU oracle (`fused_moe::reference`).
+//!
+//! Comparison rule (a decision): the oracle rounds every dot product once from f64, the kernels
+//! from an f32 accumulator in another order, so a BF16 intermediate (g, u, h, an expert's output)
+//! may differ by one ulp and move the result a little. Per token row of y: `1 − cos(y, y_ref)`
+//! ≤ 2e-4 and every element within 2⁻⁵ · max|y_ref row| of the oracle (layout or indexing bugs
+//! miss both by orders of magnitude). The error word must equal the oracle's faults exactly,
+//! and a second run and a graph replay must equal the first run bitwise.
+//!
+//! Weights: random E2M1 bytes with scales in a narrow range (MXFP4 UE8M0 2⁻⁹…2⁻³, NVFP4 UE4M3
+//! codes 0x18…0x38 and encode scales 1…4), the layout b12x-quant's structs hold. Cases: tiny
+//! shapes for every FP4 format × activation (SiLU with and without a limit, SwiGLU-OAI, ReLU²)
+//! at T ∈ {1, 2, 5, 8, 64}; the model shapes with their activations at T ∈ {1, 8}
+//! (DeepSeek-V4-Flash TP2 and V4.1-Flash TP4 with W4A16 MXFP4 instead of their W4A8 recipe,
+//! which the simple path does not serve; Qwen3-30B-A3B NVFP4; gpt-oss-120b MXFP4); routings from
+//! every token on the same experts to all distinct, experts no token picks; ids outside
+//! `[0, E)`; graph replay after the routing changes; `run` allocates nothing; typed errors.
+
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, GpuTrial};
+use b12x_core::{Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_moe::fused_moe::reference::{fused_moe, ExpertMatrix, Experts};
+use b12x_moe::fused_moe::{self, Activation, Args, Fp4, Query, Recipe, Shape, WeightArgs};
+use b12x_quant::block::{Mx, Nvfp4};
+use b12x_quant::codec::Element;
+use std::sync::Arc;
+
+type TrialResult = Result<(), String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// SplitMix64: fast seeded bytes for large random weights.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn random_matrix(f: Fp4, rows: usize, k: usize, rng: &mut Rng) -> ExpertMatrix {
+    let codes = rng.bytes(rows * k / 2);
+    match f {
+        Fp4::Mxfp4 => {
+            let scales = rng.bytes(rows * k / 32).iter().map(|b| 118 + b % 7).collect();
+            ExpertMatrix::Mxfp4(Mx { element: Element::E2M1, rows, k, codes, scales })
+        }
+        Fp4::Nvfp4 => {
+            let scales = rng.bytes(rows * k / 16).iter().map(|b| 0x18 + b % 0x21).collect();
+            ExpertMatrix::Nvfp4(Nvfp4 { rows, k, codes, scales, enc: 1.0 + 3.0 * rng.unit() })
+        }
+    }
+}
+
+fn random_experts(s: &Shape, seed: u64) -> Experts {
+    let mut rng = Rng(seed);
+    let f = s.recipe.weights();
+    Experts {
+        fc1: (0..s.experts).map(|_| random_matrix(f, s.fc1_rows(), s.hidden, &mut rng)).collect(),
+        fc2: (0..s.experts).map(|_| random_matrix(f, s.hidden, s.inter, &mut rng)).collect(),
+    }
+}
+
+/// How tokens pick experts.
+#[derive(Clone, Copy, Debug)]
+enum Routing {
+    /// Distinct random experts per token.
+    Random,
+    /// Every token on experts 0..k (all share).
+    Shared,
+    /// Token t on experts t·k .. t·k + k (mod E): all distinct where E allows.
+    Distinct,
+}
+
+fn route(s: &Shape, t: usize, how: Routing, seed: u64) -> (Vec<i32>, Vec<f32>) {
+    let (e, k) = (s.experts, s.top_k);
+    let mut rng = Rng(seed ^ 0x5151);
+    let mut ids = Vec::with_capacity(t * k);
+    for tok in 0..t {
+        match how {
+            Routing::Shared => ids.extend(0..k as i32),
+            Routing::Distinct => ids.extend((0..k).map(|j| ((tok * k + j) % e) as i32)),
+            Routing::Random => {
+                let mut pick: Vec<i32> = (0..e as i32).collect();
+                for j in 0..k {
+                    let r = j + rng.below(e - j);
+                    pick.swap(j, r);
+                }
+                ids.extend(&pick[..k]);
+            }
+        }
+    }
+    let w = (0..t * k).map(|_| 0.05 + 0.95 * rng.unit()).collect();
+    (ids, w)
+}
+
+/// The experts on the device, matrix by matrix concatenated over E.
+struct DevExperts {
+    w1_codes: CudaSlice<u8>,
+    w1_scales: CudaSlice<u8>,
+    w1_enc: CudaSlice<f32>,
+    w2_codes: CudaSlice<u8>,
+    w2_scales: CudaSlice<u8>,
+    w2_enc: CudaSlice<f32>,
+}
+
+fn flatten(ms: &[ExpertMatrix]) -> (Vec<u8>, Vec<u8>, Vec<f32>) {
+    let (mut c, mut s, mut e) = (Vec::new(), Vec::new(), Vec::new());
+    for m in ms {
+        match m {
+            ExpertMatrix::Nvfp4(q) => {
+                c.extend(&q.codes);
+                s.extend(&q.scales);
+                e.push(q.enc);
+            }
+            ExpertMatrix::Mxfp4(q) => {
+                c.extend(&q.codes);
+                s.extend(&q.scales);
+                e.push(1.0);
+            }
+        }
+    }
+    (c, s, e)
+}
+
+fn upload_experts(x: &Experts, s: &Arc<CudaStream>) -> Result<DevExperts, String> {
+    let (c1, s1, e1) = flatten(&x.fc1);
+    let (c2, s2, e2) = flatten(&x.fc2);
+    Ok(DevExperts {
+        w1_codes: s.clone_htod(&c1).map_err(err)?,
+        w1_scales: s.clone_htod(&s1).map_err(err)?,
+        w1_enc: s.clone_htod(&e1).map_err(err)?,
+        w2_codes: s.clone_htod(&c2).map_err(err)?,
+        w2_scales: s.clone_htod(&s2).map_err(err)?,
+        w2_enc: s.clone_htod(&e2).map_err(err)?,
+    })
+}
+
+fn weight_args<'a>(sh: &Shape, d: &'a DevExperts) -> Result<WeightArgs<'a>, String> {
+    let (e, hd, i, r1, b) = (sh.experts, sh.hidden, sh.inter, sh.fc1_rows(), sh.recipe.weights().block());
+    let nv = sh.recipe.weights() == Fp4::Nvfp4;
+    Ok(WeightArgs {
+        w1_codes: TensorRef::from_slice(&d.w1_codes, &[e, r1, hd / 2]).map_err(err)?,
+        w1_scales: TensorRef::from_slice(&d.w1_scales, &[e, r1, hd / b]).map_err(err)?,
+        w1_enc: nv.then(|| TensorRef::from_slice(&d.w1_enc, &[e])).transpose().map_err(err)?,
+        w2_codes: TensorRef::from_slice(&d.w2_codes, &[e, hd, i / 2]).map_err(err)?,
+        w2_scales: TensorRef::from_slice(&d.w2_scales, &[e, hd, i / b]).map_err(err)?,
+        w2_enc: nv.then(|| TensorRef::from_slice(&d.w2_enc, &[e])).transpose().map_err(err)?,
+    })
+}
+
+/// One call's device inputs and outputs.
+struct Call {
+    x: CudaSlice<bf16>,
+    ids: CudaSlice<i32>,
+    w: CudaSlice<f32>,
+    y: CudaSlice<bf16>,
+    error: CudaSlice<i32>,
+    scratch: CudaSlice<u8>,
+}
+
+fn new_call(q: &Query, x: &[bf16], ids: &[i32], w: &[f32], s: &Arc<CudaStream>) -> Result<Call, String> {
+    Ok(Call {
+        x: s.clone_htod(x).map_err(err)?,
+        ids: s.clone_htod(ids).map_err(err)?,
+        w: s.clone_htod(w).map_err(err)?,
+        y: s.clone_htod(&vec![bf16::from_f32(f32::NAN); x.len().max(1)]).map_err(err)?,
+        error: s.alloc_zeros(1).map_err(err)?,
+        scratch: s.alloc_zeros(q.scratch_layout().total_bytes().max(1)).map_err(err)?,
+    })
+}
+
+fn call_args<'a>(sh: &Shape, c: &'a mut Call, d: &'a DevExperts) -> Result<Args<'a>, String> {
+    let t = c.ids.len() / sh.top_k;
+    Ok(Args {
+        x: TensorRef::from_slice(&c.x, &[t, sh.hidden]).map_err(err)?,
+        ids: TensorRef::from_slice(&c.ids, &[t, sh.top_k]).map_err(err)?,
+        weights: TensorRef::from_slice(&c.w, &[t, sh.top_k]).map_err(err)?,
+        experts: weight_args(sh, d)?,
+        y: TensorMut::from_slice(&mut c.y, &[t, sh.hidden]).map_err(err)?,
+        error: TensorMut::from_slice(&mut c.error, &[1]).map_err(err)?,
+    })
+}
+
+fn run_call(
+    plan: &fused_moe::Plan,
+    sh: &Shape,
+    d: &DevExperts,
+    c: &mut Call,
+    st: &Arc<CudaStream>,
+) -> b12x_core::Result<()> {
+    let Call { x, ids, w, y, error, scratch } = c;
+    let t = ids.len() / sh.top_k;
+    let args = Args {
+        x: TensorRef::from_slice(x, &[t, sh.hidden])?,
+        ids: TensorRef::from_slice(ids, &[t, sh.top_k])?,
+        weights: TensorRef::from_slice(w, &[t, sh.top_k])?,
+        experts: weight_args(sh, d).map_err(|e| Error::SessionState { state: "test", what: e })?,
+        y: TensorMut::from_slice(y, &[t, sh.hidden])?,
+        error: TensorMut::from_slice(error, &[1])?,
+    };
+    fused_moe::run(plan, args, Scratch::from_slice(scratch), st)
+}
+
+fn prepared(dev: &Arc<Device>, q: &Query) -> Result<(fused_moe::Plan, PreparationSession), String> {
+    let plan = fused_moe::plan(q, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?;
+    session.prepare(&[&plan]).map_err(err)?;
+    Ok((plan, session))
+}
+
+/// The comparison rule of the module docs.
+fn compare(hd: usize, got: &[bf16], want: &[bf16]) -> TrialResult {
+    for (t, (g, w)) in got.chunks(hd).zip(want.chunks(hd)).enumerate() {
+        let (g, w): (Vec<f64>, Vec<f64>) =
+            (g.iter().map(|v| v.to_f64()).collect(), w.iter().map(|v| v.to_f64()).collect());
+        let cos = b12x_core::testing::cosine_diff(&g, &w);
+        let scale = w.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0f64, f64::max);
+        if cos.is_nan() || cos > 2e-4 || worst > scale / 32.0 + 1e-30 {
+            return Err(format!("token {t}: 1 − cos {cos:.3e}, max |Δ| {worst:.3e} against max |y_ref| {scale:.3e}"));
+        }
+    }
+    Ok(())
+}
+
+fn check(dev: &Arc<Device>, sh: Shape, t: usize, how: Routing, bad: &[(usize, i32)], seed: u64) -> TrialResult {
+    let s = dev.stream();
+    let q = Query { shape: sh, max_tokens: t.max(1) };
+    let (plan, session) = prepared(dev, &q)?;
+    let experts = random_experts(&sh, seed);
+    let d = upload_experts(&experts, s)?;
+    let mut rng = Rng(seed ^ 0xabc);
+    let x: Vec<bf16> = (0..t * sh.hidden).map(|_| bf16::from_f32(4.0 * rng.unit() - 2.0)).collect();
+    let (mut ids, w) = route(&sh, t, how, seed);
+    for &(slot, id) in bad {
+        ids[slot] = id;
+    }
+    let want = fused_moe(&sh, &experts, &x, &ids, &w, None).map_err(err)?;
+    let mut c = new_call(&q, &x, &ids, &w, s)?;
+    run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;
+    let got = s.clone_dtoh(&c.y).map_err(err)?;
+    let error = s.clone_dtoh(&c.error).map_err(err)?[0] as u32;
+    if error != want.faults {
+        return Err(format!("error word {error:#x}, the oracle has {:#x}", want.faults));
+    }
+    compare(sh.hidden, &got[..t * sh.hidden], &want.y)?;
+    // Bitwise reproducible: a second eager run and a graph replay.
+    run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;
+    if s.clone_dtoh(&c.y).map_err(err)? != got {
+        return Err("a second run differs".into());
+    }
+    let exec = session.capture(s, |st| run_call(&plan, &sh, &d, &mut c, st)).map_err(err)?;
+    s.memcpy_htod(&vec![bf16::ZERO; t * sh.hidden], &mut c.y).map_err(err)?;
+    // SAFETY: the graph's buffers live in `c` and `d`, alive here.
+    unsafe { exec.launch() }.map_err(err)?;
+    if s.clone_dtoh(&c.y).map_err(err)? != got {
+        return Err("the graph replay differs from the eager run".into());
+    }
+    Ok(())
+}
+
+fn tiny(f: Fp4, activation: Activation) -> Shape {
+    Shape { experts: 16, top_k: 4, hidden: 256, inter: 128, activation, recipe: Recipe::W4a16(f) }
+}
+
+fn trials() -> Vec<GpuTrial> {
+    let mut out = Vec::new();
+    let acts = [
+        ("silu", Activation::Silu { limit: None }),
+        ("silu_limit1", Activation::Silu { limit: Some(1.0) }),
+        ("oai7", Activation::SwigluOai { limit: 7.0 }),
+        ("relu2", Activation::Relu2),
+    ];
+    for (fname, f) in [("nvfp4", Fp4::Nvfp4), ("mxfp4", Fp4::Mxfp4)] {
+        for (aname, act) in acts {
+            for t in [1usize, 2, 5, 8, 64] {
+                let sh = tiny(f, act);
+                out.push(GpuTrial::new(format!("tiny::{fname}_{aname}::t{t}"), move |dev| {
+                    check(dev, sh, t, Routing::Random, &[], t as u64)
+                }));
+            }
+        }
+    }
+    let w4a16 = |s: Shape| Shape { recipe: Recipe::W4a16(Fp4::Mxfp4), ..s };
+    let models = [
+        ("deepseek_v4_flash_tp2_w4a16", w4a16(Shape::deepseek_v4_flash_tp2())),
+        ("deepseek_v41_flash_tp4_w4a16", w4a16(Shape::deepseek_v41_flash_tp4())),
+        ("qwen3_30b_a3b", Shape::qwen3_30b_a3b()),
+        ("gpt_oss_120b", Shape::gpt_oss_120b()),
+    ];
+    for (name, sh) in models {
+        for t in [1usize, 8] {
+            out.push(GpuTrial::new(format!("models::{name}::t{t}"), move |dev| {
+                check(dev, sh, t, Routing::Random, &[], 3)
+            }));
+        }
+    }
+    for (name, how) in [("shared", Routing::Shared), ("distinct", Routing::Distinct)] {
+        let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
+        out.push(GpuTrial::new(format!("routing::{name}::t8"), move |dev| check(dev, sh, 8, how, &[], 5)));
+    }
+    // Ids outside [0, E): skipped and reported (E itself, a negative id, a huge one).
+    out.push(GpuTrial::new("bad_ids_masked", |dev| {
+        let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
+        check(dev, sh, 5, Routing::Random, &[(0, 16), (5, -1), (19, i32::MAX)], 7)
+    }));
+    out.push(GpuTrial::new("graph_replay_with_new_routing_equals_eager", graph_replay));
+    out.push(GpuTrial::new("run_allocates_nothing", |dev| {
+        let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: None });
+        let q = Query { shape: sh, max_tokens: 8 };
+        let (plan, _session) = prepared(dev, &q)?;
+        let s = dev.stream();
+        let d = upload_experts(&random_experts(&sh, 1), s)?;
+        let (ids, w) = route(&sh, 8, Routing::Random, 1);
+        let mut c = new_call(&q, &vec![bf16::ONE; 8 * sh.hidden], &ids, &w, s)?;
+        check_run_allocates_nothing(dev, s, 10, || run_call(&plan, &sh, &d, &mut c, s))
+    }));
+    out.push(GpuTrial::new("bad_inputs_are_typed_errors", bad_inputs));
+    out
+}
+
+/// Captured on one routing, replayed after new ids and weights are uploaded: equal to an eager
+/// call on the new routing.
+fn graph_replay(dev: &Arc<Device>) -> TrialResult {
+    let s = dev.stream();
+    let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) });
+    let q = Query { shape: sh, max_tokens: 8 };
+    let (plan, session) = prepared(dev, &q)?;
+    let experts = random_experts(&sh, 11);
+    let d = upload_experts(&experts, s)?;
+    let x: Vec<bf16> = (0..8 * sh.hidden).map(|i| bf16::from_f32(((i * 37) % 17) as f32 / 8.0 - 1.0)).collect();
+    let (ids0, w0) = route(&sh, 8, Routing::Shared, 1);
+    let (ids1, w1) = route(&sh, 8, Routing::Random, 2);
+    let mut c = new_call(&q, &x, &ids0, &w0, s)?;
+    let exec = session.capture(s, |st| run_call(&plan, &sh, &d, &mut c, st)).map_err(err)?;
+    s.memcpy_htod(&ids1, &mut c.ids).map_err(err)?;
+    s.memcpy_htod(&w1, &mut c.w).map_err(err)?;
+    // SAFETY: the graph's buffers live in `c` and `d`, alive here.
+    unsafe { exec.launch() }.map_err(err)?;
+    let replayed = s.clone_dtoh(&c.y).map_err(err)?;
+    let mut e = new_call(&q, &x, &ids1, &w1, s)?;
+    run_call(&plan, &sh, &d, &mut e, s).map_err(err)?;
+    if replayed != s.clone_dtoh(&e.y).map_err(err)? {
+        return Err("the replay on a new routing differs from an eager call on it".into());
+    }
+    compare(sh.hidden, &replayed, &fused_moe(&sh, &experts, &x, &ids1, &w1, None).map_err(err)?.y)
+}
+
+fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let s = dev.stream();
+    let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: None });
+    for (q, field) in [
+        (
+            Query { shape: Shape { recipe: Recipe::W4a8Mx, ..tiny(Fp4::Mxfp4, Activation::Relu2) }, max_tokens: 4 },
+            "recipe",
+        ),
+        (Query { shape: Shape { recipe: Recipe::Nvfp4, ..sh }, max_tokens: 4 }, "recipe"),
+        (Query { shape: Shape { hidden: 8192 + 32, ..sh }, max_tokens: 4 }, "hidden"),
+        (Query { shape: sh, max_tokens: 0 }, "max_tokens"),
+    ] {
+        match fused_moe::plan(&q, dev) {
+            Err(Error::InvalidQuery { field: f, .. }) if f == field => {}
+            other => return Err(format!("{field}: want InvalidQuery, got {:?}", other.err())),
+        }
+    }
+    let q = Query { shape: sh, max_tokens: 4 };
+    let (plan, _session) = prepared(dev, &q)?;
+    let d = upload_experts(&random_experts(&sh, 2), s)?;
+    let (ids, w) = route(&sh, 4, Routing::Random, 2);
+    let x = vec![bf16::ONE; 4 * sh.hidden];
+    let mut c = new_call(&q, &x, &ids, &w, s)?;
+    // Scratch one byte short.
+    let mut small = s.alloc_zeros::<u8>(q.scratch_layout().total_bytes() - 1).map_err(err)?;
+    match fused_moe::run(&plan, call_args(&sh, &mut c, &d)?, Scratch::from_slice(&mut small), s) {
+        Err(Error::ScratchTooSmall { .. }) => {}
+        other => return Err(format!("short scratch: want ScratchTooSmall, got {other:?}")),
+    }
+    let mut a = call_args(&sh, &mut c, &d)?;
+    a.experts.w1_enc = None;
+    match fused_moe::run(&plan, a, Scratch::none(), s) {
+        Err(Error::Shape { tensor: "w1_enc", .. }) => {}
+        other => return Err(format!("no w1_enc: want Shape(w1_enc), got {other:?}")),
+    }
+    let short = s.alloc_zeros::<bf16>(4 * (sh.hidden - 16)).map_err(err)?;
+    let mut a = call_args(&sh, &mut c, &d)?;
+    a.x = TensorRef::from_slice(&short, &[4, sh.hidden - 16]).map_err(err)?;
+    match fused_moe::run(&plan, a, Scratch::none(), s) {
+        Err(Error::Shape { tensor: "x", .. }) => {}
+        other => return Err(format!("short x rows: want Shape(x), got {other:?}")),
+    }
+    // Nothing launched: y still holds its NaN fill, no fault.
+    if s.clone_dtoh(&c.y).map_err(err)?.iter().any(|v| !v.is_nan()) || s.clone_dtoh(&c.error).map_err(err)?[0] != 0 {
+        return Err("a refused call wrote y or the error word".into());
+    }
+    Ok(())
+}
+
+fn main() {
+    run_gpu_trials(trials())
+}
