@@ -5,12 +5,16 @@
 //! | `moe.route_topk` | [`route_topk`] | router scores (softmax, sigmoid, sqrtsoftplus), top-k selection with an optional selection-only bias or a hash table, renormalized and scaled weights |
 //! | `moe.fused_moe` | [`fused_moe`] | `y[t] = Σ_k w_tk · FC2_e(act(FC1_e(x_t)))` over FP4 experts (W4A16, W4A8 MX, NVFP4), rank-local (no shared expert, no tensor-parallel reduction) |
 //!
-//! **Status: CPU oracles only.** Each module defines the op's problem types (validated, with the
-//! model presets the GPU suites will use) and its `reference` module, the executable spec: the
-//! math, the rounding points and the masking of untrusted ids, tested on the CPU
-//! (`tests/route_topk.rs`, `tests/fused_moe.rs`). The kernels, their plans (`plan`/`run`
-//! through `b12x-core`'s lifecycle) and the GPU suites that compare them with these oracles are
-//! not written yet (issue 7); nothing here launches anything.
+//! Each module defines the op's problem types (validated, with the model presets), its
+//! `reference` module — the executable spec: the math, the rounding points and the masking of
+//! untrusted ids, tested on the CPU (`tests/route_topk.rs`, `tests/fused_moe.rs`) — and its
+//! `plan` / `run` through `b12x-core`'s lifecycle.
+//!
+//! **Status (session 41): the kernels were written while no GPU was lent — compiled and
+//! ptxas-checked for sm_90a / sm_120a / sm_121a, run nowhere.** `moe.route_topk` has its
+//! kernel; `moe.fused_moe` has only a simple W4A16 path (correctness first). Their GPU suites
+//! (`tests/gpu_route_topk.rs`, `tests/gpu_fused_moe.rs`) and the router's bench are written and
+//! wait for the H200; the fast MoE kernels are designed in `src/fused_moe/README.md` (issue 7).
 
 pub mod fused_moe;
 pub mod route_topk;
