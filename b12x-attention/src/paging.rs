@@ -174,10 +174,7 @@ impl HostBatch<'_> {
 
 /// Errors with [`Error::Stride`] unless `x` is contiguous.
 pub(crate) fn require_contiguous(name: &'static str, x: &TensorRef<'_>) -> Result<()> {
-    if x.strides() == b12x_core::contiguous_strides(x.shape()).as_slice() {
-        return Ok(());
-    }
-    Err(Error::Stride { tensor: name, strides: x.strides().to_vec(), reason: "must be contiguous".into() })
+    x.require_contiguous(name)
 }
 
 /// Checks a batch's index tensors (`seq_lens [B]`, `cu_seqlens_q [B+1]` contiguous,

@@ -239,6 +239,18 @@ macro_rules! view_common {
                 let l = Layout::new(self.l.ptr, &shape, &strides, self.l.dtype, self.l.extent)?;
                 Ok(Self { l, _p: PhantomData })
             }
+            /// Errors with [`Error::Stride`] unless the view is contiguous (row-major, no
+            /// padding: the strides of [`contiguous_strides`]).
+            pub fn require_contiguous(&self, name: &'static str) -> Result<()> {
+                if self.strides() == contiguous_strides(self.shape()).as_slice() {
+                    return Ok(());
+                }
+                Err(Error::Stride {
+                    tensor: name,
+                    strides: self.strides().to_vec(),
+                    reason: "must be contiguous".into(),
+                })
+            }
             /// Errors with [`Error::Misaligned`] unless [`Self::is_aligned`].
             pub fn require_aligned(&self, name: &'static str, bytes: usize) -> Result<()> {
                 if self.is_aligned(bytes) {

@@ -4,6 +4,8 @@
 //! experts for every recipe; slot order, masking of bad ids, experts without tokens; the
 //! recipes' activation quantization; the shape's typed errors and the model presets.
 
+mod common;
+
 use b12x_core::half::bf16;
 use b12x_core::Error;
 use b12x_moe::fused_moe::reference::{act_operand, activate, expert, fused_moe, ActScales, ExpertMatrix, Experts};
@@ -326,19 +328,9 @@ fn block_sizes_follow_the_recipe() {
 
 // ---- the op's host side: arguments, parameters, built kernels ----------------------------------
 
-use b12x_core::{DType, TensorMut, TensorRef};
+use b12x_core::{DType, TensorRef};
 use b12x_moe::fused_moe::{Args, FusedMoeParams, Query, WeightArgs};
-
-fn view(ptr: u64, shape: &[usize], dtype: DType) -> TensorRef<'static> {
-    let strides = b12x_core::contiguous_strides(shape);
-    // SAFETY: never dereferenced.
-    unsafe { TensorRef::from_raw(ptr, shape, &strides, dtype) }.unwrap()
-}
-fn view_mut(ptr: u64, shape: &[usize], dtype: DType) -> TensorMut<'static> {
-    let strides = b12x_core::contiguous_strides(shape);
-    // SAFETY: never dereferenced.
-    unsafe { TensorMut::from_raw(ptr, shape, &strides, dtype) }.unwrap()
-}
+use common::{view, view_mut};
 
 /// Arguments for `t` tokens of `s`, every tensor at its own address (1 GiB apart).
 fn op_args(s: &Shape, t: usize) -> Args<'static> {

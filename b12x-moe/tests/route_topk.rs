@@ -3,6 +3,8 @@
 //! scale, hash routing with bad entries, gpt-oss's softmax-after-top-k equivalence, the
 //! tolerance rule for kernels' selections, and the query's typed errors.
 
+mod common;
+
 use b12x_core::Error;
 use b12x_moe::route_topk::reference::{check_selection, keys, route, route_hash, scores, top_k, weights};
 use b12x_moe::route_topk::{Router, ScoreFn, Selection, FAULT_EXPERT_ID, FAULT_TOKEN_ID};
@@ -183,19 +185,9 @@ fn presets_validate(#[case] q: Router) {
 
 // ---- the op's host side: arguments, parameters, built kernels ----------------------------------
 
-use b12x_core::{DType, TensorMut, TensorRef};
+use b12x_core::{DType, TensorRef};
 use b12x_moe::route_topk::{Args, Query as OpQuery, RouteTopkParams, FLAG_BIAS, FLAG_HASH, FLAG_RENORMALIZE};
-
-fn view(ptr: u64, shape: &[usize], dtype: DType) -> TensorRef<'static> {
-    let strides = b12x_core::contiguous_strides(shape);
-    // SAFETY: never dereferenced.
-    unsafe { TensorRef::from_raw(ptr, shape, &strides, dtype) }.unwrap()
-}
-fn view_mut(ptr: u64, shape: &[usize], dtype: DType) -> TensorMut<'static> {
-    let strides = b12x_core::contiguous_strides(shape);
-    // SAFETY: never dereferenced.
-    unsafe { TensorMut::from_raw(ptr, shape, &strides, dtype) }.unwrap()
-}
+use common::{view, view_mut};
 
 /// Arguments for `t` tokens of `r`, every tensor at its own address.
 fn op_args(r: &Router, t: usize) -> Args<'static> {

@@ -311,8 +311,8 @@ impl Query {
         args.weights.expect("weights", "[T, k]", DType::F32, &[t, k])?;
         args.y.expect("y", "[T, Hd]", DType::BF16, &[t, hd])?;
         args.error.expect("error", "[1]", DType::I32, &[1])?;
-        contiguous("ids", &args.ids)?;
-        contiguous("weights", &args.weights)?;
+        args.ids.require_contiguous("ids")?;
+        args.weights.require_contiguous("weights")?;
         let w = &args.experts;
         let f = s.recipe.weights();
         let b = f.block();
@@ -325,14 +325,14 @@ impl Query {
         ];
         for (name, v, shape) in &mats {
             v.expect(name, "[E, rows, cols]", DType::U8, shape)?;
-            contiguous(name, v)?;
+            v.require_contiguous(name)?;
         }
         let nvfp4 = f == Fp4::Nvfp4;
         for (name, v) in [("w1_enc", &w.w1_enc), ("w2_enc", &w.w2_enc)] {
             match (nvfp4, v) {
                 (true, Some(v)) => {
                     v.expect(name, "[E]", DType::F32, &[e])?;
-                    contiguous(name, v)?;
+                    v.require_contiguous(name)?;
                 }
                 (true, None) => {
                     return Err(Error::Shape {
@@ -411,13 +411,6 @@ impl Query {
             "b12x_fused_moe_combine".into(),
         ]
     }
-}
-
-fn contiguous(name: &'static str, v: &TensorRef<'_>) -> Result<()> {
-    if v.strides() != b12x_core::contiguous_strides(v.shape()) {
-        return Err(Error::Stride { tensor: name, strides: v.strides().to_vec(), reason: "must be contiguous".into() });
-    }
-    Ok(())
 }
 
 /// The experts' weights on the device, b12x-quant's row-major layout (what

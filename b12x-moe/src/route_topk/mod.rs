@@ -257,16 +257,6 @@ impl Query {
             Ok(())
         };
         let missing = |tensor, expected: String| Error::Shape { tensor, expected, actual: vec![] };
-        let contiguous = |name, v: &TensorRef<'_>| -> Result<()> {
-            if v.strides() != b12x_core::contiguous_strides(v.shape()) {
-                return Err(Error::Stride {
-                    tensor: name,
-                    strides: v.strides().to_vec(),
-                    reason: "must be contiguous".into(),
-                });
-            }
-            Ok(())
-        };
         let mut inputs = vec![("logits", args.logits.byte_span())];
         match r.selection {
             Selection::TopK { bias } => {
@@ -275,7 +265,7 @@ impl Query {
                 if bias {
                     let b = args.bias.as_ref().ok_or_else(|| missing("bias", format!("[E] = [{e}] f32")))?;
                     b.expect("bias", "[E]", DType::F32, &[e])?;
-                    contiguous("bias", b)?;
+                    b.require_contiguous("bias")?;
                     (p.bias, p.flags) = (b.ptr(), p.flags | FLAG_BIAS);
                     inputs.push(("bias", b.byte_span()));
                 } else {
@@ -291,8 +281,8 @@ impl Query {
                     .ok_or_else(|| missing("tid2eid", format!("[vocab, k] = [{vocab}, {k}] i32")))?;
                 ti.expect("token_ids", "[T]", DType::I32, &[t])?;
                 tab.expect("tid2eid", "[vocab, k]", DType::I32, &[vocab, k])?;
-                contiguous("token_ids", ti)?;
-                contiguous("tid2eid", tab)?;
+                ti.require_contiguous("token_ids")?;
+                tab.require_contiguous("tid2eid")?;
                 (p.token_ids, p.tid2eid, p.vocab) = (ti.ptr(), tab.ptr(), vocab as i32);
                 p.flags |= FLAG_HASH;
                 inputs.push(("token_ids", ti.byte_span()));
