@@ -1,13 +1,17 @@
-// fused_moe.cu — moe.fused_moe, the simple path (W4A16: NVFP4 / MXFP4 experts x BF16 x).  crate: b12x-moe
+// fused_moe.cu — moe.fused_moe, the simple path (FP4 experts: W4A16, W4A8 MX, NVFP4 x NVFP4).  crate: b12x-moe
 //   Per pair p = (t, slot), e = ids[t, slot] (skipped outside [0, E)), w = weights[t, slot]:
 //   g, u = bf16(sum_c x[t, c] * W1_e[r, c])  (r = j gate, I + j up; non-gated: g only)
 //   h[p, j] = bf16(w * act(g, u))          y_pairs[p, o] = bf16(sum_j h[p, j] * W2_e[o, j])
 //   y[t, o] = bf16(sum over valid slots, in slot order, of f32(y_pairs[p, o]))
 //   W = e2m1 * scale (MXFP4: UE8M0 per 32, exact; NVFP4: (e2m1 * UE4M3 per 16) / enc, the IEEE
 //   division b12x-quant's dequantizer does), f32 accumulation in c / j order, precise expf.
+//   W4A8 MX / NVFP4 recipes: x's row (FC1) and h's row (FC2) are replaced by b12x-quant's
+//   quantize-then-dequantize (MXFP8: E4M3, UE8M0 per 32, CeilPow2; NVFP4: E2M1, UE4M3 per 16 with
+//   the expert's calibrated encode scale a1[e] / a2[e]) before the dot products.
 // Tensors: x [T, Hd] bf16 (row stride ldx)   ids [T, k] i32   weights [T, k] f32 (contiguous)
 //   W1 codes [E, R1, Hd/2] u8 (E2M1 pairs, element 2i in the low nibble), scales [E, R1, Hd/B] u8
-//   W2 codes [E, Hd, I/2] u8, scales [E, Hd, I/B] u8, enc [E] f32 per matrix (NVFP4)
+//   W2 codes [E, Hd, I/2] u8, scales [E, Hd, I/B] u8, enc [E] f32 per matrix (NVFP4 weights)
+//   a1, a2 [E] f32 (the NVFP4 recipe's activation encode scales)
 //   h [P, I] bf16 and y_pairs [P, Hd] bf16 (scratch, P = T k)   y [T, Hd] bf16 (row stride ldy).
 // Constraints: Hd, I multiples of B (16 NVFP4, 32 MXFP4), Hd, I <= kMoeMaxRow.
 // Strategy: the oracle's loops on the GPU, for correctness first: FC1 CTAs (row block, pair) with
@@ -15,13 +19,15 @@
 //   the same over h; the combine one CTA per token. Each pair reads its expert's weights itself
 //   (no sharing between the tokens of an expert) and threads read rows, not columns: slow by
 //   design — the fast decode and grouped paths come next (src/fused_moe/README.md).
-// Entry points: b12x_fused_moe_simple_fc1_{nvfp4,mxfp4}_{silu,oai,relu2},
-//   b12x_fused_moe_simple_fc2_{nvfp4,mxfp4}, b12x_fused_moe_combine.   Oracle: src/fused_moe/reference.rs
+// Entry points: b12x_fused_moe_simple_fc1_{w4a16_nvfp4,w4a16_mxfp4,w4a8_mx,nvfp4}_{silu,oai,relu2},
+//   b12x_fused_moe_simple_fc2_{w4a16_nvfp4,w4a16_mxfp4,w4a8_mx,nvfp4}, b12x_fused_moe_combine.
+//   Oracle: src/fused_moe/reference.rs
 #include <stddef.h>
 #include <stdint.h>
 
 #include "b12x/activation.cuh"
 #include "b12x/common.cuh"
+#include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
 
 namespace b12x {
@@ -37,6 +43,8 @@ struct FusedMoeParams {
   const unsigned char* w2_codes;   // [E, Hd, I/2]
   const unsigned char* w2_scales;  // [E, Hd, I/B]
   const float* w2_enc;             // [E] (NVFP4) or null
+  const float* a1_enc;             // [E]: x's NVFP4 encode scale per expert (NVFP4 recipe) or null
+  const float* a2_enc;             // [E]: h's NVFP4 encode scale per expert (NVFP4 recipe) or null
   bf16* h;                         // [T k, I] scratch
   bf16* y_pairs;                   // [T k, Hd] scratch
   bf16* y;                         // [T, Hd], row stride ldy
@@ -52,15 +60,23 @@ struct FusedMoeParams {
   int32_t flags;                   // zero
   int32_t reserved;                // zero
 };
-static_assert(sizeof(FusedMoeParams) == 152, "size must match src/fused_moe/params.rs");
-static_assert(offsetof(FusedMoeParams, ldx) == 104, "offset must match params.rs");
-static_assert(offsetof(FusedMoeParams, tokens) == 120, "offset must match params.rs");
-static_assert(offsetof(FusedMoeParams, limit) == 140, "offset must match params.rs");
+static_assert(sizeof(FusedMoeParams) == 168, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(FusedMoeParams, ldx) == 120, "offset must match params.rs");
+static_assert(offsetof(FusedMoeParams, tokens) == 136, "offset must match params.rs");
+static_assert(offsetof(FusedMoeParams, limit) == 156, "offset must match params.rs");
 
 // Fault bit (src/fused_moe/mod.rs: FAULT_EXPERT_ID).
 constexpr unsigned kMoeFaultExpertId = 1;
 constexpr int kMoeThreads = 128;
 constexpr int kMoeMaxRow = 8192;
+
+// Recipes: the weights' format and what the activations go through.
+constexpr int kW4a16Nvfp4 = 0;
+constexpr int kW4a16Mxfp4 = 1;
+constexpr int kW4a8Mx = 2;
+constexpr int kNvfp4 = 3;
+template <int RECIPE>
+constexpr bool kNvfp4Weights = RECIPE == kW4a16Nvfp4 || RECIPE == kNvfp4;
 
 constexpr int kActSilu = 0;
 constexpr int kActSwigluOai = 1;
@@ -68,8 +84,10 @@ constexpr int kActRelu2 = 2;
 
 // The value of an E2M1 code (low nibble).
 __device__ __forceinline__ float e2m1_value(uint32_t code) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float v = mag[code & 7u];
+  // Magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}: m < 2 is the subnormal m / 2, else (1 + (m & 1) / 2)
+  // times 2^(m / 2 - 1).
+  const uint32_t m = code & 7u;
+  const float v = m < 2u ? 0.5f * (float)m : ((m & 1u) ? 1.5f : 1.0f) * __uint_as_float(((m >> 1) + 126u) << 23);
   return (code & 8u) ? -v : v;
 }
 
@@ -95,6 +113,69 @@ __device__ __forceinline__ float fp4_at(const unsigned char* codes, const unsign
   }
 }
 
+// b12x-quant's MXFP8 quantize-then-dequantize of v[0, n) in place (E4M3, UE8M0 per 32, the
+// CeilPow2 rule: code = ceil_pow2(amax * (1/448)), q = e4m3(x * 2^(127 - code)), x^ = q *
+// 2^(code - 127)); a block holding NaN or Inf becomes NaN, an all-zero one zeros. One thread per
+// block; the caller synchronizes before and after.
+__device__ __forceinline__ void mxfp8_qdq_row(float* v, int n) {
+  for (int b = threadIdx.x; b < n / 32; b += blockDim.x) {
+    float* x = v + b * 32;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < 32; ++i) {
+      finite = finite && isfinite(x[i]);
+      amax = fmaxf(amax, fabsf(x[i]));
+    }
+    if (!finite || amax == 0.0f) {
+      for (int i = 0; i < 32; ++i) x[i] = finite ? 0.0f : __uint_as_float(0x7FC00000u);
+      continue;
+    }
+    const float p = amax * (1.0f / 448.0f);
+    const uint32_t code = p == 0.0f ? 0u : ceil_pow2_code(p);
+    const float m = pow2_neg_ue8m0(code), s = ue8m0_value(code);
+    for (int i = 0; i < 32; ++i) x[i] = ue4m3_value(e4m3x2(x[i] * m, 0.0f) & 0xFFu) * s;
+  }
+}
+
+// b12x-quant's NVFP4 quantize-then-dequantize of v[0, n) in place with encode scale `enc`: per
+// block of 16, s = ue4m3(enc * (amax / 6)); zero blocks (f32(s) == 0) become zeros, else
+// r = 1 / (f32(s) * (1 / enc)), q = e2m1(x * r), x^ = (q * f32(s)) / enc; a block holding NaN or
+// Inf becomes NaN. One thread per block; the caller synchronizes before and after.
+__device__ __forceinline__ void nvfp4_qdq_row(float* v, int n, float enc) {
+  for (int b = threadIdx.x; b < n / 16; b += blockDim.x) {
+    float* x = v + b * 16;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < 16; ++i) {
+      finite = finite && isfinite(x[i]);
+      amax = fmaxf(amax, fabsf(x[i]));
+    }
+    if (!finite) {
+      for (int i = 0; i < 16; ++i) x[i] = __uint_as_float(0x7FC00000u);
+      continue;
+    }
+    const float fs = ue4m3_value(ue4m3(enc * (amax / 6.0f)));
+    if (fs == 0.0f) {
+      for (int i = 0; i < 16; ++i) x[i] = 0.0f;
+      continue;
+    }
+    const float r = 1.0f / (fs * (1.0f / enc));
+    for (int i = 0; i < 16; ++i) x[i] = (e2m1_value(e2m1_rne(x[i] * r)) * fs) / enc;
+  }
+}
+
+// The recipe's activation operand: row v[0, n) as the GEMM sees it (W4A16: as is).
+template <int RECIPE>
+__device__ __forceinline__ void act_operand(float* v, int n, const float* a_enc, int e) {
+  if constexpr (RECIPE == kW4a8Mx) {
+    __syncthreads();
+    mxfp8_qdq_row(v, n);
+  } else if constexpr (RECIPE == kNvfp4) {
+    __syncthreads();
+    nvfp4_qdq_row(v, n, __ldg(a_enc + e));
+  }
+}
+
 template <int ACT>
 __device__ __forceinline__ float moe_act(float g, float u, float limit) {
   if constexpr (ACT == kActSilu) {
@@ -116,8 +197,9 @@ __device__ __forceinline__ int moe_expert(const FusedMoeParams& p, int pair) {
   return e >= 0 && e < p.experts ? e : -1;
 }
 
-template <bool kNvfp4, int ACT>
+template <int RECIPE, int ACT>
 __device__ __forceinline__ void moe_fc1(const FusedMoeParams& p) {
+  constexpr bool kNvfp4 = kNvfp4Weights<RECIPE>;
   __shared__ float s_x[kMoeMaxRow];
   const int pair = blockIdx.y, t = pair / p.top_k;
   const int e = moe_expert(p, pair);
@@ -125,6 +207,7 @@ __device__ __forceinline__ void moe_fc1(const FusedMoeParams& p) {
   const int hd = p.hidden, I = p.inter;
   const bf16* x = p.x + t * p.ldx;
   for (int c = threadIdx.x; c < hd; c += blockDim.x) s_x[c] = __bfloat162float(x[c]);
+  act_operand<RECIPE>(s_x, hd, p.a1_enc, e);
   __syncthreads();
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= I) return;
@@ -142,14 +225,16 @@ __device__ __forceinline__ void moe_fc1(const FusedMoeParams& p) {
   p.h[(long long)pair * I + j] = __float2bfloat16_rn(w * moe_act<ACT>(gb, ub, p.limit));
 }
 
-template <bool kNvfp4>
+template <int RECIPE>
 __device__ __forceinline__ void moe_fc2(const FusedMoeParams& p) {
+  constexpr bool kNvfp4 = kNvfp4Weights<RECIPE>;
   __shared__ float s_h[kMoeMaxRow];
   const int pair = blockIdx.y;
   const int e = moe_expert(p, pair);
   if (e < 0) return;
   const int hd = p.hidden, I = p.inter;
   for (int j = threadIdx.x; j < I; j += blockDim.x) s_h[j] = __bfloat162float(p.h[(long long)pair * I + j]);
+  act_operand<RECIPE>(s_h, I, p.a2_enc, e);
   __syncthreads();
   const int o = blockIdx.x * blockDim.x + threadIdx.x;
   if (o >= hd) return;
@@ -176,25 +261,29 @@ __device__ __forceinline__ void moe_combine(const FusedMoeParams& p) {
 
 }  // namespace b12x
 
-#define B12X_MOE_FC1(NAME, NV, ACT)                                                                  \
+#define B12X_MOE_FC1(NAME, RECIPE, ACT)                                                              \
   extern "C" __global__ void __launch_bounds__(b12x::kMoeThreads)                                    \
       b12x_fused_moe_simple_fc1_##NAME(const __grid_constant__ b12x::FusedMoeParams p) {             \
-    b12x::moe_fc1<NV, ACT>(p);                                                                       \
+    b12x::moe_fc1<RECIPE, ACT>(p);                                                                   \
   }
-B12X_MOE_FC1(nvfp4_silu, true, b12x::kActSilu)
-B12X_MOE_FC1(nvfp4_oai, true, b12x::kActSwigluOai)
-B12X_MOE_FC1(nvfp4_relu2, true, b12x::kActRelu2)
-B12X_MOE_FC1(mxfp4_silu, false, b12x::kActSilu)
-B12X_MOE_FC1(mxfp4_oai, false, b12x::kActSwigluOai)
-B12X_MOE_FC1(mxfp4_relu2, false, b12x::kActRelu2)
+#define B12X_MOE_FC1_ACTS(NAME, RECIPE)                         \
+  B12X_MOE_FC1(NAME##_silu, RECIPE, b12x::kActSilu)             \
+  B12X_MOE_FC1(NAME##_oai, RECIPE, b12x::kActSwigluOai)         \
+  B12X_MOE_FC1(NAME##_relu2, RECIPE, b12x::kActRelu2)
+B12X_MOE_FC1_ACTS(w4a16_nvfp4, b12x::kW4a16Nvfp4)
+B12X_MOE_FC1_ACTS(w4a16_mxfp4, b12x::kW4a16Mxfp4)
+B12X_MOE_FC1_ACTS(w4a8_mx, b12x::kW4a8Mx)
+B12X_MOE_FC1_ACTS(nvfp4, b12x::kNvfp4)
 
-#define B12X_MOE_FC2(NAME, NV)                                                                       \
+#define B12X_MOE_FC2(NAME, RECIPE)                                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kMoeThreads)                                    \
       b12x_fused_moe_simple_fc2_##NAME(const __grid_constant__ b12x::FusedMoeParams p) {             \
-    b12x::moe_fc2<NV>(p);                                                                            \
+    b12x::moe_fc2<RECIPE>(p);                                                                        \
   }
-B12X_MOE_FC2(nvfp4, true)
-B12X_MOE_FC2(mxfp4, false)
+B12X_MOE_FC2(w4a16_nvfp4, b12x::kW4a16Nvfp4)
+B12X_MOE_FC2(w4a16_mxfp4, b12x::kW4a16Mxfp4)
+B12X_MOE_FC2(w4a8_mx, b12x::kW4a8Mx)
+B12X_MOE_FC2(nvfp4, b12x::kNvfp4)
 
 extern "C" __global__ void __launch_bounds__(b12x::kMoeThreads)
     b12x_fused_moe_combine(const __grid_constant__ b12x::FusedMoeParams p) {

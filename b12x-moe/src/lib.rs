@@ -12,7 +12,7 @@
 //!
 //! **Status (session 41): the kernels were written while no GPU was lent — compiled and
 //! ptxas-checked for sm_90a / sm_120a / sm_121a, run nowhere.** `moe.route_topk` has its
-//! kernel; `moe.fused_moe` has only a simple W4A16 path (correctness first). Their GPU suites
+//! kernel; `moe.fused_moe` has only a simple path (every recipe, correctness first). Their GPU suites
 //! (`tests/gpu_route_topk.rs`, `tests/gpu_fused_moe.rs`) and the router's bench are written and
 //! wait for the H200; the fast MoE kernels are designed in `src/fused_moe/README.md` (issue 7).
 

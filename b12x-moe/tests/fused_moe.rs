@@ -329,7 +329,7 @@ fn block_sizes_follow_the_recipe() {
 // ---- the op's host side: arguments, parameters, built kernels ----------------------------------
 
 use b12x_core::{DType, TensorRef};
-use b12x_moe::fused_moe::{Args, FusedMoeParams, Query, WeightArgs};
+use b12x_moe::fused_moe::{ActScaleArgs, Args, FusedMoeParams, Query, WeightArgs};
 use common::{view, view_mut};
 
 /// Arguments for `t` tokens of `s`, every tensor at its own address (1 GiB apart).
@@ -349,6 +349,8 @@ fn op_args(s: &Shape, t: usize) -> Args<'static> {
             w2_scales: view(at(8), &[e, hd, i / b], DType::U8),
             w2_enc: nv.then(|| view(at(9), &[e], DType::F32)),
         },
+        act_scales: (s.recipe == Recipe::Nvfp4)
+            .then(|| ActScaleArgs { fc1: view(at(12), &[e], DType::F32), fc2: view(at(13), &[e], DType::F32) }),
         y: view_mut(at(10), &[t, hd], DType::BF16),
         error: view_mut(at(11), &[1], DType::I32),
     }
@@ -356,7 +358,7 @@ fn op_args(s: &Shape, t: usize) -> Args<'static> {
 
 #[test]
 fn params_struct_mirrors_the_kernel() {
-    assert_eq!(std::mem::size_of::<FusedMoeParams>(), 152);
+    assert_eq!(std::mem::size_of::<FusedMoeParams>(), 168);
 }
 
 #[test]
@@ -371,7 +373,11 @@ fn args_fill_the_params() {
     assert_eq!((p.w1_enc, p.w2_enc, p.limit), (0, 0, 7.0));
     assert_eq!(
         q.symbols(),
-        ["b12x_fused_moe_simple_fc1_mxfp4_oai", "b12x_fused_moe_simple_fc2_mxfp4", "b12x_fused_moe_combine"]
+        [
+            "b12x_fused_moe_simple_fc1_w4a16_mxfp4_oai",
+            "b12x_fused_moe_simple_fc2_w4a16_mxfp4",
+            "b12x_fused_moe_combine"
+        ]
     );
     // Scratch: h [T·k, I] and y_pairs [T·k, Hd] bf16 (regions aligned by the layout).
     let l = q.scratch_layout();
@@ -409,9 +415,28 @@ fn bad_args_are_typed_errors() {
     let mut a = op_args(&nv.shape, 2);
     a.error = view_mut(10 << 30, &[1], DType::I32);
     assert!(matches!(fails(&nv, a), Error::Aliasing { .. }));
+    // The NVFP4 recipe needs its activation scales, the others take none.
+    let nvr = Query { shape: Shape { recipe: Recipe::Nvfp4, ..Shape::qwen3_30b_a3b() }, max_tokens: 4 };
+    let p = nvr.kernel_params(&op_args(&nvr.shape, 2)).unwrap();
+    assert_eq!((p.a1_enc, p.a2_enc), (12 << 30, 13 << 30));
+    let mut a = op_args(&nvr.shape, 2);
+    a.act_scales = None;
+    assert!(matches!(fails(&nvr, a), Error::Shape { tensor: "act_scales", .. }));
+    let mut a = op_args(&nv.shape, 2);
+    a.act_scales =
+        Some(ActScaleArgs { fc1: view(12 << 30, &[128], DType::F32), fc2: view(13 << 30, &[128], DType::F32) });
+    assert!(matches!(fails(&nv, a), Error::Shape { tensor: "act_scales", .. }));
+    let mut a = op_args(&nvr.shape, 2);
+    a.act_scales =
+        Some(ActScaleArgs { fc1: view(12 << 30, &[127], DType::F32), fc2: view(13 << 30, &[128], DType::F32) });
+    assert!(matches!(fails(&nvr, a), Error::Shape { tensor: "act_scales.fc1", .. }));
+    let mut a = op_args(&nvr.shape, 2);
+    a.y = view_mut(13 << 30, &[2, 2048], DType::BF16);
+    assert!(matches!(fails(&nvr, a), Error::Aliasing { .. }));
+    let w4a8 = Query { shape: Shape::deepseek_v4_flash_tp2(), max_tokens: 4 };
+    assert_eq!(w4a8.kernel_params(&op_args(&w4a8.shape, 3)).unwrap().a1_enc, 0);
     // Queries the simple path does not serve.
     for (q, field) in [
-        (Query { shape: Shape::deepseek_v4_flash_tp2(), max_tokens: 4 }, "recipe"),
         (Query { shape: Shape { hidden: 8192 + 32, ..Shape::gpt_oss_120b() }, max_tokens: 4 }, "hidden"),
         (Query { max_tokens: 0, ..nv }, "max_tokens"),
         (Query { max_tokens: 8192, ..nv }, "max_tokens"),
@@ -426,15 +451,15 @@ fn bad_args_are_typed_errors() {
 #[test]
 fn every_symbol_is_built_for_every_arch_without_spills() {
     let mut symbols = Vec::new();
-    for f in [Fp4::Nvfp4, Fp4::Mxfp4] {
+    for recipe in [Recipe::W4a16(Fp4::Nvfp4), Recipe::W4a16(Fp4::Mxfp4), Recipe::W4a8Mx, Recipe::Nvfp4] {
         for act in [Activation::Silu { limit: None }, Activation::SwigluOai { limit: 7.0 }, Activation::Relu2] {
-            symbols.extend(Query { shape: tiny(act, Recipe::W4a16(f)), max_tokens: 1 }.symbols());
+            symbols.extend(Query { shape: tiny(act, recipe), max_tokens: 1 }.symbols());
         }
     }
     symbols.sort();
     symbols.dedup();
-    // 6 FC1 + 2 FC2 + the combine.
-    assert_eq!(symbols.len(), 9);
+    // 12 FC1 (4 recipes x 3 activations) + 4 FC2 + the combine.
+    assert_eq!(symbols.len(), 17);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
 }
 

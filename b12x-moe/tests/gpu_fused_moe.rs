@@ -10,10 +10,11 @@
 //!
 //! Weights: random E2M1 bytes with scales in a narrow range (MXFP4 UE8M0 2⁻⁹…2⁻³, NVFP4 UE4M3
 //! codes 0x18…0x38 and encode scales 1…4), the layout b12x-quant's structs hold. Cases: tiny
-//! shapes for every FP4 format × activation (SiLU with and without a limit, SwiGLU-OAI, ReLU²)
-//! at T ∈ {1, 2, 5, 8, 64}; the model shapes with their activations at T ∈ {1, 8}
-//! (DeepSeek-V4-Flash TP2 and V4.1-Flash TP4 with W4A16 MXFP4 instead of their W4A8 recipe,
-//! which the simple path does not serve; Qwen3-30B-A3B NVFP4; gpt-oss-120b MXFP4); routings from
+//! shapes for every activation (SiLU with and without a limit, SwiGLU-OAI, ReLU²)
+//! and recipe (W4A16 NVFP4 / MXFP4, W4A8 MX, NVFP4 × NVFP4 with per-expert activation scales)
+//! at T ∈ {1, 2, 5, 8, 64}; the model shapes with their activations and recipes at
+//! T ∈ {1, 8} (DeepSeek-V4-Flash TP2 and V4.1-Flash TP4 W4A8 MX, Qwen3-30B-A3B W4A16 NVFP4 and
+//! NVFP4 × NVFP4, gpt-oss-120b W4A16 MXFP4); routings from
 //! every token on the same experts to all distinct, experts no token picks; ids outside
 //! `[0, E)`; graph replay after the routing changes; `run` allocates nothing; typed errors.
 
@@ -21,8 +22,8 @@ use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, GpuTrial};
 use b12x_core::{Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
-use b12x_moe::fused_moe::reference::{fused_moe, ExpertMatrix, Experts};
-use b12x_moe::fused_moe::{self, Activation, Args, Fp4, Query, Recipe, Shape, WeightArgs};
+use b12x_moe::fused_moe::reference::{fused_moe, ActScales, ExpertMatrix, Experts};
+use b12x_moe::fused_moe::{self, ActScaleArgs, Activation, Args, Fp4, Query, Recipe, Shape, WeightArgs};
 use b12x_quant::block::{Mx, Nvfp4};
 use b12x_quant::codec::Element;
 use std::sync::Arc;
@@ -123,6 +124,11 @@ struct DevExperts {
     w2_codes: CudaSlice<u8>,
     w2_scales: CudaSlice<u8>,
     w2_enc: CudaSlice<f32>,
+    /// The NVFP4 recipe's activation encode scales (x's, h's).
+    a1: CudaSlice<f32>,
+    a2: CudaSlice<f32>,
+    /// The same on the host, for the oracle.
+    act: ActScales,
 }
 
 fn flatten(ms: &[ExpertMatrix]) -> (Vec<u8>, Vec<u8>, Vec<f32>) {
@@ -147,7 +153,17 @@ fn flatten(ms: &[ExpertMatrix]) -> (Vec<u8>, Vec<u8>, Vec<f32>) {
 fn upload_experts(x: &Experts, s: &Arc<CudaStream>) -> Result<DevExperts, String> {
     let (c1, s1, e1) = flatten(&x.fc1);
     let (c2, s2, e2) = flatten(&x.fc2);
+    // Any finite positive scales serve the comparison; these keep x (|x| ≤ 2) and typical h away
+    // from NVFP4's saturation and underflow.
+    let mut rng = Rng(x.fc1.len() as u64);
+    let act = ActScales {
+        fc1: (0..x.fc1.len()).map(|_| 600.0 + 600.0 * rng.unit()).collect(),
+        fc2: (0..x.fc1.len()).map(|_| 20.0 + 80.0 * rng.unit()).collect(),
+    };
     Ok(DevExperts {
+        a1: s.clone_htod(&act.fc1).map_err(err)?,
+        a2: s.clone_htod(&act.fc2).map_err(err)?,
+        act,
         w1_codes: s.clone_htod(&c1).map_err(err)?,
         w1_scales: s.clone_htod(&s1).map_err(err)?,
         w1_enc: s.clone_htod(&e1).map_err(err)?,
@@ -168,6 +184,14 @@ fn weight_args<'a>(sh: &Shape, d: &'a DevExperts) -> Result<WeightArgs<'a>, Stri
         w2_scales: TensorRef::from_slice(&d.w2_scales, &[e, hd, i / b]).map_err(err)?,
         w2_enc: nv.then(|| TensorRef::from_slice(&d.w2_enc, &[e])).transpose().map_err(err)?,
     })
+}
+
+fn act_args<'a>(sh: &Shape, d: &'a DevExperts) -> b12x_core::Result<Option<ActScaleArgs<'a>>> {
+    if sh.recipe != Recipe::Nvfp4 {
+        return Ok(None);
+    }
+    let e = sh.experts;
+    Ok(Some(ActScaleArgs { fc1: TensorRef::from_slice(&d.a1, &[e])?, fc2: TensorRef::from_slice(&d.a2, &[e])? }))
 }
 
 /// One call's device inputs and outputs.
@@ -198,6 +222,7 @@ fn call_args<'a>(sh: &Shape, c: &'a mut Call, d: &'a DevExperts) -> Result<Args<
         ids: TensorRef::from_slice(&c.ids, &[t, sh.top_k]).map_err(err)?,
         weights: TensorRef::from_slice(&c.w, &[t, sh.top_k]).map_err(err)?,
         experts: weight_args(sh, d)?,
+        act_scales: act_args(sh, d).map_err(err)?,
         y: TensorMut::from_slice(&mut c.y, &[t, sh.hidden]).map_err(err)?,
         error: TensorMut::from_slice(&mut c.error, &[1]).map_err(err)?,
     })
@@ -217,6 +242,7 @@ fn run_call(
         ids: TensorRef::from_slice(ids, &[t, sh.top_k])?,
         weights: TensorRef::from_slice(w, &[t, sh.top_k])?,
         experts: weight_args(sh, d).map_err(|e| Error::SessionState { state: "test", what: e })?,
+        act_scales: act_args(sh, d)?,
         y: TensorMut::from_slice(y, &[t, sh.hidden])?,
         error: TensorMut::from_slice(error, &[1])?,
     };
@@ -257,7 +283,7 @@ fn check(dev: &Arc<Device>, sh: Shape, t: usize, how: Routing, bad: &[(usize, i3
     for &(slot, id) in bad {
         ids[slot] = id;
     }
-    let want = fused_moe(&sh, &experts, &x, &ids, &w, None).map_err(err)?;
+    let want = fused_moe(&sh, &experts, &x, &ids, &w, Some(&d.act)).map_err(err)?;
     let mut c = new_call(&q, &x, &ids, &w, s)?;
     run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;
     let got = s.clone_dtoh(&c.y).map_err(err)?;
@@ -293,22 +319,28 @@ fn trials() -> Vec<GpuTrial> {
         ("oai7", Activation::SwigluOai { limit: 7.0 }),
         ("relu2", Activation::Relu2),
     ];
-    for (fname, f) in [("nvfp4", Fp4::Nvfp4), ("mxfp4", Fp4::Mxfp4)] {
+    let recipes = [
+        ("w4a16_nvfp4", Recipe::W4a16(Fp4::Nvfp4)),
+        ("w4a16_mxfp4", Recipe::W4a16(Fp4::Mxfp4)),
+        ("w4a8_mx", Recipe::W4a8Mx),
+        ("nvfp4", Recipe::Nvfp4),
+    ];
+    for (fname, recipe) in recipes {
         for (aname, act) in acts {
             for t in [1usize, 2, 5, 8, 64] {
-                let sh = tiny(f, act);
+                let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
                 out.push(GpuTrial::new(format!("tiny::{fname}_{aname}::t{t}"), move |dev| {
                     check(dev, sh, t, Routing::Random, &[], t as u64)
                 }));
             }
         }
     }
-    let w4a16 = |s: Shape| Shape { recipe: Recipe::W4a16(Fp4::Mxfp4), ..s };
     let models = [
-        ("deepseek_v4_flash_tp2_w4a16", w4a16(Shape::deepseek_v4_flash_tp2())),
-        ("deepseek_v41_flash_tp4_w4a16", w4a16(Shape::deepseek_v41_flash_tp4())),
+        ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
+        ("deepseek_v41_flash_tp4", Shape::deepseek_v41_flash_tp4()),
         ("qwen3_30b_a3b", Shape::qwen3_30b_a3b()),
         ("gpt_oss_120b", Shape::gpt_oss_120b()),
+        ("qwen3_30b_a3b_nvfp4_nvfp4", Shape { recipe: Recipe::Nvfp4, ..Shape::qwen3_30b_a3b() }),
     ];
     for (name, sh) in models {
         for t in [1usize, 8] {
@@ -365,18 +397,14 @@ fn graph_replay(dev: &Arc<Device>) -> TrialResult {
     if replayed != s.clone_dtoh(&e.y).map_err(err)? {
         return Err("the replay on a new routing differs from an eager call on it".into());
     }
-    compare(sh.hidden, &replayed, &fused_moe(&sh, &experts, &x, &ids1, &w1, None).map_err(err)?.y)
+    compare(sh.hidden, &replayed, &fused_moe(&sh, &experts, &x, &ids1, &w1, Some(&d.act)).map_err(err)?.y)
 }
 
 fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let s = dev.stream();
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: None });
     for (q, field) in [
-        (
-            Query { shape: Shape { recipe: Recipe::W4a8Mx, ..tiny(Fp4::Mxfp4, Activation::Relu2) }, max_tokens: 4 },
-            "recipe",
-        ),
-        (Query { shape: Shape { recipe: Recipe::Nvfp4, ..sh }, max_tokens: 4 }, "recipe"),
+        (Query { shape: Shape { hidden: 40, ..sh }, max_tokens: 4 }, "hidden"),
         (Query { shape: Shape { hidden: 8192 + 32, ..sh }, max_tokens: 4 }, "hidden"),
         (Query { shape: sh, max_tokens: 0 }, "max_tokens"),
     ] {

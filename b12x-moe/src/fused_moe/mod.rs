@@ -30,12 +30,14 @@
 //!   [`FAULT_EXPERT_ID`] (the same bit as `moe.route_topk`'s); its weight is ignored.
 //!
 //! - Kernels: for now only the **simple path** (`kernels/fused_moe.cu`): the oracle's loops on the
-//!   GPU — FC1 (one thread per gate/up row pair), FC2, then the combine, three launches, each pair
-//!   reading its expert's weights itself. W4A16 only (NVFP4, MXFP4; the other recipes are typed
-//!   errors at planning), Hd and I ≤ 8192, weights in b12x-quant's row-major layout
-//!   ([`WeightArgs`]). Correctness first: it is slow by design; the fast decode and grouped
-//!   paths are planned in `README.md` next to this file. Graph-capturable (scratch from the
-//!   plan's layout, no allocation, any routing at replay).
+//!   GPU — FC1 (one thread per gate/up row pair; W4A8 / NVFP4 quantize x's row first), FC2 (h's
+//!   row quantized likewise), then the combine, three launches, each pair reading its expert's
+//!   weights itself. Every recipe and activation; Hd and I ≤ 8192, T·k ≤ 65535; weights in
+//!   b12x-quant's row-major layout ([`WeightArgs`]); the NVFP4 recipe's calibrated activation
+//!   scales as [`ActScaleArgs`] (finite and > 0: device data, not checked). Correctness first: it
+//!   is slow by design; the fast decode and grouped paths are planned in `README.md` next to
+//!   this file. Graph-capturable (scratch from the plan's layout, no allocation, any routing at
+//!   replay).
 //!
 //! **Status: written without a GPU (session 41) — compiled for sm_90a / sm_120a / sm_121a,
 //! ptxas-checked, not run anywhere.** `tests/gpu_fused_moe.rs` waits for the H200.
@@ -237,7 +239,7 @@ b12x_core::inventory::submit! {
         name: OP,
         group: "moe",
         entry_points: &["plan", "run"],
-        dtypes: &["bf16 x, NVFP4 | MXFP4 experts (row-major codes and scales) -> bf16 y"],
+        dtypes: &["bf16 x (W4A16, or quantized in the op to MXFP8 / NVFP4), NVFP4 | MXFP4 experts -> bf16 y"],
         // Written without a GPU (session 41): compiled and ptxas-checked for every arch, run nowhere.
         archs: &[
             ("sm_90a", b12x_core::Validation::CompiledOnly),
@@ -263,15 +265,6 @@ impl Query {
     pub fn validate(&self) -> Result<()> {
         self.shape.validate()?;
         let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
-        if !matches!(self.shape.recipe, Recipe::W4a16(_)) {
-            return bad(
-                "recipe",
-                format!(
-                    "{:?}: the simple path serves W4A16 only (W4A8 MX and NVFP4 x NVFP4 come with the fast paths)",
-                    self.shape.recipe
-                ),
-            );
-        }
         for (field, v) in [("hidden", self.shape.hidden), ("inter", self.shape.inter)] {
             if v > MAX_ROW {
                 return bad(field, format!("must be at most {MAX_ROW} on the simple path, got {v}"));
@@ -351,8 +344,31 @@ impl Query {
                 (false, None) => {}
             }
         }
+        let (mut a1, mut a2) = (0, 0);
+        match (&args.act_scales, s.recipe == Recipe::Nvfp4) {
+            (Some(a), true) => {
+                for (name, v) in [("act_scales.fc1", &a.fc1), ("act_scales.fc2", &a.fc2)] {
+                    v.expect(name, "[E]", DType::F32, &[e])?;
+                    v.require_contiguous(name)?;
+                }
+                (a1, a2) = (a.fc1.ptr(), a.fc2.ptr());
+            }
+            (None, true) => {
+                let expected = format!("two [E] = [{e}] f32 tensors (the NVFP4 recipe)");
+                return Err(Error::Shape { tensor: "act_scales", expected, actual: vec![] });
+            }
+            (Some(_), false) => {
+                let expected = "no tensors (only the NVFP4 recipe has activation scales)".into();
+                return Err(Error::Shape { tensor: "act_scales", expected, actual: vec![] });
+            }
+            (None, false) => {}
+        }
         let mut inputs =
             vec![("x", args.x.byte_span()), ("ids", args.ids.byte_span()), ("weights", args.weights.byte_span())];
+        if let Some(a) = &args.act_scales {
+            inputs.push(("act_scales.fc1", a.fc1.byte_span()));
+            inputs.push(("act_scales.fc2", a.fc2.byte_span()));
+        }
         inputs.extend(mats.iter().map(|(n, v, _)| (*n, v.byte_span())));
         for (name, v) in [("w1_enc", &w.w1_enc), ("w2_enc", &w.w2_enc)] {
             if let Some(v) = v {
@@ -380,6 +396,8 @@ impl Query {
             w2_codes: w.w2_codes.ptr(),
             w2_scales: w.w2_scales.ptr(),
             w2_enc: w.w2_enc.as_ref().map_or(0, |v| v.ptr()),
+            a1_enc: a1,
+            a2_enc: a2,
             y: args.y.ptr(),
             error: args.error.ptr(),
             ldx: args.x.row_stride("x")? as i64,
@@ -396,9 +414,11 @@ impl Query {
 
     /// The kernel symbols of one call, in launch order: FC1, FC2, the combine.
     pub fn symbols(&self) -> Vec<String> {
-        let f = match self.shape.recipe.weights() {
-            Fp4::Nvfp4 => "nvfp4",
-            Fp4::Mxfp4 => "mxfp4",
+        let f = match self.shape.recipe {
+            Recipe::W4a16(Fp4::Nvfp4) => "w4a16_nvfp4",
+            Recipe::W4a16(Fp4::Mxfp4) => "w4a16_mxfp4",
+            Recipe::W4a8Mx => "w4a8_mx",
+            Recipe::Nvfp4 => "nvfp4",
         };
         let act = match self.shape.activation {
             Activation::Silu { .. } => "silu",
@@ -428,6 +448,16 @@ pub struct WeightArgs<'a> {
     pub w2_enc: Option<TensorRef<'a>>,
 }
 
+/// The NVFP4 recipe's calibrated activation encode scales (`reference::ActScales` on the
+/// device): `[E]` f32 each, finite and > 0 (device data: not checked).
+#[derive(Debug)]
+pub struct ActScaleArgs<'a> {
+    /// x's, before FC1.
+    pub fc1: TensorRef<'a>,
+    /// h's, before FC2.
+    pub fc2: TensorRef<'a>,
+}
+
 /// The tensors of one call.
 #[derive(Debug)]
 pub struct Args<'a> {
@@ -438,6 +468,8 @@ pub struct Args<'a> {
     /// `[T, k]` f32 routing weights.
     pub weights: TensorRef<'a>,
     pub experts: WeightArgs<'a>,
+    /// The NVFP4 recipe's activation encode scales, exactly for that recipe.
+    pub act_scales: Option<ActScaleArgs<'a>>,
     /// `[T, Hd]` bf16 (rows may be padded).
     pub y: TensorMut<'a>,
     /// `[1]` i32: [`FAULT_EXPERT_ID`] is ORed in.
@@ -572,6 +604,8 @@ impl OpPlan for Plan {
             w2_codes: at[6],
             w2_scales: at[7],
             w2_enc: if nvfp4 { at[8] } else { 0 },
+            a1_enc: if s.recipe == Recipe::Nvfp4 { at[5] } else { 0 },
+            a2_enc: if s.recipe == Recipe::Nvfp4 { at[8] } else { 0 },
             h: at[9],
             y_pairs: at[10],
             y: at[11],

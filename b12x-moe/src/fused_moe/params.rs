@@ -26,6 +26,10 @@ pub struct FusedMoeParams {
     pub w2_scales: u64,
     /// `[E]` f32 (NVFP4) or 0.
     pub w2_enc: u64,
+    /// `[E]` f32: x's NVFP4 encode scale per expert (NVFP4 recipe) or 0.
+    pub a1_enc: u64,
+    /// `[E]` f32: h's NVFP4 encode scale per expert (NVFP4 recipe) or 0.
+    pub a2_enc: u64,
     /// `[T·k, I]` bf16 scratch.
     pub h: u64,
     /// `[T·k, Hd]` bf16 scratch.
@@ -48,8 +52,8 @@ pub struct FusedMoeParams {
 }
 
 const _: () = {
-    assert!(size_of::<FusedMoeParams>() == 152);
-    assert!(offset_of!(FusedMoeParams, ldx) == 104);
-    assert!(offset_of!(FusedMoeParams, tokens) == 120);
-    assert!(offset_of!(FusedMoeParams, limit) == 140);
+    assert!(size_of::<FusedMoeParams>() == 168);
+    assert!(offset_of!(FusedMoeParams, ldx) == 120);
+    assert!(offset_of!(FusedMoeParams, tokens) == 136);
+    assert!(offset_of!(FusedMoeParams, limit) == 156);
 };
