@@ -40,7 +40,55 @@
 //!   replay).
 //!
 //! **Status: written without a GPU (session 41) — compiled for sm_90a / sm_120a / sm_121a,
-//! ptxas-checked, not run anywhere.** `tests/gpu_fused_moe.rs` waits for the H200.
+//! ptxas-checked, not run anywhere.** `tests/gpu_fused_moe.rs` and `benches/fused_moe.rs` wait
+//! for the H200.
+//!
+//! ```no_run
+//! use b12x_core::{Device, PreparationSession, Scratch, TensorMut, TensorRef};
+//! use b12x_moe::fused_moe::{self, Args, Query, Shape, WeightArgs};
+//! # fn main() -> b12x_core::Result<()> {
+//! let dev = Device::new(0)?;
+//! // Qwen3-30B-A3B: 128 experts, top-8, hidden 2048, I 768, NVFP4 weights x BF16 activations.
+//! let shape = Shape::qwen3_30b_a3b();
+//! let (e, k, hd, i) = (shape.experts, shape.top_k, shape.hidden, shape.inter);
+//! let query = Query { shape, max_tokens: 8 };
+//! let plan = fused_moe::plan(&query, &dev)?;
+//! let mut session = PreparationSession::new(&dev)?;
+//! session.prepare(&[&plan])?;
+//! let s = dev.stream();
+//! // The experts as b12x-quant quantizes them (row-major E2M1 pairs, UE4M3 per 16, encode
+//! // scales); zeros here, the weights of a checkpoint in practice.
+//! let w1_codes = s.alloc_zeros::<u8>(e * 2 * i * hd / 2)?;
+//! let w1_scales = s.alloc_zeros::<u8>(e * 2 * i * hd / 16)?;
+//! let w2_codes = s.alloc_zeros::<u8>(e * hd * i / 2)?;
+//! let w2_scales = s.alloc_zeros::<u8>(e * hd * i / 16)?;
+//! let enc = s.clone_htod(&vec![1.0f32; e])?;
+//! let t = 2;
+//! let x = s.alloc_zeros::<b12x_core::half::bf16>(t * hd)?;
+//! let ids = s.clone_htod(&(0..(t * k) as i32).collect::<Vec<_>>())?; // from moe.route_topk
+//! let weights = s.clone_htod(&vec![0.125f32; t * k])?;
+//! let mut y = s.alloc_zeros::<b12x_core::half::bf16>(t * hd)?;
+//! let mut err = s.alloc_zeros::<i32>(1)?;
+//! let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes())?;
+//! let args = Args {
+//!     x: TensorRef::from_slice(&x, &[t, hd])?,
+//!     ids: TensorRef::from_slice(&ids, &[t, k])?,
+//!     weights: TensorRef::from_slice(&weights, &[t, k])?,
+//!     experts: WeightArgs {
+//!         w1_codes: TensorRef::from_slice(&w1_codes, &[e, 2 * i, hd / 2])?,
+//!         w1_scales: TensorRef::from_slice(&w1_scales, &[e, 2 * i, hd / 16])?,
+//!         w1_enc: Some(TensorRef::from_slice(&enc, &[e])?),
+//!         w2_codes: TensorRef::from_slice(&w2_codes, &[e, hd, i / 2])?,
+//!         w2_scales: TensorRef::from_slice(&w2_scales, &[e, hd, i / 16])?,
+//!         w2_enc: Some(TensorRef::from_slice(&enc, &[e])?),
+//!     },
+//!     act_scales: None,
+//!     y: TensorMut::from_slice(&mut y, &[t, hd])?,
+//!     error: TensorMut::from_slice(&mut err, &[1])?,
+//! };
+//! fused_moe::run(&plan, args, Scratch::from_slice(&mut scratch), s)?;
+//! # Ok(()) }
+//! ```
 
 mod params;
 pub mod reference;

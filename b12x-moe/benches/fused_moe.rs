@@ -1,0 +1,210 @@
+//! Benchmark of `moe.fused_moe` (for now its simple path, which is slow by design) on the MoE
+//! issue's decode shapes: DeepSeek-V4-Flash TP2 (W4A8 MX, SiLU limit 10), gpt-oss-120b (W4A16
+//! MXFP4, SwiGLU-OAI 7) and Qwen3-30B-A3B (W4A16 NVFP4), T ∈ {1, 2, 8, 64}, each token on k
+//! distinct random experts; method of DESIGN.md §7 (graph replay, L2 flushed, median).
+//!
+//! Bytes (issue 7's measure): the weights of the **distinct** experts the routing touches (FC1
+//! and FC2 codes and scales, NVFP4 encode scales), plus x read and y written. Each case is
+//! followed by `read_probe/<case>`, the project's read kernel on as many bytes (the size-matched
+//! ceiling). Before timing, token 0's output is checked against the CPU oracle (cosine
+//! difference ≤ 2e-4). `B12X_BENCH_QUICK=1` keeps T ∈ {1, 8}.
+//!
+//! Run: `cargo bench -p b12x-moe --bench fused_moe` (rows go to `bench-results/fused_moe.{json,md}`).
+
+use b12x_core::bench::{add_read_probe, quick, samples, selected, time_graph, BenchReport};
+use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::half::bf16;
+use b12x_core::testing::gpu;
+use b12x_core::{PreparationSession, Result, Scratch, TensorMut, TensorRef};
+use b12x_moe::fused_moe::reference::{self, ActScales, ExpertMatrix, Experts};
+use b12x_moe::fused_moe::{self, ActScaleArgs, Args, Fp4, Query, Recipe, Shape, WeightArgs};
+use b12x_quant::block::{Mx, Nvfp4};
+use b12x_quant::codec::Element;
+use std::sync::Arc;
+
+const TOKENS: [usize; 4] = [1, 2, 8, 64];
+const QUICK_TOKENS: [usize; 2] = [1, 8];
+
+/// SplitMix64 (seeded, fast enough for gigabytes of random weight bytes).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn bytes(&mut self, n: usize, map: impl Fn(u8) -> u8) -> Vec<u8> {
+        (0..n.div_ceil(8)).flat_map(|_| self.next().to_le_bytes()).take(n).map(map).collect()
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+fn matrix(f: Fp4, rows: usize, k: usize, rng: &mut Rng) -> ExpertMatrix {
+    let codes = rng.bytes(rows * k / 2, |b| b);
+    match f {
+        Fp4::Mxfp4 => {
+            let scales = rng.bytes(rows * k / 32, |b| 118 + b % 7);
+            ExpertMatrix::Mxfp4(Mx { element: Element::E2M1, rows, k, codes, scales })
+        }
+        Fp4::Nvfp4 => {
+            let scales = rng.bytes(rows * k / 16, |b| 0x18 + b % 0x21);
+            ExpertMatrix::Nvfp4(Nvfp4 { rows, k, codes, scales, enc: 1.0 + 3.0 * rng.unit() })
+        }
+    }
+}
+
+/// The matrices of one kind concatenated over E: codes, scales, encode scales, and the bytes of
+/// one expert's matrix (codes + scales + its encode scale).
+fn flatten(ms: &[ExpertMatrix]) -> (Vec<u8>, Vec<u8>, Vec<f32>, usize) {
+    let (mut c, mut s, mut e) = (Vec::new(), Vec::new(), Vec::new());
+    let mut per = 0;
+    for m in ms {
+        let (codes, scales, enc) = match m {
+            ExpertMatrix::Nvfp4(q) => (&q.codes, &q.scales, Some(q.enc)),
+            ExpertMatrix::Mxfp4(q) => (&q.codes, &q.scales, None),
+        };
+        per = codes.len() + scales.len() + enc.map_or(0, |_| 4);
+        c.extend(codes);
+        s.extend(scales);
+        e.push(enc.unwrap_or(1.0));
+    }
+    (c, s, e, per)
+}
+
+/// Device copies of everything a call reads or writes.
+struct Bufs {
+    x: CudaSlice<bf16>,
+    ids: CudaSlice<i32>,
+    w: CudaSlice<f32>,
+    w1: (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<f32>),
+    w2: (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<f32>),
+    a: (CudaSlice<f32>, CudaSlice<f32>),
+    y: CudaSlice<bf16>,
+    error: CudaSlice<i32>,
+    scratch: CudaSlice<u8>,
+}
+
+fn call(plan: &fused_moe::Plan, sh: &Shape, b: &mut Bufs, st: &Arc<CudaStream>) -> Result<()> {
+    let (e, hd, i, r1, blk) = (sh.experts, sh.hidden, sh.inter, sh.fc1_rows(), sh.recipe.weights().block());
+    let t = b.ids.len() / sh.top_k;
+    let nv = sh.recipe.weights() == Fp4::Nvfp4;
+    let args = Args {
+        x: TensorRef::from_slice(&b.x, &[t, hd])?,
+        ids: TensorRef::from_slice(&b.ids, &[t, sh.top_k])?,
+        weights: TensorRef::from_slice(&b.w, &[t, sh.top_k])?,
+        experts: WeightArgs {
+            w1_codes: TensorRef::from_slice(&b.w1.0, &[e, r1, hd / 2])?,
+            w1_scales: TensorRef::from_slice(&b.w1.1, &[e, r1, hd / blk])?,
+            w1_enc: nv.then(|| TensorRef::from_slice(&b.w1.2, &[e])).transpose()?,
+            w2_codes: TensorRef::from_slice(&b.w2.0, &[e, hd, i / 2])?,
+            w2_scales: TensorRef::from_slice(&b.w2.1, &[e, hd, i / blk])?,
+            w2_enc: nv.then(|| TensorRef::from_slice(&b.w2.2, &[e])).transpose()?,
+        },
+        act_scales: (sh.recipe == Recipe::Nvfp4)
+            .then(|| -> Result<_> {
+                Ok(ActScaleArgs {
+                    fc1: TensorRef::from_slice(&b.a.0, &[e])?,
+                    fc2: TensorRef::from_slice(&b.a.1, &[e])?,
+                })
+            })
+            .transpose()?,
+        y: TensorMut::from_slice(&mut b.y, &[t, hd])?,
+        error: TensorMut::from_slice(&mut b.error, &[1])?,
+    };
+    fused_moe::run(plan, args, Scratch::from_slice(&mut b.scratch), st)
+}
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else {
+        eprintln!("fused_moe bench: no CUDA device, nothing to measure");
+        return Ok(());
+    };
+    let shapes = [
+        ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
+        ("gpt_oss_120b", Shape::gpt_oss_120b()),
+        ("qwen3_30b_a3b", Shape::qwen3_30b_a3b()),
+    ];
+    let mut report = BenchReport::new("fused_moe", &dev)?;
+    for (name, sh) in shapes {
+        let tokens: Vec<usize> = TOKENS.into_iter().filter(|t| !quick() || QUICK_TOKENS.contains(t)).collect();
+        if !tokens.iter().any(|t| selected(&format!("fused_moe/{name}/T{t}"))) {
+            continue;
+        }
+        let s = dev.stream();
+        let mut rng = Rng(7);
+        let f = sh.recipe.weights();
+        let experts = Experts {
+            fc1: (0..sh.experts).map(|_| matrix(f, sh.fc1_rows(), sh.hidden, &mut rng)).collect(),
+            fc2: (0..sh.experts).map(|_| matrix(f, sh.hidden, sh.inter, &mut rng)).collect(),
+        };
+        let act = ActScales {
+            fc1: (0..sh.experts).map(|_| 600.0 + 600.0 * rng.unit()).collect(),
+            fc2: (0..sh.experts).map(|_| 20.0 + 80.0 * rng.unit()).collect(),
+        };
+        let (c1, s1, e1, per1) = flatten(&experts.fc1);
+        let (c2, s2, e2, per2) = flatten(&experts.fc2);
+        let w1 = (s.clone_htod(&c1)?, s.clone_htod(&s1)?, s.clone_htod(&e1)?);
+        let w2 = (s.clone_htod(&c2)?, s.clone_htod(&s2)?, s.clone_htod(&e2)?);
+        drop((c1, s1, c2, s2));
+        let a = (s.clone_htod(&act.fc1)?, s.clone_htod(&act.fc2)?);
+        let mut w1 = Some(w1);
+        let mut w2 = Some(w2);
+        let mut a = Some(a);
+        for t in tokens {
+            let case = format!("fused_moe/{name}/T{t}");
+            if !selected(&case) {
+                continue;
+            }
+            let (e, k, hd) = (sh.experts, sh.top_k, sh.hidden);
+            let x_h: Vec<bf16> = (0..t * hd).map(|_| bf16::from_f32(4.0 * rng.unit() - 2.0)).collect();
+            let mut ids_h = Vec::with_capacity(t * k);
+            for _ in 0..t {
+                let mut pick: Vec<i32> = (0..e as i32).collect();
+                for j in 0..k {
+                    let r = j + (rng.next() % (e - j) as u64) as usize;
+                    pick.swap(j, r);
+                }
+                ids_h.extend(&pick[..k]);
+            }
+            let w_h: Vec<f32> = (0..t * k).map(|_| 0.05 + 0.95 * rng.unit()).collect();
+            let q = Query { shape: sh, max_tokens: t };
+            let plan = fused_moe::plan(&q, &dev)?;
+            let mut session = PreparationSession::new(&dev)?;
+            let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
+            let mut b = Bufs {
+                x: s.clone_htod(&x_h)?,
+                ids: s.clone_htod(&ids_h)?,
+                w: s.clone_htod(&w_h)?,
+                w1: w1.take().expect("weights"),
+                w2: w2.take().expect("weights"),
+                a: a.take().expect("scales"),
+                y: s.alloc_zeros(t * hd)?,
+                error: s.alloc_zeros(1)?,
+                scratch: s.alloc_zeros(q.scratch_layout().total_bytes().max(1))?,
+            };
+            call(&plan, &sh, &mut b, s)?;
+            let got = s.clone_dtoh(&b.y)?;
+            let want =
+                reference::fused_moe(&sh, &experts, &x_h[..hd], &ids_h[..k], &w_h[..k], Some(&act)).expect("oracle");
+            let (g, o): (Vec<f64>, Vec<f64>) =
+                (got[..hd].iter().map(|v| v.to_f64()).collect(), want.y.iter().map(|v| v.to_f64()).collect());
+            let cos = b12x_core::testing::cosine_diff(&g, &o);
+            assert!(cos <= 2e-4, "{case}: token 0 is off the oracle (1 − cos {cos:.3e})");
+            let mut touched: Vec<i32> = ids_h.clone();
+            touched.sort_unstable();
+            touched.dedup();
+            let bytes = touched.len() * (per1 + per2) + 2 * t * hd * 2;
+            let times = time_graph(&dev, samples(), |st| call(&plan, &sh, &mut b, st))?;
+            report.add(&case, &config, &times, bytes as f64, 0.0);
+            add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes)?;
+            session.close();
+            (w1, w2, a) = (Some(b.w1), Some(b.w2), Some(b.a));
+        }
+    }
+    println!("wrote {}", report.write()?.display());
+    Ok(())
+}
