@@ -14,66 +14,15 @@
 use b12x_core::bench::{add_read_probe, quick, samples, selected, time_graph, BenchReport};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
-use b12x_core::testing::gpu;
+use b12x_core::testing::{gpu, uniform};
 use b12x_core::{PreparationSession, Result, Scratch, TensorMut, TensorRef};
-use b12x_moe::fused_moe::reference::{self, ActScales, ExpertMatrix, Experts};
+use b12x_moe::fused_moe::reference::{self, ActScales, Experts};
 use b12x_moe::fused_moe::{self, ActScaleArgs, Args, Fp4, Query, Recipe, Shape, WeightArgs};
-use b12x_quant::block::{Mx, Nvfp4};
-use b12x_quant::codec::Element;
+use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 const TOKENS: [usize; 4] = [1, 2, 8, 64];
 const QUICK_TOKENS: [usize; 2] = [1, 8];
-
-/// SplitMix64 (seeded, fast enough for gigabytes of random weight bytes).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn bytes(&mut self, n: usize, map: impl Fn(u8) -> u8) -> Vec<u8> {
-        (0..n.div_ceil(8)).flat_map(|_| self.next().to_le_bytes()).take(n).map(map).collect()
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
-
-fn matrix(f: Fp4, rows: usize, k: usize, rng: &mut Rng) -> ExpertMatrix {
-    let codes = rng.bytes(rows * k / 2, |b| b);
-    match f {
-        Fp4::Mxfp4 => {
-            let scales = rng.bytes(rows * k / 32, |b| 118 + b % 7);
-            ExpertMatrix::Mxfp4(Mx { element: Element::E2M1, rows, k, codes, scales })
-        }
-        Fp4::Nvfp4 => {
-            let scales = rng.bytes(rows * k / 16, |b| 0x18 + b % 0x21);
-            ExpertMatrix::Nvfp4(Nvfp4 { rows, k, codes, scales, enc: 1.0 + 3.0 * rng.unit() })
-        }
-    }
-}
-
-/// The matrices of one kind concatenated over E: codes, scales, encode scales, and the bytes of
-/// one expert's matrix (codes + scales + its encode scale).
-fn flatten(ms: &[ExpertMatrix]) -> (Vec<u8>, Vec<u8>, Vec<f32>, usize) {
-    let (mut c, mut s, mut e) = (Vec::new(), Vec::new(), Vec::new());
-    let mut per = 0;
-    for m in ms {
-        let (codes, scales, enc) = match m {
-            ExpertMatrix::Nvfp4(q) => (&q.codes, &q.scales, Some(q.enc)),
-            ExpertMatrix::Mxfp4(q) => (&q.codes, &q.scales, None),
-        };
-        per = codes.len() + scales.len() + enc.map_or(0, |_| 4);
-        c.extend(codes);
-        s.extend(scales);
-        e.push(enc.unwrap_or(1.0));
-    }
-    (c, s, e, per)
-}
 
 /// Device copies of everything a call reads or writes.
 struct Bufs {
@@ -135,22 +84,15 @@ fn main() -> Result<()> {
             continue;
         }
         let s = dev.stream();
-        let mut rng = Rng(7);
-        let f = sh.recipe.weights();
-        let experts = Experts {
-            fc1: (0..sh.experts).map(|_| matrix(f, sh.fc1_rows(), sh.hidden, &mut rng)).collect(),
-            fc2: (0..sh.experts).map(|_| matrix(f, sh.hidden, sh.inter, &mut rng)).collect(),
-        };
-        let act = ActScales {
-            fc1: (0..sh.experts).map(|_| 600.0 + 600.0 * rng.unit()).collect(),
-            fc2: (0..sh.experts).map(|_| 20.0 + 80.0 * rng.unit()).collect(),
-        };
-        let (c1, s1, e1, per1) = flatten(&experts.fc1);
-        let (c2, s2, e2, per2) = flatten(&experts.fc2);
-        let w1 = (s.clone_htod(&c1)?, s.clone_htod(&s1)?, s.clone_htod(&e1)?);
-        let w2 = (s.clone_htod(&c2)?, s.clone_htod(&s2)?, s.clone_htod(&e2)?);
-        drop((c1, s1, c2, s2));
+        let experts = Experts::random(&sh, 7);
+        let act = ActScales::random(sh.experts, 8);
+        let (st1, st2) = experts.stacked();
+        let (per1, per2) = (st1.expert_bytes, st2.expert_bytes);
+        let w1 = (s.clone_htod(&st1.codes)?, s.clone_htod(&st1.scales)?, s.clone_htod(&st1.enc)?);
+        let w2 = (s.clone_htod(&st2.codes)?, s.clone_htod(&st2.scales)?, s.clone_htod(&st2.enc)?);
+        drop((st1, st2));
         let a = (s.clone_htod(&act.fc1)?, s.clone_htod(&act.fc2)?);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         let mut w1 = Some(w1);
         let mut w2 = Some(w2);
         let mut a = Some(a);
@@ -160,17 +102,17 @@ fn main() -> Result<()> {
                 continue;
             }
             let (e, k, hd) = (sh.experts, sh.top_k, sh.hidden);
-            let x_h: Vec<bf16> = (0..t * hd).map(|_| bf16::from_f32(4.0 * rng.unit() - 2.0)).collect();
+            let x_h: Vec<bf16> = uniform(t as u64, t * hd, -2.0, 2.0).into_iter().map(bf16::from_f32).collect();
             let mut ids_h = Vec::with_capacity(t * k);
             for _ in 0..t {
                 let mut pick: Vec<i32> = (0..e as i32).collect();
                 for j in 0..k {
-                    let r = j + (rng.next() % (e - j) as u64) as usize;
+                    let r = rng.random_range(j..e);
                     pick.swap(j, r);
                 }
                 ids_h.extend(&pick[..k]);
             }
-            let w_h: Vec<f32> = (0..t * k).map(|_| 0.05 + 0.95 * rng.unit()).collect();
+            let w_h: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
             let q = Query { shape: sh, max_tokens: t };
             let plan = fused_moe::plan(&q, &dev)?;
             let mut session = PreparationSession::new(&dev)?;

@@ -82,21 +82,6 @@ constexpr int kActSilu = 0;
 constexpr int kActSwigluOai = 1;
 constexpr int kActRelu2 = 2;
 
-// The value of an E2M1 code (low nibble).
-__device__ __forceinline__ float e2m1_value(uint32_t code) {
-  // Magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}: m < 2 is the subnormal m / 2, else (1 + (m & 1) / 2)
-  // times 2^(m / 2 - 1).
-  const uint32_t m = code & 7u;
-  const float v = m < 2u ? 0.5f * (float)m : ((m & 1u) ? 1.5f : 1.0f) * __uint_as_float(((m >> 1) + 126u) << 23);
-  return (code & 8u) ? -v : v;
-}
-
-// 2^(code - 127) (code 0: 2^-127; 0xFF: NaN), b12x-quant's ue8m0_decode.
-__device__ __forceinline__ float ue8m0_value(uint32_t code) {
-  if (code == 0xFFu) return __uint_as_float(0x7FC00000u);
-  return code == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(code << 23);
-}
-
 // Element c of row `row` of an FP4 matrix with K columns: codes row-major [rows, K/2], scales
 // [rows, K/B]; NVFP4 divides by `enc` (each step one f32 operation, as the CPU dequantizer).
 template <bool kNvfp4>
@@ -113,6 +98,19 @@ __device__ __forceinline__ float fp4_at(const unsigned char* codes, const unsign
   }
 }
 
+// max |x[i]| over x[0, N) into `amax`; false when the block holds NaN or Inf (b12x-quant's
+// finite_amax: such a block gets a NaN scale).
+template <int N>
+__device__ __forceinline__ bool finite_amax(const float* x, float& amax) {
+  amax = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < N; ++i) {
+    finite = finite && isfinite(x[i]);
+    amax = fmaxf(amax, fabsf(x[i]));
+  }
+  return finite;
+}
+
 // b12x-quant's MXFP8 quantize-then-dequantize of v[0, n) in place (E4M3, UE8M0 per 32, the
 // CeilPow2 rule: code = ceil_pow2(amax * (1/448)), q = e4m3(x * 2^(127 - code)), x^ = q *
 // 2^(code - 127)); a block holding NaN or Inf becomes NaN, an all-zero one zeros. One thread per
@@ -120,12 +118,8 @@ __device__ __forceinline__ float fp4_at(const unsigned char* codes, const unsign
 __device__ __forceinline__ void mxfp8_qdq_row(float* v, int n) {
   for (int b = threadIdx.x; b < n / 32; b += blockDim.x) {
     float* x = v + b * 32;
-    float amax = 0.0f;
-    bool finite = true;
-    for (int i = 0; i < 32; ++i) {
-      finite = finite && isfinite(x[i]);
-      amax = fmaxf(amax, fabsf(x[i]));
-    }
+    float amax;
+    const bool finite = finite_amax<32>(x, amax);
     if (!finite || amax == 0.0f) {
       for (int i = 0; i < 32; ++i) x[i] = finite ? 0.0f : __uint_as_float(0x7FC00000u);
       continue;
@@ -144,13 +138,8 @@ __device__ __forceinline__ void mxfp8_qdq_row(float* v, int n) {
 __device__ __forceinline__ void nvfp4_qdq_row(float* v, int n, float enc) {
   for (int b = threadIdx.x; b < n / 16; b += blockDim.x) {
     float* x = v + b * 16;
-    float amax = 0.0f;
-    bool finite = true;
-    for (int i = 0; i < 16; ++i) {
-      finite = finite && isfinite(x[i]);
-      amax = fmaxf(amax, fabsf(x[i]));
-    }
-    if (!finite) {
+    float amax;
+    if (!finite_amax<16>(x, amax)) {
       for (int i = 0; i < 16; ++i) x[i] = __uint_as_float(0x7FC00000u);
       continue;
     }

@@ -470,3 +470,32 @@ fn op_is_registered_compiled_only() {
     assert_eq!(info.krate, "b12x-moe");
     assert!(info.archs.iter().all(|(_, v)| matches!(v, b12x_core::Validation::CompiledOnly)));
 }
+
+/// The suites' random experts match their shape, and stacking concatenates them in expert
+/// order with the per-expert byte count the bench divides by.
+#[rstest]
+#[case::nvfp4(tiny(Activation::Silu { limit: None }, Recipe::Nvfp4))]
+#[case::mxfp4_relu2(tiny(Activation::Relu2, Recipe::W4a8Mx))]
+fn random_experts_stack_in_order(#[case] s: Shape) {
+    let x = Experts::random(&s, 3);
+    x.check(&s).unwrap();
+    assert_ne!(x, Experts::random(&s, 4), "the seed matters");
+    let (w1, w2) = x.stacked();
+    let b = s.recipe.weights().block();
+    let nv = s.recipe.weights() == Fp4::Nvfp4;
+    let per1 = s.fc1_rows() * s.hidden / 2 + s.fc1_rows() * s.hidden / b + if nv { 4 } else { 0 };
+    assert_eq!(
+        (w1.expert_bytes, w1.codes.len(), w1.enc.len()),
+        (per1, s.experts * s.fc1_rows() * s.hidden / 2, s.experts)
+    );
+    assert_eq!(w2.scales.len(), s.experts * s.hidden * s.inter / b);
+    match (&x.fc2[2], nv) {
+        (ExpertMatrix::Nvfp4(q), true) => {
+            assert_eq!((&w2.codes[2 * q.codes.len()..][..q.codes.len()], w2.enc[2]), (&q.codes[..], q.enc))
+        }
+        (ExpertMatrix::Mxfp4(q), false) => {
+            assert_eq!(&w2.scales[2 * q.scales.len()..][..q.scales.len()], &q.scales[..])
+        }
+        _ => panic!("wrong format"),
+    }
+}

@@ -8,9 +8,9 @@
 //! miss both by orders of magnitude). The error word must equal the oracle's faults exactly,
 //! and a second run and a graph replay must equal the first run bitwise.
 //!
-//! Weights: random E2M1 bytes with scales in a narrow range (MXFP4 UE8M0 2⁻⁹…2⁻³, NVFP4 UE4M3
-//! codes 0x18…0x38 and encode scales 1…4), the layout b12x-quant's structs hold. Cases: tiny
-//! shapes for every activation (SiLU with and without a limit, SwiGLU-OAI, ReLU²)
+//! Weights: `reference::Experts::random` (random E2M1 bytes, scales in a narrow range), the
+//! layout b12x-quant's structs hold; NVFP4 activation scales `reference::ActScales::random`.
+//! Cases: tiny shapes for every activation (SiLU with and without a limit, SwiGLU-OAI, ReLU²)
 //! and recipe (W4A16 NVFP4 / MXFP4, W4A8 MX, NVFP4 × NVFP4 with per-expert activation scales)
 //! at T ∈ {1, 2, 5, 8, 64}; the model shapes with their activations and recipes at
 //! T ∈ {1, 8} (DeepSeek-V4-Flash TP2 and V4.1-Flash TP4 W4A8 MX, Qwen3-30B-A3B W4A16 NVFP4 and
@@ -20,67 +20,17 @@
 
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
-use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, GpuTrial};
+use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, uniform, GpuTrial};
 use b12x_core::{Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
-use b12x_moe::fused_moe::reference::{fused_moe, ActScales, ExpertMatrix, Experts};
+use b12x_moe::fused_moe::reference::{fused_moe, ActScales, Experts};
 use b12x_moe::fused_moe::{self, ActScaleArgs, Activation, Args, Fp4, Query, Recipe, Shape, WeightArgs};
-use b12x_quant::block::{Mx, Nvfp4};
-use b12x_quant::codec::Element;
+use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 type TrialResult = Result<(), String>;
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
-}
-
-/// SplitMix64: fast seeded bytes for large random weights.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(n + 8);
-        while v.len() < n {
-            v.extend_from_slice(&self.next().to_le_bytes());
-        }
-        v.truncate(n);
-        v
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn random_matrix(f: Fp4, rows: usize, k: usize, rng: &mut Rng) -> ExpertMatrix {
-    let codes = rng.bytes(rows * k / 2);
-    match f {
-        Fp4::Mxfp4 => {
-            let scales = rng.bytes(rows * k / 32).iter().map(|b| 118 + b % 7).collect();
-            ExpertMatrix::Mxfp4(Mx { element: Element::E2M1, rows, k, codes, scales })
-        }
-        Fp4::Nvfp4 => {
-            let scales = rng.bytes(rows * k / 16).iter().map(|b| 0x18 + b % 0x21).collect();
-            ExpertMatrix::Nvfp4(Nvfp4 { rows, k, codes, scales, enc: 1.0 + 3.0 * rng.unit() })
-        }
-    }
-}
-
-fn random_experts(s: &Shape, seed: u64) -> Experts {
-    let mut rng = Rng(seed);
-    let f = s.recipe.weights();
-    Experts {
-        fc1: (0..s.experts).map(|_| random_matrix(f, s.fc1_rows(), s.hidden, &mut rng)).collect(),
-        fc2: (0..s.experts).map(|_| random_matrix(f, s.hidden, s.inter, &mut rng)).collect(),
-    }
 }
 
 /// How tokens pick experts.
@@ -96,7 +46,7 @@ enum Routing {
 
 fn route(s: &Shape, t: usize, how: Routing, seed: u64) -> (Vec<i32>, Vec<f32>) {
     let (e, k) = (s.experts, s.top_k);
-    let mut rng = Rng(seed ^ 0x5151);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5151);
     let mut ids = Vec::with_capacity(t * k);
     for tok in 0..t {
         match how {
@@ -105,14 +55,14 @@ fn route(s: &Shape, t: usize, how: Routing, seed: u64) -> (Vec<i32>, Vec<f32>) {
             Routing::Random => {
                 let mut pick: Vec<i32> = (0..e as i32).collect();
                 for j in 0..k {
-                    let r = j + rng.below(e - j);
+                    let r = rng.random_range(j..e);
                     pick.swap(j, r);
                 }
                 ids.extend(&pick[..k]);
             }
         }
     }
-    let w = (0..t * k).map(|_| 0.05 + 0.95 * rng.unit()).collect();
+    let w = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
     (ids, w)
 }
 
@@ -131,45 +81,19 @@ struct DevExperts {
     act: ActScales,
 }
 
-fn flatten(ms: &[ExpertMatrix]) -> (Vec<u8>, Vec<u8>, Vec<f32>) {
-    let (mut c, mut s, mut e) = (Vec::new(), Vec::new(), Vec::new());
-    for m in ms {
-        match m {
-            ExpertMatrix::Nvfp4(q) => {
-                c.extend(&q.codes);
-                s.extend(&q.scales);
-                e.push(q.enc);
-            }
-            ExpertMatrix::Mxfp4(q) => {
-                c.extend(&q.codes);
-                s.extend(&q.scales);
-                e.push(1.0);
-            }
-        }
-    }
-    (c, s, e)
-}
-
 fn upload_experts(x: &Experts, s: &Arc<CudaStream>) -> Result<DevExperts, String> {
-    let (c1, s1, e1) = flatten(&x.fc1);
-    let (c2, s2, e2) = flatten(&x.fc2);
-    // Any finite positive scales serve the comparison; these keep x (|x| ≤ 2) and typical h away
-    // from NVFP4's saturation and underflow.
-    let mut rng = Rng(x.fc1.len() as u64);
-    let act = ActScales {
-        fc1: (0..x.fc1.len()).map(|_| 600.0 + 600.0 * rng.unit()).collect(),
-        fc2: (0..x.fc1.len()).map(|_| 20.0 + 80.0 * rng.unit()).collect(),
-    };
+    let (w1, w2) = x.stacked();
+    let act = ActScales::random(x.fc1.len(), x.fc1.len() as u64);
     Ok(DevExperts {
         a1: s.clone_htod(&act.fc1).map_err(err)?,
         a2: s.clone_htod(&act.fc2).map_err(err)?,
         act,
-        w1_codes: s.clone_htod(&c1).map_err(err)?,
-        w1_scales: s.clone_htod(&s1).map_err(err)?,
-        w1_enc: s.clone_htod(&e1).map_err(err)?,
-        w2_codes: s.clone_htod(&c2).map_err(err)?,
-        w2_scales: s.clone_htod(&s2).map_err(err)?,
-        w2_enc: s.clone_htod(&e2).map_err(err)?,
+        w1_codes: s.clone_htod(&w1.codes).map_err(err)?,
+        w1_scales: s.clone_htod(&w1.scales).map_err(err)?,
+        w1_enc: s.clone_htod(&w1.enc).map_err(err)?,
+        w2_codes: s.clone_htod(&w2.codes).map_err(err)?,
+        w2_scales: s.clone_htod(&w2.scales).map_err(err)?,
+        w2_enc: s.clone_htod(&w2.enc).map_err(err)?,
     })
 }
 
@@ -275,10 +199,9 @@ fn check(dev: &Arc<Device>, sh: Shape, t: usize, how: Routing, bad: &[(usize, i3
     let s = dev.stream();
     let q = Query { shape: sh, max_tokens: t.max(1) };
     let (plan, session) = prepared(dev, &q)?;
-    let experts = random_experts(&sh, seed);
+    let experts = Experts::random(&sh, seed);
     let d = upload_experts(&experts, s)?;
-    let mut rng = Rng(seed ^ 0xabc);
-    let x: Vec<bf16> = (0..t * sh.hidden).map(|_| bf16::from_f32(4.0 * rng.unit() - 2.0)).collect();
+    let x: Vec<bf16> = uniform(seed ^ 0xabc, t * sh.hidden, -2.0, 2.0).into_iter().map(bf16::from_f32).collect();
     let (mut ids, w) = route(&sh, t, how, seed);
     for &(slot, id) in bad {
         ids[slot] = id;
@@ -364,7 +287,7 @@ fn trials() -> Vec<GpuTrial> {
         let q = Query { shape: sh, max_tokens: 8 };
         let (plan, _session) = prepared(dev, &q)?;
         let s = dev.stream();
-        let d = upload_experts(&random_experts(&sh, 1), s)?;
+        let d = upload_experts(&Experts::random(&sh, 1), s)?;
         let (ids, w) = route(&sh, 8, Routing::Random, 1);
         let mut c = new_call(&q, &vec![bf16::ONE; 8 * sh.hidden], &ids, &w, s)?;
         check_run_allocates_nothing(dev, s, 10, || run_call(&plan, &sh, &d, &mut c, s))
@@ -380,7 +303,7 @@ fn graph_replay(dev: &Arc<Device>) -> TrialResult {
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) });
     let q = Query { shape: sh, max_tokens: 8 };
     let (plan, session) = prepared(dev, &q)?;
-    let experts = random_experts(&sh, 11);
+    let experts = Experts::random(&sh, 11);
     let d = upload_experts(&experts, s)?;
     let x: Vec<bf16> = (0..8 * sh.hidden).map(|i| bf16::from_f32(((i * 37) % 17) as f32 / 8.0 - 1.0)).collect();
     let (ids0, w0) = route(&sh, 8, Routing::Shared, 1);
@@ -415,7 +338,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     }
     let q = Query { shape: sh, max_tokens: 4 };
     let (plan, _session) = prepared(dev, &q)?;
-    let d = upload_experts(&random_experts(&sh, 2), s)?;
+    let d = upload_experts(&Experts::random(&sh, 2), s)?;
     let (ids, w) = route(&sh, 4, Routing::Random, 2);
     let x = vec![bf16::ONE; 4 * sh.hidden];
     let mut c = new_call(&q, &x, &ids, &w, s)?;

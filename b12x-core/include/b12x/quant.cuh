@@ -54,6 +54,22 @@ __device__ __forceinline__ float pow2_neg_ue8m0(uint32_t code) {
   return e == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
 }
 
+// The value a UE8M0 scale code stands for, exactly: 2^(code - 127) (code 0: the subnormal 2^-127;
+// 0xFF: NaN), as b12x_quant::codec::ue8m0_decode.
+__device__ __forceinline__ float ue8m0_value(uint32_t code) {
+  if (code == 0xFFu) return __uint_as_float(0x7FC00000u);
+  return code == 0u ? __uint_as_float(0x00400000u) : __uint_as_float(code << 23);
+}
+
+// The value of an E2M1 code (the low 4 bits), exactly, as b12x_quant::codec::e2m1_decode:
+// magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} (m < 2 the subnormal m / 2, else (1 + (m & 1) / 2) *
+// 2^(m / 2 - 1)), bit 3 the sign (0x8 is -0).
+__device__ __forceinline__ float e2m1_value(uint32_t code) {
+  const uint32_t m = code & 7u;
+  const float v = m < 2u ? 0.5f * (float)m : ((m & 1u) ? 1.5f : 1.0f) * __uint_as_float(((m >> 1) + 126u) << 23);
+  return (code & 8u) ? -v : v;
+}
+
 // Byte offset of scale (r, c) in the swizzled 128x4 layout of a [rows, cols] scale matrix,
 // cols a multiple of 4 (b12x_quant::layout::swizzled_offset).
 __device__ __forceinline__ long long swizzled_offset(int r, int c, int cols) {

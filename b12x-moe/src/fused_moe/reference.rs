@@ -95,12 +95,103 @@ impl Experts {
     }
 }
 
+/// One matrix kind (FC1 or FC2) of every expert concatenated over E, as the op's
+/// [`WeightArgs`](super::WeightArgs) take it: codes `[E, rows, K/2]`, scales `[E, rows, K/B]`,
+/// encode scales `[E]` (1 for MXFP4), and the bytes one expert's matrix occupies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stacked {
+    pub codes: Vec<u8>,
+    pub scales: Vec<u8>,
+    pub enc: Vec<f32>,
+    /// Codes + scales (+ 4 for an NVFP4 encode scale) of one expert.
+    pub expert_bytes: usize,
+}
+
+impl Experts {
+    /// Random experts for tests and benchmarks, seeded: random E2M1 bytes, scales in a narrow
+    /// range (MXFP4 UE8M0 codes 118..=124, 2^-9 .. 2^-3; NVFP4 UE4M3 codes 0x18..=0x38 and encode
+    /// scales in [1, 4)), the matrices a checkpoint's quantizer could have written. Fast enough
+    /// for the model shapes (gigabytes).
+    pub fn random(shape: &Shape, seed: u64) -> Experts {
+        let mut rng = SplitMix(seed);
+        let f = shape.recipe.weights();
+        let mut matrix = |rows: usize, k: usize| {
+            let codes = rng.bytes(rows * k / 2, |b| b);
+            match f {
+                Fp4::Mxfp4 => {
+                    let scales = rng.bytes(rows * k / 32, |b| 118 + b % 7);
+                    ExpertMatrix::Mxfp4(Mx { element: Element::E2M1, rows, k, codes, scales })
+                }
+                Fp4::Nvfp4 => {
+                    let scales = rng.bytes(rows * k / 16, |b| 0x18 + b % 0x21);
+                    ExpertMatrix::Nvfp4(Nvfp4 { rows, k, codes, scales, enc: 1.0 + 3.0 * rng.unit() })
+                }
+            }
+        };
+        let fc1 = (0..shape.experts).map(|_| matrix(shape.fc1_rows(), shape.hidden)).collect();
+        let fc2 = (0..shape.experts).map(|_| matrix(shape.hidden, shape.inter)).collect();
+        Experts { fc1, fc2 }
+    }
+
+    /// FC1's and FC2's matrices stacked over E (the device layout of the simple path).
+    pub fn stacked(&self) -> (Stacked, Stacked) {
+        (stack(&self.fc1), stack(&self.fc2))
+    }
+}
+
+fn stack(ms: &[ExpertMatrix]) -> Stacked {
+    let mut st = Stacked { codes: Vec::new(), scales: Vec::new(), enc: Vec::new(), expert_bytes: 0 };
+    for m in ms {
+        let (codes, scales, enc) = match m {
+            ExpertMatrix::Nvfp4(q) => (&q.codes, &q.scales, Some(q.enc)),
+            ExpertMatrix::Mxfp4(q) => (&q.codes, &q.scales, None),
+        };
+        st.expert_bytes = codes.len() + scales.len() + enc.map_or(0, |_| 4);
+        st.codes.extend(codes);
+        st.scales.extend(scales);
+        st.enc.push(enc.unwrap_or(1.0));
+    }
+    st
+}
+
+/// SplitMix64: seeded bytes, fast enough for gigabytes of random weights.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn bytes(&mut self, n: usize, map: impl Fn(u8) -> u8) -> Vec<u8> {
+        (0..n.div_ceil(8)).flat_map(|_| self.next().to_le_bytes()).take(n).map(map).collect()
+    }
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
 /// The NVFP4 recipe's calibrated per-expert activation encode scales: x's for FC1 and h's for
 /// FC2 (`[E]` each, finite and > 0).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ActScales {
     pub fc1: Vec<f32>,
     pub fc2: Vec<f32>,
+}
+
+impl ActScales {
+    /// Seeded scales for tests and benchmarks: x's in [600, 1200), h's in [20, 100) — any
+    /// positive values serve a comparison with the oracle; these keep |x| ≤ 2 and typical h away
+    /// from NVFP4's saturation and underflow.
+    pub fn random(experts: usize, seed: u64) -> ActScales {
+        let mut rng = SplitMix(seed);
+        let fc1 = (0..experts).map(|_| 600.0 + 600.0 * rng.unit()).collect();
+        let fc2 = (0..experts).map(|_| 20.0 + 80.0 * rng.unit()).collect();
+        ActScales { fc1, fc2 }
+    }
 }
 
 /// The layer's output `y [T, Hd]` and the fault bits.
