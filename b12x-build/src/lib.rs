@@ -215,6 +215,13 @@ pub fn build_kernels() {
     if let Some(core_inc) = env("DEP_B12X_CORE_INCLUDE") {
         include_dirs.push(PathBuf::from(core_inc));
     }
+    // Other b12x crates' exported headers (`links = "b12x_<name>"` + an include/ dir: b12x-gemm's
+    // decode kernel body for b12x-moe), in name order so the header hash is stable.
+    let mut deps: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("DEP_B12X_") && k.ends_with("_INCLUDE") && k != "DEP_B12X_CORE_INCLUDE")
+        .collect();
+    deps.sort();
+    include_dirs.extend(deps.into_iter().map(|(_, v)| PathBuf::from(v)));
     // NVCC_PREPEND_FLAGS / NVCC_APPEND_FLAGS change what nvcc does.
     for var in [
         "B12X_NVCC",

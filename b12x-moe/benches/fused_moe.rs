@@ -1,10 +1,12 @@
-//! Benchmark of `moe.fused_moe` (for now its simple path, which is slow by design) on the MoE
+//! Benchmark of `moe.fused_moe` — the decode path (`fused_moe/…` rows, packed experts) and, as
+//! the baseline, the simple path (`fused_moe_simple/…`, slow by design; T = 1 only) — on the MoE
 //! issue's decode shapes: DeepSeek-V4-Flash TP2 (W4A8 MX, SiLU limit 10), gpt-oss-120b (W4A16
 //! MXFP4, SwiGLU-OAI 7) and Qwen3-30B-A3B (W4A16 NVFP4), T ∈ {1, 2, 8, 64}, each token on k
 //! distinct random experts; method of DESIGN.md §7 (graph replay, L2 flushed, median).
 //!
 //! Bytes (issue 7's measure): the weights of the **distinct** experts the routing touches (FC1
-//! and FC2 codes and scales, NVFP4 encode scales), plus x read and y written. Each case is
+//! and FC2 codes and scales, NVFP4 encode scales; the packed layout's zero padding rows are not
+//! counted), plus x read and y written. Each case is
 //! followed by `read_probe/<case>`, the project's read kernel on as many bytes (the size-matched
 //! ceiling). Before timing, token 0's output is checked against the CPU oracle (cosine
 //! difference ≤ 2e-4). `B12X_BENCH_QUICK=1` keeps T ∈ {1, 8}.
@@ -17,7 +19,9 @@ use b12x_core::half::bf16;
 use b12x_core::testing::{gpu, uniform};
 use b12x_core::{PreparationSession, Result, Scratch, TensorMut, TensorRef};
 use b12x_moe::fused_moe::reference::{self, ActScales, Experts};
-use b12x_moe::fused_moe::{self, ActScaleArgs, Args, Fp4, Query, Recipe, Shape, WeightArgs};
+use b12x_moe::fused_moe::{
+    self, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Shape, WeightArgs, WeightLayout,
+};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
@@ -32,6 +36,8 @@ struct Bufs {
     w1: (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<f32>),
     w2: (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<f32>),
     a: (CudaSlice<f32>, CudaSlice<f32>),
+    /// The decode path's layout of the same experts (None: the simple path's call).
+    packed: Option<PackedExperts>,
     y: CudaSlice<bf16>,
     error: CudaSlice<i32>,
     scratch: CudaSlice<u8>,
@@ -45,13 +51,16 @@ fn call(plan: &fused_moe::Plan, sh: &Shape, b: &mut Bufs, st: &Arc<CudaStream>) 
         x: TensorRef::from_slice(&b.x, &[t, hd])?,
         ids: TensorRef::from_slice(&b.ids, &[t, sh.top_k])?,
         weights: TensorRef::from_slice(&b.w, &[t, sh.top_k])?,
-        experts: WeightArgs {
-            w1_codes: TensorRef::from_slice(&b.w1.0, &[e, r1, hd / 2])?,
-            w1_scales: TensorRef::from_slice(&b.w1.1, &[e, r1, hd / blk])?,
-            w1_enc: nv.then(|| TensorRef::from_slice(&b.w1.2, &[e])).transpose()?,
-            w2_codes: TensorRef::from_slice(&b.w2.0, &[e, hd, i / 2])?,
-            w2_scales: TensorRef::from_slice(&b.w2.1, &[e, hd, i / blk])?,
-            w2_enc: nv.then(|| TensorRef::from_slice(&b.w2.2, &[e])).transpose()?,
+        experts: match (&b.packed, plan.query().layout) {
+            (Some(p), WeightLayout::Packed) => ExpertWeights::Packed(p),
+            _ => ExpertWeights::RowMajor(WeightArgs {
+                w1_codes: TensorRef::from_slice(&b.w1.0, &[e, r1, hd / 2])?,
+                w1_scales: TensorRef::from_slice(&b.w1.1, &[e, r1, hd / blk])?,
+                w1_enc: nv.then(|| TensorRef::from_slice(&b.w1.2, &[e])).transpose()?,
+                w2_codes: TensorRef::from_slice(&b.w2.0, &[e, hd, i / 2])?,
+                w2_scales: TensorRef::from_slice(&b.w2.1, &[e, hd, i / blk])?,
+                w2_enc: nv.then(|| TensorRef::from_slice(&b.w2.2, &[e])).transpose()?,
+            }),
         },
         act_scales: (sh.recipe == Recipe::Nvfp4)
             .then(|| -> Result<_> {
@@ -92,12 +101,16 @@ fn main() -> Result<()> {
         let w2 = (s.clone_htod(&st2.codes)?, s.clone_htod(&st2.scales)?, s.clone_htod(&st2.enc)?);
         drop((st1, st2));
         let a = (s.clone_htod(&act.fc1)?, s.clone_htod(&act.fc2)?);
+        let packed = PackedExperts::new(&sh, &experts, s)?;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         let mut w1 = Some(w1);
         let mut w2 = Some(w2);
         let mut a = Some(a);
-        for t in tokens {
-            let case = format!("fused_moe/{name}/T{t}");
+        let mut packed = Some(packed);
+        let runs = tokens.iter().map(|&t| (t, WeightLayout::Packed)).chain([(1, WeightLayout::RowMajor)]);
+        for (t, layout) in runs {
+            let path = if layout == WeightLayout::Packed { "fused_moe" } else { "fused_moe_simple" };
+            let case = format!("{path}/{name}/T{t}");
             if !selected(&case) {
                 continue;
             }
@@ -113,7 +126,7 @@ fn main() -> Result<()> {
                 ids_h.extend(&pick[..k]);
             }
             let w_h: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
-            let q = Query { shape: sh, max_tokens: t };
+            let q = Query { shape: sh, max_tokens: t, layout };
             let plan = fused_moe::plan(&q, &dev)?;
             let mut session = PreparationSession::new(&dev)?;
             let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
@@ -124,9 +137,10 @@ fn main() -> Result<()> {
                 w1: w1.take().expect("weights"),
                 w2: w2.take().expect("weights"),
                 a: a.take().expect("scales"),
+                packed: packed.take(),
                 y: s.alloc_zeros(t * hd)?,
                 error: s.alloc_zeros(1)?,
-                scratch: s.alloc_zeros(q.scratch_layout().total_bytes().max(1))?,
+                scratch: s.alloc_zeros(plan.scratch_layout().total_bytes().max(1))?,
             };
             call(&plan, &sh, &mut b, s)?;
             let got = s.clone_dtoh(&b.y)?;
@@ -144,7 +158,7 @@ fn main() -> Result<()> {
             report.add(&case, &config, &times, bytes as f64, 0.0);
             add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes)?;
             session.close();
-            (w1, w2, a) = (Some(b.w1), Some(b.w2), Some(b.a));
+            (w1, w2, a, packed) = (Some(b.w1), Some(b.w2), Some(b.a), b.packed);
         }
     }
     println!("wrote {}", report.write()?.display());

@@ -25,10 +25,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "b12x/activation.cuh"
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
+#include "moe_math.cuh"
 
 namespace b12x {
 
@@ -78,10 +78,6 @@ constexpr int kNvfp4 = 3;
 template <int RECIPE>
 constexpr bool kNvfp4Weights = RECIPE == kW4a16Nvfp4 || RECIPE == kNvfp4;
 
-constexpr int kActSilu = 0;
-constexpr int kActSwigluOai = 1;
-constexpr int kActRelu2 = 2;
-
 // Element c of row `row` of an FP4 matrix with K columns: codes row-major [rows, K/2], scales
 // [rows, K/B]; NVFP4 divides by `enc` (each step one f32 operation, as the CPU dequantizer).
 template <bool kNvfp4>
@@ -98,59 +94,14 @@ __device__ __forceinline__ float fp4_at(const unsigned char* codes, const unsign
   }
 }
 
-// max |x[i]| over x[0, N) into `amax`; false when the block holds NaN or Inf (b12x-quant's
-// finite_amax: such a block gets a NaN scale).
-template <int N>
-__device__ __forceinline__ bool finite_amax(const float* x, float& amax) {
-  amax = 0.0f;
-  bool finite = true;
-  for (int i = 0; i < N; ++i) {
-    finite = finite && isfinite(x[i]);
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-  return finite;
-}
-
-// b12x-quant's MXFP8 quantize-then-dequantize of v[0, n) in place (E4M3, UE8M0 per 32, the
-// CeilPow2 rule: code = ceil_pow2(amax * (1/448)), q = e4m3(x * 2^(127 - code)), x^ = q *
-// 2^(code - 127)); a block holding NaN or Inf becomes NaN, an all-zero one zeros. One thread per
-// block; the caller synchronizes before and after.
+// The row quantizers of the simple path: one thread per block of v[0, n) in place (moe_math.cuh's
+// block rules: MXFP8 per 32, NVFP4 per 16 with encode scale enc, divided by it as b12x-quant's
+// dequantizer does); the caller synchronizes before and after.
 __device__ __forceinline__ void mxfp8_qdq_row(float* v, int n) {
-  for (int b = threadIdx.x; b < n / 32; b += blockDim.x) {
-    float* x = v + b * 32;
-    float amax;
-    const bool finite = finite_amax<32>(x, amax);
-    if (!finite || amax == 0.0f) {
-      for (int i = 0; i < 32; ++i) x[i] = finite ? 0.0f : __uint_as_float(0x7FC00000u);
-      continue;
-    }
-    const float p = amax * (1.0f / 448.0f);
-    const uint32_t code = p == 0.0f ? 0u : ceil_pow2_code(p);
-    const float m = pow2_neg_ue8m0(code), s = ue8m0_value(code);
-    for (int i = 0; i < 32; ++i) x[i] = ue4m3_value(e4m3x2(x[i] * m, 0.0f) & 0xFFu) * s;
-  }
+  for (int b = threadIdx.x; b < n / 32; b += blockDim.x) mxfp8_qdq_block(v + b * 32);
 }
-
-// b12x-quant's NVFP4 quantize-then-dequantize of v[0, n) in place with encode scale `enc`: per
-// block of 16, s = ue4m3(enc * (amax / 6)); zero blocks (f32(s) == 0) become zeros, else
-// r = 1 / (f32(s) * (1 / enc)), q = e2m1(x * r), x^ = (q * f32(s)) / enc; a block holding NaN or
-// Inf becomes NaN. One thread per block; the caller synchronizes before and after.
 __device__ __forceinline__ void nvfp4_qdq_row(float* v, int n, float enc) {
-  for (int b = threadIdx.x; b < n / 16; b += blockDim.x) {
-    float* x = v + b * 16;
-    float amax;
-    if (!finite_amax<16>(x, amax)) {
-      for (int i = 0; i < 16; ++i) x[i] = __uint_as_float(0x7FC00000u);
-      continue;
-    }
-    const float fs = ue4m3_value(ue4m3(enc * (amax / 6.0f)));
-    if (fs == 0.0f) {
-      for (int i = 0; i < 16; ++i) x[i] = 0.0f;
-      continue;
-    }
-    const float r = 1.0f / (fs * (1.0f / enc));
-    for (int i = 0; i < 16; ++i) x[i] = (e2m1_value(e2m1_rne(x[i] * r)) * fs) / enc;
-  }
+  for (int b = threadIdx.x; b < n / 16; b += blockDim.x) nvfp4_qdq_block<true>(v + b * 16, enc);
 }
 
 // The recipe's activation operand: row v[0, n) as the GEMM sees it (W4A16: as is).
@@ -162,21 +113,6 @@ __device__ __forceinline__ void act_operand(float* v, int n, const float* a_enc,
   } else if constexpr (RECIPE == kNvfp4) {
     __syncthreads();
     nvfp4_qdq_row(v, n, __ldg(a_enc + e));
-  }
-}
-
-template <int ACT>
-__device__ __forceinline__ float moe_act(float g, float u, float limit) {
-  if constexpr (ACT == kActSilu) {
-    return silu_mul_f32(g, u, limit);
-  } else if constexpr (ACT == kActSwigluOai) {
-    const float gg = g > limit ? limit : g;
-    const float uu = u > limit ? limit : (u < -limit ? -limit : u);
-    const float e = expf(-(1.702f * gg));
-    return (uu + 1.0f) * (gg * (1.0f / (1.0f + e)));
-  } else {
-    const float r = g > 0.0f ? g : 0.0f;
-    return r * r;
   }
 }
 

@@ -329,7 +329,7 @@ fn block_sizes_follow_the_recipe() {
 // ---- the op's host side: arguments, parameters, built kernels ----------------------------------
 
 use b12x_core::{DType, TensorRef};
-use b12x_moe::fused_moe::{ActScaleArgs, Args, FusedMoeParams, Query, WeightArgs};
+use b12x_moe::fused_moe::{ActScaleArgs, Args, ExpertWeights, FusedMoeParams, Query, WeightArgs, WeightLayout};
 use common::{view, view_mut};
 
 /// Arguments for `t` tokens of `s`, every tensor at its own address (1 GiB apart).
@@ -341,18 +341,26 @@ fn op_args(s: &Shape, t: usize) -> Args<'static> {
         x: view(at(1), &[t, hd], DType::BF16),
         ids: view(at(2), &[t, k], DType::I32),
         weights: view(at(3), &[t, k], DType::F32),
-        experts: WeightArgs {
+        experts: ExpertWeights::RowMajor(WeightArgs {
             w1_codes: view(at(4), &[e, r1, hd / 2], DType::U8),
             w1_scales: view(at(5), &[e, r1, hd / b], DType::U8),
             w1_enc: nv.then(|| view(at(6), &[e], DType::F32)),
             w2_codes: view(at(7), &[e, hd, i / 2], DType::U8),
             w2_scales: view(at(8), &[e, hd, i / b], DType::U8),
             w2_enc: nv.then(|| view(at(9), &[e], DType::F32)),
-        },
+        }),
         act_scales: (s.recipe == Recipe::Nvfp4)
             .then(|| ActScaleArgs { fc1: view(at(12), &[e], DType::F32), fc2: view(at(13), &[e], DType::F32) }),
         y: view_mut(at(10), &[t, hd], DType::BF16),
         error: view_mut(at(11), &[1], DType::I32),
+    }
+}
+
+/// The row-major weights of `a` (op_args builds them so).
+fn rm<'b, 'a>(a: &'b mut Args<'a>) -> &'b mut WeightArgs<'a> {
+    match &mut a.experts {
+        ExpertWeights::RowMajor(w) => w,
+        ExpertWeights::Packed(_) => unreachable!("op_args builds row-major weights"),
     }
 }
 
@@ -363,12 +371,12 @@ fn params_struct_mirrors_the_kernel() {
 
 #[test]
 fn args_fill_the_params() {
-    let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 16 };
+    let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 16, layout: WeightLayout::RowMajor };
     let p = q.kernel_params(&op_args(&q.shape, 5)).unwrap();
     assert_eq!((p.tokens, p.top_k, p.experts, p.hidden, p.inter), (5, 8, 128, 2048, 768));
     assert_eq!((p.x, p.w1_enc, p.w2_enc, p.y, p.error), (1 << 30, 6 << 30, 9 << 30, 10 << 30, 11 << 30));
     assert_eq!((p.ldx, p.ldy, p.limit, p.h, p.y_pairs), (2048, 2048, f32::INFINITY, 0, 0));
-    let q = Query { shape: Shape::gpt_oss_120b(), max_tokens: 1 };
+    let q = Query { shape: Shape::gpt_oss_120b(), max_tokens: 1, layout: WeightLayout::RowMajor };
     let p = q.kernel_params(&op_args(&q.shape, 1)).unwrap();
     assert_eq!((p.w1_enc, p.w2_enc, p.limit), (0, 0, 7.0));
     assert_eq!(
@@ -387,26 +395,26 @@ fn args_fill_the_params() {
 
 #[test]
 fn bad_args_are_typed_errors() {
-    let nv = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4 };
-    let mx = Query { shape: Shape::gpt_oss_120b(), max_tokens: 4 };
+    let nv = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4, layout: WeightLayout::RowMajor };
+    let mx = Query { shape: Shape::gpt_oss_120b(), max_tokens: 4, layout: WeightLayout::RowMajor };
     let fails = |q: &Query, a: Args<'static>| q.kernel_params(&a).unwrap_err();
     assert!(matches!(fails(&nv, op_args(&nv.shape, 5)), Error::Capacity { got: 5, capacity: 4, .. }));
     let mut a = op_args(&nv.shape, 2);
-    a.experts.w2_enc = None;
+    rm(&mut a).w2_enc = None;
     assert!(matches!(fails(&nv, a), Error::Shape { tensor: "w2_enc", .. }));
     let mut a = op_args(&mx.shape, 2);
-    a.experts.w1_enc = Some(view(6 << 30, &[128], DType::F32));
+    rm(&mut a).w1_enc = Some(view(6 << 30, &[128], DType::F32));
     assert!(matches!(fails(&mx, a), Error::Shape { tensor: "w1_enc", .. }));
     let mut a = op_args(&nv.shape, 2);
     // The MXFP4 scale count (K/32) for an NVFP4 shape (K/16).
-    a.experts.w1_scales = view(5 << 30, &[128, 1536, 2048 / 32], DType::U8);
+    rm(&mut a).w1_scales = view(5 << 30, &[128, 1536, 2048 / 32], DType::U8);
     assert!(matches!(fails(&nv, a), Error::Shape { tensor: "w1_scales", .. }));
     let mut a = op_args(&nv.shape, 2);
     a.ids = view(2 << 30, &[2, 8], DType::F32);
     assert!(matches!(fails(&nv, a), Error::DType { tensor: "ids", .. }));
     let mut a = op_args(&nv.shape, 2);
     // SAFETY: never dereferenced.
-    a.experts.w2_codes =
+    rm(&mut a).w2_codes =
         unsafe { TensorRef::from_raw(7 << 30, &[128, 2048, 384], &[2048 * 400, 400, 1], DType::U8) }.unwrap();
     assert!(matches!(fails(&nv, a), Error::Stride { tensor: "w2_codes", .. }));
     let mut a = op_args(&nv.shape, 2);
@@ -416,7 +424,11 @@ fn bad_args_are_typed_errors() {
     a.error = view_mut(10 << 30, &[1], DType::I32);
     assert!(matches!(fails(&nv, a), Error::Aliasing { .. }));
     // The NVFP4 recipe needs its activation scales, the others take none.
-    let nvr = Query { shape: Shape { recipe: Recipe::Nvfp4, ..Shape::qwen3_30b_a3b() }, max_tokens: 4 };
+    let nvr = Query {
+        shape: Shape { recipe: Recipe::Nvfp4, ..Shape::qwen3_30b_a3b() },
+        max_tokens: 4,
+        layout: WeightLayout::RowMajor,
+    };
     let p = nvr.kernel_params(&op_args(&nvr.shape, 2)).unwrap();
     assert_eq!((p.a1_enc, p.a2_enc), (12 << 30, 13 << 30));
     let mut a = op_args(&nvr.shape, 2);
@@ -433,11 +445,18 @@ fn bad_args_are_typed_errors() {
     let mut a = op_args(&nvr.shape, 2);
     a.y = view_mut(13 << 30, &[2, 2048], DType::BF16);
     assert!(matches!(fails(&nvr, a), Error::Aliasing { .. }));
-    let w4a8 = Query { shape: Shape::deepseek_v4_flash_tp2(), max_tokens: 4 };
+    let w4a8 = Query { shape: Shape::deepseek_v4_flash_tp2(), max_tokens: 4, layout: WeightLayout::RowMajor };
     assert_eq!(w4a8.kernel_params(&op_args(&w4a8.shape, 3)).unwrap().a1_enc, 0);
     // Queries the simple path does not serve.
     for (q, field) in [
-        (Query { shape: Shape { hidden: 8192 + 32, ..Shape::gpt_oss_120b() }, max_tokens: 4 }, "hidden"),
+        (
+            Query {
+                shape: Shape { hidden: 8192 + 32, ..Shape::gpt_oss_120b() },
+                max_tokens: 4,
+                layout: WeightLayout::RowMajor,
+            },
+            "hidden",
+        ),
         (Query { max_tokens: 0, ..nv }, "max_tokens"),
         (Query { max_tokens: 8192, ..nv }, "max_tokens"),
     ] {
@@ -453,7 +472,7 @@ fn every_symbol_is_built_for_every_arch_without_spills() {
     let mut symbols = Vec::new();
     for recipe in [Recipe::W4a16(Fp4::Nvfp4), Recipe::W4a16(Fp4::Mxfp4), Recipe::W4a8Mx, Recipe::Nvfp4] {
         for act in [Activation::Silu { limit: None }, Activation::SwigluOai { limit: 7.0 }, Activation::Relu2] {
-            symbols.extend(Query { shape: tiny(act, recipe), max_tokens: 1 }.symbols());
+            symbols.extend(Query { shape: tiny(act, recipe), max_tokens: 1, layout: WeightLayout::RowMajor }.symbols());
         }
     }
     symbols.sort();
@@ -498,4 +517,279 @@ fn random_experts_stack_in_order(#[case] s: Shape) {
         }
         _ => panic!("wrong format"),
     }
+}
+
+// ---- the decode path's host side: packed experts, grouping, the kernels' index math ------------
+
+use b12x_gemm::blockscaled::pack::sm90_unpermute_word;
+use b12x_moe::fused_moe::packed::{self, group, max_slots, source_row, PackedExpertsHost};
+use b12x_moe::fused_moe::{MoeGemvParams, MoeRouteParams, MoeRowsParams, MAX_DECODE_PAIRS};
+use b12x_quant::codec::{ue4m3_decode, ue8m0_decode};
+use b12x_quant::layout::swizzled_offset;
+
+/// The gate/up interleave and the padding map packed rows one-to-one onto the matrix's rows.
+#[rstest]
+#[case::gated(2 * 32, true)]
+#[case::gated_pad(2 * 576, true)]
+#[case::plain(96, false)]
+fn packed_rows_are_a_permutation(#[case] rows: usize, #[case] interleave: bool) {
+    let padded = rows.div_ceil(packed::ROW_BLOCK) * packed::ROW_BLOCK;
+    let mut seen = vec![false; rows];
+    for r in 0..padded {
+        if let Some(src) = source_row(r, rows, interleave) {
+            assert!(!seen[src], "row {src} twice");
+            seen[src] = true;
+            if interleave {
+                // MMA rows g and g + 8 of a 16-row slab: gate j and up j, j = slab · 8 + g.
+                let j = 8 * (r / 16) + r % 8;
+                assert_eq!(src, if r % 16 < 8 { j } else { rows / 2 + j });
+            }
+        }
+    }
+    assert!(seen.iter().all(|&s| s));
+}
+
+/// Packing is exactly invertible and pads to whole 128-row blocks per expert.
+#[rstest]
+#[case::nvfp4_silu(Shape { inter: 96, ..tiny(Activation::Silu { limit: None }, Recipe::W4a16(Fp4::Nvfp4)) })]
+#[case::mxfp4_oai(Shape { hidden: 96, ..tiny(Activation::SwigluOai { limit: 7.0 }, Recipe::W4a8Mx) })]
+#[case::mxfp4_relu2(tiny(Activation::Relu2, Recipe::W4a16(Fp4::Mxfp4)))]
+fn packing_round_trips(#[case] s: Shape) {
+    let x = Experts::random(&s, 5);
+    let p = packed::pack_host(&s, &x).unwrap();
+    assert_eq!(p.fc1.unpack(), x.fc1);
+    assert_eq!(p.fc2.unpack(), x.fc2);
+    let rbs1 = s.fc1_rows().div_ceil(128);
+    assert_eq!((p.fc1.rbs, p.fc1.interleaved, p.fc2.interleaved), (rbs1, s.activation.gated(), false));
+    assert_eq!(p.fc1.codes.len(), s.experts * rbs1 * 128 * s.hidden / 2);
+    let tiles = (s.hidden / s.recipe.weights().block()).div_ceil(4);
+    assert_eq!(p.fc1.scales.len(), s.experts * rbs1 * tiles * 512);
+    // Experts::random's MXFP4 scale bytes 118..=124: offset 0, BF16 field e + 126.
+    if s.recipe.weights() == Fp4::Mxfp4 {
+        assert_eq!(p.fc1.kernel_scales().unwrap(), (126, 1.0));
+    } else {
+        assert_eq!(p.fc1.kernel_scales().unwrap(), (0, 128.0));
+    }
+    // Experts of another shape are refused.
+    let other = Shape { inter: 2 * s.inter, ..s };
+    assert!(matches!(packed::pack_host(&other, &x), Err(Error::InvalidQuery { field: "experts", .. })));
+}
+
+/// MXFP4 scale bytes spanning more binades than BF16 holds are refused (gemm.blockscaled's rule).
+#[test]
+fn mxfp4_scale_range_is_checked() {
+    let s = tiny(Activation::Silu { limit: None }, Recipe::W4a16(Fp4::Mxfp4));
+    let mut x = Experts::random(&s, 6);
+    let mx = |x: &mut Experts| match &mut x.fc2[1] {
+        ExpertMatrix::Mxfp4(q) => q.clone(),
+        _ => panic!("mxfp4"),
+    };
+    let mut q = mx(&mut x);
+    q.scales[0] = 0; // 2^-127 next to 2^-3: 124 binades, fine
+    q.codes[0] = 0x11;
+    x.fc2[1] = ExpertMatrix::Mxfp4(q.clone());
+    packed::pack_host(&s, &x).unwrap();
+    q.scales[1] = 254; // 2^127: c = 126, then 0 - 126 < -5
+    q.codes[16] = 0x11;
+    x.fc2[1] = ExpertMatrix::Mxfp4(q);
+    assert!(matches!(packed::pack_host(&s, &x), Err(Error::InvalidQuery { field: "experts", .. })));
+}
+
+/// The grouping oracle: stable rows per expert, slots of at most R rows, bad ids dropped.
+#[test]
+fn grouping_is_stable_and_bounded() {
+    let ids = [3, 1, 9, 1, 3, 1, -1, 1, 1];
+    let g = group(&ids, 8, 3, 2);
+    // Valid pairs by expert: 1 → pairs 1, 3, 5, 7, 8; 3 → 0, 4. (9 and -1 are outside [0, 8).)
+    assert_eq!(g.pair_row, [5, 0, -1, 1, 6, 2, -1, 3, 4]);
+    assert_eq!(g.row_token, [0, 1, 1, 2, 2, 0, 1]);
+    assert_eq!(g.row_expert, [1, 1, 1, 1, 1, 3, 3]);
+    assert_eq!(g.slots, [[1, 0, 2, 0], [1, 2, 2, 0], [1, 4, 1, 0], [3, 5, 2, 0]]);
+    assert!(g.fault);
+    assert!(!group(&[0, 1], 2, 2, 8).fault);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    for _ in 0..200 {
+        let (e, k, r) = (rng.random_range(1..40), rng.random_range(1..9), [8, 16][rng.random_range(0..2)]);
+        let t = rng.random_range(0..70);
+        let ids: Vec<i32> = (0..t * k).map(|_| rng.random_range(-2..e as i32 + 2)).collect();
+        let g = group(&ids, e, k, r);
+        assert!(g.slots.len() <= max_slots(e, t * k, r), "{e} {k} {r} {t}");
+        let mut next = 0;
+        for s in &g.slots {
+            assert!(s[2] >= 1 && s[2] as usize <= r && s[1] == next);
+            next += s[2];
+            assert!((0..s[2]).all(|i| g.row_expert[(s[1] + i) as usize] == s[0]));
+        }
+        assert_eq!(next as usize, g.row_token.len());
+    }
+}
+
+/// One packed weight element: expert e's packed row r, column c (the kernels' view of the
+/// layout: bit-permuted words, swizzled scales), times 1 / enc for NVFP4.
+fn packed_at(m: &packed::PackedMatrixHost, e: usize, r: usize, c: usize) -> f64 {
+    let (k, padded) = (m.k, m.rbs * 128);
+    let row = e * padded + r;
+    let word_at = row * k / 2 + (c / 8) * 4;
+    let word = u32::from_le_bytes(m.codes[word_at..word_at + 4].try_into().unwrap());
+    let code = ((sm90_unpermute_word(word) >> (4 * (c % 8))) & 0xF) as u8;
+    let b = m.format.block();
+    let per = m.scales.len() / m.experts();
+    let sc = m.scales[e * per + swizzled_offset(r, c / b, k / b)];
+    let v = f64::from(b12x_quant::codec::e2m1_decode(code));
+    match m.format {
+        Fp4::Nvfp4 => v * f64::from(ue4m3_decode(sc)) / f64::from(m.enc[e]),
+        Fp4::Mxfp4 => v * f64::from(ue8m0_decode(sc)),
+    }
+}
+
+/// The decode path on the CPU, with the kernels' indexing: the route's grouping, FC1 over each
+/// slot's packed row blocks with the epilogue's row → (gate j, up j) map, FC2 over h's rows,
+/// the combine through pair_row. Equal to the oracle within its comparison rule: the packed
+/// layout, the interleave and the index math are what this checks.
+fn emulate(s: &Shape, p: &PackedExpertsHost, x: &[bf16], ids: &[i32], w: &[f32], act: &ActScales) -> Vec<bf16> {
+    let (k, hd, i) = (s.top_k, s.hidden, s.inter);
+    let t = ids.len() / k;
+    let g = group(ids, s.experts, k, if t <= 8 { 8 } else { 16 });
+    let rows = g.row_token.len();
+    let enc = |e: usize| (s.recipe == Recipe::Nvfp4).then(|| (act.fc1[e], act.fc2[e]));
+    let mut h = vec![bf16::ZERO; rows * i];
+    let mut y_rows = vec![bf16::ZERO; rows * hd];
+    for sl in &g.slots {
+        let e = sl[0] as usize;
+        for row in sl[1] as usize..(sl[1] + sl[2]) as usize {
+            let tok = g.row_token[row] as usize;
+            let pair = g.pair_row.iter().position(|&r| r == row as i32).unwrap();
+            let xh = act_operand(s.recipe, &x[tok * hd..][..hd], enc(e).map(|v| v.0)).unwrap();
+            let dot = |r: usize| -> f32 {
+                (xh.iter().enumerate().map(|(c, &v)| f64::from(v) * packed_at(&p.fc1, e, r, c)).sum::<f64>()) as f32
+            };
+            for local in (0..p.fc1.rbs * 128).step_by(16) {
+                for gg in 0..8 {
+                    let (lo, hi) =
+                        (bf16::from_f32(dot(local + gg)).to_f32(), bf16::from_f32(dot(local + gg + 8)).to_f32());
+                    if s.activation.gated() {
+                        let j = local / 2 + gg;
+                        if j < i {
+                            h[row * i + j] = bf16::from_f32(w[pair] * activate(s.activation, lo, hi));
+                        }
+                    } else {
+                        for (r, v) in [(local + gg, lo), (local + gg + 8, hi)] {
+                            if r < i {
+                                h[row * i + r] = bf16::from_f32(w[pair] * activate(s.activation, v, 0.0));
+                            }
+                        }
+                    }
+                }
+            }
+            let hh = act_operand(s.recipe, &h[row * i..][..i], enc(e).map(|v| v.1)).unwrap();
+            for o in 0..hd {
+                let v: f64 = hh.iter().enumerate().map(|(c, &v)| f64::from(v) * packed_at(&p.fc2, e, o, c)).sum();
+                y_rows[row * hd + o] = bf16::from_f32(v as f32);
+            }
+        }
+    }
+    let mut y = Vec::with_capacity(t * hd);
+    for tok in 0..t {
+        for o in 0..hd {
+            let acc: f32 = (0..k)
+                .filter_map(|j| {
+                    let r = g.pair_row[tok * k + j];
+                    (r >= 0).then(|| y_rows[r as usize * hd + o].to_f32())
+                })
+                .sum();
+            y.push(bf16::from_f32(acc));
+        }
+    }
+    y
+}
+
+#[rstest]
+#[case::nvfp4_silu(tiny(Activation::Silu { limit: Some(1.0) }, Recipe::W4a16(Fp4::Nvfp4)), 3)]
+#[case::mxfp4_oai(Shape { inter: 96, ..tiny(Activation::SwigluOai { limit: 7.0 }, Recipe::W4a16(Fp4::Mxfp4)) }, 9)]
+#[case::w4a8_relu2(tiny(Activation::Relu2, Recipe::W4a8Mx), 5)]
+#[case::nvfp4_nvfp4(tiny(Activation::Silu { limit: None }, Recipe::Nvfp4), 2)]
+fn decode_emulation_matches_the_oracle(#[case] s: Shape, #[case] t: usize) {
+    let x = Experts::random(&s, 8);
+    let p = packed::pack_host(&s, &x).unwrap();
+    let act = ActScales::random(s.experts, 4);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(t as u64);
+    let xs: Vec<bf16> = (0..t * s.hidden).map(|_| bf16::from_f32(rng.random_range(-2.0f32..2.0))).collect();
+    let mut ids: Vec<i32> = (0..t * s.top_k).map(|_| rng.random_range(0..s.experts as i32)).collect();
+    ids[0] = s.experts as i32; // masked
+    let w: Vec<f32> = (0..t * s.top_k).map(|_| rng.random_range(0.05f32..1.0)).collect();
+    let want = fused_moe(&s, &x, &xs, &ids, &w, Some(&act)).unwrap();
+    let got = emulate(&s, &p, &xs, &ids, &w, &act);
+    for (tok, (g, o)) in got.chunks(s.hidden).zip(want.y.chunks(s.hidden)).enumerate() {
+        let (g, o): (Vec<f64>, Vec<f64>) =
+            (g.iter().map(|v| v.to_f64()).collect(), o.iter().map(|v| v.to_f64()).collect());
+        let cos = b12x_core::testing::cosine_diff(&g, &o);
+        assert!(cos <= 2e-4, "token {tok}: 1 − cos {cos:.3e}");
+    }
+}
+
+/// Swapping the interleave's halves (a layout bug) is caught by the emulation: the check above
+/// can fail.
+#[test]
+fn decode_emulation_detects_a_layout_bug() {
+    let s = tiny(Activation::Silu { limit: None }, Recipe::W4a16(Fp4::Nvfp4));
+    let x = Experts::random(&s, 8);
+    let mut p = packed::pack_host(&s, &x).unwrap();
+    // Swap the gate and up halves of every slab of expert 0... of every expert.
+    let cb = s.hidden / 2;
+    for blk in 0..p.fc1.codes.len() / (16 * cb) {
+        let slab = &mut p.fc1.codes[blk * 16 * cb..][..16 * cb];
+        let (a, b) = slab.split_at_mut(8 * cb);
+        a.swap_with_slice(b);
+    }
+    let act = ActScales::random(s.experts, 4);
+    let xs: Vec<bf16> = (0..s.hidden).map(|c| bf16::from_f32((c % 7) as f32 / 4.0 - 0.7)).collect();
+    let ids: Vec<i32> = (0..s.top_k as i32).collect();
+    let w = vec![0.5f32; s.top_k];
+    let want = fused_moe(&s, &x, &xs, &ids, &w, Some(&act)).unwrap();
+    let got = emulate(&s, &p, &xs, &ids, &w, &act);
+    let (g, o): (Vec<f64>, Vec<f64>) =
+        (got.iter().map(|v| v.to_f64()).collect(), want.y.iter().map(|v| v.to_f64()).collect());
+    assert!(b12x_core::testing::cosine_diff(&g, &o) > 1e-2);
+}
+
+#[test]
+fn decode_params_mirror_the_kernels() {
+    assert_eq!(std::mem::size_of::<MoeRouteParams>(), 136);
+    assert_eq!(std::mem::size_of::<MoeGemvParams>(), 384);
+    assert_eq!(std::mem::align_of::<MoeGemvParams>(), 64);
+    assert_eq!(std::mem::size_of::<MoeRowsParams>(), 88);
+}
+
+/// What the decode path serves: Hd, I multiples of 32, T·k ≤ MAX_DECODE_PAIRS; every model
+/// preset fits.
+#[test]
+fn decode_queries_are_validated() {
+    let packed = WeightLayout::Packed;
+    for sh in
+        [Shape::deepseek_v4_flash_tp2(), Shape::deepseek_v41_flash_tp4(), Shape::qwen3_30b_a3b(), Shape::gpt_oss_120b()]
+    {
+        Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k, layout: packed }.validate().unwrap();
+        let q = Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed };
+        assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "max_tokens", .. })));
+    }
+    let nv48 = Shape { hidden: 48, inter: 16, ..tiny(Activation::Relu2, Recipe::W4a16(Fp4::Nvfp4)) };
+    let q = Query { shape: nv48, max_tokens: 1, layout: packed };
+    assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "hidden", .. })));
+    // The row-major path serves it.
+    Query { layout: WeightLayout::RowMajor, ..q }.validate().unwrap();
+}
+
+#[test]
+fn decode_symbols_are_built_for_every_arch_without_spills() {
+    let mut symbols = Vec::new();
+    for recipe in [Recipe::W4a16(Fp4::Nvfp4), Recipe::W4a16(Fp4::Mxfp4)] {
+        for nt in [1, 2] {
+            let q = Query { shape: tiny(Activation::Relu2, recipe), max_tokens: 1, layout: WeightLayout::Packed };
+            symbols.extend(q.decode_symbols(nt));
+        }
+    }
+    symbols.sort();
+    symbols.dedup();
+    assert_eq!(symbols.len(), 7);
+    b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
 }

@@ -1,5 +1,8 @@
-//! GPU validation of `moe.fused_moe`'s simple path (libtest-mimic; listed as ignored without a
-//! CUDA device) against its CPU oracle (`fused_moe::reference`).
+//! GPU validation of `moe.fused_moe` — the simple path (`WeightLayout::RowMajor`) and the decode
+//! path (`WeightLayout::Packed`), every case on both (trial names `simple::…`, `decode::…`) —
+//! against its CPU oracle (`fused_moe::reference`; libtest-mimic, listed as ignored without a
+//! CUDA device). The decode path's grouping in the scratch (slot count, slots, rows per pair,
+//! token and expert per row) must equal `packed::group` exactly.
 //!
 //! Comparison rule (a decision): the oracle rounds every dot product once from f64, the kernels
 //! from an f32 accumulator in another order, so a BF16 intermediate (g, u, h, an expert's output)
@@ -12,7 +15,8 @@
 //! layout b12x-quant's structs hold; NVFP4 activation scales `reference::ActScales::random`.
 //! Cases: tiny shapes for every activation (SiLU with and without a limit, SwiGLU-OAI, ReLU²)
 //! and recipe (W4A16 NVFP4 / MXFP4, W4A8 MX, NVFP4 × NVFP4 with per-expert activation scales)
-//! at T ∈ {1, 2, 5, 8, 64}; the model shapes with their activations and recipes at
+//! at T ∈ {1, 2, 5, 8, 64} (the decode path's two buckets: 8- and 16-row slots; T = 64 with
+//! shared routing splits each expert into four slots); the model shapes with their activations and recipes at
 //! T ∈ {1, 8} (DeepSeek-V4-Flash TP2 and V4.1-Flash TP4 W4A8 MX, Qwen3-30B-A3B W4A16 NVFP4 and
 //! NVFP4 × NVFP4, gpt-oss-120b W4A16 MXFP4); routings from
 //! every token on the same experts to all distinct, experts no token picks; ids outside
@@ -23,7 +27,10 @@ use b12x_core::half::bf16;
 use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, uniform, GpuTrial};
 use b12x_core::{Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
 use b12x_moe::fused_moe::reference::{fused_moe, ActScales, Experts};
-use b12x_moe::fused_moe::{self, ActScaleArgs, Activation, Args, Fp4, Query, Recipe, Shape, WeightArgs};
+use b12x_moe::fused_moe::{
+    self, packed, ActScaleArgs, Activation, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Shape, WeightArgs,
+    WeightLayout,
+};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
@@ -79,12 +86,18 @@ struct DevExperts {
     a2: CudaSlice<f32>,
     /// The same on the host, for the oracle.
     act: ActScales,
+    /// The decode path's layout of the same experts.
+    packed: Option<PackedExperts>,
 }
 
-fn upload_experts(x: &Experts, s: &Arc<CudaStream>) -> Result<DevExperts, String> {
+fn upload_experts(sh: &Shape, x: &Experts, layout: WeightLayout, s: &Arc<CudaStream>) -> Result<DevExperts, String> {
     let (w1, w2) = x.stacked();
     let act = ActScales::random(x.fc1.len(), x.fc1.len() as u64);
     Ok(DevExperts {
+        packed: match layout {
+            WeightLayout::Packed => Some(PackedExperts::new(sh, x, s).map_err(err)?),
+            WeightLayout::RowMajor => None,
+        },
         a1: s.clone_htod(&act.fc1).map_err(err)?,
         a2: s.clone_htod(&act.fc2).map_err(err)?,
         act,
@@ -97,17 +110,20 @@ fn upload_experts(x: &Experts, s: &Arc<CudaStream>) -> Result<DevExperts, String
     })
 }
 
-fn weight_args<'a>(sh: &Shape, d: &'a DevExperts) -> Result<WeightArgs<'a>, String> {
+fn weight_args<'a>(sh: &Shape, d: &'a DevExperts) -> Result<ExpertWeights<'a>, String> {
+    if let Some(p) = &d.packed {
+        return Ok(ExpertWeights::Packed(p));
+    }
     let (e, hd, i, r1, b) = (sh.experts, sh.hidden, sh.inter, sh.fc1_rows(), sh.recipe.weights().block());
     let nv = sh.recipe.weights() == Fp4::Nvfp4;
-    Ok(WeightArgs {
+    Ok(ExpertWeights::RowMajor(WeightArgs {
         w1_codes: TensorRef::from_slice(&d.w1_codes, &[e, r1, hd / 2]).map_err(err)?,
         w1_scales: TensorRef::from_slice(&d.w1_scales, &[e, r1, hd / b]).map_err(err)?,
         w1_enc: nv.then(|| TensorRef::from_slice(&d.w1_enc, &[e])).transpose().map_err(err)?,
         w2_codes: TensorRef::from_slice(&d.w2_codes, &[e, hd, i / 2]).map_err(err)?,
         w2_scales: TensorRef::from_slice(&d.w2_scales, &[e, hd, i / b]).map_err(err)?,
         w2_enc: nv.then(|| TensorRef::from_slice(&d.w2_enc, &[e])).transpose().map_err(err)?,
-    })
+    }))
 }
 
 fn act_args<'a>(sh: &Shape, d: &'a DevExperts) -> b12x_core::Result<Option<ActScaleArgs<'a>>> {
@@ -128,14 +144,14 @@ struct Call {
     scratch: CudaSlice<u8>,
 }
 
-fn new_call(q: &Query, x: &[bf16], ids: &[i32], w: &[f32], s: &Arc<CudaStream>) -> Result<Call, String> {
+fn new_call(plan: &fused_moe::Plan, x: &[bf16], ids: &[i32], w: &[f32], s: &Arc<CudaStream>) -> Result<Call, String> {
     Ok(Call {
         x: s.clone_htod(x).map_err(err)?,
         ids: s.clone_htod(ids).map_err(err)?,
         w: s.clone_htod(w).map_err(err)?,
         y: s.clone_htod(&vec![bf16::from_f32(f32::NAN); x.len().max(1)]).map_err(err)?,
         error: s.alloc_zeros(1).map_err(err)?,
-        scratch: s.alloc_zeros(q.scratch_layout().total_bytes().max(1)).map_err(err)?,
+        scratch: s.alloc_zeros(plan.scratch_layout().total_bytes().max(1)).map_err(err)?,
     })
 }
 
@@ -195,24 +211,70 @@ fn compare(hd: usize, got: &[bf16], want: &[bf16]) -> TrialResult {
     Ok(())
 }
 
-fn check(dev: &Arc<Device>, sh: Shape, t: usize, how: Routing, bad: &[(usize, i32)], seed: u64) -> TrialResult {
+/// The decode path's grouping in the scratch equals `packed::group` (slot rows: 8 for T ≤ 8,
+/// 16 above — the plan's buckets).
+fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: &Arc<CudaStream>) -> TrialResult {
+    let t = ids.len() / sh.top_k;
+    let want = packed::group(ids, sh.experts, sh.top_k, if t <= 8 { 8 } else { 16 });
+    let bytes = s.clone_dtoh(&c.scratch).map_err(err)?;
+    let layout = plan.scratch_layout();
+    let region = |name: &str| {
+        let r = layout.regions().iter().find(|r| r.name == name).expect("a decode scratch region");
+        bytes[r.offset..r.offset + r.bytes]
+            .chunks_exact(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect::<Vec<i32>>()
+    };
+    let (meta, slots) = (region("meta"), region("slots"));
+    let rows = want.row_token.len();
+    if meta[0] as usize != want.slots.len() || meta[1] as usize != rows {
+        return Err(format!("grouping: {} slots / {} rows, want {} / {rows}", meta[0], meta[1], want.slots.len()));
+    }
+    let got_slots: Vec<[i32; 4]> =
+        slots.chunks_exact(4).take(want.slots.len()).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+    if got_slots != want.slots {
+        return Err(format!("grouping: slots {got_slots:?}, want {:?}", want.slots));
+    }
+    for (name, want) in [("pair_row", &want.pair_row), ("row_token", &want.row_token), ("row_expert", &want.row_expert)]
+    {
+        let got = region(name);
+        if got[..want.len()] != want[..] {
+            return Err(format!("grouping: {name} {:?}, want {want:?}", &got[..want.len()]));
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(
+    dev: &Arc<Device>,
+    layout: WeightLayout,
+    sh: Shape,
+    t: usize,
+    how: Routing,
+    bad: &[(usize, i32)],
+    seed: u64,
+) -> TrialResult {
     let s = dev.stream();
-    let q = Query { shape: sh, max_tokens: t.max(1) };
+    let q = Query { shape: sh, max_tokens: t.max(1), layout };
     let (plan, session) = prepared(dev, &q)?;
     let experts = Experts::random(&sh, seed);
-    let d = upload_experts(&experts, s)?;
+    let d = upload_experts(&sh, &experts, layout, s)?;
     let x: Vec<bf16> = uniform(seed ^ 0xabc, t * sh.hidden, -2.0, 2.0).into_iter().map(bf16::from_f32).collect();
     let (mut ids, w) = route(&sh, t, how, seed);
     for &(slot, id) in bad {
         ids[slot] = id;
     }
     let want = fused_moe(&sh, &experts, &x, &ids, &w, Some(&d.act)).map_err(err)?;
-    let mut c = new_call(&q, &x, &ids, &w, s)?;
+    let mut c = new_call(&plan, &x, &ids, &w, s)?;
     run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;
     let got = s.clone_dtoh(&c.y).map_err(err)?;
     let error = s.clone_dtoh(&c.error).map_err(err)?[0] as u32;
     if error != want.faults {
         return Err(format!("error word {error:#x}, the oracle has {:#x}", want.faults));
+    }
+    if layout == WeightLayout::Packed && t > 0 {
+        check_grouping(&plan, &sh, &c, &ids, s)?;
     }
     compare(sh.hidden, &got[..t * sh.hidden], &want.y)?;
     // Bitwise reproducible: a second eager run and a graph replay.
@@ -234,6 +296,8 @@ fn tiny(f: Fp4, activation: Activation) -> Shape {
     Shape { experts: 16, top_k: 4, hidden: 256, inter: 128, activation, recipe: Recipe::W4a16(f) }
 }
 
+const LAYOUTS: [(&str, WeightLayout); 2] = [("simple", WeightLayout::RowMajor), ("decode", WeightLayout::Packed)];
+
 fn trials() -> Vec<GpuTrial> {
     let mut out = Vec::new();
     let acts = [
@@ -248,16 +312,6 @@ fn trials() -> Vec<GpuTrial> {
         ("w4a8_mx", Recipe::W4a8Mx),
         ("nvfp4", Recipe::Nvfp4),
     ];
-    for (fname, recipe) in recipes {
-        for (aname, act) in acts {
-            for t in [1usize, 2, 5, 8, 64] {
-                let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
-                out.push(GpuTrial::new(format!("tiny::{fname}_{aname}::t{t}"), move |dev| {
-                    check(dev, sh, t, Routing::Random, &[], t as u64)
-                }));
-            }
-        }
-    }
     let models = [
         ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
         ("deepseek_v41_flash_tp4", Shape::deepseek_v41_flash_tp4()),
@@ -265,57 +319,90 @@ fn trials() -> Vec<GpuTrial> {
         ("gpt_oss_120b", Shape::gpt_oss_120b()),
         ("qwen3_30b_a3b_nvfp4_nvfp4", Shape { recipe: Recipe::Nvfp4, ..Shape::qwen3_30b_a3b() }),
     ];
-    for (name, sh) in models {
-        for t in [1usize, 8] {
-            out.push(GpuTrial::new(format!("models::{name}::t{t}"), move |dev| {
-                check(dev, sh, t, Routing::Random, &[], 3)
-            }));
+    for (path, layout) in LAYOUTS {
+        for (fname, recipe) in recipes {
+            for (aname, act) in acts {
+                for t in [1usize, 2, 5, 8, 64] {
+                    let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
+                    out.push(GpuTrial::new(format!("{path}::tiny::{fname}_{aname}::t{t}"), move |dev| {
+                        check(dev, layout, sh, t, Routing::Random, &[], t as u64)
+                    }));
+                }
+            }
         }
+        for (name, sh) in models {
+            for t in [1usize, 8] {
+                out.push(GpuTrial::new(format!("{path}::models::{name}::t{t}"), move |dev| {
+                    check(dev, layout, sh, t, Routing::Random, &[], 3)
+                }));
+            }
+        }
+        for (name, how) in [("shared", Routing::Shared), ("distinct", Routing::Distinct)] {
+            let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
+            for t in [8usize, 64] {
+                out.push(GpuTrial::new(format!("{path}::routing::{name}::t{t}"), move |dev| {
+                    check(dev, layout, sh, t, how, &[], 5)
+                }));
+            }
+        }
+        // Ids outside [0, E): skipped and reported (E itself, a negative id, a huge one).
+        out.push(GpuTrial::new(format!("{path}::bad_ids_masked"), move |dev| {
+            let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
+            check(dev, layout, sh, 5, Routing::Random, &[(0, 16), (5, -1), (19, i32::MAX)], 7)
+        }));
+        // Every id bad: nothing grouped, y all zeros.
+        out.push(GpuTrial::new(format!("{path}::all_ids_bad"), move |dev| {
+            let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: None });
+            let bad: Vec<(usize, i32)> = (0..2 * sh.top_k).map(|i| (i, -1 - i as i32)).collect();
+            check(dev, layout, sh, 2, Routing::Random, &bad, 9)
+        }));
+        out.push(GpuTrial::new(format!("{path}::graph_replay_with_new_routing_equals_eager"), move |dev| {
+            graph_replay(dev, layout)
+        }));
+        out.push(GpuTrial::new(format!("{path}::run_allocates_nothing"), move |dev| {
+            let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: None });
+            let q = Query { shape: sh, max_tokens: 8, layout };
+            let (plan, _session) = prepared(dev, &q)?;
+            let s = dev.stream();
+            let d = upload_experts(&sh, &Experts::random(&sh, 1), layout, s)?;
+            let (ids, w) = route(&sh, 8, Routing::Random, 1);
+            let mut c = new_call(&plan, &vec![bf16::ONE; 8 * sh.hidden], &ids, &w, s)?;
+            check_run_allocates_nothing(dev, s, 10, || run_call(&plan, &sh, &d, &mut c, s))
+        }));
     }
-    for (name, how) in [("shared", Routing::Shared), ("distinct", Routing::Distinct)] {
-        let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
-        out.push(GpuTrial::new(format!("routing::{name}::t8"), move |dev| check(dev, sh, 8, how, &[], 5)));
+    // The decode path at its larger buckets on model shapes (T = 64: 16-row slots).
+    for (name, sh) in
+        [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
+    {
+        out.push(GpuTrial::new(format!("decode::models::{name}::t64"), move |dev| {
+            check(dev, WeightLayout::Packed, sh, 64, Routing::Random, &[], 4)
+        }));
     }
-    // Ids outside [0, E): skipped and reported (E itself, a negative id, a huge one).
-    out.push(GpuTrial::new("bad_ids_masked", |dev| {
-        let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
-        check(dev, sh, 5, Routing::Random, &[(0, 16), (5, -1), (19, i32::MAX)], 7)
-    }));
-    out.push(GpuTrial::new("graph_replay_with_new_routing_equals_eager", graph_replay));
-    out.push(GpuTrial::new("run_allocates_nothing", |dev| {
-        let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: None });
-        let q = Query { shape: sh, max_tokens: 8 };
-        let (plan, _session) = prepared(dev, &q)?;
-        let s = dev.stream();
-        let d = upload_experts(&Experts::random(&sh, 1), s)?;
-        let (ids, w) = route(&sh, 8, Routing::Random, 1);
-        let mut c = new_call(&q, &vec![bf16::ONE; 8 * sh.hidden], &ids, &w, s)?;
-        check_run_allocates_nothing(dev, s, 10, || run_call(&plan, &sh, &d, &mut c, s))
-    }));
-    out.push(GpuTrial::new("bad_inputs_are_typed_errors", bad_inputs));
+    out.push(GpuTrial::new("simple::bad_inputs_are_typed_errors", bad_inputs));
+    out.push(GpuTrial::new("decode::bad_inputs_are_typed_errors", bad_inputs_decode));
     out
 }
 
 /// Captured on one routing, replayed after new ids and weights are uploaded: equal to an eager
 /// call on the new routing.
-fn graph_replay(dev: &Arc<Device>) -> TrialResult {
+fn graph_replay(dev: &Arc<Device>, layout: WeightLayout) -> TrialResult {
     let s = dev.stream();
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) });
-    let q = Query { shape: sh, max_tokens: 8 };
+    let q = Query { shape: sh, max_tokens: 8, layout };
     let (plan, session) = prepared(dev, &q)?;
     let experts = Experts::random(&sh, 11);
-    let d = upload_experts(&experts, s)?;
+    let d = upload_experts(&sh, &experts, layout, s)?;
     let x: Vec<bf16> = (0..8 * sh.hidden).map(|i| bf16::from_f32(((i * 37) % 17) as f32 / 8.0 - 1.0)).collect();
     let (ids0, w0) = route(&sh, 8, Routing::Shared, 1);
     let (ids1, w1) = route(&sh, 8, Routing::Random, 2);
-    let mut c = new_call(&q, &x, &ids0, &w0, s)?;
+    let mut c = new_call(&plan, &x, &ids0, &w0, s)?;
     let exec = session.capture(s, |st| run_call(&plan, &sh, &d, &mut c, st)).map_err(err)?;
     s.memcpy_htod(&ids1, &mut c.ids).map_err(err)?;
     s.memcpy_htod(&w1, &mut c.w).map_err(err)?;
     // SAFETY: the graph's buffers live in `c` and `d`, alive here.
     unsafe { exec.launch() }.map_err(err)?;
     let replayed = s.clone_dtoh(&c.y).map_err(err)?;
-    let mut e = new_call(&q, &x, &ids1, &w1, s)?;
+    let mut e = new_call(&plan, &x, &ids1, &w1, s)?;
     run_call(&plan, &sh, &d, &mut e, s).map_err(err)?;
     if replayed != s.clone_dtoh(&e.y).map_err(err)? {
         return Err("the replay on a new routing differs from an eager call on it".into());
@@ -327,29 +414,31 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let s = dev.stream();
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: None });
     for (q, field) in [
-        (Query { shape: Shape { hidden: 40, ..sh }, max_tokens: 4 }, "hidden"),
-        (Query { shape: Shape { hidden: 8192 + 32, ..sh }, max_tokens: 4 }, "hidden"),
-        (Query { shape: sh, max_tokens: 0 }, "max_tokens"),
+        (Query { shape: Shape { hidden: 40, ..sh }, max_tokens: 4, layout: WeightLayout::RowMajor }, "hidden"),
+        (Query { shape: Shape { hidden: 8192 + 32, ..sh }, max_tokens: 4, layout: WeightLayout::RowMajor }, "hidden"),
+        (Query { shape: sh, max_tokens: 0, layout: WeightLayout::RowMajor }, "max_tokens"),
     ] {
         match fused_moe::plan(&q, dev) {
             Err(Error::InvalidQuery { field: f, .. }) if f == field => {}
             other => return Err(format!("{field}: want InvalidQuery, got {:?}", other.err())),
         }
     }
-    let q = Query { shape: sh, max_tokens: 4 };
+    let q = Query { shape: sh, max_tokens: 4, layout: WeightLayout::RowMajor };
     let (plan, _session) = prepared(dev, &q)?;
-    let d = upload_experts(&Experts::random(&sh, 2), s)?;
+    let d = upload_experts(&sh, &Experts::random(&sh, 2), WeightLayout::RowMajor, s)?;
     let (ids, w) = route(&sh, 4, Routing::Random, 2);
     let x = vec![bf16::ONE; 4 * sh.hidden];
-    let mut c = new_call(&q, &x, &ids, &w, s)?;
+    let mut c = new_call(&plan, &x, &ids, &w, s)?;
     // Scratch one byte short.
-    let mut small = s.alloc_zeros::<u8>(q.scratch_layout().total_bytes() - 1).map_err(err)?;
+    let mut small = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes() - 1).map_err(err)?;
     match fused_moe::run(&plan, call_args(&sh, &mut c, &d)?, Scratch::from_slice(&mut small), s) {
         Err(Error::ScratchTooSmall { .. }) => {}
         other => return Err(format!("short scratch: want ScratchTooSmall, got {other:?}")),
     }
     let mut a = call_args(&sh, &mut c, &d)?;
-    a.experts.w1_enc = None;
+    if let ExpertWeights::RowMajor(w) = &mut a.experts {
+        w.w1_enc = None;
+    }
     match fused_moe::run(&plan, a, Scratch::none(), s) {
         Err(Error::Shape { tensor: "w1_enc", .. }) => {}
         other => return Err(format!("no w1_enc: want Shape(w1_enc), got {other:?}")),
@@ -362,6 +451,62 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         other => return Err(format!("short x rows: want Shape(x), got {other:?}")),
     }
     // Nothing launched: y still holds its NaN fill, no fault.
+    if s.clone_dtoh(&c.y).map_err(err)?.iter().any(|v| !v.is_nan()) || s.clone_dtoh(&c.error).map_err(err)?[0] != 0 {
+        return Err("a refused call wrote y or the error word".into());
+    }
+    Ok(())
+}
+
+/// The decode path refuses bad calls before launching anything: a query it cannot serve, packed
+/// experts of another shape, row-major weights on a packed plan, short scratch, misaligned x.
+fn bad_inputs_decode(dev: &Arc<Device>) -> TrialResult {
+    let s = dev.stream();
+    let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: None });
+    let packed = WeightLayout::Packed;
+    for (q, field) in [
+        (Query { shape: Shape { hidden: 272, ..sh }, max_tokens: 4, layout: packed }, "hidden"),
+        (Query { shape: sh, max_tokens: fused_moe::MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed }, "max_tokens"),
+    ] {
+        match fused_moe::plan(&q, dev) {
+            Err(Error::InvalidQuery { field: f, .. }) if f == field => {}
+            other => return Err(format!("{field}: want InvalidQuery, got {:?}", other.err())),
+        }
+    }
+    let q = Query { shape: sh, max_tokens: 4, layout: packed };
+    let (plan, _session) = prepared(dev, &q)?;
+    let d = upload_experts(&sh, &Experts::random(&sh, 2), packed, s)?;
+    let other = Shape { inter: 256, ..sh };
+    let d_other = upload_experts(&other, &Experts::random(&other, 2), packed, s)?;
+    let rowmajor = upload_experts(&sh, &Experts::random(&sh, 2), WeightLayout::RowMajor, s)?;
+    let (ids, w) = route(&sh, 4, Routing::Random, 2);
+    let x = vec![bf16::ONE; 4 * sh.hidden];
+    let mut c = new_call(&plan, &x, &ids, &w, s)?;
+    let mut small = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes() - 1).map_err(err)?;
+    match fused_moe::run(&plan, call_args(&sh, &mut c, &d)?, Scratch::from_slice(&mut small), s) {
+        Err(Error::ScratchTooSmall { .. }) => {}
+        other => return Err(format!("short scratch: want ScratchTooSmall, got {other:?}")),
+    }
+    let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes()).map_err(err)?;
+    let mut a = call_args(&sh, &mut c, &d)?;
+    a.experts = ExpertWeights::Packed(d_other.packed.as_ref().expect("packed"));
+    match fused_moe::run(&plan, a, Scratch::from_slice(&mut scratch), s) {
+        Err(Error::InvalidQuery { field: "experts", .. }) => {}
+        other => return Err(format!("experts of another shape: want InvalidQuery(experts), got {other:?}")),
+    }
+    let a = call_args(&sh, &mut c, &rowmajor)?;
+    match fused_moe::run(&plan, a, Scratch::from_slice(&mut scratch), s) {
+        Err(Error::Shape { tensor: "experts", .. }) => {}
+        other => return Err(format!("row-major weights on a packed plan: want Shape(experts), got {other:?}")),
+    }
+    // x rows 8 bytes off a 16-byte line.
+    let wide = s.alloc_zeros::<bf16>(4 * sh.hidden + 4).map_err(err)?;
+    let off = wide.slice(4..);
+    let mut a = call_args(&sh, &mut c, &d)?;
+    a.x = TensorRef::from_view(&off, &[4, sh.hidden]).map_err(err)?;
+    match fused_moe::run(&plan, a, Scratch::from_slice(&mut scratch), s) {
+        Err(Error::Misaligned { tensor: "x", .. }) => {}
+        other => return Err(format!("misaligned x: want Misaligned(x), got {other:?}")),
+    }
     if s.clone_dtoh(&c.y).map_err(err)?.iter().any(|v| !v.is_nan()) || s.clone_dtoh(&c.error).map_err(err)?[0] != 0 {
         return Err("a refused call wrote y or the error word".into());
     }

@@ -29,40 +29,46 @@
 //! - Untrusted ids: a slot whose id is outside `[0, E)` contributes nothing and sets
 //!   [`FAULT_EXPERT_ID`] (the same bit as `moe.route_topk`'s); its weight is ignored.
 //!
-//! - Kernels: for now only the **simple path** (`kernels/fused_moe.cu`): the oracle's loops on the
-//!   GPU — FC1 (one thread per gate/up row pair; W4A8 / NVFP4 quantize x's row first), FC2 (h's
-//!   row quantized likewise), then the combine, three launches, each pair reading its expert's
-//!   weights itself. Every recipe and activation; Hd and I ≤ 8192, T·k ≤ 65535; weights in
-//!   b12x-quant's row-major layout ([`WeightArgs`]); the NVFP4 recipe's calibrated activation
-//!   scales as [`ActScaleArgs`] (finite and > 0: device data, not checked). Correctness first: it
-//!   is slow by design; the fast decode and grouped paths are planned in `README.md` next to
-//!   this file. Graph-capturable (scratch from the plan's layout, no allocation, any routing at
-//!   replay).
+//! - Kernels, chosen by the query's [`WeightLayout`]:
+//!   - `RowMajor` → the **simple path** (`kernels/fused_moe.cu`): the oracle's loops on the GPU —
+//!     FC1 (one thread per gate/up row pair; W4A8 / NVFP4 quantize x's row first), FC2 (h's row
+//!     quantized likewise), then the combine, three launches, each pair reading its expert's
+//!     weights itself. Every recipe and activation; Hd and I ≤ 8192, T·k ≤ 65535; weights in
+//!     b12x-quant's row-major layout ([`WeightArgs`]). Slow by design: the baseline.
+//!   - `Packed` → the **decode path** (`kernels/fused_moe_decode.cu`) on [`PackedExperts`]: a
+//!     route kernel groups the pairs by expert on the device (stable, deterministic), then FC1
+//!     and FC2 are `gemm.blockscaled`'s W4A16 decode kernel body run over the touched experts'
+//!     row blocks only (each touched expert's weights read once per call, every SM busy; FC1's
+//!     epilogue applies the activation and the routing weight), then the combine; five launches
+//!     (four with BF16 activations), chained with PDL. Hd and I multiples of 32, T·k ≤
+//!     [`MAX_DECODE_PAIRS`]. Fast for small T; a grouped path for large T is still to write
+//!     (`README.md` next to this file).
 //!
-//! **Status: written without a GPU (session 41) — compiled for sm_90a / sm_120a / sm_121a,
+//!   The NVFP4 recipe's calibrated activation scales come as [`ActScaleArgs`] (finite and > 0:
+//!   device data, not checked). Both paths are graph-capturable: scratch from the plan's
+//!   layout, no allocation, any routing at replay.
+//!
+//! **Status: written without a GPU (sessions 41, 42) — compiled for sm_90a / sm_120a / sm_121a,
 //! ptxas-checked, not run anywhere.** `tests/gpu_fused_moe.rs` and `benches/fused_moe.rs` wait
 //! for the H200.
 //!
 //! ```no_run
 //! use b12x_core::{Device, PreparationSession, Scratch, TensorMut, TensorRef};
-//! use b12x_moe::fused_moe::{self, Args, Query, Shape, WeightArgs};
+//! use b12x_moe::fused_moe::{self, reference::Experts, Args, ExpertWeights, PackedExperts, Query, Shape, WeightLayout};
 //! # fn main() -> b12x_core::Result<()> {
 //! let dev = Device::new(0)?;
 //! // Qwen3-30B-A3B: 128 experts, top-8, hidden 2048, I 768, NVFP4 weights x BF16 activations.
 //! let shape = Shape::qwen3_30b_a3b();
-//! let (e, k, hd, i) = (shape.experts, shape.top_k, shape.hidden, shape.inter);
-//! let query = Query { shape, max_tokens: 8 };
+//! let (k, hd) = (shape.top_k, shape.hidden);
+//! let query = Query { shape, max_tokens: 8, layout: WeightLayout::Packed };
 //! let plan = fused_moe::plan(&query, &dev)?;
 //! let mut session = PreparationSession::new(&dev)?;
 //! session.prepare(&[&plan])?;
 //! let s = dev.stream();
-//! // The experts as b12x-quant quantizes them (row-major E2M1 pairs, UE4M3 per 16, encode
-//! // scales); zeros here, the weights of a checkpoint in practice.
-//! let w1_codes = s.alloc_zeros::<u8>(e * 2 * i * hd / 2)?;
-//! let w1_scales = s.alloc_zeros::<u8>(e * 2 * i * hd / 16)?;
-//! let w2_codes = s.alloc_zeros::<u8>(e * hd * i / 2)?;
-//! let w2_scales = s.alloc_zeros::<u8>(e * hd * i / 16)?;
-//! let enc = s.clone_htod(&vec![1.0f32; e])?;
+//! // The experts as b12x-quant quantizes them (a checkpoint's in practice; random here), packed
+//! // once at load time.
+//! let experts = Experts::random(&shape, 1);
+//! let packed = PackedExperts::new(&shape, &experts, s)?;
 //! let t = 2;
 //! let x = s.alloc_zeros::<b12x_core::half::bf16>(t * hd)?;
 //! let ids = s.clone_htod(&(0..(t * k) as i32).collect::<Vec<_>>())?; // from moe.route_topk
@@ -74,14 +80,7 @@
 //!     x: TensorRef::from_slice(&x, &[t, hd])?,
 //!     ids: TensorRef::from_slice(&ids, &[t, k])?,
 //!     weights: TensorRef::from_slice(&weights, &[t, k])?,
-//!     experts: WeightArgs {
-//!         w1_codes: TensorRef::from_slice(&w1_codes, &[e, 2 * i, hd / 2])?,
-//!         w1_scales: TensorRef::from_slice(&w1_scales, &[e, 2 * i, hd / 16])?,
-//!         w1_enc: Some(TensorRef::from_slice(&enc, &[e])?),
-//!         w2_codes: TensorRef::from_slice(&w2_codes, &[e, hd, i / 2])?,
-//!         w2_scales: TensorRef::from_slice(&w2_scales, &[e, hd, i / 16])?,
-//!         w2_enc: Some(TensorRef::from_slice(&enc, &[e])?),
-//!     },
+//!     experts: ExpertWeights::Packed(&packed),
 //!     act_scales: None,
 //!     y: TensorMut::from_slice(&mut y, &[t, hd])?,
 //!     error: TensorMut::from_slice(&mut err, &[1])?,
@@ -90,15 +89,17 @@
 //! # Ok(()) }
 //! ```
 
+pub mod packed;
 mod params;
 pub mod reference;
 
-pub use params::FusedMoeParams;
+pub use packed::PackedExperts;
+pub use params::{FusedMoeParams, MoeGemvParams, MoeRouteParams, MoeRowsParams};
 
-use b12x_core::cudarc::driver::CudaStream;
+use b12x_core::cudarc::driver::{CudaStream, DevicePtr};
 use b12x_core::{
-    require_disjoint, resolve, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, LaunchOpts, OpPlan,
-    PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    require_disjoint, resolve, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims,
+    LaunchOpts, OpPlan, PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -275,6 +276,17 @@ impl Shape {
 
 /// The largest Hd and I of the simple path (`kMoeMaxRow`: a row of x or h in shared memory).
 pub const MAX_ROW: usize = 8192;
+/// The most (token, slot) pairs a call of the decode path may have (its route kernel's shared
+/// memory and 16-bit scan halves).
+pub const MAX_DECODE_PAIRS: usize = 2048;
+/// The most experts of the decode path (the route kernel's shared-memory counters).
+pub const MAX_DECODE_EXPERTS: usize = 4096;
+/// x̂ rows each CTA of the route kernel writes (quantized recipes).
+const ROUTE_ROWS_PER_CTA: usize = 4;
+/// Threads of the route kernel (`kMoeRouteThreads`).
+const ROUTE_THREADS: u32 = 256;
+/// Threads of the decode GEMV (`32 · (kConsumers + 1)`).
+const GEMV_THREADS: u32 = 32 * 9;
 /// The most (token, slot) pairs a call of the simple path may have (its grids' y extent).
 pub const MAX_PAIRS: usize = 65535;
 /// Threads per CTA (`kMoeThreads`).
@@ -299,20 +311,54 @@ b12x_core::inventory::submit! {
     }
 }
 
-/// The op's static problem: the layer's shape and a token capacity.
+/// How a call's expert weights are laid out, which decides the kernels (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// b12x-quant's row-major matrices ([`WeightArgs`]): the simple path (the slow baseline).
+    RowMajor,
+    /// [`PackedExperts`]: the decode path.
+    Packed,
+}
+
+/// The op's static problem: the layer's shape, a token capacity and the weights' layout.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Query {
     pub shape: Shape,
     /// The largest T `run` accepts.
     pub max_tokens: usize,
+    pub layout: WeightLayout,
 }
 
 impl Query {
-    /// Checks the shape, the capacity and what the simple path serves; the error names the
+    /// Checks the shape, the capacity and what the layout's path serves; the error names the
     /// first bad field.
     pub fn validate(&self) -> Result<()> {
         self.shape.validate()?;
         let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        if self.layout == WeightLayout::Packed {
+            for (field, v) in [("hidden", self.shape.hidden), ("inter", self.shape.inter)] {
+                if v % 32 != 0 {
+                    return bad(field, format!("must be a multiple of 32 on the decode path, got {v}"));
+                }
+            }
+            if self.shape.experts > MAX_DECODE_EXPERTS {
+                return bad(
+                    "experts",
+                    format!("at most {MAX_DECODE_EXPERTS} on the decode path, got {}", self.shape.experts),
+                );
+            }
+            let pairs = self.max_tokens.saturating_mul(self.shape.top_k);
+            if self.max_tokens == 0 || pairs > MAX_DECODE_PAIRS {
+                return bad(
+                    "max_tokens",
+                    format!(
+                        "must be ≥ 1 with T·k ≤ {MAX_DECODE_PAIRS} on the decode path, got T = {}",
+                        self.max_tokens
+                    ),
+                );
+            }
+            return Ok(());
+        }
         for (field, v) in [("hidden", self.shape.hidden), ("inter", self.shape.inter)] {
             if v > MAX_ROW {
                 return bad(field, format!("must be at most {MAX_ROW} on the simple path, got {v}"));
@@ -329,7 +375,8 @@ impl Query {
         Ok(())
     }
 
-    /// The scratch this capacity needs: `h [T·k, I]` and `y_pairs [T·k, Hd]` bf16.
+    /// The simple path's scratch at this capacity: `h [T·k, I]` and `y_pairs [T·k, Hd]` bf16
+    /// (the decode path's depends on the device: [`Plan::scratch_layout`]).
     pub fn scratch_layout(&self) -> ScratchLayout {
         let pairs = self.max_tokens * self.shape.top_k;
         let mut l = ScratchLayout::new();
@@ -338,11 +385,13 @@ impl Query {
         l
     }
 
-    /// Checks `args` against the query and builds the kernel parameters (scratch pointers left
-    /// 0); nothing is launched.
-    pub fn kernel_params(&self, args: &Args<'_>) -> Result<FusedMoeParams> {
+    /// The checks both paths make: x, ids, weights, y and the error word against the query, the
+    /// NVFP4 recipe's activation scales present exactly for that recipe, and y and the error word
+    /// apart from every input (`weights`: the layout's device spans). Returns `(T, a1, a2)`, the
+    /// activation scales' pointers (0 without).
+    fn check_args(&self, args: &Args<'_>, weight_spans: &[(&'static str, (u64, u64))]) -> Result<(usize, u64, u64)> {
         let s = &self.shape;
-        let (e, k, hd, i) = (s.experts, s.top_k, s.hidden, s.inter);
+        let (e, k, hd) = (s.experts, s.top_k, s.hidden);
         let t = args.x.shape().first().copied().unwrap_or(0);
         args.x.expect("x", "[T, Hd]", DType::BF16, &[t, hd])?;
         if t > self.max_tokens {
@@ -354,7 +403,62 @@ impl Query {
         args.error.expect("error", "[1]", DType::I32, &[1])?;
         args.ids.require_contiguous("ids")?;
         args.weights.require_contiguous("weights")?;
-        let w = &args.experts;
+        let (mut a1, mut a2) = (0, 0);
+        match (&args.act_scales, s.recipe == Recipe::Nvfp4) {
+            (Some(a), true) => {
+                for (name, v) in [("act_scales.fc1", &a.fc1), ("act_scales.fc2", &a.fc2)] {
+                    v.expect(name, "[E]", DType::F32, &[e])?;
+                    v.require_contiguous(name)?;
+                }
+                (a1, a2) = (a.fc1.ptr(), a.fc2.ptr());
+            }
+            (None, true) => {
+                let expected = format!("two [E] = [{e}] f32 tensors (the NVFP4 recipe)");
+                return Err(Error::Shape { tensor: "act_scales", expected, actual: vec![] });
+            }
+            (Some(_), false) => {
+                let expected = "no tensors (only the NVFP4 recipe has activation scales)".into();
+                return Err(Error::Shape { tensor: "act_scales", expected, actual: vec![] });
+            }
+            (None, false) => {}
+        }
+        let mut inputs =
+            vec![("x", args.x.byte_span()), ("ids", args.ids.byte_span()), ("weights", args.weights.byte_span())];
+        if let Some(a) = &args.act_scales {
+            inputs.push(("act_scales.fc1", a.fc1.byte_span()));
+            inputs.push(("act_scales.fc2", a.fc2.byte_span()));
+        }
+        inputs.extend_from_slice(weight_spans);
+        let (ys, es) = (("y", args.y.byte_span()), ("error", args.error.byte_span()));
+        require_disjoint(ys, es)?;
+        for &input in &inputs {
+            require_disjoint(ys, input)?;
+            require_disjoint(es, input)?;
+        }
+        Ok((t, a1, a2))
+    }
+
+    /// The activation's limit as the kernels take it (`+inf`: none).
+    fn limit(&self) -> f32 {
+        match self.shape.activation {
+            Activation::Silu { limit } => limit.unwrap_or(f32::INFINITY),
+            Activation::SwigluOai { limit } => limit,
+            Activation::Relu2 => f32::INFINITY,
+        }
+    }
+
+    /// Checks `args` against the query (a [`WeightLayout::RowMajor`] call) and builds the simple
+    /// path's kernel parameters (scratch pointers left 0); nothing is launched.
+    pub fn kernel_params(&self, args: &Args<'_>) -> Result<FusedMoeParams> {
+        let s = &self.shape;
+        let (e, k, hd, i) = (s.experts, s.top_k, s.hidden, s.inter);
+        let ExpertWeights::RowMajor(w) = &args.experts else {
+            return Err(Error::Shape {
+                tensor: "experts",
+                expected: "ExpertWeights::RowMajor (the plan's layout)".into(),
+                actual: vec![],
+            });
+        };
         let f = s.recipe.weights();
         let b = f.block();
         let r1 = s.fc1_rows();
@@ -392,48 +496,13 @@ impl Query {
                 (false, None) => {}
             }
         }
-        let (mut a1, mut a2) = (0, 0);
-        match (&args.act_scales, s.recipe == Recipe::Nvfp4) {
-            (Some(a), true) => {
-                for (name, v) in [("act_scales.fc1", &a.fc1), ("act_scales.fc2", &a.fc2)] {
-                    v.expect(name, "[E]", DType::F32, &[e])?;
-                    v.require_contiguous(name)?;
-                }
-                (a1, a2) = (a.fc1.ptr(), a.fc2.ptr());
-            }
-            (None, true) => {
-                let expected = format!("two [E] = [{e}] f32 tensors (the NVFP4 recipe)");
-                return Err(Error::Shape { tensor: "act_scales", expected, actual: vec![] });
-            }
-            (Some(_), false) => {
-                let expected = "no tensors (only the NVFP4 recipe has activation scales)".into();
-                return Err(Error::Shape { tensor: "act_scales", expected, actual: vec![] });
-            }
-            (None, false) => {}
-        }
-        let mut inputs =
-            vec![("x", args.x.byte_span()), ("ids", args.ids.byte_span()), ("weights", args.weights.byte_span())];
-        if let Some(a) = &args.act_scales {
-            inputs.push(("act_scales.fc1", a.fc1.byte_span()));
-            inputs.push(("act_scales.fc2", a.fc2.byte_span()));
-        }
-        inputs.extend(mats.iter().map(|(n, v, _)| (*n, v.byte_span())));
+        let mut spans: Vec<_> = mats.iter().map(|(n, v, _)| (*n, v.byte_span())).collect();
         for (name, v) in [("w1_enc", &w.w1_enc), ("w2_enc", &w.w2_enc)] {
             if let Some(v) = v {
-                inputs.push((name, v.byte_span()));
+                spans.push((name, v.byte_span()));
             }
         }
-        let (ys, es) = (("y", args.y.byte_span()), ("error", args.error.byte_span()));
-        require_disjoint(ys, es)?;
-        for &input in &inputs {
-            require_disjoint(ys, input)?;
-            require_disjoint(es, input)?;
-        }
-        let limit = match s.activation {
-            Activation::Silu { limit } => limit.unwrap_or(f32::INFINITY),
-            Activation::SwigluOai { limit } => limit,
-            Activation::Relu2 => f32::INFINITY,
-        };
+        let (t, a1, a2) = self.check_args(args, &spans)?;
         Ok(FusedMoeParams {
             x: args.x.ptr(),
             ids: args.ids.ptr(),
@@ -455,12 +524,27 @@ impl Query {
             experts: e as i32,
             hidden: hd as i32,
             inter: i as i32,
-            limit,
+            limit: self.limit(),
             ..FusedMoeParams::default()
         })
     }
 
-    /// The kernel symbols of one call, in launch order: FC1, FC2, the combine.
+    /// The decode path's kernel symbols for 8·`nt`-row slots: the route, the GEMV (FC1 and
+    /// FC2), the row quantizer (W4A8 / NVFP4 only), the combine.
+    pub fn decode_symbols(&self, nt: usize) -> Vec<String> {
+        let f = match self.shape.recipe.weights() {
+            Fp4::Nvfp4 => "nvfp4",
+            Fp4::Mxfp4 => "mxfp4",
+        };
+        vec![
+            "b12x_fused_moe_route".into(),
+            format!("b12x_fused_moe_decode_gemv_{f}_nt{nt}"),
+            "b12x_fused_moe_quant_rows".into(),
+            "b12x_fused_moe_combine_rows".into(),
+        ]
+    }
+
+    /// The simple path's kernel symbols, in launch order: FC1, FC2, the combine.
     pub fn symbols(&self) -> Vec<String> {
         let f = match self.shape.recipe {
             Recipe::W4a16(Fp4::Nvfp4) => "w4a16_nvfp4",
@@ -506,22 +590,102 @@ pub struct ActScaleArgs<'a> {
     pub fc2: TensorRef<'a>,
 }
 
+/// The expert weights of a call, in the plan's [`WeightLayout`].
+#[derive(Debug)]
+pub enum ExpertWeights<'a> {
+    /// [`WeightLayout::RowMajor`].
+    RowMajor(WeightArgs<'a>),
+    /// [`WeightLayout::Packed`].
+    Packed(&'a PackedExperts),
+}
+
 /// The tensors of one call.
 #[derive(Debug)]
 pub struct Args<'a> {
-    /// `[T, Hd]` bf16 (rows may be padded).
+    /// `[T, Hd]` bf16 (rows may be padded; the decode path wants 16-byte aligned rows).
     pub x: TensorRef<'a>,
     /// `[T, k]` i32 expert ids (untrusted: outside `[0, E)` the slot is skipped and reported).
     pub ids: TensorRef<'a>,
     /// `[T, k]` f32 routing weights.
     pub weights: TensorRef<'a>,
-    pub experts: WeightArgs<'a>,
+    pub experts: ExpertWeights<'a>,
     /// The NVFP4 recipe's activation encode scales, exactly for that recipe.
     pub act_scales: Option<ActScaleArgs<'a>>,
-    /// `[T, Hd]` bf16 (rows may be padded).
+    /// `[T, Hd]` bf16 (rows may be padded; the decode path wants 16-byte aligned rows).
     pub y: TensorMut<'a>,
     /// `[1]` i32: [`FAULT_EXPERT_ID`] is ORed in.
     pub error: TensorMut<'a>,
+}
+
+/// The decode path's static choices (per bucket: the GEMV config; the sizes of the scratch).
+#[derive(Clone, Debug)]
+struct Decode {
+    /// Per bucket, the GEMV config (`gemm.blockscaled`'s decode configs, KB = 1).
+    configs: Vec<GemvConfig>,
+    /// 128-row blocks per expert of FC1 and FC2.
+    rbs: (usize, usize),
+    /// Slots capacity (the largest over the buckets).
+    max_slots: usize,
+    /// FC grid capacity (CTAs) and SM count.
+    sm_count: u32,
+}
+
+use b12x_gemm::blockscaled::gemv::Config as GemvConfig;
+
+impl Decode {
+    fn new(query: &Query, buckets: &[Bucket], device: &Device) -> Result<Decode> {
+        let s = &query.shape;
+        let mut configs = Vec::new();
+        let mut max_slots = 0;
+        for b in buckets {
+            let c = b12x_gemm::blockscaled::gemv::configs(b.hi, device.smem_optin(), false)
+                .into_iter()
+                .find(|c| c.kb == 1)
+                .ok_or_else(|| Error::Unsupported {
+                    op: OP,
+                    device: format!("{:?}", device.arch()),
+                    reason: "no decode GEMV config fits this device's shared memory".into(),
+                })?;
+            max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 8 * c.nt));
+            configs.push(c);
+        }
+        let rbs = (s.fc1_rows().div_ceil(packed::ROW_BLOCK), s.hidden.div_ceil(packed::ROW_BLOCK));
+        Ok(Decode { configs, rbs, max_slots, sm_count: device.sm_count() })
+    }
+
+    /// `(grid, units)` of one FC launch at `tokens` with `c` on a matrix of `rbs` row blocks and
+    /// K `k`: the grid covers the most units the call can have, at most `ctas` per SM.
+    fn grid(&self, c: &GemvConfig, query: &Query, tokens: usize, rbs: usize, k: usize) -> u32 {
+        let s = &query.shape;
+        let slots = packed::max_slots(s.experts, tokens * s.top_k, 8 * c.nt);
+        let units = slots * rbs * k.div_ceil(256);
+        units.clamp(1, self.sm_count as usize * c.ctas) as u32
+    }
+
+    fn scratch_layout(&self, query: &Query, buckets: &[Bucket]) -> ScratchLayout {
+        let s = &query.shape;
+        let pairs = query.max_tokens * s.top_k;
+        let quantized = s.recipe.act_block() > 1;
+        let mut partials = 0;
+        for (b, c) in buckets.iter().zip(&self.configs) {
+            let g1 = self.grid(c, query, b.hi, self.rbs.0, s.hidden) as usize;
+            let g2 = self.grid(c, query, b.hi, self.rbs.1, s.inter) as usize;
+            partials = partials.max(2 * g1.max(g2) * 8 * c.nt * packed::ROW_BLOCK * 4);
+        }
+        let mut l = ScratchLayout::new();
+        l.add("slots", 16 * self.max_slots);
+        l.add("meta", 16);
+        l.add("row_token", 4 * pairs);
+        l.add("row_expert", 4 * pairs);
+        l.add("row_weight", 4 * pairs);
+        l.add("pair_row", 4 * pairs);
+        l.add("xq", if quantized { 2 * pairs * s.hidden } else { 0 });
+        l.add("h", 2 * pairs * s.inter);
+        l.add("y_rows", 2 * pairs * s.hidden);
+        l.add("partials", partials);
+        l.add("counters", 64 * self.max_slots * self.rbs.0.max(self.rbs.1));
+        l
+    }
 }
 
 /// A validated query bound to a device.
@@ -530,43 +694,292 @@ pub struct Plan {
     query: Query,
     device: Arc<Device>,
     buckets: Vec<Bucket>,
+    decode: Option<Decode>,
     slot: PlanSlot,
 }
 
-/// Validates `query`. Allocates, compiles and launches nothing.
+/// Validates `query` and picks the decode path's configs (T ≤ 8: 8-row slots; above: 16-row).
+/// Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
-    Ok(Plan {
-        query: *query,
-        device: device.clone(),
-        buckets: vec![Bucket { lo: 1, hi: query.max_tokens }],
-        slot: PlanSlot::default(),
-    })
+    let (buckets, decode) = match query.layout {
+        WeightLayout::RowMajor => (vec![Bucket { lo: 1, hi: query.max_tokens }], None),
+        WeightLayout::Packed => {
+            let mut b = vec![Bucket { lo: 1, hi: query.max_tokens.min(8) }];
+            if query.max_tokens > 8 {
+                b.push(Bucket { lo: 9, hi: query.max_tokens });
+            }
+            let d = Decode::new(query, &b, device)?;
+            (b, Some(d))
+        }
+    };
+    Ok(Plan { query: *query, device: device.clone(), buckets, decode, slot: PlanSlot::default() })
 }
 
 impl Plan {
     pub fn query(&self) -> &Query {
         &self.query
     }
-    /// Scratch regions `h` and `y_pairs` ([`Query::scratch_layout`]).
+    /// The scratch of a call: the simple path's `h` and `y_pairs`; the decode path's grouping
+    /// (`slots`, `meta`, `row_token`, `row_expert`, `row_weight`, `pair_row`), `xq` (W4A8 /
+    /// NVFP4), `h`, `y_rows` and the GEMV's split-K `partials` and `counters`.
     pub fn scratch_layout(&self) -> ScratchLayout {
-        self.query.scratch_layout()
+        match &self.decode {
+            None => self.query.scratch_layout(),
+            Some(d) => d.scratch_layout(&self.query, &self.buckets),
+        }
     }
 }
 
-/// Runs the routed experts on `stream`: three launches, every check before the first; no
-/// allocation, no synchronization. `T = 0` launches nothing.
+/// Runs the routed experts on `stream`, every check before the first launch; no allocation, no
+/// synchronization. `T = 0` launches nothing.
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
-    let mut p = plan.query.kernel_params(&args)?;
+    match (&plan.decode, &args.experts) {
+        (Some(d), ExpertWeights::Packed(w)) => run_decode(plan, d, w, &args, scratch, stream),
+        (None, ExpertWeights::RowMajor(_)) => {
+            let mut p = plan.query.kernel_params(&args)?;
+            let layout = plan.scratch_layout();
+            let bound = layout.bind(&scratch)?;
+            (p.h, p.y_pairs) = (bound.ptr("h"), bound.ptr("y_pairs"));
+            plan.device.check_stream(stream)?;
+            if p.tokens == 0 {
+                return Ok(());
+            }
+            let selected = resolve(plan, 0, stream)?;
+            launch(&selected, &p, stream)
+        }
+        (_, w) => Err(Error::Shape {
+            tensor: "experts",
+            expected: format!("weights in the plan's layout ({:?})", plan.query.layout),
+            actual: vec![],
+        })
+        .inspect_err(|_| {
+            let _ = w;
+        }),
+    }
+}
+
+/// The decode path's parameters of one call (everything checked; scratch bound).
+struct DecodeCall {
+    route: MoeRouteParams,
+    fc1: MoeGemvParams,
+    fc2: MoeGemvParams,
+    rows: MoeRowsParams,
+    route_grid: u32,
+    route_smem: u32,
+    grids: (u32, u32),
+    gemv_smem: u32,
+    quantized: bool,
+}
+
+fn decode_call(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    scratch: &Scratch<'_>,
+) -> Result<(usize, usize, DecodeCall)> {
+    let q = &plan.query;
+    let s = &q.shape;
+    if w.shape != *s {
+        let reason = format!("packed for {:?}, the plan's shape is {:?}", w.shape, s);
+        return Err(Error::InvalidQuery { op: OP, field: "experts", reason });
+    }
+    let span = |v: &b12x_core::cudarc::driver::CudaSlice<u8>| {
+        let p = v.device_ptr(v.stream()).0;
+        (p, p + v.len() as u64)
+    };
+    let span_f = |v: &b12x_core::cudarc::driver::CudaSlice<f32>| {
+        let p = v.device_ptr(v.stream()).0;
+        (p, p + 4 * v.len() as u64)
+    };
+    let spans = [
+        ("fc1.codes", span(&w.fc1.codes)),
+        ("fc1.scales", span(&w.fc1.scales)),
+        ("fc1.enc", span_f(&w.fc1.enc)),
+        ("fc2.codes", span(&w.fc2.codes)),
+        ("fc2.scales", span(&w.fc2.scales)),
+        ("fc2.enc", span_f(&w.fc2.enc)),
+    ];
+    let (t, a1, a2) = q.check_args(args, &spans)?;
+    // x's rows are staged with 16-byte copies, y's written as 16-byte vectors.
+    args.x.require_aligned("x", 16)?;
+    args.y.require_aligned("y", 16)?;
+    let bucket = usize::from(t > 8 && plan.buckets.len() > 1);
+    let c = d.configs[bucket];
     let layout = plan.scratch_layout();
-    let bound = layout.bind(&scratch)?;
-    (p.h, p.y_pairs) = (bound.ptr("h"), bound.ptr("y_pairs"));
+    let bound = layout.bind(scratch)?;
+    let (e, k, hd, i) = (s.experts, s.top_k, s.hidden, s.inter);
+    let quant = match s.recipe {
+        Recipe::W4a16(_) => 0,
+        Recipe::W4a8Mx => 1,
+        Recipe::Nvfp4 => 2,
+    };
+    let pairs = t * k;
+    let route = MoeRouteParams {
+        ids: args.ids.ptr(),
+        weights: args.weights.ptr(),
+        x: args.x.ptr(),
+        a1_enc: a1,
+        slots: bound.ptr("slots"),
+        meta: bound.ptr("meta"),
+        row_token: bound.ptr("row_token"),
+        row_expert: bound.ptr("row_expert"),
+        row_weight: bound.ptr("row_weight"),
+        pair_row: bound.ptr("pair_row"),
+        xq: if quant > 0 { bound.ptr("xq") } else { 0 },
+        error: args.error.ptr(),
+        ldx: args.x.row_stride("x")? as i64,
+        tokens: t as i32,
+        top_k: k as i32,
+        experts: e as i32,
+        hidden: hd as i32,
+        slot_rows: (8 * c.nt) as i32,
+        quant,
+        rows_per_cta: ROUTE_ROWS_PER_CTA as i32,
+        reserved: 0,
+    };
+    let route_grid = if quant > 0 { pairs.div_ceil(ROUTE_ROWS_PER_CTA).max(1) as u32 } else { 1 };
+    let route_smem = (4 * (e + 3 * pairs)) as u32;
+    let gemv = |m: &packed::PackedMatrix, kdim: usize, xin: u64, ldin: i64, out: u64, cols: usize, mode: i32| {
+        let row_bytes = kdim / 2;
+        let map = Tma2d {
+            base: m.codes.device_ptr(m.codes.stream()).0,
+            dtype: DType::BF16, // the packed bytes as 16-bit elements: 64 of them are a 128-byte line
+            rows: e * m.rbs * packed::ROW_BLOCK,
+            cols: row_bytes / 2,
+            row_stride_bytes: row_bytes,
+            box_rows: packed::ROW_BLOCK as u32,
+            box_cols: 64,
+        };
+        let mut g: b12x_gemm::blockscaled::gemv::BsGemvParams = bytemuck::Zeroable::zeroed();
+        g.codes_map = map.encode(if mode == 2 { "fc2.codes" } else { "fc1.codes" })?;
+        g.scales = m.scales.device_ptr(m.scales.stream()).0;
+        g.partials = bound.ptr("partials");
+        g.counters = bound.ptr("counters");
+        g.n = (m.rbs * packed::ROW_BLOCK) as i32;
+        g.k = kdim as i32;
+        g.kstages = kdim.div_ceil(256) as i32;
+        g.stages = c.stages as i32;
+        g.scale_tiles = (kdim / m.format.block()).div_ceil(4) as i32;
+        g.scale_bias = m.scale_bias;
+        g.out_scale = m.out_scale;
+        let nvfp4 = m.format == Fp4::Nvfp4;
+        Ok::<_, Error>(MoeGemvParams {
+            g,
+            slots: bound.ptr("slots"),
+            meta: bound.ptr("meta"),
+            row_token: bound.ptr("row_token"),
+            row_weight: bound.ptr("row_weight"),
+            xin,
+            out,
+            w_enc: if nvfp4 { m.enc.device_ptr(m.enc.stream()).0 } else { 0 },
+            a_enc: 0,
+            ldin,
+            rbs: m.rbs as i32,
+            out_cols: cols as i32,
+            mode,
+            act: match s.activation {
+                Activation::Silu { .. } => 0,
+                Activation::SwigluOai { .. } => 1,
+                Activation::Relu2 => 2,
+            },
+            limit: q.limit(),
+            gather: 0,
+            max_slots: d.max_slots as i32,
+            reserved: [0; 7],
+        })
+    };
+    let (xin, ldin, gather) =
+        if quant > 0 { (bound.ptr("xq"), hd as i64, 0) } else { (args.x.ptr(), args.x.row_stride("x")? as i64, 1) };
+    let mode1 = if s.activation.gated() { 0 } else { 1 };
+    let mut fc1 = gemv(&w.fc1, hd, xin, ldin, bound.ptr("h"), i, mode1)?;
+    fc1.gather = gather;
+    fc1.a_enc = a1;
+    let mut fc2 = gemv(&w.fc2, i, bound.ptr("h"), i as i64, bound.ptr("y_rows"), hd, 2)?;
+    fc2.a_enc = a2;
+    let rows = MoeRowsParams {
+        meta: bound.ptr("meta"),
+        row_expert: bound.ptr("row_expert"),
+        pair_row: bound.ptr("pair_row"),
+        a2_enc: a2,
+        h: bound.ptr("h"),
+        y_rows: bound.ptr("y_rows"),
+        y: args.y.ptr(),
+        ldy: args.y.row_stride("y")? as i64,
+        tokens: t as i32,
+        top_k: k as i32,
+        hidden: hd as i32,
+        inter: i as i32,
+        quant,
+        max_rows: pairs as i32,
+    };
+    let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, i));
+    let call = DecodeCall {
+        route,
+        fc1,
+        fc2,
+        rows,
+        route_grid,
+        route_smem,
+        grids,
+        gemv_smem: c.dynamic_smem(),
+        quantized: quant > 0,
+    };
+    Ok((t, bucket, call))
+}
+
+fn run_decode(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    scratch: Scratch<'_>,
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    let (t, bucket, call) = decode_call(plan, d, w, args, &scratch)?;
     plan.device.check_stream(stream)?;
-    if p.tokens == 0 {
+    if t == 0 {
         return Ok(());
     }
-    let selected = resolve(plan, 0, stream)?;
-    launch(&selected, &p, stream)
+    let selected = resolve(plan, bucket, stream)?;
+    launch_decode(&selected, &call, stream)
+}
+
+fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
+    let [route, gemv, quant, combine] = selected.kernels.as_slice() else { return Err(unknown()) };
+    let plain = LaunchOpts { pdl: false, cluster_x: 0 };
+    let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
+    let gemv_dims = |grid: u32| LaunchDims { grid: (grid, 1, 1), block: (GEMV_THREADS, 1, 1), smem_bytes: c.gemv_smem };
+    let t = c.rows.tokens as u32;
+    let block = if c.rows.quant == 1 { 32 } else { 16 };
+    let quant_threads = (c.rows.max_rows as u32) * (c.rows.inter as u32 / block);
+    // SAFETY (all): each params struct mirrors its kernel's (asserted on both sides); `decode_call`
+    // checked every tensor (shapes, dtypes, contiguity, 16-byte rows of x and y, y and the error
+    // word apart from the inputs), the packed experts match the plan's shape (the TMA descriptor
+    // covers exactly their stacked codes, the scale tiles are theirs), and the scratch was bound
+    // at the plan's sizes: grouping regions for T·k pairs, slots for the most a call can have,
+    // partials for the grid, counters for every (slot, row block, warp). The kernels mask ids
+    // outside [0, E) and read the grouping only after their PDL waits.
+    unsafe {
+        route.launch_ex(
+            stream,
+            LaunchDims { grid: (c.route_grid, 1, 1), block: (ROUTE_THREADS, 1, 1), smem_bytes: c.route_smem },
+            &c.route,
+            plain,
+        )?;
+        gemv.launch_ex(stream, gemv_dims(c.grids.0), &c.fc1, pdl)?;
+        if c.quantized {
+            let dims =
+                LaunchDims { grid: (quant_threads.div_ceil(256).max(1), 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+            quant.launch_ex(stream, dims, &c.rows, pdl)?;
+        }
+        gemv.launch_ex(stream, gemv_dims(c.grids.1), &c.fc2, pdl)?;
+        let dims =
+            LaunchDims { grid: ((c.rows.hidden as u32 / 8).div_ceil(128), t, 1), block: (128, 1, 1), smem_bytes: 0 };
+        combine.launch_ex(stream, dims, &c.rows, pdl)
+    }
 }
 
 fn launch(selected: &Selected, p: &FusedMoeParams, stream: &CudaStream) -> Result<()> {
@@ -592,7 +1005,7 @@ impl OpPlan for Plan {
         OP
     }
     fn query_key(&self) -> String {
-        format!("{:?} max_tokens={}", self.query.shape, self.query.max_tokens)
+        format!("{:?} max_tokens={} layout={:?}", self.query.shape, self.query.max_tokens, self.query.layout)
     }
     fn device(&self) -> &Arc<Device> {
         &self.device
@@ -603,20 +1016,31 @@ impl OpPlan for Plan {
     fn buckets(&self) -> &[Bucket] {
         &self.buckets
     }
-    fn candidates(&self, _bucket: usize) -> Vec<String> {
-        vec![CONFIG.into()]
+    fn candidates(&self, bucket: usize) -> Vec<String> {
+        match &self.decode {
+            None => vec![CONFIG.into()],
+            Some(d) => d.configs.get(bucket).map(|c| vec![c.id()]).unwrap_or_default(),
+        }
     }
-    fn symbols(&self, _bucket: usize, config_index: usize) -> Vec<String> {
-        if config_index == 0 {
-            self.query.symbols()
-        } else {
-            Vec::new()
+    fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
+        match (&self.decode, config_index) {
+            (None, 0) => self.query.symbols(),
+            (Some(d), 0) => d.configs.get(bucket).map(|c| self.query.decode_symbols(c.nt)).unwrap_or_default(),
+            _ => Vec::new(),
         }
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot
     }
     fn bench_case(&self, _bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
+        if self.decode.is_some() {
+            // One config per bucket: never raced.
+            return Err(Error::Unsupported {
+                op: OP,
+                device: format!("{:?}", self.device.arch()),
+                reason: "the decode path has one config per bucket: nothing to race".into(),
+            });
+        }
         // One config: never raced; this case (one token, every slot on expert 0 of a one-expert
         // copy of the shape, zero weights with encode scales 1) is for tools that time every op.
         let s = &self.query.shape;

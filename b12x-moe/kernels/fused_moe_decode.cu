@@ -1,0 +1,400 @@
+// fused_moe_decode.cu — moe.fused_moe, the decode path (packed FP4 experts, small T).  crate: b12x-moe
+//   The math of fused_moe.cu (the simple path) and src/fused_moe/reference.rs, on an expert-major
+//   list of rows built on the device, so that each touched expert's weights are read once per
+//   call and one captured graph serves any routing:
+//   1. route: the (token, slot) pairs grouped by expert — counts, an exclusive scan, a stable
+//      scatter (rows of an expert in pair order) — into `slots` {expert, first row, rows <= R}
+//      (an expert with more than R rows gets several slots), per row its token, expert and routing
+//      weight, per pair its row (-1 when its id is outside [0, E): fault bit, skipped). The
+//      quantized recipes also write x^ per row (W4A8: MXFP8 of x; NVFP4: x with the expert's
+//      encode scale, left as e2m1 * UE4M3, exact in BF16; 1 / enc goes to FC1's epilogue).
+//   2. FC1: gemm.blockscaled's W4A16 decode kernel body (b12x/bsgemv_decode.cuh) over the unit
+//      list (slot, 128-row block of the expert, k-stage): TMA boxes of the stacked packed codes
+//      at the expert's row block, x rows of the slot (gathered by token for W4A16). The packed
+//      FC1 interleaves gate and up per 16 rows (8 gate rows, then the 8 matching up rows), so the
+//      MMA rows g and g + 8 a lane finishes are gate j and up j: the epilogue writes
+//      h[row, j] = bf16(w_row * act(bf16(g), bf16(u))) directly.
+//   3. (W4A8 / NVFP4) h^ = the recipe's quantize-then-dequantize of each h row, in place.
+//   4. FC2: the same body on h's rows -> y_rows[row, o] = bf16(sum) (BF16 per expert output).
+//   5. combine: y[t] = bf16(sum over valid slots, in slot order, of f32(y_rows[pair_row])).
+//   Steps 2-5 launch with PDL (each waits for its predecessor before reading what it wrote).
+// Tensors: ids [T, k] i32, weights [T, k] f32, x [T, Hd] bf16 (row stride ldx, 16-byte rows);
+//   packed experts (src/fused_moe/packed.rs): per matrix the experts' layout-v3 codes stacked at a
+//   stride of rbs 128-row blocks ([E rbs 128, K/2] bytes, rows past the matrix zero), their
+//   swizzled scale tiles stacked likewise, NVFP4 encode scales [E]; scratch regions (the plan's
+//   layout): slots, meta, row_token, row_expert, row_weight, pair_row, xq, h, y_rows, partials,
+//   counters.
+// Constraints: Hd, I multiples of 32, P = T k <= 2048 (src/fused_moe/mod.rs: MAX_DECODE_PAIRS; the
+//   route's shared memory and its 16-bit scan halves), E <= 4096.
+// Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
+//   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows.
+// Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group_rows).
+#include <stddef.h>
+#include <stdint.h>
+
+#include "b12x/bsgemv_decode.cuh"
+#include "b12x/common.cuh"
+#include "b12x/quant.cuh"
+#include "moe_math.cuh"
+
+namespace b12x {
+
+constexpr int kMoeRouteThreads = 256;
+constexpr unsigned kMoeDecodeFaultExpertId = 1;  // FAULT_EXPERT_ID
+
+// Mirrored by src/fused_moe/params.rs (MoeRouteParams).
+struct MoeRouteParams {
+  const int32_t* ids;     // [T, k]
+  const float* weights;   // [T, k]
+  const bf16* x;          // [T, Hd], row stride ldx
+  const float* a1_enc;    // [E]: x's NVFP4 encode scale per expert (NVFP4 recipe) or null
+  int4* slots;            // [max_slots] {expert, first row, rows, 0}
+  int32_t* meta;          // [2]: slots, rows
+  int32_t* row_token;     // [P]
+  int32_t* row_expert;    // [P]
+  float* row_weight;      // [P]
+  int32_t* pair_row;      // [P]: the row of pair p, -1 for an id outside [0, E)
+  bf16* xq;               // [P, Hd]: x^ per row (quantized recipes) or null
+  unsigned int* error;    // [1] fault bits
+  int64_t ldx;            // elements between rows of x
+  int32_t tokens, top_k, experts, hidden;
+  int32_t slot_rows;      // R: rows per slot at most (8 NT of the FC kernels)
+  int32_t quant;          // 0: none (W4A16), 1: MXFP8 (W4A8), 2: NVFP4
+  int32_t rows_per_cta;   // x^ rows each CTA writes
+  int32_t reserved;
+};
+static_assert(sizeof(MoeRouteParams) == 136, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeRouteParams, ldx) == 96, "offset must match params.rs");
+static_assert(offsetof(MoeRouteParams, slot_rows) == 120, "offset must match params.rs");
+
+// B bf16 values at src (16-byte aligned) through the recipe's quantize-then-dequantize (B = 32:
+// MXFP8; B = 16: NVFP4 with encode scale enc, left as e2m1 * UE4M3) to dst (may equal src).
+template <int B>
+__device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float enc) {
+  float v[B];
+#pragma unroll
+  for (int i = 0; i < B; i += 8) {
+    const uint4 w = *reinterpret_cast<const uint4*>(src + i);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[i + 2 * j] = __uint_as_float(ws[j] << 16);
+      v[i + 2 * j + 1] = __uint_as_float(ws[j] & 0xFFFF0000u);
+    }
+  }
+  if constexpr (B == 32) {
+    mxfp8_qdq_block(v);
+  } else {
+    nvfp4_qdq_block<false>(v, enc);
+  }
+#pragma unroll
+  for (int i = 0; i < B; i += 8) {
+    uint4 w;
+    w.x = moe_pack_bf16x2(v[i], v[i + 1]);
+    w.y = moe_pack_bf16x2(v[i + 2], v[i + 3]);
+    w.z = moe_pack_bf16x2(v[i + 4], v[i + 5]);
+    w.w = moe_pack_bf16x2(v[i + 6], v[i + 7]);
+    *reinterpret_cast<uint4*>(dst + i) = w;
+  }
+}
+
+// Grouping, identical in every CTA (each recomputes it from ids: no grid-wide synchronization);
+// CTA 0 writes the metadata, every CTA its share of x^ rows. Dynamic shared memory:
+// 4 (E + 3 P) bytes.
+__device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
+  extern __shared__ int32_t s_dyn_route[];
+  __shared__ uint32_t s_wsum[kMoeRouteThreads / 32];
+  const int E = p.experts, P = p.tokens * p.top_k, R = p.slot_rows;
+  int32_t* s_off = s_dyn_route;   // [E]: counts, then packed prefixes, then running rows
+  int32_t* s_e = s_off + E;       // [P]: expert of pair p or -1
+  int32_t* s_row = s_e + P;       // [P]: row of pair p or -1
+  int32_t* s_pair = s_row + P;    // [P]: pair of row r
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  pdl_wait_then_release();
+  for (int i = tid; i < E; i += blockDim.x) s_off[i] = 0;
+  __syncthreads();
+  for (int i = tid; i < P; i += blockDim.x) {
+    const int e = p.ids[i];
+    const bool ok = e >= 0 && e < E;
+    s_e[i] = ok ? e : -1;
+    if (ok) {
+      atomicAdd(&s_off[e], 1);
+    } else if (blockIdx.x == 0) {
+      atomicOr(p.error, kMoeDecodeFaultExpertId);
+    }
+  }
+  __syncthreads();
+  // Exclusive scan of (rows << 16 | slots) per expert: rows <= P <= 2048 and slots <= E + P / R
+  // keep both halves below 2^16. Thread i scans experts [i per, (i + 1) per).
+  const int per = (E + blockDim.x - 1) / blockDim.x;
+  const int lo = min(tid * per, E), hi = min(lo + per, E);
+  uint32_t sum = 0;
+  for (int i = lo; i < hi; ++i) {
+    const uint32_t c = uint32_t(s_off[i]);
+    sum += (c << 16) | ((c + R - 1) / R);
+  }
+  uint32_t incl = sum;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint32_t y = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += y;
+  }
+  if (lane == 31) s_wsum[warp] = incl;
+  __syncthreads();
+  uint32_t run = incl - sum, total = 0;
+  for (int w = 0; w < int(blockDim.x >> 5); ++w) {
+    if (w < warp) run += s_wsum[w];
+    total += s_wsum[w];
+  }
+  for (int i = lo; i < hi; ++i) {
+    const uint32_t c = uint32_t(s_off[i]);
+    s_off[i] = int32_t(run);
+    run += (c << 16) | ((c + R - 1) / R);
+  }
+  __syncthreads();
+  const int rows = int(total >> 16), nslots = int(total & 0xFFFFu);
+  // Slots (CTA 0): expert e's rows [r0, r1) in runs of R.
+  if (blockIdx.x == 0) {
+    for (int e = tid; e < E; e += blockDim.x) {
+      const uint32_t v = uint32_t(s_off[e]);
+      const int r0 = int(v >> 16), s0 = int(v & 0xFFFFu);
+      const int r1 = e + 1 < E ? int(uint32_t(s_off[e + 1]) >> 16) : rows;
+      for (int j = 0; r0 + j * R < r1; ++j) p.slots[s0 + j] = make_int4(e, r0 + j * R, min(R, r1 - r0 - j * R), 0);
+    }
+    if (tid == 0) {
+      p.meta[0] = nslots;
+      p.meta[1] = rows;
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < E; e += blockDim.x) s_off[e] = int32_t(uint32_t(s_off[e]) >> 16);
+  __syncthreads();
+  // Stable rows: warp 0 walks the pairs in order, 32 at a time; lanes of one expert take
+  // consecutive rows in lane order.
+  if (warp == 0) {
+    for (int base = 0; base < P; base += 32) {
+      const int i = base + lane;
+      const int e = i < P ? s_e[i] : -1;
+      const unsigned grp = __match_any_sync(0xffffffffu, e);
+      const int rank = __popc(grp & ((1u << lane) - 1u));
+      const int row = e >= 0 ? s_off[e] + rank : -1;
+      __syncwarp();
+      if (e >= 0 && rank == 0) s_off[e] += __popc(grp);
+      __syncwarp();
+      if (i < P) s_row[i] = row;
+      if (row >= 0) s_pair[row] = i;
+    }
+  }
+  __syncthreads();
+  if (blockIdx.x == 0) {
+    for (int i = tid; i < P; i += blockDim.x) {
+      const int row = s_row[i];
+      p.pair_row[i] = row;
+      if (row >= 0) {
+        p.row_token[row] = i / p.top_k;
+        p.row_expert[row] = s_e[i];
+        p.row_weight[row] = p.weights[i];
+      }
+    }
+  }
+  if (p.quant == 0) return;
+  // x^ rows [blockIdx.x rpc, + rpc): one thread per block of B values.
+  const int B = p.quant == 1 ? 32 : 16, hd = p.hidden, nb = hd / B;
+  const int r_begin = blockIdx.x * p.rows_per_cta, r_end = min(r_begin + p.rows_per_cta, rows);
+  for (int idx = tid; idx < (r_end - r_begin) * nb; idx += blockDim.x) {
+    const int row = r_begin + idx / nb, b = idx % nb;
+    const int pair = s_pair[row];
+    const bf16* src = p.x + (long long)(pair / p.top_k) * p.ldx + b * B;
+    bf16* dst = p.xq + (long long)row * hd + b * B;
+    if (p.quant == 1) {
+      qdq_bf16_block<32>(src, dst, 1.0f);
+    } else {
+      qdq_bf16_block<16>(src, dst, p.a1_enc[s_e[pair]]);
+    }
+  }
+}
+
+// Mirrored by src/fused_moe/params.rs (MoeGemvParams).
+struct MoeGemvParams {
+  BsGemvParams g;            // the matrix kind's stacked weight (codes map, scales, k, kstages, stages,
+                             // scale_tiles, scale_bias, out_scale), partials, counters; x, y, n, m unused
+  const int4* slots;         // route's slots
+  const int32_t* meta;       // route's [slots, rows]
+  const int32_t* row_token;  // FC1 W4A16: x row of each row
+  const float* row_weight;   // FC1: routing weight of each row
+  const bf16* xin;           // FC1: x (gathered by row_token) or x^ rows; FC2: h rows
+  bf16* out;                 // FC1: h [P, I]; FC2: y_rows [P, Hd]
+  const float* w_enc;        // [E]: the NVFP4 weights' encode scales, or null
+  const float* a_enc;        // [E]: the NVFP4 recipe's activation encode scales, or null
+  int64_t ldin;              // elements between rows of xin
+  int32_t rbs;               // 128-row blocks per expert of the stacked weight
+  int32_t out_cols;          // I (FC1) or Hd (FC2)
+  int32_t mode;              // kMoeFc1Gated, kMoeFc1Plain or 2 (FC2)
+  int32_t act;               // kActSilu, kActSwigluOai, kActRelu2
+  float limit;               // the activation's limit (+inf: none)
+  int32_t gather;            // 1: xin row = row_token[row] (W4A16 FC1)
+  int32_t max_slots;         // the slots region's capacity (a bound on meta[0])
+  int32_t reserved[7];       // zero (the struct is 64-byte aligned: BsGemvParams' TMA descriptor)
+};
+static_assert(sizeof(MoeGemvParams) == 384, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeGemvParams, slots) == 256, "offset must match params.rs");
+static_assert(offsetof(MoeGemvParams, ldin) == 320, "offset must match params.rs");
+
+constexpr int kMoeFc1Gated = 0;
+constexpr int kMoeFc1Plain = 1;  // 2: FC2 (the plain store)
+
+// bsgemv::gemv's Rows over the route's slots: unit row block rb is row block rb % rbs of slot
+// rb / rbs's expert.
+struct MoeRows {
+  const MoeGemvParams& mp;
+  __device__ __forceinline__ int4 slot(int rb) const { return mp.slots[rb / mp.rbs]; }
+  // After the wait for the route (PDL: everything before this point reads no scratch).
+  __device__ __forceinline__ int units(int kstages) const {
+    pdl_wait_then_release();
+    const int n = min(mp.meta[0], mp.max_slots);
+    return n * mp.rbs * kstages;
+  }
+  __device__ __forceinline__ int per_cta(int units) const { return max(1, (units + int(gridDim.x) - 1) / int(gridDim.x)); }
+  __device__ __forceinline__ int weight_block(int rb) const { return slot(rb).x * mp.rbs + rb % mp.rbs; }
+  __device__ __forceinline__ int rows(int rb) const { return slot(rb).z; }
+  __device__ __forceinline__ const bf16* x_row(int rb, int r) const {
+    const int row = slot(rb).y + r;
+    return mp.xin + (long long)(mp.gather ? mp.row_token[row] : row) * mp.ldin;
+  }
+  template <typename TOut, int NT, int kRowMul, int kHi>
+  __device__ __forceinline__ void store(int rb, int row_base, int g, int t, const float (&v)[NT][4], const float (&)[2],
+                                        bool) const {
+    static_assert(kRowMul == 1 && kHi == 8, "FP4 weights: MMA rows g and g + 8");
+    const int4 s = slot(rb);
+    // The row of the expert's packed matrix that MMA row 0 of this warp holds (a multiple of 16).
+    const int local = row_base - (rb / mp.rbs) * mp.rbs * bsgemv::kRows;
+    float os = mp.g.out_scale;
+    if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
+    if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
+    const int cols = mp.out_cols;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int tok = 8 * nt + 2 * t + c;
+        if (tok >= s.z) continue;
+        const long long row = s.y + tok;
+        bf16* out = mp.out + row * cols;
+        if (mp.mode == kMoeFc1Gated) {
+          const int j = local / 2 + g;  // 8 gate rows, then their 8 up rows, per 16
+          if (j < cols) {
+            const float gv = __bfloat162float(__float2bfloat16_rn(v[nt][c] * os));
+            const float uv = __bfloat162float(__float2bfloat16_rn(v[nt][2 + c] * os));
+            out[j] = __float2bfloat16_rn(mp.row_weight[row] * moe_act_rt(mp.act, gv, uv, mp.limit));
+          }
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = local + g + 8 * h;
+            if (r >= cols) continue;
+            const float y = v[nt][2 * h + c] * os;
+            if (mp.mode == kMoeFc1Plain) {
+              const float gv = __bfloat162float(__float2bfloat16_rn(y));
+              out[r] = __float2bfloat16_rn(mp.row_weight[row] * moe_act_rt(mp.act, gv, 0.0f, mp.limit));
+            } else {
+              out[r] = __float2bfloat16_rn(y);
+            }
+          }
+        }
+      }
+  }
+};
+
+// Mirrored by src/fused_moe/params.rs (MoeRowsParams): the h quantization and the combine.
+struct MoeRowsParams {
+  const int32_t* meta;        // route's [slots, rows]
+  const int32_t* row_expert;  // [P]
+  const int32_t* pair_row;    // [P]
+  const float* a2_enc;        // [E] (NVFP4 recipe) or null
+  bf16* h;                    // [P, I]: quantized in place
+  const bf16* y_rows;         // [P, Hd]
+  bf16* y;                    // [T, Hd], row stride ldy
+  int64_t ldy;
+  int32_t tokens, top_k, hidden, inter;
+  int32_t quant;              // 1: MXFP8, 2: NVFP4
+  int32_t max_rows;           // P of the plan (a bound on meta[1])
+};
+static_assert(sizeof(MoeRowsParams) == 88, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeRowsParams, ldy) == 56, "offset must match params.rs");
+
+// h^ = the recipe's quantize-then-dequantize of each row of h, in place: one thread per block
+// (grid-stride over the plan's rows; rows past meta[1] idle).
+__device__ __forceinline__ void moe_quant_rows(const MoeRowsParams& p) {
+  pdl_wait_then_release();
+  const int rows = min(p.meta[1], p.max_rows);
+  const int B = p.quant == 1 ? 32 : 16, nb = p.inter / B;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
+       idx += (long long)gridDim.x * blockDim.x) {
+    const int row = int(idx / nb), b = int(idx % nb);
+    bf16* src = p.h + (long long)row * p.inter + b * B;
+    if (p.quant == 1) {
+      qdq_bf16_block<32>(src, src, 1.0f);
+    } else {
+      qdq_bf16_block<16>(src, src, p.a2_enc[p.row_expert[row]]);
+    }
+  }
+}
+
+// y[t, o .. o + 7] = bf16(sum over t's valid slots, in slot order, of f32(y_rows[row, o ..])):
+// one thread per 8 outputs, grid (ceil(Hd / 8 / 128), T).
+__device__ __forceinline__ void moe_combine_rows(const MoeRowsParams& p) {
+  pdl_wait_then_release();
+  const int t = blockIdx.y, o = 8 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (o >= p.hidden) return;
+  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = 0; s < p.top_k; ++s) {
+    const int row = p.pair_row[t * p.top_k + s];
+    if (row < 0) continue;
+    const uint4 w = *reinterpret_cast<const uint4*>(p.y_rows + (long long)row * p.hidden + o);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      acc[2 * j] += __uint_as_float(ws[j] << 16);
+      acc[2 * j + 1] += __uint_as_float(ws[j] & 0xFFFF0000u);
+    }
+  }
+  uint4 w;
+  w.x = moe_pack_bf16x2(acc[0], acc[1]);
+  w.y = moe_pack_bf16x2(acc[2], acc[3]);
+  w.z = moe_pack_bf16x2(acc[4], acc[5]);
+  w.w = moe_pack_bf16x2(acc[6], acc[7]);
+  *reinterpret_cast<uint4*>(p.y + (long long)t * p.ldy + o) = w;
+}
+
+}  // namespace b12x
+
+extern "C" __global__ void __launch_bounds__(b12x::kMoeRouteThreads)
+    b12x_fused_moe_route(const __grid_constant__ b12x::MoeRouteParams p) {
+  b12x::moe_route(p);
+}
+
+// Occupancy as gemm.blockscaled's decode kernels (blockscaled_gemv.cu).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define B12X_MOE_GEMV_MIN_CTAS(NT) ((NT) == 1 ? 2 : 1)
+#else
+#define B12X_MOE_GEMV_MIN_CTAS(NT) ((NT) == 1 ? 3 : 2)
+#endif
+
+#define B12X_MOE_GEMV(FMT, FMTNAME, NT)                                                                       \
+  extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), B12X_MOE_GEMV_MIN_CTAS(NT)) \
+      b12x_fused_moe_decode_gemv_##FMTNAME##_nt##NT(const __grid_constant__ b12x::MoeGemvParams p) {          \
+    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, 1, b12x::bf16>(p.g, b12x::MoeRows{p});                     \
+  }
+B12X_MOE_GEMV(Nvfp4, nvfp4, 1)
+B12X_MOE_GEMV(Nvfp4, nvfp4, 2)
+B12X_MOE_GEMV(Mxfp4, mxfp4, 1)
+B12X_MOE_GEMV(Mxfp4, mxfp4, 2)
+
+extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_quant_rows(const __grid_constant__ b12x::MoeRowsParams p) {
+  b12x::moe_quant_rows(p);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    b12x_fused_moe_combine_rows(const __grid_constant__ b12x::MoeRowsParams p) {
+  b12x::moe_combine_rows(p);
+}

@@ -1,0 +1,107 @@
+// moe_math.cuh — moe.fused_moe's element math, shared by its simple and decode kernels.  crate: b12x-moe
+//   moe_act<ACT>(g, u, L): the expert activation on FC1's BF16 outputs taken to f32 (SiLU-gated
+//     with DeepSeek's limit, gpt-oss's SwiGLU-OAI, ReLU^2), precise expf.
+//   mxfp8_qdq_block(x): b12x-quant's MXFP8 quantize-then-dequantize of 32 values in place.
+//   nvfp4_qdq_block<kDivEnc>(x, enc): b12x-quant's NVFP4 quantize-then-dequantize of 16 values
+//     with encode scale enc; kDivEnc = false leaves out the final division by enc (the values
+//     then are e2m1 * UE4M3 scale, exact in BF16: the decode path divides its dot products
+//     instead).
+// Oracle: src/fused_moe/reference.rs (activate, act_operand).
+#pragma once
+#include "b12x/activation.cuh"
+#include "b12x/common.cuh"
+#include "b12x/e2m1.cuh"
+#include "b12x/quant.cuh"
+
+namespace b12x {
+
+constexpr int kActSilu = 0;
+constexpr int kActSwigluOai = 1;
+constexpr int kActRelu2 = 2;
+
+template <int ACT>
+__device__ __forceinline__ float moe_act(float g, float u, float limit) {
+  if constexpr (ACT == kActSilu) {
+    return silu_mul_f32(g, u, limit);
+  } else if constexpr (ACT == kActSwigluOai) {
+    const float gg = g > limit ? limit : g;
+    const float uu = u > limit ? limit : (u < -limit ? -limit : u);
+    const float e = expf(-(1.702f * gg));
+    return (uu + 1.0f) * (gg * (1.0f / (1.0f + e)));
+  } else {
+    const float r = g > 0.0f ? g : 0.0f;
+    return r * r;
+  }
+}
+
+// Two f32 rounded to a bf16x2 word (lo in the low half).
+__device__ __forceinline__ uint32_t moe_pack_bf16x2(float lo, float hi) {
+  return uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(lo))) |
+         (uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(hi))) << 16);
+}
+
+// The activation chosen at run time (the decode path's epilogue, outside any hot loop).
+__device__ __forceinline__ float moe_act_rt(int act, float g, float u, float limit) {
+  if (act == kActSilu) return moe_act<kActSilu>(g, u, limit);
+  if (act == kActSwigluOai) return moe_act<kActSwigluOai>(g, u, limit);
+  return moe_act<kActRelu2>(g, u, limit);
+}
+
+// max |x[i]| over x[0, N) into `amax`; false when the block holds NaN or Inf (b12x-quant's
+// finite_amax: such a block gets a NaN scale).
+template <int N>
+__device__ __forceinline__ bool finite_amax(const float* x, float& amax) {
+  amax = 0.0f;
+  bool finite = true;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    finite = finite && isfinite(x[i]);
+    amax = fmaxf(amax, fabsf(x[i]));
+  }
+  return finite;
+}
+
+// MXFP8 (E4M3, UE8M0 per 32, the CeilPow2 rule): code = ceil_pow2(amax * (1/448)),
+// q = e4m3(x * 2^(127 - code)), x^ = q * 2^(code - 127); a block holding NaN or Inf becomes NaN,
+// an all-zero one zeros.
+__device__ __forceinline__ void mxfp8_qdq_block(float* x) {
+  float amax;
+  const bool finite = finite_amax<32>(x, amax);
+  if (!finite || amax == 0.0f) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x[i] = finite ? 0.0f : __uint_as_float(0x7FC00000u);
+    return;
+  }
+  const float p = amax * (1.0f / 448.0f);
+  const uint32_t code = p == 0.0f ? 0u : ceil_pow2_code(p);
+  const float m = pow2_neg_ue8m0(code), s = ue8m0_value(code);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) x[i] = ue4m3_value(e4m3x2(x[i] * m, 0.0f) & 0xFFu) * s;
+}
+
+// NVFP4 with encode scale `enc`: s = ue4m3(enc * (amax / 6)); a zero scale (f32(s) == 0) gives
+// zeros, else r = 1 / (f32(s) * (1 / enc)), q = e2m1(x * r), x^ = (q * f32(s)) / enc (kDivEnc) or
+// q * f32(s); a block holding NaN or Inf becomes NaN.
+template <bool kDivEnc>
+__device__ __forceinline__ void nvfp4_qdq_block(float* x, float enc) {
+  float amax;
+  if (!finite_amax<16>(x, amax)) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = __uint_as_float(0x7FC00000u);
+    return;
+  }
+  const float fs = ue4m3_value(ue4m3(enc * (amax / 6.0f)));
+  if (fs == 0.0f) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = 0.0f;
+    return;
+  }
+  const float r = 1.0f / (fs * (1.0f / enc));
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const float v = e2m1_value(e2m1_rne(x[i] * r)) * fs;
+    x[i] = kDivEnc ? v / enc : v;
+  }
+}
+
+}  // namespace b12x
