@@ -20,7 +20,8 @@ use b12x_core::testing::{gpu, uniform};
 use b12x_core::{PreparationSession, Result, Scratch, TensorMut, TensorRef};
 use b12x_moe::fused_moe::reference::{self, ActScales, Experts};
 use b12x_moe::fused_moe::{
-    self, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Shape, WeightArgs, WeightLayout,
+    self, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Routing, Shape, WeightArgs,
+    WeightLayout,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -49,8 +50,10 @@ fn call(plan: &fused_moe::Plan, sh: &Shape, b: &mut Bufs, st: &Arc<CudaStream>) 
     let nv = sh.recipe.weights() == Fp4::Nvfp4;
     let args = Args {
         x: TensorRef::from_slice(&b.x, &[t, hd])?,
-        ids: TensorRef::from_slice(&b.ids, &[t, sh.top_k])?,
-        weights: TensorRef::from_slice(&b.w, &[t, sh.top_k])?,
+        routing: Routing::TopK {
+            ids: TensorRef::from_slice(&b.ids, &[t, sh.top_k])?,
+            weights: TensorRef::from_slice(&b.w, &[t, sh.top_k])?,
+        },
         experts: match (&b.packed, plan.query().layout) {
             (Some(p), WeightLayout::Packed) => ExpertWeights::Packed(p),
             _ => ExpertWeights::RowMajor(WeightArgs {
@@ -126,7 +129,7 @@ fn main() -> Result<()> {
                 ids_h.extend(&pick[..k]);
             }
             let w_h: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
-            let q = Query { shape: sh, max_tokens: t, layout };
+            let q = Query { shape: sh, max_tokens: t, layout, router: None };
             let plan = fused_moe::plan(&q, &dev)?;
             let mut session = PreparationSession::new(&dev)?;
             let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();

@@ -20,7 +20,8 @@
 //   (no sharing between the tokens of an expert) and threads read rows, not columns: slow by
 //   design — the fast decode and grouped paths come next (src/fused_moe/README.md).
 // Entry points: b12x_fused_moe_simple_fc1_{w4a16_nvfp4,w4a16_mxfp4,w4a8_mx,nvfp4}_{silu,oai,relu2},
-//   b12x_fused_moe_simple_fc2_{w4a16_nvfp4,w4a16_mxfp4,w4a8_mx,nvfp4}, b12x_fused_moe_combine.
+//   b12x_fused_moe_simple_fc2_{w4a16_nvfp4,w4a16_mxfp4,w4a8_mx,nvfp4}, b12x_fused_moe_combine,
+//   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 //   Oracle: src/fused_moe/reference.rs
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,7 @@
 #include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
 #include "moe_math.cuh"
+#include "route_topk.cuh"
 
 namespace b12x {
 
@@ -214,3 +216,7 @@ extern "C" __global__ void __launch_bounds__(b12x::kMoeThreads)
     b12x_fused_moe_combine(const __grid_constant__ b12x::FusedMoeParams p) {
   b12x::moe_combine(p);
 }
+
+// Router logits routed inside the op (Query::router): moe.route_topk's kernel into the scratch's
+// topk_ids / topk_weights, launched first.
+B12X_ROUTE_TOPK_ENTRIES(b12x_fused_moe_route_topk_)

@@ -27,8 +27,9 @@
 // Constraints: Hd, I multiples of 32, P = T k <= 2048 (src/fused_moe/mod.rs: MAX_DECODE_PAIRS; the
 //   route's shared memory and its 16-bit scan halves), E <= 4096.
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
-//   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows.
-// Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group_rows).
+//   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows,
+//   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
+// Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,7 @@
 #include "b12x/common.cuh"
 #include "b12x/quant.cuh"
 #include "moe_math.cuh"
+#include "route_topk.cuh"
 
 namespace b12x {
 
@@ -398,3 +400,7 @@ extern "C" __global__ void __launch_bounds__(128)
     b12x_fused_moe_combine_rows(const __grid_constant__ b12x::MoeRowsParams p) {
   b12x::moe_combine_rows(p);
 }
+
+// Router logits routed inside the op (Query::router): moe.route_topk's kernel into the scratch's
+// topk_ids / topk_weights, launched first.
+B12X_ROUTE_TOPK_ENTRIES(b12x_fused_moe_route_topk_)

@@ -10,11 +10,13 @@
 //! untrusted ids, tested on the CPU (`tests/route_topk.rs`, `tests/fused_moe.rs`) — and its
 //! `plan` / `run` through `b12x-core`'s lifecycle.
 //!
-//! **Status (session 41): the kernels were written while no GPU was lent — compiled and
+//! **Status (sessions 41, 42): the kernels were written while no GPU was lent — compiled and
 //! ptxas-checked for sm_90a / sm_120a / sm_121a, run nowhere.** `moe.route_topk` has its
-//! kernel; `moe.fused_moe` has only a simple path (every recipe, correctness first). Their GPU suites
-//! (`tests/gpu_route_topk.rs`, `tests/gpu_fused_moe.rs`) and the router's bench are written and
-//! wait for the H200; the fast MoE kernels are designed in `src/fused_moe/README.md` (issue 7).
+//! kernel; `moe.fused_moe` has a simple path (row-major weights, correctness first) and a
+//! decode path (packed experts: device-side grouping, `gemm.blockscaled`'s decode kernel body
+//! over the touched experts). Their GPU suites (`tests/gpu_route_topk.rs`,
+//! `tests/gpu_fused_moe.rs`) and benches are written and wait for the H200; the grouped path for
+//! large T is designed in `src/fused_moe/README.md` (issue 7).
 
 pub mod fused_moe;
 pub mod route_topk;
@@ -25,6 +27,13 @@ include!(concat!(env!("OUT_DIR"), "/b12x_kernels.rs"));
 /// The embedded `kernels/fused_moe.cu`, loaded once per device.
 pub static FUSED_MOE_MODULE: b12x_core::KernelModule =
     b12x_core::KernelModule { name: "b12x-moe/fused_moe", fatbin: FUSED_MOE_FATBIN, hash: FUSED_MOE_HASH };
+
+/// The embedded `kernels/fused_moe_decode.cu` (the decode path), loaded once per device.
+pub static FUSED_MOE_DECODE_MODULE: b12x_core::KernelModule = b12x_core::KernelModule {
+    name: "b12x-moe/fused_moe_decode",
+    fatbin: FUSED_MOE_DECODE_FATBIN,
+    hash: FUSED_MOE_DECODE_HASH,
+};
 
 /// The embedded `kernels/route_topk.cu`, loaded once per device.
 pub static ROUTE_TOPK_MODULE: b12x_core::KernelModule =

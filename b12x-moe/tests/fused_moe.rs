@@ -329,7 +329,10 @@ fn block_sizes_follow_the_recipe() {
 // ---- the op's host side: arguments, parameters, built kernels ----------------------------------
 
 use b12x_core::{DType, TensorRef};
-use b12x_moe::fused_moe::{ActScaleArgs, Args, ExpertWeights, FusedMoeParams, Query, WeightArgs, WeightLayout};
+use b12x_moe::fused_moe::{
+    ActScaleArgs, Args, ExpertWeights, FusedMoeParams, Query, RouterArgs, Routing, WeightArgs, WeightLayout,
+};
+use b12x_moe::route_topk::Router;
 use common::{view, view_mut};
 
 /// Arguments for `t` tokens of `s`, every tensor at its own address (1 GiB apart).
@@ -339,8 +342,7 @@ fn op_args(s: &Shape, t: usize) -> Args<'static> {
     let at = |n: u64| n << 30;
     Args {
         x: view(at(1), &[t, hd], DType::BF16),
-        ids: view(at(2), &[t, k], DType::I32),
-        weights: view(at(3), &[t, k], DType::F32),
+        routing: Routing::TopK { ids: view(at(2), &[t, k], DType::I32), weights: view(at(3), &[t, k], DType::F32) },
         experts: ExpertWeights::RowMajor(WeightArgs {
             w1_codes: view(at(4), &[e, r1, hd / 2], DType::U8),
             w1_scales: view(at(5), &[e, r1, hd / b], DType::U8),
@@ -371,12 +373,12 @@ fn params_struct_mirrors_the_kernel() {
 
 #[test]
 fn args_fill_the_params() {
-    let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 16, layout: WeightLayout::RowMajor };
+    let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 16, layout: WeightLayout::RowMajor, router: None };
     let p = q.kernel_params(&op_args(&q.shape, 5)).unwrap();
     assert_eq!((p.tokens, p.top_k, p.experts, p.hidden, p.inter), (5, 8, 128, 2048, 768));
     assert_eq!((p.x, p.w1_enc, p.w2_enc, p.y, p.error), (1 << 30, 6 << 30, 9 << 30, 10 << 30, 11 << 30));
     assert_eq!((p.ldx, p.ldy, p.limit, p.h, p.y_pairs), (2048, 2048, f32::INFINITY, 0, 0));
-    let q = Query { shape: Shape::gpt_oss_120b(), max_tokens: 1, layout: WeightLayout::RowMajor };
+    let q = Query { shape: Shape::gpt_oss_120b(), max_tokens: 1, layout: WeightLayout::RowMajor, router: None };
     let p = q.kernel_params(&op_args(&q.shape, 1)).unwrap();
     assert_eq!((p.w1_enc, p.w2_enc, p.limit), (0, 0, 7.0));
     assert_eq!(
@@ -395,8 +397,8 @@ fn args_fill_the_params() {
 
 #[test]
 fn bad_args_are_typed_errors() {
-    let nv = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4, layout: WeightLayout::RowMajor };
-    let mx = Query { shape: Shape::gpt_oss_120b(), max_tokens: 4, layout: WeightLayout::RowMajor };
+    let nv = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4, layout: WeightLayout::RowMajor, router: None };
+    let mx = Query { shape: Shape::gpt_oss_120b(), max_tokens: 4, layout: WeightLayout::RowMajor, router: None };
     let fails = |q: &Query, a: Args<'static>| q.kernel_params(&a).unwrap_err();
     assert!(matches!(fails(&nv, op_args(&nv.shape, 5)), Error::Capacity { got: 5, capacity: 4, .. }));
     let mut a = op_args(&nv.shape, 2);
@@ -410,8 +412,19 @@ fn bad_args_are_typed_errors() {
     rm(&mut a).w1_scales = view(5 << 30, &[128, 1536, 2048 / 32], DType::U8);
     assert!(matches!(fails(&nv, a), Error::Shape { tensor: "w1_scales", .. }));
     let mut a = op_args(&nv.shape, 2);
-    a.ids = view(2 << 30, &[2, 8], DType::F32);
+    a.routing = Routing::TopK { ids: view(2 << 30, &[2, 8], DType::F32), weights: view(3 << 30, &[2, 8], DType::F32) };
     assert!(matches!(fails(&nv, a), Error::DType { tensor: "ids", .. }));
+    // Logits on a query without a router, and the other way round.
+    let mut a = op_args(&nv.shape, 2);
+    a.routing = Routing::Logits(RouterArgs {
+        logits: view(2 << 30, &[2, 128], DType::F32),
+        bias: None,
+        token_ids: None,
+        tid2eid: None,
+    });
+    assert!(matches!(fails(&nv, a), Error::Shape { tensor: "routing", .. }));
+    let routed = Query { router: Some(Router::qwen3_moe(128, 8)), ..nv };
+    assert!(matches!(fails(&routed, op_args(&nv.shape, 2)), Error::Shape { tensor: "routing", .. }));
     let mut a = op_args(&nv.shape, 2);
     // SAFETY: never dereferenced.
     rm(&mut a).w2_codes =
@@ -428,6 +441,7 @@ fn bad_args_are_typed_errors() {
         shape: Shape { recipe: Recipe::Nvfp4, ..Shape::qwen3_30b_a3b() },
         max_tokens: 4,
         layout: WeightLayout::RowMajor,
+        router: None,
     };
     let p = nvr.kernel_params(&op_args(&nvr.shape, 2)).unwrap();
     assert_eq!((p.a1_enc, p.a2_enc), (12 << 30, 13 << 30));
@@ -445,7 +459,8 @@ fn bad_args_are_typed_errors() {
     let mut a = op_args(&nvr.shape, 2);
     a.y = view_mut(13 << 30, &[2, 2048], DType::BF16);
     assert!(matches!(fails(&nvr, a), Error::Aliasing { .. }));
-    let w4a8 = Query { shape: Shape::deepseek_v4_flash_tp2(), max_tokens: 4, layout: WeightLayout::RowMajor };
+    let w4a8 =
+        Query { shape: Shape::deepseek_v4_flash_tp2(), max_tokens: 4, layout: WeightLayout::RowMajor, router: None };
     assert_eq!(w4a8.kernel_params(&op_args(&w4a8.shape, 3)).unwrap().a1_enc, 0);
     // Queries the simple path does not serve.
     for (q, field) in [
@@ -454,6 +469,7 @@ fn bad_args_are_typed_errors() {
                 shape: Shape { hidden: 8192 + 32, ..Shape::gpt_oss_120b() },
                 max_tokens: 4,
                 layout: WeightLayout::RowMajor,
+                router: None,
             },
             "hidden",
         ),
@@ -472,7 +488,10 @@ fn every_symbol_is_built_for_every_arch_without_spills() {
     let mut symbols = Vec::new();
     for recipe in [Recipe::W4a16(Fp4::Nvfp4), Recipe::W4a16(Fp4::Mxfp4), Recipe::W4a8Mx, Recipe::Nvfp4] {
         for act in [Activation::Silu { limit: None }, Activation::SwigluOai { limit: 7.0 }, Activation::Relu2] {
-            symbols.extend(Query { shape: tiny(act, recipe), max_tokens: 1, layout: WeightLayout::RowMajor }.symbols());
+            symbols.extend(
+                Query { shape: tiny(act, recipe), max_tokens: 1, layout: WeightLayout::RowMajor, router: None }
+                    .symbols(),
+            );
         }
     }
     symbols.sort();
@@ -768,12 +787,12 @@ fn decode_queries_are_validated() {
     for sh in
         [Shape::deepseek_v4_flash_tp2(), Shape::deepseek_v41_flash_tp4(), Shape::qwen3_30b_a3b(), Shape::gpt_oss_120b()]
     {
-        Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k, layout: packed }.validate().unwrap();
-        let q = Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed };
+        Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k, layout: packed, router: None }.validate().unwrap();
+        let q = Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed, router: None };
         assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "max_tokens", .. })));
     }
     let nv48 = Shape { hidden: 48, inter: 16, ..tiny(Activation::Relu2, Recipe::W4a16(Fp4::Nvfp4)) };
-    let q = Query { shape: nv48, max_tokens: 1, layout: packed };
+    let q = Query { shape: nv48, max_tokens: 1, layout: packed, router: None };
     assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "hidden", .. })));
     // The row-major path serves it.
     Query { layout: WeightLayout::RowMajor, ..q }.validate().unwrap();
@@ -784,7 +803,12 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
     let mut symbols = Vec::new();
     for recipe in [Recipe::W4a16(Fp4::Nvfp4), Recipe::W4a16(Fp4::Mxfp4)] {
         for nt in [1, 2] {
-            let q = Query { shape: tiny(Activation::Relu2, recipe), max_tokens: 1, layout: WeightLayout::Packed };
+            let q = Query {
+                shape: tiny(Activation::Relu2, recipe),
+                max_tokens: 1,
+                layout: WeightLayout::Packed,
+                router: None,
+            };
             symbols.extend(q.decode_symbols(nt));
         }
     }
@@ -792,4 +816,24 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
     symbols.dedup();
     assert_eq!(symbols.len(), 7);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
+}
+
+/// A router must route the shape's E and k; the router symbol comes first in both paths.
+#[test]
+fn routers_are_checked_and_launched_first() {
+    let sh = Shape::deepseek_v4_flash_tp2();
+    let ok = Query {
+        shape: sh,
+        max_tokens: 8,
+        layout: WeightLayout::Packed,
+        router: Some(Router::deepseek_v4(256, 6, None)),
+    };
+    ok.validate().unwrap();
+    assert_eq!(ok.decode_symbols(1)[0], "b12x_fused_moe_route_topk_sqrtsoftplus");
+    assert_eq!(Query { layout: WeightLayout::RowMajor, ..ok }.symbols()[0], "b12x_fused_moe_route_topk_sqrtsoftplus");
+    assert_eq!(Query { router: None, ..ok }.decode_symbols(1)[0], "b12x_fused_moe_route");
+    for r in [Router::deepseek_v4(128, 6, None), Router::deepseek_v4(256, 8, None)] {
+        let q = Query { router: Some(r), ..ok };
+        assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "router", .. })), "{r:?}");
+    }
 }

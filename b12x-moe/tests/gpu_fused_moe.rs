@@ -28,8 +28,8 @@ use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, uniform, G
 use b12x_core::{Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
 use b12x_moe::fused_moe::reference::{fused_moe, ActScales, Experts};
 use b12x_moe::fused_moe::{
-    self, packed, ActScaleArgs, Activation, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Shape, WeightArgs,
-    WeightLayout,
+    self, packed, ActScaleArgs, Activation, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Routing, Shape,
+    WeightArgs, WeightLayout,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -42,26 +42,38 @@ fn err(e: impl std::fmt::Display) -> String {
 
 /// How tokens pick experts.
 #[derive(Clone, Copy, Debug)]
-enum Routing {
+enum Workload {
     /// Distinct random experts per token.
     Random,
     /// Every token on experts 0..k (all share).
     Shared,
     /// Token t on experts t·k .. t·k + k (mod E): all distinct where E allows.
     Distinct,
+    /// b12x's shared_P: the first round(P·k / 100) slots of every token on experts 0, 1, ..
+    /// (shared by all), the rest distinct random experts outside them.
+    SharedPct(u32),
 }
 
-fn route(s: &Shape, t: usize, how: Routing, seed: u64) -> (Vec<i32>, Vec<f32>) {
+fn route(s: &Shape, t: usize, how: Workload, seed: u64) -> (Vec<i32>, Vec<f32>) {
     let (e, k) = (s.experts, s.top_k);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5151);
     let mut ids = Vec::with_capacity(t * k);
     for tok in 0..t {
         match how {
-            Routing::Shared => ids.extend(0..k as i32),
-            Routing::Distinct => ids.extend((0..k).map(|j| ((tok * k + j) % e) as i32)),
-            Routing::Random => {
+            Workload::Shared => ids.extend(0..k as i32),
+            Workload::Distinct => ids.extend((0..k).map(|j| ((tok * k + j) % e) as i32)),
+            Workload::Random => {
                 let mut pick: Vec<i32> = (0..e as i32).collect();
                 for j in 0..k {
+                    let r = rng.random_range(j..e);
+                    pick.swap(j, r);
+                }
+                ids.extend(&pick[..k]);
+            }
+            Workload::SharedPct(pct) => {
+                let shared = ((pct as usize * k + 50) / 100).min(k);
+                let mut pick: Vec<i32> = (0..e as i32).collect();
+                for j in shared..k {
                     let r = rng.random_range(j..e);
                     pick.swap(j, r);
                 }
@@ -159,8 +171,10 @@ fn call_args<'a>(sh: &Shape, c: &'a mut Call, d: &'a DevExperts) -> Result<Args<
     let t = c.ids.len() / sh.top_k;
     Ok(Args {
         x: TensorRef::from_slice(&c.x, &[t, sh.hidden]).map_err(err)?,
-        ids: TensorRef::from_slice(&c.ids, &[t, sh.top_k]).map_err(err)?,
-        weights: TensorRef::from_slice(&c.w, &[t, sh.top_k]).map_err(err)?,
+        routing: Routing::TopK {
+            ids: TensorRef::from_slice(&c.ids, &[t, sh.top_k]).map_err(err)?,
+            weights: TensorRef::from_slice(&c.w, &[t, sh.top_k]).map_err(err)?,
+        },
         experts: weight_args(sh, d)?,
         act_scales: act_args(sh, d).map_err(err)?,
         y: TensorMut::from_slice(&mut c.y, &[t, sh.hidden]).map_err(err)?,
@@ -179,8 +193,10 @@ fn run_call(
     let t = ids.len() / sh.top_k;
     let args = Args {
         x: TensorRef::from_slice(x, &[t, sh.hidden])?,
-        ids: TensorRef::from_slice(ids, &[t, sh.top_k])?,
-        weights: TensorRef::from_slice(w, &[t, sh.top_k])?,
+        routing: Routing::TopK {
+            ids: TensorRef::from_slice(ids, &[t, sh.top_k])?,
+            weights: TensorRef::from_slice(w, &[t, sh.top_k])?,
+        },
         experts: weight_args(sh, d).map_err(|e| Error::SessionState { state: "test", what: e })?,
         act_scales: act_args(sh, d)?,
         y: TensorMut::from_slice(y, &[t, sh.hidden])?,
@@ -251,12 +267,12 @@ fn check(
     layout: WeightLayout,
     sh: Shape,
     t: usize,
-    how: Routing,
+    how: Workload,
     bad: &[(usize, i32)],
     seed: u64,
 ) -> TrialResult {
     let s = dev.stream();
-    let q = Query { shape: sh, max_tokens: t.max(1), layout };
+    let q = Query { shape: sh, max_tokens: t.max(1), layout, router: None };
     let (plan, session) = prepared(dev, &q)?;
     let experts = Experts::random(&sh, seed);
     let d = upload_experts(&sh, &experts, layout, s)?;
@@ -265,18 +281,29 @@ fn check(
     for &(slot, id) in bad {
         ids[slot] = id;
     }
-    let want = fused_moe(&sh, &experts, &x, &ids, &w, Some(&d.act)).map_err(err)?;
+    // Large T: the f64 oracle on 64 sampled tokens (tokens are independent); the fault bits
+    // from every token's ids.
+    let sample: Vec<usize> = if t > 256 { (0..64).map(|i| (i * 7919) % t).collect() } else { (0..t).collect() };
+    let (k, hd) = (sh.top_k, sh.hidden);
+    let pick = |v: &[bf16]| -> Vec<bf16> { sample.iter().flat_map(|&i| v[i * hd..][..hd].to_vec()).collect() };
+    let (sx, sids, sw): (Vec<bf16>, Vec<i32>, Vec<f32>) = (
+        pick(&x),
+        sample.iter().flat_map(|&i| ids[i * k..][..k].to_vec()).collect(),
+        sample.iter().flat_map(|&i| w[i * k..][..k].to_vec()).collect(),
+    );
+    let want = fused_moe(&sh, &experts, &sx, &sids, &sw, Some(&d.act)).map_err(err)?;
+    let faults = if ids.iter().any(|&e| e < 0 || e as usize >= sh.experts) { fused_moe::FAULT_EXPERT_ID } else { 0 };
     let mut c = new_call(&plan, &x, &ids, &w, s)?;
     run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;
     let got = s.clone_dtoh(&c.y).map_err(err)?;
     let error = s.clone_dtoh(&c.error).map_err(err)?[0] as u32;
-    if error != want.faults {
-        return Err(format!("error word {error:#x}, the oracle has {:#x}", want.faults));
+    if error != faults {
+        return Err(format!("error word {error:#x}, the oracle has {faults:#x}"));
     }
     if layout == WeightLayout::Packed && t > 0 {
         check_grouping(&plan, &sh, &c, &ids, s)?;
     }
-    compare(sh.hidden, &got[..t * sh.hidden], &want.y)?;
+    compare(sh.hidden, &pick(&got[..t * hd]), &want.y)?;
     // Bitwise reproducible: a second eager run and a graph replay.
     run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;
     if s.clone_dtoh(&c.y).map_err(err)? != got {
@@ -325,7 +352,7 @@ fn trials() -> Vec<GpuTrial> {
                 for t in [1usize, 2, 5, 8, 64] {
                     let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
                     out.push(GpuTrial::new(format!("{path}::tiny::{fname}_{aname}::t{t}"), move |dev| {
-                        check(dev, layout, sh, t, Routing::Random, &[], t as u64)
+                        check(dev, layout, sh, t, Workload::Random, &[], t as u64)
                     }));
                 }
             }
@@ -333,11 +360,11 @@ fn trials() -> Vec<GpuTrial> {
         for (name, sh) in models {
             for t in [1usize, 8] {
                 out.push(GpuTrial::new(format!("{path}::models::{name}::t{t}"), move |dev| {
-                    check(dev, layout, sh, t, Routing::Random, &[], 3)
+                    check(dev, layout, sh, t, Workload::Random, &[], 3)
                 }));
             }
         }
-        for (name, how) in [("shared", Routing::Shared), ("distinct", Routing::Distinct)] {
+        for (name, how) in [("shared", Workload::Shared), ("distinct", Workload::Distinct)] {
             let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
             for t in [8usize, 64] {
                 out.push(GpuTrial::new(format!("{path}::routing::{name}::t{t}"), move |dev| {
@@ -348,24 +375,24 @@ fn trials() -> Vec<GpuTrial> {
         // Ids outside [0, E): skipped and reported (E itself, a negative id, a huge one).
         out.push(GpuTrial::new(format!("{path}::bad_ids_masked"), move |dev| {
             let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
-            check(dev, layout, sh, 5, Routing::Random, &[(0, 16), (5, -1), (19, i32::MAX)], 7)
+            check(dev, layout, sh, 5, Workload::Random, &[(0, 16), (5, -1), (19, i32::MAX)], 7)
         }));
         // Every id bad: nothing grouped, y all zeros.
         out.push(GpuTrial::new(format!("{path}::all_ids_bad"), move |dev| {
             let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: None });
             let bad: Vec<(usize, i32)> = (0..2 * sh.top_k).map(|i| (i, -1 - i as i32)).collect();
-            check(dev, layout, sh, 2, Routing::Random, &bad, 9)
+            check(dev, layout, sh, 2, Workload::Random, &bad, 9)
         }));
         out.push(GpuTrial::new(format!("{path}::graph_replay_with_new_routing_equals_eager"), move |dev| {
             graph_replay(dev, layout)
         }));
         out.push(GpuTrial::new(format!("{path}::run_allocates_nothing"), move |dev| {
             let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: None });
-            let q = Query { shape: sh, max_tokens: 8, layout };
+            let q = Query { shape: sh, max_tokens: 8, layout, router: None };
             let (plan, _session) = prepared(dev, &q)?;
             let s = dev.stream();
             let d = upload_experts(&sh, &Experts::random(&sh, 1), layout, s)?;
-            let (ids, w) = route(&sh, 8, Routing::Random, 1);
+            let (ids, w) = route(&sh, 8, Workload::Random, 1);
             let mut c = new_call(&plan, &vec![bf16::ONE; 8 * sh.hidden], &ids, &w, s)?;
             check_run_allocates_nothing(dev, s, 10, || run_call(&plan, &sh, &d, &mut c, s))
         }));
@@ -375,12 +402,146 @@ fn trials() -> Vec<GpuTrial> {
         [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
     {
         out.push(GpuTrial::new(format!("decode::models::{name}::t64"), move |dev| {
-            check(dev, WeightLayout::Packed, sh, 64, Routing::Random, &[], 4)
+            check(dev, WeightLayout::Packed, sh, 64, Workload::Random, &[], 4)
         }));
+    }
+    // b12x's shared_0 .. shared_100 workloads on DeepSeek-V4-Flash TP2 at T = 8, both paths.
+    for (path, layout) in LAYOUTS {
+        for pct in [0u32, 25, 50, 75, 100] {
+            out.push(GpuTrial::new(format!("{path}::models::deepseek_v4_flash_tp2::shared_{pct}::t8"), move |dev| {
+                check(dev, layout, Shape::deepseek_v4_flash_tp2(), 8, Workload::SharedPct(pct), &[], 12)
+            }));
+        }
+    }
+    // Large T (the 512 and 4096; the oracle on 64 sampled tokens): the simple path on
+    // every model shape; the decode path where T·k fits MAX_DECODE_PAIRS (gpt-oss at 512).
+    for (name, sh) in [
+        ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
+        ("deepseek_v41_flash_tp4", Shape::deepseek_v41_flash_tp4()),
+        ("qwen3_30b_a3b", Shape::qwen3_30b_a3b()),
+        ("gpt_oss_120b", Shape::gpt_oss_120b()),
+    ] {
+        for t in [512usize, 4096] {
+            for (path, layout) in LAYOUTS {
+                if layout == WeightLayout::Packed && t * sh.top_k > fused_moe::MAX_DECODE_PAIRS {
+                    continue;
+                }
+                out.push(GpuTrial::new(format!("{path}::models::{name}::t{t}"), move |dev| {
+                    check(dev, layout, sh, t, Workload::Random, &[], 13)
+                }));
+            }
+        }
+    }
+    // Router logits routed in the op (DeepSeek-V4's sqrtsoftplus + bias, and its hash layers).
+    for (path, layout) in LAYOUTS {
+        for hash in [false, true] {
+            let name = if hash { "hash" } else { "bias" };
+            out.push(GpuTrial::new(format!("{path}::logits::{name}"), move |dev| routed_by_logits(dev, layout, hash)));
+        }
     }
     out.push(GpuTrial::new("simple::bad_inputs_are_typed_errors", bad_inputs));
     out.push(GpuTrial::new("decode::bad_inputs_are_typed_errors", bad_inputs_decode));
     out
+}
+
+/// Router logits in the op: the scratch's ids must be the router oracle's selection (hash: equal;
+/// top-k: up to near-ties, route_topk's rule) and its weights the oracle's weights for those ids;
+/// y is compared with the fused oracle on the ids and weights the GPU chose; the error word holds
+/// the router's faults and the masked slots' FAULT_EXPERT_ID.
+fn routed_by_logits(dev: &Arc<Device>, layout: WeightLayout, hash: bool) -> TrialResult {
+    use b12x_moe::route_topk::{reference as rr, Router};
+    let s = dev.stream();
+    let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) });
+    let (e, k, hd, t, vocab) = (sh.experts, sh.top_k, sh.hidden, 6usize, 50usize);
+    let router = Router::deepseek_v4(e, k, hash.then_some(vocab));
+    let q = Query { shape: sh, max_tokens: 8, layout, router: Some(router) };
+    let (plan, session) = prepared(dev, &q)?;
+    let experts = Experts::random(&sh, 21);
+    let d = upload_experts(&sh, &experts, layout, s)?;
+    let x: Vec<bf16> = uniform(22, t * hd, -2.0, 2.0).into_iter().map(bf16::from_f32).collect();
+    let logits = uniform(23, t * e, -4.0, 4.0);
+    let bias = uniform(24, e, -0.5, 0.5);
+    let mut tid2eid: Vec<i32> = (0..vocab * k).map(|i| ((i * 5 + i / k) % e) as i32).collect();
+    tid2eid[3 * k + 1] = e as i32; // a bad table entry: masked, fault
+    let token_ids: Vec<i32> = vec![3, 7, 49, 50, 0, 3]; // 50 is outside the table: masked, fault
+    let (xd, ld, bd, td, tabd) = (
+        s.clone_htod(&x).map_err(err)?,
+        s.clone_htod(&logits).map_err(err)?,
+        s.clone_htod(&bias).map_err(err)?,
+        s.clone_htod(&token_ids).map_err(err)?,
+        s.clone_htod(&tid2eid).map_err(err)?,
+    );
+    let mut y = s.clone_htod(&vec![bf16::from_f32(f32::NAN); t * hd]).map_err(err)?;
+    let mut error = s.alloc_zeros::<i32>(1).map_err(err)?;
+    let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes()).map_err(err)?;
+    let call =
+        |y: &mut CudaSlice<bf16>, error: &mut CudaSlice<i32>, scratch: &mut CudaSlice<u8>, st: &Arc<CudaStream>| {
+            let routing = Routing::Logits(fused_moe::RouterArgs {
+                logits: TensorRef::from_slice(&ld, &[t, e])?,
+                bias: (!hash).then(|| TensorRef::from_slice(&bd, &[e])).transpose()?,
+                token_ids: hash.then(|| TensorRef::from_slice(&td, &[t])).transpose()?,
+                tid2eid: hash.then(|| TensorRef::from_slice(&tabd, &[vocab, k])).transpose()?,
+            });
+            let args = Args {
+                x: TensorRef::from_slice(&xd, &[t, hd])?,
+                routing,
+                experts: weight_args(&sh, &d).map_err(|e| Error::SessionState { state: "test", what: e })?,
+                act_scales: act_args(&sh, &d)?,
+                y: TensorMut::from_slice(y, &[t, hd])?,
+                error: TensorMut::from_slice(error, &[1])?,
+            };
+            fused_moe::run(&plan, args, Scratch::from_slice(scratch), st)
+        };
+    call(&mut y, &mut error, &mut scratch, s).map_err(err)?;
+    let bytes = s.clone_dtoh(&scratch).map_err(err)?;
+    let region = |name: &str| -> Vec<[u8; 4]> {
+        let r = plan.scratch_layout().regions().iter().find(|r| r.name == name).cloned().expect("a topk region");
+        bytes[r.offset..r.offset + 4 * t * k].chunks_exact(4).map(|b| [b[0], b[1], b[2], b[3]]).collect()
+    };
+    let gids: Vec<i32> = region("topk_ids").into_iter().map(i32::from_le_bytes).collect();
+    let gw: Vec<f32> = region("topk_weights").into_iter().map(f32::from_le_bytes).collect();
+    let routed = if hash {
+        rr::route_hash(&router, &logits, &token_ids, &tid2eid)
+    } else {
+        rr::route(&router, &logits, Some(&bias))
+    };
+    for tok in 0..t {
+        let row = &gids[tok * k..][..k];
+        if hash {
+            if row != &routed.ids[tok * k..][..k] {
+                return Err(format!("token {tok}: ids {row:?}, the table gives {:?}", &routed.ids[tok * k..][..k]));
+            }
+        } else {
+            let sc = rr::scores(router.score, &logits[tok * e..][..e]);
+            let keys = rr::keys(&sc, Some(&bias));
+            let tol = 1e-5 * keys.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            rr::check_selection(&keys, row, tol).map_err(|m| format!("token {tok}: {m}"))?;
+        }
+        let sc = rr::scores(router.score, &logits[tok * e..][..e]);
+        let want = rr::weights(&router, &sc, row);
+        for (j, (&g, &w)) in gw[tok * k..][..k].iter().zip(&want).enumerate() {
+            if (g - w).abs() > 1e-5 * w.abs().max(1e-6) {
+                return Err(format!("token {tok} slot {j}: weight {g}, the router oracle {w}"));
+            }
+        }
+    }
+    let want = fused_moe(&sh, &experts, &x, &gids, &gw, Some(&d.act)).map_err(err)?;
+    let got = s.clone_dtoh(&y).map_err(err)?;
+    compare(hd, &got, &want.y)?;
+    let faults = routed.faults | want.faults;
+    let word = s.clone_dtoh(&error).map_err(err)?[0] as u32;
+    if word != faults {
+        return Err(format!("error word {word:#x}, the oracles have {faults:#x}"));
+    }
+    // The router inside a captured graph: the replay equals the eager call.
+    let exec = session.capture(s, |st| call(&mut y, &mut error, &mut scratch, st)).map_err(err)?;
+    s.memcpy_htod(&vec![bf16::ZERO; t * hd], &mut y).map_err(err)?;
+    // SAFETY: the graph's buffers (x, logits, tables, y, error, scratch, the experts) are alive.
+    unsafe { exec.launch() }.map_err(err)?;
+    if s.clone_dtoh(&y).map_err(err)? != got {
+        return Err("the graph replay differs from the eager run".into());
+    }
+    Ok(())
 }
 
 /// Captured on one routing, replayed after new ids and weights are uploaded: equal to an eager
@@ -388,13 +549,13 @@ fn trials() -> Vec<GpuTrial> {
 fn graph_replay(dev: &Arc<Device>, layout: WeightLayout) -> TrialResult {
     let s = dev.stream();
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) });
-    let q = Query { shape: sh, max_tokens: 8, layout };
+    let q = Query { shape: sh, max_tokens: 8, layout, router: None };
     let (plan, session) = prepared(dev, &q)?;
     let experts = Experts::random(&sh, 11);
     let d = upload_experts(&sh, &experts, layout, s)?;
     let x: Vec<bf16> = (0..8 * sh.hidden).map(|i| bf16::from_f32(((i * 37) % 17) as f32 / 8.0 - 1.0)).collect();
-    let (ids0, w0) = route(&sh, 8, Routing::Shared, 1);
-    let (ids1, w1) = route(&sh, 8, Routing::Random, 2);
+    let (ids0, w0) = route(&sh, 8, Workload::Shared, 1);
+    let (ids1, w1) = route(&sh, 8, Workload::Random, 2);
     let mut c = new_call(&plan, &x, &ids0, &w0, s)?;
     let exec = session.capture(s, |st| run_call(&plan, &sh, &d, &mut c, st)).map_err(err)?;
     s.memcpy_htod(&ids1, &mut c.ids).map_err(err)?;
@@ -414,19 +575,30 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let s = dev.stream();
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: None });
     for (q, field) in [
-        (Query { shape: Shape { hidden: 40, ..sh }, max_tokens: 4, layout: WeightLayout::RowMajor }, "hidden"),
-        (Query { shape: Shape { hidden: 8192 + 32, ..sh }, max_tokens: 4, layout: WeightLayout::RowMajor }, "hidden"),
-        (Query { shape: sh, max_tokens: 0, layout: WeightLayout::RowMajor }, "max_tokens"),
+        (
+            Query { shape: Shape { hidden: 40, ..sh }, max_tokens: 4, layout: WeightLayout::RowMajor, router: None },
+            "hidden",
+        ),
+        (
+            Query {
+                shape: Shape { hidden: 8192 + 32, ..sh },
+                max_tokens: 4,
+                layout: WeightLayout::RowMajor,
+                router: None,
+            },
+            "hidden",
+        ),
+        (Query { shape: sh, max_tokens: 0, layout: WeightLayout::RowMajor, router: None }, "max_tokens"),
     ] {
         match fused_moe::plan(&q, dev) {
             Err(Error::InvalidQuery { field: f, .. }) if f == field => {}
             other => return Err(format!("{field}: want InvalidQuery, got {:?}", other.err())),
         }
     }
-    let q = Query { shape: sh, max_tokens: 4, layout: WeightLayout::RowMajor };
+    let q = Query { shape: sh, max_tokens: 4, layout: WeightLayout::RowMajor, router: None };
     let (plan, _session) = prepared(dev, &q)?;
     let d = upload_experts(&sh, &Experts::random(&sh, 2), WeightLayout::RowMajor, s)?;
-    let (ids, w) = route(&sh, 4, Routing::Random, 2);
+    let (ids, w) = route(&sh, 4, Workload::Random, 2);
     let x = vec![bf16::ONE; 4 * sh.hidden];
     let mut c = new_call(&plan, &x, &ids, &w, s)?;
     // Scratch one byte short.
@@ -464,21 +636,24 @@ fn bad_inputs_decode(dev: &Arc<Device>) -> TrialResult {
     let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: None });
     let packed = WeightLayout::Packed;
     for (q, field) in [
-        (Query { shape: Shape { hidden: 272, ..sh }, max_tokens: 4, layout: packed }, "hidden"),
-        (Query { shape: sh, max_tokens: fused_moe::MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed }, "max_tokens"),
+        (Query { shape: Shape { hidden: 272, ..sh }, max_tokens: 4, layout: packed, router: None }, "hidden"),
+        (
+            Query { shape: sh, max_tokens: fused_moe::MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed, router: None },
+            "max_tokens",
+        ),
     ] {
         match fused_moe::plan(&q, dev) {
             Err(Error::InvalidQuery { field: f, .. }) if f == field => {}
             other => return Err(format!("{field}: want InvalidQuery, got {:?}", other.err())),
         }
     }
-    let q = Query { shape: sh, max_tokens: 4, layout: packed };
+    let q = Query { shape: sh, max_tokens: 4, layout: packed, router: None };
     let (plan, _session) = prepared(dev, &q)?;
     let d = upload_experts(&sh, &Experts::random(&sh, 2), packed, s)?;
     let other = Shape { inter: 256, ..sh };
     let d_other = upload_experts(&other, &Experts::random(&other, 2), packed, s)?;
     let rowmajor = upload_experts(&sh, &Experts::random(&sh, 2), WeightLayout::RowMajor, s)?;
-    let (ids, w) = route(&sh, 4, Routing::Random, 2);
+    let (ids, w) = route(&sh, 4, Workload::Random, 2);
     let x = vec![bf16::ONE; 4 * sh.hidden];
     let mut c = new_call(&plan, &x, &ids, &w, s)?;
     let mut small = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes() - 1).map_err(err)?;

@@ -54,13 +54,15 @@
 //!
 //! ```no_run
 //! use b12x_core::{Device, PreparationSession, Scratch, TensorMut, TensorRef};
-//! use b12x_moe::fused_moe::{self, reference::Experts, Args, ExpertWeights, PackedExperts, Query, Shape, WeightLayout};
+//! use b12x_moe::fused_moe::{
+//!     self, reference::Experts, Args, ExpertWeights, PackedExperts, Query, Routing, Shape, WeightLayout,
+//! };
 //! # fn main() -> b12x_core::Result<()> {
 //! let dev = Device::new(0)?;
 //! // Qwen3-30B-A3B: 128 experts, top-8, hidden 2048, I 768, NVFP4 weights x BF16 activations.
 //! let shape = Shape::qwen3_30b_a3b();
 //! let (k, hd) = (shape.top_k, shape.hidden);
-//! let query = Query { shape, max_tokens: 8, layout: WeightLayout::Packed };
+//! let query = Query { shape, max_tokens: 8, layout: WeightLayout::Packed, router: None };
 //! let plan = fused_moe::plan(&query, &dev)?;
 //! let mut session = PreparationSession::new(&dev)?;
 //! session.prepare(&[&plan])?;
@@ -78,8 +80,10 @@
 //! let mut scratch = s.alloc_zeros::<u8>(plan.scratch_layout().total_bytes())?;
 //! let args = Args {
 //!     x: TensorRef::from_slice(&x, &[t, hd])?,
-//!     ids: TensorRef::from_slice(&ids, &[t, k])?,
-//!     weights: TensorRef::from_slice(&weights, &[t, k])?,
+//!     routing: Routing::TopK {
+//!         ids: TensorRef::from_slice(&ids, &[t, k])?,
+//!         weights: TensorRef::from_slice(&weights, &[t, k])?,
+//!     },
 //!     experts: ExpertWeights::Packed(&packed),
 //!     act_scales: None,
 //!     y: TensorMut::from_slice(&mut y, &[t, hd])?,
@@ -96,6 +100,7 @@ pub mod reference;
 pub use packed::PackedExperts;
 pub use params::{FusedMoeParams, MoeGemvParams, MoeRouteParams, MoeRowsParams};
 
+use crate::route_topk::{self, RouteTopkParams, Router, ScoreFn};
 use b12x_core::cudarc::driver::{CudaStream, DevicePtr};
 use b12x_core::{
     require_disjoint, resolve, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims,
@@ -300,14 +305,14 @@ b12x_core::inventory::submit! {
         group: "moe",
         entry_points: &["plan", "run"],
         dtypes: &["bf16 x (W4A16, or quantized in the op to MXFP8 / NVFP4), NVFP4 | MXFP4 experts -> bf16 y"],
-        // Written without a GPU (session 41): compiled and ptxas-checked for every arch, run nowhere.
+        // Written without a GPU (sessions 41, 42): compiled and ptxas-checked for every arch, run nowhere.
         archs: &[
             ("sm_90a", b12x_core::Validation::CompiledOnly),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-moe",
-        summary: "routed experts of a MoE layer (FC1, activation, routing weight, FC2, combine), FP4 weights; simple path only",
+        summary: "routed experts of a MoE layer (FC1, activation, routing weight, FC2, combine), FP4 weights; simple path (row-major weights) and decode path (packed experts, device-side grouping)",
     }
 }
 
@@ -327,6 +332,10 @@ pub struct Query {
     /// The largest T `run` accepts.
     pub max_tokens: usize,
     pub layout: WeightLayout,
+    /// `Some`: the op takes router logits ([`Routing::Logits`]) and routes them itself with
+    /// `moe.route_topk`'s kernel (launched first, ids and weights in the scratch); `None`: it
+    /// takes precomputed ids and weights ([`Routing::TopK`]). Its E and k must be the shape's.
+    pub router: Option<Router>,
 }
 
 impl Query {
@@ -335,6 +344,21 @@ impl Query {
     pub fn validate(&self) -> Result<()> {
         self.shape.validate()?;
         let bad = |field, reason: String| Err(Error::InvalidQuery { op: OP, field, reason });
+        if let Some(r) = &self.router {
+            r.validate().map_err(|e| match e {
+                Error::InvalidQuery { reason, .. } => Error::InvalidQuery { op: OP, field: "router", reason },
+                other => other,
+            })?;
+            if (r.experts, r.top_k) != (self.shape.experts, self.shape.top_k) {
+                return bad(
+                    "router",
+                    format!(
+                        "routes to {} experts, top-{}; the shape has {}, top-{}",
+                        r.experts, r.top_k, self.shape.experts, self.shape.top_k
+                    ),
+                );
+            }
+        }
         if self.layout == WeightLayout::Packed {
             for (field, v) in [("hidden", self.shape.hidden), ("inter", self.shape.inter)] {
                 if v % 32 != 0 {
@@ -380,6 +404,7 @@ impl Query {
     pub fn scratch_layout(&self) -> ScratchLayout {
         let pairs = self.max_tokens * self.shape.top_k;
         let mut l = ScratchLayout::new();
+        self.add_topk_regions(&mut l);
         l.add("h", pairs * self.shape.inter * 2);
         l.add("y_pairs", pairs * self.shape.hidden * 2);
         l
@@ -397,12 +422,36 @@ impl Query {
         if t > self.max_tokens {
             return Err(Error::Capacity { what: "T (rows of x)", got: t, capacity: self.max_tokens });
         }
-        args.ids.expect("ids", "[T, k]", DType::I32, &[t, k])?;
-        args.weights.expect("weights", "[T, k]", DType::F32, &[t, k])?;
         args.y.expect("y", "[T, Hd]", DType::BF16, &[t, hd])?;
         args.error.expect("error", "[1]", DType::I32, &[1])?;
-        args.ids.require_contiguous("ids")?;
-        args.weights.require_contiguous("weights")?;
+        let mut inputs = vec![("x", args.x.byte_span())];
+        match (&args.routing, &self.router) {
+            (Routing::TopK { ids, weights }, None) => {
+                ids.expect("ids", "[T, k]", DType::I32, &[t, k])?;
+                weights.expect("weights", "[T, k]", DType::F32, &[t, k])?;
+                ids.require_contiguous("ids")?;
+                weights.require_contiguous("weights")?;
+                inputs.push(("ids", ids.byte_span()));
+                inputs.push(("weights", weights.byte_span()));
+            }
+            (Routing::Logits(r), Some(_)) => {
+                r.logits.expect("logits", "[T, E]", DType::F32, &[t, e])?;
+                for (name, v) in [("bias", &r.bias), ("token_ids", &r.token_ids), ("tid2eid", &r.tid2eid)] {
+                    if let Some(v) = v {
+                        inputs.push((name, v.byte_span()));
+                    }
+                }
+                inputs.push(("logits", r.logits.byte_span()));
+            }
+            (Routing::TopK { .. }, Some(_)) => {
+                let expected = "Routing::Logits (the query has a router)".into();
+                return Err(Error::Shape { tensor: "routing", expected, actual: vec![] });
+            }
+            (Routing::Logits(_), None) => {
+                let expected = "Routing::TopK (the query has no router)".into();
+                return Err(Error::Shape { tensor: "routing", expected, actual: vec![] });
+            }
+        }
         let (mut a1, mut a2) = (0, 0);
         match (&args.act_scales, s.recipe == Recipe::Nvfp4) {
             (Some(a), true) => {
@@ -422,8 +471,6 @@ impl Query {
             }
             (None, false) => {}
         }
-        let mut inputs =
-            vec![("x", args.x.byte_span()), ("ids", args.ids.byte_span()), ("weights", args.weights.byte_span())];
         if let Some(a) = &args.act_scales {
             inputs.push(("act_scales.fc1", a.fc1.byte_span()));
             inputs.push(("act_scales.fc2", a.fc2.byte_span()));
@@ -436,6 +483,53 @@ impl Query {
             require_disjoint(es, input)?;
         }
         Ok((t, a1, a2))
+    }
+
+    /// The router launch's parameters when the call routes logits: `moe.route_topk`'s checks of
+    /// the router's tensors, its outputs the scratch's `topk_ids` / `topk_weights` (at `ids`,
+    /// `weights`), the call's error word.
+    fn route_params(&self, args: &Args<'_>, t: usize, ids: u64, weights: u64) -> Result<Option<RouteTopkParams>> {
+        let (Routing::Logits(r), Some(router)) = (&args.routing, &self.router) else { return Ok(None) };
+        let k = self.shape.top_k;
+        // SAFETY: `ids` and `weights` are the scratch's topk regions ([max_tokens, k] i32 / f32,
+        // bound by the caller), `error` is the call's checked error word; views, never freed here.
+        let (ids, weights, error) = unsafe {
+            (
+                TensorMut::from_raw(ids, &[t, k], &[k as isize, 1], DType::I32)?,
+                TensorMut::from_raw(weights, &[t, k], &[k as isize, 1], DType::F32)?,
+                TensorMut::from_raw(args.error.ptr(), &[1], &[1], DType::I32)?,
+            )
+        };
+        let ra = route_topk::Args {
+            logits: r.logits,
+            bias: r.bias,
+            token_ids: r.token_ids,
+            tid2eid: r.tid2eid,
+            ids,
+            weights,
+            error,
+        };
+        route_topk::Query { router: *router, max_tokens: self.max_tokens }.kernel_params(&ra).map(Some)
+    }
+
+    /// The router kernel's symbol in this op's modules, when the query routes logits.
+    fn route_symbol(&self) -> Option<String> {
+        self.router.map(|r| {
+            let score = match r.score {
+                ScoreFn::Softmax => "softmax",
+                ScoreFn::Sigmoid => "sigmoid",
+                ScoreFn::SqrtSoftplus => "sqrtsoftplus",
+            };
+            format!("b12x_fused_moe_route_topk_{score}")
+        })
+    }
+
+    /// Scratch regions for the routed ids and weights (a query with a router).
+    fn add_topk_regions(&self, l: &mut ScratchLayout) {
+        if self.router.is_some() {
+            l.add("topk_ids", 4 * self.max_tokens * self.shape.top_k);
+            l.add("topk_weights", 4 * self.max_tokens * self.shape.top_k);
+        }
     }
 
     /// The activation's limit as the kernels take it (`+inf`: none).
@@ -505,8 +599,8 @@ impl Query {
         let (t, a1, a2) = self.check_args(args, &spans)?;
         Ok(FusedMoeParams {
             x: args.x.ptr(),
-            ids: args.ids.ptr(),
-            weights: args.weights.ptr(),
+            ids: routing_ptrs(&args.routing).0,
+            weights: routing_ptrs(&args.routing).1,
             w1_codes: w.w1_codes.ptr(),
             w1_scales: w.w1_scales.ptr(),
             w1_enc: w.w1_enc.as_ref().map_or(0, |v| v.ptr()),
@@ -529,22 +623,25 @@ impl Query {
         })
     }
 
-    /// The decode path's kernel symbols for 8·`nt`-row slots: the route, the GEMV (FC1 and
-    /// FC2), the row quantizer (W4A8 / NVFP4 only), the combine.
+    /// The decode path's kernel symbols for 8·`nt`-row slots: the router (a query with one), the
+    /// route, the GEMV (FC1 and FC2), the row quantizer (W4A8 / NVFP4 only), the combine.
     pub fn decode_symbols(&self, nt: usize) -> Vec<String> {
         let f = match self.shape.recipe.weights() {
             Fp4::Nvfp4 => "nvfp4",
             Fp4::Mxfp4 => "mxfp4",
         };
-        vec![
+        let mut out: Vec<String> = self.route_symbol().into_iter().collect();
+        out.extend([
             "b12x_fused_moe_route".into(),
             format!("b12x_fused_moe_decode_gemv_{f}_nt{nt}"),
             "b12x_fused_moe_quant_rows".into(),
             "b12x_fused_moe_combine_rows".into(),
-        ]
+        ]);
+        out
     }
 
-    /// The simple path's kernel symbols, in launch order: FC1, FC2, the combine.
+    /// The simple path's kernel symbols, in launch order: the router (a query with one), FC1,
+    /// FC2, the combine.
     pub fn symbols(&self) -> Vec<String> {
         let f = match self.shape.recipe {
             Recipe::W4a16(Fp4::Nvfp4) => "w4a16_nvfp4",
@@ -557,11 +654,13 @@ impl Query {
             Activation::SwigluOai { .. } => "oai",
             Activation::Relu2 => "relu2",
         };
-        vec![
+        let mut out: Vec<String> = self.route_symbol().into_iter().collect();
+        out.extend([
             format!("b12x_fused_moe_simple_fc1_{f}_{act}"),
             format!("b12x_fused_moe_simple_fc2_{f}"),
             "b12x_fused_moe_combine".into(),
-        ]
+        ]);
+        out
     }
 }
 
@@ -599,15 +698,44 @@ pub enum ExpertWeights<'a> {
     Packed(&'a PackedExperts),
 }
 
+/// How a call is routed.
+#[derive(Debug)]
+pub enum Routing<'a> {
+    /// Precomputed top-k (from `moe.route_topk` or the caller): `ids [T, k]` i32 (untrusted:
+    /// outside `[0, E)` the slot is skipped and reported) and `weights [T, k]` f32, contiguous.
+    TopK { ids: TensorRef<'a>, weights: TensorRef<'a> },
+    /// Router logits, routed in the op by the query's [`Router`] (a plan with `router: Some`).
+    Logits(RouterArgs<'a>),
+}
+
+/// The router's inputs, as `moe.route_topk` takes them.
+#[derive(Debug)]
+pub struct RouterArgs<'a> {
+    /// `[T, E]` f32 (rows may be padded).
+    pub logits: TensorRef<'a>,
+    /// `[E]` f32, exactly when the router selects by `scores + bias`.
+    pub bias: Option<TensorRef<'a>>,
+    /// `[T]` i32 token ids, exactly for hash routing.
+    pub token_ids: Option<TensorRef<'a>>,
+    /// `[vocab, k]` i32, exactly for hash routing.
+    pub tid2eid: Option<TensorRef<'a>>,
+}
+
+/// The ids and weights pointers of precomputed routing (0, 0 for logits: the scratch's).
+fn routing_ptrs(r: &Routing<'_>) -> (u64, u64) {
+    match r {
+        Routing::TopK { ids, weights } => (ids.ptr(), weights.ptr()),
+        Routing::Logits(_) => (0, 0),
+    }
+}
+
 /// The tensors of one call.
 #[derive(Debug)]
 pub struct Args<'a> {
     /// `[T, Hd]` bf16 (rows may be padded; the decode path wants 16-byte aligned rows).
     pub x: TensorRef<'a>,
-    /// `[T, k]` i32 expert ids (untrusted: outside `[0, E)` the slot is skipped and reported).
-    pub ids: TensorRef<'a>,
-    /// `[T, k]` f32 routing weights.
-    pub weights: TensorRef<'a>,
+    /// The routing: precomputed ids and weights, or router logits (the query's `router`).
+    pub routing: Routing<'a>,
     pub experts: ExpertWeights<'a>,
     /// The NVFP4 recipe's activation encode scales, exactly for that recipe.
     pub act_scales: Option<ActScaleArgs<'a>>,
@@ -673,6 +801,7 @@ impl Decode {
             partials = partials.max(2 * g1.max(g2) * 8 * c.nt * packed::ROW_BLOCK * 4);
         }
         let mut l = ScratchLayout::new();
+        query.add_topk_regions(&mut l);
         l.add("slots", 16 * self.max_slots);
         l.add("meta", 16);
         l.add("row_token", 4 * pairs);
@@ -741,12 +870,18 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
             let layout = plan.scratch_layout();
             let bound = layout.bind(&scratch)?;
             (p.h, p.y_pairs) = (bound.ptr("h"), bound.ptr("y_pairs"));
+            let topk = if plan.query.router.is_some() {
+                (p.ids, p.weights) = (bound.ptr("topk_ids"), bound.ptr("topk_weights"));
+                plan.query.route_params(&args, p.tokens as usize, p.ids, p.weights)?
+            } else {
+                None
+            };
             plan.device.check_stream(stream)?;
             if p.tokens == 0 {
                 return Ok(());
             }
             let selected = resolve(plan, 0, stream)?;
-            launch(&selected, &p, stream)
+            launch(&selected, topk.as_ref(), &p, stream)
         }
         (_, w) => Err(Error::Shape {
             tensor: "experts",
@@ -761,6 +896,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
 
 /// The decode path's parameters of one call (everything checked; scratch bound).
 struct DecodeCall {
+    topk: Option<RouteTopkParams>,
     route: MoeRouteParams,
     fc1: MoeGemvParams,
     fc2: MoeGemvParams,
@@ -816,9 +952,16 @@ fn decode_call(
         Recipe::Nvfp4 => 2,
     };
     let pairs = t * k;
+    let (ids_ptr, weights_ptr, topk) = if q.router.is_some() {
+        let (i_, w_) = (bound.ptr("topk_ids"), bound.ptr("topk_weights"));
+        (i_, w_, q.route_params(args, t, i_, w_)?)
+    } else {
+        let (i_, w_) = routing_ptrs(&args.routing);
+        (i_, w_, None)
+    };
     let route = MoeRouteParams {
-        ids: args.ids.ptr(),
-        weights: args.weights.ptr(),
+        ids: ids_ptr,
+        weights: weights_ptr,
         x: args.x.ptr(),
         a1_enc: a1,
         slots: bound.ptr("slots"),
@@ -855,6 +998,8 @@ fn decode_call(
         let mut g: b12x_gemm::blockscaled::gemv::BsGemvParams = bytemuck::Zeroable::zeroed();
         g.codes_map = map.encode(if mode == 2 { "fc2.codes" } else { "fc1.codes" })?;
         g.scales = m.scales.device_ptr(m.scales.stream()).0;
+        // The source address of the zero-size copies for rows past a slot (never read).
+        g.x = xin;
         g.partials = bound.ptr("partials");
         g.counters = bound.ptr("counters");
         g.n = (m.rbs * packed::ROW_BLOCK) as i32;
@@ -916,6 +1061,7 @@ fn decode_call(
     };
     let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, i));
     let call = DecodeCall {
+        topk,
         route,
         fc1,
         fc2,
@@ -948,9 +1094,13 @@ fn run_decode(
 
 fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let [route, gemv, quant, combine] = selected.kernels.as_slice() else { return Err(unknown()) };
-    let plain = LaunchOpts { pdl: false, cluster_x: 0 };
+    let [route, gemv, quant, combine] = router_then(selected, c.topk.as_ref(), 4, stream)? else {
+        return Err(unknown());
+    };
     let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
+    // The grouping waits for the router (PDL) when there is one; otherwise it is the call's
+    // first kernel and launches plainly.
+    let first = LaunchOpts { pdl: c.topk.is_some(), cluster_x: 0 };
     let gemv_dims = |grid: u32| LaunchDims { grid: (grid, 1, 1), block: (GEMV_THREADS, 1, 1), smem_bytes: c.gemv_smem };
     let t = c.rows.tokens as u32;
     let block = if c.rows.quant == 1 { 32 } else { 16 };
@@ -967,7 +1117,7 @@ fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Re
             stream,
             LaunchDims { grid: (c.route_grid, 1, 1), block: (ROUTE_THREADS, 1, 1), smem_bytes: c.route_smem },
             &c.route,
-            plain,
+            first,
         )?;
         gemv.launch_ex(stream, gemv_dims(c.grids.0), &c.fc1, pdl)?;
         if c.quantized {
@@ -982,9 +1132,40 @@ fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Re
     }
 }
 
-fn launch(selected: &Selected, p: &FusedMoeParams, stream: &CudaStream) -> Result<()> {
+/// Launches the router (when `topk` holds its parameters) on `stream`: one CTA of 256 threads
+/// per token, as `moe.route_topk` does.
+fn launch_router(kernel: &b12x_core::Kernel, topk: &RouteTopkParams, stream: &CudaStream) -> Result<()> {
+    let dims = LaunchDims { grid: (topk.tokens as u32, 1, 1), block: (ROUTE_THREADS, 1, 1), smem_bytes: 0 };
+    // SAFETY: RouteTopkParams mirrors the kernel's struct (asserted on both sides); it passed
+    // route_topk's `Query::kernel_params` (logits, bias and hash tables checked, outputs the
+    // scratch's topk regions sized [max_tokens, k]); the kernel bounds every untrusted index.
+    unsafe { kernel.launch_ex(stream, dims, topk, LaunchOpts { pdl: false, cluster_x: 0 }) }
+}
+
+/// The path's `n` kernels of `selected`, after launching the router first when `topk` holds its
+/// parameters (the selection then starts with the router's kernel; a timing tool's case without
+/// router parameters skips it).
+fn router_then<'k>(
+    selected: &'k Selected,
+    topk: Option<&RouteTopkParams>,
+    n: usize,
+    stream: &CudaStream,
+) -> Result<&'k [b12x_core::Kernel]> {
+    let all = selected.kernels.as_slice();
+    let (router, rest) = if all.len() == n + 1 { (Some(&all[0]), &all[1..]) } else { (None, all) };
+    match (router, topk) {
+        (Some(k), Some(t)) => launch_router(k, t, stream)?,
+        (None, Some(_)) => {
+            return Err(Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() })
+        }
+        _ => {}
+    }
+    Ok(rest)
+}
+
+fn launch(selected: &Selected, topk: Option<&RouteTopkParams>, p: &FusedMoeParams, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let [fc1, fc2, combine] = selected.kernels.as_slice() else { return Err(unknown()) };
+    let [fc1, fc2, combine] = router_then(selected, topk, 3, stream)? else { return Err(unknown()) };
     let pairs = (p.tokens * p.top_k) as u32;
     let blocks = |n: i32| (n as u32).div_ceil(THREADS);
     let opts = LaunchOpts { pdl: false, cluster_x: 0 };
@@ -1011,7 +1192,10 @@ impl OpPlan for Plan {
         &self.device
     }
     fn module(&self) -> &'static KernelModule {
-        &crate::FUSED_MOE_MODULE
+        match self.decode {
+            None => &crate::FUSED_MOE_MODULE,
+            Some(_) => &crate::FUSED_MOE_DECODE_MODULE,
+        }
     }
     fn buckets(&self) -> &[Bucket] {
         &self.buckets
@@ -1104,6 +1288,6 @@ struct RaceCase {
 
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
-        launch(selected, &self.params, stream)
+        launch(selected, None, &self.params, stream)
     }
 }
