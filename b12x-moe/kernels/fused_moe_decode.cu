@@ -126,8 +126,8 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
     }
   }
   __syncthreads();
-  // Exclusive scan of (rows << 16 | slots) per expert: rows <= P <= 2048 and slots <= E + P / R
-  // keep both halves below 2^16. Thread i scans experts [i per, (i + 1) per).
+  // Exclusive scan of (rows << 16 | slots) per expert: slots <= rows <= P <= 2048 (an expert's
+  // ceil(c / R) slots never exceed its c rows), so the low half never carries into the high one. Thread i scans experts [i per, (i + 1) per).
   const int per = (E + blockDim.x - 1) / blockDim.x;
   const int lo = min(tid * per, E), hi = min(lo + per, E);
   uint32_t sum = 0;
@@ -319,7 +319,7 @@ struct MoeRowsParams {
   int64_t ldy;
   int32_t tokens, top_k, hidden, inter;
   int32_t quant;              // 1: MXFP8, 2: NVFP4
-  int32_t max_rows;           // P of the plan (a bound on meta[1])
+  int32_t max_rows;           // the call's T k (a bound on meta[1])
 };
 static_assert(sizeof(MoeRowsParams) == 88, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeRowsParams, ldy) == 56, "offset must match params.rs");

@@ -292,6 +292,9 @@ const ROUTE_ROWS_PER_CTA: usize = 4;
 const ROUTE_THREADS: u32 = 256;
 /// Threads of the decode GEMV (`32 · (kConsumers + 1)`).
 const GEMV_THREADS: u32 = 32 * 9;
+/// The decode GEMV's static shared memory (its barriers and scale table; `gemm.blockscaled`'s
+/// `STATIC_SMEM`).
+const GEMV_STATIC_SMEM: u32 = 1280;
 /// The most (token, slot) pairs a call of the simple path may have (its grids' y extent).
 pub const MAX_PAIRS: usize = 65535;
 /// Threads per CTA (`kMoeThreads`).
@@ -921,6 +924,28 @@ fn decode_call(
         let reason = format!("packed for {:?}, the plan's shape is {:?}", w.shape, s);
         return Err(Error::InvalidQuery { op: OP, field: "experts", reason });
     }
+    // The packed buffers themselves (their fields are public): what the TMA descriptors, the
+    // scale copies and the scratch sizes assume.
+    for (name, m, rows, k, interleaved, rbs) in [
+        ("experts.fc1", &w.fc1, s.fc1_rows(), s.hidden, s.activation.gated(), d.rbs.0),
+        ("experts.fc2", &w.fc2, s.hidden, s.inter, false, d.rbs.1),
+    ] {
+        let f = s.recipe.weights();
+        let tiles = (k / f.block()).div_ceil(4);
+        let want = (f, rows, k, interleaved, rbs, s.experts * rbs * packed::ROW_BLOCK * k / 2);
+        let got = (m.format, m.rows, m.k, m.interleaved, m.rbs, m.codes.len());
+        if got != want || m.scales.len() != s.experts * rbs * tiles * 512 || m.enc.len() != s.experts {
+            let reason = format!(
+                "{name}: (format, rows, K, interleaved, row blocks, code bytes) {got:?} with {} scale bytes and {} \
+                 encode scales; the plan wants {want:?}, {} and {}",
+                m.scales.len(),
+                m.enc.len(),
+                s.experts * rbs * tiles * 512,
+                s.experts
+            );
+            return Err(Error::InvalidQuery { op: OP, field: "experts", reason });
+        }
+    }
     let span = |v: &b12x_core::cudarc::driver::CudaSlice<u8>| {
         let p = v.device_ptr(v.stream()).0;
         (p, p + v.len() as u64)
@@ -1212,6 +1237,11 @@ impl OpPlan for Plan {
             (Some(d), 0) => d.configs.get(bucket).map(|c| self.query.decode_symbols(c.nt)).unwrap_or_default(),
             _ => Vec::new(),
         }
+    }
+    fn dynamic_smem(&self, bucket: usize, _config_index: usize) -> u32 {
+        // The decode GEMV's ring is above the 48 KB default: its kernels get the device's opt-in
+        // limit when the selection is resolved (the simple path uses static shared memory only).
+        self.decode.as_ref().and_then(|d| d.configs.get(bucket)).map_or(0, |c| c.dynamic_smem() + GEMV_STATIC_SMEM)
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot
