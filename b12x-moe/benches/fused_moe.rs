@@ -11,13 +11,21 @@
 //! ceiling). Before timing, token 0's output is checked against the CPU oracle (cosine
 //! difference ≤ 2e-4). `B12X_BENCH_QUICK=1` keeps T ∈ {1, 8}.
 //!
+//! `fused_moe_separate/<case>` (T ≤ 16, the decode GEMV's row limit): the GEMMs the op replaces —
+//! per touched expert, `gemm.blockscaled`'s decode GEMV for FC1 on its tokens' rows, then for FC2
+//! (x quantized to MXFP8 in the call for W4A8; W4A16 otherwise, the NVFP4 recipe's activation
+//! quantization left out), all back to back in one graph: routing, gathering, the activation and
+//! the combine are not in it, so it is a lower bound for an unfused layer.
+//!
 //! Run: `cargo bench -p b12x-moe --bench fused_moe` (rows go to `bench-results/fused_moe.{json,md}`).
 
 use b12x_core::bench::{add_read_probe, quick, samples, selected, time_graph, BenchReport};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{gpu, uniform};
-use b12x_core::{PreparationSession, Result, Scratch, TensorMut, TensorRef};
+use b12x_core::{DType, PreparationSession, Result, Scratch, TensorMut, TensorRef};
+use b12x_gemm::blockscaled::gemv::{self as bsgemv, XFormat, XQuant};
+use b12x_gemm::blockscaled::{pack, Weight};
 use b12x_moe::fused_moe::reference::{self, ActScales, Experts};
 use b12x_moe::fused_moe::{
     self, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Routing, Shape, WeightArgs,
@@ -77,6 +85,89 @@ fn call(plan: &fused_moe::Plan, sh: &Shape, b: &mut Bufs, st: &Arc<CudaStream>) 
         error: TensorMut::from_slice(&mut b.error, &[1])?,
     };
     fused_moe::run(plan, args, Scratch::from_slice(&mut b.scratch), st)
+}
+
+/// Times the separate GEMMs of one routing (module docs): one graph of 2 × (touched experts)
+/// decode GEMV calls.
+fn separate_gemms(
+    dev: &Arc<b12x_core::Device>,
+    sh: &Shape,
+    experts: &Experts,
+    ids: &[i32],
+) -> Result<(Vec<f64>, String)> {
+    let s = dev.stream();
+    let (hd, i, r1) = (sh.hidden, sh.inter, sh.fc1_rows());
+    let mut touched: Vec<i32> = ids.to_vec();
+    touched.sort_unstable();
+    touched.dedup();
+    let rows = |e: i32| ids.iter().filter(|&&x| x == e).count();
+    let m_hi = touched.iter().map(|&e| rows(e)).max().unwrap_or(1);
+    let weight = |m: &reference::ExpertMatrix| -> Result<pack::PackedWeight> {
+        let w = match m {
+            reference::ExpertMatrix::Nvfp4(q) => Weight::Nvfp4(q.clone()),
+            reference::ExpertMatrix::Mxfp4(q) => Weight::Mx(q.clone()),
+        };
+        pack::pack_weight(&w, s)
+    };
+    let format = match sh.recipe.weights() {
+        Fp4::Nvfp4 => pack::WeightFormat::Nvfp4,
+        Fp4::Mxfp4 => pack::WeightFormat::Mxfp4,
+    };
+    let x_quant = (sh.recipe == Recipe::W4a8Mx).then_some(XQuant::Mxfp8);
+    let query = |n: usize, k: usize| bsgemv::Query {
+        n,
+        k,
+        weight: format,
+        x_format: XFormat::Bf16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: m_hi,
+        x_quant,
+    };
+    let (q1, q2) = (query(r1, hd), query(hd, i));
+    let (p1, p2) = (bsgemv::plan(&q1, dev)?, bsgemv::plan(&q2, dev)?);
+    let mut session = PreparationSession::new(dev)?;
+    let config = session.prepare(&[&p1, &p2])?.iter().map(|x| x.config.clone()).collect::<Vec<_>>().join("+");
+    let mut calls = Vec::new();
+    for &e in &touched {
+        let m = rows(e);
+        let w1 = weight(&experts.fc1[e as usize])?;
+        let w2 = weight(&experts.fc2[e as usize])?;
+        let x1 = s.alloc_zeros::<bf16>(m * hd)?;
+        let y1 = s.alloc_zeros::<bf16>(m * r1)?;
+        let x2 = s.alloc_zeros::<bf16>(m * i)?;
+        let y2 = s.alloc_zeros::<bf16>(m * hd)?;
+        calls.push((m, w1, w2, x1, y1, x2, y2));
+    }
+    let mut s1 = s.alloc_zeros::<u8>(p1.scratch_layout().total_bytes().max(1))?;
+    let mut s2 = s.alloc_zeros::<u8>(p2.scratch_layout().total_bytes().max(1))?;
+    let times = time_graph(dev, samples(), |st| {
+        for (m, w1, w2, x1, y1, x2, y2) in calls.iter_mut() {
+            let a1 = bsgemv::Args {
+                x: TensorRef::from_slice(x1, &[*m, hd])?,
+                x_scales: None,
+                x_global: None,
+                w: w1,
+                bias: None,
+                y: TensorMut::from_slice(y1, &[*m, r1])?,
+                alpha: 1.0,
+            };
+            bsgemv::run(&p1, a1, Scratch::from_slice(&mut s1), st)?;
+            let a2 = bsgemv::Args {
+                x: TensorRef::from_slice(x2, &[*m, i])?,
+                x_scales: None,
+                x_global: None,
+                w: w2,
+                bias: None,
+                y: TensorMut::from_slice(y2, &[*m, hd])?,
+                alpha: 1.0,
+            };
+            bsgemv::run(&p2, a2, Scratch::from_slice(&mut s2), st)?;
+        }
+        Ok(())
+    })?;
+    session.close();
+    Ok((times, config))
 }
 
 fn main() -> Result<()> {
@@ -160,6 +251,10 @@ fn main() -> Result<()> {
             let times = time_graph(&dev, samples(), |st| call(&plan, &sh, &mut b, st))?;
             report.add(&case, &config, &times, bytes as f64, 0.0);
             add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes)?;
+            if layout == WeightLayout::Packed && t <= bsgemv::MAX_ROWS {
+                let (times, config) = separate_gemms(&dev, &sh, &experts, &ids_h)?;
+                report.add(&format!("fused_moe_separate/{name}/T{t}"), &config, &times, bytes as f64, 0.0);
+            }
             session.close();
             (w1, w2, a, packed) = (Some(b.w1), Some(b.w2), Some(b.a), b.packed);
         }
