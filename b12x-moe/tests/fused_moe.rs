@@ -332,7 +332,7 @@ use b12x_core::{DType, TensorRef};
 use b12x_moe::fused_moe::{
     ActScaleArgs, Args, ExpertWeights, FusedMoeParams, Query, RouterArgs, Routing, WeightArgs, WeightLayout,
 };
-use b12x_moe::route_topk::Router;
+use b12x_moe::route_topk::{Router, ScoreFn};
 use common::{view, view_mut};
 
 /// Arguments for `t` tokens of `s`, every tensor at its own address (1 GiB apart).
@@ -812,10 +812,34 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
             symbols.extend(q.decode_symbols(nt));
         }
     }
+    // The router entry points the op launches first when its query routes logits.
+    for score in [ScoreFn::Softmax, ScoreFn::Sigmoid, ScoreFn::SqrtSoftplus] {
+        let router = Router { score, ..Router::qwen3_moe(4, 2) };
+        let q = Query {
+            shape: tiny(Activation::Relu2, Recipe::W4a16(Fp4::Nvfp4)),
+            max_tokens: 1,
+            layout: WeightLayout::Packed,
+            router: Some(router),
+        };
+        symbols.extend(q.decode_symbols(1));
+        symbols.extend(Query { layout: WeightLayout::RowMajor, ..q }.symbols());
+    }
     symbols.sort();
     symbols.dedup();
-    assert_eq!(symbols.len(), 7);
+    // route, 4 GEMVs, quant_rows, combine_rows, 3 routers; the simple path's FC1 / FC2 / combine
+    // for W4A16 NVFP4 with ReLU².
+    assert_eq!(symbols.len(), 13);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
+    // Each path's kernels are in the unit its plan loads (FUSED_MOE_DECODE_MODULE /
+    // FUSED_MOE_MODULE).
+    let m: serde_json::Value = serde_json::from_str(b12x_moe::KERNEL_MANIFEST).unwrap();
+    let has = |unit: &str, sym: &str| m["units"][unit]["kernels"].get(sym).is_some();
+    for sym in &symbols {
+        let unit =
+            if sym.contains("simple") || sym == "b12x_fused_moe_combine" { "fused_moe" } else { "fused_moe_decode" };
+        assert!(has(unit, sym), "{sym} is not in {unit}.cu");
+    }
+    assert!(has("fused_moe", "b12x_fused_moe_route_topk_softmax"));
 }
 
 /// A router must route the shape's E and k; the router symbol comes first in both paths.
