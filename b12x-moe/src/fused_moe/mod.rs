@@ -693,6 +693,8 @@ pub struct ActScaleArgs<'a> {
 }
 
 /// The expert weights of a call, in the plan's [`WeightLayout`].
+// Argument bundles built per call on the stack: boxing the large variant would allocate.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum ExpertWeights<'a> {
     /// [`WeightLayout::RowMajor`].
@@ -702,6 +704,8 @@ pub enum ExpertWeights<'a> {
 }
 
 /// How a call is routed.
+// Argument bundles built per call on the stack: boxing the large variant would allocate.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Routing<'a> {
     /// Precomputed top-k (from `moe.route_topk` or the caller): `ids [T, k]` i32 (untrusted:
