@@ -24,10 +24,13 @@
 //   swizzled scale tiles stacked likewise, NVFP4 encode scales [E]; scratch regions (the plan's
 //   layout): slots, meta, row_token, row_expert, row_weight, pair_row, xq, h, y_rows, partials,
 //   counters.
-// Constraints: Hd, I multiples of 32, P = T k <= 2048 (src/fused_moe/mod.rs: MAX_DECODE_PAIRS; the
-//   route's shared memory and its 16-bit scan halves), E <= 4096.
+// Constraints: Hd, I multiples of 32, E <= 4096; the decode route P = T k <= 2048 (its shared
+//   memory and 16-bit scan halves: the plan sends it T <= 16, so P <= 512), the grouped path any
+//   P <= MAX_PAIRS.
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
-//   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows,
+//   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
+//   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
+//   b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -404,3 +407,280 @@ extern "C" __global__ void __launch_bounds__(128)
 // Router logits routed inside the op (Query::router): moe.route_topk's kernel into the scratch's
 // topk_ids / topk_weights, launched first.
 B12X_ROUTE_TOPK_ENTRIES(b12x_fused_moe_route_topk_)
+
+// ==== the grouped path (large T) =================================================================
+// Grouping for any P: zero the counts; one thread per pair takes its rank in its expert
+// (atomicAdd: the order of rows inside an expert is not stable, and need not be — every row's
+// FC1 / FC2 outputs depend on that row only, and the combine sums in slot order through pair_row,
+// so y is bitwise reproducible); one CTA scans the counts into row and slot starts (slots of R =
+// the tile's BM rows); one thread per pair writes its row's token, expert and weight; x^ rows
+// (a copy for W4A16, MXFP8 / NVFP4 quantize-then-dequantize otherwise). Then FC1 as
+// gemm.blockscaled's tiled kernel per (slot, N tile) into gu (the interleaved gate/up rows,
+// BF16), the activation kernel into h (and h^), FC2 the same into y_rows, the combine.
+
+#include "b12x/bsgemm_tile.cuh"
+
+namespace b12x {
+
+// Mirrored by src/fused_moe/params.rs (MoeGroupParams).
+struct MoeGroupParams {
+  const int32_t* ids;     // [T, k] (route_topk's scratch output or the caller's)
+  const float* weights;   // [T, k]
+  const bf16* x;          // [T, Hd], row stride ldx
+  const float* a1_enc;    // [E] (NVFP4 recipe) or null
+  int32_t* counts;        // [E] scratch
+  int32_t* rank;          // [P] scratch: rank of pair p in its expert, -1 masked
+  int32_t* row_start;     // [E] scratch
+  int4* slots;            // [max_slots]
+  int32_t* meta;          // [2]: slots, rows
+  int32_t* row_token;     // [P]
+  int32_t* row_expert;    // [P]
+  float* row_weight;      // [P]
+  int32_t* pair_row;      // [P]
+  bf16* xq;               // [P, Hd]: x^ rows
+  unsigned int* error;    // [1]
+  int64_t ldx;
+  int32_t tokens, top_k, experts, hidden;
+  int32_t slot_rows;      // R = BM
+  int32_t quant;          // 0: copy (W4A16), 1: MXFP8, 2: NVFP4
+  int32_t max_rows;       // the call's P (a bound on meta[1])
+  int32_t reserved;
+};
+static_assert(sizeof(MoeGroupParams) == 160, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeGroupParams, ldx) == 120, "offset must match params.rs");
+
+__device__ __forceinline__ void moe_group_zero(const MoeGroupParams& p) {
+  pdl_wait_then_release();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.experts; i += gridDim.x * blockDim.x) p.counts[i] = 0;
+}
+
+__device__ __forceinline__ void moe_group_count(const MoeGroupParams& p) {
+  pdl_wait_then_release();
+  const int P = p.tokens * p.top_k;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < P; i += gridDim.x * blockDim.x) {
+    const int e = p.ids[i];
+    if (e >= 0 && e < p.experts) {
+      p.rank[i] = atomicAdd(&p.counts[e], 1);
+    } else {
+      p.rank[i] = -1;
+      atomicOr(p.error, kMoeDecodeFaultExpertId);
+    }
+  }
+}
+
+// One CTA of 1024 threads: exclusive scan of (rows << 32 | slots) over the experts (thread i
+// takes a contiguous run of ceil(E / 1024)), the slots of each expert, meta.
+__device__ __forceinline__ void moe_group_scan(const MoeGroupParams& p) {
+  __shared__ unsigned long long s_wsum[32];
+  pdl_wait_then_release();
+  const int E = p.experts, R = p.slot_rows, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int per = (E + blockDim.x - 1) / blockDim.x;
+  const int lo = min(tid * per, E), hi = min(lo + per, E);
+  auto packed = [&](int e) {
+    const unsigned long long c = unsigned(p.counts[e]);
+    return (c << 32) | ((c + R - 1) / R);
+  };
+  unsigned long long sum = 0;
+  for (int e = lo; e < hi; ++e) sum += packed(e);
+  unsigned long long incl = sum;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const unsigned long long y = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += y;
+  }
+  if (lane == 31) s_wsum[warp] = incl;
+  __syncthreads();
+  unsigned long long run = incl - sum, total = 0;
+  for (int w = 0; w < int(blockDim.x >> 5); ++w) {
+    if (w < warp) run += s_wsum[w];
+    total += s_wsum[w];
+  }
+  for (int e = lo; e < hi; ++e) {
+    const int c = p.counts[e], r0 = int(run >> 32), s0 = int(run & 0xFFFFFFFFull);
+    p.row_start[e] = r0;
+    for (int j = 0; j * R < c; ++j) p.slots[s0 + j] = make_int4(e, r0 + j * R, min(R, c - j * R), 0);
+    run += packed(e);
+  }
+  if (tid == 0) {
+    p.meta[0] = int(total & 0xFFFFFFFFull);
+    p.meta[1] = int(total >> 32);
+  }
+}
+
+__device__ __forceinline__ void moe_group_place(const MoeGroupParams& p) {
+  pdl_wait_then_release();
+  const int P = p.tokens * p.top_k;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < P; i += gridDim.x * blockDim.x) {
+    const int r = p.rank[i];
+    int row = -1;
+    if (r >= 0) {
+      const int e = p.ids[i];
+      row = p.row_start[e] + r;
+      p.row_token[row] = i / p.top_k;
+      p.row_expert[row] = e;
+      p.row_weight[row] = p.weights[i];
+    }
+    p.pair_row[i] = row;
+  }
+}
+
+// x^ rows: one thread per block of B values (8: a copy; 32: MXFP8; 16: NVFP4), grid-stride.
+__device__ __forceinline__ void moe_group_gather(const MoeGroupParams& p) {
+  pdl_wait_then_release();
+  const int rows = min(p.meta[1], p.max_rows);
+  const int B = p.quant == 0 ? 8 : p.quant == 1 ? 32 : 16, nb = p.hidden / B;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
+       idx += (long long)gridDim.x * blockDim.x) {
+    const int row = int(idx / nb), b = int(idx % nb);
+    const bf16* src = p.x + (long long)p.row_token[row] * p.ldx + b * B;
+    bf16* dst = p.xq + (long long)row * p.hidden + b * B;
+    if (p.quant == 0) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else if (p.quant == 1) {
+      qdq_bf16_block<32>(src, dst, 1.0f);
+    } else {
+      qdq_bf16_block<16>(src, dst, p.a1_enc[p.row_expert[row]]);
+    }
+  }
+}
+
+// Mirrored by src/fused_moe/params.rs (MoeTileParams).
+struct MoeTileParams {
+  BsGemmParams g;          // the matrix kind's stacked codes / scales, x = the rows (x^ or h), y = the
+                           // output rows (gu or y_rows), n = the matrix's rows, mtiles 1, no split
+  const int4* slots;
+  const int32_t* meta;
+  const float* w_enc;      // [E] NVFP4 weight encode scales or null
+  const float* a_enc;      // [E] NVFP4-recipe activation encode scales or null
+  int32_t ntiles;          // N tiles per slot: ceil(n / BN)
+  int32_t rbs;             // 128-row blocks per expert of the stacked weight
+  int32_t max_slots;
+  int32_t reserved;
+};
+static_assert(sizeof(MoeTileParams) == 200, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeTileParams, slots) == 152, "offset must match params.rs");
+
+// CTA blockIdx.x = slot * ntiles + N tile. The tiled kernel computes n0 = blockIdx.x * BN (mtiles
+// = 1: m0 = 0), so the weight, scale and output bases are moved back by slot * ntiles * BN rows
+// (a multiple of 128) and forward to the slot's expert and rows; its bounds (row < n, m) then
+// hold exactly the slot's expert's rows and the slot's rows.
+template <bsgemv::Fmt F, int WM, int WN>
+__device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
+  constexpr int BN = 32 * WN;
+  static_assert(BN % 128 == 0, "the shift stays on 128-row scale blocks");
+  pdl_wait_then_release();
+  const int slot = int(blockIdx.x) / mp.ntiles;
+  if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
+  const int4 s = mp.slots[slot];
+  BsGemmParams p = mp.g;
+  const long long shift = (long long)slot * mp.ntiles * BN;
+  const long long wrow = (long long)s.x * mp.rbs * bsgemv::kRows - shift;
+  p.codes = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.codes) +
+                                                   uintptr_t(wrow * mp.g.row_bytes));
+  p.scales = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.scales) +
+                                                    uintptr_t(wrow / bsgemv::kRows * mp.g.scale_tiles * 512));
+  p.x = mp.g.x + (long long)s.y * mp.g.ldx;
+  p.y = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(mp.g.y) +
+                                uintptr_t(((long long)s.y * mp.g.ldy - shift) * (long long)sizeof(bf16)));
+  p.n = int(shift) + mp.g.n;
+  p.m = s.z;
+  float os = mp.g.out_scale;
+  if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
+  if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
+  p.out_scale = os;
+  bsgemm::gemm<F, WM, WN, bf16>(p);
+}
+
+// Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from
+// FC1's interleaved BF16 rows (gate j at 16 (j / 8) + j % 8, up j 8 further; non-gated: g = gu[j]),
+// then h^ for W4A8 / NVFP4: one thread per block of B j (8, 32 MXFP8, 16 NVFP4), grid-stride.
+struct MoeActParams {
+  const int32_t* meta;
+  const int32_t* row_expert;
+  const float* row_weight;
+  const float* a2_enc;     // [E] (NVFP4 recipe) or null
+  const bf16* gu;          // [P, gu_cols]
+  bf16* h;                 // [P, I]
+  int32_t gu_cols;         // FC1's rows: 2 I (gated) or I
+  int32_t inter;           // I
+  int32_t gated, act;
+  float limit;
+  int32_t quant;           // 0 none, 1 MXFP8, 2 NVFP4
+  int32_t max_rows;
+  int32_t reserved;
+};
+static_assert(sizeof(MoeActParams) == 80, "size must match src/fused_moe/params.rs");
+
+template <int B>
+__device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, int j0) {
+  float v[B];
+  const bf16* gu = p.gu + (long long)row * p.gu_cols;
+  const float w = p.row_weight[row];
+#pragma unroll
+  for (int i = 0; i < B; ++i) {
+    const int j = j0 + i;
+    const int gc = p.gated ? 16 * (j >> 3) + (j & 7) : j;
+    const float g = __bfloat162float(gu[gc]);
+    const float u = p.gated ? __bfloat162float(gu[gc + 8]) : 0.0f;
+    v[i] = __bfloat162float(__float2bfloat16_rn(w * moe_act_rt(p.act, g, u, p.limit)));
+  }
+  if constexpr (B == 32) {
+    mxfp8_qdq_block(v);
+  } else if constexpr (B == 16) {
+    nvfp4_qdq_block<false>(v, p.a2_enc[p.row_expert[row]]);
+  }
+  bf16* dst = p.h + (long long)row * p.inter + j0;
+#pragma unroll
+  for (int i = 0; i < B; i += 8) {
+    uint4 o;
+    o.x = moe_pack_bf16x2(v[i], v[i + 1]);
+    o.y = moe_pack_bf16x2(v[i + 2], v[i + 3]);
+    o.z = moe_pack_bf16x2(v[i + 4], v[i + 5]);
+    o.w = moe_pack_bf16x2(v[i + 6], v[i + 7]);
+    *reinterpret_cast<uint4*>(dst + i) = o;
+  }
+}
+
+__device__ __forceinline__ void moe_act_rows(const MoeActParams& p) {
+  pdl_wait_then_release();
+  const int rows = min(p.meta[1], p.max_rows);
+  const int B = p.quant == 0 ? 8 : p.quant == 1 ? 32 : 16, nb = p.inter / B;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
+       idx += (long long)gridDim.x * blockDim.x) {
+    const int row = int(idx / nb), j0 = int(idx % nb) * B;
+    if (p.quant == 0) {
+      moe_act_block<8>(p, row, j0);
+    } else if (p.quant == 1) {
+      moe_act_block<32>(p, row, j0);
+    } else {
+      moe_act_block<16>(p, row, j0);
+    }
+  }
+}
+
+}  // namespace b12x
+
+#define B12X_MOE_GROUP(NAME, THREADS)                                                              \
+  extern "C" __global__ void __launch_bounds__(THREADS)                                            \
+      b12x_fused_moe_group_##NAME(const __grid_constant__ b12x::MoeGroupParams p) {                \
+    b12x::moe_group_##NAME(p);                                                                     \
+  }
+B12X_MOE_GROUP(zero, 256)
+B12X_MOE_GROUP(count, 256)
+B12X_MOE_GROUP(scan, 1024)
+B12X_MOE_GROUP(place, 256)
+B12X_MOE_GROUP(gather, 256)
+
+// Tiles: BM = 64 (WM 2) rows by BN = 256 weight rows, one CTA per SM as gemm.blockscaled's
+// 64-row tiles (its 128-row tile, WM 4, spills here: the per-CTA params copy costs registers).
+#define B12X_MOE_TILE(FMT, FMTNAME, WM)                                                            \
+  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                          \
+      b12x_fused_moe_tile_##FMTNAME##_wm##WM(const __grid_constant__ b12x::MoeTileParams p) {      \
+    b12x::moe_tile<b12x::bsgemv::Fmt::FMT, WM, 8>(p);                                              \
+  }
+B12X_MOE_TILE(Nvfp4, nvfp4, 2)
+B12X_MOE_TILE(Mxfp4, mxfp4, 2)
+
+extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_act_rows(const __grid_constant__ b12x::MoeActParams p) {
+  b12x::moe_act_rows(p);
+}

@@ -12,11 +12,11 @@
 //!
 //! **Status (sessions 41, 42): the kernels were written while no GPU was lent — compiled and
 //! ptxas-checked for sm_90a / sm_120a / sm_121a, run nowhere.** `moe.route_topk` has its
-//! kernel; `moe.fused_moe` has a simple path (row-major weights, correctness first) and a
-//! decode path (packed experts: device-side grouping, `gemm.blockscaled`'s decode kernel body
-//! over the touched experts). Their GPU suites (`tests/gpu_route_topk.rs`,
-//! `tests/gpu_fused_moe.rs`) and benches are written and wait for the H200; the grouped path for
-//! large T is designed in `src/fused_moe/README.md` (issue 7).
+//! kernel; `moe.fused_moe` has a simple path (row-major weights, correctness first) and, on
+//! packed experts, a decode path (device-side grouping, `gemm.blockscaled`'s decode kernel body
+//! over the touched experts) and a grouped path for large T (its tiled kernel per expert slot).
+//! Their GPU suites (`tests/gpu_route_topk.rs`, `tests/gpu_fused_moe.rs`) and benches are
+//! written and wait for the H200 (issue 7; design notes in `src/fused_moe/README.md`).
 
 pub mod fused_moe;
 pub mod route_topk;

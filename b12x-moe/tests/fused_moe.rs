@@ -542,7 +542,9 @@ fn random_experts_stack_in_order(#[case] s: Shape) {
 
 use b12x_gemm::blockscaled::pack::sm90_unpermute_word;
 use b12x_moe::fused_moe::packed::{self, group, max_slots, source_row, PackedExpertsHost};
-use b12x_moe::fused_moe::{MoeGemvParams, MoeRouteParams, MoeRowsParams, MAX_DECODE_PAIRS};
+use b12x_moe::fused_moe::{
+    MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileParams, GROUPED_ABOVE, MAX_PAIRS,
+};
 use b12x_quant::codec::{ue4m3_decode, ue8m0_decode};
 use b12x_quant::layout::swizzled_offset;
 
@@ -777,9 +779,12 @@ fn decode_params_mirror_the_kernels() {
     assert_eq!(std::mem::size_of::<MoeGemvParams>(), 384);
     assert_eq!(std::mem::align_of::<MoeGemvParams>(), 64);
     assert_eq!(std::mem::size_of::<MoeRowsParams>(), 88);
+    assert_eq!(std::mem::size_of::<MoeGroupParams>(), 160);
+    assert_eq!(std::mem::size_of::<MoeTileParams>(), 200);
+    assert_eq!(std::mem::size_of::<MoeActParams>(), 80);
 }
 
-/// What the decode path serves: Hd, I multiples of 32, T·k ≤ MAX_DECODE_PAIRS; every model
+/// What the packed layout serves: Hd, I multiples of 32, T·k ≤ MAX_PAIRS; every model
 /// preset fits.
 #[test]
 fn decode_queries_are_validated() {
@@ -787,8 +792,8 @@ fn decode_queries_are_validated() {
     for sh in
         [Shape::deepseek_v4_flash_tp2(), Shape::deepseek_v41_flash_tp4(), Shape::qwen3_30b_a3b(), Shape::gpt_oss_120b()]
     {
-        Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k, layout: packed, router: None }.validate().unwrap();
-        let q = Query { shape: sh, max_tokens: MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed, router: None };
+        Query { shape: sh, max_tokens: MAX_PAIRS / sh.top_k, layout: packed, router: None }.validate().unwrap();
+        let q = Query { shape: sh, max_tokens: MAX_PAIRS / sh.top_k + 1, layout: packed, router: None };
         assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "max_tokens", .. })));
     }
     let nv48 = Shape { hidden: 48, inter: 16, ..tiny(Activation::Relu2, Recipe::W4a16(Fp4::Nvfp4)) };
@@ -824,11 +829,20 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
         symbols.extend(q.decode_symbols(1));
         symbols.extend(Query { layout: WeightLayout::RowMajor, ..q }.symbols());
     }
+    for recipe in [Recipe::W4a16(Fp4::Nvfp4), Recipe::W4a16(Fp4::Mxfp4)] {
+        let q = Query {
+            shape: tiny(Activation::Relu2, recipe),
+            max_tokens: GROUPED_ABOVE + 1,
+            layout: WeightLayout::Packed,
+            router: None,
+        };
+        symbols.extend(q.grouped_symbols());
+    }
     symbols.sort();
     symbols.dedup();
     // route, 4 GEMVs, quant_rows, combine_rows, 3 routers; the simple path's FC1 / FC2 / combine
-    // for W4A16 NVFP4 with ReLU².
-    assert_eq!(symbols.len(), 13);
+    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 tiles and act_rows.
+    assert_eq!(symbols.len(), 21);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
     // Each path's kernels are in the unit its plan loads (FUSED_MOE_DECODE_MODULE /
     // FUSED_MOE_MODULE).
@@ -859,5 +873,18 @@ fn routers_are_checked_and_launched_first() {
     for r in [Router::deepseek_v4(128, 6, None), Router::deepseek_v4(256, 8, None)] {
         let q = Query { router: Some(r), ..ok };
         assert!(matches!(q.validate(), Err(Error::InvalidQuery { field: "router", .. })), "{r:?}");
+    }
+}
+
+/// The grouped path's activation kernel reads FC1's output in the packed row order: gate j at
+/// column 16 (j / 8) + j % 8 and up j 8 further (`act_rows`), the inverse of the interleave.
+#[test]
+fn grouped_activation_reads_the_interleave() {
+    for i in [32usize, 96, 576] {
+        for j in 0..i {
+            let gate = 16 * (j / 8) + j % 8;
+            assert_eq!(source_row(gate, 2 * i, true), Some(j));
+            assert_eq!(source_row(gate + 8, 2 * i, true), Some(i + j));
+        }
     }
 }

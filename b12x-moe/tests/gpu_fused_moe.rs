@@ -1,8 +1,10 @@
-//! GPU validation of `moe.fused_moe` — the simple path (`WeightLayout::RowMajor`) and the decode
-//! path (`WeightLayout::Packed`), every case on both (trial names `simple::…`, `decode::…`) —
+//! GPU validation of `moe.fused_moe` — the simple path (`WeightLayout::RowMajor`) and the packed
+//! layout's paths (`WeightLayout::Packed`: decode at T ≤ 16, grouped above), every case on both
+//! layouts (trial names `simple::…`, `packed::…`) —
 //! against its CPU oracle (`fused_moe::reference`; libtest-mimic, listed as ignored without a
-//! CUDA device). The decode path's grouping in the scratch (slot count, slots, rows per pair,
-//! token and expert per row) must equal `packed::group` exactly.
+//! CUDA device). The packed grouping in the scratch (slot count, slots, rows per pair, token and
+//! expert per row) must equal `packed::group` exactly (the grouped path: rows within an expert
+//! as a set).
 //!
 //! Comparison rule (a decision): the oracle rounds every dot product once from f64, the kernels
 //! from an f32 accumulator in another order, so a BF16 intermediate (g, u, h, an expert's output)
@@ -227,11 +229,24 @@ fn compare(hd: usize, got: &[bf16], want: &[bf16]) -> TrialResult {
     Ok(())
 }
 
-/// The decode path's grouping in the scratch equals `packed::group` (slot rows: 8 for T ≤ 8,
-/// 16 above — the plan's buckets).
+/// The packed layout's grouping in the scratch equals `packed::group` (slot rows: 8 for T ≤ 8,
+/// 16 up to GROUPED_ABOVE, the grouped path's 64 above — the plan's buckets); the grouped path's
+/// rows inside an expert are compared as a set (its ranks are atomic).
 fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: &Arc<CudaStream>) -> TrialResult {
     let t = ids.len() / sh.top_k;
-    let want = packed::group(ids, sh.experts, sh.top_k, if t <= 8 { 8 } else { 16 });
+    let grouped = t > fused_moe::GROUPED_ABOVE;
+    let want = packed::group(
+        ids,
+        sh.experts,
+        sh.top_k,
+        if t <= 8 {
+            8
+        } else if grouped {
+            64
+        } else {
+            16
+        },
+    );
     let bytes = s.clone_dtoh(&c.scratch).map_err(err)?;
     let layout = plan.scratch_layout();
     let region = |name: &str| {
@@ -250,6 +265,26 @@ fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: 
         slots.chunks_exact(4).take(want.slots.len()).map(|c| [c[0], c[1], c[2], c[3]]).collect();
     if got_slots != want.slots {
         return Err(format!("grouping: slots {got_slots:?}, want {:?}", want.slots));
+    }
+    if grouped {
+        // Rows inside an expert in no fixed order: every valid pair on its own row of its
+        // expert's run, with its token; the masked ones on none.
+        let (pair_row, row_token, row_expert) = (region("pair_row"), region("row_token"), region("row_expert"));
+        let mut seen = vec![false; rows];
+        for (p, &r) in pair_row[..ids.len()].iter().enumerate() {
+            if want.pair_row[p] < 0 {
+                if r != -1 {
+                    return Err(format!("grouping: masked pair {p} on row {r}"));
+                }
+                continue;
+            }
+            let r = usize::try_from(r).map_err(|_| format!("grouping: pair {p} has no row"))?;
+            if r >= rows || seen[r] || row_expert[r] != ids[p] || row_token[r] as usize != p / sh.top_k {
+                return Err(format!("grouping: pair {p} (expert {}) on row {r}", ids[p]));
+            }
+            seen[r] = true;
+        }
+        return Ok(());
     }
     for (name, want) in [("pair_row", &want.pair_row), ("row_token", &want.row_token), ("row_expert", &want.row_expert)]
     {
@@ -323,7 +358,9 @@ fn tiny(f: Fp4, activation: Activation) -> Shape {
     Shape { experts: 16, top_k: 4, hidden: 256, inter: 128, activation, recipe: Recipe::W4a16(f) }
 }
 
-const LAYOUTS: [(&str, WeightLayout); 2] = [("simple", WeightLayout::RowMajor), ("decode", WeightLayout::Packed)];
+/// Trial prefixes: `simple::` (row-major weights) and `packed::` (the decode path at T ≤
+/// GROUPED_ABOVE, the grouped path above).
+const LAYOUTS: [(&str, WeightLayout); 2] = [("simple", WeightLayout::RowMajor), ("packed", WeightLayout::Packed)];
 
 fn trials() -> Vec<GpuTrial> {
     let mut out = Vec::new();
@@ -383,9 +420,18 @@ fn trials() -> Vec<GpuTrial> {
             let bad: Vec<(usize, i32)> = (0..2 * sh.top_k).map(|i| (i, -1 - i as i32)).collect();
             check(dev, layout, sh, 2, Workload::Random, &bad, 9)
         }));
-        out.push(GpuTrial::new(format!("{path}::graph_replay_with_new_routing_equals_eager"), move |dev| {
-            graph_replay(dev, layout)
-        }));
+        // The grouped path's boundary and masking (T 17, 40), and its graph replay.
+        for t in [17usize, 40] {
+            out.push(GpuTrial::new(format!("{path}::bad_ids_masked::t{t}"), move |dev| {
+                let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
+                check(dev, layout, sh, t, Workload::Random, &[(0, 16), (5, -1), (19, i32::MAX)], 8)
+            }));
+        }
+        for t in [8usize, 40] {
+            out.push(GpuTrial::new(format!("{path}::graph_replay_with_new_routing_equals_eager::t{t}"), move |dev| {
+                graph_replay(dev, layout, t)
+            }));
+        }
         out.push(GpuTrial::new(format!("{path}::run_allocates_nothing"), move |dev| {
             let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: None });
             let q = Query { shape: sh, max_tokens: 8, layout, router: None };
@@ -397,11 +443,11 @@ fn trials() -> Vec<GpuTrial> {
             check_run_allocates_nothing(dev, s, 10, || run_call(&plan, &sh, &d, &mut c, s))
         }));
     }
-    // The decode path at its larger buckets on model shapes (T = 64: 16-row slots).
+    // The grouped path on model shapes at T = 64 (64-row slots).
     for (name, sh) in
         [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
     {
-        out.push(GpuTrial::new(format!("decode::models::{name}::t64"), move |dev| {
+        out.push(GpuTrial::new(format!("packed::models::{name}::t64"), move |dev| {
             check(dev, WeightLayout::Packed, sh, 64, Workload::Random, &[], 4)
         }));
     }
@@ -414,7 +460,7 @@ fn trials() -> Vec<GpuTrial> {
         }
     }
     // Large T (the 512 and 4096; the oracle on 64 sampled tokens): the simple path on
-    // every model shape; the decode path where T·k fits MAX_DECODE_PAIRS (gpt-oss at 512).
+    // every model shape, on both layouts (the packed one's grouped path).
     for (name, sh) in [
         ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
         ("deepseek_v41_flash_tp4", Shape::deepseek_v41_flash_tp4()),
@@ -423,9 +469,6 @@ fn trials() -> Vec<GpuTrial> {
     ] {
         for t in [512usize, 4096] {
             for (path, layout) in LAYOUTS {
-                if layout == WeightLayout::Packed && t * sh.top_k > fused_moe::MAX_DECODE_PAIRS {
-                    continue;
-                }
                 out.push(GpuTrial::new(format!("{path}::models::{name}::t{t}"), move |dev| {
                     check(dev, layout, sh, t, Workload::Random, &[], 13)
                 }));
@@ -440,7 +483,7 @@ fn trials() -> Vec<GpuTrial> {
         }
     }
     out.push(GpuTrial::new("simple::bad_inputs_are_typed_errors", bad_inputs));
-    out.push(GpuTrial::new("decode::bad_inputs_are_typed_errors", bad_inputs_decode));
+    out.push(GpuTrial::new("packed::bad_inputs_are_typed_errors", bad_inputs_decode));
     out
 }
 
@@ -546,16 +589,16 @@ fn routed_by_logits(dev: &Arc<Device>, layout: WeightLayout, hash: bool) -> Tria
 
 /// Captured on one routing, replayed after new ids and weights are uploaded: equal to an eager
 /// call on the new routing.
-fn graph_replay(dev: &Arc<Device>, layout: WeightLayout) -> TrialResult {
+fn graph_replay(dev: &Arc<Device>, layout: WeightLayout, t: usize) -> TrialResult {
     let s = dev.stream();
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) });
-    let q = Query { shape: sh, max_tokens: 8, layout, router: None };
+    let q = Query { shape: sh, max_tokens: t, layout, router: None };
     let (plan, session) = prepared(dev, &q)?;
     let experts = Experts::random(&sh, 11);
     let d = upload_experts(&sh, &experts, layout, s)?;
-    let x: Vec<bf16> = (0..8 * sh.hidden).map(|i| bf16::from_f32(((i * 37) % 17) as f32 / 8.0 - 1.0)).collect();
-    let (ids0, w0) = route(&sh, 8, Workload::Shared, 1);
-    let (ids1, w1) = route(&sh, 8, Workload::Random, 2);
+    let x: Vec<bf16> = (0..t * sh.hidden).map(|i| bf16::from_f32(((i * 37) % 17) as f32 / 8.0 - 1.0)).collect();
+    let (ids0, w0) = route(&sh, t, Workload::Shared, 1);
+    let (ids1, w1) = route(&sh, t, Workload::Random, 2);
     let mut c = new_call(&plan, &x, &ids0, &w0, s)?;
     let exec = session.capture(s, |st| run_call(&plan, &sh, &d, &mut c, st)).map_err(err)?;
     s.memcpy_htod(&ids1, &mut c.ids).map_err(err)?;
@@ -638,7 +681,7 @@ fn bad_inputs_decode(dev: &Arc<Device>) -> TrialResult {
     for (q, field) in [
         (Query { shape: Shape { hidden: 272, ..sh }, max_tokens: 4, layout: packed, router: None }, "hidden"),
         (
-            Query { shape: sh, max_tokens: fused_moe::MAX_DECODE_PAIRS / sh.top_k + 1, layout: packed, router: None },
+            Query { shape: sh, max_tokens: fused_moe::MAX_PAIRS / sh.top_k + 1, layout: packed, router: None },
             "max_tokens",
         ),
     ] {

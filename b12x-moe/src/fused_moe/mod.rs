@@ -35,14 +35,20 @@
 //!     quantized likewise), then the combine, three launches, each pair reading its expert's
 //!     weights itself. Every recipe and activation; Hd and I ≤ 8192, T·k ≤ 65535; weights in
 //!     b12x-quant's row-major layout ([`WeightArgs`]). Slow by design: the baseline.
-//!   - `Packed` → the **decode path** (`kernels/fused_moe_decode.cu`) on [`PackedExperts`]: a
-//!     route kernel groups the pairs by expert on the device (stable, deterministic), then FC1
-//!     and FC2 are `gemm.blockscaled`'s W4A16 decode kernel body run over the touched experts'
-//!     row blocks only (each touched expert's weights read once per call, every SM busy; FC1's
-//!     epilogue applies the activation and the routing weight), then the combine; five launches
-//!     (four with BF16 activations), chained with PDL. Hd and I multiples of 32, T·k ≤
-//!     [`MAX_DECODE_PAIRS`]. Fast for small T; a grouped path for large T is still to write
-//!     (`README.md` next to this file).
+//!   - `Packed` → on [`PackedExperts`], chosen per T bucket by the plan:
+//!     - the **decode path** (T ≤ [`GROUPED_ABOVE`], `kernels/fused_moe_decode.cu`): a route
+//!       kernel groups the pairs by expert on the device (stable, deterministic), then FC1 and
+//!       FC2 are `gemm.blockscaled`'s W4A16 decode kernel body run over the touched experts' row
+//!       blocks only (each touched expert's weights read once per call, every SM busy; FC1's
+//!       epilogue applies the activation and the routing weight), then the combine; five
+//!       launches (four with BF16 activations), chained with PDL;
+//!     - the **grouped path** (T above, same file): the pairs grouped by expert into slots of 64
+//!       rows (atomic ranks: rows inside an expert in no fixed order, which no result depends
+//!       on), x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel per (slot,
+//!       256 weight rows), the activation between them as its own launch, the combine; nine
+//!       launches chained with PDL.
+//!
+//!     Hd and I multiples of 32, T·k ≤ [`MAX_PAIRS`].
 //!
 //!   The NVFP4 recipe's calibrated activation scales come as [`ActScaleArgs`] (finite and > 0:
 //!   device data, not checked). Both paths are graph-capturable: scratch from the plan's
@@ -98,7 +104,9 @@ mod params;
 pub mod reference;
 
 pub use packed::PackedExperts;
-pub use params::{FusedMoeParams, MoeGemvParams, MoeRouteParams, MoeRowsParams};
+pub use params::{
+    FusedMoeParams, MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileParams,
+};
 
 use crate::route_topk::{self, RouteTopkParams, Router, ScoreFn};
 use b12x_core::cudarc::driver::{CudaStream, DevicePtr};
@@ -281,9 +289,6 @@ impl Shape {
 
 /// The largest Hd and I of the simple path (`kMoeMaxRow`: a row of x or h in shared memory).
 pub const MAX_ROW: usize = 8192;
-/// The most (token, slot) pairs a call of the decode path may have (its route kernel's shared
-/// memory and 16-bit scan halves).
-pub const MAX_DECODE_PAIRS: usize = 2048;
 /// The most experts of the decode path (the route kernel's shared-memory counters).
 pub const MAX_DECODE_EXPERTS: usize = 4096;
 /// x̂ rows each CTA of the route kernel writes (quantized recipes).
@@ -295,7 +300,8 @@ const GEMV_THREADS: u32 = 32 * 9;
 /// The decode GEMV's static shared memory (its barriers and scale table; `gemm.blockscaled`'s
 /// `STATIC_SMEM`).
 const GEMV_STATIC_SMEM: u32 = 1280;
-/// The most (token, slot) pairs a call of the simple path may have (its grids' y extent).
+/// The most (token, slot) pairs a call may have (the simple path's grids' y extent; the packed
+/// layout keeps the same bound).
 pub const MAX_PAIRS: usize = 65535;
 /// Threads per CTA (`kMoeThreads`).
 const THREADS: u32 = 128;
@@ -315,7 +321,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-moe",
-        summary: "routed experts of a MoE layer (FC1, activation, routing weight, FC2, combine), FP4 weights; simple path (row-major weights) and decode path (packed experts, device-side grouping)",
+        summary: "routed experts of a MoE layer (FC1, activation, routing weight, FC2, combine), FP4 weights; simple path (row-major weights); packed experts: decode path (T ≤ 16) and grouped path (device-side grouping)",
     }
 }
 
@@ -375,14 +381,8 @@ impl Query {
                 );
             }
             let pairs = self.max_tokens.saturating_mul(self.shape.top_k);
-            if self.max_tokens == 0 || pairs > MAX_DECODE_PAIRS {
-                return bad(
-                    "max_tokens",
-                    format!(
-                        "must be ≥ 1 with T·k ≤ {MAX_DECODE_PAIRS} on the decode path, got T = {}",
-                        self.max_tokens
-                    ),
-                );
+            if self.max_tokens == 0 || pairs > MAX_PAIRS {
+                return bad("max_tokens", format!("must be ≥ 1 with T·k ≤ {MAX_PAIRS}, got T = {}", self.max_tokens));
             }
             return Ok(());
         }
@@ -643,6 +643,23 @@ impl Query {
         out
     }
 
+    /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
+    /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine.
+    pub fn grouped_symbols(&self) -> Vec<String> {
+        let f = match self.shape.recipe.weights() {
+            Fp4::Nvfp4 => "nvfp4",
+            Fp4::Mxfp4 => "mxfp4",
+        };
+        let mut out: Vec<String> = self.route_symbol().into_iter().collect();
+        out.extend(["zero", "count", "scan", "place", "gather"].map(|k| format!("b12x_fused_moe_group_{k}")));
+        out.extend([
+            format!("b12x_fused_moe_tile_{f}_wm{GROUPED_WM}"),
+            "b12x_fused_moe_act_rows".into(),
+            "b12x_fused_moe_combine_rows".into(),
+        ]);
+        out
+    }
+
     /// The simple path's kernel symbols, in launch order: the router (a query with one), FC1,
     /// FC2, the combine.
     pub fn symbols(&self) -> Vec<String> {
@@ -752,11 +769,14 @@ pub struct Args<'a> {
     pub error: TensorMut<'a>,
 }
 
-/// The decode path's static choices (per bucket: the GEMV config; the sizes of the scratch).
+/// The packed layout's static choices: per decode bucket (T ≤ [`GROUPED_ABOVE`]) the GEMV
+/// config, for the grouped bucket (above) the tile config; the sizes of the scratch.
 #[derive(Clone, Debug)]
 struct Decode {
-    /// Per bucket, the GEMV config (`gemm.blockscaled`'s decode configs, KB = 1).
+    /// Per decode bucket, the GEMV config (`gemm.blockscaled`'s decode configs, KB = 1).
     configs: Vec<GemvConfig>,
+    /// The grouped bucket's tile (`gemm.blockscaled`'s tiled kernel, 64 × 256), the last bucket.
+    tile: Option<TileConfig>,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
     /// Slots capacity (the largest over the buckets).
@@ -765,14 +785,39 @@ struct Decode {
     sm_count: u32,
 }
 
-use b12x_gemm::blockscaled::gemv::Config as GemvConfig;
+use b12x_gemm::blockscaled::gemv::{BsGemmParams, Config as GemvConfig, TileConfig};
+
+/// Tokens above which a packed plan takes the grouped path (the decode GEMV's token tile holds
+/// 16 rows: above, each expert's weights would be streamed once per 16 of its rows).
+pub const GROUPED_ABOVE: usize = 16;
+/// The grouped path's tile: 64 rows (slots of 64 rows) by 256 weight rows.
+const GROUPED_WM: usize = 2;
+const GROUPED_WN: usize = 8;
+/// Threads of the tiled kernel (`bsgemm::kThreads`) and of the grouping scan.
+const TILE_THREADS: u32 = 256;
+const SCAN_THREADS: u32 = 1024;
 
 impl Decode {
     fn new(query: &Query, buckets: &[Bucket], device: &Device) -> Result<Decode> {
         let s = &query.shape;
         let mut configs = Vec::new();
         let mut max_slots = 0;
+        let mut tile = None;
         for b in buckets {
+            if b.lo > GROUPED_ABOVE {
+                let t = (2..=8usize)
+                    .rev()
+                    .map(|stages| TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 })
+                    .find(|t| t.fits(device.smem_optin()))
+                    .ok_or_else(|| Error::Unsupported {
+                        op: OP,
+                        device: format!("{:?}", device.arch()),
+                        reason: "no grouped tile config fits this device's shared memory".into(),
+                    })?;
+                max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 32 * GROUPED_WM));
+                tile = Some(t);
+                continue;
+            }
             let c = b12x_gemm::blockscaled::gemv::configs(b.hi, device.smem_optin(), false)
                 .into_iter()
                 .find(|c| c.kb == 1)
@@ -785,7 +830,7 @@ impl Decode {
             configs.push(c);
         }
         let rbs = (s.fc1_rows().div_ceil(packed::ROW_BLOCK), s.hidden.div_ceil(packed::ROW_BLOCK));
-        Ok(Decode { configs, rbs, max_slots, sm_count: device.sm_count() })
+        Ok(Decode { configs, tile, rbs, max_slots, sm_count: device.sm_count() })
     }
 
     /// `(grid, units)` of one FC launch at `tokens` with `c` on a matrix of `rbs` row blocks and
@@ -803,6 +848,7 @@ impl Decode {
         let quantized = s.recipe.act_block() > 1;
         let mut partials = 0;
         for (b, c) in buckets.iter().zip(&self.configs) {
+            // (the decode buckets come first; the grouped one, if any, has no GEMV config)
             let g1 = self.grid(c, query, b.hi, self.rbs.0, s.hidden) as usize;
             let g2 = self.grid(c, query, b.hi, self.rbs.1, s.inter) as usize;
             partials = partials.max(2 * g1.max(g2) * 8 * c.nt * packed::ROW_BLOCK * 4);
@@ -815,11 +861,18 @@ impl Decode {
         l.add("row_expert", 4 * pairs);
         l.add("row_weight", 4 * pairs);
         l.add("pair_row", 4 * pairs);
-        l.add("xq", if quantized { 2 * pairs * s.hidden } else { 0 });
+        let grouped = self.tile.is_some();
+        l.add("xq", if quantized || grouped { 2 * pairs * s.hidden } else { 0 });
         l.add("h", 2 * pairs * s.inter);
         l.add("y_rows", 2 * pairs * s.hidden);
         l.add("partials", partials);
         l.add("counters", 64 * self.max_slots * self.rbs.0.max(self.rbs.1));
+        // The grouped path: counts and row starts per expert, ranks per pair, FC1's gate/up rows.
+        let (e, r1) = (s.experts, s.fc1_rows());
+        l.add("counts", if grouped { 4 * e } else { 0 });
+        l.add("row_start", if grouped { 4 * e } else { 0 });
+        l.add("rank", if grouped { 4 * pairs } else { 0 });
+        l.add("gu", if grouped { 2 * pairs * r1 } else { 0 });
         l
     }
 }
@@ -834,7 +887,8 @@ pub struct Plan {
     slot: PlanSlot,
 }
 
-/// Validates `query` and picks the decode path's configs (T ≤ 8: 8-row slots; above: 16-row).
+/// Validates `query` and picks the packed layout's configs (decode path: T ≤ 8 8-row slots, T ≤
+/// [`GROUPED_ABOVE`] 16-row slots; grouped path above, 64-row slots).
 /// Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     query.validate()?;
@@ -843,7 +897,10 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         WeightLayout::Packed => {
             let mut b = vec![Bucket { lo: 1, hi: query.max_tokens.min(8) }];
             if query.max_tokens > 8 {
-                b.push(Bucket { lo: 9, hi: query.max_tokens });
+                b.push(Bucket { lo: 9, hi: query.max_tokens.min(GROUPED_ABOVE) });
+            }
+            if query.max_tokens > GROUPED_ABOVE {
+                b.push(Bucket { lo: GROUPED_ABOVE + 1, hi: query.max_tokens });
             }
             let d = Decode::new(query, &b, device)?;
             (b, Some(d))
@@ -871,7 +928,14 @@ impl Plan {
 /// synchronization. `T = 0` launches nothing.
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     match (&plan.decode, &args.experts) {
-        (Some(d), ExpertWeights::Packed(w)) => run_decode(plan, d, w, &args, scratch, stream),
+        (Some(d), ExpertWeights::Packed(w)) => {
+            let t = args.x.shape().first().copied().unwrap_or(0);
+            if t > GROUPED_ABOVE && d.tile.is_some() {
+                run_grouped(plan, d, w, &args, scratch, stream)
+            } else {
+                run_decode(plan, d, w, &args, scratch, stream)
+            }
+        }
         (None, ExpertWeights::RowMajor(_)) => {
             let mut p = plan.query.kernel_params(&args)?;
             let layout = plan.scratch_layout();
@@ -915,13 +979,10 @@ struct DecodeCall {
     quantized: bool,
 }
 
-fn decode_call(
-    plan: &Plan,
-    d: &Decode,
-    w: &PackedExperts,
-    args: &Args<'_>,
-    scratch: &Scratch<'_>,
-) -> Result<(usize, usize, DecodeCall)> {
+/// The packed layout's checks before any launch (both paths): the packed experts against the
+/// plan (shape, then every buffer's size: their fields are public), the call's tensors, 16-byte
+/// rows of x and y. Returns `(T, a1, a2)` as [`Query::check_args`].
+fn packed_checks(plan: &Plan, d: &Decode, w: &PackedExperts, args: &Args<'_>) -> Result<(usize, u64, u64)> {
     let q = &plan.query;
     let s = &q.shape;
     if w.shape != *s {
@@ -966,28 +1027,57 @@ fn decode_call(
         ("fc2.scales", span(&w.fc2.scales)),
         ("fc2.enc", span_f(&w.fc2.enc)),
     ];
-    let (t, a1, a2) = q.check_args(args, &spans)?;
-    // x's rows are staged with 16-byte copies, y's written as 16-byte vectors.
+    let r = q.check_args(args, &spans)?;
+    // x's rows are staged (or gathered) with 16-byte copies, y's written as 16-byte vectors.
     args.x.require_aligned("x", 16)?;
     args.y.require_aligned("y", 16)?;
+    Ok(r)
+}
+
+/// The recipe's activation quantization as the kernels take it (0 none, 1 MXFP8, 2 NVFP4).
+fn quant_code(r: Recipe) -> i32 {
+    match r {
+        Recipe::W4a16(_) => 0,
+        Recipe::W4a8Mx => 1,
+        Recipe::Nvfp4 => 2,
+    }
+}
+
+/// The ids and weights pointers of a call (the scratch's when the op routes logits) and the
+/// router's launch parameters.
+fn routing_for(
+    q: &Query,
+    args: &Args<'_>,
+    t: usize,
+    bound: &b12x_core::BoundScratch<'_>,
+) -> Result<(u64, u64, Option<RouteTopkParams>)> {
+    if q.router.is_some() {
+        let (i_, w_) = (bound.ptr("topk_ids"), bound.ptr("topk_weights"));
+        Ok((i_, w_, q.route_params(args, t, i_, w_)?))
+    } else {
+        let (i_, w_) = routing_ptrs(&args.routing);
+        Ok((i_, w_, None))
+    }
+}
+
+fn decode_call(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    scratch: &Scratch<'_>,
+) -> Result<(usize, usize, DecodeCall)> {
+    let q = &plan.query;
+    let s = &q.shape;
+    let (t, a1, a2) = packed_checks(plan, d, w, args)?;
     let bucket = usize::from(t > 8 && plan.buckets.len() > 1);
     let c = d.configs[bucket];
     let layout = plan.scratch_layout();
     let bound = layout.bind(scratch)?;
     let (e, k, hd, i) = (s.experts, s.top_k, s.hidden, s.inter);
-    let quant = match s.recipe {
-        Recipe::W4a16(_) => 0,
-        Recipe::W4a8Mx => 1,
-        Recipe::Nvfp4 => 2,
-    };
+    let quant = quant_code(s.recipe);
     let pairs = t * k;
-    let (ids_ptr, weights_ptr, topk) = if q.router.is_some() {
-        let (i_, w_) = (bound.ptr("topk_ids"), bound.ptr("topk_weights"));
-        (i_, w_, q.route_params(args, t, i_, w_)?)
-    } else {
-        let (i_, w_) = routing_ptrs(&args.routing);
-        (i_, w_, None)
-    };
+    let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
     let route = MoeRouteParams {
         ids: ids_ptr,
         weights: weights_ptr,
@@ -1121,6 +1211,204 @@ fn run_decode(
     launch_decode(&selected, &call, stream)
 }
 
+/// The grouped path's parameters of one call (everything checked; scratch bound).
+struct GroupedCall {
+    topk: Option<RouteTopkParams>,
+    group: MoeGroupParams,
+    fc1: MoeTileParams,
+    act: MoeActParams,
+    fc2: MoeTileParams,
+    rows: MoeRowsParams,
+    grids: (u32, u32),
+    tile_smem: u32,
+}
+
+fn grouped_call(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    scratch: &Scratch<'_>,
+) -> Result<(usize, usize, GroupedCall)> {
+    let q = &plan.query;
+    let s = &q.shape;
+    let (t, a1, a2) = packed_checks(plan, d, w, args)?;
+    let Some(tile) = d.tile else {
+        return Err(Error::UnknownConfig { op: OP, bucket: format!("T = {t}"), config: "grouped".into() });
+    };
+    let layout = plan.scratch_layout();
+    let bound = layout.bind(scratch)?;
+    let (e, k, hd, i, r1) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows());
+    let (bm, bn) = tile.tile();
+    let pairs = t * k;
+    let quant = quant_code(s.recipe);
+    let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
+    let max_slots = packed::max_slots(e, pairs, bm);
+    let group = MoeGroupParams {
+        ids: ids_ptr,
+        weights: weights_ptr,
+        x: args.x.ptr(),
+        a1_enc: a1,
+        counts: bound.ptr("counts"),
+        rank: bound.ptr("rank"),
+        row_start: bound.ptr("row_start"),
+        slots: bound.ptr("slots"),
+        meta: bound.ptr("meta"),
+        row_token: bound.ptr("row_token"),
+        row_expert: bound.ptr("row_expert"),
+        row_weight: bound.ptr("row_weight"),
+        pair_row: bound.ptr("pair_row"),
+        xq: bound.ptr("xq"),
+        error: args.error.ptr(),
+        ldx: args.x.row_stride("x")? as i64,
+        tokens: t as i32,
+        top_k: k as i32,
+        experts: e as i32,
+        hidden: hd as i32,
+        slot_rows: bm as i32,
+        quant,
+        max_rows: pairs as i32,
+        reserved: 0,
+    };
+    let tile_params = |m: &packed::PackedMatrix, kdim: usize, n: usize, x: u64, ldx: usize, y: u64, a_enc: u64| {
+        let f = m.format;
+        let g = BsGemmParams {
+            codes: m.codes.device_ptr(m.codes.stream()).0,
+            scales: m.scales.device_ptr(m.scales.stream()).0,
+            x,
+            y,
+            ldx: ldx as i64,
+            ldy: n as i64,
+            n: n as i32,
+            k: kdim as i32,
+            m: 0,
+            row_bytes: (kdim / 2) as i32,
+            ktiles: kdim.div_ceil(128) as i32,
+            mtiles: 1,
+            stages: tile.stages as i32,
+            scale_tiles: (kdim / f.block()).div_ceil(4) as i32,
+            scale_bias: m.scale_bias,
+            out_scale: m.out_scale,
+            kt_per: kdim.div_ceil(128) as i32,
+            ..BsGemmParams::default()
+        };
+        MoeTileParams {
+            g,
+            slots: bound.ptr("slots"),
+            meta: bound.ptr("meta"),
+            w_enc: if f == Fp4::Nvfp4 { m.enc.device_ptr(m.enc.stream()).0 } else { 0 },
+            a_enc,
+            ntiles: n.div_ceil(bn) as i32,
+            rbs: m.rbs as i32,
+            max_slots: max_slots as i32,
+            reserved: 0,
+        }
+    };
+    let fc1 = tile_params(&w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1);
+    let fc2 = tile_params(&w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2);
+    let act = MoeActParams {
+        meta: bound.ptr("meta"),
+        row_expert: bound.ptr("row_expert"),
+        row_weight: bound.ptr("row_weight"),
+        a2_enc: a2,
+        gu: bound.ptr("gu"),
+        h: bound.ptr("h"),
+        gu_cols: r1 as i32,
+        inter: i as i32,
+        gated: i32::from(s.activation.gated()),
+        act: match s.activation {
+            Activation::Silu { .. } => 0,
+            Activation::SwigluOai { .. } => 1,
+            Activation::Relu2 => 2,
+        },
+        limit: q.limit(),
+        quant,
+        max_rows: pairs as i32,
+        reserved: 0,
+    };
+    let rows = MoeRowsParams {
+        meta: bound.ptr("meta"),
+        row_expert: bound.ptr("row_expert"),
+        pair_row: bound.ptr("pair_row"),
+        a2_enc: a2,
+        h: bound.ptr("h"),
+        y_rows: bound.ptr("y_rows"),
+        y: args.y.ptr(),
+        ldy: args.y.row_stride("y")? as i64,
+        tokens: t as i32,
+        top_k: k as i32,
+        hidden: hd as i32,
+        inter: i as i32,
+        quant,
+        max_rows: pairs as i32,
+    };
+    let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
+    let call = GroupedCall { topk, group, fc1, act, fc2, rows, grids, tile_smem: tile.dynamic_smem() };
+    Ok((t, plan.buckets.len() - 1, call))
+}
+
+fn run_grouped(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    scratch: Scratch<'_>,
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    let (_, bucket, call) = grouped_call(plan, d, w, args, &scratch)?;
+    plan.device.check_stream(stream)?;
+    let selected = resolve(plan, bucket, stream)?;
+    launch_grouped(&selected, &call, stream)
+}
+
+fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
+    let [zero, count, scan, place, gather, tile, act, combine] = router_then(selected, c.topk.as_ref(), 8, stream)?
+    else {
+        return Err(unknown());
+    };
+    let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
+    let first = LaunchOpts { pdl: c.topk.is_some(), cluster_x: 0 };
+    let blocks = |n: usize, per: u32| LaunchDims {
+        grid: ((n as u32).div_ceil(per).max(1), 1, 1),
+        block: (per, 1, 1),
+        smem_bytes: 0,
+    };
+    let g = &c.group;
+    let pairs = c.rows.max_rows as usize;
+    let xb = match g.quant {
+        0 => 8,
+        1 => 32,
+        _ => 16,
+    };
+    let tile_dims =
+        |grid: u32| LaunchDims { grid: (grid.max(1), 1, 1), block: (TILE_THREADS, 1, 1), smem_bytes: c.tile_smem };
+    // SAFETY (all): each params struct mirrors its kernel's (asserted on both sides);
+    // `grouped_call` checked every tensor and the packed experts against the plan (the tile
+    // kernels' bases move within the stacked codes, scales and the scratch's rows by the slot's
+    // expert and first row, and their bounds are the expert's rows and the slot's rows); the
+    // scratch was bound at the plan's sizes (counts and row starts for E, ranks and rows for T·k
+    // pairs, slots for the most a call can have with 64-row slots, x̂, gate/up, h and y rows for
+    // T·k rows). The kernels mask ids outside [0, E) and read what the chain wrote only after
+    // their PDL waits; grids past the live slots / rows exit.
+    unsafe {
+        zero.launch_ex(stream, blocks(g.experts as usize, 256), g, first)?;
+        count.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
+        scan.launch_ex(stream, LaunchDims { grid: (1, 1, 1), block: (SCAN_THREADS, 1, 1), smem_bytes: 0 }, g, pdl)?;
+        place.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
+        gather.launch_ex(stream, blocks(pairs * (g.hidden as usize / xb), 256), g, pdl)?;
+        tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
+        act.launch_ex(stream, blocks(pairs * (c.act.inter as usize / xb), 256), &c.act, pdl)?;
+        tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2, pdl)?;
+        let dims = LaunchDims {
+            grid: ((c.rows.hidden as u32 / 8).div_ceil(128), c.rows.tokens as u32, 1),
+            block: (128, 1, 1),
+            smem_bytes: 0,
+        };
+        combine.launch_ex(stream, dims, &c.rows, pdl)
+    }
+}
+
 fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
     let [route, gemv, quant, combine] = router_then(selected, c.topk.as_ref(), 4, stream)? else {
@@ -1232,20 +1520,35 @@ impl OpPlan for Plan {
     fn candidates(&self, bucket: usize) -> Vec<String> {
         match &self.decode {
             None => vec![CONFIG.into()],
-            Some(d) => d.configs.get(bucket).map(|c| vec![c.id()]).unwrap_or_default(),
+            Some(d) => match (d.configs.get(bucket), &d.tile) {
+                (Some(c), _) => vec![c.id()],
+                (None, Some(t)) if bucket == d.configs.len() => vec![format!("grouped_{}", t.id())],
+                _ => Vec::new(),
+            },
         }
     }
     fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
         match (&self.decode, config_index) {
             (None, 0) => self.query.symbols(),
-            (Some(d), 0) => d.configs.get(bucket).map(|c| self.query.decode_symbols(c.nt)).unwrap_or_default(),
+            (Some(d), 0) => match (d.configs.get(bucket), &d.tile) {
+                (Some(c), _) => self.query.decode_symbols(c.nt),
+                (None, Some(_)) if bucket == d.configs.len() => self.query.grouped_symbols(),
+                _ => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }
     fn dynamic_smem(&self, bucket: usize, _config_index: usize) -> u32 {
         // The decode GEMV's ring is above the 48 KB default: its kernels get the device's opt-in
         // limit when the selection is resolved (the simple path uses static shared memory only).
-        self.decode.as_ref().and_then(|d| d.configs.get(bucket)).map_or(0, |c| c.dynamic_smem() + GEMV_STATIC_SMEM)
+        match &self.decode {
+            None => 0,
+            Some(d) => match (d.configs.get(bucket), &d.tile) {
+                (Some(c), _) => c.dynamic_smem() + GEMV_STATIC_SMEM,
+                (None, Some(t)) => t.dynamic_smem() + GEMV_STATIC_SMEM,
+                _ => 0,
+            },
+        }
     }
     fn slot(&self) -> &PlanSlot {
         &self.slot

@@ -153,3 +153,79 @@ const _: () = {
     assert!(size_of::<MoeRowsParams>() == 88);
     assert!(offset_of!(MoeRowsParams, ldy) == 56);
 };
+
+/// The grouped path's grouping kernels (`b12x_fused_moe_group_*`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MoeGroupParams {
+    pub ids: u64,
+    pub weights: u64,
+    pub x: u64,
+    pub a1_enc: u64,
+    pub counts: u64,
+    pub rank: u64,
+    pub row_start: u64,
+    pub slots: u64,
+    pub meta: u64,
+    pub row_token: u64,
+    pub row_expert: u64,
+    pub row_weight: u64,
+    pub pair_row: u64,
+    pub xq: u64,
+    pub error: u64,
+    pub ldx: i64,
+    pub tokens: i32,
+    pub top_k: i32,
+    pub experts: i32,
+    pub hidden: i32,
+    /// R: the tile's BM rows per slot.
+    pub slot_rows: i32,
+    /// 0 copy (W4A16), 1 MXFP8, 2 NVFP4.
+    pub quant: i32,
+    pub max_rows: i32,
+    pub reserved: i32,
+}
+
+/// The grouped path's tile kernels (`b12x_fused_moe_tile_*`): `gemm.blockscaled`'s tiled
+/// parameters for the stacked weight, then the slots.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MoeTileParams {
+    pub g: b12x_gemm::blockscaled::gemv::BsGemmParams,
+    pub slots: u64,
+    pub meta: u64,
+    pub w_enc: u64,
+    pub a_enc: u64,
+    pub ntiles: i32,
+    pub rbs: i32,
+    pub max_slots: i32,
+    pub reserved: i32,
+}
+
+/// The grouped path's activation kernel (`b12x_fused_moe_act_rows`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MoeActParams {
+    pub meta: u64,
+    pub row_expert: u64,
+    pub row_weight: u64,
+    pub a2_enc: u64,
+    pub gu: u64,
+    pub h: u64,
+    pub gu_cols: i32,
+    pub inter: i32,
+    pub gated: i32,
+    pub act: i32,
+    pub limit: f32,
+    pub quant: i32,
+    pub max_rows: i32,
+    pub reserved: i32,
+}
+
+const _: () = {
+    assert!(size_of::<MoeGroupParams>() == 160);
+    assert!(offset_of!(MoeGroupParams, ldx) == 120);
+    assert!(size_of::<MoeTileParams>() == 200);
+    assert!(offset_of!(MoeTileParams, slots) == 152);
+    assert!(size_of::<MoeActParams>() == 80);
+};
