@@ -1034,6 +1034,42 @@ fn packed_checks(plan: &Plan, d: &Decode, w: &PackedExperts, args: &Args<'_>) ->
     Ok(r)
 }
 
+/// The activation as the kernels take it (`kActSilu`, `kActSwigluOai`, `kActRelu2`).
+fn act_code(a: Activation) -> i32 {
+    match a {
+        Activation::Silu { .. } => 0,
+        Activation::SwigluOai { .. } => 1,
+        Activation::Relu2 => 2,
+    }
+}
+
+/// The row kernels' parameters (h quantizer, combine) of a packed call.
+fn rows_params(
+    q: &Query,
+    args: &Args<'_>,
+    bound: &b12x_core::BoundScratch<'_>,
+    t: usize,
+    a2: u64,
+) -> Result<MoeRowsParams> {
+    let s = &q.shape;
+    Ok(MoeRowsParams {
+        meta: bound.ptr("meta"),
+        row_expert: bound.ptr("row_expert"),
+        pair_row: bound.ptr("pair_row"),
+        a2_enc: a2,
+        h: bound.ptr("h"),
+        y_rows: bound.ptr("y_rows"),
+        y: args.y.ptr(),
+        ldy: args.y.row_stride("y")? as i64,
+        tokens: t as i32,
+        top_k: s.top_k as i32,
+        hidden: s.hidden as i32,
+        inter: s.inter as i32,
+        quant: quant_code(s.recipe),
+        max_rows: (t * s.top_k) as i32,
+    })
+}
+
 /// The recipe's activation quantization as the kernels take it (0 none, 1 MXFP8, 2 NVFP4).
 fn quant_code(r: Recipe) -> i32 {
     match r {
@@ -1143,11 +1179,7 @@ fn decode_call(
             rbs: m.rbs as i32,
             out_cols: cols as i32,
             mode,
-            act: match s.activation {
-                Activation::Silu { .. } => 0,
-                Activation::SwigluOai { .. } => 1,
-                Activation::Relu2 => 2,
-            },
+            act: act_code(s.activation),
             limit: q.limit(),
             gather: 0,
             max_slots: d.max_slots as i32,
@@ -1162,22 +1194,7 @@ fn decode_call(
     fc1.a_enc = a1;
     let mut fc2 = gemv(&w.fc2, i, bound.ptr("h"), i as i64, bound.ptr("y_rows"), hd, 2)?;
     fc2.a_enc = a2;
-    let rows = MoeRowsParams {
-        meta: bound.ptr("meta"),
-        row_expert: bound.ptr("row_expert"),
-        pair_row: bound.ptr("pair_row"),
-        a2_enc: a2,
-        h: bound.ptr("h"),
-        y_rows: bound.ptr("y_rows"),
-        y: args.y.ptr(),
-        ldy: args.y.row_stride("y")? as i64,
-        tokens: t as i32,
-        top_k: k as i32,
-        hidden: hd as i32,
-        inter: i as i32,
-        quant,
-        max_rows: pairs as i32,
-    };
+    let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, i));
     let call = DecodeCall {
         topk,
@@ -1316,32 +1333,13 @@ fn grouped_call(
         gu_cols: r1 as i32,
         inter: i as i32,
         gated: i32::from(s.activation.gated()),
-        act: match s.activation {
-            Activation::Silu { .. } => 0,
-            Activation::SwigluOai { .. } => 1,
-            Activation::Relu2 => 2,
-        },
+        act: act_code(s.activation),
         limit: q.limit(),
         quant,
         max_rows: pairs as i32,
         reserved: 0,
     };
-    let rows = MoeRowsParams {
-        meta: bound.ptr("meta"),
-        row_expert: bound.ptr("row_expert"),
-        pair_row: bound.ptr("pair_row"),
-        a2_enc: a2,
-        h: bound.ptr("h"),
-        y_rows: bound.ptr("y_rows"),
-        y: args.y.ptr(),
-        ldy: args.y.row_stride("y")? as i64,
-        tokens: t as i32,
-        top_k: k as i32,
-        hidden: hd as i32,
-        inter: i as i32,
-        quant,
-        max_rows: pairs as i32,
-    };
+    let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
     let call = GroupedCall { topk, group, fc1, act, fc2, rows, grids, tile_smem: tile.dynamic_smem() };
     Ok((t, plan.buckets.len() - 1, call))
