@@ -448,6 +448,7 @@ struct MoeGroupParams {
 };
 static_assert(sizeof(MoeGroupParams) == 160, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeGroupParams, ldx) == 120, "offset must match params.rs");
+static_assert(offsetof(MoeGroupParams, slot_rows) == 144, "offset must match params.rs");
 
 __device__ __forceinline__ void moe_group_zero(const MoeGroupParams& p) {
   pdl_wait_then_release();
@@ -559,6 +560,7 @@ struct MoeTileParams {
 };
 static_assert(sizeof(MoeTileParams) == 200, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeTileParams, slots) == 152, "offset must match params.rs");
+static_assert(offsetof(MoeTileParams, ntiles) == 184, "offset must match params.rs");
 
 // CTA blockIdx.x = slot * ntiles + N tile. The tiled kernel computes n0 = blockIdx.x * BN (mtiles
 // = 1: m0 = 0), so the weight, scale and output bases are moved back by slot * ntiles * BN rows
@@ -610,6 +612,8 @@ struct MoeActParams {
   int32_t reserved;
 };
 static_assert(sizeof(MoeActParams) == 80, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeActParams, gu_cols) == 48, "offset must match params.rs");
+static_assert(offsetof(MoeActParams, limit) == 64, "offset must match params.rs");
 
 template <int B>
 __device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, int j0) {

@@ -3,7 +3,7 @@
 //   `bsgemm::gemm<F, WM, WN, TOut, kXs>(p)` is the kernel of kernels/blockscaled_gemv.cu's
 //   `b12x_bsgemm_*_wm*_wn*` entry points (described below). moe.fused_moe's grouped path runs it
 //   per (expert slot, N tile) with a BsGemmParams whose pointers are offset to the slot's expert
-//   and rows (b12x-moe/kernels/fused_moe_grouped.cu).
+//   and rows (b12x-moe/kernels/fused_moe_decode.cu, the grouped path).
 // Exported to dependent crates' kernels through `links = "b12x_gemm"` (DEP_B12X_GEMM_INCLUDE).
 #pragma once
 

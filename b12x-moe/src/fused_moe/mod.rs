@@ -779,8 +779,10 @@ struct Decode {
     tile: Option<TileConfig>,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
-    /// Slots capacity (the largest over the buckets).
+    /// Slots capacity (the largest over the buckets), and over the decode buckets only (the
+    /// GEMV's merge counters).
     max_slots: usize,
+    decode_slots: usize,
     /// FC grid capacity (CTAs) and SM count.
     sm_count: u32,
 }
@@ -803,6 +805,7 @@ impl Decode {
         let mut configs = Vec::new();
         let mut max_slots = 0;
         let mut tile = None;
+        let mut decode_slots = 0;
         for b in buckets {
             if b.lo > GROUPED_ABOVE {
                 let t = (2..=8usize)
@@ -827,10 +830,11 @@ impl Decode {
                     reason: "no decode GEMV config fits this device's shared memory".into(),
                 })?;
             max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 8 * c.nt));
+            decode_slots = decode_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 8 * c.nt));
             configs.push(c);
         }
         let rbs = (s.fc1_rows().div_ceil(packed::ROW_BLOCK), s.hidden.div_ceil(packed::ROW_BLOCK));
-        Ok(Decode { configs, tile, rbs, max_slots, sm_count: device.sm_count() })
+        Ok(Decode { configs, tile, rbs, max_slots, decode_slots, sm_count: device.sm_count() })
     }
 
     /// `(grid, units)` of one FC launch at `tokens` with `c` on a matrix of `rbs` row blocks and
@@ -866,7 +870,7 @@ impl Decode {
         l.add("h", 2 * pairs * s.inter);
         l.add("y_rows", 2 * pairs * s.hidden);
         l.add("partials", partials);
-        l.add("counters", 64 * self.max_slots * self.rbs.0.max(self.rbs.1));
+        l.add("counters", 64 * self.decode_slots * self.rbs.0.max(self.rbs.1));
         // The grouped path: counts and row starts per expert, ranks per pair, FC1's gate/up rows.
         let (e, r1) = (s.experts, s.fc1_rows());
         l.add("counts", if grouped { 4 * e } else { 0 });
@@ -1182,7 +1186,7 @@ fn decode_call(
             act: act_code(s.activation),
             limit: q.limit(),
             gather: 0,
-            max_slots: d.max_slots as i32,
+            max_slots: d.decode_slots as i32,
             reserved: [0; 7],
         })
     };

@@ -225,7 +225,11 @@ pub struct MoeActParams {
 const _: () = {
     assert!(size_of::<MoeGroupParams>() == 160);
     assert!(offset_of!(MoeGroupParams, ldx) == 120);
+    assert!(offset_of!(MoeGroupParams, slot_rows) == 144);
     assert!(size_of::<MoeTileParams>() == 200);
     assert!(offset_of!(MoeTileParams, slots) == 152);
+    assert!(offset_of!(MoeTileParams, ntiles) == 184);
     assert!(size_of::<MoeActParams>() == 80);
+    assert!(offset_of!(MoeActParams, gu_cols) == 48);
+    assert!(offset_of!(MoeActParams, limit) == 64);
 };
