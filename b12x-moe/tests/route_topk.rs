@@ -156,6 +156,10 @@ fn check_selection_accepts_only_near_ties() {
     assert!(check_selection(&keys, &[0, 2, 2], 1.0).is_err(), "duplicate");
     assert!(check_selection(&keys, &[0, 2, 5], 1.0).is_err(), "id past E");
     assert!(check_selection(&keys, &[3, 2, 1], 0.1).is_err(), "0.1 for 0.9");
+    // Infinite keys match themselves (inf − inf is NaN; the H200 run of session 42 tripped on it).
+    let inf = [1.0f32, f32::INFINITY, 0.5, f32::NEG_INFINITY];
+    check_selection(&inf, &[1, 0], 0.0).unwrap();
+    assert!(check_selection(&inf, &[0, 1], 0.0).is_err());
 }
 
 #[rstest]
