@@ -1,8 +1,11 @@
-//! Benchmark of `moe.fused_moe` — the decode path (`fused_moe/…` rows, packed experts) and, as
-//! the baseline, the simple path (`fused_moe_simple/…`, slow by design; T = 1 only) — on the MoE
-//! issue's decode shapes: DeepSeek-V4-Flash TP2 (W4A8 MX, SiLU limit 10), gpt-oss-120b (W4A16
-//! MXFP4, SwiGLU-OAI 7) and Qwen3-30B-A3B (W4A16 NVFP4), T ∈ {1, 2, 8, 64}, each token on k
-//! distinct random experts; method of DESIGN.md §7 (graph replay, L2 flushed, median).
+//! Benchmark of `moe.fused_moe` — packed experts (`fused_moe/…` rows: the decode path for T ≤ 16,
+//! the grouped path above) and, as the baseline, the simple path (`fused_moe_simple/…`, slow by
+//! design; T = 1 only) — on the MoE issue's shapes: DeepSeek-V4-Flash TP2 (W4A8 MX, SiLU limit
+//! 10), gpt-oss-120b (W4A16 MXFP4, SwiGLU-OAI 7) and Qwen3-30B-A3B (W4A16 NVFP4), T ∈ {1, 2, 8,
+//! 64, 512, 4096}, each token on k distinct random experts; method of DESIGN.md §7 (graph
+//! replay, L2 flushed, median). FLOPs: 2 · T · k · (FC1 rows · Hd + Hd · I), the expert GEMMs
+//! only, for the large-T rows' TFLOP/s (issue 7's measure there: against the `mma.sync`
+//! ceiling, ~630 TFLOP/s BF16 on the H200).
 //!
 //! Bytes (issue 7's measure): the weights of the **distinct** experts the routing touches (FC1
 //! and FC2 codes and scales, NVFP4 encode scales; the packed layout's zero padding rows are not
@@ -16,6 +19,7 @@
 //! (x quantized to MXFP8 in the call for W4A8; W4A16 otherwise, the NVFP4 recipe's activation
 //! quantization left out), all back to back in one graph: routing, gathering, the activation and
 //! the combine are not in it, so it is a lower bound for an unfused layer.
+//! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`).
 //!
 //! Run: `cargo bench -p b12x-moe --bench fused_moe` (rows go to `bench-results/fused_moe.{json,md}`).
 
@@ -34,7 +38,7 @@ use b12x_moe::fused_moe::{
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
-const TOKENS: [usize; 4] = [1, 2, 8, 64];
+const TOKENS: [usize; 6] = [1, 2, 8, 64, 512, 4096];
 const QUICK_TOKENS: [usize; 2] = [1, 8];
 
 /// Device copies of everything a call reads or writes.
@@ -248,8 +252,9 @@ fn main() -> Result<()> {
             touched.sort_unstable();
             touched.dedup();
             let bytes = touched.len() * (per1 + per2) + 2 * t * hd * 2;
+            let flops = 2.0 * (t * k) as f64 * (sh.fc1_rows() * hd + hd * sh.inter) as f64;
             let times = time_graph(&dev, samples(), |st| call(&plan, &sh, &mut b, st))?;
-            report.add(&case, &config, &times, bytes as f64, 0.0);
+            report.add(&case, &config, &times, bytes as f64, flops);
             add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes)?;
             if layout == WeightLayout::Packed && t <= bsgemv::MAX_ROWS {
                 let (times, config) = separate_gemms(&dev, &sh, &experts, &ids_h)?;

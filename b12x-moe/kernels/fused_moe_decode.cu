@@ -248,15 +248,39 @@ static_assert(offsetof(MoeGemvParams, ldin) == 320, "offset must match params.rs
 constexpr int kMoeFc1Gated = 0;
 constexpr int kMoeFc1Plain = 1;  // 2: FC2 (the plain store)
 
+// Slots and row tokens each FC CTA copies into shared memory once, after its PDL wait: the
+// producer warp looks up a unit's slot (weight block, rows) and, for the gathered FC1, its rows'
+// tokens before every TMA box and x row it stages; from global memory each lookup was a dependent
+// L2 round trip on the producer's path. 1.5 KB (three NT = 1 CTAs per SM still fit); slots and
+// rows past the cache are read from global memory.
+constexpr int kMoeSlotCache = 64;
+constexpr int kMoeRowCache = 128;
+struct MoeRowsCache {
+  int4 slots[kMoeSlotCache];
+  int32_t tok[kMoeRowCache];
+};
+
 // bsgemv::gemv's Rows over the route's slots: unit row block rb is row block rb % rbs of slot
 // rb / rbs's expert.
 struct MoeRows {
   const MoeGemvParams& mp;
-  __device__ __forceinline__ int4 slot(int rb) const { return mp.slots[rb / mp.rbs]; }
-  // After the wait for the route (PDL: everything before this point reads no scratch).
+  MoeRowsCache& c;
+  __device__ __forceinline__ int4 slot(int rb) const {
+    const int i = rb / mp.rbs;
+    return i < kMoeSlotCache ? c.slots[i] : mp.slots[i];
+  }
+  // After the wait for the route (PDL: everything before this point reads no scratch). Every
+  // thread of the CTA calls it (the body's first statement), so it fills the cache and
+  // synchronizes.
   __device__ __forceinline__ int units(int kstages) const {
     pdl_wait_then_release();
     const int n = min(mp.meta[0], mp.max_slots);
+    for (int i = threadIdx.x; i < min(n, kMoeSlotCache); i += blockDim.x) c.slots[i] = mp.slots[i];
+    if (mp.gather) {
+      const int rows = min(mp.meta[1], kMoeRowCache);
+      for (int i = threadIdx.x; i < rows; i += blockDim.x) c.tok[i] = mp.row_token[i];
+    }
+    __syncthreads();
     return n * mp.rbs * kstages;
   }
   __device__ __forceinline__ int per_cta(int units) const { return max(1, (units + int(gridDim.x) - 1) / int(gridDim.x)); }
@@ -264,7 +288,8 @@ struct MoeRows {
   __device__ __forceinline__ int rows(int rb) const { return slot(rb).z; }
   __device__ __forceinline__ const bf16* x_row(int rb, int r) const {
     const int row = slot(rb).y + r;
-    return mp.xin + (long long)(mp.gather ? mp.row_token[row] : row) * mp.ldin;
+    const int src = !mp.gather ? row : row < kMoeRowCache ? c.tok[row] : mp.row_token[row];
+    return mp.xin + (long long)src * mp.ldin;
   }
   template <typename TOut, int NT, int kRowMul, int kHi>
   __device__ __forceinline__ void store(int rb, int row_base, int g, int t, const float (&v)[NT][4], const float (&)[2],
@@ -388,7 +413,8 @@ extern "C" __global__ void __launch_bounds__(b12x::kMoeRouteThreads)
 #define B12X_MOE_GEMV(FMT, FMTNAME, NT)                                                                       \
   extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), B12X_MOE_GEMV_MIN_CTAS(NT)) \
       b12x_fused_moe_decode_gemv_##FMTNAME##_nt##NT(const __grid_constant__ b12x::MoeGemvParams p) {          \
-    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, 1, b12x::bf16>(p.g, b12x::MoeRows{p});                     \
+    __shared__ b12x::MoeRowsCache cache;                                                                      \
+    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, 1, b12x::bf16>(p.g, b12x::MoeRows{p, cache});              \
   }
 B12X_MOE_GEMV(Nvfp4, nvfp4, 1)
 B12X_MOE_GEMV(Nvfp4, nvfp4, 2)

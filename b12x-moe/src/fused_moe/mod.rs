@@ -315,9 +315,11 @@ b12x_core::inventory::submit! {
         group: "moe",
         entry_points: &["plan", "run"],
         dtypes: &["bf16 x (W4A16, or quantized in the op to MXFP8 / NVFP4), NVFP4 | MXFP4 experts -> bf16 y"],
-        // Written without a GPU (sessions 41, 42): compiled and ptxas-checked for every arch, run nowhere.
+        // sm_90a: the GPU suite (236 trials, both layouts) and its memcheck / racecheck profile on
+        // the H200 (session 42, bench-results/2026-12-05-h200/call1, call2). SM120: compiled and
+        // ptxas-checked only.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
