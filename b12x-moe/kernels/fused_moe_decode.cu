@@ -5,31 +5,30 @@
 //   1. route: the (token, slot) pairs grouped by expert — counts, an exclusive scan, a stable
 //      scatter (rows of an expert in pair order) — into `slots` {expert, first row, rows <= R}
 //      (an expert with more than R rows gets several slots), per row its token, expert and routing
-//      weight, per pair its row (-1 when its id is outside [0, E): fault bit, skipped).
+//      weight, per pair its row (-1 when its id is outside [0, E): fault bit, skipped). The
+//      quantized recipes also write x^ per row (W4A8: MXFP8 of x; NVFP4: x with the expert's
+//      encode scale, left as e2m1 * UE4M3, exact in BF16; 1 / enc goes to FC1's epilogue).
 //   2. FC1: gemm.blockscaled's W4A16 decode kernel body (b12x/bsgemv_decode.cuh) over the unit
 //      list (slot, 128-row block of the expert, k-stage): TMA boxes of the stacked packed codes
-//      at the expert's row block, x rows of the slot gathered by token. The quantized recipes
-//      stage x^ instead: the producer warp quantizes-then-dequantizes each 16-byte piece of x as
-//      it stages it (W4A8: MXFP8; NVFP4: with the expert's encode scale, left as e2m1 * UE4M3,
-//      exact in BF16; 1 / enc goes to the epilogue), the block's amax over the lanes that hold
-//      it. The packed FC1 interleaves gate and up per 16 rows (8 gate rows, then the 8 matching
-//      up rows), so the MMA rows g and g + 8 a lane finishes are gate j and up j: the epilogue
-//      writes h[row, j] = bf16(w_row * act(bf16(g), bf16(u))) directly.
-//   3. FC2: the same body on h's rows (h^ staged the same way for W4A8 / NVFP4) ->
-//      y_rows[row, o] = bf16(sum) (BF16 per expert output).
-//   4. combine: y[t] = bf16(sum over valid slots, in slot order, of f32(y_rows[pair_row])).
-//   Steps 2-4 launch with PDL (each waits for its predecessor before reading what it wrote).
+//      at the expert's row block, x rows of the slot (gathered by token for W4A16). The packed
+//      FC1 interleaves gate and up per 16 rows (8 gate rows, then the 8 matching up rows), so the
+//      MMA rows g and g + 8 a lane finishes are gate j and up j: the epilogue writes
+//      h[row, j] = bf16(w_row * act(bf16(g), bf16(u))) directly.
+//   3. (W4A8 / NVFP4) h^ = the recipe's quantize-then-dequantize of each h row, in place.
+//   4. FC2: the same body on h's rows -> y_rows[row, o] = bf16(sum) (BF16 per expert output).
+//   5. combine: y[t] = bf16(sum over valid slots, in slot order, of f32(y_rows[pair_row])).
+//   Steps 2-5 launch with PDL (each waits for its predecessor before reading what it wrote).
 // Tensors: ids [T, k] i32, weights [T, k] f32, x [T, Hd] bf16 (row stride ldx, 16-byte rows);
 //   packed experts (src/fused_moe/packed.rs): per matrix the experts' layout-v3 codes stacked at a
 //   stride of rbs 128-row blocks ([E rbs 128, K/2] bytes, rows past the matrix zero), their
 //   swizzled scale tiles stacked likewise, NVFP4 encode scales [E]; scratch regions (the plan's
-//   layout): slots, meta, row_token, row_expert, row_weight, pair_row, h, y_rows, partials,
-//   counters (the grouped path: xq, gu, counts, row_start, rank too).
+//   layout): slots, meta, row_token, row_expert, row_weight, pair_row, xq, h, y_rows, partials,
+//   counters.
 // Constraints: Hd, I multiples of 32, E <= 4096; the decode route P = T k <= 2048 (its shared
 //   memory and 16-bit scan halves: the plan sends it T <= 16, so P <= 512), the grouped path any
 //   P <= MAX_PAIRS.
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
-//   b12x_fused_moe_combine_rows (both paths); the grouped path (end of file):
+//   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
 //   b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
@@ -52,19 +51,26 @@ constexpr unsigned kMoeDecodeFaultExpertId = 1;  // FAULT_EXPERT_ID
 struct MoeRouteParams {
   const int32_t* ids;     // [T, k]
   const float* weights;   // [T, k]
+  const bf16* x;          // [T, Hd], row stride ldx
+  const float* a1_enc;    // [E]: x's NVFP4 encode scale per expert (NVFP4 recipe) or null
   int4* slots;            // [max_slots] {expert, first row, rows, 0}
   int32_t* meta;          // [2]: slots, rows
   int32_t* row_token;     // [P]
   int32_t* row_expert;    // [P]
   float* row_weight;      // [P]
   int32_t* pair_row;      // [P]: the row of pair p, -1 for an id outside [0, E)
+  bf16* xq;               // [P, Hd]: x^ per row (quantized recipes) or null
   unsigned int* error;    // [1] fault bits
-  int32_t tokens, top_k, experts;
+  int64_t ldx;            // elements between rows of x
+  int32_t tokens, top_k, experts, hidden;
   int32_t slot_rows;      // R: rows per slot at most (8 NT of the FC kernels)
+  int32_t quant;          // 0: none (W4A16), 1: MXFP8 (W4A8), 2: NVFP4
+  int32_t rows_per_cta;   // x^ rows each CTA writes
+  int32_t reserved;
 };
-static_assert(sizeof(MoeRouteParams) == 88, "size must match src/fused_moe/params.rs");
-static_assert(offsetof(MoeRouteParams, error) == 64, "offset must match params.rs");
-static_assert(offsetof(MoeRouteParams, slot_rows) == 84, "offset must match params.rs");
+static_assert(sizeof(MoeRouteParams) == 136, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeRouteParams, ldx) == 96, "offset must match params.rs");
+static_assert(offsetof(MoeRouteParams, slot_rows) == 120, "offset must match params.rs");
 
 // B bf16 values at src (16-byte aligned) through the recipe's quantize-then-dequantize (B = 32:
 // MXFP8; B = 16: NVFP4 with encode scale enc, left as e2m1 * UE4M3) to dst (may equal src).
@@ -97,8 +103,9 @@ __device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float
   }
 }
 
-// Grouping in one CTA (P <= 2048: the plan sends it T <= 16): counts, the packed scan, the
-// stable rows; writes the metadata. Dynamic shared memory: 4 (E + 2 P) bytes.
+// Grouping, identical in every CTA (each recomputes it from ids: no grid-wide synchronization);
+// CTA 0 writes the metadata, every CTA its share of x^ rows. Dynamic shared memory:
+// 4 (E + 3 P) bytes.
 __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
   extern __shared__ int32_t s_dyn_route[];
   __shared__ uint32_t s_wsum[kMoeRouteThreads / 32];
@@ -106,6 +113,7 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
   int32_t* s_off = s_dyn_route;   // [E]: counts, then packed prefixes, then running rows
   int32_t* s_e = s_off + E;       // [P]: expert of pair p or -1
   int32_t* s_row = s_e + P;       // [P]: row of pair p or -1
+  int32_t* s_pair = s_row + P;    // [P]: pair of row r
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   pdl_wait_then_release();
   for (int i = tid; i < E; i += blockDim.x) s_off[i] = 0;
@@ -116,7 +124,7 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
     s_e[i] = ok ? e : -1;
     if (ok) {
       atomicAdd(&s_off[e], 1);
-    } else {
+    } else if (blockIdx.x == 0) {
       atomicOr(p.error, kMoeDecodeFaultExpertId);
     }
   }
@@ -150,16 +158,18 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
   }
   __syncthreads();
   const int rows = int(total >> 16), nslots = int(total & 0xFFFFu);
-  // Slots: expert e's rows [r0, r1) in runs of R.
-  for (int e = tid; e < E; e += blockDim.x) {
-    const uint32_t v = uint32_t(s_off[e]);
-    const int r0 = int(v >> 16), s0 = int(v & 0xFFFFu);
-    const int r1 = e + 1 < E ? int(uint32_t(s_off[e + 1]) >> 16) : rows;
-    for (int j = 0; r0 + j * R < r1; ++j) p.slots[s0 + j] = make_int4(e, r0 + j * R, min(R, r1 - r0 - j * R), 0);
-  }
-  if (tid == 0) {
-    p.meta[0] = nslots;
-    p.meta[1] = rows;
+  // Slots (CTA 0): expert e's rows [r0, r1) in runs of R.
+  if (blockIdx.x == 0) {
+    for (int e = tid; e < E; e += blockDim.x) {
+      const uint32_t v = uint32_t(s_off[e]);
+      const int r0 = int(v >> 16), s0 = int(v & 0xFFFFu);
+      const int r1 = e + 1 < E ? int(uint32_t(s_off[e + 1]) >> 16) : rows;
+      for (int j = 0; r0 + j * R < r1; ++j) p.slots[s0 + j] = make_int4(e, r0 + j * R, min(R, r1 - r0 - j * R), 0);
+    }
+    if (tid == 0) {
+      p.meta[0] = nslots;
+      p.meta[1] = rows;
+    }
   }
   __syncthreads();
   for (int e = tid; e < E; e += blockDim.x) s_off[e] = int32_t(uint32_t(s_off[e]) >> 16);
@@ -177,16 +187,34 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
       if (e >= 0 && rank == 0) s_off[e] += __popc(grp);
       __syncwarp();
       if (i < P) s_row[i] = row;
+      if (row >= 0) s_pair[row] = i;
     }
   }
   __syncthreads();
-  for (int i = tid; i < P; i += blockDim.x) {
-    const int row = s_row[i];
-    p.pair_row[i] = row;
-    if (row >= 0) {
-      p.row_token[row] = i / p.top_k;
-      p.row_expert[row] = s_e[i];
-      p.row_weight[row] = p.weights[i];
+  if (blockIdx.x == 0) {
+    for (int i = tid; i < P; i += blockDim.x) {
+      const int row = s_row[i];
+      p.pair_row[i] = row;
+      if (row >= 0) {
+        p.row_token[row] = i / p.top_k;
+        p.row_expert[row] = s_e[i];
+        p.row_weight[row] = p.weights[i];
+      }
+    }
+  }
+  if (p.quant == 0) return;
+  // x^ rows [blockIdx.x rpc, + rpc): one thread per block of B values.
+  const int B = p.quant == 1 ? 32 : 16, hd = p.hidden, nb = hd / B;
+  const int r_begin = blockIdx.x * p.rows_per_cta, r_end = min(r_begin + p.rows_per_cta, rows);
+  for (int idx = tid; idx < (r_end - r_begin) * nb; idx += blockDim.x) {
+    const int row = r_begin + idx / nb, b = idx % nb;
+    const int pair = s_pair[row];
+    const bf16* src = p.x + (long long)(pair / p.top_k) * p.ldx + b * B;
+    bf16* dst = p.xq + (long long)row * hd + b * B;
+    if (p.quant == 1) {
+      qdq_bf16_block<32>(src, dst, 1.0f);
+    } else {
+      qdq_bf16_block<16>(src, dst, p.a1_enc[s_e[pair]]);
     }
   }
 }
@@ -209,52 +237,26 @@ struct MoeGemvParams {
   int32_t mode;              // kMoeFc1Gated, kMoeFc1Plain or 2 (FC2)
   int32_t act;               // kActSilu, kActSwigluOai, kActRelu2
   float limit;               // the activation's limit (+inf: none)
-  int32_t gather;            // 1: xin row = row_token[row] (FC1)
+  int32_t gather;            // 1: xin row = row_token[row] (W4A16 FC1)
   int32_t max_slots;         // the slots region's capacity (a bound on meta[0])
-  int32_t quant;             // x staged as is (0), or its MXFP8 (1) / NVFP4 (2, a_enc) quantize-then-dequantize
-  int32_t reserved[6];       // zero (the struct is 64-byte aligned: BsGemvParams' TMA descriptor)
+  int32_t reserved[7];       // zero (the struct is 64-byte aligned: BsGemvParams' TMA descriptor)
 };
 static_assert(sizeof(MoeGemvParams) == 384, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeGemvParams, slots) == 256, "offset must match params.rs");
 static_assert(offsetof(MoeGemvParams, ldin) == 320, "offset must match params.rs");
-static_assert(offsetof(MoeGemvParams, quant) == 356, "offset must match params.rs");
 
 constexpr int kMoeFc1Gated = 0;
 constexpr int kMoeFc1Plain = 1;  // 2: FC2 (the plain store)
-
-// Slots and row tokens each FC CTA copies into shared memory once, after its PDL wait: the
-// producer warp looks up a unit's slot (weight block, rows) and, for the gathered FC1, its rows'
-// tokens before every TMA box and x row it stages; from global memory each lookup was a dependent
-// L2 round trip on the producer's path. 1.5 KB (three NT = 1 CTAs per SM still fit); slots and
-// rows past the cache are read from global memory.
-constexpr int kMoeSlotCache = 64;
-constexpr int kMoeRowCache = 128;
-struct MoeRowsCache {
-  int4 slots[kMoeSlotCache];
-  int32_t tok[kMoeRowCache];
-};
 
 // bsgemv::gemv's Rows over the route's slots: unit row block rb is row block rb % rbs of slot
 // rb / rbs's expert.
 struct MoeRows {
   const MoeGemvParams& mp;
-  MoeRowsCache& c;
-  __device__ __forceinline__ int4 slot(int rb) const {
-    const int i = rb / mp.rbs;
-    return i < kMoeSlotCache ? c.slots[i] : mp.slots[i];
-  }
-  // After the wait for the route (PDL: everything before this point reads no scratch). Every
-  // thread of the CTA calls it (the body's first statement), so it fills the cache and
-  // synchronizes.
+  __device__ __forceinline__ int4 slot(int rb) const { return mp.slots[rb / mp.rbs]; }
+  // After the wait for the route (PDL: everything before this point reads no scratch).
   __device__ __forceinline__ int units(int kstages) const {
     pdl_wait_then_release();
     const int n = min(mp.meta[0], mp.max_slots);
-    for (int i = threadIdx.x; i < min(n, kMoeSlotCache); i += blockDim.x) c.slots[i] = mp.slots[i];
-    if (mp.gather) {
-      const int rows = min(mp.meta[1], kMoeRowCache);
-      for (int i = threadIdx.x; i < rows; i += blockDim.x) c.tok[i] = mp.row_token[i];
-    }
-    __syncthreads();
     return n * mp.rbs * kstages;
   }
   __device__ __forceinline__ int per_cta(int units) const { return max(1, (units + int(gridDim.x) - 1) / int(gridDim.x)); }
@@ -262,43 +264,7 @@ struct MoeRows {
   __device__ __forceinline__ int rows(int rb) const { return slot(rb).z; }
   __device__ __forceinline__ const bf16* x_row(int rb, int r) const {
     const int row = slot(rb).y + r;
-    const int src = !mp.gather ? row : row < kMoeRowCache ? c.tok[row] : mp.row_token[row];
-    return mp.xin + (long long)src * mp.ldin;
-  }
-  // W4A16: cp.async. W4A8 / NVFP4: the piece's quantize-then-dequantize, stored by the lane. The
-  // FP4 body's producer lane L stages chunk L of a row (k = 64 (L & 3) + 32 (L >> 4) + 8 q,
-  // q = (L >> 2) & 3), so an MXFP8 block (32 k) is held by the 4 lanes that differ in bits 2-3
-  // and an NVFP4 block (16 k) by the 2 that differ in bit 2; every lane of the warp calls this
-  // for the same row (the shuffles), and a block's lanes are live together (K % 32 == 0).
-  __device__ __forceinline__ void stage_x(uint32_t dst, int rb, int r, int k, bool live, const bf16* any) const {
-    if (mp.quant == 0) {
-      bsgemv::cp_async<16>(dst, live ? x_row(rb, r) + k : any, live);
-      return;
-    }
-    uint4 w = make_uint4(0u, 0u, 0u, 0u);
-    if (live) w = *reinterpret_cast<const uint4*>(x_row(rb, r) + k);
-    float v[8];
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[2 * j] = __uint_as_float(ws[j] << 16);
-      v[2 * j + 1] = __uint_as_float(ws[j] & 0xFFFF0000u);
-    }
-    if (mp.quant == 1) {
-      mxfp8_qdq_piece<4>(v);
-    } else {
-      nvfp4_qdq_piece<2, false>(v, live ? mp.a_enc[slot(rb).x] : 1.0f);
-    }
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(moe_pack_bf16x2(v[0], v[1])),
-                 "r"(moe_pack_bf16x2(v[2], v[3])), "r"(moe_pack_bf16x2(v[4], v[5])), "r"(moe_pack_bf16x2(v[6], v[7])));
-  }
-  // cp.async's arrival (W4A16), or a plain arrival (release) after the lane's shared stores.
-  __device__ __forceinline__ void x_arrive(uint32_t bar) const {
-    if (mp.quant == 0) {
-      bsgemv::cp_async_mbar_arrive(bar);
-    } else {
-      mbar_arrive(bar);
-    }
+    return mp.xin + (long long)(mp.gather ? mp.row_token[row] : row) * mp.ldin;
   }
   template <typename TOut, int NT, int kRowMul, int kHi>
   __device__ __forceinline__ void store(int rb, int row_base, int g, int t, const float (&v)[NT][4], const float (&)[2],
@@ -344,17 +310,40 @@ struct MoeRows {
   }
 };
 
-// Mirrored by src/fused_moe/params.rs (MoeRowsParams): the combine (both paths).
+// Mirrored by src/fused_moe/params.rs (MoeRowsParams): the h quantization and the combine.
 struct MoeRowsParams {
+  const int32_t* meta;        // route's [slots, rows]
+  const int32_t* row_expert;  // [P]
   const int32_t* pair_row;    // [P]
+  const float* a2_enc;        // [E] (NVFP4 recipe) or null
+  bf16* h;                    // [P, I]: quantized in place
   const bf16* y_rows;         // [P, Hd]
   bf16* y;                    // [T, Hd], row stride ldy
   int64_t ldy;
-  int32_t tokens, top_k, hidden;
-  int32_t reserved;
+  int32_t tokens, top_k, hidden, inter;
+  int32_t quant;              // 1: MXFP8, 2: NVFP4
+  int32_t max_rows;           // the call's T k (a bound on meta[1])
 };
-static_assert(sizeof(MoeRowsParams) == 48, "size must match src/fused_moe/params.rs");
-static_assert(offsetof(MoeRowsParams, ldy) == 24, "offset must match params.rs");
+static_assert(sizeof(MoeRowsParams) == 88, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeRowsParams, ldy) == 56, "offset must match params.rs");
+
+// h^ = the recipe's quantize-then-dequantize of each row of h, in place: one thread per block
+// (grid-stride over the plan's rows; rows past meta[1] idle).
+__device__ __forceinline__ void moe_quant_rows(const MoeRowsParams& p) {
+  pdl_wait_then_release();
+  const int rows = min(p.meta[1], p.max_rows);
+  const int B = p.quant == 1 ? 32 : 16, nb = p.inter / B;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
+       idx += (long long)gridDim.x * blockDim.x) {
+    const int row = int(idx / nb), b = int(idx % nb);
+    bf16* src = p.h + (long long)row * p.inter + b * B;
+    if (p.quant == 1) {
+      qdq_bf16_block<32>(src, src, 1.0f);
+    } else {
+      qdq_bf16_block<16>(src, src, p.a2_enc[p.row_expert[row]]);
+    }
+  }
+}
 
 // y[t, o .. o + 7] = bf16(sum over t's valid slots, in slot order, of f32(y_rows[row, o ..])):
 // one thread per 8 outputs, grid (ceil(Hd / 8 / 128), T).
@@ -399,13 +388,16 @@ extern "C" __global__ void __launch_bounds__(b12x::kMoeRouteThreads)
 #define B12X_MOE_GEMV(FMT, FMTNAME, NT)                                                                       \
   extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), B12X_MOE_GEMV_MIN_CTAS(NT)) \
       b12x_fused_moe_decode_gemv_##FMTNAME##_nt##NT(const __grid_constant__ b12x::MoeGemvParams p) {          \
-    __shared__ b12x::MoeRowsCache cache;                                                                      \
-    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, 1, b12x::bf16>(p.g, b12x::MoeRows{p, cache});              \
+    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, 1, b12x::bf16>(p.g, b12x::MoeRows{p});                     \
   }
 B12X_MOE_GEMV(Nvfp4, nvfp4, 1)
 B12X_MOE_GEMV(Nvfp4, nvfp4, 2)
 B12X_MOE_GEMV(Mxfp4, mxfp4, 1)
 B12X_MOE_GEMV(Mxfp4, mxfp4, 2)
+
+extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_quant_rows(const __grid_constant__ b12x::MoeRowsParams p) {
+  b12x::moe_quant_rows(p);
+}
 
 extern "C" __global__ void __launch_bounds__(128)
     b12x_fused_moe_combine_rows(const __grid_constant__ b12x::MoeRowsParams p) {

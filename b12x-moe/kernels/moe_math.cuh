@@ -6,9 +6,6 @@
 //     with encode scale enc; kDivEnc = false leaves out the final division by enc (the values
 //     then are e2m1 * UE4M3 scale, exact in BF16: the decode path divides its dot products
 //     instead).
-//   mxfp8_qdq_piece<L>(x), nvfp4_qdq_piece<L, kDivEnc>(x, enc): the same for a block spread over
-//     L lanes of a warp, 8 values each (the lanes differ in bits 2.. of their lane index), the
-//     same per-element math: the same bits.
 // Oracle: src/fused_moe/reference.rs (activate, act_operand).
 #pragma once
 #include "b12x/activation.cuh"
@@ -102,61 +99,6 @@ __device__ __forceinline__ void nvfp4_qdq_block(float* x, float enc) {
   const float r = 1.0f / (fs * (1.0f / enc));
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
-    const float v = e2m1_value(e2m1_rne(x[i] * r)) * fs;
-    x[i] = kDivEnc ? v / enc : v;
-  }
-}
-
-// The block's amax and finiteness over the L lanes holding it (8 values each; the lanes differ
-// in lane-index bits 2 .. 2 + log2 L); every lane of the warp calls it.
-template <int L>
-__device__ __forceinline__ bool piece_amax(const float (&x)[8], float& amax) {
-  int finite = finite_amax<8>(x, amax) ? 1 : 0;
-#pragma unroll
-  for (int m = 4; m < 4 * L; m <<= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-    finite &= __shfl_xor_sync(0xffffffffu, finite, m);
-  }
-  return finite != 0;
-}
-
-// mxfp8_qdq_block of a 32-value block held by L = 4 lanes, 8 each.
-template <int L>
-__device__ __forceinline__ void mxfp8_qdq_piece(float (&x)[8]) {
-  static_assert(L * 8 == 32, "an MXFP8 block is 32 values");
-  float amax;
-  const bool finite = piece_amax<L>(x, amax);
-  if (!finite || amax == 0.0f) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = finite ? 0.0f : __uint_as_float(0x7FC00000u);
-    return;
-  }
-  const float p = amax * (1.0f / 448.0f);
-  const uint32_t code = p == 0.0f ? 0u : ceil_pow2_code(p);
-  const float m = pow2_neg_ue8m0(code), s = ue8m0_value(code);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] = ue4m3_value(e4m3x2(x[i] * m, 0.0f) & 0xFFu) * s;
-}
-
-// nvfp4_qdq_block<kDivEnc> of a 16-value block held by L = 2 lanes, 8 each.
-template <int L, bool kDivEnc>
-__device__ __forceinline__ void nvfp4_qdq_piece(float (&x)[8], float enc) {
-  static_assert(L * 8 == 16, "an NVFP4 block is 16 values");
-  float amax;
-  if (!piece_amax<L>(x, amax)) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = __uint_as_float(0x7FC00000u);
-    return;
-  }
-  const float fs = ue4m3_value(ue4m3(enc * (amax / 6.0f)));
-  if (fs == 0.0f) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = 0.0f;
-    return;
-  }
-  const float r = 1.0f / (fs * (1.0f / enc));
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
     const float v = e2m1_value(e2m1_rne(x[i] * r)) * fs;
     x[i] = kDivEnc ? v / enc : v;
   }

@@ -229,10 +229,6 @@ __device__ __forceinline__ void fp8_group(const uint2& cl, const uint2& ch, uint
 //   units(kstages), per_cta(units): the launch's unit count and units per CTA (stream-K);
 //   weight_block(rb): the 128-row block of the codes / scales that unit row block rb reads;
 //   rows(rb), x_row(rb, r): unit row block rb's live x rows and the address of x row r;
-//   stage_x(dst, rb, r, k, live, any), x_arrive(bar): the producer lane's 16-byte piece of x row
-//     r at k into shared address dst (zeros when !live; `any` is a valid address for the
-//     zero-size copy), and its arrival on the stage's full barrier once its pieces have landed
-//     (DenseRows: cp.async, and the cp.async arrival);
 //   store<TOut, NT, kRowMul, kHi>(rb, row_base, g, t, v, bias, has_bias): the epilogue of a
 //     finished row block (v: the lane's MMA elements, rows row_base + kRowMul g + kHi (e >> 1),
 //     tokens 8 nt + 2t + (e & 1)).
@@ -243,10 +239,6 @@ struct DenseRows {
   __device__ __forceinline__ int weight_block(int rb) const { return rb; }
   __device__ __forceinline__ int rows(int) const { return p.m; }
   __device__ __forceinline__ const bf16* x_row(int, int r) const { return p.x + (long long)r * p.ldx; }
-  __device__ __forceinline__ void stage_x(uint32_t dst, int rb, int r, int k, bool live, const bf16* any) const {
-    cp_async<16>(dst, live ? x_row(rb, r) + k : any, live);
-  }
-  __device__ __forceinline__ void x_arrive(uint32_t bar) const { cp_async_mbar_arrive(bar); }
   template <typename TOut, int NT, int kRowMul, int kHi>
   __device__ __forceinline__ void store(int, int row_base, int g, int t, const float (&v)[NT][4], const float (&bias)[2],
                                         bool has_bias) const {
@@ -355,7 +347,7 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p, const Rows& rows) {
         for (int r0 = 0; r0 < 8 * NT; r0 += kRowStep) {
           const int r = r0 + (kFp8 ? (lane >> 4) : 0);
           const bool live = r < rows.rows(rb) && k < p.k;
-          rows.stage_x(xb + j * kXBox + r0 * kXPitch, rb, r, k, live, p.x);
+          cp_async<16>(xb + j * kXBox + r0 * kXPitch, live ? rows.x_row(rb, r) + k : p.x, live);
         }
         if (F == Fmt::Fp8Block) {
           // Zeros for a box past K (the last unit of a row block may hold one: its codes are
@@ -380,7 +372,7 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p, const Rows& rows) {
           }
         }
       }
-      rows.x_arrive(full0 + 8 * s);
+      cp_async_mbar_arrive(full0 + 8 * s);
     };
     // Stage 0 first: every CTA asks for its first stage, then waits kStaggerNs before asking for
     // the rest of its ring, so that all first stages reach the memory system ahead of all later

@@ -39,10 +39,9 @@
 //!     - the **decode path** (T ≤ [`GROUPED_ABOVE`], `kernels/fused_moe_decode.cu`): a route
 //!       kernel groups the pairs by expert on the device (stable, deterministic), then FC1 and
 //!       FC2 are `gemm.blockscaled`'s W4A16 decode kernel body run over the touched experts' row
-//!       blocks only (each touched expert's weights read once per call, every SM busy; W4A8 /
-//!       NVFP4: the body's producer warp quantizes x and h as it stages them; FC1's epilogue
-//!       applies the activation and the routing weight), then the combine; four launches,
-//!       chained with PDL;
+//!       blocks only (each touched expert's weights read once per call, every SM busy; FC1's
+//!       epilogue applies the activation and the routing weight), then the combine; five
+//!       launches (four with BF16 activations), chained with PDL;
 //!     - the **grouped path** (T above, same file): the pairs grouped by expert into slots of 64
 //!       rows (atomic ranks: rows inside an expert in no fixed order, which no result depends
 //!       on), x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel per (slot,
@@ -293,6 +292,8 @@ impl Shape {
 pub const MAX_ROW: usize = 8192;
 /// The most experts of the decode path (the route kernel's shared-memory counters).
 pub const MAX_DECODE_EXPERTS: usize = 4096;
+/// x̂ rows each CTA of the route kernel writes (quantized recipes).
+const ROUTE_ROWS_PER_CTA: usize = 4;
 /// Threads of the route kernel (`kMoeRouteThreads`).
 const ROUTE_THREADS: u32 = 256;
 /// Threads of the decode GEMV (`32 · (kConsumers + 1)`).
@@ -629,7 +630,7 @@ impl Query {
     }
 
     /// The decode path's kernel symbols for 8·`nt`-row slots: the router (a query with one), the
-    /// route, the GEMV (FC1 and FC2), the combine.
+    /// route, the GEMV (FC1 and FC2), the row quantizer (W4A8 / NVFP4 only), the combine.
     pub fn decode_symbols(&self, nt: usize) -> Vec<String> {
         let f = match self.shape.recipe.weights() {
             Fp4::Nvfp4 => "nvfp4",
@@ -639,6 +640,7 @@ impl Query {
         out.extend([
             "b12x_fused_moe_route".into(),
             format!("b12x_fused_moe_decode_gemv_{f}_nt{nt}"),
+            "b12x_fused_moe_quant_rows".into(),
             "b12x_fused_moe_combine_rows".into(),
         ]);
         out
@@ -850,6 +852,7 @@ impl Decode {
     fn scratch_layout(&self, query: &Query, buckets: &[Bucket]) -> ScratchLayout {
         let s = &query.shape;
         let pairs = query.max_tokens * s.top_k;
+        let quantized = s.recipe.act_block() > 1;
         let mut partials = 0;
         for (b, c) in buckets.iter().zip(&self.configs) {
             // (the decode buckets come first; the grouped one, if any, has no GEMV config)
@@ -866,7 +869,7 @@ impl Decode {
         l.add("row_weight", 4 * pairs);
         l.add("pair_row", 4 * pairs);
         let grouped = self.tile.is_some();
-        l.add("xq", if grouped { 2 * pairs * s.hidden } else { 0 });
+        l.add("xq", if quantized || grouped { 2 * pairs * s.hidden } else { 0 });
         l.add("h", 2 * pairs * s.inter);
         l.add("y_rows", 2 * pairs * s.hidden);
         l.add("partials", partials);
@@ -918,9 +921,8 @@ impl Plan {
         &self.query
     }
     /// The scratch of a call: the simple path's `h` and `y_pairs`; the decode path's grouping
-    /// (`slots`, `meta`, `row_token`, `row_expert`, `row_weight`, `pair_row`), `h`, `y_rows` and
-    /// the GEMV's split-K `partials` and `counters`; the grouped path's `xq`, `gu`, `counts`,
-    /// `row_start` and `rank` too (empty in a plan without it).
+    /// (`slots`, `meta`, `row_token`, `row_expert`, `row_weight`, `pair_row`), `xq` (W4A8 /
+    /// NVFP4), `h`, `y_rows` and the GEMV's split-K `partials` and `counters`.
     pub fn scratch_layout(&self) -> ScratchLayout {
         match &self.decode {
             None => self.query.scratch_layout(),
@@ -977,9 +979,11 @@ struct DecodeCall {
     fc1: MoeGemvParams,
     fc2: MoeGemvParams,
     rows: MoeRowsParams,
+    route_grid: u32,
     route_smem: u32,
     grids: (u32, u32),
     gemv_smem: u32,
+    quantized: bool,
 }
 
 /// The packed layout's checks before any launch (both paths): the packed experts against the
@@ -1046,18 +1050,30 @@ fn act_code(a: Activation) -> i32 {
     }
 }
 
-/// The combine's parameters of a packed call.
-fn rows_params(q: &Query, args: &Args<'_>, bound: &b12x_core::BoundScratch<'_>, t: usize) -> Result<MoeRowsParams> {
+/// The row kernels' parameters (h quantizer, combine) of a packed call.
+fn rows_params(
+    q: &Query,
+    args: &Args<'_>,
+    bound: &b12x_core::BoundScratch<'_>,
+    t: usize,
+    a2: u64,
+) -> Result<MoeRowsParams> {
     let s = &q.shape;
     Ok(MoeRowsParams {
+        meta: bound.ptr("meta"),
+        row_expert: bound.ptr("row_expert"),
         pair_row: bound.ptr("pair_row"),
+        a2_enc: a2,
+        h: bound.ptr("h"),
         y_rows: bound.ptr("y_rows"),
         y: args.y.ptr(),
         ldy: args.y.row_stride("y")? as i64,
         tokens: t as i32,
         top_k: s.top_k as i32,
         hidden: s.hidden as i32,
-        reserved: 0,
+        inter: s.inter as i32,
+        quant: quant_code(s.recipe),
+        max_rows: (t * s.top_k) as i32,
     })
 }
 
@@ -1108,19 +1124,28 @@ fn decode_call(
     let route = MoeRouteParams {
         ids: ids_ptr,
         weights: weights_ptr,
+        x: args.x.ptr(),
+        a1_enc: a1,
         slots: bound.ptr("slots"),
         meta: bound.ptr("meta"),
         row_token: bound.ptr("row_token"),
         row_expert: bound.ptr("row_expert"),
         row_weight: bound.ptr("row_weight"),
         pair_row: bound.ptr("pair_row"),
+        xq: if quant > 0 { bound.ptr("xq") } else { 0 },
         error: args.error.ptr(),
+        ldx: args.x.row_stride("x")? as i64,
         tokens: t as i32,
         top_k: k as i32,
         experts: e as i32,
+        hidden: hd as i32,
         slot_rows: (8 * c.nt) as i32,
+        quant,
+        rows_per_cta: ROUTE_ROWS_PER_CTA as i32,
+        reserved: 0,
     };
-    let route_smem = (4 * (e + 2 * pairs)) as u32;
+    let route_grid = if quant > 0 { pairs.div_ceil(ROUTE_ROWS_PER_CTA).max(1) as u32 } else { 1 };
+    let route_smem = (4 * (e + 3 * pairs)) as u32;
     let gemv = |m: &packed::PackedMatrix, kdim: usize, xin: u64, ldin: i64, out: u64, cols: usize, mode: i32| {
         let row_bytes = kdim / 2;
         let map = Tma2d {
@@ -1165,17 +1190,18 @@ fn decode_call(
             limit: q.limit(),
             gather: 0,
             max_slots: d.decode_slots as i32,
-            quant,
-            reserved: [0; 6],
+            reserved: [0; 7],
         })
     };
+    let (xin, ldin, gather) =
+        if quant > 0 { (bound.ptr("xq"), hd as i64, 0) } else { (args.x.ptr(), args.x.row_stride("x")? as i64, 1) };
     let mode1 = if s.activation.gated() { 0 } else { 1 };
-    let mut fc1 = gemv(&w.fc1, hd, args.x.ptr(), args.x.row_stride("x")? as i64, bound.ptr("h"), i, mode1)?;
-    fc1.gather = 1;
+    let mut fc1 = gemv(&w.fc1, hd, xin, ldin, bound.ptr("h"), i, mode1)?;
+    fc1.gather = gather;
     fc1.a_enc = a1;
     let mut fc2 = gemv(&w.fc2, i, bound.ptr("h"), i as i64, bound.ptr("y_rows"), hd, 2)?;
     fc2.a_enc = a2;
-    let rows = rows_params(q, args, &bound, t)?;
+    let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, i));
     let call = DecodeCall {
         topk,
@@ -1183,9 +1209,11 @@ fn decode_call(
         fc1,
         fc2,
         rows,
+        route_grid,
         route_smem,
         grids,
         gemv_smem: c.dynamic_smem(),
+        quantized: quant > 0,
     };
     Ok((t, bucket, call))
 }
@@ -1318,7 +1346,7 @@ fn grouped_call(
         max_rows: pairs as i32,
         reserved: 0,
     };
-    let rows = rows_params(q, args, &bound, t)?;
+    let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
     let call = GroupedCall { topk, group, fc1, act, fc2, rows, grids, tile_smem: tile.dynamic_smem() };
     Ok((t, plan.buckets.len() - 1, call))
@@ -1352,7 +1380,7 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
         smem_bytes: 0,
     };
     let g = &c.group;
-    let pairs = (g.tokens * g.top_k) as usize;
+    let pairs = c.rows.max_rows as usize;
     let xb = match g.quant {
         0 => 8,
         1 => 32,
@@ -1388,7 +1416,7 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
 
 fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let [route, gemv, combine] = router_then(selected, c.topk.as_ref(), 3, stream)? else {
+    let [route, gemv, quant, combine] = router_then(selected, c.topk.as_ref(), 4, stream)? else {
         return Err(unknown());
     };
     let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
@@ -1397,6 +1425,8 @@ fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Re
     let first = LaunchOpts { pdl: c.topk.is_some(), cluster_x: 0 };
     let gemv_dims = |grid: u32| LaunchDims { grid: (grid, 1, 1), block: (GEMV_THREADS, 1, 1), smem_bytes: c.gemv_smem };
     let t = c.rows.tokens as u32;
+    let block = if c.rows.quant == 1 { 32 } else { 16 };
+    let quant_threads = (c.rows.max_rows as u32) * (c.rows.inter as u32 / block);
     // SAFETY (all): each params struct mirrors its kernel's (asserted on both sides); `decode_call`
     // checked every tensor (shapes, dtypes, contiguity, 16-byte rows of x and y, y and the error
     // word apart from the inputs), the packed experts match the plan's shape (the TMA descriptor
@@ -1407,11 +1437,16 @@ fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Re
     unsafe {
         route.launch_ex(
             stream,
-            LaunchDims { grid: (1, 1, 1), block: (ROUTE_THREADS, 1, 1), smem_bytes: c.route_smem },
+            LaunchDims { grid: (c.route_grid, 1, 1), block: (ROUTE_THREADS, 1, 1), smem_bytes: c.route_smem },
             &c.route,
             first,
         )?;
         gemv.launch_ex(stream, gemv_dims(c.grids.0), &c.fc1, pdl)?;
+        if c.quantized {
+            let dims =
+                LaunchDims { grid: (quant_threads.div_ceil(256).max(1), 1, 1), block: (256, 1, 1), smem_bytes: 0 };
+            quant.launch_ex(stream, dims, &c.rows, pdl)?;
+        }
         gemv.launch_ex(stream, gemv_dims(c.grids.1), &c.fc2, pdl)?;
         let dims =
             LaunchDims { grid: ((c.rows.hidden as u32 / 8).div_ceil(128), t, 1), block: (128, 1, 1), smem_bytes: 0 };

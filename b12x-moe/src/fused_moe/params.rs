@@ -64,6 +64,9 @@ const _: () = {
 pub struct MoeRouteParams {
     pub ids: u64,
     pub weights: u64,
+    pub x: u64,
+    /// `[E]` f32 (NVFP4 recipe) or 0.
+    pub a1_enc: u64,
     /// Scratch `slots`: `[max_slots]` of `{expert, first row, rows, 0}` i32.
     pub slots: u64,
     /// Scratch `meta`: `[slots, rows]` i32.
@@ -72,12 +75,20 @@ pub struct MoeRouteParams {
     pub row_expert: u64,
     pub row_weight: u64,
     pub pair_row: u64,
+    /// Scratch `xq` (`[P, Hd]` bf16, quantized recipes) or 0.
+    pub xq: u64,
     pub error: u64,
+    pub ldx: i64,
     pub tokens: i32,
     pub top_k: i32,
     pub experts: i32,
+    pub hidden: i32,
     /// Rows per slot at most (8 NT).
     pub slot_rows: i32,
+    /// 0 none (W4A16), 1 MXFP8, 2 NVFP4.
+    pub quant: i32,
+    pub rows_per_cta: i32,
+    pub reserved: i32,
 }
 
 /// The decode path's FC kernels (`b12x_fused_moe_decode_gemv_*`): gemm.blockscaled's decode
@@ -90,7 +101,7 @@ pub struct MoeGemvParams {
     pub meta: u64,
     pub row_token: u64,
     pub row_weight: u64,
-    /// FC1: x (gathered by row_token); FC2: h.
+    /// FC1: x (gathered by row_token) or the scratch's x̂ rows; FC2: h.
     pub xin: u64,
     /// FC1: h; FC2: y_rows.
     pub out: u64,
@@ -106,39 +117,41 @@ pub struct MoeGemvParams {
     /// 0 SiLU, 1 SwiGLU-OAI, 2 ReLU².
     pub act: i32,
     pub limit: f32,
-    /// 1: x rows gathered by token (FC1).
+    /// 1: x rows gathered by token (W4A16 FC1).
     pub gather: i32,
     pub max_slots: i32,
-    /// 0: x staged as is (W4A16); 1 / 2: its MXFP8 / NVFP4 quantize-then-dequantize, staged by
-    /// the producer warp (W4A8 / NVFP4 recipes; NVFP4 with `a_enc` of the slot's expert).
-    pub quant: i32,
-    pub reserved: [i32; 6],
+    pub reserved: [i32; 7],
 }
 
-/// The combine kernel (`b12x_fused_moe_combine_rows`, both packed paths).
+/// The decode path's row kernels (`b12x_fused_moe_quant_rows`, `b12x_fused_moe_combine_rows`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MoeRowsParams {
+    pub meta: u64,
+    pub row_expert: u64,
     pub pair_row: u64,
+    pub a2_enc: u64,
+    pub h: u64,
     pub y_rows: u64,
     pub y: u64,
     pub ldy: i64,
     pub tokens: i32,
     pub top_k: i32,
     pub hidden: i32,
-    pub reserved: i32,
+    pub inter: i32,
+    pub quant: i32,
+    pub max_rows: i32,
 }
 
 const _: () = {
-    assert!(size_of::<MoeRouteParams>() == 88);
-    assert!(offset_of!(MoeRouteParams, error) == 64);
-    assert!(offset_of!(MoeRouteParams, slot_rows) == 84);
+    assert!(size_of::<MoeRouteParams>() == 136);
+    assert!(offset_of!(MoeRouteParams, ldx) == 96);
+    assert!(offset_of!(MoeRouteParams, slot_rows) == 120);
     assert!(size_of::<MoeGemvParams>() == 384);
     assert!(offset_of!(MoeGemvParams, slots) == 256);
     assert!(offset_of!(MoeGemvParams, ldin) == 320);
-    assert!(offset_of!(MoeGemvParams, quant) == 356);
-    assert!(size_of::<MoeRowsParams>() == 48);
-    assert!(offset_of!(MoeRowsParams, ldy) == 24);
+    assert!(size_of::<MoeRowsParams>() == 88);
+    assert!(offset_of!(MoeRowsParams, ldy) == 56);
 };
 
 /// The grouped path's grouping kernels (`b12x_fused_moe_group_*`).

@@ -190,9 +190,11 @@ b12x_core::inventory::submit! {
         group: "moe",
         entry_points: &["plan", "run"],
         dtypes: &["f32 logits (+ f32 bias, i32 token ids and hash table) -> i32 ids, f32 weights"],
-        // Written without a GPU (session 41): compiled and ptxas-checked for every arch, run nowhere.
+        // sm_90a: the GPU suite (29/29, session 42, bench-results/2026-12-05-h200/call2) and its
+        // memcheck profile (23/23, session 43, bench-results/2026-12-05-h200-b/call1). SM120:
+        // compiled and ptxas-checked only.
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],

@@ -2,7 +2,7 @@
 # Session 43, call 1 (issue 7): moe.fused_moe's decode path, three bundles:
 #   .gpu/bundle_base  77cae1b (session 42's kernels)
 #   .gpu/bundle_cache a8b4cba (FC kernels cache slots / row tokens in shared memory)
-#   .gpu/bundle       HEAD (+ x and h quantized by the FC producer warps: no x^ in the route,
+#   .gpu/bundle_q     fde6ad8 (+ x and h quantized by the FC producer warps: no x^ in the route,
 #                     no quant_rows launch; route one CTA)
 # 1. the new bundle's packed trials of gpu_fused_moe (plain); 2. the quick bench (T 1, 8) of
 # all three in one job, base and new twice; 3. ncu per kernel of one eager call (caches flushed
@@ -11,10 +11,10 @@
 R=$OUT/r; mkdir -p $R; S=$PWD/bench/sanitize_parallel.sh; ROOT=$PWD
 export B12X_ALLOW_PARTIAL_ARCHS=1 B12X_BENCH_SAMPLES=20
 save() { (cd $OUT && tar czf r.tgz r); }
-cd $ROOT/.gpu/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
+cd $ROOT/.gpu/bundle_q/bin; export B12X_COMMIT=$(cat ../COMMIT)
 bash $S ./gpu_fused_moe none $R/fm 12 100 'packed::' > $R/fm_packed.txt 2>&1
 echo "fused_moe packed: $(tail -1 $R/fm_packed.txt) t=$SECONDS" >> $R/summary.txt; save
-for b in bundle_base bundle_cache bundle bundle_base bundle; do
+for b in bundle_base bundle_cache bundle_q bundle_base bundle_q; do
   cd $ROOT/.gpu/$b/bin; export B12X_COMMIT=$(cat ../COMMIT)
   B12X_BENCH_QUICK=1 B12X_BENCH_OUT=$R/bench_$b timeout 100 ./bench_fused_moe > $R/bench_$b.txt 2>&1
   echo "bench $b rc=$? t=$SECONDS" >> $R/summary.txt
@@ -22,7 +22,7 @@ for b in bundle_base bundle_cache bundle bundle_base bundle; do
 done
 save
 M=gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active
-for b in bundle_base bundle; do
+for b in bundle_base bundle_q; do
   cd $ROOT/.gpu/$b/bin; export B12X_COMMIT=$(cat ../COMMIT)
   for c in deepseek_v4_flash_tp2/T1 deepseek_v4_flash_tp2/T8 gpt_oss_120b/T1; do
     n=${b}_$(echo $c | tr / _)
@@ -32,7 +32,7 @@ for b in bundle_base bundle; do
   done
   save
 done
-cd $ROOT/.gpu/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
+cd $ROOT/.gpu/bundle_q/bin; export B12X_COMMIT=$(cat ../COMMIT)
 left=$((540 - SECONDS))
 if [ $left -gt 100 ]; then
   B12X_TEST_PROFILE=reduced bash $S ./gpu_fused_moe memcheck $R/fmm 16 $(((left - 100) / 2)) 'packed::(tiny::(w4a8_mx|nvfp4|w4a16_nvfp4)_(silu|oai7)|routing|bad|graph)' > $R/fm_memcheck.txt 2>&1
