@@ -32,11 +32,10 @@
 //!   launched with PDL. [`run`] never allocates or synchronizes: graph-capturable, and a
 //!   captured call routes whatever logits (and token ids) the buffers hold at replay.
 //!
-//! **Status: written without a GPU (session 41: no device was lent after the first call) —
-//! compiled for sm_90a / sm_120a / sm_121a, ptxas-checked (no spills), not run anywhere.**
-//! `tests/gpu_route_topk.rs` (against [`mod@reference`], selections through
-//! [`reference::check_selection`]) and `benches/route_topk.rs` are written and wait for the
-//! H200.
+//! **Status: validated on the H200 (sm_90a)** — `tests/gpu_route_topk.rs` (against
+//! [`mod@reference`], selections through [`reference::check_selection`]) 29/29 (session 42) and
+//! clean under memcheck (reduced profile, session 43); compiled and ptxas-checked (no spills)
+//! for sm_120a / sm_121a, not run there.
 //!
 //! ```no_run
 //! use b12x_core::{DType, Device, PreparationSession, Scratch, TensorMut, TensorRef};
