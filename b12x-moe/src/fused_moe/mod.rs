@@ -54,9 +54,9 @@
 //!   device data, not checked). Both paths are graph-capturable: scratch from the plan's
 //!   layout, no allocation, any routing at replay.
 //!
-//! **Status (session 42): `tests/gpu_fused_moe.rs` passes on the H200, 236/236, every path —
-//! no compute-sanitizer run yet, so the op stays registered as compiled-only; SM120 unrun.**
-//! Decode speed (`benches/fused_moe.rs`, `bench-results/2026-12-05-h200/call1/`): 15–49% of the
+//! **Status: validated on the H200 (sm_90a) — `tests/gpu_fused_moe.rs` 236/236 on every path,
+//! memcheck and racecheck clean (reduced profile, sessions 42–43); SM120 unrun.** Decode speed
+//! (`benches/fused_moe.rs`, `bench-results/2026-12-05-h200/call1/`, `…-h200-b/`): 15–49% of the
 //! read ceiling at T 1 / 8 against the 80% target.
 //!
 //! ```no_run
