@@ -647,6 +647,55 @@ pub fn check_sass_opcode(
     }
 }
 
+/// The number of SASS instructions in one kernel's listing (as [`sass_functions`] returns it):
+/// the lines that carry an instruction address (`/*0a30*/`), without the `NOP`s that pad the
+/// function's end.
+pub fn sass_instruction_count(listing: &str) -> usize {
+    listing
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix("/*")?;
+            let (addr, op) = rest.split_once("*/")?;
+            (!addr.is_empty() && addr.chars().all(|c| c.is_ascii_hexdigit())).then_some(op.trim_start())
+        })
+        .filter(|op| !op.is_empty() && !op.starts_with("NOP"))
+        .count()
+}
+
+/// Checks the code size of the kernels of `fatbin` named `prefix*` (exactly `kernels` of them per
+/// arch) on every arch of [`checked_archs`]: each has at most `budget(arch, name)` SASS
+/// instructions ([`sass_instruction_count`]). For hot loops whose speed depends on staying in the
+/// instruction cache — a source edit that inlines more code than it looks like fails here, on the
+/// CPU, before a GPU run. The error lists every kernel over its budget with its count.
+pub fn check_sass_size(
+    fatbin: Option<&[u8]>,
+    manifest_json: &str,
+    prefix: &str,
+    kernels: usize,
+    budget: impl Fn(&str, &str) -> usize,
+) -> Result<(), String> {
+    let fatbin = fatbin.ok_or("kernels not built (no nvcc at build time): run `cargo xtask toolchain` and rebuild")?;
+    let mut errs = Vec::new();
+    for arch in checked_archs(manifest_json) {
+        let functions = sass_functions(fatbin, arch)?;
+        let selected: Vec<(&String, &String)> = functions.iter().filter(|(k, _)| k.starts_with(prefix)).collect();
+        if selected.len() != kernels {
+            errs.push(format!("{arch}: {} kernels named {prefix}*, expected {kernels}", selected.len()));
+        }
+        for (name, sass) in selected {
+            let (n, max) = (sass_instruction_count(sass), budget(arch, name));
+            if n > max {
+                errs.push(format!("{name} on {arch}: {n} SASS instructions, budget {max}"));
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
 /// The body of a GPU trial: gets the device, returns a failure message.
 #[cfg(feature = "testing")]
 pub type TrialFn = Box<dyn FnOnce(&Arc<Device>) -> Result<(), String> + Send>;
@@ -696,6 +745,20 @@ pub fn run_gpu_trials(trials: Vec<GpuTrial>) -> ! {
 mod tests {
     use super::*;
     use half::bf16;
+
+    #[test]
+    fn sass_instruction_count_skips_headers_and_padding() {
+        let listing = "        .headerflags    @\"EF_CUDA_SM90\"\n\
+        /*0000*/                   LDC R1, c[0x0][0x28] ;   /* 0x00000a00ff017b82 */\n\
+                                                           /* 0x000fe40000000800 */\n\
+        /*0010*/                   S2R R0, SR_TID.X ;       /* 0x0000000000007919 */\n\
+        /*0020*/                   EXIT ;                   /* 0x000000000000794d */\n\
+        /*0030*/                   BRA 0x30;                /* 0xfffffffc00fc7947 */\n\
+        /*0040*/                   NOP;                     /* 0x0000000000007918 */\n\
+        /*0050*/                   NOP;                     /* 0x0000000000007918 */\n";
+        assert_eq!(sass_instruction_count(listing), 4);
+        assert_eq!(sass_instruction_count(""), 0);
+    }
 
     #[test]
     fn comparisons_report_coordinates() {
