@@ -611,6 +611,33 @@ fn disassemble(fatbin: &[u8], arch: &str) -> Result<std::collections::BTreeMap<S
     Ok(functions)
 }
 
+/// Runs `check(arch, name, sass)` on the kernels of `fatbin` named `prefix*` (exactly `kernels` of
+/// them per arch) on every arch of [`checked_archs`]; `check` returns a problem or `None`. The
+/// error joins every problem, a wrong kernel count included.
+fn check_sass_kernels(
+    fatbin: Option<&[u8]>,
+    manifest_json: &str,
+    prefix: &str,
+    kernels: usize,
+    check: impl Fn(&str, &str, &str) -> Option<String>,
+) -> Result<(), String> {
+    let fatbin = fatbin.ok_or("kernels not built (no nvcc at build time): run `cargo xtask toolchain` and rebuild")?;
+    let mut errs = Vec::new();
+    for arch in checked_archs(manifest_json) {
+        let functions = sass_functions(fatbin, arch)?;
+        let selected: Vec<(&String, &String)> = functions.iter().filter(|(k, _)| k.starts_with(prefix)).collect();
+        if selected.len() != kernels {
+            errs.push(format!("{arch}: {} kernels named {prefix}*, expected {kernels}", selected.len()));
+        }
+        errs.extend(selected.into_iter().filter_map(|(name, sass)| check(arch, name, sass)));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
 /// Checks the SASS of the kernels of `fatbin` whose names start with `prefix` (exactly `kernels`
 /// of them per arch) on every arch of [`checked_archs`]: on the archs in `with`, each contains
 /// `needle` (an opcode with its modifiers, e.g. `"F2FP.SATFINITE.E2M1.F32"`); on the others none
@@ -624,27 +651,11 @@ pub fn check_sass_opcode(
     needle: &str,
     with: &[&str],
 ) -> Result<(), String> {
-    let fatbin = fatbin.ok_or("kernels not built (no nvcc at build time): run `cargo xtask toolchain` and rebuild")?;
-    let mut errs = Vec::new();
-    for arch in checked_archs(manifest_json) {
-        let functions = sass_functions(fatbin, arch)?;
-        let selected: Vec<(&String, &String)> = functions.iter().filter(|(k, _)| k.starts_with(prefix)).collect();
-        if selected.len() != kernels {
-            errs.push(format!("{arch}: {} kernels named {prefix}*, expected {kernels}", selected.len()));
-        }
+    check_sass_kernels(fatbin, manifest_json, prefix, kernels, |arch, name, sass| {
         let want = with.contains(&arch);
-        for (name, sass) in selected {
-            if sass.contains(needle) != want {
-                let verb = if want { "lacks" } else { "contains" };
-                errs.push(format!("{name} on {arch} {verb} {needle}"));
-            }
-        }
-    }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+        (sass.contains(needle) != want)
+            .then(|| format!("{name} on {arch} {} {needle}", if want { "lacks" } else { "contains" }))
+    })
 }
 
 /// The number of SASS instructions in one kernel's listing (as [`sass_functions`] returns it):
@@ -674,26 +685,10 @@ pub fn check_sass_size(
     kernels: usize,
     budget: impl Fn(&str, &str) -> usize,
 ) -> Result<(), String> {
-    let fatbin = fatbin.ok_or("kernels not built (no nvcc at build time): run `cargo xtask toolchain` and rebuild")?;
-    let mut errs = Vec::new();
-    for arch in checked_archs(manifest_json) {
-        let functions = sass_functions(fatbin, arch)?;
-        let selected: Vec<(&String, &String)> = functions.iter().filter(|(k, _)| k.starts_with(prefix)).collect();
-        if selected.len() != kernels {
-            errs.push(format!("{arch}: {} kernels named {prefix}*, expected {kernels}", selected.len()));
-        }
-        for (name, sass) in selected {
-            let (n, max) = (sass_instruction_count(sass), budget(arch, name));
-            if n > max {
-                errs.push(format!("{name} on {arch}: {n} SASS instructions, budget {max}"));
-            }
-        }
-    }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    check_sass_kernels(fatbin, manifest_json, prefix, kernels, |arch, name, sass| {
+        let (n, max) = (sass_instruction_count(sass), budget(arch, name));
+        (n > max).then(|| format!("{name} on {arch}: {n} SASS instructions, budget {max}"))
+    })
 }
 
 /// The body of a GPU trial: gets the device, returns a failure message.
