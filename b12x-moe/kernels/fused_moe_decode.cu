@@ -17,7 +17,10 @@
 //   3. (W4A8 / NVFP4) h^ = the recipe's quantize-then-dequantize of each h row, in place.
 //   4. FC2: the same body on h's rows -> y_rows[row, o] = bf16(sum) (BF16 per expert output).
 //   5. combine: y[t] = bf16(sum over valid slots, in slot order, of f32(y_rows[pair_row])).
-//   Steps 2-5 launch with PDL (each waits for its predecessor before reading what it wrote).
+//   Steps 2-5 launch with PDL (each waits for its predecessor before reading what it wrote),
+//   except that FC1 at T k <= kMoeEarlyPairs computes the route's slots from ids itself and FC2
+//   reads the route's slots (two launches back) before their waits: both ask for their first
+//   ring of weights while their predecessor still runs (MoeRows::units).
 // Tensors: ids [T, k] i32, weights [T, k] f32, x [T, Hd] bf16 (row stride ldx, 16-byte rows);
 //   packed experts (src/fused_moe/packed.rs): per matrix the experts' layout-v3 codes stacked at a
 //   stride of rbs 128-row blocks ([E rbs 128, K/2] bytes, rows past the matrix zero), their
@@ -239,11 +242,77 @@ struct MoeGemvParams {
   float limit;               // the activation's limit (+inf: none)
   int32_t gather;            // 1: xin row = row_token[row] (W4A16 FC1)
   int32_t max_slots;         // the slots region's capacity (a bound on meta[0])
-  int32_t reserved[7];       // zero (the struct is 64-byte aligned: BsGemvParams' TMA descriptor)
+  int32_t early;             // kMoeEarly*: when the first ring of weights is requested (MoeRows)
+  const int32_t* ids;        // kMoeEarlyLocal (FC1): the call's [T, k] expert ids
+  int32_t pairs;             // kMoeEarlyLocal: T k (<= kMoeEarlyPairs)
+  int32_t experts;           // kMoeEarlyLocal: E
+  int32_t slot_rows;         // kMoeEarlyLocal: the route's R
+  int32_t reserved;          // zero (the struct is 64-byte aligned: BsGemvParams' TMA descriptor)
 };
 static_assert(sizeof(MoeGemvParams) == 384, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeGemvParams, slots) == 256, "offset must match params.rs");
 static_assert(offsetof(MoeGemvParams, ldin) == 320, "offset must match params.rs");
+static_assert(offsetof(MoeGemvParams, early) == 356, "offset must match params.rs");
+static_assert(offsetof(MoeGemvParams, ids) == 360, "offset must match params.rs");
+
+// MoeGemvParams::early. kMoeEarlyNone: the PDL wait first, then the route's slots. kMoeEarlyRoute
+// (FC2): the route's slots before the wait (see MoeRows::units). kMoeEarlyLocal (FC1 at
+// T k <= kMoeEarlyPairs): each CTA computes the route's slots itself from ids (moe_local_slots),
+// so its weights stream while the route kernel still runs.
+constexpr int kMoeEarlyNone = 0;
+constexpr int kMoeEarlyRoute = 1;
+constexpr int kMoeEarlyLocal = 2;
+constexpr int kMoeEarlyPairs = 64;
+constexpr int kMoeEarlySlots = kMoeEarlyPairs + kMoeEarlyPairs / 8;  // min(E, P) + P / R, R >= 8
+
+// A CTA's own copy of the route's slots (kMoeEarlyLocal).
+struct MoeEarlySmem {
+  int4 slots[kMoeEarlySlots];
+  int32_t expert[kMoeEarlyPairs];  // pair p's expert, -1 outside [0, E)
+  int32_t nslots[kMoeEarlyPairs];  // an expert's slot count at its first pair, else 0
+};
+static_assert(sizeof(MoeEarlySmem) == 1664, "src/fused_moe/mod.rs GEMV_STATIC_SMEM counts it");
+
+// The route's slots (moe_route: experts ascending, expert e's rows start at the number of valid
+// pairs of smaller experts, in runs of R) from ids, by every thread of the CTA (blockDim >= P):
+// pair p's thread counts the valid pairs below and equal to its expert; the first pair of each
+// expert writes that expert's slots after the slots of the smaller experts. Returns the slot
+// count; s.slots is complete when it returns.
+__device__ __noinline__ int moe_local_slots(const MoeGemvParams& mp, MoeEarlySmem& s) {
+  const int P = min(mp.pairs, kMoeEarlyPairs), E = mp.experts, R = mp.slot_rows, tid = threadIdx.x;
+  if (tid < P) {
+    const int e = __ldcg(mp.ids + tid);  // L2: written by a kernel this one does not wait for
+    s.expert[tid] = e >= 0 && e < E ? e : -1;
+  }
+  __syncthreads();
+  const int e = tid < P ? s.expert[tid] : -1;
+  int below = 0, count = 0;
+  bool first = true;
+  if (e >= 0) {
+#pragma unroll 1
+    for (int j = 0; j < P; ++j) {
+      const int f = s.expert[j];
+      below += f >= 0 && f < e;
+      count += f == e;
+      first = first && !(f == e && j < tid);
+    }
+  }
+  const int mine = e >= 0 && first ? (count + R - 1) / R : 0;
+  if (tid < P) s.nslots[tid] = mine;
+  __syncthreads();
+  int n = 0, before = 0;
+#pragma unroll 1
+  for (int j = 0; j < P; ++j) {
+    const int c = s.nslots[j];
+    n += c;
+    if (s.expert[j] < e) before += c;  // experts -1 count no slots
+  }
+#pragma unroll 1
+  for (int m = 0; m < mine; ++m)
+    if (before + m < kMoeEarlySlots) s.slots[before + m] = make_int4(e, below + m * R, min(R, count - m * R), 0);
+  __syncthreads();
+  return min(n, kMoeEarlySlots);
+}
 
 constexpr int kMoeFc1Gated = 0;
 constexpr int kMoeFc1Plain = 1;  // 2: FC2 (the plain store)
@@ -252,12 +321,32 @@ constexpr int kMoeFc1Plain = 1;  // 2: FC2 (the plain store)
 // rb / rbs's expert.
 struct MoeRows {
   const MoeGemvParams& mp;
-  __device__ __forceinline__ int4 slot(int rb) const { return mp.slots[rb / mp.rbs]; }
-  // After the wait for the route (PDL: everything before this point reads no scratch).
+  MoeEarlySmem& es;
+  const int4* sl;  // the route's slots, or es.slots (kMoeEarlyLocal)
+  __device__ __forceinline__ int4 slot(int rb) const { return sl[rb / mp.rbs]; }
+  // kMoeEarlyNone: after the wait for the route (PDL: everything before this point reads no
+  // scratch). kMoeEarlyRoute (FC2): before its wait — FC2's PDL predecessor (FC1 or quant_rows)
+  // released it only after its own wait, and FC1's waited for the route, so the route's slots
+  // and meta are complete and visible here; only h (x of FC2) is not yet. kMoeEarlyLocal (FC1):
+  // the slots from ids (moe_local_slots; ids were complete before the route released FC1: the
+  // route waited for their producer first), nothing of the route's scratch. Either way the CTA
+  // reads its units and asks for its first ring of weights (bsgemv::gemv's early_weights) before
+  // its predecessor finishes, and waits in wait_inputs(), before staging any x row and before any
+  // global write.
   __device__ __forceinline__ int units(int kstages) const {
-    pdl_wait_then_release();
-    const int n = min(mp.meta[0], mp.max_slots);
-    return n * mp.rbs * kstages;
+    int n;
+    if (mp.early == kMoeEarlyLocal) {
+      n = moe_local_slots(mp, es);
+    } else {
+      if (mp.early != kMoeEarlyRoute) pdl_wait_then_release();  // kMoeEarlyNone
+      n = mp.meta[0];
+    }
+    return min(n, mp.max_slots) * mp.rbs * kstages;
+  }
+  static constexpr bool kEarlyWeights = true;
+  __device__ __forceinline__ bool early_weights() const { return mp.early != 0; }
+  __device__ __forceinline__ void wait_inputs() const {
+    if (mp.early != kMoeEarlyNone) pdl_wait_then_release();
   }
   __device__ __forceinline__ int per_cta(int units) const { return max(1, (units + int(gridDim.x) - 1) / int(gridDim.x)); }
   __device__ __forceinline__ int weight_block(int rb) const { return slot(rb).x * mp.rbs + rb % mp.rbs; }
@@ -388,7 +477,9 @@ extern "C" __global__ void __launch_bounds__(b12x::kMoeRouteThreads)
 #define B12X_MOE_GEMV(FMT, FMTNAME, NT)                                                                       \
   extern "C" __global__ void __launch_bounds__(32 * (b12x::bsgemv::kConsumers + 1), B12X_MOE_GEMV_MIN_CTAS(NT)) \
       b12x_fused_moe_decode_gemv_##FMTNAME##_nt##NT(const __grid_constant__ b12x::MoeGemvParams p) {          \
-    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, 1, b12x::bf16>(p.g, b12x::MoeRows{p});                     \
+    __shared__ b12x::MoeEarlySmem s_early;                                                                   \
+    const int4* sl = p.early == b12x::kMoeEarlyLocal ? s_early.slots : p.slots;                               \
+    b12x::bsgemv::gemv<b12x::bsgemv::Fmt::FMT, NT, 1, b12x::bf16>(p.g, b12x::MoeRows{p, s_early, sl});        \
   }
 B12X_MOE_GEMV(Nvfp4, nvfp4, 1)
 B12X_MOE_GEMV(Nvfp4, nvfp4, 2)

@@ -451,6 +451,16 @@ fn trials() -> Vec<GpuTrial> {
             check(dev, WeightLayout::Packed, sh, 64, Workload::Random, &[], 4)
         }));
     }
+    // The decode path's largest T (16-row token tiles). (FC1 groups the ids itself only at
+    // T·k ≤ 8: the T = 1 trials and tiny T = 2 above; the kernel can up to 64 pairs, validated
+    // with that threshold in bench-results/2026-12-05-h200-b/call2/.)
+    for (name, sh) in
+        [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("qwen3_30b_a3b", Shape::qwen3_30b_a3b())]
+    {
+        out.push(GpuTrial::new(format!("packed::models::{name}::t16"), move |dev| {
+            check(dev, WeightLayout::Packed, sh, 16, Workload::Random, &[], 6)
+        }));
+    }
     // b12x's shared_0 .. shared_100 workloads on DeepSeek-V4-Flash TP2 at T = 8, both paths.
     for (path, layout) in LAYOUTS {
         for pct in [0u32, 25, 50, 75, 100] {

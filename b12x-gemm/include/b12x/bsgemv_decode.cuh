@@ -229,6 +229,11 @@ __device__ __forceinline__ void fp8_group(const uint2& cl, const uint2& ch, uint
 //   units(kstages), per_cta(units): the launch's unit count and units per CTA (stream-K);
 //   weight_block(rb): the 128-row block of the codes / scales that unit row block rb reads;
 //   rows(rb), x_row(rb, r): unit row block rb's live x rows and the address of x row r;
+//   kEarlyWeights, early_weights(), wait_inputs(): with kEarlyWeights (a compile-time switch, so
+//     that DenseRows' code stays as it was) and early_weights() the producer asks for its whole
+//     first ring of weights at once (no stagger) and only then calls wait_inputs() (a PDL wait
+//     for x's producer), before staging any x; the consumers call wait_inputs() after the
+//     barrier set-up (DenseRows: kEarlyWeights = false, neither function);
 //   store<TOut, NT, kRowMul, kHi>(rb, row_base, g, t, v, bias, has_bias): the epilogue of a
 //     finished row block (v: the lane's MMA elements, rows row_base + kRowMul g + kHi (e >> 1),
 //     tokens 8 nt + 2t + (e & 1)).
@@ -239,6 +244,7 @@ struct DenseRows {
   __device__ __forceinline__ int weight_block(int rb) const { return rb; }
   __device__ __forceinline__ int rows(int) const { return p.m; }
   __device__ __forceinline__ const bf16* x_row(int, int r) const { return p.x + (long long)r * p.ldx; }
+  static constexpr bool kEarlyWeights = false;
   template <typename TOut, int NT, int kRowMul, int kHi>
   __device__ __forceinline__ void store(int, int row_base, int g, int t, const float (&v)[NT][4], const float (&bias)[2],
                                         bool has_bias) const {
@@ -323,6 +329,9 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p, const Rows& rows) {
     if (first > 0) load(0, 0);  // the rest of the ring after the stagger below
   }
   __syncthreads();
+  if constexpr (Rows::kEarlyWeights) {
+    if (warp != kConsumers) rows.wait_inputs();  // the consumers (the producer warp: below)
+  }
   if (warp == kConsumers) {
     // x of unit i into stage s, zeros past M and K; FP8 block scales too (cp.async: 16 bytes of
     // 4 tile columns per tile row (32 x 32), or the box's one f32 (128 x 128)); then each lane
@@ -380,14 +389,29 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p, const Rows& rows) {
     // landed only with most of the ~2 x 9.5 MB that 264 CTAs ask for: bench/proto/
     // bsgemv_decode_proto.cu FL512, bench-results/2026-12-03-h200/proto/3/: 250, 500 and
     // 1000 ns alike, -1.2 µs at 18432 x 7168 and 4096 x 7168, M = 1).
-    for (int i = 0; i < first; ++i) {
-      if (i == 1) {
-        __nanosleep(kStaggerNs);
-        __syncwarp();
-        if (lane == 0)
-          for (int j = 1; j < first; ++j) load(j, j);
+    if constexpr (Rows::kEarlyWeights) {
+      // early_weights(): the rest of the ring at once, then the wait for x.
+      const bool early = rows.early_weights();
+      for (int i = 0; i < first; ++i) {
+        if (i == (early ? 0 : 1)) {
+          if (!early) __nanosleep(kStaggerNs);
+          __syncwarp();
+          if (lane == 0)
+            for (int j = 1; j < first; ++j) load(j, j);
+          if (early) rows.wait_inputs();
+        }
+        stage_x(i, i);
       }
-      stage_x(i, i);
+    } else {
+      for (int i = 0; i < first; ++i) {
+        if (i == 1) {
+          __nanosleep(kStaggerNs);
+          __syncwarp();
+          if (lane == 0)
+            for (int j = 1; j < first; ++j) load(j, j);
+        }
+        stage_x(i, i);
+      }
     }
     int s = first % stages, round = first / stages;
     for (int i = first; i < n_units; ++i) {

@@ -41,7 +41,9 @@
 //!       FC2 are `gemm.blockscaled`'s W4A16 decode kernel body run over the touched experts' row
 //!       blocks only (each touched expert's weights read once per call, every SM busy; FC1's
 //!       epilogue applies the activation and the routing weight), then the combine; five
-//!       launches (four with BF16 activations), chained with PDL;
+//!       launches (four with BF16 activations), chained with PDL. FC1 (at T·k ≤ 8) and FC2 ask
+//!       for their first ring of weights before their PDL waits (FC1 computes the route's slots
+//!       from the ids itself), so that streaming starts while the previous kernel still runs;
 //!     - the **grouped path** (T above, same file): the pairs grouped by expert into slots of 64
 //!       rows (atomic ranks: rows inside an expert in no fixed order, which no result depends
 //!       on), x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel per (slot,
@@ -107,6 +109,7 @@ pub mod reference;
 pub use packed::PackedExperts;
 pub use params::{
     FusedMoeParams, MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileParams,
+    EARLY_LOCAL, EARLY_NONE, EARLY_PAIRS, EARLY_ROUTE,
 };
 
 use crate::route_topk::{self, RouteTopkParams, Router, ScoreFn};
@@ -298,9 +301,16 @@ const ROUTE_ROWS_PER_CTA: usize = 4;
 const ROUTE_THREADS: u32 = 256;
 /// Threads of the decode GEMV (`32 · (kConsumers + 1)`).
 const GEMV_THREADS: u32 = 32 * 9;
-/// The decode GEMV's static shared memory (its barriers and scale table; `gemm.blockscaled`'s
-/// `STATIC_SMEM`).
-const GEMV_STATIC_SMEM: u32 = 1280;
+/// The decode GEMV's static shared memory: its barriers and scale table (`gemm.blockscaled`'s
+/// `STATIC_SMEM`, 1280) and the CTA's own slots (`MoeEarlySmem`, 1664).
+const GEMV_STATIC_SMEM: u32 = 1280 + 1664;
+/// The most pairs `T · k` at which the decode FC1 groups the ids itself ([`EARLY_LOCAL`]; the
+/// kernel can up to [`EARLY_PAIRS`], validated there). Measured on the H200
+/// (`bench-results/2026-12-05-h200-b/call2/`): at T = 1 it beats waiting for the route by 1–2%
+/// (DeepSeek-V4-Flash 38.7 vs 39.7 µs, Qwen3-30B 28.0 vs 28.3; gpt-oss even, 42.2 vs 42.0); at
+/// T = 8 it loses (Qwen3-30B, 64 pairs: 68.8 vs 66.0 µs; gpt-oss, 32: 183.8 vs 182.7): the
+/// O(P²) grouping per CTA costs more than the route it overlaps.
+const EARLY_LOCAL_PAIRS: usize = 8;
 /// The most (token, slot) pairs a call may have (the simple path's grids' y extent; the packed
 /// layout keeps the same bound).
 pub const MAX_PAIRS: usize = 65535;
@@ -1190,7 +1200,12 @@ fn decode_call(
             limit: q.limit(),
             gather: 0,
             max_slots: d.decode_slots as i32,
-            reserved: [0; 7],
+            early: EARLY_NONE,
+            ids: 0,
+            pairs: 0,
+            experts: 0,
+            slot_rows: 0,
+            reserved: 0,
         })
     };
     let (xin, ldin, gather) =
@@ -1199,8 +1214,21 @@ fn decode_call(
     let mut fc1 = gemv(&w.fc1, hd, xin, ldin, bound.ptr("h"), i, mode1)?;
     fc1.gather = gather;
     fc1.a_enc = a1;
+    if pairs <= EARLY_LOCAL_PAIRS {
+        // FC1 streams its first ring of weights while the route runs: each CTA computes the
+        // route's slots from ids itself (kMoeEarlyLocal; ids are complete when the route releases
+        // FC1, since the route waits for their producer first).
+        fc1.early = EARLY_LOCAL;
+        fc1.ids = ids_ptr;
+        fc1.pairs = pairs as i32;
+        fc1.experts = e as i32;
+        fc1.slot_rows = route.slot_rows;
+    }
     let mut fc2 = gemv(&w.fc2, i, bound.ptr("h"), i as i64, bound.ptr("y_rows"), hd, 2)?;
     fc2.a_enc = a2;
+    // FC2 streams its first ring of weights while FC1 (or quant_rows) finishes: the slots come
+    // from the route, two launches back (the kernel's MoeRows::units says why that is safe).
+    fc2.early = EARLY_ROUTE;
     let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, i));
     let call = DecodeCall {
@@ -1433,7 +1461,10 @@ fn launch_decode(selected: &Selected, c: &DecodeCall, stream: &CudaStream) -> Re
     // covers exactly their stacked codes, the scale tiles are theirs), and the scratch was bound
     // at the plan's sizes: grouping regions for T·k pairs, slots for the most a call can have,
     // partials for the grid, counters for every (slot, row block, warp). The kernels mask ids
-    // outside [0, E) and read the grouping only after their PDL waits.
+    // outside [0, E). Before their PDL waits FC1 reads only ids (complete once the route released
+    // it) when it groups them itself (T·k ≤ EARLY_LOCAL_PAIRS), and FC2 the route's slots (complete:
+    // two launches back; the kernel's MoeRows::units); every other read of what the chain wrote,
+    // and every global write, comes after the waits.
     unsafe {
         route.launch_ex(
             stream,

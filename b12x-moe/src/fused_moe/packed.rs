@@ -335,6 +335,40 @@ pub fn group(ids: &[i32], experts: usize, top_k: usize, slot_rows: usize) -> Gro
     g
 }
 
+/// The slots of [`group`] the way each decode FC1 CTA computes them from `ids` when it streams
+/// weights before the route finishes (`moe_local_slots`, `P ≤ EARLY_PAIRS`): pair p counts the
+/// valid pairs with a smaller expert (its expert's first row) and with its expert (the count);
+/// the expert's first pair writes `⌈count / R⌉` slots after those of the smaller experts. Equal
+/// to `group(ids, ..).slots` for any ids (the test `local_slots_equal_the_route_s`).
+pub fn local_slots(ids: &[i32], experts: usize, slot_rows: usize) -> Vec<[i32; 4]> {
+    let r = slot_rows as i32;
+    let e: Vec<i32> = ids.iter().map(|&i| if i >= 0 && (i as usize) < experts { i } else { -1 }).collect();
+    let valid = || e.iter().copied().enumerate().filter(|&(_, f)| f >= 0);
+    let mut nslots = vec![0; e.len()];
+    let mut mine = Vec::new();
+    for (p, &ep) in e.iter().enumerate() {
+        if ep < 0 {
+            continue;
+        }
+        let below = valid().filter(|&(_, f)| f < ep).count() as i32;
+        let count = valid().filter(|&(_, f)| f == ep).count() as i32;
+        let first = !valid().any(|(j, f)| f == ep && j < p);
+        if first {
+            nslots[p] = (count + r - 1) / r;
+            mine.push((p, ep, below, count));
+        }
+    }
+    let n: i32 = nslots.iter().sum();
+    let mut slots = vec![[0; 4]; n as usize];
+    for (_, ep, below, count) in mine {
+        let before: i32 = e.iter().zip(&nslots).filter(|&(&f, _)| f < ep).map(|(_, &c)| c).sum();
+        for m in 0..(count + r - 1) / r {
+            slots[(before + m) as usize] = [ep, below + m * r, r.min(count - m * r), 0];
+        }
+    }
+    slots
+}
+
 /// The most slots a call with `pairs` pairs can have: `min(E, P) + ⌊P / R⌋`.
 pub fn max_slots(experts: usize, pairs: usize, slot_rows: usize) -> usize {
     experts.min(pairs) + pairs / slot_rows

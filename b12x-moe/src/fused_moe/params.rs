@@ -120,8 +120,31 @@ pub struct MoeGemvParams {
     /// 1: x rows gathered by token (W4A16 FC1).
     pub gather: i32,
     pub max_slots: i32,
-    pub reserved: [i32; 7],
+    /// When the first ring of weights is requested: [`EARLY_NONE`] after the PDL wait,
+    /// [`EARLY_ROUTE`] (FC2) before it from the route's slots, [`EARLY_LOCAL`] (FC1) before it
+    /// from slots the CTA computes from `ids` (the kernel's `MoeRows::units`).
+    pub early: i32,
+    /// [`EARLY_LOCAL`]: the call's `[T, k]` expert ids.
+    pub ids: u64,
+    /// [`EARLY_LOCAL`]: `T · k` (at most [`EARLY_PAIRS`]).
+    pub pairs: i32,
+    /// [`EARLY_LOCAL`]: E.
+    pub experts: i32,
+    /// [`EARLY_LOCAL`]: the route's rows per slot R.
+    pub slot_rows: i32,
+    pub reserved: i32,
 }
+
+/// [`MoeGemvParams::early`]: the PDL wait, then the route's slots.
+pub const EARLY_NONE: i32 = 0;
+/// [`MoeGemvParams::early`] (FC2): the route's slots before the wait (complete: the route ran two
+/// launches back).
+pub const EARLY_ROUTE: i32 = 1;
+/// [`MoeGemvParams::early`] (FC1): each CTA computes the route's slots from `ids` (`kMoeEarlyLocal`).
+pub const EARLY_LOCAL: i32 = 2;
+/// The most pairs `T · k` of an [`EARLY_LOCAL`] launch (`kMoeEarlyPairs`: the CTA's copy of the
+/// slots lives in shared memory).
+pub const EARLY_PAIRS: usize = 64;
 
 /// The decode path's row kernels (`b12x_fused_moe_quant_rows`, `b12x_fused_moe_combine_rows`).
 #[repr(C)]
@@ -150,6 +173,8 @@ const _: () = {
     assert!(size_of::<MoeGemvParams>() == 384);
     assert!(offset_of!(MoeGemvParams, slots) == 256);
     assert!(offset_of!(MoeGemvParams, ldin) == 320);
+    assert!(offset_of!(MoeGemvParams, early) == 356);
+    assert!(offset_of!(MoeGemvParams, ids) == 360);
     assert!(size_of::<MoeRowsParams>() == 88);
     assert!(offset_of!(MoeRowsParams, ldy) == 56);
 };
