@@ -19,7 +19,11 @@
 //! (x quantized to MXFP8 in the call for W4A8; W4A16 otherwise, the NVFP4 recipe's activation
 //! quantization left out), all back to back in one graph: routing, gathering, the activation and
 //! the combine are not in it, so it is a lower bound for an unfused layer.
-//! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`).
+//! `fused_moe_tile/<case>` / `fused_moe_gemv/<case>` (T > 16): the grouped path the plan does not
+//! take by default at that T, forced with `PlanOptions::gemv_up_to` (the tiled path from T = 17,
+//! or the grouped GEMV at any T), beside the default row.
+//! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
+//! replaces the token counts.
 //!
 //! Run: `cargo bench -p b12x-moe --bench fused_moe` (rows go to `bench-results/fused_moe.{json,md}`).
 
@@ -32,8 +36,8 @@ use b12x_gemm::blockscaled::gemv::{self as bsgemv, XFormat, XQuant};
 use b12x_gemm::blockscaled::{pack, Weight};
 use b12x_moe::fused_moe::reference::{self, ActScales, Experts};
 use b12x_moe::fused_moe::{
-    self, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Routing, Shape, WeightArgs,
-    WeightLayout,
+    self, packed_buckets, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Path, PlanOptions, Query, Recipe,
+    Routing, Shape, WeightArgs, WeightLayout, GROUPED_ABOVE,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -186,8 +190,11 @@ fn main() -> Result<()> {
     ];
     let mut report = BenchReport::new("fused_moe", &dev)?;
     for (name, sh) in shapes {
-        let tokens: Vec<usize> = TOKENS.into_iter().filter(|t| !quick() || QUICK_TOKENS.contains(t)).collect();
-        if !tokens.iter().any(|t| selected(&format!("fused_moe/{name}/T{t}"))) {
+        let tokens: Vec<usize> = match std::env::var("B12X_MOE_TOKENS") {
+            Ok(v) => v.split(',').filter_map(|t| t.trim().parse().ok()).collect(),
+            Err(_) => TOKENS.into_iter().filter(|t| !quick() || QUICK_TOKENS.contains(t)).collect(),
+        };
+        if !tokens.iter().any(|t| selected(&format!("fused_moe/{name}/T{t}")) || selected(&format!("{name}/T{t}"))) {
             continue;
         }
         let s = dev.stream();
@@ -205,9 +212,33 @@ fn main() -> Result<()> {
         let mut w2 = Some(w2);
         let mut a = Some(a);
         let mut packed = Some(packed);
-        let runs = tokens.iter().map(|&t| (t, WeightLayout::Packed)).chain([(1, WeightLayout::RowMajor)]);
-        for (t, layout) in runs {
-            let path = if layout == WeightLayout::Packed { "fused_moe" } else { "fused_moe_simple" };
+        // Above GROUPED_ABOVE: the plan's default path, then the other grouped path forced.
+        let (tile, gemv) =
+            (PlanOptions { gemv_up_to: Some(GROUPED_ABOVE) }, PlanOptions { gemv_up_to: Some(usize::MAX) });
+        let runs = tokens.iter().flat_map(|&t| {
+            let mut r = vec![(t, WeightLayout::Packed, None)];
+            if t > GROUPED_ABOVE {
+                let default = packed_buckets(
+                    t,
+                    Query { shape: sh, max_tokens: t, layout: WeightLayout::Packed, router: None }.gemv_up_to(),
+                )
+                .1;
+                r.push(if default.last() == Some(&Path::GroupedGemv) {
+                    (t, WeightLayout::Packed, Some(("fused_moe_tile", tile)))
+                } else {
+                    (t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv)))
+                });
+            }
+            r
+        });
+        let runs: Vec<_> = runs.chain([(1, WeightLayout::RowMajor, None)]).collect();
+        for (t, layout, forced) in runs {
+            let path = match (layout, forced) {
+                (WeightLayout::Packed, Some((prefix, _))) => prefix,
+                (WeightLayout::Packed, None) => "fused_moe",
+                _ => "fused_moe_simple",
+            };
+            let options = forced.map(|f| f.1).unwrap_or_default();
             let case = format!("{path}/{name}/T{t}");
             if !selected(&case) {
                 continue;
@@ -225,7 +256,7 @@ fn main() -> Result<()> {
             }
             let w_h: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
             let q = Query { shape: sh, max_tokens: t, layout, router: None };
-            let plan = fused_moe::plan(&q, &dev)?;
+            let plan = fused_moe::plan_with(&q, &dev, options)?;
             let mut session = PreparationSession::new(&dev)?;
             let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
             let mut b = Bufs {
@@ -256,7 +287,7 @@ fn main() -> Result<()> {
             let times = time_graph(&dev, samples(), |st| call(&plan, &sh, &mut b, st))?;
             report.add(&case, &config, &times, bytes as f64, flops);
             add_read_probe(&mut report, &dev, &format!("read_probe/{case}"), bytes)?;
-            if layout == WeightLayout::Packed && t <= bsgemv::MAX_ROWS {
+            if layout == WeightLayout::Packed && forced.is_none() && t <= bsgemv::MAX_ROWS {
                 let (times, config) = separate_gemms(&dev, &sh, &experts, &ids_h)?;
                 report.add(&format!("fused_moe_separate/{name}/T{t}"), &config, &times, bytes as f64, 0.0);
             }

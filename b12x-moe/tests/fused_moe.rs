@@ -861,11 +861,13 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
             router: None,
         };
         symbols.extend(q.grouped_symbols());
+        symbols.extend(q.grouped_gemv_symbols(2));
     }
     symbols.sort();
     symbols.dedup();
     // route, 4 GEMVs, quant_rows, combine_rows, 3 routers; the simple path's FC1 / FC2 / combine
-    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 tiles and act_rows.
+    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 tiles and act_rows (the
+    // grouped GEMV's are the grouping's and the decode path's).
     assert_eq!(symbols.len(), 21);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
     // Each path's kernels are in the unit its plan loads (FUSED_MOE_DECODE_MODULE /
@@ -878,6 +880,38 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
         assert!(has(unit, sym), "{sym} is not in {unit}.cu");
     }
     assert!(has("fused_moe", "b12x_fused_moe_route_topk_softmax"));
+}
+
+/// A packed plan's buckets: decode up to 8 and 16 tokens, the grouped GEMV up to `gemv_up_to`,
+/// the tiled path beyond, each only where the capacity reaches; the default `gemv_up_to` keeps an
+/// expert's expected rows (T·k / E) at most GEMV_ROWS_PER_EXPERT.
+#[test]
+fn packed_buckets_choose_the_path() {
+    use b12x_moe::fused_moe::{packed_buckets, Path, Query, WeightLayout, GEMV_ROWS_PER_EXPERT};
+    let spans = |max: usize, up: usize| {
+        let (b, p) = packed_buckets(max, up);
+        b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
+    };
+    use Path::{Decode, GroupedGemv, GroupedTile};
+    assert_eq!(spans(5, 1365), [(1, 5, Decode)]);
+    assert_eq!(spans(16, 1365), [(1, 8, Decode), (9, 16, Decode)]);
+    assert_eq!(spans(100, 1365), [(1, 8, Decode), (9, 16, Decode), (17, 100, GroupedGemv)]);
+    assert_eq!(
+        spans(4096, 1365),
+        [(1, 8, Decode), (9, 16, Decode), (17, 1365, GroupedGemv), (1366, 4096, GroupedTile)]
+    );
+    // At or below GROUPED_ABOVE: no grouped GEMV (the layout before session 46).
+    for up in [0, 8, GROUPED_ABOVE] {
+        assert_eq!(spans(4096, up), [(1, 8, Decode), (9, 16, Decode), (17, 4096, GroupedTile)]);
+    }
+    assert_eq!(spans(4096, usize::MAX), [(1, 8, Decode), (9, 16, Decode), (17, 4096, GroupedGemv)]);
+    assert_eq!(spans(1366, 1365).last(), Some(&(1366, 1366, GroupedTile)));
+    let q = |shape: Shape| Query { shape, max_tokens: 4096, layout: WeightLayout::Packed, router: None };
+    assert_eq!(GEMV_ROWS_PER_EXPERT, 32);
+    assert_eq!(q(Shape::deepseek_v4_flash_tp2()).gemv_up_to(), 1365);
+    assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to(), 1024);
+    assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to(), 512);
+    assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to(), 2048);
 }
 
 /// The decode FC kernels' code size stays within 10% of its measured size (SASS instructions of

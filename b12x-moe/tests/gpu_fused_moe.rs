@@ -1,6 +1,8 @@
 //! GPU validation of `moe.fused_moe` — the simple path (`WeightLayout::RowMajor`) and the packed
-//! layout's paths (`WeightLayout::Packed`: decode at T ≤ 16, grouped above), every case on both
-//! layouts (trial names `simple::…`, `packed::…`) —
+//! layout's paths (`WeightLayout::Packed`: decode at T ≤ 16, above it the grouped GEMV up to
+//! `Query::gemv_up_to` and the tiled path beyond), every case on both layouts (trial names
+//! `simple::…`, `packed::…`; `packed_tile::…` / `packed_gemv::…` force the tiled path from T = 17
+//! or the grouped GEMV at any T with `PlanOptions`) —
 //! against its CPU oracle (`fused_moe::reference`; libtest-mimic, listed as ignored without a
 //! CUDA device). The packed grouping in the scratch (slot count, slots, rows per pair, token and
 //! expert per row) must equal `packed::group` exactly (the grouped path: rows within an expert
@@ -30,8 +32,8 @@ use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, uniform, G
 use b12x_core::{Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
 use b12x_moe::fused_moe::reference::{fused_moe, ActScales, Experts};
 use b12x_moe::fused_moe::{
-    self, packed, ActScaleArgs, Activation, Args, ExpertWeights, Fp4, PackedExperts, Query, Recipe, Routing, Shape,
-    WeightArgs, WeightLayout,
+    self, packed, ActScaleArgs, Activation, Args, ExpertWeights, Fp4, PackedExperts, Path, PlanOptions, Query, Recipe,
+    Routing, Shape, WeightArgs, WeightLayout,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -208,7 +210,15 @@ fn run_call(
 }
 
 fn prepared(dev: &Arc<Device>, q: &Query) -> Result<(fused_moe::Plan, PreparationSession), String> {
-    let plan = fused_moe::plan(q, dev).map_err(err)?;
+    prepared_with(dev, q, PlanOptions::default())
+}
+
+fn prepared_with(
+    dev: &Arc<Device>,
+    q: &Query,
+    opts: PlanOptions,
+) -> Result<(fused_moe::Plan, PreparationSession), String> {
+    let plan = fused_moe::plan_with(q, dev, opts).map_err(err)?;
     let mut session = PreparationSession::new(dev).map_err(err)?;
     session.prepare(&[&plan]).map_err(err)?;
     Ok((plan, session))
@@ -229,24 +239,14 @@ fn compare(hd: usize, got: &[bf16], want: &[bf16]) -> TrialResult {
     Ok(())
 }
 
-/// The packed layout's grouping in the scratch equals `packed::group` (slot rows: 8 for T ≤ 8,
-/// 16 up to GROUPED_ABOVE, the grouped path's 64 above — the plan's buckets); the grouped path's
-/// rows inside an expert are compared as a set (its ranks are atomic).
+/// The packed layout's grouping in the scratch equals `packed::group` (the plan's slot rows at T:
+/// 8 for T ≤ 8, 16 up to the grouped GEMV's largest T, 64 on the tiled path); the grouping
+/// kernels' rows inside an expert (both grouped paths) are compared as a set (their ranks are
+/// atomic).
 fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: &Arc<CudaStream>) -> TrialResult {
     let t = ids.len() / sh.top_k;
-    let grouped = t > fused_moe::GROUPED_ABOVE;
-    let want = packed::group(
-        ids,
-        sh.experts,
-        sh.top_k,
-        if t <= 8 {
-            8
-        } else if grouped {
-            64
-        } else {
-            16
-        },
-    );
+    let grouped = matches!(plan.path(t), Path::GroupedGemv | Path::GroupedTile);
+    let want = packed::group(ids, sh.experts, sh.top_k, plan.slot_rows(t));
     let bytes = s.clone_dtoh(&c.scratch).map_err(err)?;
     let layout = plan.scratch_layout();
     let region = |name: &str| {
@@ -296,7 +296,6 @@ fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: 
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn check(
     dev: &Arc<Device>,
     layout: WeightLayout,
@@ -306,9 +305,30 @@ fn check(
     bad: &[(usize, i32)],
     seed: u64,
 ) -> TrialResult {
+    check_opts(dev, layout, PlanOptions::default(), None, sh, t, how, bad, seed)
+}
+
+/// [`check`] on a plan made with `opts`, asserting that T takes `path` when given.
+#[allow(clippy::too_many_arguments)]
+fn check_opts(
+    dev: &Arc<Device>,
+    layout: WeightLayout,
+    opts: PlanOptions,
+    path: Option<Path>,
+    sh: Shape,
+    t: usize,
+    how: Workload,
+    bad: &[(usize, i32)],
+    seed: u64,
+) -> TrialResult {
     let s = dev.stream();
     let q = Query { shape: sh, max_tokens: t.max(1), layout, router: None };
-    let (plan, session) = prepared(dev, &q)?;
+    let (plan, session) = prepared_with(dev, &q, opts)?;
+    if let Some(p) = path {
+        if plan.path(t) != p {
+            return Err(format!("T = {t} takes {:?}, the trial is for {p:?}", plan.path(t)));
+        }
+    }
     let experts = Experts::random(&sh, seed);
     let d = upload_experts(&sh, &experts, layout, s)?;
     let x: Vec<bf16> = uniform(seed ^ 0xabc, t * sh.hidden, -2.0, 2.0).into_iter().map(bf16::from_f32).collect();
@@ -429,7 +449,7 @@ fn trials() -> Vec<GpuTrial> {
         }
         for t in [8usize, 40] {
             out.push(GpuTrial::new(format!("{path}::graph_replay_with_new_routing_equals_eager::t{t}"), move |dev| {
-                graph_replay(dev, layout, t)
+                graph_replay(dev, layout, t, PlanOptions::default())
             }));
         }
         out.push(GpuTrial::new(format!("{path}::run_allocates_nothing"), move |dev| {
@@ -443,7 +463,64 @@ fn trials() -> Vec<GpuTrial> {
             check_run_allocates_nothing(dev, s, 10, || run_call(&plan, &sh, &d, &mut c, s))
         }));
     }
-    // The grouped path on model shapes at T = 64 (64-row slots).
+    // Each grouped path where the default takes the other one ([`Path::GroupedGemv`] up to
+    // `Query::gemv_up_to`, e.g. T ≤ 128 on the tiny shape): the tiled path forced from T = 17
+    // (every recipe and activation at T = 64, masking and graph replay at T = 40, the model
+    // shapes at T 64 and 512), the grouped GEMV forced up to any T (the model shapes at 4096).
+    let tile = PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE) };
+    let gemv = PlanOptions { gemv_up_to: Some(usize::MAX) };
+    let packed = WeightLayout::Packed;
+    for (fname, recipe) in recipes {
+        for (aname, act) in acts {
+            let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
+            out.push(GpuTrial::new(format!("packed_tile::tiny::{fname}_{aname}::t64"), move |dev| {
+                check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 64, Workload::Random, &[], 64)
+            }));
+        }
+    }
+    out.push(GpuTrial::new("packed_tile::bad_ids_masked::t40", move |dev| {
+        let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
+        let bad = [(0, 16), (5, -1), (19, i32::MAX)];
+        check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 40, Workload::Random, &bad, 8)
+    }));
+    out.push(GpuTrial::new("packed_tile::graph_replay_with_new_routing_equals_eager::t40", move |dev| {
+        graph_replay(dev, packed, 40, tile)
+    }));
+    out.push(GpuTrial::new("packed::routing::shared_pct50::t64", move |dev| {
+        let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
+        check_opts(
+            dev,
+            packed,
+            PlanOptions::default(),
+            Some(Path::GroupedGemv),
+            sh,
+            64,
+            Workload::SharedPct(50),
+            &[],
+            3,
+        )
+    }));
+    for (name, sh) in
+        [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
+    {
+        out.push(GpuTrial::new(format!("packed_tile::models::{name}::t64"), move |dev| {
+            check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 64, Workload::Random, &[], 4)
+        }));
+    }
+    for (name, sh) in [
+        ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
+        ("deepseek_v41_flash_tp4", Shape::deepseek_v41_flash_tp4()),
+        ("qwen3_30b_a3b", Shape::qwen3_30b_a3b()),
+        ("gpt_oss_120b", Shape::gpt_oss_120b()),
+    ] {
+        out.push(GpuTrial::new(format!("packed_tile::models::{name}::t512"), move |dev| {
+            check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 512, Workload::Random, &[], 13)
+        }));
+        out.push(GpuTrial::new(format!("packed_gemv::models::{name}::t4096"), move |dev| {
+            check_opts(dev, packed, gemv, Some(Path::GroupedGemv), sh, 4096, Workload::Random, &[], 13)
+        }));
+    }
+    // The grouped paths on model shapes at T = 64 (the default: the grouped GEMV, 16-row slots).
     for (name, sh) in
         [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
     {
@@ -599,11 +676,11 @@ fn routed_by_logits(dev: &Arc<Device>, layout: WeightLayout, hash: bool) -> Tria
 
 /// Captured on one routing, replayed after new ids and weights are uploaded: equal to an eager
 /// call on the new routing.
-fn graph_replay(dev: &Arc<Device>, layout: WeightLayout, t: usize) -> TrialResult {
+fn graph_replay(dev: &Arc<Device>, layout: WeightLayout, t: usize, opts: PlanOptions) -> TrialResult {
     let s = dev.stream();
     let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) });
     let q = Query { shape: sh, max_tokens: t, layout, router: None };
-    let (plan, session) = prepared(dev, &q)?;
+    let (plan, session) = prepared_with(dev, &q, opts)?;
     let experts = Experts::random(&sh, 11);
     let d = upload_experts(&sh, &experts, layout, s)?;
     let x: Vec<bf16> = (0..t * sh.hidden).map(|i| bf16::from_f32(((i * 37) % 17) as f32 / 8.0 - 1.0)).collect();

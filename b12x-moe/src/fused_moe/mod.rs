@@ -44,11 +44,17 @@
 //!       launches (four with BF16 activations), chained with PDL. FC1 (at T·k ≤ 8) and FC2 ask
 //!       for their first ring of weights before their PDL waits (FC1 computes the route's slots
 //!       from the ids itself), so that streaming starts while the previous kernel still runs;
-//!     - the **grouped path** (T above, same file): the pairs grouped by expert into slots of 64
-//!       rows (atomic ranks: rows inside an expert in no fixed order, which no result depends
+//!     - the **grouped GEMV** (T above, up to [`Query::gemv_up_to`] — by default while an
+//!       expert's expected rows `T·k/E` are at most [`GEMV_ROWS_PER_EXPERT`]; [`plan_with`]'s
+//!       [`PlanOptions`] move the boundary): the grouped path's grouping kernels (any T·k) into
+//!       slots of 16 rows, then the decode path's FC1 / FC2 GEMV over them (each touched expert's
+//!       weights streamed once per 16 of its rows; both ask for their first ring of weights
+//!       before their PDL waits), the combine; seven launches (eight with x̂ and ĥ quantized);
+//!     - the **tiled path** (T above that, same file): the pairs grouped by expert into slots of
+//!       64 rows (atomic ranks: rows inside an expert in no fixed order, which no result depends
 //!       on), x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel per (slot,
 //!       256 weight rows), the activation between them as its own launch, the combine; nine
-//!       launches chained with PDL.
+//!       launches chained with PDL. [`Plan::path`] says which path a T takes.
 //!
 //!     Hd and I multiples of 32, T·k ≤ [`MAX_PAIRS`].
 //!
@@ -334,7 +340,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-moe",
-        summary: "routed experts of a MoE layer (FC1, activation, routing weight, FC2, combine), FP4 weights; simple path (row-major weights); packed experts: decode path (T ≤ 16) and grouped path (device-side grouping)",
+        summary: "routed experts of a MoE layer (FC1, activation, routing weight, FC2, combine), FP4 weights; simple path (row-major weights); packed experts: decode path (T ≤ 16), grouped GEMV and tiled path (device-side grouping)",
     }
 }
 
@@ -343,7 +349,7 @@ b12x_core::inventory::submit! {
 pub enum WeightLayout {
     /// b12x-quant's row-major matrices ([`WeightArgs`]): the simple path (the slow baseline).
     RowMajor,
-    /// [`PackedExperts`]: the decode path.
+    /// [`PackedExperts`]: the decode path, the grouped GEMV and the tiled path ([`Path`]).
     Packed,
 }
 
@@ -656,6 +662,32 @@ impl Query {
         out
     }
 
+    /// The default largest T of the grouped GEMV ([`Path::GroupedGemv`]; [`PlanOptions`]
+    /// overrides it): while `T · k / E ≤` [`GEMV_ROWS_PER_EXPERT`], i.e. an expert gets at most
+    /// that many rows under uniform routing — each expert's weights are then streamed once per 16
+    /// of its rows by the decode GEMV instead of through 64-row tiles that are mostly empty.
+    pub fn gemv_up_to(&self) -> usize {
+        GEMV_ROWS_PER_EXPERT * self.shape.experts / self.shape.top_k.max(1)
+    }
+
+    /// The grouped GEMV's kernel symbols: the router (a query with one), the grouping (zero,
+    /// count, scan, place, gather), the decode GEMV with `nt` token tiles (FC1 and FC2), the h
+    /// quantizer, the combine.
+    pub fn grouped_gemv_symbols(&self, nt: usize) -> Vec<String> {
+        let f = match self.shape.recipe.weights() {
+            Fp4::Nvfp4 => "nvfp4",
+            Fp4::Mxfp4 => "mxfp4",
+        };
+        let mut out: Vec<String> = self.route_symbol().into_iter().collect();
+        out.extend(["zero", "count", "scan", "place", "gather"].map(|k| format!("b12x_fused_moe_group_{k}")));
+        out.extend([
+            format!("b12x_fused_moe_decode_gemv_{f}_nt{nt}"),
+            "b12x_fused_moe_quant_rows".into(),
+            "b12x_fused_moe_combine_rows".into(),
+        ]);
+        out
+    }
+
     /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
     /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine.
     pub fn grouped_symbols(&self) -> Vec<String> {
@@ -782,17 +814,20 @@ pub struct Args<'a> {
     pub error: TensorMut<'a>,
 }
 
-/// The packed layout's static choices: per decode bucket (T ≤ [`GROUPED_ABOVE`]) the GEMV
-/// config, for the grouped bucket (above) the tile config; the sizes of the scratch.
+/// The packed layout's static choices: per GEMV bucket (the decode path's and the grouped GEMV's)
+/// the decode GEMV config, for the tiled bucket (last) the tile config; the sizes of the scratch.
 #[derive(Clone, Debug)]
 struct Decode {
-    /// Per decode bucket, the GEMV config (`gemm.blockscaled`'s decode configs, KB = 1).
+    /// Per bucket, the path that serves it.
+    paths: Vec<Path>,
+    /// Per GEMV bucket (they come first, in bucket order), the GEMV config (`gemm.blockscaled`'s
+    /// decode configs, KB = 1).
     configs: Vec<GemvConfig>,
-    /// The grouped bucket's tile (`gemm.blockscaled`'s tiled kernel, 64 × 256), the last bucket.
+    /// The tiled bucket's tile (`gemm.blockscaled`'s tiled kernel, 64 × 256), the last bucket.
     tile: Option<TileConfig>,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
-    /// Slots capacity (the largest over the buckets), and over the decode buckets only (the
+    /// Slots capacity (the largest over the buckets), and over the GEMV buckets only (the
     /// GEMV's merge counters).
     max_slots: usize,
     decode_slots: usize,
@@ -802,25 +837,54 @@ struct Decode {
 
 use b12x_gemm::blockscaled::gemv::{BsGemmParams, Config as GemvConfig, TileConfig};
 
-/// Tokens above which a packed plan takes the grouped path (the decode GEMV's token tile holds
-/// 16 rows: above, each expert's weights would be streamed once per 16 of its rows).
+/// Tokens above which a packed plan groups the pairs with the grouped path's kernels (any T·k)
+/// instead of the decode route (one CTA, T·k ≤ 2048), and the decode GEMV's token tile (16 rows)
+/// no longer holds a call's rows per expert under uniform routing at small E.
 pub const GROUPED_ABOVE: usize = 16;
-/// The grouped path's tile: 64 rows (slots of 64 rows) by 256 weight rows.
+/// The tiled path's tile: 64 rows (slots of 64 rows) by 256 weight rows.
 const GROUPED_WM: usize = 2;
 const GROUPED_WN: usize = 8;
 /// Threads of the tiled kernel (`bsgemm::kThreads`) and of the grouping scan.
 const TILE_THREADS: u32 = 256;
 const SCAN_THREADS: u32 = 1024;
+/// The default [`Query::gemv_up_to`]: the grouped GEMV serves T while the expected rows per
+/// expert under uniform routing, `T · k / E`, are at most this many.
+pub const GEMV_ROWS_PER_EXPERT: usize = 32;
+
+/// The kernels that serve a call (per T bucket of a plan: [`Plan::path`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// [`WeightLayout::RowMajor`]: the oracle's loops on the GPU.
+    Simple,
+    /// Packed, T ≤ [`GROUPED_ABOVE`]: the route kernel (one CTA groups the pairs, stable order)
+    /// and the decode GEMV over 8- (T ≤ 8) or 16-row slots.
+    Decode,
+    /// Packed, [`GROUPED_ABOVE`] < T ≤ the plan's [`Query::gemv_up_to`]: the grouped path's
+    /// grouping kernels (any T·k) into 16-row slots and the decode GEMV over them: each touched
+    /// expert's weights streamed once per 16 of its rows.
+    GroupedGemv,
+    /// Packed, T above: the grouping into 64-row slots and `gemm.blockscaled`'s tiled kernel.
+    GroupedTile,
+}
+
+/// Options of [`plan_with`] (tuning tools, benches, tests); [`plan`] takes the defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Packed layout: the largest T the grouped GEMV ([`Path::GroupedGemv`]) serves; the tiled
+    /// path above it. `None`: [`Query::gemv_up_to`]; `Some(t)` with `t ≤ GROUPED_ABOVE`: no
+    /// grouped GEMV bucket (the tile from T = 17, the layout before session 46).
+    pub gemv_up_to: Option<usize>,
+}
 
 impl Decode {
-    fn new(query: &Query, buckets: &[Bucket], device: &Device) -> Result<Decode> {
+    fn new(query: &Query, buckets: &[Bucket], paths: &[Path], device: &Device) -> Result<Decode> {
         let s = &query.shape;
         let mut configs = Vec::new();
         let mut max_slots = 0;
         let mut tile = None;
         let mut decode_slots = 0;
-        for b in buckets {
-            if b.lo > GROUPED_ABOVE {
+        for (b, path) in buckets.iter().zip(paths) {
+            if *path == Path::GroupedTile {
                 let t = (2..=8usize)
                     .rev()
                     .map(|stages| TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 })
@@ -834,7 +898,9 @@ impl Decode {
                 tile = Some(t);
                 continue;
             }
-            let c = b12x_gemm::blockscaled::gemv::configs(b.hi, device.smem_optin(), false)
+            // The grouped GEMV takes the 16-row token tile (as the decode path's T 9..16).
+            let rows = if *path == Path::GroupedGemv { GROUPED_ABOVE } else { b.hi };
+            let c = b12x_gemm::blockscaled::gemv::configs(rows, device.smem_optin(), false)
                 .into_iter()
                 .find(|c| c.kb == 1)
                 .ok_or_else(|| Error::Unsupported {
@@ -847,7 +913,7 @@ impl Decode {
             configs.push(c);
         }
         let rbs = (s.fc1_rows().div_ceil(packed::ROW_BLOCK), s.hidden.div_ceil(packed::ROW_BLOCK));
-        Ok(Decode { configs, tile, rbs, max_slots, decode_slots, sm_count: device.sm_count() })
+        Ok(Decode { paths: paths.to_vec(), configs, tile, rbs, max_slots, decode_slots, sm_count: device.sm_count() })
     }
 
     /// `(grid, units)` of one FC launch at `tokens` with `c` on a matrix of `rbs` row blocks and
@@ -865,7 +931,7 @@ impl Decode {
         let quantized = s.recipe.act_block() > 1;
         let mut partials = 0;
         for (b, c) in buckets.iter().zip(&self.configs) {
-            // (the decode buckets come first; the grouped one, if any, has no GEMV config)
+            // (the GEMV buckets come first; the tiled one, if any, has no GEMV config)
             let g1 = self.grid(c, query, b.hi, self.rbs.0, s.hidden) as usize;
             let g2 = self.grid(c, query, b.hi, self.rbs.1, s.inter) as usize;
             partials = partials.max(2 * g1.max(g2) * 8 * c.nt * packed::ROW_BLOCK * 4);
@@ -878,18 +944,20 @@ impl Decode {
         l.add("row_expert", 4 * pairs);
         l.add("row_weight", 4 * pairs);
         l.add("pair_row", 4 * pairs);
-        let grouped = self.tile.is_some();
-        l.add("xq", if quantized || grouped { 2 * pairs * s.hidden } else { 0 });
+        let tiled = self.tile.is_some();
+        let grouped = tiled || self.paths.contains(&Path::GroupedGemv);
+        l.add("xq", if quantized || tiled { 2 * pairs * s.hidden } else { 0 });
         l.add("h", 2 * pairs * s.inter);
         l.add("y_rows", 2 * pairs * s.hidden);
         l.add("partials", partials);
         l.add("counters", 64 * self.decode_slots * self.rbs.0.max(self.rbs.1));
-        // The grouped path: counts and row starts per expert, ranks per pair, FC1's gate/up rows.
+        // The grouping kernels: counts and row starts per expert, ranks per pair; the tiled
+        // path's FC1 gate/up rows.
         let (e, r1) = (s.experts, s.fc1_rows());
         l.add("counts", if grouped { 4 * e } else { 0 });
         l.add("row_start", if grouped { 4 * e } else { 0 });
         l.add("rank", if grouped { 4 * pairs } else { 0 });
-        l.add("gu", if grouped { 2 * pairs * r1 } else { 0 });
+        l.add("gu", if tiled { 2 * pairs * r1 } else { 0 });
         l
     }
 }
@@ -905,25 +973,56 @@ pub struct Plan {
 }
 
 /// Validates `query` and picks the packed layout's configs (decode path: T ≤ 8 8-row slots, T ≤
-/// [`GROUPED_ABOVE`] 16-row slots; grouped path above, 64-row slots).
-/// Allocates, compiles and launches nothing.
+/// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`], 16-row slots;
+/// tiled path above, 64-row slots). Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
+    plan_with(query, device, PlanOptions::default())
+}
+
+/// [`plan`] with `options` overriding where the grouped GEMV hands over to the tiled path.
+///
+/// ```no_run
+/// # use b12x_moe::fused_moe::{self, Path, PlanOptions, Query, Shape, WeightLayout};
+/// # fn main() -> b12x_core::Result<()> {
+/// # let dev = b12x_core::Device::new(0)?;
+/// let query = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4096, layout: WeightLayout::Packed, router: None };
+/// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(1024) })?;
+/// assert_eq!((plan.path(1024), plan.path(1025)), (Path::GroupedGemv, Path::GroupedTile));
+/// # Ok(()) }
+/// ```
+pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
     query.validate()?;
     let (buckets, decode) = match query.layout {
         WeightLayout::RowMajor => (vec![Bucket { lo: 1, hi: query.max_tokens }], None),
         WeightLayout::Packed => {
-            let mut b = vec![Bucket { lo: 1, hi: query.max_tokens.min(8) }];
-            if query.max_tokens > 8 {
-                b.push(Bucket { lo: 9, hi: query.max_tokens.min(GROUPED_ABOVE) });
-            }
-            if query.max_tokens > GROUPED_ABOVE {
-                b.push(Bucket { lo: GROUPED_ABOVE + 1, hi: query.max_tokens });
-            }
-            let d = Decode::new(query, &b, device)?;
+            let (b, paths) = packed_buckets(query.max_tokens, options.gemv_up_to.unwrap_or(query.gemv_up_to()));
+            let d = Decode::new(query, &b, &paths, device)?;
             (b, Some(d))
         }
     };
     Ok(Plan { query: *query, device: device.clone(), buckets, decode, slot: PlanSlot::default() })
+}
+
+/// A packed plan's buckets and their paths for a capacity of `max_tokens` with the grouped GEMV
+/// up to `gemv_up_to` tokens: `{1..8}`, `{9..16}` decode, `{17..gemv_up_to}` grouped GEMV, the
+/// rest tiled (each only where the capacity reaches it).
+pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize) -> (Vec<Bucket>, Vec<Path>) {
+    let mut b = vec![Bucket { lo: 1, hi: max_tokens.min(8) }];
+    let mut paths = vec![Path::Decode];
+    if max_tokens > 8 {
+        b.push(Bucket { lo: 9, hi: max_tokens.min(GROUPED_ABOVE) });
+        paths.push(Path::Decode);
+    }
+    let gemv_hi = gemv_up_to.max(GROUPED_ABOVE);
+    if max_tokens > GROUPED_ABOVE && gemv_hi > GROUPED_ABOVE {
+        b.push(Bucket { lo: GROUPED_ABOVE + 1, hi: max_tokens.min(gemv_hi) });
+        paths.push(Path::GroupedGemv);
+    }
+    if max_tokens > gemv_hi {
+        b.push(Bucket { lo: gemv_hi + 1, hi: max_tokens });
+        paths.push(Path::GroupedTile);
+    }
+    (b, paths)
 }
 
 impl Plan {
@@ -939,6 +1038,28 @@ impl Plan {
             Some(d) => d.scratch_layout(&self.query, &self.buckets),
         }
     }
+    /// The bucket a call of `tokens` falls in (T = 0: the first; above the capacity: the last).
+    fn bucket_of(&self, tokens: usize) -> usize {
+        self.buckets.iter().position(|b| tokens <= b.hi).unwrap_or(self.buckets.len() - 1)
+    }
+    /// The path a call of `tokens` takes.
+    pub fn path(&self, tokens: usize) -> Path {
+        match &self.decode {
+            None => Path::Simple,
+            Some(d) => d.paths[self.bucket_of(tokens)],
+        }
+    }
+    /// The packed layout's rows per slot at `tokens` (the grouping's R: 8, 16 or 64; 0 on the
+    /// simple path).
+    pub fn slot_rows(&self, tokens: usize) -> usize {
+        match &self.decode {
+            None => 0,
+            Some(d) => {
+                let b = self.bucket_of(tokens);
+                d.configs.get(b).map_or(32 * GROUPED_WM, |c| 8 * c.nt)
+            }
+        }
+    }
 }
 
 /// Runs the routed experts on `stream`, every check before the first launch; no allocation, no
@@ -947,10 +1068,10 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     match (&plan.decode, &args.experts) {
         (Some(d), ExpertWeights::Packed(w)) => {
             let t = args.x.shape().first().copied().unwrap_or(0);
-            if t > GROUPED_ABOVE && d.tile.is_some() {
-                run_grouped(plan, d, w, &args, scratch, stream)
-            } else {
-                run_decode(plan, d, w, &args, scratch, stream)
+            match plan.path(t) {
+                Path::GroupedTile => run_grouped(plan, d, w, &args, scratch, stream),
+                Path::GroupedGemv => run_grouped_gemv(plan, d, w, &args, scratch, stream),
+                _ => run_decode(plan, d, w, &args, scratch, stream),
             }
         }
         (None, ExpertWeights::RowMajor(_)) => {
@@ -1123,11 +1244,11 @@ fn decode_call(
     let q = &plan.query;
     let s = &q.shape;
     let (t, a1, a2) = packed_checks(plan, d, w, args)?;
-    let bucket = usize::from(t > 8 && plan.buckets.len() > 1);
+    let bucket = plan.bucket_of(t);
     let c = d.configs[bucket];
     let layout = plan.scratch_layout();
     let bound = layout.bind(scratch)?;
-    let (e, k, hd, i) = (s.experts, s.top_k, s.hidden, s.inter);
+    let (e, k, hd) = (s.experts, s.top_k, s.hidden);
     let quant = quant_code(s.recipe);
     let pairs = t * k;
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
@@ -1156,6 +1277,51 @@ fn decode_call(
     };
     let route_grid = if quant > 0 { pairs.div_ceil(ROUTE_ROWS_PER_CTA).max(1) as u32 } else { 1 };
     let route_smem = (4 * (e + 3 * pairs)) as u32;
+    let (mut fc1, fc2, rows) = gemv_params(plan, d, w, args, &bound, t, &c, (a1, a2))?;
+    if pairs <= EARLY_LOCAL_PAIRS {
+        // FC1 streams its first ring of weights while the route runs: each CTA computes the
+        // route's slots from ids itself (kMoeEarlyLocal; ids are complete when the route releases
+        // FC1, since the route waits for their producer first).
+        fc1.early = EARLY_LOCAL;
+        fc1.ids = ids_ptr;
+        fc1.pairs = pairs as i32;
+        fc1.experts = e as i32;
+        fc1.slot_rows = route.slot_rows;
+    }
+    let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, s.inter));
+    let call = DecodeCall {
+        topk,
+        route,
+        fc1,
+        fc2,
+        rows,
+        route_grid,
+        route_smem,
+        grids,
+        gemv_smem: c.dynamic_smem(),
+        quantized: quant > 0,
+    };
+    Ok((t, bucket, call))
+}
+
+/// FC1, FC2 (the decode GEMV over the grouping's slots, `c`'s token tile) and the row kernels'
+/// parameters of a packed call; FC1 waits for the grouping (`EARLY_NONE`), FC2 reads the slots
+/// before its wait (`EARLY_ROUTE`: the grouping ran at least two launches back).
+#[allow(clippy::too_many_arguments)]
+fn gemv_params(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    bound: &b12x_core::BoundScratch<'_>,
+    t: usize,
+    c: &GemvConfig,
+    (a1, a2): (u64, u64),
+) -> Result<(MoeGemvParams, MoeGemvParams, MoeRowsParams)> {
+    let q = &plan.query;
+    let s = &q.shape;
+    let (e, hd, i) = (s.experts, s.hidden, s.inter);
+    let quant = quant_code(s.recipe);
     let gemv = |m: &packed::PackedMatrix, kdim: usize, xin: u64, ldin: i64, out: u64, cols: usize, mode: i32| {
         let row_bytes = kdim / 2;
         let map = Tma2d {
@@ -1214,36 +1380,13 @@ fn decode_call(
     let mut fc1 = gemv(&w.fc1, hd, xin, ldin, bound.ptr("h"), i, mode1)?;
     fc1.gather = gather;
     fc1.a_enc = a1;
-    if pairs <= EARLY_LOCAL_PAIRS {
-        // FC1 streams its first ring of weights while the route runs: each CTA computes the
-        // route's slots from ids itself (kMoeEarlyLocal; ids are complete when the route releases
-        // FC1, since the route waits for their producer first).
-        fc1.early = EARLY_LOCAL;
-        fc1.ids = ids_ptr;
-        fc1.pairs = pairs as i32;
-        fc1.experts = e as i32;
-        fc1.slot_rows = route.slot_rows;
-    }
     let mut fc2 = gemv(&w.fc2, i, bound.ptr("h"), i as i64, bound.ptr("y_rows"), hd, 2)?;
     fc2.a_enc = a2;
     // FC2 streams its first ring of weights while FC1 (or quant_rows) finishes: the slots come
     // from the route, two launches back (the kernel's MoeRows::units says why that is safe).
     fc2.early = EARLY_ROUTE;
-    let rows = rows_params(q, args, &bound, t, a2)?;
-    let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, i));
-    let call = DecodeCall {
-        topk,
-        route,
-        fc1,
-        fc2,
-        rows,
-        route_grid,
-        route_smem,
-        grids,
-        gemv_smem: c.dynamic_smem(),
-        quantized: quant > 0,
-    };
-    Ok((t, bucket, call))
+    let rows = rows_params(q, args, bound, t, a2)?;
+    Ok((fc1, fc2, rows))
 }
 
 fn run_decode(
@@ -1261,6 +1404,145 @@ fn run_decode(
     }
     let selected = resolve(plan, bucket, stream)?;
     launch_decode(&selected, &call, stream)
+}
+
+/// The grouping kernels' parameters of a packed call of `t` tokens into slots of `slot_rows`.
+fn group_params(
+    q: &Query,
+    args: &Args<'_>,
+    bound: &b12x_core::BoundScratch<'_>,
+    t: usize,
+    (ids, weights, a1): (u64, u64, u64),
+    slot_rows: usize,
+) -> Result<MoeGroupParams> {
+    let s = &q.shape;
+    Ok(MoeGroupParams {
+        ids,
+        weights,
+        x: args.x.ptr(),
+        a1_enc: a1,
+        counts: bound.ptr("counts"),
+        rank: bound.ptr("rank"),
+        row_start: bound.ptr("row_start"),
+        slots: bound.ptr("slots"),
+        meta: bound.ptr("meta"),
+        row_token: bound.ptr("row_token"),
+        row_expert: bound.ptr("row_expert"),
+        row_weight: bound.ptr("row_weight"),
+        pair_row: bound.ptr("pair_row"),
+        xq: bound.ptr("xq"),
+        error: args.error.ptr(),
+        ldx: args.x.row_stride("x")? as i64,
+        tokens: t as i32,
+        top_k: s.top_k as i32,
+        experts: s.experts as i32,
+        hidden: s.hidden as i32,
+        slot_rows: slot_rows as i32,
+        quant: quant_code(s.recipe),
+        max_rows: (t * s.top_k) as i32,
+        reserved: 0,
+    })
+}
+
+/// The grouped GEMV's parameters of one call (everything checked; scratch bound).
+struct GroupedGemvCall {
+    topk: Option<RouteTopkParams>,
+    group: MoeGroupParams,
+    fc1: MoeGemvParams,
+    fc2: MoeGemvParams,
+    rows: MoeRowsParams,
+    grids: (u32, u32),
+    gemv_smem: u32,
+}
+
+fn grouped_gemv_call(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    scratch: &Scratch<'_>,
+) -> Result<(usize, GroupedGemvCall)> {
+    let q = &plan.query;
+    let s = &q.shape;
+    let (t, a1, a2) = packed_checks(plan, d, w, args)?;
+    let bucket = plan.bucket_of(t);
+    let c = d.configs[bucket];
+    let layout = plan.scratch_layout();
+    let bound = layout.bind(scratch)?;
+    let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
+    let group = group_params(q, args, &bound, t, (ids_ptr, weights_ptr, a1), 8 * c.nt)?;
+    let (mut fc1, fc2, rows) = gemv_params(plan, d, w, args, &bound, t, &c, (a1, a2))?;
+    // FC1 asks for its first ring of weights while `place` (or `gather`) runs: the slots come
+    // from `scan`, at least two launches back, complete once FC1's predecessor released it
+    // (after its own wait) — the kernel's MoeRows::units.
+    fc1.early = EARLY_ROUTE;
+    let grids = (d.grid(&c, q, t, w.fc1.rbs, s.hidden), d.grid(&c, q, t, w.fc2.rbs, s.inter));
+    Ok((bucket, GroupedGemvCall { topk, group, fc1, fc2, rows, grids, gemv_smem: c.dynamic_smem() }))
+}
+
+fn run_grouped_gemv(
+    plan: &Plan,
+    d: &Decode,
+    w: &PackedExperts,
+    args: &Args<'_>,
+    scratch: Scratch<'_>,
+    stream: &Arc<CudaStream>,
+) -> Result<()> {
+    let (bucket, call) = grouped_gemv_call(plan, d, w, args, &scratch)?;
+    plan.device.check_stream(stream)?;
+    let selected = resolve(plan, bucket, stream)?;
+    launch_grouped_gemv(&selected, &call, stream)
+}
+
+fn launch_grouped_gemv(selected: &Selected, c: &GroupedGemvCall, stream: &CudaStream) -> Result<()> {
+    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
+    let [zero, count, scan, place, gather, gemv, quant, combine] = router_then(selected, c.topk.as_ref(), 8, stream)?
+    else {
+        return Err(unknown());
+    };
+    let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
+    let first = LaunchOpts { pdl: c.topk.is_some(), cluster_x: 0 };
+    let blocks = |n: usize, per: u32| LaunchDims {
+        grid: ((n as u32).div_ceil(per).max(1), 1, 1),
+        block: (per, 1, 1),
+        smem_bytes: 0,
+    };
+    let g = &c.group;
+    let pairs = c.rows.max_rows as usize;
+    let gemv_dims = |grid: u32| LaunchDims { grid: (grid, 1, 1), block: (GEMV_THREADS, 1, 1), smem_bytes: c.gemv_smem };
+    // SAFETY (all): each params struct mirrors its kernel's (asserted on both sides);
+    // `grouped_gemv_call` checked every tensor and the packed experts against the plan (the TMA
+    // descriptors cover exactly their stacked codes); the scratch was bound at the plan's sizes
+    // (counts and row starts for E, ranks and rows for T·k pairs, slots for the most a call can
+    // have with 16-row slots, partials for the grid, counters for every (slot, row block, warp)).
+    // The kernels mask ids outside [0, E); before their PDL waits FC1 and FC2 read only the
+    // slots and their count, which `scan` wrote at least two launches back (complete once their
+    // predecessor released them after its own wait); every other read of what the chain wrote,
+    // and every global write, comes after the waits; grids past the live slots / rows idle.
+    unsafe {
+        zero.launch_ex(stream, blocks(g.experts as usize, 256), g, first)?;
+        count.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
+        scan.launch_ex(stream, LaunchDims { grid: (1, 1, 1), block: (SCAN_THREADS, 1, 1), smem_bytes: 0 }, g, pdl)?;
+        place.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
+        if g.quant > 0 {
+            // x̂ rows (W4A16's FC1 reads x itself, by row_token).
+            let xb = if g.quant == 1 { 32 } else { 16 };
+            gather.launch_ex(stream, blocks(pairs * (g.hidden as usize / xb), 256), g, pdl)?;
+        }
+        gemv.launch_ex(stream, gemv_dims(c.grids.0), &c.fc1, pdl)?;
+        if g.quant > 0 {
+            let block = if g.quant == 1 { 32 } else { 16 };
+            let threads = (c.rows.max_rows as u32) * (c.rows.inter as u32 / block);
+            quant.launch_ex(stream, blocks(threads as usize, 256), &c.rows, pdl)?;
+        }
+        gemv.launch_ex(stream, gemv_dims(c.grids.1), &c.fc2, pdl)?;
+        let dims = LaunchDims {
+            grid: ((c.rows.hidden as u32 / 8).div_ceil(128), c.rows.tokens as u32, 1),
+            block: (128, 1, 1),
+            smem_bytes: 0,
+        };
+        combine.launch_ex(stream, dims, &c.rows, pdl)
+    }
 }
 
 /// The grouped path's parameters of one call (everything checked; scratch bound).
@@ -1296,32 +1578,7 @@ fn grouped_call(
     let quant = quant_code(s.recipe);
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
     let max_slots = packed::max_slots(e, pairs, bm);
-    let group = MoeGroupParams {
-        ids: ids_ptr,
-        weights: weights_ptr,
-        x: args.x.ptr(),
-        a1_enc: a1,
-        counts: bound.ptr("counts"),
-        rank: bound.ptr("rank"),
-        row_start: bound.ptr("row_start"),
-        slots: bound.ptr("slots"),
-        meta: bound.ptr("meta"),
-        row_token: bound.ptr("row_token"),
-        row_expert: bound.ptr("row_expert"),
-        row_weight: bound.ptr("row_weight"),
-        pair_row: bound.ptr("pair_row"),
-        xq: bound.ptr("xq"),
-        error: args.error.ptr(),
-        ldx: args.x.row_stride("x")? as i64,
-        tokens: t as i32,
-        top_k: k as i32,
-        experts: e as i32,
-        hidden: hd as i32,
-        slot_rows: bm as i32,
-        quant,
-        max_rows: pairs as i32,
-        reserved: 0,
-    };
+    let group = group_params(q, args, &bound, t, (ids_ptr, weights_ptr, a1), bm)?;
     let tile_params = |m: &packed::PackedMatrix, kdim: usize, n: usize, x: u64, ldx: usize, y: u64, a_enc: u64| {
         let f = m.format;
         let g = BsGemmParams {
@@ -1556,9 +1813,10 @@ impl OpPlan for Plan {
     fn candidates(&self, bucket: usize) -> Vec<String> {
         match &self.decode {
             None => vec![CONFIG.into()],
-            Some(d) => match (d.configs.get(bucket), &d.tile) {
-                (Some(c), _) => vec![c.id()],
-                (None, Some(t)) if bucket == d.configs.len() => vec![format!("grouped_{}", t.id())],
+            Some(d) => match (d.paths.get(bucket), d.configs.get(bucket), &d.tile) {
+                (Some(Path::GroupedGemv), Some(c), _) => vec![format!("grouped_gemv_{}", c.id())],
+                (_, Some(c), _) => vec![c.id()],
+                (_, None, Some(t)) if bucket == d.configs.len() => vec![format!("grouped_{}", t.id())],
                 _ => Vec::new(),
             },
         }
@@ -1566,9 +1824,10 @@ impl OpPlan for Plan {
     fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
         match (&self.decode, config_index) {
             (None, 0) => self.query.symbols(),
-            (Some(d), 0) => match (d.configs.get(bucket), &d.tile) {
-                (Some(c), _) => self.query.decode_symbols(c.nt),
-                (None, Some(_)) if bucket == d.configs.len() => self.query.grouped_symbols(),
+            (Some(d), 0) => match (d.paths.get(bucket), d.configs.get(bucket), &d.tile) {
+                (Some(Path::GroupedGemv), Some(c), _) => self.query.grouped_gemv_symbols(c.nt),
+                (_, Some(c), _) => self.query.decode_symbols(c.nt),
+                (_, None, Some(_)) if bucket == d.configs.len() => self.query.grouped_symbols(),
                 _ => Vec::new(),
             },
             _ => Vec::new(),
