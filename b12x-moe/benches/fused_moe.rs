@@ -21,7 +21,7 @@
 //! the combine are not in it, so it is a lower bound for an unfused layer.
 //! `fused_moe_tile/<case>` / `fused_moe_gemv/<case>` (T > 16): the grouped path the plan does not
 //! take by default at that T, forced with `PlanOptions::gemv_up_to` (the tiled path from T = 17,
-//! or the grouped GEMV at any T), beside the default row.
+//! or the grouped GEMV up to the T·k its route holds), beside the default row.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
 //! replaces the token counts.
 //!
@@ -257,6 +257,10 @@ fn main() -> Result<()> {
             let w_h: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
             let q = Query { shape: sh, max_tokens: t, layout, router: None };
             let plan = fused_moe::plan_with(&q, &dev, options)?;
+            let want = if path == "fused_moe_tile" { Path::GroupedTile } else { Path::GroupedGemv };
+            if forced.is_some() && plan.path(t) != want {
+                continue; // (the grouped GEMV is capped where the route's shared memory ends)
+            }
             let mut session = PreparationSession::new(&dev)?;
             let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
             let mut b = Bufs {

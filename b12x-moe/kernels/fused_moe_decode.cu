@@ -27,9 +27,9 @@
 //   swizzled scale tiles stacked likewise, NVFP4 encode scales [E]; scratch regions (the plan's
 //   layout): slots, meta, row_token, row_expert, row_weight, pair_row, xq, h, y_rows, partials,
 //   counters.
-// Constraints: Hd, I multiples of 32, E <= 4096; the decode route P = T k <= 2048 (its shared
-//   memory and 16-bit scan halves: the plan sends it T <= 16, so P <= 512), the grouped path any
-//   P <= MAX_PAIRS.
+// Constraints: Hd, I multiples of 32, E <= 4096; the decode route: 4 (E + 3 P) bytes of shared
+//   memory (the plan sends it T <= 16 and the grouped GEMV's T up to what the device's opt-in
+//   limit holds) and 16-bit scan halves (P < 65536), the tiled path any P <= MAX_PAIRS.
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,

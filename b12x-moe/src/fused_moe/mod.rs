@@ -46,10 +46,9 @@
 //!       from the ids itself), so that streaming starts while the previous kernel still runs;
 //!     - the **grouped GEMV** (T above, up to [`Query::gemv_up_to`] — by default while an
 //!       expert's expected rows `T·k/E` are at most [`GEMV_ROWS_PER_EXPERT`]; [`plan_with`]'s
-//!       [`PlanOptions`] move the boundary): the grouped path's grouping kernels (any T·k) into
-//!       slots of 16 rows, then the decode path's FC1 / FC2 GEMV over them (each touched expert's
-//!       weights streamed once per 16 of its rows; both ask for their first ring of weights
-//!       before their PDL waits), the combine; seven launches (eight with x̂ and ĥ quantized);
+//!       [`PlanOptions`] move the boundary): the decode path's kernels with 16-row slots (each
+//!       touched expert's weights streamed once per 16 of its rows), up to the T·k the route's
+//!       one CTA holds in shared memory;
 //!     - the **tiled path** (T above that, same file): the pairs grouped by expert into slots of
 //!       64 rows (atomic ranks: rows inside an expert in no fixed order, which no result depends
 //!       on), x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel per (slot,
@@ -670,24 +669,6 @@ impl Query {
         GEMV_ROWS_PER_EXPERT * self.shape.experts / self.shape.top_k.max(1)
     }
 
-    /// The grouped GEMV's kernel symbols: the router (a query with one), the grouping (zero,
-    /// count, scan, place, gather), the decode GEMV with `nt` token tiles (FC1 and FC2), the h
-    /// quantizer, the combine.
-    pub fn grouped_gemv_symbols(&self, nt: usize) -> Vec<String> {
-        let f = match self.shape.recipe.weights() {
-            Fp4::Nvfp4 => "nvfp4",
-            Fp4::Mxfp4 => "mxfp4",
-        };
-        let mut out: Vec<String> = self.route_symbol().into_iter().collect();
-        out.extend(["zero", "count", "scan", "place", "gather"].map(|k| format!("b12x_fused_moe_group_{k}")));
-        out.extend([
-            format!("b12x_fused_moe_decode_gemv_{f}_nt{nt}"),
-            "b12x_fused_moe_quant_rows".into(),
-            "b12x_fused_moe_combine_rows".into(),
-        ]);
-        out
-    }
-
     /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
     /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine.
     pub fn grouped_symbols(&self) -> Vec<String> {
@@ -837,9 +818,8 @@ struct Decode {
 
 use b12x_gemm::blockscaled::gemv::{BsGemmParams, Config as GemvConfig, TileConfig};
 
-/// Tokens above which a packed plan groups the pairs with the grouped path's kernels (any T·k)
-/// instead of the decode route (one CTA, T·k ≤ 2048), and the decode GEMV's token tile (16 rows)
-/// no longer holds a call's rows per expert under uniform routing at small E.
+/// Tokens above which a packed plan leaves the decode path's buckets (8- and 16-row token tiles)
+/// for the grouped GEMV or the tiled path.
 pub const GROUPED_ABOVE: usize = 16;
 /// The tiled path's tile: 64 rows (slots of 64 rows) by 256 weight rows.
 const GROUPED_WM: usize = 2;
@@ -849,7 +829,12 @@ const TILE_THREADS: u32 = 256;
 const SCAN_THREADS: u32 = 1024;
 /// The default [`Query::gemv_up_to`]: the grouped GEMV serves T while the expected rows per
 /// expert under uniform routing, `T · k / E`, are at most this many.
-pub const GEMV_ROWS_PER_EXPERT: usize = 32;
+///
+/// Measured on an H100 (`bench-results/2026-12-05-h200-c/call1`, grouped GEMV against the tile
+/// at the same T): 2.0–2.1× faster at T = 64 (1.5 rows per expert on DeepSeek-V4-Flash, 2 on
+/// gpt-oss, 4 on Qwen3-30B), 1.54× at DeepSeek's T = 512 (12 rows), 1.15× at gpt-oss' T = 512
+/// (16), 0.79× at Qwen3's T = 512 (32 rows), 0.36–0.58× at T = 4096.
+pub const GEMV_ROWS_PER_EXPERT: usize = 16;
 
 /// The kernels that serve a call (per T bucket of a plan: [`Plan::path`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -859,9 +844,9 @@ pub enum Path {
     /// Packed, T ≤ [`GROUPED_ABOVE`]: the route kernel (one CTA groups the pairs, stable order)
     /// and the decode GEMV over 8- (T ≤ 8) or 16-row slots.
     Decode,
-    /// Packed, [`GROUPED_ABOVE`] < T ≤ the plan's [`Query::gemv_up_to`]: the grouped path's
-    /// grouping kernels (any T·k) into 16-row slots and the decode GEMV over them: each touched
-    /// expert's weights streamed once per 16 of its rows.
+    /// Packed, [`GROUPED_ABOVE`] < T ≤ the plan's [`Query::gemv_up_to`]: the decode path's
+    /// kernels with 16-row slots at any T the route's shared memory holds (one CTA, stable order,
+    /// 4 (E + 3 T·k) bytes): each touched expert's weights streamed once per 16 of its rows.
     GroupedGemv,
     /// Packed, T above: the grouping into 64-row slots and `gemm.blockscaled`'s tiled kernel.
     GroupedTile,
@@ -872,7 +857,8 @@ pub enum Path {
 pub struct PlanOptions {
     /// Packed layout: the largest T the grouped GEMV ([`Path::GroupedGemv`]) serves; the tiled
     /// path above it. `None`: [`Query::gemv_up_to`]; `Some(t)` with `t ≤ GROUPED_ABOVE`: no
-    /// grouped GEMV bucket (the tile from T = 17, the layout before session 46).
+    /// grouped GEMV bucket (the tile from T = 17, the layout before session 46). Either way at
+    /// most the T whose pairs the route's shared memory holds (`(optin/4 − E) / 3` pairs).
     pub gemv_up_to: Option<usize>,
 }
 
@@ -945,18 +931,17 @@ impl Decode {
         l.add("row_weight", 4 * pairs);
         l.add("pair_row", 4 * pairs);
         let tiled = self.tile.is_some();
-        let grouped = tiled || self.paths.contains(&Path::GroupedGemv);
         l.add("xq", if quantized || tiled { 2 * pairs * s.hidden } else { 0 });
         l.add("h", 2 * pairs * s.inter);
         l.add("y_rows", 2 * pairs * s.hidden);
         l.add("partials", partials);
         l.add("counters", 64 * self.decode_slots * self.rbs.0.max(self.rbs.1));
-        // The grouping kernels: counts and row starts per expert, ranks per pair; the tiled
-        // path's FC1 gate/up rows.
+        // The tiled path's grouping kernels (counts and row starts per expert, ranks per pair)
+        // and FC1 gate/up rows.
         let (e, r1) = (s.experts, s.fc1_rows());
-        l.add("counts", if grouped { 4 * e } else { 0 });
-        l.add("row_start", if grouped { 4 * e } else { 0 });
-        l.add("rank", if grouped { 4 * pairs } else { 0 });
+        l.add("counts", if tiled { 4 * e } else { 0 });
+        l.add("row_start", if tiled { 4 * e } else { 0 });
+        l.add("rank", if tiled { 4 * pairs } else { 0 });
         l.add("gu", if tiled { 2 * pairs * r1 } else { 0 });
         l
     }
@@ -988,6 +973,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 /// let query = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4096, layout: WeightLayout::Packed, router: None };
 /// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(1024) })?;
 /// assert_eq!((plan.path(1024), plan.path(1025)), (Path::GroupedGemv, Path::GroupedTile));
+/// assert_eq!(plan.slot_rows(1024), 16);
 /// # Ok(()) }
 /// ```
 pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
@@ -995,7 +981,11 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
     let (buckets, decode) = match query.layout {
         WeightLayout::RowMajor => (vec![Bucket { lo: 1, hi: query.max_tokens }], None),
         WeightLayout::Packed => {
-            let (b, paths) = packed_buckets(query.max_tokens, options.gemv_up_to.unwrap_or(query.gemv_up_to()));
+            // The route groups a call in one CTA's shared memory: 4 (E + 3 T·k) bytes.
+            let route_pairs =
+                ((device.smem_optin() as usize).saturating_sub(64) / 4).saturating_sub(query.shape.experts) / 3;
+            let up_to = options.gemv_up_to.unwrap_or(query.gemv_up_to()).min(route_pairs / query.shape.top_k);
+            let (b, paths) = packed_buckets(query.max_tokens, up_to);
             let d = Decode::new(query, &b, &paths, device)?;
             (b, Some(d))
         }
@@ -1070,7 +1060,6 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
             let t = args.x.shape().first().copied().unwrap_or(0);
             match plan.path(t) {
                 Path::GroupedTile => run_grouped(plan, d, w, &args, scratch, stream),
-                Path::GroupedGemv => run_grouped_gemv(plan, d, w, &args, scratch, stream),
                 _ => run_decode(plan, d, w, &args, scratch, stream),
             }
         }
@@ -1252,6 +1241,10 @@ fn decode_call(
     let quant = quant_code(s.recipe);
     let pairs = t * k;
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
+    // x̂ rows (quantized recipes): every route CTA groups the pairs itself, so a large call
+    // spreads its rows over at most one CTA per SM.
+    let rows_per_cta = ROUTE_ROWS_PER_CTA.max(pairs.div_ceil(d.sm_count as usize));
+    let route_grid = if quant > 0 { pairs.div_ceil(rows_per_cta).max(1) as u32 } else { 1 };
     let route = MoeRouteParams {
         ids: ids_ptr,
         weights: weights_ptr,
@@ -1272,10 +1265,10 @@ fn decode_call(
         hidden: hd as i32,
         slot_rows: (8 * c.nt) as i32,
         quant,
-        rows_per_cta: ROUTE_ROWS_PER_CTA as i32,
+        rows_per_cta: rows_per_cta as i32,
         reserved: 0,
     };
-    let route_grid = if quant > 0 { pairs.div_ceil(ROUTE_ROWS_PER_CTA).max(1) as u32 } else { 1 };
+
     let route_smem = (4 * (e + 3 * pairs)) as u32;
     let (mut fc1, fc2, rows) = gemv_params(plan, d, w, args, &bound, t, &c, (a1, a2))?;
     if pairs <= EARLY_LOCAL_PAIRS {
@@ -1442,107 +1435,6 @@ fn group_params(
         max_rows: (t * s.top_k) as i32,
         reserved: 0,
     })
-}
-
-/// The grouped GEMV's parameters of one call (everything checked; scratch bound).
-struct GroupedGemvCall {
-    topk: Option<RouteTopkParams>,
-    group: MoeGroupParams,
-    fc1: MoeGemvParams,
-    fc2: MoeGemvParams,
-    rows: MoeRowsParams,
-    grids: (u32, u32),
-    gemv_smem: u32,
-}
-
-fn grouped_gemv_call(
-    plan: &Plan,
-    d: &Decode,
-    w: &PackedExperts,
-    args: &Args<'_>,
-    scratch: &Scratch<'_>,
-) -> Result<(usize, GroupedGemvCall)> {
-    let q = &plan.query;
-    let s = &q.shape;
-    let (t, a1, a2) = packed_checks(plan, d, w, args)?;
-    let bucket = plan.bucket_of(t);
-    let c = d.configs[bucket];
-    let layout = plan.scratch_layout();
-    let bound = layout.bind(scratch)?;
-    let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
-    let group = group_params(q, args, &bound, t, (ids_ptr, weights_ptr, a1), 8 * c.nt)?;
-    let (mut fc1, fc2, rows) = gemv_params(plan, d, w, args, &bound, t, &c, (a1, a2))?;
-    // FC1 asks for its first ring of weights while `place` (or `gather`) runs: the slots come
-    // from `scan`, at least two launches back, complete once FC1's predecessor released it
-    // (after its own wait) — the kernel's MoeRows::units.
-    fc1.early = EARLY_ROUTE;
-    let grids = (d.grid(&c, q, t, w.fc1.rbs, s.hidden), d.grid(&c, q, t, w.fc2.rbs, s.inter));
-    Ok((bucket, GroupedGemvCall { topk, group, fc1, fc2, rows, grids, gemv_smem: c.dynamic_smem() }))
-}
-
-fn run_grouped_gemv(
-    plan: &Plan,
-    d: &Decode,
-    w: &PackedExperts,
-    args: &Args<'_>,
-    scratch: Scratch<'_>,
-    stream: &Arc<CudaStream>,
-) -> Result<()> {
-    let (bucket, call) = grouped_gemv_call(plan, d, w, args, &scratch)?;
-    plan.device.check_stream(stream)?;
-    let selected = resolve(plan, bucket, stream)?;
-    launch_grouped_gemv(&selected, &call, stream)
-}
-
-fn launch_grouped_gemv(selected: &Selected, c: &GroupedGemvCall, stream: &CudaStream) -> Result<()> {
-    let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let [zero, count, scan, place, gather, gemv, quant, combine] = router_then(selected, c.topk.as_ref(), 8, stream)?
-    else {
-        return Err(unknown());
-    };
-    let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
-    let first = LaunchOpts { pdl: c.topk.is_some(), cluster_x: 0 };
-    let blocks = |n: usize, per: u32| LaunchDims {
-        grid: ((n as u32).div_ceil(per).max(1), 1, 1),
-        block: (per, 1, 1),
-        smem_bytes: 0,
-    };
-    let g = &c.group;
-    let pairs = c.rows.max_rows as usize;
-    let gemv_dims = |grid: u32| LaunchDims { grid: (grid, 1, 1), block: (GEMV_THREADS, 1, 1), smem_bytes: c.gemv_smem };
-    // SAFETY (all): each params struct mirrors its kernel's (asserted on both sides);
-    // `grouped_gemv_call` checked every tensor and the packed experts against the plan (the TMA
-    // descriptors cover exactly their stacked codes); the scratch was bound at the plan's sizes
-    // (counts and row starts for E, ranks and rows for T·k pairs, slots for the most a call can
-    // have with 16-row slots, partials for the grid, counters for every (slot, row block, warp)).
-    // The kernels mask ids outside [0, E); before their PDL waits FC1 and FC2 read only the
-    // slots and their count, which `scan` wrote at least two launches back (complete once their
-    // predecessor released them after its own wait); every other read of what the chain wrote,
-    // and every global write, comes after the waits; grids past the live slots / rows idle.
-    unsafe {
-        zero.launch_ex(stream, blocks(g.experts as usize, 256), g, first)?;
-        count.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
-        scan.launch_ex(stream, LaunchDims { grid: (1, 1, 1), block: (SCAN_THREADS, 1, 1), smem_bytes: 0 }, g, pdl)?;
-        place.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
-        if g.quant > 0 {
-            // x̂ rows (W4A16's FC1 reads x itself, by row_token).
-            let xb = if g.quant == 1 { 32 } else { 16 };
-            gather.launch_ex(stream, blocks(pairs * (g.hidden as usize / xb), 256), g, pdl)?;
-        }
-        gemv.launch_ex(stream, gemv_dims(c.grids.0), &c.fc1, pdl)?;
-        if g.quant > 0 {
-            let block = if g.quant == 1 { 32 } else { 16 };
-            let threads = (c.rows.max_rows as u32) * (c.rows.inter as u32 / block);
-            quant.launch_ex(stream, blocks(threads as usize, 256), &c.rows, pdl)?;
-        }
-        gemv.launch_ex(stream, gemv_dims(c.grids.1), &c.fc2, pdl)?;
-        let dims = LaunchDims {
-            grid: ((c.rows.hidden as u32 / 8).div_ceil(128), c.rows.tokens as u32, 1),
-            block: (128, 1, 1),
-            smem_bytes: 0,
-        };
-        combine.launch_ex(stream, dims, &c.rows, pdl)
-    }
 }
 
 /// The grouped path's parameters of one call (everything checked; scratch bound).
@@ -1825,7 +1717,6 @@ impl OpPlan for Plan {
         match (&self.decode, config_index) {
             (None, 0) => self.query.symbols(),
             (Some(d), 0) => match (d.paths.get(bucket), d.configs.get(bucket), &d.tile) {
-                (Some(Path::GroupedGemv), Some(c), _) => self.query.grouped_gemv_symbols(c.nt),
                 (_, Some(c), _) => self.query.decode_symbols(c.nt),
                 (_, None, Some(_)) if bucket == d.configs.len() => self.query.grouped_symbols(),
                 _ => Vec::new(),
