@@ -62,7 +62,9 @@
 //!   layout, no allocation, any routing at replay.
 //!
 //! **Status: validated on the H200 (sm_90a) — `tests/gpu_fused_moe.rs` 236/236 on every path,
-//! memcheck and racecheck clean (reduced profile, sessions 42–43); SM120 unrun.** Decode speed
+//! memcheck and racecheck clean (reduced profile, sessions 42–43); with the grouped GEMV
+//! (session 46, on an H100, sm_90a): 267/267, memcheck 49/49 and racecheck 5/5 on the small
+//! packed trials of both grouped paths; SM120 unrun.** Decode speed
 //! (`benches/fused_moe.rs`, `bench-results/2026-12-05-h200/call1/`, `…-h200-b/`): 15–49% of the
 //! read ceiling at T 1 / 8 against the 80% target.
 //!
@@ -830,10 +832,11 @@ const SCAN_THREADS: u32 = 1024;
 /// The default [`Query::gemv_up_to`]: the grouped GEMV serves T while the expected rows per
 /// expert under uniform routing, `T · k / E`, are at most this many.
 ///
-/// Measured on an H100 (`bench-results/2026-12-05-h200-c/call1`, grouped GEMV against the tile
+/// Measured on an H100 (`bench-results/2026-12-05-h200-c/call3`, grouped GEMV against the tile
 /// at the same T): 2.0–2.1× faster at T = 64 (1.5 rows per expert on DeepSeek-V4-Flash, 2 on
-/// gpt-oss, 4 on Qwen3-30B), 1.54× at DeepSeek's T = 512 (12 rows), 1.15× at gpt-oss' T = 512
-/// (16), 0.79× at Qwen3's T = 512 (32 rows), 0.36–0.58× at T = 4096.
+/// gpt-oss, 4 on Qwen3-30B), 1.56× at DeepSeek's T = 512 (12 rows), 1.17× at gpt-oss' T = 512
+/// and Qwen3's T = 256 (16 rows), 0.74× at Qwen3's T = 512 (32 rows); `call1`: 0.46–0.58× at
+/// T = 4096.
 pub const GEMV_ROWS_PER_EXPERT: usize = 16;
 
 /// The kernels that serve a call (per T bucket of a plan: [`Plan::path`]).
