@@ -36,8 +36,8 @@ use b12x_gemm::blockscaled::gemv::{self as bsgemv, XFormat, XQuant};
 use b12x_gemm::blockscaled::{pack, Weight};
 use b12x_moe::fused_moe::reference::{self, ActScales, Experts};
 use b12x_moe::fused_moe::{
-    self, packed_buckets, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Path, PlanOptions, Query, Recipe,
-    Routing, Shape, WeightArgs, WeightLayout, GROUPED_ABOVE,
+    self, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Path, PlanOptions, Query, Recipe, Routing, Shape,
+    WeightArgs, WeightLayout, GROUPED_ABOVE,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -212,22 +212,15 @@ fn main() -> Result<()> {
         let mut w2 = Some(w2);
         let mut a = Some(a);
         let mut packed = Some(packed);
-        // Above GROUPED_ABOVE: the plan's default path, then the other grouped path forced.
+        // Above GROUPED_ABOVE: the plan's default path, then both grouped paths forced (the one
+        // equal to the default's is skipped below).
         let (tile, gemv) =
             (PlanOptions { gemv_up_to: Some(GROUPED_ABOVE) }, PlanOptions { gemv_up_to: Some(usize::MAX) });
         let runs = tokens.iter().flat_map(|&t| {
             let mut r = vec![(t, WeightLayout::Packed, None)];
             if t > GROUPED_ABOVE {
-                let default = packed_buckets(
-                    t,
-                    Query { shape: sh, max_tokens: t, layout: WeightLayout::Packed, router: None }.gemv_up_to(),
-                )
-                .1;
-                r.push(if default.last() == Some(&Path::GroupedGemv) {
-                    (t, WeightLayout::Packed, Some(("fused_moe_tile", tile)))
-                } else {
-                    (t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv)))
-                });
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_tile", tile))));
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv))));
             }
             r
         });
@@ -258,8 +251,10 @@ fn main() -> Result<()> {
             let q = Query { shape: sh, max_tokens: t, layout, router: None };
             let plan = fused_moe::plan_with(&q, &dev, options)?;
             let want = if path == "fused_moe_tile" { Path::GroupedTile } else { Path::GroupedGemv };
-            if forced.is_some() && plan.path(t) != want {
-                continue; // (the grouped GEMV is capped where the route's shared memory ends)
+            // A forced row only where it differs from the default and took hold (the grouped
+            // GEMV is capped where the route's shared memory ends).
+            if forced.is_some() && (plan.path(t) != want || fused_moe::plan(&q, &dev)?.path(t) == want) {
+                continue;
             }
             let mut session = PreparationSession::new(&dev)?;
             let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();

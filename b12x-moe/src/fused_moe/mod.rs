@@ -1240,7 +1240,7 @@ fn decode_call(
     let c = d.configs[bucket];
     let layout = plan.scratch_layout();
     let bound = layout.bind(scratch)?;
-    let (e, k, hd) = (s.experts, s.top_k, s.hidden);
+    let (e, k, hd, i) = (s.experts, s.top_k, s.hidden, s.inter);
     let quant = quant_code(s.recipe);
     let pairs = t * k;
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
@@ -1271,53 +1271,7 @@ fn decode_call(
         rows_per_cta: rows_per_cta as i32,
         reserved: 0,
     };
-
     let route_smem = (4 * (e + 3 * pairs)) as u32;
-    let (mut fc1, fc2, rows) = gemv_params(plan, d, w, args, &bound, t, &c, (a1, a2))?;
-    if pairs <= EARLY_LOCAL_PAIRS {
-        // FC1 streams its first ring of weights while the route runs: each CTA computes the
-        // route's slots from ids itself (kMoeEarlyLocal; ids are complete when the route releases
-        // FC1, since the route waits for their producer first).
-        fc1.early = EARLY_LOCAL;
-        fc1.ids = ids_ptr;
-        fc1.pairs = pairs as i32;
-        fc1.experts = e as i32;
-        fc1.slot_rows = route.slot_rows;
-    }
-    let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, s.inter));
-    let call = DecodeCall {
-        topk,
-        route,
-        fc1,
-        fc2,
-        rows,
-        route_grid,
-        route_smem,
-        grids,
-        gemv_smem: c.dynamic_smem(),
-        quantized: quant > 0,
-    };
-    Ok((t, bucket, call))
-}
-
-/// FC1, FC2 (the decode GEMV over the grouping's slots, `c`'s token tile) and the row kernels'
-/// parameters of a packed call; FC1 waits for the grouping (`EARLY_NONE`), FC2 reads the slots
-/// before its wait (`EARLY_ROUTE`: the grouping ran at least two launches back).
-#[allow(clippy::too_many_arguments)]
-fn gemv_params(
-    plan: &Plan,
-    d: &Decode,
-    w: &PackedExperts,
-    args: &Args<'_>,
-    bound: &b12x_core::BoundScratch<'_>,
-    t: usize,
-    c: &GemvConfig,
-    (a1, a2): (u64, u64),
-) -> Result<(MoeGemvParams, MoeGemvParams, MoeRowsParams)> {
-    let q = &plan.query;
-    let s = &q.shape;
-    let (e, hd, i) = (s.experts, s.hidden, s.inter);
-    let quant = quant_code(s.recipe);
     let gemv = |m: &packed::PackedMatrix, kdim: usize, xin: u64, ldin: i64, out: u64, cols: usize, mode: i32| {
         let row_bytes = kdim / 2;
         let map = Tma2d {
@@ -1376,13 +1330,36 @@ fn gemv_params(
     let mut fc1 = gemv(&w.fc1, hd, xin, ldin, bound.ptr("h"), i, mode1)?;
     fc1.gather = gather;
     fc1.a_enc = a1;
+    if pairs <= EARLY_LOCAL_PAIRS {
+        // FC1 streams its first ring of weights while the route runs: each CTA computes the
+        // route's slots from ids itself (kMoeEarlyLocal; ids are complete when the route releases
+        // FC1, since the route waits for their producer first).
+        fc1.early = EARLY_LOCAL;
+        fc1.ids = ids_ptr;
+        fc1.pairs = pairs as i32;
+        fc1.experts = e as i32;
+        fc1.slot_rows = route.slot_rows;
+    }
     let mut fc2 = gemv(&w.fc2, i, bound.ptr("h"), i as i64, bound.ptr("y_rows"), hd, 2)?;
     fc2.a_enc = a2;
     // FC2 streams its first ring of weights while FC1 (or quant_rows) finishes: the slots come
     // from the route, two launches back (the kernel's MoeRows::units says why that is safe).
     fc2.early = EARLY_ROUTE;
-    let rows = rows_params(q, args, bound, t, a2)?;
-    Ok((fc1, fc2, rows))
+    let rows = rows_params(q, args, &bound, t, a2)?;
+    let grids = (d.grid(&c, q, t, w.fc1.rbs, hd), d.grid(&c, q, t, w.fc2.rbs, i));
+    let call = DecodeCall {
+        topk,
+        route,
+        fc1,
+        fc2,
+        rows,
+        route_grid,
+        route_smem,
+        grids,
+        gemv_smem: c.dynamic_smem(),
+        quantized: quant > 0,
+    };
+    Ok((t, bucket, call))
 }
 
 fn run_decode(
@@ -1400,44 +1377,6 @@ fn run_decode(
     }
     let selected = resolve(plan, bucket, stream)?;
     launch_decode(&selected, &call, stream)
-}
-
-/// The grouping kernels' parameters of a packed call of `t` tokens into slots of `slot_rows`.
-fn group_params(
-    q: &Query,
-    args: &Args<'_>,
-    bound: &b12x_core::BoundScratch<'_>,
-    t: usize,
-    (ids, weights, a1): (u64, u64, u64),
-    slot_rows: usize,
-) -> Result<MoeGroupParams> {
-    let s = &q.shape;
-    Ok(MoeGroupParams {
-        ids,
-        weights,
-        x: args.x.ptr(),
-        a1_enc: a1,
-        counts: bound.ptr("counts"),
-        rank: bound.ptr("rank"),
-        row_start: bound.ptr("row_start"),
-        slots: bound.ptr("slots"),
-        meta: bound.ptr("meta"),
-        row_token: bound.ptr("row_token"),
-        row_expert: bound.ptr("row_expert"),
-        row_weight: bound.ptr("row_weight"),
-        pair_row: bound.ptr("pair_row"),
-        xq: bound.ptr("xq"),
-        error: args.error.ptr(),
-        ldx: args.x.row_stride("x")? as i64,
-        tokens: t as i32,
-        top_k: s.top_k as i32,
-        experts: s.experts as i32,
-        hidden: s.hidden as i32,
-        slot_rows: slot_rows as i32,
-        quant: quant_code(s.recipe),
-        max_rows: (t * s.top_k) as i32,
-        reserved: 0,
-    })
 }
 
 /// The grouped path's parameters of one call (everything checked; scratch bound).
@@ -1473,7 +1412,32 @@ fn grouped_call(
     let quant = quant_code(s.recipe);
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
     let max_slots = packed::max_slots(e, pairs, bm);
-    let group = group_params(q, args, &bound, t, (ids_ptr, weights_ptr, a1), bm)?;
+    let group = MoeGroupParams {
+        ids: ids_ptr,
+        weights: weights_ptr,
+        x: args.x.ptr(),
+        a1_enc: a1,
+        counts: bound.ptr("counts"),
+        rank: bound.ptr("rank"),
+        row_start: bound.ptr("row_start"),
+        slots: bound.ptr("slots"),
+        meta: bound.ptr("meta"),
+        row_token: bound.ptr("row_token"),
+        row_expert: bound.ptr("row_expert"),
+        row_weight: bound.ptr("row_weight"),
+        pair_row: bound.ptr("pair_row"),
+        xq: bound.ptr("xq"),
+        error: args.error.ptr(),
+        ldx: args.x.row_stride("x")? as i64,
+        tokens: t as i32,
+        top_k: k as i32,
+        experts: e as i32,
+        hidden: hd as i32,
+        slot_rows: bm as i32,
+        quant,
+        max_rows: pairs as i32,
+        reserved: 0,
+    };
     let tile_params = |m: &packed::PackedMatrix, kdim: usize, n: usize, x: u64, ldx: usize, y: u64, a_enc: u64| {
         let f = m.format;
         let g = BsGemmParams {
@@ -1719,9 +1683,9 @@ impl OpPlan for Plan {
     fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
         match (&self.decode, config_index) {
             (None, 0) => self.query.symbols(),
-            (Some(d), 0) => match (d.paths.get(bucket), d.configs.get(bucket), &d.tile) {
-                (_, Some(c), _) => self.query.decode_symbols(c.nt),
-                (_, None, Some(_)) if bucket == d.configs.len() => self.query.grouped_symbols(),
+            (Some(d), 0) => match (d.configs.get(bucket), &d.tile) {
+                (Some(c), _) => self.query.decode_symbols(c.nt),
+                (None, Some(_)) if bucket == d.configs.len() => self.query.grouped_symbols(),
                 _ => Vec::new(),
             },
             _ => Vec::new(),
