@@ -41,6 +41,10 @@ constexpr int kRopeKvEarly = 1;
 constexpr int kRopeKvWarmEvictLast = 2;
 // flags: the warm part issues prefetch.global.L2 per 128-byte line instead of loads.
 constexpr int kRopeKvWarmPrefetch = 4;
+// flags: every CTA lets the next PDL kernel launch at entry, before its own wait
+// (Plan::with_early_release; the next kernel's pre-wait part may run beside the kernel before
+// this one).
+constexpr int kRopeKvReleaseAtEntry = 8;
 // flags: never set by the host; keeps the warm part's loads alive (see warm_cache).
 constexpr int kRopeKvWarmSink = 1 << 30;
 static_assert(sizeof(RopeKvAppendParams) == 1256, "size must match src/rope_kv_append/params.rs");
@@ -250,11 +254,13 @@ __device__ __forceinline__ void warm_cache(const RopeKvAppendParams& P, int wb) 
 // `Plan::with_pdl`; launched plainly the wait returns at once) before it reads q, k or v or
 // writes anything, then lets a PDL-launched next kernel (attention.paged) start: first thing,
 // or with kRopeKvEarly (set for PDL plans) after it has read its position, its slot (the batch)
-// and formed cos and sin. The q part and the K/V part are whole CTAs (uniform barriers).
+// and formed cos and sin; with kRopeKvReleaseAtEntry at entry, before the wait. The q part and
+// the K/V part are whole CTAs (uniform barriers).
 #define B12X_ROPE_KV_APPEND(NAME, T, NEOX, TABLE, E4M3)                                            \
   extern "C" __global__ void __launch_bounds__(b12x::kKvAppendThreads)                             \
       b12x_rope_kv_append_##NAME(const __grid_constant__ b12x::RopeKvAppendParams p) {            \
     const bool early = p.flags & b12x::kRopeKvEarly;                                               \
+    if (p.flags & b12x::kRopeKvReleaseAtEntry) b12x::pdl_launch_dependents();                      \
     const int warm = (int)blockIdx.x - ((int)gridDim.x - p.warm_blocks);                           \
     if (warm >= 0)                                                                                 \
       b12x::warm_cache<E4M3 ? 1 : 2>(p, warm);                                                     \

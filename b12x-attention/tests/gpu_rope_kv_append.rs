@@ -468,7 +468,12 @@ fn trials() -> Vec<GpuTrial> {
     }
     out.push(GpuTrial::new("graph_replay_equals_eager", graph_replay));
     for (name, g) in [("bf16", qwen3(DType::BF16, false, false)), ("bf16_table_e4m3", qwen3(DType::BF16, true, true))] {
-        out.push(GpuTrial::new(format!("pdl_after_long_kernel::{name}"), move |dev| pdl_after_long_kernel(dev, g)));
+        out.push(GpuTrial::new(format!("pdl_after_long_kernel::{name}"), move |dev| {
+            pdl_after_long_kernel(dev, g, false)
+        }));
+        out.push(GpuTrial::new(format!("pdl_after_long_kernel::{name}_early_release"), move |dev| {
+            pdl_after_long_kernel(dev, g, true)
+        }));
     }
     out.push(GpuTrial::new("run_allocates_nothing", |dev| {
         let c = Case::new(qwen3(DType::BF16, false, false), &decode_reqs(), 0, 5);
@@ -494,8 +499,10 @@ fn trials() -> Vec<GpuTrial> {
 /// (session 38's review, mutant kernels on the H200): K and V loaded before the wait failed both
 /// trials 3 of 3 runs; q loaded before the wait failed the table / E4M3 trial 3 of 3 but the
 /// BF16 one only 1 of 3 (the copy's first CTAs write the q columns, and finish early).
-/// Moving q's rows to the copy's last CTAs would make it reliable.
-fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo) -> TrialResult {
+/// Moving q's rows to the copy's last CTAs would make it reliable. `early_release`: the fused
+/// plan also releases the next kernel at entry (`Plan::with_early_release`; nothing follows it
+/// here, so its results must simply not change).
+fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo, early_release: bool) -> TrialResult {
     use b12x_gemm::bf16_gemv;
     let s = dev.stream();
     let c = Case::new(g, &decode_reqs(), 2, 7);
@@ -504,7 +511,15 @@ fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo) -> TrialResult {
     // With a warm part (one CTA per SM, as a decode step would): it reads the caches beside the
     // copy and must not disturb the result.
     let w = rope_kv_append::WarmCache { blocks: dev.sm_count(), read: rope_kv_append::WarmRead::default() };
-    let fused = rope_kv_append::plan(&q, dev).map_err(err)?.with_pdl(true).with_warm_cache(Some(w)).map_err(err)?;
+    let fused = rope_kv_append::plan(&q, dev)
+        .map_err(err)?
+        .with_pdl(true)
+        .with_early_release(early_release)
+        .with_warm_cache(Some(w))
+        .map_err(err)?;
+    if fused.early_release() != early_release {
+        return Err("with_early_release did not set the flag".into());
+    }
     let (n, rows) = (c.stride(), c.batch.rows);
     let gq = |pdl| bf16_gemv::Query {
         n,

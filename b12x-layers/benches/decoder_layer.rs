@@ -31,6 +31,8 @@
 //! - `…_pdl_gs_w{l,n,p}/…`, `…_pdl_s16_gs_wl/…`: `warm_kv` — `rope_kv_append`'s warm part (one
 //!   CTA per SM) reads the cached K and V through L2 beside the QKV projection: loads with an
 //!   evict-last policy (`wl`), plain loads (`wn`), evict-last L2 prefetches (`wp`).
+//! - `…_pdl_gs_er/…`, `…_pdl_s16_gs_er/…`: `early_release` — the norms and `rope_kv_append`
+//!   release the next kernel at entry, before their waits.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -75,8 +77,10 @@ fn main() -> Result<()> {
             fuse_silu: false,
             gate_up_silu: false,
             warm_kv: None,
+            early_release: false,
         };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
+        let er = |o: LayerOptions| LayerOptions { early_release: true, ..o };
         let sms = dev.sm_count();
         let warm =
             |read: WarmRead, o: LayerOptions| LayerOptions { warm_kv: Some(WarmCache { blocks: sms, read }), ..o };
@@ -100,6 +104,8 @@ fn main() -> Result<()> {
                 ("_pdl_s16_w8", wide(opts(true, Some(16), None))),
                 ("_gs", gs(opts(false, None, None))),
                 ("_pdl_gs", gs(opts(true, None, None))),
+                ("_pdl_gs_er", er(gs(opts(true, None, None)))),
+                ("_pdl_s16_gs_er", er(gs(opts(true, Some(16), None)))),
                 ("_pdl_w8_gs", gs(wide(opts(true, None, None)))),
                 ("_pdl_gs_wl", warm(WarmRead::LoadEvictLast, gs(opts(true, None, None)))),
                 ("_pdl_gs_wn", warm(WarmRead::Load, gs(opts(true, None, None)))),

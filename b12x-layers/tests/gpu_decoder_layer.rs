@@ -113,6 +113,13 @@ fn main() {
             }));
         }
     }
+    // The small ops release the next kernel at entry (PDL, gate/up epilogue: the bench's step).
+    for &b in batches {
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_early_release::b{b}"), move |dev| {
+            let options = LayerOptions { pdl: true, gate_up_silu: true, early_release: true, ..Default::default() };
+            check(dev, WeightFormat::Bf16, options, b)
+        }));
+    }
     trials.push(GpuTrial::new("qwen3_8b::gate_up_silu_errors", gate_up_silu_errors));
     // rope_kv_append's warm part (the cached keys read through L2 beside the QKV projection):
     // the step's output must not change.

@@ -36,8 +36,12 @@ struct RmsnormParams {
   int32_t rows;             // T: live row count; the grid has one CTA per row
   int32_t cols;             // D
   float eps;                // added to mean(x^2) before the rsqrt
-  uint32_t reserved;        // zero; pads the struct to a multiple of 8 bytes
+  uint32_t flags;           // kRmsnorm* bits (zero: none); norm.rmsnorm_quant passes zero
 };
+// flags: a PDL launch lets the next PDL kernel launch at entry, before its own wait
+// (Plan::with_early_release): the next kernel's pre-wait part may then run beside the kernel
+// before this one, not only beside this one.
+constexpr uint32_t kRmsnormReleaseAtEntry = 1;
 static_assert(sizeof(RmsnormParams) == 72, "size must match src/rmsnorm/params.rs");
 static_assert(offsetof(RmsnormParams, residual) == 8, "offset must match params.rs");
 static_assert(offsetof(RmsnormParams, w) == 16, "offset must match params.rs");
@@ -334,11 +338,13 @@ __device__ __forceinline__ void rmsnorm_quant_two_rows(const RmsnormQuantParams&
 // One entry point per (form, kVecsPerThread, dtype); the variant table in src/rmsnorm/mod.rs
 // lists exactly these symbols. Each first waits for the kernel before it (a PDL launch,
 // `Plan::with_pdl`; launched plainly the wait returns at once), then lets a PDL-launched next
-// kernel (a GEMV streaming its weight) start, whose own wait still waits for this grid.
+// kernel (a GEMV streaming its weight) start, whose own wait still waits for this grid; with
+// kRmsnormReleaseAtEntry the next kernel may launch before that wait.
 // (The norm.rmsnorm_quant entry points below do not.)
 #define B12X_RMSNORM_KERNEL(NAME, TIN, KV, HAS_RESIDUAL)                                \
   extern "C" __global__ void __launch_bounds__(b12x::rmsnorm_max_threads<TIN, KV>()) \
       NAME(const __grid_constant__ b12x::RmsnormParams p) {                            \
+    if (p.flags & b12x::kRmsnormReleaseAtEntry) b12x::pdl_launch_dependents();          \
     b12x::pdl_wait_then_release();                                                      \
     b12x::rmsnorm_row<TIN, KV, HAS_RESIDUAL>(p);                                        \
   }

@@ -163,30 +163,54 @@ fn check_shape<E: Element + HostFloat>(dev: &Arc<Device>, s: Shape, residual: bo
 }
 
 /// Eager run, then the same call captured into a graph and replayed twice: bitwise equal.
-fn graph_equals_eager(dev: &Arc<Device>, residual: bool) -> TrialResult {
+///
+/// `pdl_early`: the captured calls launch with PDL and release the next kernel at entry
+/// (`Plan::with_early_release`), two calls in a chain (the second normalizes the first's `y`
+/// in place), against the same two calls launched plainly, eagerly.
+fn graph_equals_eager(dev: &Arc<Device>, residual: bool, pdl_early: bool) -> TrialResult {
     let (t, d) = (37, shapes::LLAMA3_8B.hidden);
     let stream = dev.stream();
     let x = stream.clone_htod(&cast::<bf16>(&uniform(11, t * d, -2.0, 2.0))).map_err(err)?;
     let w = stream.clone_htod(&cast::<bf16>(&uniform(12, d, 0.5, 1.5))).map_err(err)?;
     let r_h = cast::<bf16>(&uniform(13, t * d, -2.0, 2.0));
     let q = Query { cols: d, dtype: bf16::DTYPE, max_tokens: 64, eps: EPS, residual };
-    let plan = rmsnorm::plan(&q, dev).map_err(err)?;
+    let plain = rmsnorm::plan(&q, dev).map_err(err)?;
+    let early = plain.clone().with_pdl(true).with_early_release(true);
+    if !early.early_release() || plain.early_release() {
+        return Err("with_early_release did not set the flag on the copy only".into());
+    }
     let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
-    session.prepare(&[&plan]).map_err(err)?;
+    session.prepare(&[&plain, &early]).map_err(err)?;
     let mut y = alloc_poisoned::<bf16>(stream, t * d).map_err(err)?;
     let mut r = stream.clone_htod(&r_h).map_err(err)?;
-    let call = |y: &mut CudaSlice<bf16>, r: &mut CudaSlice<bf16>, s: &Arc<CudaStream>| {
+    let call = |plan: &rmsnorm::Plan, y: &mut CudaSlice<bf16>, r: &mut CudaSlice<bf16>, s: &Arc<CudaStream>| {
         let args = Args {
             x: view(&x, t, d, d),
             residual: residual.then(|| view_mut(r, t, d, d)),
             w: TensorRef::from_slice(&w, &[d])?,
             y: view_mut(y, t, d, d),
         };
-        rmsnorm::run(&plan, args, Scratch::none(), s)
+        rmsnorm::run(plan, args, Scratch::none(), s)?;
+        if pdl_early {
+            // The second call of the chain: y normalized again, in place (no residual: the plan's
+            // residual form takes one, so it adds the first call's sum once more).
+            let yv = view_mut(y, t, d, d);
+            // SAFETY: `y` is a whole [t, d] buffer; x aliases y, which the op allows.
+            let xv = unsafe { TensorRef::from_raw(yv.ptr(), &[t, d], &[d as isize, 1], bf16::DTYPE)? };
+            let args = Args {
+                x: xv,
+                residual: residual.then(|| view_mut(r, t, d, d)),
+                w: TensorRef::from_slice(&w, &[d])?,
+                y: yv,
+            };
+            rmsnorm::run(plan, args, Scratch::none(), s)?;
+        }
+        Ok(())
     };
-    call(&mut y, &mut r, stream).map_err(err)?;
+    call(&plain, &mut y, &mut r, stream).map_err(err)?;
     let (y_eager, r_eager) = (stream.clone_dtoh(&y).map_err(err)?, stream.clone_dtoh(&r).map_err(err)?);
-    let graph = session.capture(stream, |s| call(&mut y, &mut r, s)).map_err(err)?;
+    let graphed = if pdl_early { &early } else { &plain };
+    let graph = session.capture(stream, |s| call(graphed, &mut y, &mut r, s)).map_err(err)?;
     for replay in 0..2 {
         reset(stream, &mut y, &mut r, &r_h)?;
         // SAFETY: x, w, y and r outlive the graph.
@@ -336,8 +360,10 @@ fn main() {
             trials.push(GpuTrial::new(format!("{}::{form}::f32", s.name), move |d| check_shape::<f32>(d, s, residual)));
         }
     }
-    trials.push(GpuTrial::new("graph_replay_equals_eager::plain", |d| graph_equals_eager(d, false)));
-    trials.push(GpuTrial::new("graph_replay_equals_eager::add", |d| graph_equals_eager(d, true)));
+    trials.push(GpuTrial::new("graph_replay_equals_eager::plain", |d| graph_equals_eager(d, false, false)));
+    trials.push(GpuTrial::new("graph_replay_equals_eager::add", |d| graph_equals_eager(d, true, false)));
+    trials
+        .push(GpuTrial::new("graph_replay_equals_eager::add_pdl_early_release", |d| graph_equals_eager(d, true, true)));
     trials.push(GpuTrial::new("unprepared_plans", unprepared_plans));
     trials.push(GpuTrial::new("run_allocates_nothing", run_allocates_nothing));
     trials.push(GpuTrial::new("bad_inputs_launch_nothing", bad_inputs));

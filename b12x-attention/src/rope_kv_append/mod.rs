@@ -115,7 +115,7 @@
 
 mod params;
 
-pub use params::{RopeKvAppendParams, FLAG_EARLY, FLAG_WARM_EVICT_LAST, FLAG_WARM_PREFETCH};
+pub use params::{RopeKvAppendParams, FLAG_EARLY, FLAG_RELEASE_AT_ENTRY, FLAG_WARM_EVICT_LAST, FLAG_WARM_PREFETCH};
 
 use crate::rope::{CosSin, Frequencies, RopeStyle};
 use crate::{kv_append, rope};
@@ -319,6 +319,7 @@ pub struct Plan {
     buckets: Vec<Bucket>,
     slot: PlanSlot,
     pdl: bool,
+    early_release: bool,
     warm: Option<WarmCache>,
 }
 
@@ -332,6 +333,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         buckets: vec![Bucket { lo: 1, hi: query.append.max_tokens }],
         slot: PlanSlot::default(),
         pdl: false,
+        early_release: false,
         warm: None,
     })
 }
@@ -354,6 +356,22 @@ impl Plan {
     /// Whether calls launch with PDL.
     pub fn pdl(&self) -> bool {
         self.pdl
+    }
+    /// With PDL ([`Plan::with_pdl`]), every CTA lets the next PDL kernel launch as it starts,
+    /// before its `griddepcontrol.wait` (otherwise after it). The next kernel's own wait still
+    /// waits for this grid, which waits for the kernel before it, so results are the same; but
+    /// the next kernel's **pre-wait part** (a PDL `attention.paged`'s lengths, page table and
+    /// old keys) may then run while the kernel *before this one* (the QKV projection) still
+    /// runs: use it only where that kernel writes none of it either. Its point: the attention's
+    /// CTAs take SMs, and start reading the cached keys, as the projection's CTAs drain. No
+    /// effect on plain launches.
+    pub fn with_early_release(mut self, early: bool) -> Self {
+        self.early_release = early;
+        self
+    }
+    /// Whether a PDL launch releases the next kernel at entry ([`Plan::with_early_release`]).
+    pub fn early_release(&self) -> bool {
+        self.early_release
     }
     /// Adds a **warm part** to every call (`None`: none, the default): `warm.blocks` more CTAs
     /// that read the batch's cached K and V — positions `[0, L_b − q_b)` of every request, the
@@ -433,6 +451,9 @@ pub struct Args<'a> {
 pub fn run(plan: &Plan, mut args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let mut params = plan.query.kernel_params_with(&mut args, &plan.freqs)?;
     params.flags = if plan.pdl { FLAG_EARLY } else { 0 };
+    if plan.pdl && plan.early_release {
+        params.flags |= FLAG_RELEASE_AT_ENTRY;
+    }
     if let Some(w) = plan.warm {
         params.warm_blocks = w.blocks as i32;
         params.flags |= match w.read {

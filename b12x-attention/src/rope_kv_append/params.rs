@@ -17,7 +17,8 @@ pub struct RopeKvAppendParams {
     pub append: KvAppendParams,
     /// CTAs of the q part (the grid's first).
     pub q_blocks: i32,
-    /// [`FLAG_EARLY`], [`FLAG_WARM_EVICT_LAST`], [`FLAG_WARM_PREFETCH`] bits.
+    /// [`FLAG_EARLY`], [`FLAG_WARM_EVICT_LAST`], [`FLAG_WARM_PREFETCH`],
+    /// [`FLAG_RELEASE_AT_ENTRY`] bits.
     pub flags: i32,
     /// CTAs of the warm part (the grid's last; 0: none).
     pub warm_blocks: i32,
@@ -33,6 +34,9 @@ pub const FLAG_WARM_EVICT_LAST: i32 = 2;
 /// `flags` bit (`kRopeKvWarmPrefetch`): the warm part issues `prefetch.global.L2` per 128-byte
 /// line instead of loads.
 pub const FLAG_WARM_PREFETCH: i32 = 4;
+/// `flags` bit (`kRopeKvReleaseAtEntry`): every CTA lets the next PDL kernel launch as it starts,
+/// before its wait (`Plan::with_early_release`).
+pub const FLAG_RELEASE_AT_ENTRY: i32 = 8;
 
 impl Default for RopeKvAppendParams {
     fn default() -> Self {

@@ -148,6 +148,13 @@ pub struct LayerOptions {
     /// `bench-results/2026-12-04-h200-h/call1`: the attention gained 3 µs, the part ran after the
     /// projection instead of beside it), hence off by default.
     pub warm_kv: Option<rope_kv_append::WarmCache>,
+    /// With `pdl`, the step's `norm.rmsnorm` and `attention.rope_kv_append` calls release the
+    /// next kernel at entry (`Plan::with_early_release`) instead of after their waits, so that
+    /// the QKV projection, the attention and the gate/up projection take their SMs and start
+    /// their pre-wait streams (weights; lengths, page tables and old keys) while the big kernel
+    /// before the small op drains. Safe in this step for the same reason as `pdl`: no kernel of
+    /// it writes what those pre-wait parts read. Same results either way.
+    pub early_release: bool,
 }
 
 /// Every op's plan for one configuration, weight format and capacity.
@@ -205,7 +212,8 @@ impl Layer {
             &rmsnorm::Query { cols: cfg.hidden, dtype: DType::BF16, max_tokens: b, eps: cfg.eps, residual: true },
             dev,
         )?
-        .with_pdl(options.pdl);
+        .with_pdl(options.pdl)
+        .with_early_release(options.early_release);
         let mut linears = Vec::new();
         for (i, (n, k)) in cfg.linear_shapes().into_iter().enumerate() {
             linears.push(match format {
@@ -281,6 +289,7 @@ impl Layer {
         };
         let rope_append = rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q, append: append_q }, dev)?
             .with_pdl(options.pdl)
+            .with_early_release(options.early_release)
             .with_warm_cache(options.warm_kv)?;
         let attn = paged::plan_with(
             &paged::Query {

@@ -47,7 +47,7 @@
 mod params;
 pub mod reference;
 
-pub use params::RmsnormParams;
+pub use params::{RmsnormParams, FLAG_RELEASE_AT_ENTRY};
 
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 use b12x_core::plan::bucket_of;
@@ -249,6 +249,7 @@ pub struct Plan {
     configs: Vec<Config>,
     slot: PlanSlot,
     pdl: bool,
+    early_release: bool,
 }
 
 /// Validates `query` and enumerates its configs. Allocates, compiles and launches nothing.
@@ -261,6 +262,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
         configs: configs(query),
         slot: PlanSlot::default(),
         pdl: false,
+        early_release: false,
     })
 }
 
@@ -278,6 +280,33 @@ impl Plan {
     /// Whether calls launch with PDL ([`Plan::with_pdl`]).
     pub fn pdl(&self) -> bool {
         self.pdl
+    }
+    /// With PDL ([`Plan::with_pdl`]), lets the next PDL kernel launch as this kernel starts,
+    /// before its `griddepcontrol.wait` (otherwise right after it). The next kernel's own wait
+    /// still waits for this grid, which waits for the kernel before it, so results are the
+    /// same; what changes is that the next kernel's **pre-wait part** (a PDL GEMV's first
+    /// weight stages, a PDL `attention.paged`'s lengths, page table and old keys) may then run
+    /// while the kernel *before this one* still runs. Use it only where that kernel does not
+    /// write what the next kernel reads before its wait (in a decode step: weights, the
+    /// host-written lengths and page tables, keys of earlier steps). Its point: a big kernel
+    /// after this small one gets its SMs, and starts streaming, while the big kernel before
+    /// this one drains, instead of after this one's wait. No effect on plain launches.
+    ///
+    /// ```
+    /// # use b12x_norm::rmsnorm;
+    /// # fn f(dev: &std::sync::Arc<b12x_core::Device>) -> b12x_core::Result<()> {
+    /// let q = rmsnorm::Query { cols: 4096, dtype: b12x_core::DType::BF16, max_tokens: 8, eps: 1e-6, residual: true };
+    /// let plan = rmsnorm::plan(&q, dev)?.with_pdl(true).with_early_release(true);
+    /// assert!(plan.early_release());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_early_release(mut self, early: bool) -> Self {
+        self.early_release = early;
+        self
+    }
+    /// Whether a PDL launch releases the next kernel at entry ([`Plan::with_early_release`]).
+    pub fn early_release(&self) -> bool {
+        self.early_release
     }
     pub fn query(&self) -> &Query {
         &self.query
@@ -321,7 +350,10 @@ pub struct Args<'a> {
 /// Normalizes `args.x` into `args.y` on `stream`. Every check happens before the launch; no
 /// allocation, no synchronization. `T = 0` launches nothing.
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
-    let params = plan.query.kernel_params(&args)?;
+    let mut params = plan.query.kernel_params(&args)?;
+    if plan.pdl && plan.early_release {
+        params.flags |= FLAG_RELEASE_AT_ENTRY;
+    }
     plan.scratch_layout().bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if params.rows == 0 {
@@ -399,7 +431,7 @@ impl OpPlan for Plan {
             rows: rows as i32,
             cols: d as i32,
             eps: self.query.eps,
-            reserved: 0,
+            flags: 0,
         };
         Ok(Box::new(RaceCase { query: self.query.clone(), params, _buffer: buffer }))
     }

@@ -33,9 +33,13 @@ pub struct RmsnormParams {
     pub cols: i32,
     /// Added to `mean(x^2)` before the rsqrt.
     pub eps: f32,
-    /// Zero; pads the struct to a multiple of 8 bytes.
-    pub reserved: u32,
+    /// `FLAG_*` bits (0: none; `norm.rmsnorm_quant` passes 0).
+    pub flags: u32,
 }
+
+/// [`RmsnormParams::flags`]: a PDL launch releases the next PDL kernel at entry, before its own
+/// wait (`Plan::with_early_release`).
+pub const FLAG_RELEASE_AT_ENTRY: u32 = 1;
 
 const _: () = {
     assert!(size_of::<RmsnormParams>() == 72);
@@ -49,5 +53,5 @@ const _: () = {
     assert!(offset_of!(RmsnormParams, rows) == 56);
     assert!(offset_of!(RmsnormParams, cols) == 60);
     assert!(offset_of!(RmsnormParams, eps) == 64);
-    assert!(offset_of!(RmsnormParams, reserved) == 68);
+    assert!(offset_of!(RmsnormParams, flags) == 68);
 };
