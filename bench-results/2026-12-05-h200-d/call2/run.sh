@@ -1,0 +1,36 @@
+#!/bin/bash
+# Call 2 (session 47, issue 6): attention.paged's register block (8-warp decode tiles: the
+# warp's block STAGES in registers, the ring's first STAGES blocks before Q).
+# Bundle: cargo xtask gpu-bundle --targets gpu_paged,bench_paged,gpu_decoder_layer,bench_decoder_layer
+# plus bench_decoder_layer_base / bench_paged_base built from 4b72174 (without the change).
+R=$OUT/r; mkdir -p $R; B=$PWD/.gpu/bundle; S=$PWD/bench/sanitize_parallel.sh
+export B12X_ALLOW_PARTIAL_ARCHS=1
+save() { (cd $OUT && tar czf r.tgz r); }
+cd $B/bin
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > $R/gpu.txt
+i=0
+for run in base:bf16_pdl_gs/ new:bf16_pdl_gs/ new:bf16_pdl_gs_er/ base:bf16_pdl_gs_er/ base:bf16_pdl_gs/ new:bf16_pdl_gs/; do
+  i=$((i+1)); w=${run%%:*}; v=${run#*:}; t=${w}_${v%/}_$i
+  bin=./bench_decoder_layer; [ $w = base ] && bin=./bench_decoder_layer_base
+  [ $SECONDS -lt 200 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 45 $bin > $R/bench_$t.txt 2>&1
+  echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
+done
+for w in base new base new; do
+  bin=./bench_paged; [ $w = base ] && bin=./bench_paged_base
+  [ $SECONDS -lt 330 ] && B12X_PAGED_BATCHES=1 B12X_PAGED_PDL=1 B12X_BENCH_OUT=$R/paged_$w timeout 60 $bin > $R/paged_${w}_$SECONDS.txt 2>&1
+  echo "paged $w rc=$? t=$SECONDS" >> $R/summary.txt; save
+done
+bash $S ./gpu_paged none $R/paged 12 90 > $R/paged_none.txt 2>&1
+echo "paged none: $(tail -1 $R/paged_none.txt) t=$SECONDS" >> $R/summary.txt; save
+[ $SECONDS -lt 470 ] && bash $S ./gpu_decoder_layer none $R/layer 1 60 'bf16_(pdl|gate_up_silu_pdl_early_release)::b(1|8)$' > $R/layer_none.txt 2>&1
+echo "layer none: $(tail -1 $R/layer_none.txt) t=$SECONDS" >> $R/summary.txt; save
+export B12X_TEST_PROFILE=reduced
+[ $SECONDS -lt 500 ] && bash $S ./gpu_paged memcheck $R/pm 16 20 'wide_w8|pdl' > $R/paged_memcheck.txt 2>&1
+echo "paged memcheck: $(tail -1 $R/paged_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
+[ $SECONDS -lt 530 ] && bash $S ./gpu_paged racecheck $R/pr 16 10 'wide_w8' > $R/paged_racecheck.txt 2>&1
+echo "paged racecheck: $(tail -1 $R/paged_racecheck.txt) t=$SECONDS" >> $R/summary.txt
+cat $R/summary.txt
+for f in $R/bench_*.txt; do echo "== $f"; grep -E "/(step|step_x4|op/attention) |prefix/(3|4|5)" $f | cut -c1-90; done
+for f in $R/paged_*_*.txt; do echo "== $f"; grep -E "^paged" $f | cut -c1-110; done
+grep -h "FAIL\|fail" $R/*_none.txt | head
+cd $OUT && tar czf r.tgz r && rm -rf r
