@@ -2,7 +2,7 @@
 # Call 2 (session 47, issue 6): attention.paged's register block (8-warp decode tiles: the
 # warp's block STAGES in registers, the ring's first STAGES blocks before Q).
 # Bundle: cargo xtask gpu-bundle --targets gpu_paged,bench_paged,gpu_decoder_layer,bench_decoder_layer
-# plus bench_decoder_layer_base / bench_paged_base built from 4b72174 (without the change).
+# plus bench_decoder_layer_base built from 4b72174 (without the change); bench_paged left out (size).
 R=$OUT/r; mkdir -p $R; B=$PWD/.gpu/bundle; S=$PWD/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r.tgz r); }
@@ -15,11 +15,6 @@ for run in base:bf16_pdl_gs/ new:bf16_pdl_gs/ new:bf16_pdl_gs_er/ base:bf16_pdl_
   [ $SECONDS -lt 200 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 45 $bin > $R/bench_$t.txt 2>&1
   echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
 done
-for w in base new base new; do
-  bin=./bench_paged; [ $w = base ] && bin=./bench_paged_base
-  [ $SECONDS -lt 330 ] && B12X_PAGED_BATCHES=1 B12X_PAGED_PDL=1 B12X_BENCH_OUT=$R/paged_$w timeout 60 $bin > $R/paged_${w}_$SECONDS.txt 2>&1
-  echo "paged $w rc=$? t=$SECONDS" >> $R/summary.txt; save
-done
 bash $S ./gpu_paged none $R/paged 12 90 > $R/paged_none.txt 2>&1
 echo "paged none: $(tail -1 $R/paged_none.txt) t=$SECONDS" >> $R/summary.txt; save
 [ $SECONDS -lt 470 ] && bash $S ./gpu_decoder_layer none $R/layer 1 60 'bf16_(pdl|gate_up_silu_pdl_early_release)::b(1|8)$' > $R/layer_none.txt 2>&1
@@ -31,6 +26,5 @@ echo "paged memcheck: $(tail -1 $R/paged_memcheck.txt) t=$SECONDS" >> $R/summary
 echo "paged racecheck: $(tail -1 $R/paged_racecheck.txt) t=$SECONDS" >> $R/summary.txt
 cat $R/summary.txt
 for f in $R/bench_*.txt; do echo "== $f"; grep -E "/(step|step_x4|op/attention) |prefix/(3|4|5)" $f | cut -c1-90; done
-for f in $R/paged_*_*.txt; do echo "== $f"; grep -E "^paged" $f | cut -c1-110; done
 grep -h "FAIL\|fail" $R/*_none.txt | head
 cd $OUT && tar czf r.tgz r && rm -rf r
