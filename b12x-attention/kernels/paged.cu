@@ -417,62 +417,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
     return true;
   };
 
-  // The register block (8-warp decode tiles, one CTA per SM, registers to spare): the warp's
-  // block it = STAGES, the first one past the ring's fill, is loaded into registers together
-  // with the ring's first blocks, and stored into the ring stage it takes when its turn to issue
-  // comes (iteration 1, the stage block 0 left). The ring's first STAGES blocks (not STAGES - 1)
-  // also go out before Q is loaded. So a warp of STAGES + 1 blocks (B = 1 x 4k, 8 splits of 8
-  // warps: 4 blocks each) has every block in flight at once, instead of its last block issued
-  // only after its first was computed and block STAGES - 1 after Q's round trip.
-  constexpr bool kRegBlock = kSwap && WARPS == 8;
-  constexpr int s_fill = kRegBlock ? STAGES : STAGES - 1;  // ring blocks issued before the loop
-  const int j_rb = warp + STAGES * WARPS;
-  Vec16 rb[kRegBlock ? 2 * kPasses : 1];
-  bool rb_loaded = false, rb_ok = false;
-  // Loads the register block (after the first issue: its page id is lane STAGES's of pg_cache).
-  auto load_regs = [&] {
-    const int page = __shfl_sync(0xffffffffu, pg_cache, STAGES);
-    rb_loaded = true;
-    rb_ok = page >= 0 && page < p.num_pages;
-    if (!rb_ok) {
-      if (lane == 0) {
-        if (waited) atomicOr(p.error, kFaultPageId);
-        else early_fault = true;
-      }
-      return;
-    }
-    const int pos0 = c_lo + 16 * j_rb;
-    const long long off = ((long long)page * p.page_size + pos0 % p.page_size) * row_bytes + lane_src;
-    const unsigned char* src_k = static_cast<const unsigned char*>(p.k_cache) + off;
-    const unsigned char* src_v = static_cast<const unsigned char*>(p.v_cache) + off;
-    const int keys_left = c_hi - pos0 - lane_key;
-#pragma unroll
-    for (int i = 0; i < (kRegBlock ? kPasses : 0); ++i) {
-      rb[2 * i] = rb[2 * i + 1] = Vec16{{0u, 0u, 0u, 0u}};
-      if (lane_on && lane_key + i * kKeysPerPass < 16 && i * kKeysPerPass < keys_left) {
-        rb[2 * i] = ld_global_stream_v16(src_k + i * pass_bytes);
-        rb[2 * i + 1] = ld_global_stream_v16(src_v + i * pass_bytes);
-      }
-    }
-  };
-  // Stores the register block into ring stage st (what issue(j_rb, st) would have copied).
-  auto store_regs = [&](int st) {
-    ++k_issue;  // its place in the warp's issue order (page ids)
-    if (!rb_ok) return false;
-    unsigned char* dst = s_warp + st * 2 * kStageTile;
-#pragma unroll
-    for (int i = 0; i < (kRegBlock ? kPasses : 0); ++i) {
-      if (lane_on && lane_key + i * kKeysPerPass < 16) {
-        const uint32_t at = ring_offset<kRowBytes>(lane_key + i * kKeysPerPass, lane_c);
-        *reinterpret_cast<Vec16*>(dst + at) = rb[2 * i];
-        *reinterpret_cast<Vec16*>(dst + at + kStageTile) = rb[2 * i + 1];
-      }
-    }
-    return true;
-  };
-
-  // Bit s: the page of the block in stage s is valid. The first s_fill blocks go out before
-  // the Q tile is loaded (their latency covers both).
+  // Bit s: the page of the block in stage s is valid. The first STAGES - 1 blocks go out
+  // before the Q tile is loaded (their latency covers both).
   unsigned ok_bits = 0;
   // PDL, 8-row (decode) tiles: the first blocks whose 16 keys all precede the new tokens
   // (positions < t0, which no kernel of this step writes) go out before the wait; Q and the
@@ -480,25 +426,23 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   int s_pre = 0;
   if (!waited) {
     if constexpr (kSwap) {
-      for (; s_pre < s_fill; ++s_pre) {
+      for (; s_pre < STAGES - 1; ++s_pre) {
         const int j = warp + s_pre * WARPS;
         if (j >= n_blocks || c_lo + 16 * j + 16 > t0) break;
         if (issue(j, s_pre)) ok_bits |= 1u << s_pre;
         cp_async_commit();
       }
-      if (kRegBlock && s_pre == s_fill && j_rb < n_blocks && c_lo + 16 * j_rb + 16 <= t0) load_regs();
     }
     wait_once();
     if (early_fault && lane == 0) atomicOr(p.error, kFaultPageId);
   }
   if constexpr (kEarlyQ) fetch_q();
 #pragma unroll
-  for (int s = 0; s < s_fill; ++s) {
+  for (int s = 0; s < STAGES - 1; ++s) {
     if (s < s_pre) continue;
     if (warp + s * WARPS < n_blocks && issue(warp + s * WARPS, s)) ok_bits |= 1u << s;
     cp_async_commit();
   }
-  if (kRegBlock && !rb_loaded && j_rb < n_blocks) load_regs();
   load_q();
   // 16-row tiles: Q fragments (the A operand of S = Q K^T), from the Q tile; in registers for
   // D <= 128 (D = 256 reloads them per block: its accumulators leave no room). E4M3: d permuted within each
@@ -551,16 +495,13 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p) {
   for (int j = warp, it = 0; j < n_blocks; j += WARPS, ++it) {
     const int st = it % STAGES, st_next = (it + STAGES - 1) % STAGES;
     const int j_next = j + (STAGES - 1) * WARPS;
-    // (Blocks up to s_fill - 1 went out before the loop; the register block's turn stores it.)
-    if (it + STAGES - 1 >= s_fill) {
-      if (j_next < n_blocks) {
-        if (kRegBlock && j_next == j_rb ? store_regs(st_next) : issue(j_next, st_next))
-          ok_bits |= 1u << st_next;
-        else
-          ok_bits &= ~(1u << st_next);
-      }
-      cp_async_commit();
+    if (j_next < n_blocks) {
+      if (issue(j_next, st_next))
+        ok_bits |= 1u << st_next;
+      else
+        ok_bits &= ~(1u << st_next);
     }
+    cp_async_commit();
     cp_async_wait<STAGES - 1>();
     if (it == 0) B12X_PAGED_TRACE(2, ok_bits);
     const bool ok_cur = (ok_bits >> st) & 1u;
