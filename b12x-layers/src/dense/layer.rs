@@ -153,7 +153,12 @@ pub struct LayerOptions {
     /// the QKV projection, the attention and the gate/up projection take their SMs and start
     /// their pre-wait streams (weights; lengths, page tables and old keys) while the big kernel
     /// before the small op drains. Safe in this step for the same reason as `pdl`: no kernel of
-    /// it writes what those pre-wait parts read. Same results either way.
+    /// it writes what those pre-wait parts read. Same results either way. Measured on the H200
+    /// (`bench-results/2026-12-05-h200-d/call3`, BF16, gate/up epilogue, same job): B = 8 × 4k
+    /// step 136.43 against 138.62 µs, B = 64 × 2k 362.77 against 371.57, but B = 1 × 4k 114.54–
+    /// 114.93 against 112.77–112.94 (`step_x4` 113.6 against 110.2): there the next kernel's
+    /// early weight and key reads compete with the tail of the kernel before the small op, which
+    /// is on the step's critical path. Hence off by default; a per-batch choice.
     pub early_release: bool,
 }
 
