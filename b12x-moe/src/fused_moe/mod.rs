@@ -310,7 +310,9 @@ const ROUTE_THREADS: u32 = 256;
 const GEMV_THREADS: u32 = 32 * 9;
 /// The decode GEMV's static shared memory: its barriers and scale table (`gemm.blockscaled`'s
 /// `STATIC_SMEM`, 1280) and the CTA's own slots (`MoeEarlySmem`, 1664).
-const GEMV_STATIC_SMEM: u32 = 1280 + 1664;
+const GEMV_STATIC_SMEM: u32 = BS_STATIC_SMEM + 1664;
+/// `gemm.blockscaled`'s static shared memory, which its own `fits` counts.
+const BS_STATIC_SMEM: u32 = 1280;
 /// The most pairs `T · k` at which the decode FC1 groups the ids itself ([`EARLY_LOCAL`]; the
 /// kernel can up to [`EARLY_PAIRS`], validated there). Measured on the H200
 /// (`bench-results/2026-12-05-h200-b/call2/`): at T = 1 it beats waiting for the route by 1–2%
@@ -865,6 +867,25 @@ pub struct PlanOptions {
     pub gemv_up_to: Option<usize>,
 }
 
+/// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
+/// ring plus **this op's** static shared memory ([`GEMV_STATIC_SMEM`]: `gemm.blockscaled`'s and
+/// the CTA's own slots, `MoeEarlySmem`) fits `smem_optin` bytes. (`gemm.blockscaled`'s own fit
+/// check counts only its 1280 static bytes.)
+pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvConfig> {
+    b12x_gemm::blockscaled::gemv::configs(rows, smem_optin.saturating_sub(GEMV_STATIC_SMEM - BS_STATIC_SMEM), false)
+        .into_iter()
+        .find(|c| c.kb == 1)
+}
+
+/// The grouped path's tile config: the deepest ring (2..8 stages) whose dynamic shared memory
+/// plus this op's static ([`GEMV_STATIC_SMEM`], as [`decode_gemv_config`]) fits `smem_optin`.
+pub(crate) fn grouped_tile_config(smem_optin: u32) -> Option<TileConfig> {
+    (2..=8usize)
+        .rev()
+        .map(|stages| TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 })
+        .find(|t| t.fits(smem_optin.saturating_sub(GEMV_STATIC_SMEM - BS_STATIC_SMEM)))
+}
+
 impl Decode {
     fn new(query: &Query, buckets: &[Bucket], paths: &[Path], device: &Device) -> Result<Decode> {
         let s = &query.shape;
@@ -874,11 +895,7 @@ impl Decode {
         let mut decode_slots = 0;
         for (b, path) in buckets.iter().zip(paths) {
             if *path == Path::GroupedTile {
-                let t = (2..=8usize)
-                    .rev()
-                    .map(|stages| TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 })
-                    .find(|t| t.fits(device.smem_optin()))
-                    .ok_or_else(|| Error::Unsupported {
+                let t = grouped_tile_config(device.smem_optin()).ok_or_else(|| Error::Unsupported {
                         op: OP,
                         device: format!("{:?}", device.arch()),
                         reason: "no grouped tile config fits this device's shared memory".into(),
@@ -889,10 +906,7 @@ impl Decode {
             }
             // The grouped GEMV takes the 16-row token tile (as the decode path's T 9..16).
             let rows = if *path == Path::GroupedGemv { GROUPED_ABOVE } else { b.hi };
-            let c = b12x_gemm::blockscaled::gemv::configs(rows, device.smem_optin(), false)
-                .into_iter()
-                .find(|c| c.kb == 1)
-                .ok_or_else(|| Error::Unsupported {
+            let c = decode_gemv_config(rows, device.smem_optin()).ok_or_else(|| Error::Unsupported {
                     op: OP,
                     device: format!("{:?}", device.arch()),
                     reason: "no decode GEMV config fits this device's shared memory".into(),
@@ -1779,5 +1793,33 @@ struct RaceCase {
 impl BenchCase for RaceCase {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         launch(selected, None, &self.params, stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every config the plan would pick fits the device's opt-in limit with this op's static
+    /// shared memory counted (the kernels' `MoeEarlySmem` beside `gemm.blockscaled`'s), at every
+    /// limit from SM120's 99 KB to past SM90's 227 KB — including the limits just above a ring
+    /// size, where a check counting only `gemm.blockscaled`'s 1280 static bytes picks a config
+    /// whose launch would ask for more than the device has (it fails this test).
+    #[test]
+    fn chosen_configs_fit_with_the_ops_static_smem() {
+        for optin in (96 * 1024..=240 * 1024).step_by(16) {
+            for rows in [1, 8, GROUPED_ABOVE] {
+                if let Some(c) = decode_gemv_config(rows, optin) {
+                    assert!(c.dynamic_smem() + GEMV_STATIC_SMEM <= optin, "gemv rows {rows} optin {optin}: {c:?}");
+                }
+            }
+            if let Some(t) = grouped_tile_config(optin) {
+                assert!(t.dynamic_smem() + GEMV_STATIC_SMEM <= optin, "tile optin {optin}: {t:?}");
+            }
+        }
+        // SM90 (227 KB) and SM120 (99 KB) both have a decode config and a tile config.
+        for optin in [232_448u32, 101_376] {
+            assert!(decode_gemv_config(GROUPED_ABOVE, optin).is_some() && grouped_tile_config(optin).is_some());
+        }
     }
 }
