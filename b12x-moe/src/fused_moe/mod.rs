@@ -313,6 +313,9 @@ const GEMV_THREADS: u32 = 32 * 9;
 const GEMV_STATIC_SMEM: u32 = BS_STATIC_SMEM + 1664;
 /// `gemm.blockscaled`'s static shared memory, which its own `fits` counts.
 const BS_STATIC_SMEM: u32 = 1280;
+/// `gemm.blockscaled`'s per-SM shared-memory budget for its CTAs (SM90's 228 KB, 1 KB reserved
+/// per CTA, as its `Config::fits` counts).
+const BS_SMEM_PER_SM: u32 = 233_472;
 /// The most pairs `T · k` at which the decode FC1 groups the ids itself ([`EARLY_LOCAL`]; the
 /// kernel can up to [`EARLY_PAIRS`], validated there). Measured on the H200
 /// (`bench-results/2026-12-05-h200-b/call2/`): at T = 1 it beats waiting for the route by 1–2%
@@ -871,10 +874,11 @@ pub struct PlanOptions {
 /// ring plus **this op's** static shared memory ([`GEMV_STATIC_SMEM`]: `gemm.blockscaled`'s and
 /// the CTA's own slots, `MoeEarlySmem`) fits `smem_optin` bytes. (`gemm.blockscaled`'s own fit
 /// check counts only its 1280 static bytes.)
+/// Its `ctas` CTAs per SM fit `gemm.blockscaled`'s per-SM budget with that static counted too.
 pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvConfig> {
     b12x_gemm::blockscaled::gemv::configs(rows, smem_optin.saturating_sub(GEMV_STATIC_SMEM - BS_STATIC_SMEM), false)
         .into_iter()
-        .find(|c| c.kb == 1)
+        .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= BS_SMEM_PER_SM)
 }
 
 /// The grouped path's tile config: the deepest ring (2..8 stages) whose dynamic shared memory
@@ -1811,6 +1815,8 @@ mod tests {
             for rows in [1, 8, GROUPED_ABOVE] {
                 if let Some(c) = decode_gemv_config(rows, optin) {
                     assert!(c.dynamic_smem() + GEMV_STATIC_SMEM <= optin, "gemv rows {rows} optin {optin}: {c:?}");
+                    let per_sm = c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024);
+                    assert!(per_sm <= BS_SMEM_PER_SM, "gemv rows {rows} optin {optin}: {c:?} per SM {per_sm}");
                 }
             }
             if let Some(t) = grouped_tile_config(optin) {
