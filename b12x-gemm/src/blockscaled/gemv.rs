@@ -840,8 +840,9 @@ impl Config {
     pub fn dynamic_smem(&self) -> u32 {
         self.stages as u32 * self.stage_bytes() + 1024
     }
-    /// Whether `ctas` CTAs of this config fit an SM (`smem_optin` bytes per CTA at most, 228 KB
-    /// per SM with 1 KB reserved per CTA).
+    /// Whether `ctas` CTAs of this config fit an SM: `smem_optin` bytes per CTA at most, and the
+    /// SM's shared memory, `smem_optin` + 1 KB on every architecture this library targets (228 KB
+    /// on SM90, 100 KB on SM120/SM121), with 1 KB reserved per CTA.
     pub fn fits(&self, smem_optin: u32) -> bool {
         let per_cta = self.dynamic_smem() + STATIC_SMEM;
         let legal = matches!(self.nt, 1 | 2)
@@ -851,7 +852,7 @@ impl Config {
         legal
             && (self.nt == 1 || self.ctas <= 2)
             && per_cta <= smem_optin
-            && self.ctas as u32 * (per_cta + 1024) <= 233_472
+            && self.ctas as u32 * (per_cta + 1024) <= smem_optin + 1024
     }
     /// `(grid, units per CTA, k-stages per row block)` for an `n × k` weight on `sm_count` SMs.
     pub fn schedule(&self, n: usize, k: usize, sm_count: u32) -> (usize, usize, usize) {
@@ -883,7 +884,19 @@ pub fn configs(rows_hi: usize, smem_optin: u32, w8: bool) -> Vec<Config> {
     } else {
         &[(1, 4, 2), (2, 2, 2), (1, 3, 2), (1, 8, 1), (2, 4, 1)]
     };
-    cands.iter().map(|&(kb, stages, ctas)| Config { w8, nt, kb, stages, ctas }).filter(|c| c.fits(smem_optin)).collect()
+    let fit = |cands: &[(usize, usize, usize)]| -> Vec<Config> {
+        cands
+            .iter()
+            .map(|&(kb, stages, ctas)| Config { w8, nt, kb, stages, ctas })
+            .filter(|c| c.fits(smem_optin))
+            .collect()
+    };
+    let out = fit(cands);
+    if !out.is_empty() {
+        return out;
+    }
+    // Smaller SMs (SM120/SM121: 100 KB each) fit none of those: shallow rings, fewer CTAs.
+    fit(if nt == 1 { &[(1, 2, 2), (1, 3, 1), (1, 2, 1)] } else { &[(1, 3, 1), (1, 2, 1)] })
 }
 
 /// Every entry point of `kernels/blockscaled_gemv.cu`.
@@ -2068,9 +2081,27 @@ mod tests {
                     assert_eq!(c.w8, w8);
                 }
             }
-            // An SM120-sized opt-in (99 KB) still fits a shallow ring.
-            assert!(configs(1, 101_376, w8).iter().all(|c| c.dynamic_smem() + STATIC_SMEM <= 101_376));
+            // An SM120-sized opt-in (99 KB; 100 KB per SM) fits shallow rings, and their CTAs
+            // per SM fit the SM (the SM90 list's 2–3 CTAs of 48–70 KB would not).
+            for hi in [1, 8, 16] {
+                let cs = configs(hi, 101_376, w8);
+                assert!(!cs.is_empty(), "hi {hi} w8 {w8}");
+                for c in cs {
+                    assert!(c.dynamic_smem() + STATIC_SMEM <= 101_376);
+                    assert!(c.ctas as u32 * (c.dynamic_smem() + STATIC_SMEM + 1024) <= 102_400, "{c:?}");
+                }
+            }
         }
+        // SM90's lists are what they were when the per-SM budget was a 228 KB constant.
+        let ids = |hi, w8| configs(hi, 232_448, w8).iter().map(Config::id).collect::<Vec<_>>().join(" ");
+        assert_eq!(
+            ids(1, false),
+            "w4a16_nt1_kb1_s3_c3 w4a16_nt1_kb1_s2_c3 w4a16_nt1_kb1_s4_c2 w4a16_nt1_kb2_s2_c2 w4a16_nt1_kb1_s8_c1 w4a16_nt1_kb2_s4_c1"
+        );
+        assert_eq!(
+            ids(16, false),
+            "w4a16_nt2_kb1_s4_c2 w4a16_nt2_kb2_s2_c2 w4a16_nt2_kb1_s3_c2 w4a16_nt2_kb1_s8_c1 w4a16_nt2_kb2_s4_c1"
+        );
         assert_eq!(Config::parse("w4a16_nt1_kb1_s6"), None);
         assert_eq!(Config::parse("w8a16_nt1_kb1_s3_c3").map(|c| c.w8), Some(true));
         let c = |nt, kb, stages, ctas| Config { w8: false, nt, kb, stages, ctas };

@@ -313,9 +313,6 @@ const GEMV_THREADS: u32 = 32 * 9;
 const GEMV_STATIC_SMEM: u32 = BS_STATIC_SMEM + 1664;
 /// `gemm.blockscaled`'s static shared memory, which its own `fits` counts.
 const BS_STATIC_SMEM: u32 = 1280;
-/// `gemm.blockscaled`'s per-SM shared-memory budget for its CTAs (SM90's 228 KB, 1 KB reserved
-/// per CTA, as its `Config::fits` counts).
-const BS_SMEM_PER_SM: u32 = 233_472;
 /// The most pairs `T · k` at which the decode FC1 groups the ids itself ([`EARLY_LOCAL`]; the
 /// kernel can up to [`EARLY_PAIRS`], validated there). Measured on the H200
 /// (`bench-results/2026-12-05-h200-b/call2/`): at T = 1 it beats waiting for the route by 1–2%
@@ -874,11 +871,12 @@ pub struct PlanOptions {
 /// ring plus **this op's** static shared memory ([`GEMV_STATIC_SMEM`]: `gemm.blockscaled`'s and
 /// the CTA's own slots, `MoeEarlySmem`) fits `smem_optin` bytes. (`gemm.blockscaled`'s own fit
 /// check counts only its 1280 static bytes.)
-/// Its `ctas` CTAs per SM fit `gemm.blockscaled`'s per-SM budget with that static counted too.
+/// Its `ctas` CTAs per SM fit the SM (`smem_optin` + 1 KB, as `gemm.blockscaled` counts it) with
+/// that static counted too.
 pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvConfig> {
     b12x_gemm::blockscaled::gemv::configs(rows, smem_optin.saturating_sub(GEMV_STATIC_SMEM - BS_STATIC_SMEM), false)
         .into_iter()
-        .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= BS_SMEM_PER_SM)
+        .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= smem_optin + 1024)
 }
 
 /// The grouped path's tile config: the deepest ring (2..8 stages) whose dynamic shared memory
@@ -900,10 +898,10 @@ impl Decode {
         for (b, path) in buckets.iter().zip(paths) {
             if *path == Path::GroupedTile {
                 let t = grouped_tile_config(device.smem_optin()).ok_or_else(|| Error::Unsupported {
-                        op: OP,
-                        device: format!("{:?}", device.arch()),
-                        reason: "no grouped tile config fits this device's shared memory".into(),
-                    })?;
+                    op: OP,
+                    device: format!("{:?}", device.arch()),
+                    reason: "no grouped tile config fits this device's shared memory".into(),
+                })?;
                 max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 32 * GROUPED_WM));
                 tile = Some(t);
                 continue;
@@ -911,10 +909,10 @@ impl Decode {
             // The grouped GEMV takes the 16-row token tile (as the decode path's T 9..16).
             let rows = if *path == Path::GroupedGemv { GROUPED_ABOVE } else { b.hi };
             let c = decode_gemv_config(rows, device.smem_optin()).ok_or_else(|| Error::Unsupported {
-                    op: OP,
-                    device: format!("{:?}", device.arch()),
-                    reason: "no decode GEMV config fits this device's shared memory".into(),
-                })?;
+                op: OP,
+                device: format!("{:?}", device.arch()),
+                reason: "no decode GEMV config fits this device's shared memory".into(),
+            })?;
             max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 8 * c.nt));
             decode_slots = decode_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 8 * c.nt));
             configs.push(c);
@@ -1816,16 +1814,22 @@ mod tests {
                 if let Some(c) = decode_gemv_config(rows, optin) {
                     assert!(c.dynamic_smem() + GEMV_STATIC_SMEM <= optin, "gemv rows {rows} optin {optin}: {c:?}");
                     let per_sm = c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024);
-                    assert!(per_sm <= BS_SMEM_PER_SM, "gemv rows {rows} optin {optin}: {c:?} per SM {per_sm}");
+                    assert!(per_sm <= optin + 1024, "gemv rows {rows} optin {optin}: {c:?} per SM {per_sm}");
                 }
             }
             if let Some(t) = grouped_tile_config(optin) {
                 assert!(t.dynamic_smem() + GEMV_STATIC_SMEM <= optin, "tile optin {optin}: {t:?}");
             }
         }
-        // SM90 (227 KB) and SM120 (99 KB) both have a decode config and a tile config.
+        // SM90 (227 KB) and SM120 (99 KB) both have a decode config for every row count and a
+        // tile config; SM90's are the ones measured (3-stage rings, 3 CTAs per SM at 8 rows).
         for optin in [232_448u32, 101_376] {
-            assert!(decode_gemv_config(GROUPED_ABOVE, optin).is_some() && grouped_tile_config(optin).is_some());
+            for rows in [1, 8, GROUPED_ABOVE] {
+                assert!(decode_gemv_config(rows, optin).is_some(), "rows {rows} optin {optin}");
+            }
+            assert!(grouped_tile_config(optin).is_some());
         }
+        assert_eq!(decode_gemv_config(8, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt1_kb1_s3_c3"));
+        assert_eq!(decode_gemv_config(GROUPED_ABOVE, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt2_kb1_s4_c2"));
     }
 }
