@@ -323,11 +323,7 @@ struct MoeRows {
   const MoeGemvParams& mp;
   MoeEarlySmem& es;
   const int4* sl;  // the route's slots, or es.slots (kMoeEarlyLocal)
-  // The route's slots and meta are read through L2 (__ldcg): FC2 reads them before its PDL
-  // wait, while an SM's L1 may still hold lines of an earlier call's (the same scratch).
-  __device__ __forceinline__ int4 slot(int rb) const {
-    return mp.early == kMoeEarlyLocal ? sl[rb / mp.rbs] : __ldcg(sl + rb / mp.rbs);
-  }
+  __device__ __forceinline__ int4 slot(int rb) const { return sl[rb / mp.rbs]; }
   // kMoeEarlyNone: after the wait for the route (PDL: everything before this point reads no
   // scratch). kMoeEarlyRoute (FC2): before its wait — FC2's PDL predecessor (FC1 or quant_rows)
   // released it only after its own wait, and FC1's waited for the route, so the route's slots
@@ -343,7 +339,7 @@ struct MoeRows {
       n = moe_local_slots(mp, es);
     } else {
       if (mp.early != kMoeEarlyRoute) pdl_wait_then_release();  // kMoeEarlyNone
-      n = __ldcg(mp.meta);
+      n = mp.meta[0];
     }
     return min(n, mp.max_slots) * mp.rbs * kstages;
   }
