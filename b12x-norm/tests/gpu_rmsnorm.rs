@@ -192,8 +192,9 @@ fn graph_equals_eager(dev: &Arc<Device>, residual: bool, pdl_early: bool) -> Tri
         };
         rmsnorm::run(plan, args, Scratch::none(), s)?;
         if pdl_early {
-            // The second call of the chain: y normalized again, in place (no residual: the plan's
-            // residual form takes one, so it adds the first call's sum once more).
+            // The second call of the chain reads the first one's y (x aliases y, in place); the
+            // residual form adds it to the residual once more. It must see the first call's
+            // writes: its own wait waits for that grid, released early or not.
             let yv = view_mut(y, t, d, d);
             // SAFETY: `y` is a whole [t, d] buffer; x aliases y, which the op allows.
             let xv = unsafe { TensorRef::from_raw(yv.ptr(), &[t, d], &[d as isize, 1], bf16::DTYPE)? };
