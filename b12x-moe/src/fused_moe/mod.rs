@@ -310,9 +310,11 @@ const ROUTE_THREADS: u32 = 256;
 const GEMV_THREADS: u32 = 32 * 9;
 /// The decode GEMV's static shared memory: its barriers and scale table (`gemm.blockscaled`'s
 /// `STATIC_SMEM`, 1280) and the CTA's own slots (`MoeEarlySmem`, 1664).
-const GEMV_STATIC_SMEM: u32 = BS_STATIC_SMEM + 1664;
+const GEMV_STATIC_SMEM: u32 = BS_STATIC_SMEM + EARLY_SMEM;
 /// `gemm.blockscaled`'s static shared memory, which its own `fits` counts.
 const BS_STATIC_SMEM: u32 = 1280;
+/// The static shared memory this op's GEMV kernels add to it (`MoeEarlySmem`).
+const EARLY_SMEM: u32 = 1664;
 /// The most pairs `T · k` at which the decode FC1 groups the ids itself ([`EARLY_LOCAL`]; the
 /// kernel can up to [`EARLY_PAIRS`], validated there). Measured on the H200
 /// (`bench-results/2026-12-05-h200-b/call2/`): at T = 1 it beats waiting for the route by 1–2%
@@ -869,12 +871,11 @@ pub struct PlanOptions {
 
 /// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
 /// ring plus **this op's** static shared memory ([`GEMV_STATIC_SMEM`]: `gemm.blockscaled`'s and
-/// the CTA's own slots, `MoeEarlySmem`) fits `smem_optin` bytes. (`gemm.blockscaled`'s own fit
-/// check counts only its 1280 static bytes.)
-/// Its `ctas` CTAs per SM fit the SM (`smem_optin` + 1 KB, as `gemm.blockscaled` counts it) with
-/// that static counted too.
+/// the CTA's own slots, `MoeEarlySmem`) fits `smem_optin` bytes, and whose `ctas` CTAs per SM
+/// fit the SM (`smem_optin` + 1 KB, as `gemm.blockscaled` counts it) with that static counted
+/// too. (`gemm.blockscaled`'s own fit check counts only its 1280 static bytes.)
 pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvConfig> {
-    b12x_gemm::blockscaled::gemv::configs(rows, smem_optin.saturating_sub(GEMV_STATIC_SMEM - BS_STATIC_SMEM), false)
+    b12x_gemm::blockscaled::gemv::configs(rows, smem_optin.saturating_sub(EARLY_SMEM), false)
         .into_iter()
         .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= smem_optin + 1024)
 }
@@ -885,7 +886,7 @@ pub(crate) fn grouped_tile_config(smem_optin: u32) -> Option<TileConfig> {
     (2..=8usize)
         .rev()
         .map(|stages| TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 })
-        .find(|t| t.fits(smem_optin.saturating_sub(GEMV_STATIC_SMEM - BS_STATIC_SMEM)))
+        .find(|t| t.fits(smem_optin.saturating_sub(EARLY_SMEM)))
 }
 
 impl Decode {
