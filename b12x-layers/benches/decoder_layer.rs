@@ -33,6 +33,9 @@
 //!   evict-last policy (`wl`), plain loads (`wn`), evict-last L2 prefetches (`wp`).
 //! - `…_pdl_gs_er/…`, `…_pdl_s16_gs_er/…`: `early_release` — the norms and `rope_kv_append`
 //!   release the next kernel at entry, before their waits.
+//! - `…_pdl_gs_wo{,20,40,30c66}/…`, `…_wo/…`: `warm_o_proj` — `gemm.l2_warm` reads the last
+//!   30% (20%, 40%) of the O projection's weight rows through L2 on a second stream beside the
+//!   attention, one CTA per SM (66 CTAs).
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -43,7 +46,7 @@ use b12x_core::bench::{add_read_probe, samples, selected, time_graph, BenchRepor
 use b12x_core::testing::gpu;
 use b12x_core::{PreparationSession, Result};
 use b12x_gemm::bf16_gemv;
-use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WeightFormat};
+use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WarmWeight, WeightFormat};
 
 /// Layers per graph of the steady-state row (`…/step_x4`).
 const LAYERS: usize = 4;
@@ -78,9 +81,14 @@ fn main() -> Result<()> {
             gate_up_silu: false,
             warm_kv: None,
             early_release: false,
+            warm_o_proj: None,
         };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let er = |o: LayerOptions| LayerOptions { early_release: true, ..o };
+        let wo = |percent: u8, ctas: u32, o: LayerOptions| LayerOptions {
+            warm_o_proj: Some(WarmWeight { percent, ctas }),
+            ..o
+        };
         let sms = dev.sm_count();
         let warm =
             |read: WarmRead, o: LayerOptions| LayerOptions { warm_kv: Some(WarmCache { blocks: sms, read }), ..o };
@@ -105,6 +113,11 @@ fn main() -> Result<()> {
                 ("_gs", gs(opts(false, None, None))),
                 ("_pdl_gs", gs(opts(true, None, None))),
                 ("_pdl_gs_er", er(gs(opts(true, None, None)))),
+                ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
+                ("_pdl_gs_wo20", wo(20, 0, gs(opts(true, None, None)))),
+                ("_pdl_gs_wo40", wo(40, 0, gs(opts(true, None, None)))),
+                ("_pdl_gs_wo30c66", wo(30, 66, gs(opts(true, None, None)))),
+                ("_wo", wo(30, 0, opts(false, None, None))),
                 ("_pdl_s16_gs_er", er(gs(opts(true, Some(16), None)))),
                 ("_pdl_w8_gs", gs(wide(opts(true, None, None)))),
                 ("_pdl_gs_wl", warm(WarmRead::LoadEvictLast, gs(opts(true, None, None)))),
@@ -152,11 +165,16 @@ fn main() -> Result<()> {
             // The step without its small ops: the four linears (+ the attention) back to back in
             // one graph — what the small ops and their launches cost inside the step.
             let linears = [Op::QkvProj, Op::OProj, Op::GateUpProj, Op::DownProj];
-            let t =
-                time_graph(&dev, samples(), |s| linears.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s)))?;
+            let t = time_graph(&dev, samples(), |s| {
+                linears.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
+                layer.join_side(&mut st, s)
+            })?;
             report.add(&format!("{prefix}/linears_only"), "one graph, the 4 linears", &t, weight_bytes as f64, 0.0);
             let big = [Op::QkvProj, Op::Attention, Op::OProj, Op::GateUpProj, Op::DownProj];
-            let t = time_graph(&dev, samples(), |s| big.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s)))?;
+            let t = time_graph(&dev, samples(), |s| {
+                big.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
+                layer.join_side(&mut st, s)
+            })?;
             report.add(
                 &format!("{prefix}/linears_attention"),
                 "one graph, 4 linears + attention",
@@ -169,14 +187,19 @@ fn main() -> Result<()> {
             // neighbours).
             for k in 1..=ops.len() {
                 let first = &ops[..k];
-                let t =
-                    time_graph(&dev, samples(), |s| first.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s)))?;
+                let t = time_graph(&dev, samples(), |s| {
+                    first.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
+                    layer.join_side(&mut st, s)
+                })?;
                 let name = format!("{prefix}/prefix/{k}_{}", ops[k - 1].name());
                 report.add(&name, "one graph, the step's first k ops", &t, 0.0, 0.0);
             }
             let mut sum = 0.0;
             for &op in ops {
-                let t = time_graph(&dev, samples(), |s| layer.run_op(op, dw, &mut st, s))?;
+                let t = time_graph(&dev, samples(), |s| {
+                    layer.run_op(op, dw, &mut st, s)?;
+                    layer.join_side(&mut st, s)
+                })?;
                 let op_bytes = match op {
                     Op::QkvProj => format.weight_bytes(cfg.linear_shapes()[0].0, cfg.linear_shapes()[0].1),
                     Op::OProj => format.weight_bytes(cfg.linear_shapes()[1].0, cfg.linear_shapes()[1].1),

@@ -9,13 +9,14 @@
 //! The layer also runs with `LayerOptions { pdl: true }` (BF16), with 8 attention splits (every
 //! format), with `fuse_silu` (BF16, B ≤ 8, plain and PDL; and its typed errors) and with the
 //! attention's 8-warp decode tiles (BF16, B ≤ 8, plain and PDL), and with `gate_up_silu` (BF16,
-//! every B, plain and PDL; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! every B, plain and PDL; and its typed errors), and with `warm_o_proj` (BF16: PDL + gate/up
+//! epilogue at every B, plain at B = 1; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_attention::rope_kv_append;
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::Error;
 use b12x_layers::dense::{
-    cosine_bound, decode_run, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WeightFormat,
+    cosine_bound, decode_run, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WarmWeight, WeightFormat,
 };
 
 fn check(
@@ -134,7 +135,54 @@ fn main() {
             }));
         }
     }
+    // The O projection's last rows read through L2 on a second stream beside the attention
+    // (gemm.l2_warm, fork/join inside the captured step): the step's output must not change.
+    for &b in batches {
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_warm_o::b{b}"), move |dev| {
+            let options = LayerOptions {
+                pdl: true,
+                gate_up_silu: true,
+                warm_o_proj: Some(WarmWeight::DEFAULT),
+                ..Default::default()
+            };
+            check(dev, WeightFormat::Bf16, options, b)
+        }));
+    }
+    trials.push(GpuTrial::new("qwen3_8b::bf16_warm_o::b1", move |dev| {
+        let options = LayerOptions { warm_o_proj: Some(WarmWeight { percent: 100, ctas: 16 }), ..Default::default() };
+        check(dev, WeightFormat::Bf16, options, 1)
+    }));
+    trials.push(GpuTrial::new("qwen3_8b::warm_o_errors", warm_o_errors));
     run_gpu_trials(trials)
+}
+
+/// `warm_o_proj` where it cannot warm is a typed error at planning; a warming layer prepares
+/// `gemm.l2_warm` with its other plans.
+fn warm_o_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
+    let cfg = Config::qwen3_8b();
+    let cap = Capacity { max_batch: 1, max_pages: 4, num_pages: 12 };
+    let with = |percent| LayerOptions { warm_o_proj: Some(WarmWeight { percent, ctas: 0 }), ..Default::default() };
+    for format in [WeightFormat::BlockFp8, WeightFormat::Nvfp4] {
+        match Layer::with_options(&cfg, format, cap, with(30), dev) {
+            Err(Error::InvalidQuery { field: "warm_o_proj", .. }) => {}
+            other => {
+                return Err(format!("{}: expected InvalidQuery(warm_o_proj), got {:?}", format.name(), other.err()))
+            }
+        }
+    }
+    for percent in [0, 101] {
+        match Layer::with_options(&cfg, WeightFormat::Bf16, cap, with(percent), dev) {
+            Err(Error::InvalidQuery { field: "warm_o_proj", .. }) => {}
+            other => {
+                return Err(format!("percent {percent}: expected InvalidQuery(warm_o_proj), got {:?}", other.err()))
+            }
+        }
+    }
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap, with(30), dev).map_err(|e| e.to_string())?;
+    if !layer.plans().iter().any(|p| p.op() == "gemm.l2_warm") {
+        return Err("a warm_o_proj layer has no gemm.l2_warm plan".into());
+    }
+    Ok(())
 }
 
 /// `fuse_silu` where it cannot fuse is a typed error at planning; a fused layer runs eight ops

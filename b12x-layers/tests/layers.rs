@@ -101,3 +101,12 @@ fn reference_step_adds_the_residual_and_grows_the_cache() {
     assert!(y.iter().all(|v| v.is_finite()) && y.iter().any(|&v| v != 0.0));
     assert_eq!((layer.kv[0].k.len(), layer.kv[1].v.len()), (4 * row, 18 * row));
 }
+
+#[test]
+fn warm_weight_reads_the_last_rows_rounded_up() {
+    use b12x_layers::dense::WarmWeight;
+    assert_eq!(WarmWeight::DEFAULT.rows(4096), 1229);
+    assert_eq!(WarmWeight { percent: 100, ctas: 0 }.rows(4096), 4096);
+    assert_eq!(WarmWeight { percent: 1, ctas: 0 }.rows(50), 1);
+    assert_eq!(WarmWeight { percent: 50, ctas: 0 }.rows(3), 2);
+}

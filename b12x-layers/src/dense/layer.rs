@@ -1,5 +1,6 @@
 //! Every op's plan for one configuration, and the step's ops on a stream.
 
+use super::state::SideStream;
 use super::{Config, DeviceLinear, DeviceWeights, HostWeights, State, WeightFormat, LINEARS};
 use b12x_attention::paging::ErrorWord;
 use b12x_attention::{kv_append, paged, rope, rope_kv_append};
@@ -10,6 +11,7 @@ use b12x_gemm::bf16_gemv;
 use b12x_gemm::blockscaled::gemv as bsgemv;
 use b12x_gemm::blockscaled::gemv::XFormat;
 use b12x_gemm::blockscaled::pack;
+use b12x_gemm::l2_warm;
 use b12x_norm::{rmsnorm, silu_and_mul};
 use b12x_quant::block::Fp8ScaleKind;
 use std::sync::Arc;
@@ -160,6 +162,39 @@ pub struct LayerOptions {
     /// early weight and key reads compete with the tail of the kernel before the small op, which
     /// is on the step's critical path. Hence off by default; a per-batch choice.
     pub early_release: bool,
+    /// Read the last rows of the O projection's weight through L2 while the attention runs
+    /// (`gemm.l2_warm` on a second stream of the State, forked right before the attention's
+    /// launch and joined at the end of the step; `None`: no second stream). At small batches
+    /// the attention is latency bound (B = 1 × 4k: 16.8 MB in ~10 µs on 64 SMs) and leaves
+    /// most of the HBM bandwidth idle, while the projection's last CTAs only start reading
+    /// their rows once it ends (its first CTAs load their first stages during it, PDL). Same
+    /// results either way (the op reads only). BF16 weights only; otherwise
+    /// [`Layer::with_options`] returns `Error::InvalidQuery`. Measured in session 48
+    /// (`bench-results/2026-12-05-h200-e/`); see [`WarmWeight`].
+    pub warm_o_proj: Option<WarmWeight>,
+}
+
+/// [`LayerOptions::warm_o_proj`]: how much of the O projection's weight `gemm.l2_warm` reads
+/// beside the attention, and with how many CTAs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarmWeight {
+    /// The weight's last `percent` % of rows (1..=100): the rows of the projection's last CTAs,
+    /// which launch only as the attention's CTAs leave.
+    pub percent: u8,
+    /// CTAs of 256 threads of the warm kernel (0: one per SM).
+    pub ctas: u32,
+}
+
+impl WarmWeight {
+    /// The best point of session 48's sweep (an H100, B = 1 × 4k, BF16, PDL + gate/up
+    /// epilogue): the last 30% of the rows, one CTA per SM — step −2.5 to −3.1 µs; 10–25% and
+    /// 40–50% gained less, the whole weight lost.
+    pub const DEFAULT: WarmWeight = WarmWeight { percent: 30, ctas: 0 };
+
+    /// Rows of an `n`-row weight it reads (the last ones).
+    pub fn rows(&self, n: usize) -> usize {
+        (n * self.percent as usize).div_ceil(100).min(n)
+    }
 }
 
 /// Every op's plan for one configuration, weight format and capacity.
@@ -174,6 +209,8 @@ pub struct Layer {
     attn: paged::Plan,
     /// `None` when [`LayerOptions::fuse_silu`] folds the activation into the down projection.
     act: Option<silu_and_mul::Plan>,
+    /// [`LayerOptions::warm_o_proj`]'s plan.
+    warm: Option<l2_warm::Plan>,
 }
 
 impl Layer {
@@ -202,6 +239,19 @@ impl Layer {
                     options.fuse_silu
                 ),
             });
+        }
+        if let Some(w) = options.warm_o_proj {
+            if format != WeightFormat::Bf16 || !(1..=100).contains(&w.percent) {
+                return Err(Error::InvalidQuery {
+                    op: "b12x-layers",
+                    field: "warm_o_proj",
+                    reason: format!(
+                        "warms part of the BF16 O projection's weight: percent in 1..=100; got {} weights, percent {}",
+                        format.name(),
+                        w.percent
+                    ),
+                });
+            }
         }
         if options.fuse_silu && format != WeightFormat::Bf16 {
             return Err(Error::InvalidQuery {
@@ -339,7 +389,19 @@ impl Layer {
                 .with_pdl(options.pdl),
             )
         };
-        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope_append, attn, act })
+        let warm = match options.warm_o_proj {
+            Some(w) => {
+                let (n, k) = cfg.linear_shapes()[1];
+                let q = l2_warm::Query {
+                    max_bytes: (w.rows(n) * k * 2).next_multiple_of(16),
+                    ctas: if w.ctas == 0 { dev.sm_count() } else { w.ctas },
+                    ..l2_warm::Query::beside_attention(16, dev)
+                };
+                Some(l2_warm::plan(&q, dev)?)
+            }
+            None => None,
+        };
+        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope_append, attn, act, warm })
     }
 
     /// Every plan, for one `PreparationSession::prepare`.
@@ -349,6 +411,9 @@ impl Layer {
         v.extend([&self.rope_append as &dyn OpPlan, &self.attn]);
         if let Some(act) = &self.act {
             v.push(act);
+        }
+        if let Some(warm) = &self.warm {
+            v.push(warm);
         }
         v
     }
@@ -404,6 +469,7 @@ impl Layer {
             positions: stream.alloc_zeros::<i32>(b)?,
             scratch,
             error: ErrorWord::new(stream)?,
+            side: if self.warm.is_some() { Some(SideStream::new(stream)?) } else { None },
         })
     }
 
@@ -411,6 +477,18 @@ impl Layer {
     pub fn step(&self, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
         for &op in self.ops() {
             self.run_op(op, w, st, stream)?;
+        }
+        self.join_side(st, stream)
+    }
+
+    /// Makes `stream` wait for the work [`Layer::run_op`] put on the state's second stream
+    /// ([`LayerOptions::warm_o_proj`]: [`Op::Attention`] forks it); nothing when none is
+    /// pending. [`Layer::step`] ends with it; a caller running ops one by one must call it
+    /// before ending a graph capture (a capture with an unjoined stream fails) or before
+    /// reusing the state on another stream.
+    pub fn join_side(&self, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
+        if let Some(side) = st.side.as_mut() {
+            side.join(stream)?;
         }
         Ok(())
     }
@@ -483,6 +561,21 @@ impl Layer {
                     lse: None,
                     error: st.error.view()?,
                 };
+                if let (Some(warm), Some(side), DeviceLinear::Bf16(wo)) = (&self.warm, st.side.as_mut(), &w.linears[1])
+                {
+                    // The O projection's last rows, read on the second stream beside the attention.
+                    let (n, k) = c.linear_shapes()[1];
+                    let rows = self.options.warm_o_proj.map_or(0, |o| o.rows(n));
+                    let tail = wo.slice((n - rows) * k..n * k);
+                    let s2 = side.fork(stream)?;
+                    l2_warm::run(
+                        warm,
+                        l2_warm::Args { src: TensorRef::from_view(&tail, &[rows, k])? },
+                        Scratch::none(),
+                        &s2,
+                    )?;
+                    side.forked(&s2)?;
+                }
                 paged::run(&self.attn, args, scratch, stream)
             }
             Op::SiluAndMul => {

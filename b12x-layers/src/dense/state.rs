@@ -2,7 +2,8 @@
 
 use super::Config;
 use b12x_attention::paging::ErrorWord;
-use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
+use b12x_core::cudarc::driver::sys::CUevent_flags;
+use b12x_core::cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::{Error, Result};
 use rand::seq::SliceRandom;
@@ -36,6 +37,50 @@ pub struct State {
     pub(super) scratch: Vec<Option<CudaSlice<u8>>>,
     /// The attention ops' fault bits (rope_kv_append, paged).
     pub error: ErrorWord,
+    /// The second stream of `LayerOptions::warm_o_proj` (`None` without it).
+    pub(super) side: Option<SideStream>,
+}
+
+/// A second stream the step forks work onto and joins back, with its two events (made once, at
+/// `Layer::state`: a step creates nothing).
+pub(crate) struct SideStream {
+    stream: Arc<CudaStream>,
+    fork: CudaEvent,
+    join: CudaEvent,
+    /// Work was forked and not joined yet.
+    pending: bool,
+}
+
+impl SideStream {
+    pub(crate) fn new(main: &Arc<CudaStream>) -> Result<Self> {
+        let flags = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
+        Ok(SideStream {
+            stream: main.fork()?,
+            fork: main.context().new_event(flags)?,
+            join: main.context().new_event(flags)?,
+            pending: false,
+        })
+    }
+    /// The second stream, made to wait for everything enqueued on `main` so far.
+    pub(crate) fn fork(&mut self, main: &Arc<CudaStream>) -> Result<Arc<CudaStream>> {
+        self.fork.record(main)?;
+        self.stream.wait(&self.fork)?;
+        Ok(self.stream.clone())
+    }
+    /// Marks the work enqueued on `side` (the stream `fork` returned) as pending.
+    pub(crate) fn forked(&mut self, side: &Arc<CudaStream>) -> Result<()> {
+        self.join.record(side)?;
+        self.pending = true;
+        Ok(())
+    }
+    /// `main` waits for the pending work (nothing when none is pending).
+    pub(crate) fn join(&mut self, main: &Arc<CudaStream>) -> Result<()> {
+        if self.pending {
+            main.wait(&self.join)?;
+            self.pending = false;
+        }
+        Ok(())
+    }
 }
 
 impl State {
