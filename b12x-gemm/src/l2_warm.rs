@@ -19,9 +19,13 @@
 //! - One config per plan (the grid of the query): the session does not race it, since its speed
 //!   alone says nothing about how well it overlaps.
 //!
-//! **Status: validated on the H200 / H100 (sm_90a)**: `tests/gpu_l2_warm.rs` (nothing changes;
-//! reading the range after the op is faster than after an L2 flush; typed errors); sm_120a /
-//! sm_121a compiled, not run.
+//! **Status: not yet run on a GPU** (sm_90a, sm_120a, sm_121a compiled and ptxas-checked).
+//! `tests/gpu_l2_warm.rs` is written (nothing changes, on a forked stream and in a captured
+//! fork/join graph; the range is read faster after the op than after an L2 flush; typed errors;
+//! no allocation) but no device was lent after it landed (session 48). What was measured is the
+//! same load loop as a bench-only prototype on an **H100** (`bench-results/2026-12-05-h200-e/`,
+//! calls 1–3: the B = 1 × 4k BF16 decoder step 2.5–3.1 µs faster with the O projection's last
+//! 30% warmed beside the attention); nothing on the H200 yet.
 //!
 //! ```no_run
 //! use b12x_core::{Device, PreparationSession, Scratch, TensorRef};
@@ -64,8 +68,9 @@ b12x_core::inventory::submit! {
         group: "gemm",
         entry_points: &["plan", "run"],
         dtypes: &["any (bytes)"],
+        // tests/gpu_l2_warm.rs not run yet (session 48: no device after it landed).
         archs: &[
-            ("sm_90a", b12x_core::Validation::Validated),
+            ("sm_90a", b12x_core::Validation::CompiledOnly),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
@@ -105,8 +110,9 @@ pub struct Query {
 }
 
 impl Query {
-    /// The grid measured beside `attention.paged`'s B = 1 decode in `b12x-layers`' step (session
-    /// 48, `bench-results/2026-12-05-h200-e/`): one CTA of 256 threads per SM, evict-last lines.
+    /// The grid of the best point beside `attention.paged`'s B = 1 decode in `b12x-layers`' step
+    /// (session 48's H100 prototype, `bench-results/2026-12-05-h200-e/`): one CTA of 256 threads
+    /// per SM, evict-last lines (normal priority and 16–66 CTAs were slower).
     pub fn beside_attention(max_bytes: usize, device: &Device) -> Self {
         Query { max_bytes, ctas: device.sm_count(), threads: 256, evict_last: true }
     }

@@ -169,8 +169,12 @@ pub struct LayerOptions {
     /// most of the HBM bandwidth idle, while the projection's last CTAs only start reading
     /// their rows once it ends (its first CTAs load their first stages during it, PDL). Same
     /// results either way (the op reads only). BF16 weights only; otherwise
-    /// [`Layer::with_options`] returns `Error::InvalidQuery`. Measured in session 48
-    /// (`bench-results/2026-12-05-h200-e/`); see [`WarmWeight`].
+    /// [`Layer::with_options`] returns `Error::InvalidQuery`. Off by default: the mechanism was
+    /// measured only as a bench prototype on an H100 (session 48,
+    /// `bench-results/2026-12-05-h200-e/` calls 1–3: B = 1 × 4k step 149.0–149.6 against
+    /// 151.9–152.5 µs with [`WarmWeight::DEFAULT`]), and this implementation (the `gemm.l2_warm`
+    /// op, the state's second stream) has not run on a GPU yet: the next session runs
+    /// `bench-results/2026-12-05-h200-e/call5/run.sh` (suites, sanitizers, the H200 bench).
     pub warm_o_proj: Option<WarmWeight>,
 }
 
@@ -186,9 +190,10 @@ pub struct WarmWeight {
 }
 
 impl WarmWeight {
-    /// The best point of session 48's sweep (an H100, B = 1 × 4k, BF16, PDL + gate/up
+    /// The best point of session 48's prototype sweep (an H100, B = 1 × 4k, BF16, PDL + gate/up
     /// epilogue): the last 30% of the rows, one CTA per SM — step −2.5 to −3.1 µs; 10–25% and
-    /// 40–50% gained less, the whole weight lost.
+    /// 40–50% gained less (0.0 to −2.2 µs), the whole weight lost (+1.2 to +2.6 µs). Not yet
+    /// measured on the H200.
     pub const DEFAULT: WarmWeight = WarmWeight { percent: 30, ctas: 0 };
 
     /// Rows of an `n`-row weight it reads (the last ones).
