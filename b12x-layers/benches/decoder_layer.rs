@@ -33,9 +33,10 @@
 //!   evict-last policy (`wl`), plain loads (`wn`), evict-last L2 prefetches (`wp`).
 //! - `…_pdl_gs_er/…`, `…_pdl_s16_gs_er/…`: `early_release` — the norms and `rope_kv_append`
 //!   release the next kernel at entry, before their waits.
-//! - `…_pdl_gs_wo{,20,40,30c66}/…`, `…_wo/…`: `warm_o_proj` — `gemm.l2_warm` reads the last
-//!   30% (20%, 40%) of the O projection's weight rows through L2 on a second stream beside the
-//!   attention, one CTA per SM (66 CTAs).
+//! - `…_pdl_gs_wo{,20,40,50,30c66}/…`, `…_wo/…`: `warm_o_proj` — `gemm.l2_warm` reads the last
+//!   30% (20%, 40%, 50%) of the O projection's weight rows through L2 on a second stream beside
+//!   the attention, one CTA per SM (66 CTAs); `B12X_LAYER_WO=percent:ctas[,…]` adds
+//!   `…_pdl_gs_wo{percent}c{ctas}/…` rows (ctas 0: one per SM).
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -116,6 +117,7 @@ fn main() -> Result<()> {
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo20", wo(20, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo40", wo(40, 0, gs(opts(true, None, None)))),
+                ("_pdl_gs_wo50", wo(50, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo30c66", wo(30, 66, gs(opts(true, None, None)))),
                 ("_wo", wo(30, 0, opts(false, None, None))),
                 ("_pdl_s16_gs_er", er(gs(opts(true, Some(16), None)))),
@@ -128,7 +130,19 @@ fn main() -> Result<()> {
         } else {
             vec![("", opts(false, None, None)), ("_pdl_s8", opts(true, Some(8), None))]
         };
-        for (&(b, ctx), &(tag, options)) in cases.iter().flat_map(|c| variants.iter().map(move |v| (c, v))) {
+        let mut variants: Vec<(String, LayerOptions)> = variants.into_iter().map(|(t, o)| (t.to_string(), o)).collect();
+        // `B12X_LAYER_WO=percent:ctas[,…]` (BF16): more `warm_o_proj` points, `_pdl_gs_wo{p}c{c}`.
+        if format == WeightFormat::Bf16 {
+            for point in std::env::var("B12X_LAYER_WO").unwrap_or_default().split(',') {
+                let mut f = point.split(':').map(|v| v.parse::<u32>().ok());
+                if let (Some(Some(p)), Some(Some(c))) = (f.next(), f.next()) {
+                    let p = p.clamp(1, 100) as u8;
+                    variants.push((format!("_pdl_gs_wo{p}c{c}"), wo(p, c, gs(opts(true, None, None)))));
+                }
+            }
+        }
+        for (&(b, ctx), (tag, options)) in cases.iter().flat_map(|c| variants.iter().map(move |v| (c, v))) {
+            let options = *options;
             let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());
             // The fused down GEMV serves at most 8 rows: B = 64 has no `_fs` rows.
             if !selected(&prefix) || (options.fuse_silu && b > 8 * bf16_gemv::SILU_NT as usize) {

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Call 5 (session 48, issue 6): gemm.l2_warm and LayerOptions::warm_o_proj on the landed code —
 # GPU suites (gpu_l2_warm whole; gpu_decoder_layer's warm_o trials), memcheck / racecheck on the
-# reduced profile, then the B = 1 bench: default PDL step against warm_o_proj (30%, 20%, 40%, 66 CTAs)
+# reduced profile, then the B = 1 bench: default PDL step against warm_o_proj (30%, 20%, 40%, 50%, 66 CTAs)
 # in one job, base/wo/base/wo. Bundle: cargo xtask gpu-bundle --targets gpu_l2_warm,gpu_decoder_layer,bench_decoder_layer
 R=$OUT/r; mkdir -p $R; B=$PWD/.gpu/bundle; S=$PWD/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1 B12X_COMMIT=$(cat $B/COMMIT 2>/dev/null)
@@ -19,7 +19,7 @@ bash $S ./gpu_decoder_layer none $R/layer 4 120 'warm_o' > $R/layer_none.txt 2>&
 echo "layer warm_o: $(tail -1 $R/layer_none.txt) t=$SECONDS" >> $R/summary.txt; save
 B12X_TEST_PROFILE=reduced bash $S ./gpu_decoder_layer memcheck $R/lm 2 60 'warm_o::b1$|pdl_warm_o::b8$' > $R/layer_memcheck.txt 2>&1
 echo "layer memcheck: $(tail -1 $R/layer_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
-for v in bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs_wo20/ bf16_pdl_gs_wo40/ bf16_pdl_gs_wo30c66/; do
+for v in bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs_wo20/ bf16_pdl_gs_wo40/ bf16_pdl_gs_wo50/ bf16_pdl_gs_wo30c66/; do
   i=$((i+1)); t=$(echo ${v%/} | tr '/' '_')_$i
   [ $SECONDS -lt 520 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
   echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
