@@ -13,6 +13,9 @@
 //!   batch), time per layer: a decode graph's steady state, the graph's start paid once.
 //! - `…/linears_only`, `…/linears_attention`: the four linears (and the attention) alone in one
 //!   graph, in step order — the step minus these is what its four small ops cost inside it.
+//! - `…/without/{norms,rope}`: the step without its two add+rmsnorm launches (or without
+//!   rope_kv_append) in one graph — wrong results, a bound on what folding them into their
+//!   neighbours could save.
 //! - `…/prefix/{k}_{op}`: the step's first k ops in one graph; consecutive rows differ by what
 //!   op k adds inside the step.
 //! - `…/read_probe`: the read kernel on the step's byte count (the size-matched ceiling).
@@ -196,6 +199,17 @@ fn main() -> Result<()> {
                 bytes as f64,
                 0.0,
             );
+            // Bounds for folding small ops into their neighbours (wrong results, timing only): the
+            // step without one kind of small op — `without/norms` (both add+rmsnorm launches),
+            // `without/rope` (rope_kv_append).
+            for (name, skip) in [("norms", [Op::AddNorm1, Op::AddNorm2]), ("rope", [Op::RopeKvAppend; 2])] {
+                let kept: Vec<Op> = ops.iter().copied().filter(|op| !skip.contains(op)).collect();
+                let t = time_graph(&dev, samples(), |s| {
+                    kept.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
+                    layer.join_side(&mut st, s)
+                })?;
+                report.add(&format!("{prefix}/without/{name}"), "one graph, the step minus those ops", &t, 0.0, 0.0);
+            }
             // The step's first k ops in one graph, k = 1..9 (8 fused): row k minus row k − 1 is
             // what op k adds inside the step (its launch, its work and its overlap with its
             // neighbours).

@@ -25,5 +25,5 @@ for v in bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs_w
   echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
 done
 cat $R/summary.txt $R/gpu.txt
-for f in $R/bench_*.txt; do echo "== $(basename $f)"; grep -E "/(step|step_x4|linears_only|op/attention|op/o_proj|read_probe) |prefix/" $f | sed "s|decoder_layer/bf16[a-z0-9_]*/B1_ctx4096/||" | cut -c1-60; done
+for f in $R/bench_*.txt; do echo "== $(basename $f)"; grep -E "/(step|step_x4|linears_only|op/attention|op/o_proj|read_probe) |prefix/|without/" $f | sed "s|decoder_layer/bf16[a-z0-9_]*/B1_ctx4096/||" | cut -c1-60; done
 cd $OUT && tar czf r.tgz r && rm -rf r
