@@ -43,7 +43,15 @@ impl EventTimer {
     /// the same flush `bench/peers.py` runs before the peers. The earlier flush (memset, then the
     /// read probe's `L1::no_allocate` loads) left dirty lines behind that the timed work paid for
     /// (a 58.7 MB read: 20.0 µs after it, 17.2 µs after this; `bench-results/2026-12-01-h200-d/`).
+    ///
+    /// First, lines that loads with an evict-last policy (`createpolicy … evict_last`, e.g.
+    /// `gemm.l2_warm`, the TMA GEMV's x) marked persisting go back to normal status
+    /// (`cuCtxResetPersistingL2Cache`, best effort: its error is ignored), so that they cannot
+    /// outlive the flush and carry into the next sample.
     pub fn flush_l2(&mut self, stream: &CudaStream) -> Result<()> {
+        stream.context().bind_to_thread()?;
+        // SAFETY: a context-wide driver call with no arguments; the context is bound above.
+        let _ = unsafe { cudarc::driver::sys::cuCtxResetPersistingL2Cache() };
         let n = self.flush.len();
         let (ptr, _g) = self.flush.device_ptr_mut(stream);
         let sink = self.sink.device_ptr(stream).0;

@@ -26,7 +26,8 @@ constexpr int kL2WarmEvictLast = 1;
 template <bool kEvictLast>
 __device__ __forceinline__ void l2_warm(const L2WarmParams& p) {
   constexpr int kUnroll = 4;
-  const uint64_t policy = b12x::l2_policy_evict_last();
+  uint64_t policy = 0;
+  if constexpr (kEvictLast) policy = b12x::l2_policy_evict_last();
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
   uint32_t acc = 0;
   for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.n_vec;

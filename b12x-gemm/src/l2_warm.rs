@@ -37,10 +37,11 @@
 //! let mut session = PreparationSession::new(&dev)?;
 //! session.prepare(&[&plan])?;
 //! session.freeze();
-//! // The last 30% of W's rows, on a second stream (forked from the main one in real use).
+//! // The last 1229 of W's 4096 rows (30%), on a second stream (forked from the main one in real
+//! // use). The range must start 16-byte aligned and hold whole 16-byte vectors: whole rows here.
 //! let side = dev.stream().fork()?;
-//! let tail = w.slice(4096 * 4096 * 7 / 10..);
-//! l2_warm::run(&plan, Args { src: TensorRef::from_view(&tail, &[tail.len()])? }, Scratch::none(), &side)?;
+//! let tail = w.slice((4096 - 1229) * 4096..);
+//! l2_warm::run(&plan, Args { src: TensorRef::from_view(&tail, &[1229, 4096])? }, Scratch::none(), &side)?;
 //! # Ok(()) }
 //! ```
 

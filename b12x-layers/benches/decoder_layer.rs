@@ -39,7 +39,9 @@
 //! - `…_pdl_gs_wo{,20,40,50,30c66}/…`, `…_wo/…`: `warm_o_proj` — `gemm.l2_warm` reads the last
 //!   30% (20%, 40%, 50%) of the O projection's weight rows through L2 on a second stream beside
 //!   the attention, one CTA per SM (66 CTAs); `B12X_LAYER_WO=percent:ctas[,…]` adds
-//!   `…_pdl_gs_wo{percent}c{ctas}/…` rows (ctas 0: one per SM).
+//!   `…_pdl_gs_wo{percent}c{ctas}/…` rows (ctas 0: one per SM). In these variants the
+//!   `op/attention`, `linears_attention` and `prefix/4…` rows include the warm (it is forked
+//!   at the attention), so `sum_of_ops` does too.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.

@@ -193,7 +193,10 @@ impl WarmWeight {
     /// The best point of session 48's prototype sweep (an H100, B = 1 × 4k, BF16, PDL + gate/up
     /// epilogue): the last 30% of the rows, one CTA per SM — step −2.5 to −3.1 µs; 10–25% and
     /// 40–50% gained less (0.0 to −2.2 µs), the whole weight lost (+1.2 to +2.6 µs). Not yet
-    /// measured on the H200.
+    /// measured on the H200. The warmed lines keep their evict-last status after the projection
+    /// has read them (nothing demotes them): a graph of many layers leaves ~10 MB of them per
+    /// layer (Qwen3-8B shape) competing for L2 with the later layers' own; `step_x4` (four
+    /// layers) is the row that would show it.
     pub const DEFAULT: WarmWeight = WarmWeight { percent: 30, ctas: 0 };
 
     /// Rows of an `n`-row weight it reads (the last ones).
@@ -480,10 +483,10 @@ impl Layer {
 
     /// Enqueues the whole decode step on `stream`: the ops of [`Layer::ops`].
     pub fn step(&self, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
-        for &op in self.ops() {
-            self.run_op(op, w, st, stream)?;
-        }
-        self.join_side(st, stream)
+        let ran = self.ops().iter().try_for_each(|&op| self.run_op(op, w, st, stream));
+        // Joined even when an op failed: no fork is left pending.
+        let joined = self.join_side(st, stream);
+        ran.and(joined)
     }
 
     /// Makes `stream` wait for the work [`Layer::run_op`] put on the state's second stream
@@ -572,14 +575,14 @@ impl Layer {
                     let (n, k) = c.linear_shapes()[1];
                     let rows = self.options.warm_o_proj.map_or(0, |o| o.rows(n));
                     let tail = wo.slice((n - rows) * k..n * k);
+                    let src = TensorRef::from_view(&tail, &[rows, k])?;
+                    // Checked before the fork: a bad range forks nothing.
+                    warm.query().kernel_params(&l2_warm::Args { src })?;
                     let s2 = side.fork(stream)?;
-                    l2_warm::run(
-                        warm,
-                        l2_warm::Args { src: TensorRef::from_view(&tail, &[rows, k])? },
-                        Scratch::none(),
-                        &s2,
-                    )?;
+                    let launched = l2_warm::run(warm, l2_warm::Args { src }, Scratch::none(), &s2);
+                    // Joined later either way, so a failed launch leaves no stream forked.
                     side.forked(&s2)?;
+                    launched?;
                 }
                 paged::run(&self.attn, args, scratch, stream)
             }
