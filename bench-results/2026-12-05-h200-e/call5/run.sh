@@ -22,13 +22,13 @@ echo "l2_warm racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|test result' $R/l2_wa
 save
 bash $S ./gpu_decoder_layer none $R/layer 4 120 'warm_o' > $R/layer_none.txt 2>&1
 echo "layer warm_o: $(tail -1 $R/layer_none.txt) t=$SECONDS" >> $R/summary.txt; save
-B12X_TEST_PROFILE=reduced bash $S ./gpu_decoder_layer memcheck $R/lm 2 60 'warm_o::b1$|pdl_warm_o::b8$' > $R/layer_memcheck.txt 2>&1
-echo "layer memcheck: $(tail -1 $R/layer_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
 for v in bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs/ bf16_pdl_gs_wo/ bf16_pdl_gs_wo20/ bf16_pdl_gs_wo40/ bf16_pdl_gs_wo50/ bf16_pdl_gs_wo30c66/; do
   i=$((i+1)); t=$(echo ${v%/} | tr '/' '_')_$i
-  [ $SECONDS -lt 520 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
+  [ $SECONDS -lt 440 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
   echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
 done
+[ $SECONDS -lt 480 ] && B12X_TEST_PROFILE=reduced bash $S ./gpu_decoder_layer memcheck $R/lm 2 40 'warm_o::b1$|pdl_warm_o::b8$' > $R/layer_memcheck.txt 2>&1
+echo "layer memcheck: $(tail -1 $R/layer_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
 cat $R/summary.txt $R/gpu.txt $R/evict_last_persist.txt
 for f in $R/bench_*.txt; do echo "== $(basename $f)"; grep -E "/(step|step_x4|linears_only|op/attention|op/o_proj|read_probe) |prefix/|without/" $f | sed "s|decoder_layer/bf16[a-z0-9_]*/B1_ctx4096/||" | cut -c1-60; done
 cd $OUT && tar czf r.tgz r && rm -rf r
