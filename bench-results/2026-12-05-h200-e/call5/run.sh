@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > $R/gpu.txt
   -o /tmp/elp evict_last_persist_proto.cu -lcuda && timeout 60 /tmp/elp) > $R/evict_last_persist.txt 2>&1
 echo "evict_last_persist rc=$? t=$SECONDS" >> $R/summary.txt
 timeout 120 ./gpu_l2_warm > $R/l2_warm.txt 2>&1; echo "gpu_l2_warm rc=$? t=$SECONDS: $(grep 'test result' $R/l2_warm.txt)" >> $R/summary.txt
-grep "l2_warm: 32 MB" $R/l2_warm.txt >> $R/summary.txt
+grep "l2_warm: 24 MB" $R/l2_warm.txt >> $R/summary.txt
 B12X_TEST_PROFILE=reduced timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 ./gpu_l2_warm > $R/l2_warm_memcheck.txt 2>&1
 echo "l2_warm memcheck rc=$? $(grep -E 'ERROR SUMMARY|test result' $R/l2_warm_memcheck.txt | tr '\n' ' ') t=$SECONDS" >> $R/summary.txt
 B12X_TEST_PROFILE=reduced timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 ./gpu_l2_warm > $R/l2_warm_racecheck.txt 2>&1
