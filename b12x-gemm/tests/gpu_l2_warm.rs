@@ -70,10 +70,9 @@ fn reads_without_writing(dev: &Arc<Device>, evict_last: bool) -> TrialResult {
     Ok(())
 }
 
-/// The point of the op: right after it, reading the same 24 MB (the op again, as the reader; half the
-/// L2 of an H100 / H200, so it fits whatever the partitions duplicate)
-/// takes at most 80% of the time the read takes right after an L2 flush (H100 / H200: ~50-60%
-/// expected). Normal-priority lines throughout (the flush evicts them; evict-last lines are what
+/// The point of the op: right after it, reading the same 24 MB (the op again, as the reader;
+/// about half of an H100's / H200's 50 MB L2) takes at most 80% of the time the read takes right
+/// after an L2 flush (~50-60% expected there). Normal-priority lines throughout (the flush evicts them; evict-last lines are what
 /// `reads_without_writing` runs). The timed reads are bracketed by plain events, with no flush in
 /// between (`EventTimer::time_us` flushes first). Medians of 11.
 fn warm_range_reads_faster(dev: &Arc<Device>) -> TrialResult {
