@@ -184,16 +184,10 @@ fn main() -> Result<()> {
             // The step without its small ops: the four linears (+ the attention) back to back in
             // one graph — what the small ops and their launches cost inside the step.
             let linears = [Op::QkvProj, Op::OProj, Op::GateUpProj, Op::DownProj];
-            let t = time_graph(&dev, samples(), |s| {
-                linears.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
-                layer.join_side(&mut st, s)
-            })?;
+            let t = time_graph(&dev, samples(), |s| layer.run_ops(&linears, dw, &mut st, s))?;
             report.add(&format!("{prefix}/linears_only"), "one graph, the 4 linears", &t, weight_bytes as f64, 0.0);
             let big = [Op::QkvProj, Op::Attention, Op::OProj, Op::GateUpProj, Op::DownProj];
-            let t = time_graph(&dev, samples(), |s| {
-                big.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
-                layer.join_side(&mut st, s)
-            })?;
+            let t = time_graph(&dev, samples(), |s| layer.run_ops(&big, dw, &mut st, s))?;
             report.add(
                 &format!("{prefix}/linears_attention"),
                 "one graph, 4 linears + attention",
@@ -206,10 +200,7 @@ fn main() -> Result<()> {
             // `without/rope` (rope_kv_append).
             for (name, skip) in [("norms", [Op::AddNorm1, Op::AddNorm2]), ("rope", [Op::RopeKvAppend; 2])] {
                 let kept: Vec<Op> = ops.iter().copied().filter(|op| !skip.contains(op)).collect();
-                let t = time_graph(&dev, samples(), |s| {
-                    kept.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
-                    layer.join_side(&mut st, s)
-                })?;
+                let t = time_graph(&dev, samples(), |s| layer.run_ops(&kept, dw, &mut st, s))?;
                 report.add(&format!("{prefix}/without/{name}"), "one graph, the step minus those ops", &t, 0.0, 0.0);
             }
             // The step's first k ops in one graph, k = 1..9 (8 fused): row k minus row k − 1 is
@@ -217,19 +208,13 @@ fn main() -> Result<()> {
             // neighbours).
             for k in 1..=ops.len() {
                 let first = &ops[..k];
-                let t = time_graph(&dev, samples(), |s| {
-                    first.iter().try_for_each(|&op| layer.run_op(op, dw, &mut st, s))?;
-                    layer.join_side(&mut st, s)
-                })?;
+                let t = time_graph(&dev, samples(), |s| layer.run_ops(first, dw, &mut st, s))?;
                 let name = format!("{prefix}/prefix/{k}_{}", ops[k - 1].name());
                 report.add(&name, "one graph, the step's first k ops", &t, 0.0, 0.0);
             }
             let mut sum = 0.0;
             for &op in ops {
-                let t = time_graph(&dev, samples(), |s| {
-                    layer.run_op(op, dw, &mut st, s)?;
-                    layer.join_side(&mut st, s)
-                })?;
+                let t = time_graph(&dev, samples(), |s| layer.run_ops(&[op], dw, &mut st, s))?;
                 let op_bytes = match op {
                     Op::QkvProj => format.weight_bytes(cfg.linear_shapes()[0].0, cfg.linear_shapes()[0].1),
                     Op::OProj => format.weight_bytes(cfg.linear_shapes()[1].0, cfg.linear_shapes()[1].1),

@@ -483,8 +483,13 @@ impl Layer {
 
     /// Enqueues the whole decode step on `stream`: the ops of [`Layer::ops`].
     pub fn step(&self, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
-        let ran = self.ops().iter().try_for_each(|&op| self.run_op(op, w, st, stream));
-        // Joined even when an op failed: no fork is left pending.
+        self.run_ops(self.ops(), w, st, stream)
+    }
+
+    /// Enqueues `ops` in order ([`Layer::run_op`] each), then [`Layer::join_side`] — also when an
+    /// op failed, so no fork is left pending (the bench times parts of the step with it).
+    pub fn run_ops(&self, ops: &[Op], w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
+        let ran = ops.iter().try_for_each(|&op| self.run_op(op, w, st, stream));
         let joined = self.join_side(st, stream);
         ran.and(joined)
     }
