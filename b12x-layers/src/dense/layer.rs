@@ -496,7 +496,7 @@ impl Layer {
 
     /// Makes `stream` wait for the work [`Layer::run_op`] put on the state's second stream
     /// ([`LayerOptions::warm_o_proj`]: [`Op::Attention`] forks it); nothing when none is
-    /// pending. [`Layer::step`] ends with it; a caller running ops one by one must call it
+    /// pending. [`Layer::step`] and [`Layer::run_ops`] end with it; a caller of [`Layer::run_op`] must call it
     /// before ending a graph capture (a capture with an unjoined stream fails) or before
     /// reusing the state on another stream.
     pub fn join_side(&self, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
