@@ -5,6 +5,7 @@
 //! sessions refuse an unprepared plan, and prepared runs allocate nothing.
 
 use b12x_core::bench::EventTimer;
+use b12x_core::cudarc::driver::sys::CUevent_flags;
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::testing::{check_run_allocates_nothing, random_bf16_bytes, reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::{Device, Error, PreparationSession, Scratch, TensorRef};
@@ -84,7 +85,9 @@ fn warm_range_reads_faster(dev: &Arc<Device>) -> TrialResult {
     session.prepare(&[&plan]).map_err(err)?;
     let mut flush = EventTimer::new(dev).map_err(err)?;
     let ctx = dev.context();
-    let (e0, e1) = (ctx.new_event(None).map_err(err)?, ctx.new_event(None).map_err(err)?);
+    // Timing events (cudarc's `None` makes CU_EVENT_DISABLE_TIMING ones: elapsed_ms fails).
+    let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+    let (e0, e1) = (ctx.new_event(timing).map_err(err)?, ctx.new_event(timing).map_err(err)?);
     let read = |s: &Arc<CudaStream>| {
         let v = buf.slice(..);
         l2_warm::run(&plan, Args { src: range(&v)? }, Scratch::none(), s)
