@@ -561,6 +561,7 @@ fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo, early_release: bool) -> Tria
                 w: TensorRef::from_raw(ws, &[n, n], &st2, DType::BF16)?,
                 bias: None,
                 y: TensorMut::from_raw(y, &[rows, n], &st2, DType::BF16)?,
+                add_norm: None,
             }
         };
         bf16_gemv::run(plan, args, Scratch::from_slice(scratch), st)

@@ -107,6 +107,26 @@ static_assert(sizeof(Bf16GemvActParams) == 128, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvActParams, limit) == 120, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvActParams, reserved) == 124, "mirror of params.rs");
 
+// Parameters of the fused add+RMSNorm entry points (`b12x_bf16_gemv_*_addnorm_*`): the plain
+// ones (x [M, K] bf16: the sublayer output added to the residual), plus the residual, its
+// rounded sum (written by CTA (0, 0)) and the norm weight. The GEMV's input is norm.rmsnorm's
+// fused form: r = bf16(x + residual), h = bf16((r · rrms) · w), rrms = rsqrtf(Σ r² / K + eps).
+// Mirrored by `Bf16GemvNormParams` in src/bf16_gemv/params.rs (size and offsets asserted there).
+struct Bf16GemvNormParams {
+  Bf16GemvParams g;
+  const bf16* residual;  // [M, K], row stride ldr (read)
+  bf16* residual_out;    // [M, K], row stride ldro: r = bf16(x + residual) (written; no alias)
+  const bf16* norm_w;    // [K] contiguous
+  long long ldr;
+  long long ldro;
+  float eps;             // added to mean(r²) before the rsqrt
+  int reserved;          // zero; pads the struct to a multiple of 8 bytes
+};
+static_assert(sizeof(Bf16GemvNormParams) == 168, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvNormParams, residual) == 120, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvNormParams, ldro) == 152, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvNormParams, eps) == 160, "mirror of params.rs");
+
 // Parameters of the TMA entry points (`b12x_bf16_gemv_tma_*`). Mirrored by `Bf16GemvTmaParams`
 // in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m and
 // flags (partial slots are [tokens of the tile][rows per CTA], not m_pad-strided).
@@ -261,6 +281,111 @@ __device__ __forceinline__ void mma_group_silu(float (&acc)[RT][NT][4], const Ve
     }
 }
 
+// What a lane's x piece is made of (template argument of the MMA kernels).
+constexpr int kXPlain = 0;  // x as it is
+constexpr int kXSilu = 1;   // silu_mul of the gate piece and the up piece K elements further
+constexpr int kXNorm = 2;   // norm.rmsnorm's fused form of the x piece and the residual piece
+// Live tokens the add+RMSNorm prologue serves (NT = 1) and warps it reduces over (kMaxThreads).
+constexpr int kNormTokens = 8;
+constexpr int kNormWarps = kMaxThreads / 32;
+
+// The add+RMSNorm input of one lane (kXNorm): its tokens' residual pieces, the norm weight's
+// piece (k chunk 8t) and its tokens' rrms (after the prologue).
+template <int NT>
+struct NormLane {
+  const bf16* r[NT];
+  const bf16* w;
+  float rrms[NT];
+};
+
+// One 8-element piece of norm.rmsnorm's fused form (rmsnorm.cu's steps, the same operations):
+// r = bf16(x + res) in f32, then bf16((r · rrms) · w).
+__device__ __forceinline__ Vec16 add_norm_vec(const Vec16& x, const Vec16& res, const Vec16& w, float rrms) {
+  float fx[8], fr[8], fw[8];
+  unpack_f32<bf16>(x, fx);
+  unpack_f32<bf16>(res, fr);
+  unpack_f32<bf16>(w, fw);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) fx[j] += fr[j];
+  const Vec16 r = pack_from_f32<bf16>(fx);
+  unpack_f32<bf16>(r, fx);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) fx[j] = (fx[j] * rrms) * fw[j];
+  return pack_from_f32<bf16>(fx);
+}
+
+// mma_group on x pieces formed by add_norm_vec (kXNorm): each piece right before its MMAs.
+template <int U, int RT, int NT>
+__device__ __forceinline__ void mma_group_norm(float (&acc)[RT][NT][4], const Vec16 (&v_w)[U][RT][2],
+                                               const Vec16 (&v_x)[U][NT], const Vec16 (&v_r)[U][NT],
+                                               const Vec16 (&v_n)[U], const float (&rrms)[NT]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const Vec16 xa = add_norm_vec(v_x[u][nt], v_r[u][nt], v_n[u], rrms[nt]);
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], xa);
+    }
+}
+
+// The add+RMSNorm prologue (kXNorm; after the PDL wait, every thread of the CTA): rrms of each
+// live token (<= kNormTokens) from its whole rows of x and the residual, into s_rrms; CTA (0, 0)
+// also stores the rounded sums r to residual_out. Thread i owns the 16-byte vectors i + j *
+// blockDim.x of a row (four loads of each row in flight), sums r² with an fmaf chain, then the
+// warps' sums (butterflies) are added in warp order: the same bits in every CTA. IEEE division
+// and addition, rsqrtf, as rmsnorm.cu (its summation tree differs: rrms within its oracle's bound).
+__device__ __forceinline__ void add_norm_prologue(const Bf16GemvParams& p, const Bf16GemvNormParams& q,
+                                                  float* s_rrms) {
+  __shared__ float s_red[kNormTokens][kNormWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nvec = p.k / 8;
+  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+  const int m = min(p.m, kNormTokens);
+  const bf16* x0 = reinterpret_cast<const bf16*>(p.x);
+#pragma unroll 1
+  for (int tok = 0; tok < m; ++tok) {
+    const bf16* xr = x0 + (long long)tok * p.ldx;
+    const bf16* rr = q.residual + (long long)tok * q.ldr;
+    bf16* ro = q.residual_out + (long long)tok * q.ldro;
+    float ss = 0.0f;
+#pragma unroll 1
+    for (int base = threadIdx.x; base < nvec; base += 4 * blockDim.x) {
+      Vec16 vx[4], vr[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = base + j * blockDim.x;
+        vx[j] = i < nvec ? ld_global_v16(xr + 8 * i) : Vec16{{0u, 0u, 0u, 0u}};
+        vr[j] = i < nvec ? ld_global_v16(rr + 8 * i) : Vec16{{0u, 0u, 0u, 0u}};
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float fx[8], fr[8];
+        unpack_f32<bf16>(vx[j], fx);
+        unpack_f32<bf16>(vr[j], fr);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) fx[e] += fr[e];
+        const Vec16 r = pack_from_f32<bf16>(fx);
+        const int i = base + j * blockDim.x;
+        if (writer && i < nvec) st_global_v16(ro + 8 * i, r);
+        unpack_f32<bf16>(r, fx);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) ss = fmaf(fx[e], fx[e], ss);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) s_red[tok][warp] = ss;
+  }
+  __syncthreads();
+  if (threadIdx.x < m) {
+    float ss = 0.0f;
+    for (int w = 0; w < int(blockDim.x >> 5); ++w) ss += s_red[threadIdx.x][w];
+    s_rrms[threadIdx.x] = rsqrtf(ss / static_cast<float>(p.k) + q.eps);
+  }
+  __syncthreads();
+}
+
 // bias[row] as f32 (the bias is f32 or bf16, kBiasF32; the caller checks it is present).
 __device__ __forceinline__ float bias_at(const Bf16GemvParams& p, int row) {
   return (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
@@ -398,9 +523,13 @@ struct MmaOperands {
 // (this is warp `wk`), bounds-checked loads (the last step may be partial). kSilu: x's piece is
 // silu_mul_vec of the gate piece and the up piece `x_up` elements further (zeros past k_end on
 // both give 0).
-template <int NT, int RT, bool kAligned, bool kSilu>
+// kXNorm: add_norm_vec of the x piece, the residual piece and the norm weight's piece (zeros past
+// k_end give 0).
+template <int NT, int RT, bool kAligned, int kX>
 __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOperands<NT, RT>& o, int k_tail,
-                                         int k_end, int wk, int nwarps, int x_up, float act_limit) {
+                                         int k_end, int wk, int nwarps, int x_up, float act_limit,
+                                         const NormLane<NT>& nl) {
+  constexpr bool kSilu = kX == kXSilu;
   const int t = (threadIdx.x & 31) & 3;
   const int tail_steps = (k_end - k_tail + kMmaStepK - 1) / kMmaStepK;
   for (int s = wk; s < tail_steps; s += nwarps) {
@@ -419,6 +548,12 @@ __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOpera
         const Vec16 up = o.xok[nt] ? load_bf16x8<kAligned, false>(o.x[nt] + x_up + off, kl, k_end)
                                    : Vec16{{0u, 0u, 0u, 0u}};
         v_x[nt] = silu_mul_vec<bf16>(v_x[nt], up, act_limit);
+      }
+      if constexpr (kX == kXNorm) {
+        const Vec16 res = o.xok[nt] ? load_bf16x8<kAligned, false>(nl.r[nt] + off, kl, k_end)
+                                    : Vec16{{0u, 0u, 0u, 0u}};
+        const Vec16 wn = load_bf16x8<kAligned, false>(nl.w + off, kl, k_end);
+        v_x[nt] = add_norm_vec(v_x[nt], res, wn, nl.rrms[nt]);
       }
     }
 #pragma unroll
@@ -472,14 +607,15 @@ __device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float 
 //   ring stage = W tile [ROWS_W rows][4U chunks of 16 B] (chunk c of row r stored at
 //                c ^ ((r & 1) << 2): conflict-free for both the row-wise copies and the
 //                fragment reads of lanes g, g+1)  then  x [U steps][NT][32 lanes] 16 B
-//                (kSilu: the gate pieces, then the up pieces in the same layout).
-template <int NT, int RT, int U, bool kSilu>
+//                (kXSilu: the gate pieces, then the up pieces in the same layout; kXNorm: the
+//                x pieces, the residual pieces, then the norm weight's pieces).
+template <int NT, int RT, int U, int kXSets>
 struct MmaRing {
   static constexpr int kRows = 16 * RT;
   static constexpr int kChunksPerRow = 4 * U;                  // 16-byte chunks, 32U k values
   static constexpr int kWBytes = kRows * kChunksPerRow * 16;   // W tile of one stage
   static constexpr int kXPieceBytes = U * NT * 32 * 16;        // one set of x pieces (x, or gate / up)
-  static constexpr int kXBytes = (kSilu ? 2 : 1) * kXPieceBytes;  // x pieces of one stage
+  static constexpr int kXBytes = kXSets * kXPieceBytes;     // x pieces of one stage
   static constexpr int kGroupBytes = kWBytes + kXBytes;        // one ring stage
   static constexpr int kWCopiesPerLane = kRows * kChunksPerRow / 32;
   static_assert(U >= 2, "the swizzle flips chunk bit 2: rows of at least 8 chunks");
@@ -495,11 +631,18 @@ enum class Feed {
 // kSilu (aligned feeds only): x is [M, 2K] = [gate | up]; each lane loads the gate piece of
 // its k chunk and the up piece K elements further, and feeds silu_mul_vec of the two
 // (b12x/activation.cuh, with `act_limit`) to the MMAs where the plain x piece goes.
-template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed, bool kSilu>
-__device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limit) {
+// kXNorm (aligned feeds only, `nq` the entry point's parameters): each lane also loads the
+// residual piece of its k chunk and the norm weight's piece, and feeds add_norm_vec of the three
+// with its token's rrms (add_norm_prologue, after the PDL wait and the first x copies).
+template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed, int kX>
+__device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limit,
+                                         const Bf16GemvNormParams* nq = nullptr) {
   constexpr int ROWS_W = 16 * RT;
   constexpr bool kAligned = kFeed != Feed::kUnaligned;
-  using Ring = MmaRing<NT, RT, U, kSilu>;
+  constexpr bool kSilu = kX == kXSilu;
+  constexpr bool kNorm = kX == kXNorm;
+  using Ring = MmaRing<NT, RT, U, kSilu ? 2 : kNorm ? 3 : 1>;
+  static_assert(!kNorm || (kAligned && NT * 8 <= kNormTokens), "the fused add+RMSNorm: aligned, NT = 1");
   static_assert(kFeed != Feed::kRing || kStages >= 2, "the cp.async ring needs at least two stages");
   static_assert(!kSilu || kAligned, "the fused activation needs 16-byte vectors of x");
   // Elements from a gate piece to its up piece (kSilu).
@@ -521,6 +664,29 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
   const int k_end = min(p.k, k_begin + p.k_per_split);
 
   const MmaOperands<NT, RT> o(p, row0, g, t);
+  // kXNorm: this lane's residual and norm-weight pieces; rrms after the prologue.
+  __shared__ float s_rrms[kNormTokens];
+  NormLane<NT> nl;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    nl.r[nt] = nullptr;
+    nl.rrms[nt] = 0.0f;
+  }
+  nl.w = nullptr;
+  if constexpr (kNorm) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      nl.r[nt] = nq->residual + (long long)min(nt * 8 + g, p.m - 1) * nq->ldr + 8 * t;
+    nl.w = nq->norm_w + 8 * t;
+  }
+  // Runs the prologue (every thread) and picks up this lane's tokens' rrms.
+  auto norm_prologue = [&]() {
+    if constexpr (kNorm) {
+      add_norm_prologue(p, *nq, s_rrms);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) nl.rrms[nt] = o.xok[nt] ? s_rrms[nt * 8 + g] : 0.0f;
+    }
+  };
   // PDL launch (flags): the aligned feeds below load their first W (the ring's first
   // kStages-1 stages, the direct feed's first register group) before they wait (pdl_wait) for
   // the kernel before them, x and everything else after, and only then let the next PDL kernel
@@ -544,8 +710,10 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
     // W streams past L1 (no_allocate); x is re-read by every warp of the SM and stays in L1.
     Vec16 v_w[U][RT][2];
     Vec16 v_x[U][NT];
-    // kSilu: the group's gate and up pieces in flight instead of x (mma_group_silu forms x).
-    Vec16 v_g[kSilu ? U : 1][NT], v_u[kSilu ? U : 1][NT];
+    // kSilu: the group's gate and up pieces in flight instead of x (mma_group_silu forms x);
+    // kNorm: x, residual (v_u) and norm-weight pieces (mma_group_norm forms x).
+    Vec16 v_g[kSilu || kNorm ? U : 1][NT], v_u[kSilu || kNorm ? U : 1][NT];
+    Vec16 v_n[kNorm ? U : 1];
     auto load_w = [&](int gi) {
       const int k0 = k_begin + gi * kMmaStepK * U;
 #pragma unroll
@@ -564,6 +732,10 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
           if constexpr (kSilu) {
             v_g[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
             v_u[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + x_up + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+          } else if constexpr (kNorm) {
+            v_g[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+            v_u[u][nt] = o.xok[nt] ? ld_global_v16(nl.r[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
+            if (nt == 0) v_n[u] = ld_global_v16(nl.w + k0 + u * kMmaStepK);
           } else {
             v_x[u][nt] = o.xok[nt] ? ld_global_v16(o.x[nt] + k0 + u * kMmaStepK) : Vec16{{0u, 0u, 0u, 0u}};
           }
@@ -573,10 +745,13 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
     if (wk < groups) load_w(wk);
     if (pdl) pdl_wait_then_release();
     if (wk < groups) load_x(wk);
+    norm_prologue();
 #pragma unroll 1
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       if constexpr (kSilu) {
         mma_group_silu<U, RT, NT>(acc, v_w, v_g, v_u, act_limit, min(p.m, 8 * NT));
+      } else if constexpr (kNorm) {
+        mma_group_norm<U, RT, NT>(acc, v_w, v_g, v_u, v_n, nl.rrms);
       } else {
         mma_group<U, RT, NT>(acc, v_w, v_x);
       }
@@ -622,6 +797,12 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
             if constexpr (kSilu)
               cp_async_ca_16_zfill(s_stage + Ring::kWBytes + Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
                                    o.x[nt] + x_up + k0 + u * kMmaStepK, o.xok[nt]);
+            if constexpr (kNorm) {
+              cp_async_ca_16_zfill(s_stage + Ring::kWBytes + Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
+                                   nl.r[nt] + k0 + u * kMmaStepK, o.xok[nt]);
+              cp_async_ca_16_zfill(s_stage + Ring::kWBytes + 2 * Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
+                                   nl.w + k0 + u * kMmaStepK, true);
+            }
           }
       }
     };
@@ -649,6 +830,8 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
     }
+    // kNorm: rrms while the first stages' copies fly.
+    norm_prologue();
     int stage = 0;
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       cp_async_wait<kStages - 2>();
@@ -658,7 +841,10 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
       const unsigned char* s_stage = s_ring + stage * Ring::kGroupBytes;
       Vec16 v_w[U][RT][2];
       Vec16 v_x[U][NT];
-      Vec16 v_u[kSilu ? U : 1][NT];  // kSilu: the up pieces (v_x holds the gate pieces)
+      // kSilu: the up pieces (v_x holds the gate pieces). kNorm reads its three piece sets from the
+      // stage right before each k step's MMAs instead (all U of them at once took ptxas to 255
+      // registers and spills in the u8 variant); this stage is refilled only next iteration.
+      Vec16 v_u[kSilu ? U : 1][NT];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
 #pragma unroll
@@ -671,7 +857,8 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
           }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          v_x[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16);
+          if constexpr (!kNorm)
+            v_x[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16);
           if constexpr (kSilu)
             v_u[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + Ring::kXPieceBytes +
                                                          ((u * NT + nt) * 32 + lane) * 16);
@@ -681,6 +868,20 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
       issue(gi + (kStages - 1) * p.warps_k, stage == 0 ? kStages - 1 : stage - 1);
       if constexpr (kSilu) {
         mma_group_silu<U, RT, NT>(acc, v_w, v_x, v_u, act_limit, min(p.m, 8 * NT));
+      } else if constexpr (kNorm) {
+        const unsigned char* s_x = s_stage + Ring::kWBytes + lane * 16;
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int at = (u * NT + nt) * 32 * 16;
+            const Vec16 xa = add_norm_vec(*reinterpret_cast<const Vec16*>(s_x + at),
+                                          *reinterpret_cast<const Vec16*>(s_x + Ring::kXPieceBytes + at),
+                                          *reinterpret_cast<const Vec16*>(s_x + 2 * Ring::kXPieceBytes + at),
+                                          nl.rrms[nt]);
+#pragma unroll
+            for (int rt = 0; rt < RT; ++rt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], xa);
+          }
       } else {
         mma_group<U, RT, NT>(acc, v_w, v_x);
       }
@@ -714,7 +915,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
     }
   }
   // Tail (< U steps, the last may be partial): one 32-wide step per warp, bounds-checked loads.
-  mma_tail<NT, RT, kAligned, kSilu>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k, x_up, act_limit);
+  mma_tail<NT, RT, kAligned, kX>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k, x_up, act_limit, nl);
   // The partial tile overlays the ring: every warp must be done reading its ring first.
   __syncthreads();
   mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta);
@@ -1184,7 +1385,7 @@ using b12x::bf16;
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_##OUTNAME##out(                       \
           const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing, false>(p, 0.0f);  \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXPlain>(p, 0.0f);  \
   }
 
 // Direct register feed. MINB: CTAs of kMaxThreads per SM the register budget must allow
@@ -1193,14 +1394,14 @@ using b12x::bf16;
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, MINB)                \
       b12x_bf16_gemv_mmad_nt##NT##_rt##RT##_u##U##_##OUTNAME##out(                               \
           const __grid_constant__ Bf16GemvParams p) {                                          \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, false>(p, 0.0f);  \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, b12x::bf16_gemv::kXPlain>(p, 0.0f);  \
   }
 
 // Unaligned fallback: register path with 2-byte loads, one per token tile count.
 #define B12X_GEMV_MMA_UNALIGNED(NT, TOUT, OUTNAME)                                              \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_unaligned_##OUTNAME##out(const __grid_constant__ Bf16GemvParams p) { \
-    b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, b12x::bf16_gemv::Feed::kUnaligned, false>(p, 0.0f);  \
+    b12x::bf16_gemv::gemv_mma<NT, 1, 2, 1, TOUT, b12x::bf16_gemv::Feed::kUnaligned, b12x::bf16_gemv::kXPlain>(p, 0.0f);  \
   }
 
 // Fused SwiGLU on the x load (x = [gate | up], Bf16GemvActParams): the ring and direct feeds.
@@ -1208,13 +1409,27 @@ using b12x::bf16;
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
       b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_silu_##OUTNAME##out(                  \
           const __grid_constant__ b12x::Bf16GemvActParams p) {                                 \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing, true>(p.g, p.limit); \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXSilu>(p.g, p.limit); \
   }
 #define B12X_GEMV_MMAD_SILU(NT, RT, U, MINB, TOUT, OUTNAME)                                     \
   extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, MINB)                \
       b12x_bf16_gemv_mmad_nt##NT##_rt##RT##_u##U##_silu_##OUTNAME##out(                          \
           const __grid_constant__ b12x::Bf16GemvActParams p) {                                 \
-    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, true>(p.g, p.limit); \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, b12x::bf16_gemv::kXSilu>(p.g, p.limit); \
+  }
+
+// Fused add+RMSNorm on the x load (Bf16GemvNormParams): the ring and direct feeds.
+#define B12X_GEMV_MMA_NORM(NT, RT, U, S, TOUT, OUTNAME)                                          \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_addnorm_##OUTNAME##out(               \
+          const __grid_constant__ b12x::Bf16GemvNormParams p) {                                \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, TOUT, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXNorm>(p.g, 0.0f, &p); \
+  }
+#define B12X_GEMV_MMAD_NORM(NT, RT, U, MINB, TOUT, OUTNAME)                                     \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, MINB)                \
+      b12x_bf16_gemv_mmad_nt##NT##_rt##RT##_u##U##_addnorm_##OUTNAME##out(                       \
+          const __grid_constant__ b12x::Bf16GemvNormParams p) {                                \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, b12x::bf16_gemv::kXNorm>(p.g, 0.0f, &p); \
   }
 
 // Persistent TMA feed (aligned BF16 x): CW consumer warps + 1 producer warp.
@@ -1293,3 +1508,12 @@ B12X_GEMV_MMAD_SILU(1, 2, 4, 1, bf16, bf16)
 B12X_GEMV_MMA_SILU(1, 1, 4, 4, bf16, bf16)
 B12X_GEMV_MMA_SILU(1, 1, 8, 3, bf16, bf16)
 B12X_GEMV_MMA_SILU(1, 2, 4, 3, bf16, bf16)
+// The fused add+RMSNorm x load: the same six NT = 1 rows, BF16 output (a decoder layer's QKV and
+// gate/up projections after their norms). After the SwiGLU ones, so earlier PTX stays as it was.
+// All MINB 1: the u4 direct variant spilled at the 128-register cap of MINB 2.
+B12X_GEMV_MMAD_NORM(1, 1, 4, 1, bf16, bf16)
+B12X_GEMV_MMAD_NORM(1, 1, 8, 1, bf16, bf16)
+B12X_GEMV_MMAD_NORM(1, 2, 4, 1, bf16, bf16)
+B12X_GEMV_MMA_NORM(1, 1, 4, 4, bf16, bf16)
+B12X_GEMV_MMA_NORM(1, 1, 8, 3, bf16, bf16)
+B12X_GEMV_MMA_NORM(1, 2, 4, 3, bf16, bf16)

@@ -7,7 +7,7 @@ use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, silu_mul_x, ulp};
 use b12x_gemm::bf16_gemv::{
-    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, XAct, YAct, TMA_MAX_STAGES,
+    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, XAct, XLoad, YAct, TMA_MAX_STAGES,
 };
 use rstest::rstest;
 
@@ -37,7 +37,17 @@ fn silu_query(n: usize, k: usize, limit: Option<f32>) -> Query {
 }
 
 fn geometry(n: usize, k: usize, rows_hi: usize, x_f32: bool, aligned: bool) -> Geometry {
-    Geometry { n, k, x_f32, aligned, silu: false, y_silu: false, rows_hi, sm_count: H200_SMS, smem_optin: H200_SMEM }
+    Geometry {
+        n,
+        k,
+        x_f32,
+        aligned,
+        x: XLoad::Plain,
+        y_silu: false,
+        rows_hi,
+        sm_count: H200_SMS,
+        smem_optin: H200_SMEM,
+    }
 }
 
 // ---- oracle -------------------------------------------------------------------------------
@@ -201,6 +211,7 @@ fn params(q: &Query, v: &Views) -> Result<b12x_gemm::bf16_gemv::Bf16GemvParams, 
         w: view(v.w.0, &[q.n, q.k], v.w.1, v.w.2),
         bias: v.bias.map(|(p, d)| view(p, &[q.n], 1, d)),
         y: view_mut(v.y.0, &[v.y.1, q.n], v.y.2, v.y.3),
+        add_norm: None,
     };
     q.kernel_params(&args)
 }
@@ -352,7 +363,7 @@ fn every_bucket_has_configs_that_fit(#[case] n: usize, #[case] k: usize, #[value
 #[test]
 fn config_ids_are_stable() {
     let c = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, silu: false },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain },
         warps_r: 1,
         warps_k: 2,
         ksplit: 8,
@@ -381,16 +392,17 @@ fn config_ids_are_stable() {
 fn every_enumerated_symbol_is_in_the_variant_table() {
     let all = all_symbols();
     for rows_hi in [1, 2, 4, 8, 16, 32, 64] {
-        for (x_f32, aligned, silu) in [
-            (false, true, false),
-            (false, false, false),
-            (true, true, false),
-            (true, false, false),
-            (false, true, true),
+        for (x_f32, aligned, x) in [
+            (false, true, XLoad::Plain),
+            (false, false, XLoad::Plain),
+            (true, true, XLoad::Plain),
+            (true, false, XLoad::Plain),
+            (false, true, XLoad::SiluMul),
+            (false, true, XLoad::AddNorm),
         ] {
-            for c in enumerate(&Geometry { silu, ..geometry(4096, 7168, rows_hi, x_f32, aligned) }) {
+            for c in enumerate(&Geometry { x, ..geometry(4096, 7168, rows_hi, x_f32, aligned) }) {
                 // The fused variants exist for BF16 output only (validate requires it).
-                let outs: &[DType] = if silu { &[DType::BF16] } else { &[DType::BF16, DType::F32] };
+                let outs: &[DType] = if x != XLoad::Plain { &[DType::BF16] } else { &[DType::BF16, DType::F32] };
                 for &out in outs {
                     assert!(all.contains(&c.variant.symbol(out)), "{}", c.variant.symbol(out));
                 }
@@ -551,12 +563,12 @@ fn silu_candidates_are_the_fused_ring_and_direct_variants(
 ) {
     for rows_hi in [1, 2, 4, 8] {
         let plain = Geometry { smem_optin: smem, ..geometry(n, k, rows_hi, false, true) };
-        let cs = enumerate(&Geometry { silu: true, ..plain });
+        let cs = enumerate(&Geometry { x: XLoad::SiluMul, ..plain });
         // No tma, simt or unaligned config; NT = 1 ring and direct variants only, both families.
         for c in &cs {
             let fused = matches!(
                 c.variant,
-                Variant::Mma { nt: 1, silu: true, .. } | Variant::MmaDirect { nt: 1, silu: true, .. }
+                Variant::Mma { nt: 1, x: XLoad::SiluMul, .. } | Variant::MmaDirect { nt: 1, x: XLoad::SiluMul, .. }
             );
             assert!(fused && c.tma.is_none() && c.variant.silu() && c.id().contains("_silu_"), "{}", c.id());
             assert!(c.dynamic_smem() + 1024 <= smem && c.threads() <= 256, "{}", c.id());
@@ -578,7 +590,7 @@ fn silu_candidates_are_the_fused_ring_and_direct_variants(
 #[test]
 fn silu_variants_are_named_and_sized() {
     let ring = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, silu: true },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::SiluMul },
         warps_r: 1,
         warps_k: 2,
         ksplit: 1,
@@ -589,10 +601,14 @@ fn silu_variants_are_named_and_sized() {
     // A ring stage holds the W tile (16 rows × 4U chunks of 16 B) and the gate and up pieces
     // (2 × U × 32 lanes × 16 B): 2 warps × 4 stages × (4096 + 4096) bytes.
     assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 4096));
-    let plain = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, silu: false }, ..ring };
+    let plain = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain }, ..ring };
     assert_eq!(plain.dynamic_smem(), 2 * 4 * (4096 + 2048));
-    let direct =
-        Config { variant: Variant::MmaDirect { nt: 1, rt: 2, u: 4, silu: true }, warps_r: 1, warps_k: 8, ..ring };
+    let direct = Config {
+        variant: Variant::MmaDirect { nt: 1, rt: 2, u: 4, x: XLoad::SiluMul },
+        warps_r: 1,
+        warps_k: 8,
+        ..ring
+    };
     assert_eq!(direct.id(), "mmad_nt1_rt2_u4_silu_wr1_wk8_ks1");
     assert_eq!(direct.variant.symbol(DType::BF16), "b12x_bf16_gemv_mmad_nt1_rt2_u4_silu_bf16out");
     // Six fused variants (the NT = 1 rows of both tables), BF16 output only.
@@ -600,6 +616,73 @@ fn silu_variants_are_named_and_sized() {
     let fused: Vec<&String> = all.iter().filter(|s| s.contains("_silu_")).collect();
     assert_eq!(fused.len(), 6);
     assert!(fused.iter().all(|s| s.contains("_nt1_") && s.ends_with("_bf16out")), "{fused:?}");
+}
+
+/// A fused add+RMSNorm query (M ≤ 8).
+fn norm_query(n: usize, k: usize) -> Query {
+    Query { max_rows: 8, x_act: XAct::AddRmsNorm { eps: 1e-6 }, ..query(n, k) }
+}
+
+#[rstest]
+#[case::f32_out(Query { out_dtype: DType::F32, ..norm_query(6144, 4096) })]
+#[case::f32_x(Query { x_dtype: DType::F32, ..norm_query(6144, 4096) })]
+#[case::unaligned(Query { aligned: false, ..norm_query(6144, 4096) })]
+#[case::k_not_a_multiple_of_8(norm_query(6144, 4092))]
+#[case::nine_rows(Query { max_rows: 9, ..norm_query(6144, 4096) })]
+#[case::nan_eps(Query { x_act: XAct::AddRmsNorm { eps: f32::NAN }, ..norm_query(6144, 4096) })]
+#[case::negative_eps(Query { x_act: XAct::AddRmsNorm { eps: -1e-6 }, ..norm_query(6144, 4096) })]
+fn addnorm_queries_it_cannot_serve_name_x_act(#[case] q: Query) {
+    assert!(matches!(q.validate(), Err(b12x_core::Error::InvalidQuery { field: "x_act", .. })), "{q:?}");
+}
+
+#[test]
+fn addnorm_queries_have_their_own_key_and_combine_with_the_swiglu_epilogue() {
+    let q = norm_query(6144, 4096);
+    q.validate().unwrap();
+    assert!(q.key().ends_with(" x_act=add_rmsnorm"), "{}", q.key());
+    assert_ne!(q, Query { x_act: XAct::AddRmsNorm { eps: 1e-5 }, ..q.clone() });
+    assert_eq!(q.x_act.x_load(), XLoad::AddNorm);
+    let epi = Query { y_act: YAct::SiluMul { limit: None }, ..norm_query(2 * 12288, 4096) };
+    epi.validate().unwrap();
+    assert!(epi.key().ends_with(" x_act=add_rmsnorm y_act=silu_mul"), "{}", epi.key());
+    // SwiGLU on both sides is still refused.
+    let both = Query { x_act: XAct::SiluMul { limit: None }, ..epi };
+    assert!(matches!(both.validate(), Err(b12x_core::Error::InvalidQuery { field: "y_act", .. })));
+}
+
+#[rstest]
+#[case::qwen3_8b_qkv(6144, 4096)]
+#[case::qwen3_8b_gate_up(24576, 4096)]
+#[case::odd_n(1031, 1000)]
+fn addnorm_candidates_are_the_fused_ring_and_direct_variants(
+    #[case] n: usize,
+    #[case] k: usize,
+    #[values(H200_SMEM, SM120_SMEM)] smem: u32,
+) {
+    for rows_hi in [1, 2, 4, 8] {
+        let plain = Geometry { smem_optin: smem, ..geometry(n, k, rows_hi, false, true) };
+        let cs = enumerate(&Geometry { x: XLoad::AddNorm, ..plain });
+        assert!(cs.iter().any(|c| matches!(c.variant, Variant::Mma { .. })), "rows_hi {rows_hi}: no ring config");
+        assert!(cs.iter().any(|c| matches!(c.variant, Variant::MmaDirect { .. })), "rows_hi {rows_hi}: no direct");
+        for c in &cs {
+            assert_eq!(c.variant.x_load(), XLoad::AddNorm, "{}", c.id());
+            assert!(c.tma.is_none() && c.variant.tokens() == 8 && c.id().contains("_addnorm_"), "{}", c.id());
+            assert!(c.dynamic_smem() + 1024 <= smem && c.threads() <= 256, "{}", c.id());
+        }
+    }
+    // A ring stage holds the W tile and three piece sets (x, residual, norm weight).
+    let ring = Config {
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::AddNorm },
+        warps_r: 1,
+        warps_k: 2,
+        ksplit: 1,
+        tma: None,
+    };
+    assert_eq!(ring.id(), "mma_nt1_rt1_u4_s4_addnorm_wr1_wk2_ks1");
+    assert_eq!(ring.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_addnorm_bf16out");
+    assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 3 * 2048));
+    let all = all_symbols();
+    assert_eq!(all.iter().filter(|s| s.contains("_addnorm_")).count(), 6);
 }
 
 /// The params of a fused query for x `[2, x_cols]` with row stride `x_stride` at `x_ptr`.
@@ -614,6 +697,7 @@ fn silu_params(
         w: view(W, &[q.n, q.k], q.k, DType::BF16),
         bias: None,
         y: view_mut(Y, &[2, q.n], q.n, DType::BF16),
+        add_norm: None,
     };
     q.kernel_params(&args)
 }

@@ -185,6 +185,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
             w: w.view(n, k, lw, DType::BF16),
             bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
             y: y.view_mut(m, n, ly, c.out),
+            add_norm: None,
         };
         bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream)
             .map_err(err)?;
@@ -243,6 +244,7 @@ impl Router {
             w: self.w.view(RN, RK, RK, DType::BF16),
             bias: None,
             y: self.y.view_mut(m, RN, RN, F32),
+            add_norm: None,
         };
         let bytes = self.plan.scratch_layout().total_bytes();
         bf16_gemv::run(&self.plan, args, aligned_scratch(&mut self.scratch, bytes), stream)
@@ -364,6 +366,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 w: w1.view(N1, K1, K1, DType::BF16),
                 bias: None,
                 y: y1.view_mut(m, N1, N1, DType::BF16),
+                add_norm: None,
             };
             bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
@@ -371,6 +374,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 w: w2.view(N2, N1, N1, DType::BF16),
                 bias: None,
                 y: y2.view_mut(m, N2, N2, DType::BF16),
+                add_norm: None,
             };
             bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
@@ -513,7 +517,13 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
     for (name, x, y_rows, scratch_bytes, is_expected) in cases {
         // SAFETY: a prefix of the router's own scratch buffer, used by nothing else meanwhile.
         let scratch = unsafe { Scratch::from_raw(scratch_ptr, scratch_bytes) };
-        let args = Args { x, w: r.w.view(RN, RK, RK, DType::BF16), bias: None, y: r.y.view_mut(y_rows, RN, RN, F32) };
+        let args = Args {
+            x,
+            w: r.w.view(RN, RK, RK, DType::BF16),
+            bias: None,
+            y: r.y.view_mut(y_rows, RN, RN, F32),
+            add_norm: None,
+        };
         match bf16_gemv::run(&r.plan, args, scratch, stream) {
             Err(e) if is_expected(&e) => {}
             other => return Err(format!("{name}: unexpected {other:?}")),
@@ -527,6 +537,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         w: r.w.view(RN, RK, RK, DType::BF16),
         bias: None,
         y: y9.view_mut(9, RN, RN, F32),
+        add_norm: None,
     };
     if !matches!(
         bf16_gemv::run(&r.plan, args, aligned_scratch(&mut r.scratch, need), stream),
@@ -672,6 +683,7 @@ fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
             w: w.view(n, k, k, DType::BF16),
             bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
             y: y.view_mut(m, n, ly, DType::BF16),
+            add_norm: None,
         };
         bf16_gemv::run(&fused, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         run_silu_op(&op, &x, &mut act, (m, k, lx), stream).map_err(err)?;
@@ -680,6 +692,7 @@ fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
             w: w.view(n, k, k, DType::BF16),
             bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
             y: y_twin.view_mut(m, n, ly, DType::BF16),
+            add_norm: None,
         };
         bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
@@ -747,6 +760,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                 w: w1.view(2 * i, h, h, DType::BF16),
                 bias: None,
                 y: y1.view_mut(m, 2 * i, 2 * i, DType::BF16),
+                add_norm: None,
             };
             bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
@@ -754,6 +768,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                 w: w2.view(h, i, i, DType::BF16),
                 bias: None,
                 y: y2.view_mut(m, h, h, DType::BF16),
+                add_norm: None,
             };
             bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
@@ -774,6 +789,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                     w: w2.view(h, i, i, DType::BF16),
                     bias: None,
                     y: y_twin.view_mut(m, h, h, DType::BF16),
+                    add_norm: None,
                 };
                 bf16_gemv::run(&plain, a, aligned_scratch(&mut plain_scratch, plain_bytes), stream).map_err(err)?;
                 stream.synchronize().map_err(err)?;
@@ -816,7 +832,13 @@ fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         ("overlapping x rows", raw(x.ptr(), 2 * k, 2 * k - 8)?, |e| matches!(e, Error::Stride { tensor: "x", .. })),
     ];
     for (name, xv, is_expected) in cases {
-        let args = Args { x: xv, w: w.view(n, k, k, DType::BF16), bias: None, y: y.view_mut(m, n, n, DType::BF16) };
+        let args = Args {
+            x: xv,
+            w: w.view(n, k, k, DType::BF16),
+            bias: None,
+            y: y.view_mut(m, n, n, DType::BF16),
+            add_norm: None,
+        };
         match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream) {
             Err(e) if is_expected(&e) => {}
             other => return Err(format!("{name}: unexpected {other:?}")),
@@ -830,6 +852,7 @@ fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         w: w.view(n, k, k, DType::BF16),
         bias: None,
         y: y9.view_mut(9, n, n, DType::BF16),
+        add_norm: None,
     };
     if !matches!(bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream), Err(Error::Capacity { .. }))
     {
@@ -993,6 +1016,7 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
             w: w.view(n, k, k, DType::BF16),
             bias: bias_view(),
             y: y.view_mut(m, i, ly, DType::BF16),
+            add_norm: None,
         };
         bf16_gemv::run(&epi, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         let args = Args {
@@ -1000,6 +1024,7 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
             w: w.view(n, k, k, DType::BF16),
             bias: bias_view(),
             y: y_plain.view_mut(m, n, n, DType::BF16),
+            add_norm: None,
         };
         bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         // De-interleave the plain output into [gate | up] rows and run the op on it.
@@ -1083,6 +1108,7 @@ fn ysilu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         w: w.view(1024, 512, 512, DType::BF16),
         bias: None,
         y: y.view_mut(2, 1024, 1024, DType::BF16),
+        add_norm: None,
     };
     match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream) {
         Err(Error::Shape { tensor: "y", .. }) => {}
@@ -1091,6 +1117,298 @@ fn ysilu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     stream.synchronize().map_err(err)?;
     if y.download(stream)?.iter().any(|v| !v.is_nan()) {
         return Err("a refused call wrote y".into());
+    }
+    session.close();
+    Ok(())
+}
+
+// ---- fused add+RMSNorm (x_act) --------------------------------------------------------------
+
+/// A fused add+RMSNorm case: x and the residual `[M, K]` (row stride K + pad), W `[N, K]`.
+#[derive(Clone, Copy, Debug)]
+struct NormCase {
+    name: &'static str,
+    n: usize,
+    k: usize,
+    ms: &'static [usize],
+    bias: Option<DType>,
+    pad: usize,
+    /// With the SwiGLU epilogue (W's rows read as 16-row gate/up groups): a layer's gate/up
+    /// projection after its second norm.
+    y_silu: bool,
+    /// Dropped by `B12X_TEST_PROFILE=reduced`.
+    large: bool,
+}
+
+const fn norm_case(name: &'static str, n: usize, k: usize, ms: &'static [usize]) -> NormCase {
+    NormCase { name, n, k, ms, bias: None, pad: 0, y_silu: false, large: false }
+}
+
+const NORM_EPS: f32 = 1e-6;
+
+const NORM_CASES: &[NormCase] = &[
+    // Qwen3-8B's QKV projection after the first norm (b12x-layers' dense layer).
+    NormCase { large: true, ..norm_case("qwen3_8b_qkv_addnorm", 6144, 4096, &[1, 3, 8]) },
+    // Odd N, K with a partial last 32-wide step (1000 = 31·32 + 8), padded rows, an f32 bias.
+    NormCase { pad: 8, bias: Some(F32), ..norm_case("odd_n_addnorm", 1031, 1000, &[1, 4, 7]) },
+    // The gate/up projection after the second norm, with the SwiGLU epilogue.
+    NormCase { y_silu: true, pad: 8, ..norm_case("gate_up_silu_addnorm", 3072, 1024, &[1, 5, 8]) },
+];
+
+/// Every fused config of M's bucket pinned in turn: `residual_out` must equal norm.rmsnorm's
+/// oracle residual bit for bit (padding untouched); `y` within the GEMV bound of the f64 product
+/// of the oracle's `h`, widened by Σ|w|·ulp(h) (the kernel's rrms sums in another order, so an `h`
+/// element may round one bf16 ULP apart, as norm.rmsnorm's own bound allows). With the SwiGLU
+/// epilogue: bitwise the same config without it (a twin plan) followed by the host
+/// silu_and_mul, and the twin within the bound.
+fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
+    let (n, k) = (c.n, c.k);
+    let n_out = if c.y_silu { n / 2 } else { n };
+    let (lx, ly) = (k + c.pad, n_out + c.pad);
+    let stream = dev.stream();
+    let x_h = values(Fill::Uniform, 51, m * lx, DType::BF16);
+    let r_h: Vec<f32> = values(Fill::Uniform, 52, m * lx, DType::BF16).iter().map(|v| 2.0 * v).collect();
+    let nw_h: Vec<f32> = cast::<bf16>(&uniform(53, k, 0.5, 1.5)).iter().map(|b| b.to_f32()).collect::<Vec<f32>>();
+    let w_h = values(Fill::Uniform, 54, n * k, DType::BF16);
+    let b_h = c.bias.map(|d| values(Fill::Uniform, 55, n, d));
+    // The oracle: norm.rmsnorm's fused form per token, then the exact product.
+    let xb = cast::<bf16>(&gather(&x_h, m, k, lx));
+    let mut res = cast::<bf16>(&gather(&r_h, m, k, lx));
+    let nwb = cast::<bf16>(&nw_h);
+    let mut h = Vec::with_capacity(m * k);
+    for t in 0..m {
+        let ht = b12x_norm::rmsnorm::reference::rmsnorm_add(
+            &xb[t * k..(t + 1) * k],
+            &mut res[t * k..(t + 1) * k],
+            &nwb,
+            NORM_EPS,
+        );
+        h.extend(ht);
+    }
+    let wb = cast::<bf16>(&w_h);
+    let rows: Vec<usize> = (0..n).collect();
+    let want = reference::exact(&h, &wb, b_h.as_deref(), m, k, &rows);
+    // Σ_k |w[n,k]| · ulp(h[t,k]): what one-ULP differences of h can move y by.
+    let mut slack = vec![0.0f64; m * n];
+    for t in 0..m {
+        let hu: Vec<f64> = h[t * k..(t + 1) * k].iter().map(|v| reference::ulp(DType::BF16, v.to_f64())).collect();
+        for r in 0..n {
+            slack[t * n + r] = wb[r * k..(r + 1) * k].iter().zip(&hu).map(|(w, u)| w.to_f64().abs() * u).sum();
+        }
+    }
+    let x = FloatBuf::upload(stream, &x_h, DType::BF16)?;
+    let r = FloatBuf::upload(stream, &r_h, DType::BF16)?;
+    let nw = FloatBuf::upload(stream, &nw_h, DType::BF16)?;
+    let w = FloatBuf::upload(stream, &w_h, DType::BF16)?;
+    let bias = match (&b_h, c.bias) {
+        (Some(v), Some(d)) => Some(FloatBuf::upload(stream, v, d)?),
+        _ => None,
+    };
+    let mut r_out = FloatBuf::poisoned(stream, m * lx, DType::BF16)?;
+    let mut y = FloatBuf::poisoned(stream, m * ly, DType::BF16)?;
+    let mut y_twin = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let q = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: c.bias,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::AddRmsNorm { eps: NORM_EPS },
+        y_act: if c.y_silu { YAct::SiluMul { limit: None } } else { YAct::None },
+    };
+    let fused = bf16_gemv::plan(&q, dev).map_err(err)?;
+    let twin = bf16_gemv::plan(&Query { y_act: YAct::None, ..q.clone() }, dev).map_err(err)?;
+    let bucket = b12x_core::plan::bucket_of(fused.buckets(), m).ok_or("no bucket")?;
+    let label = fused.buckets()[bucket].label();
+    let bytes = fused.scratch_layout().total_bytes().max(twin.scratch_layout().total_bytes());
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let configs = fused.candidates(bucket);
+    if configs.is_empty() || configs.iter().any(|id| !id.contains("_addnorm_")) {
+        return Err(format!("unexpected fused candidates {configs:?}"));
+    }
+    let want_res: Vec<u32> = res.iter().map(|v| u32::from(v.to_bits())).collect();
+    for id in configs {
+        let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+        session.pin(&fused, &label, &id);
+        if c.y_silu {
+            session.pin(&twin, &label, &id);
+        }
+        session.prepare(&[&fused, &twin]).map_err(err)?;
+        for buf in [&mut y, &mut y_twin, &mut r_out] {
+            buf.poison(stream)?;
+        }
+        poison(stream, &mut scratch).map_err(err)?;
+        let bias_view = || bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32)));
+        let args = Args {
+            x: x.view(m, k, lx, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: bias_view(),
+            y: y.view_mut(m, n_out, ly, DType::BF16),
+            add_norm: Some(bf16_gemv::AddNorm {
+                residual: r.view(m, k, lx, DType::BF16),
+                residual_out: r_out.view_mut(m, k, lx, DType::BF16),
+                norm_w: nw.view(k, 0, 1, DType::BF16),
+            }),
+        };
+        bf16_gemv::run(&fused, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        let rb = r_out.bits(stream)?;
+        let live: Vec<u32> = (0..m).flat_map(|t| rb[t * lx..t * lx + k].iter().copied()).collect();
+        same_bits(&format!("residual_out [{id}]"), &live, &want_res)?;
+        if (0..m).any(|t| rb[t * lx + k..(t + 1) * lx].iter().any(|&v| v != 0xFFFF && v != 0xFFFF_FFFF)) {
+            return Err(format!("residual_out padding written [{id}]"));
+        }
+        let all = y.download(stream)?;
+        if (0..m).any(|t| all[t * ly + n_out..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+            return Err(format!("y padding written [{id}]"));
+        }
+        let check = |name: String, got: &[f64]| -> TrialResult {
+            b12x_core::testing::check_close(&name, got, &want.acc, &[m, n], |i| {
+                reference::bound(DType::BF16, k, want.acc[i], want.abs[i]) + slack[i]
+            })
+            .map(|_| ())
+        };
+        if !c.y_silu {
+            let got: Vec<f64> = (0..m).flat_map(|t| all[t * ly..t * ly + n].iter().copied()).collect();
+            check(format!("y [{id}]"), &got)?;
+        } else {
+            let args = Args {
+                x: x.view(m, k, lx, DType::BF16),
+                w: w.view(n, k, k, DType::BF16),
+                bias: bias_view(),
+                y: y_twin.view_mut(m, n, n, DType::BF16),
+                add_norm: Some(bf16_gemv::AddNorm {
+                    residual: r.view(m, k, lx, DType::BF16),
+                    residual_out: r_out.view_mut(m, k, lx, DType::BF16),
+                    norm_w: nw.view(k, 0, 1, DType::BF16),
+                }),
+            };
+            bf16_gemv::run(&twin, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+            stream.synchronize().map_err(err)?;
+            let yp = y_twin.download(stream)?;
+            check(format!("twin y [{id}]"), &yp)?;
+            // De-interleave into [gate | up] and apply the host silu_and_mul.
+            let i = n / 2;
+            let mut gu = vec![bf16::ZERO; m * n];
+            for t in 0..m {
+                for col in 0..i {
+                    let row = (col / 8) * 16 + col % 8;
+                    gu[t * n + col] = bf16::from_f64(yp[t * n + row]);
+                    gu[t * n + i + col] = bf16::from_f64(yp[t * n + row + 8]);
+                }
+            }
+            let act = b12x_norm::silu_and_mul::reference::silu_and_mul(&gu, i, None);
+            let want_bits: Vec<u32> = act.iter().map(|v| u32::from(v.to_bits())).collect();
+            let yb = y.bits(stream)?;
+            let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i].iter().copied()).collect();
+            same_bits(&format!("epilogue y vs {id} + silu_and_mul"), &y_live, &want_bits)?;
+        }
+        session.close();
+    }
+    Ok(())
+}
+
+/// `XAct::AddRmsNorm` where it cannot run is a typed error at planning; missing, misshapen,
+/// misaligned or overlapping add+RMSNorm tensors at run launch nothing.
+fn addnorm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let (n, k, m) = (256, 512, 2);
+    let base = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::AddRmsNorm { eps: NORM_EPS },
+        y_act: YAct::None,
+    };
+    for (q, what) in [
+        (Query { out_dtype: F32, ..base.clone() }, "f32 y"),
+        (Query { x_dtype: F32, ..base.clone() }, "f32 x"),
+        (Query { aligned: false, ..base.clone() }, "unaligned"),
+        (Query { k: 500, ..base.clone() }, "K % 8"),
+        (Query { max_rows: 9, ..base.clone() }, "max_rows 9"),
+        (Query { x_act: XAct::AddRmsNorm { eps: f32::NAN }, ..base.clone() }, "NaN eps"),
+        (Query { x_act: XAct::AddRmsNorm { eps: -1.0 }, ..base.clone() }, "negative eps"),
+    ] {
+        match bf16_gemv::plan(&q, dev) {
+            Err(Error::InvalidQuery { field: "x_act", .. }) => {}
+            other => return Err(format!("{what}: expected InvalidQuery(x_act), got {:?}", other.err())),
+        }
+    }
+    let plan = bf16_gemv::plan(&base, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?;
+    session.prepare(&[&plan]).map_err(err)?;
+    let stream = dev.stream();
+    let x = FloatBuf::upload(stream, &vec![1.0; m * k], DType::BF16)?;
+    let w = FloatBuf::upload(stream, &vec![1.0; n * k], DType::BF16)?;
+    let r = FloatBuf::upload(stream, &vec![1.0; m * k + 8], DType::BF16)?;
+    let nw = FloatBuf::upload(stream, &vec![1.0; k + 8], DType::BF16)?;
+    let mut r_out = FloatBuf::poisoned(stream, m * k, DType::BF16)?;
+    let mut y = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let bytes = plan.scratch_layout().total_bytes();
+    let mut scratch = alloc_scratch(stream, bytes.max(1)).map_err(err)?;
+    let mut call = |add_norm: Option<bf16_gemv::AddNorm<'_>>, y: &mut FloatBuf| {
+        let args = Args {
+            x: x.view(m, k, k, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: None,
+            y: y.view_mut(m, n, n, DType::BF16),
+            add_norm,
+        };
+        bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream)
+    };
+    if !matches!(call(None, &mut y), Err(Error::Shape { tensor: "add_norm", .. })) {
+        return Err("no add_norm on an AddRmsNorm plan: expected Shape(add_norm)".into());
+    }
+    let res = call(
+        Some(bf16_gemv::AddNorm {
+            residual: r.view(m, k - 8, k, DType::BF16),
+            residual_out: r_out.view_mut(m, k, k, DType::BF16),
+            norm_w: nw.view(k, 0, 1, DType::BF16),
+        }),
+        &mut y,
+    );
+    if !matches!(res, Err(Error::Shape { tensor: "residual", .. })) {
+        return Err(format!("[M, K - 8] residual: expected Shape(residual), got {res:?}"));
+    }
+    // A residual starting one element in: not 16-byte aligned.
+    // SAFETY: inside r's allocation (m·k + 8 elements).
+    let r_mis = unsafe { TensorRef::from_raw(r.ptr() + 2, &[m, k], &[k as isize, 1], DType::BF16) }.map_err(err)?;
+    let res = call(
+        Some(bf16_gemv::AddNorm {
+            residual: r_mis,
+            residual_out: r_out.view_mut(m, k, k, DType::BF16),
+            norm_w: nw.view(k, 0, 1, DType::BF16),
+        }),
+        &mut y,
+    );
+    if !matches!(res, Err(Error::Misaligned { tensor: "residual", .. })) {
+        return Err(format!("misaligned residual: expected Misaligned(residual), got {res:?}"));
+    }
+    // residual_out over the residual itself: refused (every CTA reads what one CTA writes).
+    // SAFETY: r's allocation, viewed writable for the check only (nothing is launched).
+    let r_alias =
+        unsafe { b12x_core::TensorMut::from_raw(r.ptr(), &[m, k], &[k as isize, 1], DType::BF16) }.map_err(err)?;
+    let res = call(
+        Some(bf16_gemv::AddNorm {
+            residual: r.view(m, k, k, DType::BF16),
+            residual_out: r_alias,
+            norm_w: nw.view(k, 0, 1, DType::BF16),
+        }),
+        &mut y,
+    );
+    if res.is_ok() {
+        return Err("residual_out aliasing the residual: expected an error".into());
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().chain(r_out.download(stream)?.iter()).any(|v| !v.is_nan()) {
+        return Err("a refused call wrote y or residual_out".into());
     }
     session.close();
     Ok(())
@@ -1125,5 +1443,11 @@ fn main() {
         }
     }
     trials.push(GpuTrial::new("ysilu_bad_inputs_launch_nothing", ysilu_bad_inputs));
+    for &c in NORM_CASES.iter().filter(|c| !(c.large && reduced_profile())) {
+        for &m in c.ms {
+            trials.push(GpuTrial::new(format!("{}::m{m}", c.name), move |d| check_addnorm(d, c, m)));
+        }
+    }
+    trials.push(GpuTrial::new("addnorm_bad_inputs_launch_nothing", addnorm_bad_inputs));
     run_gpu_trials(trials)
 }

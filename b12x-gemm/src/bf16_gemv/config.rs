@@ -44,9 +44,9 @@ pub const TMA_VARIANTS: [(u32, u32, u32, u32); 11] = [
 ];
 /// Deepest TMA ring the kernel supports (`kMaxTmaStages`).
 pub const TMA_MAX_STAGES: u32 = 16;
-/// Token tile of the fused-activation (`_silu`) variants: the NT = 1 entries of
-/// `MMA_VARIANTS` and `DIRECT_VARIANTS` are also instantiated with the SwiGLU x load (M ≤ 8),
-/// for BF16 output only.
+/// Token tile of the fused x-load variants (`_silu`, `_addnorm`): the NT = 1 entries of
+/// `MMA_VARIANTS` and `DIRECT_VARIANTS` are also instantiated with the SwiGLU x load and with
+/// the add+RMSNorm x load (M ≤ 8), for BF16 output only.
 pub const SILU_NT: u32 = 1;
 /// SIMT variants (f32 x, aligned): `(MT, RS)`, MT tokens per pass, RS rows per warp.
 pub const SIMT_VARIANTS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (4, 2), (8, 2)];
@@ -72,14 +72,44 @@ const MMA_WARPS: [(u32, u32); 5] = [(1, 2), (1, 4), (2, 2), (2, 4), (1, 8)];
 const DIRECT_WARPS: [(u32, u32); 7] = [(1, 8), (1, 4), (2, 4), (4, 2), (8, 1), (2, 2), (1, 2)];
 const SIMT_WARPS: [(u32, u32); 3] = [(1, 4), (2, 4), (1, 8)];
 
+/// What the tensor-core entry points make of x as they load it (`Query::x_act`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum XLoad {
+    /// x as it is (parameters `Bf16GemvParams`).
+    Plain,
+    /// `_silu`: SwiGLU of `[gate | up]` (x is `[M, 2K]`, parameters `Bf16GemvActParams`).
+    SiluMul,
+    /// `_addnorm`: norm.rmsnorm's fused form of x and the residual (parameters
+    /// `Bf16GemvNormParams`).
+    AddNorm,
+}
+
+impl XLoad {
+    /// The entry points' name suffix.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            XLoad::Plain => "",
+            XLoad::SiluMul => "_silu",
+            XLoad::AddNorm => "_addnorm",
+        }
+    }
+    /// x piece sets a ring stage holds: x; gate and up; x, residual and norm weight.
+    pub fn ring_sets(self) -> u32 {
+        match self {
+            XLoad::Plain => 1,
+            XLoad::SiluMul => 2,
+            XLoad::AddNorm => 3,
+        }
+    }
+}
+
 /// Which kernel family and template instance a config launches.
 ///
-/// `silu`: the entry point applies `Query::x_act`'s SwiGLU to x as it loads it (`_silu`; x is
-/// `[M, 2K]`, parameters `Bf16GemvActParams`).
+/// `x`: what the `mma` / `mmad` entry point makes of x as it loads it ([`XLoad`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    Mma { nt: u32, rt: u32, u: u32, stages: u32, silu: bool },
-    MmaDirect { nt: u32, rt: u32, u: u32, silu: bool },
+    Mma { nt: u32, rt: u32, u: u32, stages: u32, x: XLoad },
+    MmaDirect { nt: u32, rt: u32, u: u32, x: XLoad },
     MmaUnaligned { nt: u32 },
     Tma { nt: u32, rt: u32, cw: u32, kb: u32 },
     Simt { mt: u32, rs: u32 },
@@ -106,12 +136,20 @@ impl Variant {
             Variant::Simt { mt, .. } | Variant::SimtUnaligned { mt } => mt,
         }
     }
+    /// What the entry point makes of x as it loads it (`Plain` for every family but `mma` /
+    /// `mmad`).
+    pub fn x_load(self) -> XLoad {
+        match self {
+            Variant::Mma { x, .. } | Variant::MmaDirect { x, .. } => x,
+            _ => XLoad::Plain,
+        }
+    }
     /// Whether the entry point fuses the SwiGLU x load.
     pub fn silu(self) -> bool {
-        matches!(self, Variant::Mma { silu: true, .. } | Variant::MmaDirect { silu: true, .. })
+        self.x_load() == XLoad::SiluMul
     }
     fn id(self) -> String {
-        let act = if self.silu() { "_silu" } else { "" };
+        let act = self.x_load().suffix();
         match self {
             Variant::Mma { nt, rt, u, stages, .. } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}{act}"),
             Variant::MmaDirect { nt, rt, u, .. } => format!("mmad_nt{nt}_rt{rt}_u{u}{act}"),
@@ -127,36 +165,33 @@ impl Variant {
     }
 }
 
-/// The tensor-core variants of the tables, plain (`silu` false) or with the fused activation
-/// (`silu` true: the [`SILU_NT`] entries only), direct feed first.
-fn mma_variants(silu: bool) -> impl Iterator<Item = Variant> {
-    let keep = move |nt: u32| !silu || nt == SILU_NT;
-    let direct = DIRECT_VARIANTS.iter().filter(move |v| keep(v.0)).map(move |&(nt, rt, u)| Variant::MmaDirect {
-        nt,
-        rt,
-        u,
-        silu,
-    });
+/// The tensor-core variants of the tables, plain or with a fused x load (the [`SILU_NT`] entries
+/// only), direct feed first.
+fn mma_variants(x: XLoad) -> impl Iterator<Item = Variant> {
+    let keep = move |nt: u32| x == XLoad::Plain || nt == SILU_NT;
+    let direct =
+        DIRECT_VARIANTS.iter().filter(move |v| keep(v.0)).map(move |&(nt, rt, u)| Variant::MmaDirect { nt, rt, u, x });
     let ring = MMA_VARIANTS.iter().filter(move |v| keep(v.0)).map(move |&(nt, rt, u, stages)| Variant::Mma {
         nt,
         rt,
         u,
         stages,
-        silu,
+        x,
     });
     direct.chain(ring)
 }
 
 /// Every symbol the variant table names (both output dtypes): the manifest test checks them.
 pub fn all_symbols() -> Vec<String> {
-    let mut v: Vec<Variant> = mma_variants(false).collect();
+    let mut v: Vec<Variant> = mma_variants(XLoad::Plain).collect();
     v.extend(TMA_VARIANTS.iter().map(|&(nt, rt, cw, kb)| Variant::Tma { nt, rt, cw, kb }));
     v.extend(SIMT_VARIANTS.iter().map(|&(mt, rs)| Variant::Simt { mt, rs }));
     v.extend(UNALIGNED_TILES.iter().map(|&nt| Variant::MmaUnaligned { nt }));
     v.extend(UNALIGNED_TILES.iter().map(|&mt| Variant::SimtUnaligned { mt }));
     let mut out: Vec<String> = v.iter().flat_map(|v| [v.symbol(DType::BF16), v.symbol(DType::F32)]).collect();
-    // The fused SwiGLU variants exist for BF16 output only.
-    out.extend(mma_variants(true).map(|v| v.symbol(DType::BF16)));
+    // The fused x-load variants exist for BF16 output only.
+    out.extend(mma_variants(XLoad::SiluMul).map(|v| v.symbol(DType::BF16)));
+    out.extend(mma_variants(XLoad::AddNorm).map(|v| v.symbol(DType::BF16)));
     out
 }
 
@@ -229,8 +264,9 @@ pub struct Geometry {
     pub k: usize,
     pub x_f32: bool,
     pub aligned: bool,
-    /// `Query::x_act` is SwiGLU: only the `_silu` variants (BF16 x, aligned, M ≤ 8).
-    pub silu: bool,
+    /// `Query::x_act`'s x load: `SiluMul` / `AddNorm` only the `_silu` / `_addnorm` variants
+    /// (BF16 x, aligned, M ≤ 8).
+    pub x: XLoad,
     /// `Query::y_act` is SwiGLU: no `tma` cluster configs (their ranks store fragments apart).
     pub y_silu: bool,
     /// Largest M of the bucket.
@@ -342,9 +378,9 @@ impl Config {
         }
         let tile = self.warps_k * self.variant.tokens() * (self.rows_per_cta() + ROW_PAD) * 4;
         let ring = match self.variant {
-            Variant::Mma { nt, rt, u, stages, silu } => {
-                // W tile, then the x pieces (the gate and the up pieces when fused).
-                let x_sets = if silu { 2 } else { 1 };
+            Variant::Mma { nt, rt, u, stages, x } => {
+                // W tile, then the x pieces (gate and up; x, residual and norm weight when fused).
+                let x_sets = x.ring_sets();
                 let stage = 16 * rt * 4 * u * 16 + x_sets * u * nt * 32 * 16;
                 self.warps_r * self.warps_k * stages * stage
             }
@@ -388,12 +424,12 @@ fn token_tiles(rows_hi: usize) -> u32 {
 fn variants(g: &Geometry) -> Vec<Variant> {
     let nt = token_tiles(g.rows_hi);
     let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
-    // The fused activation: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
-    if g.silu {
-        return mma_variants(true).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect();
+    // A fused x load: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
+    if g.x != XLoad::Plain {
+        return mma_variants(g.x).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect();
     }
     match (g.x_f32, g.aligned) {
-        (false, true) => mma_variants(false).filter(|v| v.tokens() == 8 * nt).collect(),
+        (false, true) => mma_variants(XLoad::Plain).filter(|v| v.tokens() == 8 * nt).collect(),
         (false, false) => vec![Variant::MmaUnaligned { nt }],
         (true, true) => SIMT_VARIANTS.iter().filter(|v| v.0 == mt).map(|&(mt, rs)| Variant::Simt { mt, rs }).collect(),
         (true, false) => vec![Variant::SimtUnaligned { mt }],
@@ -406,8 +442,8 @@ fn variants(g: &Geometry) -> Vec<Variant> {
 ///   never fills and splitting only adds merge traffic);
 /// - more splits only while the grid with half as many splits is under two waves of CTAs
 ///   (beyond that every SM is already busy and splits only add partial traffic);
-/// - with the fused activation (`silu`) only the `_silu` ring and direct variants: the `tma`,
-///   `simt` and unaligned kernels have no fused x load.
+/// - with a fused x load (`x`) only its `_silu` / `_addnorm` ring and direct variants: the
+///   `tma`, `simt` and unaligned kernels have no fused x load.
 ///
 /// The default is the first variant, the first CTA shape, and the fewest splits whose grid
 /// covers every SM once.
@@ -445,7 +481,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
     // TMA configs (aligned BF16 x, no fused activation: the TMA boxes carry x as it is): raced,
     // never the default. Every ring as deep as shared memory allows (at least two stages); both
     // work splits and both W hints.
-    if !g.x_f32 && g.aligned && !g.silu {
+    if !g.x_f32 && g.aligned && g.x == XLoad::Plain {
         let nt = token_tiles(g.rows_hi);
         for &(vnt, rt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
             let variant = Variant::Tma { nt: vnt, rt, cw, kb };

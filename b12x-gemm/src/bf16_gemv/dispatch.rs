@@ -2,8 +2,8 @@
 
 use super::params::{FLAG_BIAS_F32, FLAG_PDL, FLAG_Y_SILU, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
 use super::{
-    Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct, YAct,
-    KERNEL_STATIC_SMEM, OP,
+    Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct,
+    XLoad, YAct, KERNEL_STATIC_SMEM, OP,
 };
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
@@ -17,6 +17,7 @@ pub(super) fn launch(
     bucket: usize,
     sel: &Selected,
     p: &mut Bf16GemvParams,
+    norm: Option<&Bf16GemvNormParams>,
     stream: &CudaStream,
 ) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
@@ -43,6 +44,14 @@ pub(super) fn launch(
         smem_bytes: c.dynamic_smem(),
     };
     let opts = LaunchOpts { pdl: plan.query.pdl, cluster_x: 0 };
+    if c.variant.x_load() == XLoad::AddNorm {
+        let np = Bf16GemvNormParams { g: *p, ..*norm.ok_or_else(unknown)? };
+        // SAFETY: as below; Bf16GemvNormParams mirrors the `_addnorm` entry points' struct
+        // (asserted on both sides), and `Query::kernel_params` checked the residual, where the
+        // new residual goes (overlapping nothing the kernel reads) and the norm weight, all read
+        // after the PDL wait.
+        return unsafe { kernel.launch_ex(stream, dims, &np, opts) };
+    }
     if c.variant.silu() {
         let ap = Bf16GemvActParams { g: *p, limit: q.x_act.kernel_limit(), reserved: 0 };
         // SAFETY: as below; Bf16GemvActParams mirrors the `_silu` entry points' struct (asserted
@@ -145,7 +154,7 @@ impl OpPlan for Plan {
         // vector loads must never see a misaligned row here.
         let ldw = q.k.next_multiple_of(8);
         // A fused activation reads x as [M, 2K] ([gate | up]).
-        let x_cols = if q.x_act == XAct::None { q.k } else { 2 * q.k };
+        let x_cols = if let XAct::SiluMul { .. } = q.x_act { 2 * q.k } else { q.k };
         let ldx = x_cols.next_multiple_of(16 / q.x_dtype.size_bytes());
         let sizes = [
             self.scratch.total_bytes(),
@@ -153,6 +162,10 @@ impl OpPlan for Plan {
             m * ldx * q.x_dtype.size_bytes(),
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
+            // add+RMSNorm: the residual, where the new one goes, the norm weight.
+            if q.x_act.x_load() == XLoad::AddNorm { m * ldx * 2 } else { 0 },
+            if q.x_act.x_load() == XLoad::AddNorm { m * ldx * 2 } else { 0 },
+            if q.x_act.x_load() == XLoad::AddNorm { ldx * 2 } else { 0 },
         ];
         let extra_w = if q.pdl { pdl_race_calls(q.n * ldw * 2) - 1 } else { 0 };
         let sizes: Vec<usize> = sizes.into_iter().chain(std::iter::repeat_n(q.n * ldw * 2, extra_w)).collect();
@@ -184,8 +197,20 @@ impl OpPlan for Plan {
             y_limit: q.y_act.kernel_limit(),
             ..Bf16GemvParams::default()
         };
-        let w_more = at[5..].to_vec();
-        Ok(Box::new(RaceCase { plan: self, bucket, params, w_more, _buffer: race.buffer }))
+        let norm = match q.x_act {
+            XAct::AddRmsNorm { eps } => Some(Bf16GemvNormParams {
+                residual: at[5],
+                residual_out: at[6],
+                norm_w: at[7],
+                ldr: ldx as i64,
+                ldro: ldx as i64,
+                eps,
+                ..Bf16GemvNormParams::default()
+            }),
+            _ => None,
+        };
+        let w_more = at[8..].to_vec();
+        Ok(Box::new(RaceCase { plan: self, bucket, params, norm, w_more, _buffer: race.buffer }))
     }
 }
 
@@ -206,6 +231,8 @@ struct RaceCase<'p> {
     plan: &'p Plan,
     bucket: usize,
     params: Bf16GemvParams,
+    /// `XAct::AddRmsNorm`: the residual, new-residual and norm-weight regions.
+    norm: Option<Bf16GemvNormParams>,
     /// PDL plans: the further copies of W the further back-to-back calls read, one each.
     w_more: Vec<u64>,
     _buffer: CudaSlice<u8>,
@@ -214,10 +241,10 @@ struct RaceCase<'p> {
 impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         let mut p = self.params;
-        launch(self.plan, self.bucket, selected, &mut p, stream)?;
+        launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), stream)?;
         for &w in &self.w_more {
             let mut p = Bf16GemvParams { w, ..self.params };
-            launch(self.plan, self.bucket, selected, &mut p, stream)?;
+            launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), stream)?;
         }
         Ok(())
     }

@@ -114,6 +114,7 @@
 //!     w: TensorRef::from_slice(&w, &[4096, 7168])?,
 //!     bias: None,
 //!     y: TensorMut::from_slice(&mut y, &[1, 4096])?,
+//!     add_norm: None,
 //! };
 //! bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), s)?;
 //! # Ok(()) }
@@ -125,10 +126,10 @@ mod params;
 pub mod reference;
 
 pub use config::{
-    all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, MAX_ROWS, SILU_NT, TMA_CLUSTERS,
-    TMA_MAX_STAGES,
+    all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, XLoad, MAX_ROWS, SILU_NT,
+    TMA_CLUSTERS, TMA_MAX_STAGES,
 };
-pub use params::{Bf16GemvActParams, Bf16GemvParams, Bf16GemvTmaParams};
+pub use params::{Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvTmaParams};
 
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::plan::bucket_of;
@@ -174,6 +175,17 @@ pub enum XAct {
         /// The swiglu limit L (finite, > 0); `None` disables it.
         limit: Option<f32>,
     },
+    /// `norm.rmsnorm`'s fused add form on the x load (a decoder layer's add+RMSNorm folded into
+    /// the projection after it): x is `[M, K]` bf16 (the sublayer output), [`Args::add_norm`]
+    /// brings the residual `[M, K]`, the norm weight `[K]` and where the new residual goes, and
+    /// the GEMV's input is `h = bf16((r · rrms) · w)`, `r = bf16(x + residual)` (written to
+    /// `residual_out`), `rrms = 1 / sqrt(Σ r² / K + eps)` — rmsnorm's steps, so `h` is within
+    /// its oracle's bound (1 bf16 ULP) of what `norm.rmsnorm` writes, and `residual_out` equals
+    /// its residual bit for bit.
+    AddRmsNorm {
+        /// ε (finite, ≥ 0).
+        eps: f32,
+    },
 }
 
 /// The limit a SwiGLU kernel takes: L, or +∞ without one (the clamps then pass every value, as
@@ -192,7 +204,7 @@ impl XAct {
     pub fn kernel_limit(self) -> f32 {
         match self {
             XAct::SiluMul { limit } => swiglu_kernel_limit(limit),
-            XAct::None => f32::INFINITY,
+            XAct::None | XAct::AddRmsNorm { .. } => f32::INFINITY,
         }
     }
 }
@@ -202,11 +214,23 @@ impl PartialEq for XAct {
         match (self, other) {
             (XAct::None, XAct::None) => true,
             (XAct::SiluMul { limit: a }, XAct::SiluMul { limit: b }) => same_limit(*a, *b),
+            (XAct::AddRmsNorm { eps: a }, XAct::AddRmsNorm { eps: b }) => a.to_bits() == b.to_bits(),
             _ => false,
         }
     }
 }
 impl Eq for XAct {}
+
+impl XAct {
+    /// The x load of the kernels that serve it.
+    pub fn x_load(self) -> XLoad {
+        match self {
+            XAct::None => XLoad::Plain,
+            XAct::SiluMul { .. } => XLoad::SiluMul,
+            XAct::AddRmsNorm { .. } => XLoad::AddNorm,
+        }
+    }
+}
 
 /// An activation applied to y as the kernel stores it ([`Query::y_act`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -290,13 +314,13 @@ pub struct Query {
     /// at least two, when the extra copies would pass 1 GiB), and caches its selections under
     /// its own key.
     pub pdl: bool,
-    /// An activation fused into the x load ([`XAct::SiluMul`]: x is `[M, 2K]` = `[gate | up]`);
-    /// `XAct::None` for plain x. SwiGLU needs bf16 x and y, `aligned`, K % 8 == 0 and
-    /// `max_rows ≤ 8`.
+    /// An activation fused into the x load ([`XAct::SiluMul`]: x is `[M, 2K]` = `[gate | up]`;
+    /// [`XAct::AddRmsNorm`]: add+RMSNorm of x and [`Args::add_norm`]'s residual); `XAct::None`
+    /// for plain x. Both need bf16 x and y, `aligned`, K % 8 == 0 and `max_rows ≤ 8`.
     pub x_act: XAct,
     /// An activation fused into the y store ([`YAct::SiluMul`]: W's rows interleaved gate/up,
     /// y is `[M, N/2]`); `YAct::None` for plain y. SwiGLU needs bf16 x and y, N % 16 == 0 and
-    /// no `x_act`.
+    /// no SwiGLU `x_act` (`XAct::AddRmsNorm` combines with it).
     pub y_act: YAct,
 }
 
@@ -326,6 +350,34 @@ impl Query {
         }
         if self.max_rows == 0 || self.max_rows > MAX_ROWS {
             return bad("max_rows", format!("(M capacity) must be in 1..={MAX_ROWS}, got {}", self.max_rows));
+        }
+        if let XAct::AddRmsNorm { eps } = self.x_act {
+            let act = |reason: String| bad("x_act", format!("AddRmsNorm {reason}"));
+            if self.x_dtype != DType::BF16 {
+                return act(format!("needs bf16 x (as norm.rmsnorm's fused form), got {}", self.x_dtype));
+            }
+            if self.out_dtype != DType::BF16 {
+                return act(format!(
+                    "is built for bf16 y only (a layer's projections), got out_dtype {}",
+                    self.out_dtype
+                ));
+            }
+            if !self.aligned {
+                return act("needs aligned = true (the fused loads are 16-byte vectors)".into());
+            }
+            if self.k % 8 != 0 {
+                return act(format!("needs K % 8 == 0 (16-byte vectors of every row), got K = {}", self.k));
+            }
+            let most = 8 * SILU_NT as usize;
+            if self.max_rows > most {
+                return act(format!(
+                    "serves at most {most} rows: max_rows must be in 1..={most}, got {}",
+                    self.max_rows
+                ));
+            }
+            if !(eps.is_finite() && eps >= 0.0) {
+                return act(format!("eps must be finite and >= 0, got {eps}"));
+            }
         }
         if let XAct::SiluMul { limit } = self.x_act {
             let act = |reason: String| bad("x_act", format!("SiluMul {reason}"));
@@ -369,8 +421,8 @@ impl Query {
             if self.n % 16 != 0 {
                 return act(format!("needs N % 16 == 0 (16-row gate/up groups), got N = {}", self.n));
             }
-            if self.x_act != XAct::None {
-                return act("cannot be combined with x_act".into());
+            if let XAct::SiluMul { .. } = self.x_act {
+                return act("cannot be combined with x_act SiluMul".into());
             }
             if let Some(l) = limit.filter(|l| !(l.is_finite() && *l > 0.0)) {
                 return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
@@ -385,8 +437,16 @@ impl Query {
         let (n, k) = (self.n, self.k);
         let m = args.x.shape().first().copied().unwrap_or(0);
         match self.x_act {
-            XAct::None => args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?,
+            XAct::None | XAct::AddRmsNorm { .. } => args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?,
             XAct::SiluMul { .. } => args.x.expect("x", "[M, 2K] ([gate | up])", self.x_dtype, &[m, 2 * k])?,
+        }
+        if args.add_norm.is_some() != matches!(self.x_act, XAct::AddRmsNorm { .. }) {
+            let expected = if args.add_norm.is_some() {
+                "no add_norm (the plan's x_act is not AddRmsNorm)"
+            } else {
+                "add_norm (residual, residual_out, norm_w: the plan's x_act is AddRmsNorm)"
+            };
+            return Err(Error::Shape { tensor: "add_norm", expected: expected.into(), actual: vec![] });
         }
         args.w.expect("w", "[N, K]", DType::BF16, &[n, k])?;
         match self.y_act {
@@ -444,7 +504,51 @@ impl Query {
         if let Some(b) = &args.bias {
             require_disjoint(y, ("bias", b.byte_span()))?;
         }
+        if let Some(a) = &args.add_norm {
+            a.residual.expect("residual", "[M, K]", DType::BF16, &[m, k])?;
+            a.residual_out.expect("residual_out", "[M, K]", DType::BF16, &[m, k])?;
+            a.norm_w.expect("norm_w", "[K]", DType::BF16, &[k])?;
+            if k > 1 && a.norm_w.strides() != [1] {
+                let reason = "norm_w must be contiguous".into();
+                return Err(Error::Stride { tensor: "norm_w", strides: a.norm_w.strides().to_vec(), reason });
+            }
+            a.residual.require_aligned("residual", 16)?;
+            a.residual_out.require_aligned("residual_out", 16)?;
+            a.norm_w.require_aligned("norm_w", 16)?;
+            a.residual.row_stride("residual")?;
+            a.residual_out.row_stride("residual_out")?;
+            // CTA (0, 0) writes residual_out while every CTA reads x, residual and the weights;
+            // y is written while they are read.
+            let out = ("residual_out", a.residual_out.byte_span());
+            for other in [
+                ("x", args.x.byte_span()),
+                ("residual", a.residual.byte_span()),
+                ("norm_w", a.norm_w.byte_span()),
+                ("w", args.w.byte_span()),
+                y,
+            ] {
+                require_disjoint(out, other)?;
+            }
+            require_disjoint(y, ("residual", a.residual.byte_span()))?;
+            require_disjoint(y, ("norm_w", a.norm_w.byte_span()))?;
+        }
         Ok(p)
+    }
+
+    /// The add+RMSNorm part of a fused call's parameters (`g` left default: the launch fills
+    /// it); `None` without [`XAct::AddRmsNorm`]. Call after [`Query::kernel_params`] accepted
+    /// `args`.
+    pub fn norm_params(&self, args: &Args<'_>) -> Result<Option<Bf16GemvNormParams>> {
+        let (XAct::AddRmsNorm { eps }, Some(a)) = (self.x_act, &args.add_norm) else { return Ok(None) };
+        Ok(Some(Bf16GemvNormParams {
+            residual: a.residual.ptr(),
+            residual_out: a.residual_out.ptr(),
+            norm_w: a.norm_w.ptr(),
+            ldr: a.residual.row_stride("residual")? as i64,
+            ldro: a.residual_out.row_stride("residual_out")? as i64,
+            eps,
+            ..Bf16GemvNormParams::default()
+        }))
     }
 
     /// The autotune cache key of this query's plans (`OpPlan::query_key`): selections are
@@ -460,6 +564,7 @@ impl Query {
         let act = match self.x_act {
             XAct::None => "",
             XAct::SiluMul { .. } => " x_act=silu_mul",
+            XAct::AddRmsNorm { .. } => " x_act=add_rmsnorm",
         };
         let yact = match self.y_act {
             YAct::None => "",
@@ -477,7 +582,7 @@ impl Query {
             k: self.k,
             x_f32: self.x_dtype == DType::F32,
             aligned: self.aligned,
-            silu: self.x_act != XAct::None,
+            x: self.x_act.x_load(),
             y_silu: self.y_act != YAct::None,
             rows_hi: bucket.hi,
             sm_count: device.sm_count(),
@@ -557,12 +662,28 @@ pub struct Args<'a> {
     pub bias: Option<TensorRef<'a>>,
     /// `[M, N]`, the output.
     pub y: TensorMut<'a>,
+    /// `Some` exactly when the query's `x_act` is [`XAct::AddRmsNorm`].
+    pub add_norm: Option<AddNorm<'a>>,
+}
+
+/// The add+RMSNorm tensors of a fused call ([`XAct::AddRmsNorm`]), all bf16, 16-byte aligned.
+#[derive(Debug)]
+pub struct AddNorm<'a> {
+    /// `[M, K]`, the residual stream before this sublayer's output x is added.
+    pub residual: TensorRef<'a>,
+    /// `[M, K]`, receives `bf16(x + residual)` (the residual `norm.rmsnorm` would write back in
+    /// place). Must not overlap x, the residual, W, the norm weight or y: every CTA reads
+    /// those while one CTA writes this.
+    pub residual_out: TensorMut<'a>,
+    /// `[K]` contiguous, the RMSNorm weight.
+    pub norm_w: TensorRef<'a>,
 }
 
 /// Computes `args.y` on `stream`. Every check happens before any launch; no allocation, no
 /// synchronization. `M = 0` launches nothing.
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let mut params = plan.query.kernel_params(&args)?;
+    let norm = plan.query.norm_params(&args)?;
     let bound = plan.scratch.bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if params.m == 0 {
@@ -574,7 +695,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let selected = resolve(plan, bucket, stream)?;
     params.partials = bound.ptr("partials");
     params.counters = bound.ptr("counters");
-    dispatch::launch(plan, bucket, &selected, &mut params, stream)
+    dispatch::launch(plan, bucket, &selected, &mut params, norm.as_ref(), stream)
 }
 
 /// The plans `cargo xtask prepare` tunes by default: the decode shapes (BF16 out:

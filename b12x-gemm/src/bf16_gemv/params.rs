@@ -111,6 +111,35 @@ const _: () = {
     assert!(offset_of!(Bf16GemvActParams, reserved) == 124);
 };
 
+/// The one `__grid_constant__` argument of the fused add+RMSNorm entry points
+/// (`b12x_bf16_gemv_*_addnorm_*`): the plain parameters (x `[M, K]` bf16, the sublayer output),
+/// the residual `[M, K]`, where the rounded sum `bf16(x + residual)` goes (CTA (0, 0) writes it)
+/// and the norm weight `[K]`, with RMSNorm's ε.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Bf16GemvNormParams {
+    pub g: Bf16GemvParams,
+    /// `[M, K]` bf16, row stride `ldr` (read only).
+    pub residual: u64,
+    /// `[M, K]` bf16, row stride `ldro`: `bf16(x + residual)` (aliases neither x nor residual).
+    pub residual_out: u64,
+    /// `[K]` bf16, contiguous.
+    pub norm_w: u64,
+    pub ldr: i64,
+    pub ldro: i64,
+    /// Added to `mean(r²)` before the rsqrt.
+    pub eps: f32,
+    /// Zero; pads the struct to a multiple of 8 bytes.
+    pub reserved: i32,
+}
+const _: () = {
+    assert!(size_of::<Bf16GemvNormParams>() == 168);
+    assert!(offset_of!(Bf16GemvNormParams, g) == 0);
+    assert!(offset_of!(Bf16GemvNormParams, residual) == 120);
+    assert!(offset_of!(Bf16GemvNormParams, ldro) == 152);
+    assert!(offset_of!(Bf16GemvNormParams, eps) == 160);
+};
+
 /// The one `__grid_constant__` argument of the `b12x_bf16_gemv_tma_*` entry points.
 ///
 /// The grid is `ceil(row blocks · kstages / units_per_cta)` CTAs of `32 * (consumer warps + 1)` threads. Of

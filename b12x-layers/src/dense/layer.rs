@@ -635,11 +635,23 @@ impl Layer {
         let epilogue = i == GATE_UP && self.options.gate_up_silu;
         match (&self.linears[i], &w.linears[i]) {
             (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) if !epilogue => {
-                let args = bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv };
+                let args = bf16_gemv::Args {
+                    x: xv,
+                    w: TensorRef::from_slice(wt, &[n, k])?,
+                    bias: None,
+                    y: yv,
+                    add_norm: None,
+                };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt)) if epilogue => {
-                let args = bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv };
+                let args = bf16_gemv::Args {
+                    x: xv,
+                    w: TensorRef::from_slice(wt, &[n, k])?,
+                    bias: None,
+                    y: yv,
+                    add_norm: None,
+                };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Packed(p), DeviceLinear::Packed(wt)) => {
