@@ -88,7 +88,9 @@ fn main() -> Result<()> {
             warm_kv: None,
             early_release: false,
             warm_o_proj: None,
+            fold_norms: false,
         };
+        let fold = |o: LayerOptions| LayerOptions { fold_norms: true, ..o };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let er = |o: LayerOptions| LayerOptions { early_release: true, ..o };
         let wo = |percent: u8, ctas: u32, o: LayerOptions| LayerOptions {
@@ -119,6 +121,8 @@ fn main() -> Result<()> {
                 ("_gs", gs(opts(false, None, None))),
                 ("_pdl_gs", gs(opts(true, None, None))),
                 ("_pdl_gs_er", er(gs(opts(true, None, None)))),
+                ("_pdl_gs_fn", fold(gs(opts(true, None, None)))),
+                ("_pdl_fn", fold(opts(true, None, None))),
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo20", wo(20, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo40", wo(40, 0, gs(opts(true, None, None)))),
@@ -149,8 +153,10 @@ fn main() -> Result<()> {
         for (&(b, ctx), (tag, options)) in cases.iter().flat_map(|c| variants.iter().map(move |v| (c, v))) {
             let options = *options;
             let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());
-            // The fused down GEMV serves at most 8 rows: B = 64 has no `_fs` rows.
-            if !selected(&prefix) || (options.fuse_silu && b > 8 * bf16_gemv::SILU_NT as usize) {
+            // The fused down GEMV and the folded norms serve at most 8 rows: B = 64 has no `_fs`
+            // or `_fn` rows.
+            let fused_x = options.fuse_silu || options.fold_norms;
+            if !selected(&prefix) || (fused_x && b > 8 * bf16_gemv::SILU_NT as usize) {
                 continue;
             }
             let p = cfg.page_size;
@@ -213,7 +219,7 @@ fn main() -> Result<()> {
                 report.add(&name, "one graph, the step's first k ops", &t, 0.0, 0.0);
             }
             let mut sum = 0.0;
-            for &op in ops {
+            for &op in &ops {
                 let t = time_graph(&dev, samples(), |s| layer.run_ops(&[op], dw, &mut st, s))?;
                 let op_bytes = match op {
                     Op::QkvProj => format.weight_bytes(cfg.linear_shapes()[0].0, cfg.linear_shapes()[0].1),

@@ -10,7 +10,8 @@
 //! format), with `fuse_silu` (BF16, B ≤ 8, plain and PDL; and its typed errors) and with the
 //! attention's 8-warp decode tiles (BF16, B ≤ 8, plain and PDL), and with `gate_up_silu` (BF16,
 //! every B, plain and PDL; and its typed errors), and with `warm_o_proj` (BF16: PDL + gate/up
-//! epilogue at every B, plain at B = 1; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! epilogue at every B, plain at B = 1; and its typed errors), and with `fold_norms` (BF16,
+//! B ≤ 8: PDL + gate/up epilogue, plain at B = 1; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_attention::rope_kv_append;
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
@@ -153,7 +154,57 @@ fn main() {
         check(dev, WeightFormat::Bf16, options, 1)
     }));
     trials.push(GpuTrial::new("qwen3_8b::warm_o_errors", warm_o_errors));
+    // Both add+RMSNorms folded into the QKV and gate/up projections' x loads (B ≤ 8): PDL with
+    // the gate/up epilogue at every such B, plain at B = 1.
+    for &b in batches.iter().filter(|&&b| b <= 8) {
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_fold_norms::b{b}"), move |dev| {
+            let options = LayerOptions { pdl: true, gate_up_silu: true, fold_norms: true, ..Default::default() };
+            check(dev, WeightFormat::Bf16, options, b)
+        }));
+    }
+    trials.push(GpuTrial::new("qwen3_8b::bf16_fold_norms::b1", move |dev| {
+        check(dev, WeightFormat::Bf16, LayerOptions { fold_norms: true, ..Default::default() }, 1)
+    }));
+    trials.push(GpuTrial::new("qwen3_8b::fold_norms_errors", fold_norms_errors));
     run_gpu_trials(trials)
+}
+
+/// `fold_norms` where it cannot fold is a typed error at planning; a folding layer runs no
+/// add+RMSNorm op, plans none, and refuses to launch one alone.
+fn fold_norms_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
+    let cfg = Config::qwen3_8b();
+    let fold = LayerOptions { fold_norms: true, ..Default::default() };
+    let cap = |b| Capacity { max_batch: b, max_pages: 4, num_pages: 4 * b + 8 };
+    for (format, b) in [(WeightFormat::BlockFp8, 1), (WeightFormat::Nvfp4, 1), (WeightFormat::Bf16, 9)] {
+        match Layer::with_options(&cfg, format, cap(b), fold, dev) {
+            Err(Error::InvalidQuery { field: "fold_norms", .. }) => {}
+            other => {
+                return Err(format!(
+                    "{} B = {b}: expected InvalidQuery(fold_norms), got {:?}",
+                    format.name(),
+                    other.err()
+                ))
+            }
+        }
+    }
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), fold, dev).map_err(|e| e.to_string())?;
+    let ops = layer.ops();
+    if ops.len() != 7 || ops.contains(&Op::AddNorm1) || ops.contains(&Op::AddNorm2) {
+        return Err(format!("folding layer: ops {ops:?}"));
+    }
+    if layer.plans().iter().any(|p| p.op() == "norm.rmsnorm") {
+        return Err("a folding layer plans norm.rmsnorm".into());
+    }
+    let weights = HostWeights::random(&cfg, WeightFormat::Bf16, 3).map_err(|e| e.to_string())?;
+    let dw = weights.upload(dev.stream()).map_err(|e| e.to_string())?;
+    let mut st = layer.state(dev.stream(), 1).map_err(|e| e.to_string())?;
+    for op in [Op::AddNorm1, Op::AddNorm2] {
+        match layer.run_op(op, &dw, &mut st, dev.stream()) {
+            Err(Error::InvalidQuery { field: "op", .. }) => {}
+            other => return Err(format!("{op:?} on a folding layer: expected InvalidQuery(op), got {other:?}")),
+        }
+    }
+    Ok(())
 }
 
 /// `warm_o_proj` where it cannot warm is a typed error at planning; a warming layer prepares

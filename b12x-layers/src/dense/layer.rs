@@ -176,6 +176,19 @@ pub struct LayerOptions {
     /// op, the state's second stream) has not run on a GPU yet: the next session runs
     /// `bench-results/2026-12-05-h200-e/call5/run.sh` (suites, sanitizers, the H200 bench).
     pub warm_o_proj: Option<WarmWeight>,
+    /// Fold both add+RMSNorms into the projections after them (`bf16_gemv::XAct::AddRmsNorm`):
+    /// the QKV projection reads the layer input `x` and `residual`, forms norm 1's output as it
+    /// loads x and writes the new residual to the state's second residual buffer; the gate/up
+    /// projection does the same for norm 2 from the O projection's output and that buffer,
+    /// writing the residual back to `residual`. The step launches six or seven ops
+    /// ([`Layer::ops`]: no [`Op::AddNorm1`], [`Op::AddNorm2`]) and never writes `h`; the
+    /// residual after the step is in `residual`, as without the fold. Every CTA of the two
+    /// projections recomputes its tokens' rrms from their whole rows (after its PDL wait), so
+    /// the residual is bit for bit the unfused one and the normalized input within one bf16 ULP
+    /// of it (another summation order of rrms). BF16 weights and `max_batch ≤ 8` only (the
+    /// fused GEMV configs: no TMA config for the gate/up projection); otherwise
+    /// [`Layer::with_options`] returns `Error::InvalidQuery`.
+    pub fold_norms: bool,
 }
 
 /// [`LayerOptions::warm_o_proj`]: how much of the O projection's weight `gemm.l2_warm` reads
@@ -211,7 +224,7 @@ pub struct Layer {
     pub format: WeightFormat,
     pub cap: Capacity,
     pub options: LayerOptions,
-    norm: rmsnorm::Plan,
+    norm: Option<rmsnorm::Plan>,
     linears: Vec<LinearPlan>,
     rope_append: rope_kv_append::Plan,
     attn: paged::Plan,
@@ -261,6 +274,16 @@ impl Layer {
                 });
             }
         }
+        if options.fold_norms && (format != WeightFormat::Bf16 || b > 8) {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "fold_norms",
+                reason: format!(
+                    "folds add+RMSNorm into the BF16 QKV and gate/up GEMVs (at most 8 rows); got {} weights, max_batch {b}",
+                    format.name()
+                ),
+            });
+        }
         if options.fuse_silu && format != WeightFormat::Bf16 {
             return Err(Error::InvalidQuery {
                 op: "b12x-layers",
@@ -271,12 +294,24 @@ impl Layer {
                 ),
             });
         }
-        let norm = rmsnorm::plan(
-            &rmsnorm::Query { cols: cfg.hidden, dtype: DType::BF16, max_tokens: b, eps: cfg.eps, residual: true },
-            dev,
-        )?
-        .with_pdl(options.pdl)
-        .with_early_release(options.early_release);
+        let norm = if options.fold_norms {
+            None
+        } else {
+            Some(
+                rmsnorm::plan(
+                    &rmsnorm::Query {
+                        cols: cfg.hidden,
+                        dtype: DType::BF16,
+                        max_tokens: b,
+                        eps: cfg.eps,
+                        residual: true,
+                    },
+                    dev,
+                )?
+                .with_pdl(options.pdl)
+                .with_early_release(options.early_release),
+            )
+        };
         let mut linears = Vec::new();
         for (i, (n, k)) in cfg.linear_shapes().into_iter().enumerate() {
             linears.push(match format {
@@ -292,6 +327,8 @@ impl Layer {
                         pdl: options.pdl,
                         x_act: if options.fuse_silu && i == DOWN {
                             bf16_gemv::XAct::SiluMul { limit: None }
+                        } else if options.fold_norms && (i == 0 || i == GATE_UP) {
+                            bf16_gemv::XAct::AddRmsNorm { eps: cfg.eps }
                         } else {
                             bf16_gemv::XAct::None
                         },
@@ -414,7 +451,10 @@ impl Layer {
 
     /// Every plan, for one `PreparationSession::prepare`.
     pub fn plans(&self) -> Vec<&dyn OpPlan> {
-        let mut v: Vec<&dyn OpPlan> = vec![&self.norm];
+        let mut v: Vec<&dyn OpPlan> = Vec::new();
+        if let Some(norm) = &self.norm {
+            v.push(norm);
+        }
         v.extend(self.linears.iter().map(LinearPlan::op_plan));
         v.extend([&self.rope_append as &dyn OpPlan, &self.attn]);
         if let Some(act) = &self.act {
@@ -433,15 +473,13 @@ impl Layer {
         host.upload_with(stream, self.options.gate_up_silu.then_some(GATE_UP))
     }
 
-    /// The ops one step launches, in order: [`Op::ALL`], or without [`Op::SiluAndMul`] when
+    /// The ops one step launches, in order: [`Op::ALL`], without [`Op::SiluAndMul`] when
     /// [`LayerOptions::fuse_silu`] folds it into [`Op::DownProj`] or
-    /// [`LayerOptions::gate_up_silu`] into [`Op::GateUpProj`].
-    pub fn ops(&self) -> &'static [Op] {
-        if self.act.is_some() {
-            &Op::ALL
-        } else {
-            &FUSED_SILU_OPS
-        }
+    /// [`LayerOptions::gate_up_silu`] into [`Op::GateUpProj`], and without [`Op::AddNorm1`] and
+    /// [`Op::AddNorm2`] when [`LayerOptions::fold_norms`] folds them into the projections.
+    pub fn ops(&self) -> Vec<Op> {
+        let all: &[Op] = if self.act.is_some() { &Op::ALL } else { &FUSED_SILU_OPS };
+        all.iter().copied().filter(|op| self.norm.is_some() || !matches!(op, Op::AddNorm1 | Op::AddNorm2)).collect()
     }
 
     /// Device buffers for a batch of `b ≤ max_batch` requests (zeroed; the KV cache zeroed).
@@ -462,6 +500,7 @@ impl Layer {
             b,
             x: z(b * c.hidden)?,
             residual: z(b * c.hidden)?,
+            residual_mid: if self.options.fold_norms { Some(z(b * c.hidden)?) } else { None },
             h: z(b * c.hidden)?,
             qkv: z(b * c.qkv_cols())?,
             o: z(b * c.heads * c.head_dim)?,
@@ -483,7 +522,7 @@ impl Layer {
 
     /// Enqueues the whole decode step on `stream`: the ops of [`Layer::ops`].
     pub fn step(&self, w: &DeviceWeights, st: &mut State, stream: &Arc<CudaStream>) -> Result<()> {
-        self.run_ops(self.ops(), w, st, stream)
+        self.run_ops(&self.ops(), w, st, stream)
     }
 
     /// Enqueues `ops` in order ([`Layer::run_op`] each), then [`Layer::join_side`] — also when an
@@ -516,6 +555,15 @@ impl Layer {
         let cache_shape = [self.cap.num_pages, c.page_size, hkv, d];
         match op {
             Op::AddNorm1 | Op::AddNorm2 => {
+                let Some(norm) = &self.norm else {
+                    return Err(Error::InvalidQuery {
+                        op: "b12x-layers",
+                        field: "op",
+                        reason: "the add+RMSNorms are folded into the QKV and gate/up projections in this layer \
+                                 (LayerOptions::fold_norms)"
+                            .into(),
+                    });
+                };
                 let (x, ln) = if op == Op::AddNorm1 { (&st.x, &w.ln1) } else { (&st.proj, &w.ln2) };
                 let args = rmsnorm::Args {
                     x: TensorRef::from_slice(x, &[b, hd])?,
@@ -523,9 +571,30 @@ impl Layer {
                     w: TensorRef::from_slice(ln, &[hd])?,
                     y: TensorMut::from_slice(&mut st.h, &[b, hd])?,
                 };
-                rmsnorm::run(&self.norm, args, Scratch::none(), stream)
+                rmsnorm::run(norm, args, Scratch::none(), stream)
+            }
+            Op::QkvProj if self.options.fold_norms => {
+                // Norm 1 on the x load: residual -> residual_mid.
+                let mid = st.residual_mid.as_mut().ok_or_else(|| missing("residual_mid"))?;
+                let an = bf16_gemv::AddNorm {
+                    residual: TensorRef::from_slice(&st.residual, &[b, hd])?,
+                    residual_out: TensorMut::from_slice(mid, &[b, hd])?,
+                    norm_w: TensorRef::from_slice(&w.ln1, &[hd])?,
+                };
+                self.linear_with(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), stream)
             }
             Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], stream),
+            Op::GateUpProj if self.options.fold_norms => {
+                // Norm 2 on the x load: residual_mid -> residual.
+                let mid = st.residual_mid.as_ref().ok_or_else(|| missing("residual_mid"))?;
+                let an = bf16_gemv::AddNorm {
+                    residual: TensorRef::from_slice(mid, &[b, hd])?,
+                    residual_out: TensorMut::from_slice(&mut st.residual, &[b, hd])?,
+                    norm_w: TensorRef::from_slice(&w.ln2, &[hd])?,
+                };
+                let y = if self.options.gate_up_silu { &mut st.act } else { &mut st.gate_up };
+                self.linear_with(GATE_UP, w, &st.proj, y, b, &mut st.scratch[GATE_UP], Some(an), stream)
+            }
             Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], stream),
             Op::GateUpProj if self.options.gate_up_silu => {
                 self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], stream)
@@ -624,6 +693,22 @@ impl Layer {
         scratch: &mut Option<CudaSlice<u8>>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
+        self.linear_with(i, w, x, y, b, scratch, None, stream)
+    }
+
+    /// [`Layer::linear`] with the add+RMSNorm tensors of a folded norm.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_with(
+        &self,
+        i: usize,
+        w: &DeviceWeights,
+        x: &CudaSlice<bf16>,
+        y: &mut CudaSlice<bf16>,
+        b: usize,
+        scratch: &mut Option<CudaSlice<u8>>,
+        add_norm: Option<bf16_gemv::AddNorm<'_>>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
         let (n, k) = self.cfg.linear_shapes()[i];
         let scratch = scratch_of(scratch);
         // The fused down projection reads [gate | up]: twice its K per row; the gate/up
@@ -635,23 +720,13 @@ impl Layer {
         let epilogue = i == GATE_UP && self.options.gate_up_silu;
         match (&self.linears[i], &w.linears[i]) {
             (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) if !epilogue => {
-                let args = bf16_gemv::Args {
-                    x: xv,
-                    w: TensorRef::from_slice(wt, &[n, k])?,
-                    bias: None,
-                    y: yv,
-                    add_norm: None,
-                };
+                let args =
+                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt)) if epilogue => {
-                let args = bf16_gemv::Args {
-                    x: xv,
-                    w: TensorRef::from_slice(wt, &[n, k])?,
-                    bias: None,
-                    y: yv,
-                    add_norm: None,
-                };
+                let args =
+                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Packed(p), DeviceLinear::Packed(wt)) => {

@@ -19,6 +19,10 @@ pub struct State {
     pub x: CudaSlice<bf16>,
     /// `[B, hidden]`: the residual stream, updated in place (twice per step).
     pub residual: CudaSlice<bf16>,
+    /// `[B, hidden]` with [`LayerOptions::fold_norms`](super::LayerOptions::fold_norms): the
+    /// residual between the two folded norms (the QKV projection writes it, the gate/up
+    /// projection reads it); `None` otherwise.
+    pub residual_mid: Option<CudaSlice<bf16>>,
     pub(super) h: CudaSlice<bf16>,
     pub(super) qkv: CudaSlice<bf16>,
     pub(super) o: CudaSlice<bf16>,
