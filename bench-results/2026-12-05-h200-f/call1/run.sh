@@ -17,7 +17,7 @@ B12X_TEST_PROFILE=reduced timeout 120 compute-sanitizer --tool memcheck --error-
 echo "addnorm memcheck rc=$? $(grep -E 'ERROR SUMMARY|test result' $R/gemv_addnorm_memcheck.txt | tr '\n' ' ') t=$SECONDS" >> $R/summary.txt; save
 B12X_TEST_PROFILE=reduced timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 ./gpu_bf16_gemv odd_n_addnorm::m4 > $R/gemv_addnorm_racecheck.txt 2>&1
 echo "addnorm racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|test result' $R/gemv_addnorm_racecheck.txt | tr '\n' ' ') t=$SECONDS" >> $R/summary.txt; save
-timeout 60 ./gpu_l2_warm warm_range > $R/l2_warm_speed.txt 2>&1
+[ -x ./gpu_l2_warm ] && timeout 60 ./gpu_l2_warm warm_range > $R/l2_warm_speed.txt 2>&1
 echo "gpu_l2_warm warm_range rc=$? $(grep -E 'l2_warm: 24|test result' $R/l2_warm_speed.txt | tr '\n' ' ') t=$SECONDS" >> $R/summary.txt; save
 bash $S ./gpu_decoder_layer none $R/layer 4 100 'fold_norms' > $R/layer_none.txt 2>&1
 echo "layer fold_norms: $(tail -1 $R/layer_none.txt) t=$SECONDS" >> $R/summary.txt; save
