@@ -93,12 +93,12 @@ impl XLoad {
             XLoad::AddNorm => "_addnorm",
         }
     }
-    /// x piece sets a ring stage holds: x; gate and up; x, residual and norm weight.
+    /// x piece sets a ring stage holds: x; gate and up; x and residual (the norm weight's
+    /// pieces come from global memory, L1 resident).
     pub fn ring_sets(self) -> u32 {
         match self {
             XLoad::Plain => 1,
-            XLoad::SiluMul => 2,
-            XLoad::AddNorm => 3,
+            XLoad::SiluMul | XLoad::AddNorm => 2,
         }
     }
 }
