@@ -1,0 +1,24 @@
+#!/bin/bash
+# Session 49, call 2: the addnorm ring with two piece sets (norm weight from global memory).
+# Bundle: cargo xtask gpu-bundle --targets gpu_bf16_gemv,gpu_decoder_layer,bench_decoder_layer.
+# gpu_bf16_gemv addnorm trials (plain, memcheck reduced), the layer's fold_norms B = 1 trials,
+# then the B = 1 bench pairs _pdl_gs / _pdl_gs_fn twice, then _pdl_fn.
+R=$OUT/r; mkdir -p $R; B=$PWD/.gpu/bundle; S=$PWD/bench/sanitize_parallel.sh
+export B12X_ALLOW_PARTIAL_ARCHS=1 B12X_COMMIT=$(cat $B/COMMIT 2>/dev/null)
+save() { (cd $OUT && tar czf r.tgz r); }
+cd $B/bin
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv > $R/gpu.txt
+timeout 150 ./gpu_bf16_gemv addnorm > $R/gemv_addnorm.txt 2>&1
+echo "gpu_bf16_gemv addnorm rc=$? t=$SECONDS: $(grep 'test result' $R/gemv_addnorm.txt)" >> $R/summary.txt; save
+B12X_TEST_PROFILE=reduced timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 ./gpu_bf16_gemv addnorm > $R/gemv_addnorm_memcheck.txt 2>&1
+echo "addnorm memcheck rc=$? $(grep -E 'ERROR SUMMARY|test result' $R/gemv_addnorm_memcheck.txt | tr '\n' ' ') t=$SECONDS" >> $R/summary.txt; save
+bash $S ./gpu_decoder_layer none $R/layer 2 60 'fold_norms::b1' > $R/layer_none.txt 2>&1
+echo "layer fold_norms b1: $(tail -1 $R/layer_none.txt) t=$SECONDS" >> $R/summary.txt; save
+for v in bf16_pdl_gs/ bf16_pdl_gs_fn/ bf16_pdl_gs/ bf16_pdl_gs_fn/ bf16_pdl_fn/; do
+  i=$((i+1)); t=$(echo ${v%/} | tr '/' '_')_$i
+  [ $SECONDS -lt 300 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
+  echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
+done
+cat $R/summary.txt $R/gpu.txt
+for f in $R/bench_*.txt; do echo "== $(basename $f)"; grep -E "/(step|step_x4|linears_only|op/qkv_proj|op/gate_up_proj) |prefix/" $f | sed "s|decoder_layer/bf16[a-z0-9_]*/B1_ctx4096/||" | cut -c1-42; grep -E "-> " $f | grep -E "N=6144|N=24576" | sed 's/.*bucket 1 -> //' | cut -c1-60; done
+cd $OUT && tar czf r.tgz r && rm -rf r
