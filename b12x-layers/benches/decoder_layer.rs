@@ -52,7 +52,9 @@ use b12x_core::bench::{add_read_probe, samples, selected, time_graph, BenchRepor
 use b12x_core::testing::gpu;
 use b12x_core::{PreparationSession, Result};
 use b12x_gemm::bf16_gemv;
-use b12x_layers::dense::{Batch, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WarmWeight, WeightFormat};
+use b12x_layers::dense::{
+    Batch, Capacity, Config, FoldNorms, HostWeights, Layer, LayerOptions, Op, WarmWeight, WeightFormat,
+};
 
 /// Layers per graph of the steady-state row (`…/step_x4`).
 const LAYERS: usize = 4;
@@ -88,9 +90,10 @@ fn main() -> Result<()> {
             warm_kv: None,
             early_release: false,
             warm_o_proj: None,
-            fold_norms: false,
+            fold_norms: FoldNorms::None,
         };
-        let fold = |o: LayerOptions| LayerOptions { fold_norms: true, ..o };
+        let fold = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::Both, ..o };
+        let fold1 = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::First, ..o };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let er = |o: LayerOptions| LayerOptions { early_release: true, ..o };
         let wo = |percent: u8, ctas: u32, o: LayerOptions| LayerOptions {
@@ -123,6 +126,7 @@ fn main() -> Result<()> {
                 ("_pdl_gs_er", er(gs(opts(true, None, None)))),
                 ("_pdl_gs_fn", fold(gs(opts(true, None, None)))),
                 ("_pdl_fn", fold(opts(true, None, None))),
+                ("_pdl_gs_f1", fold1(gs(opts(true, None, None)))),
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo20", wo(20, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo40", wo(40, 0, gs(opts(true, None, None)))),
@@ -155,7 +159,7 @@ fn main() -> Result<()> {
             let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());
             // The fused down GEMV and the folded norms serve at most 8 rows: B = 64 has no `_fs`
             // or `_fn` rows.
-            let fused_x = options.fuse_silu || options.fold_norms;
+            let fused_x = options.fuse_silu || options.fold_norms != FoldNorms::None;
             if !selected(&prefix) || (fused_x && b > 8 * bf16_gemv::SILU_NT as usize) {
                 continue;
             }

@@ -11,13 +11,15 @@
 //! attention's 8-warp decode tiles (BF16, B ≤ 8, plain and PDL), and with `gate_up_silu` (BF16,
 //! every B, plain and PDL; and its typed errors), and with `warm_o_proj` (BF16: PDL + gate/up
 //! epilogue at every B, plain at B = 1; and its typed errors), and with `fold_norms` (BF16,
-//! B ≤ 8: PDL + gate/up epilogue, plain at B = 1; and its typed errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! B ≤ 8: `Both` and `First` with PDL + gate/up epilogue, `Both` plain at B = 1; and its typed
+//! errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_attention::rope_kv_append;
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
 use b12x_core::Error;
 use b12x_layers::dense::{
-    cosine_bound, decode_run, Capacity, Config, HostWeights, Layer, LayerOptions, Op, WarmWeight, WeightFormat,
+    cosine_bound, decode_run, Capacity, Config, FoldNorms, HostWeights, Layer, LayerOptions, Op, WarmWeight,
+    WeightFormat,
 };
 
 fn check(
@@ -158,12 +160,18 @@ fn main() {
     // the gate/up epilogue at every such B, plain at B = 1.
     for &b in batches.iter().filter(|&&b| b <= 8) {
         trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_fold_norms::b{b}"), move |dev| {
-            let options = LayerOptions { pdl: true, gate_up_silu: true, fold_norms: true, ..Default::default() };
+            let options =
+                LayerOptions { pdl: true, gate_up_silu: true, fold_norms: FoldNorms::Both, ..Default::default() };
+            check(dev, WeightFormat::Bf16, options, b)
+        }));
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_fold_norms_first::b{b}"), move |dev| {
+            let options =
+                LayerOptions { pdl: true, gate_up_silu: true, fold_norms: FoldNorms::First, ..Default::default() };
             check(dev, WeightFormat::Bf16, options, b)
         }));
     }
     trials.push(GpuTrial::new("qwen3_8b::bf16_fold_norms::b1", move |dev| {
-        check(dev, WeightFormat::Bf16, LayerOptions { fold_norms: true, ..Default::default() }, 1)
+        check(dev, WeightFormat::Bf16, LayerOptions { fold_norms: FoldNorms::Both, ..Default::default() }, 1)
     }));
     trials.push(GpuTrial::new("qwen3_8b::fold_norms_errors", fold_norms_errors));
     run_gpu_trials(trials)
@@ -173,7 +181,7 @@ fn main() {
 /// add+RMSNorm op, plans none, and refuses to launch one alone.
 fn fold_norms_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
     let cfg = Config::qwen3_8b();
-    let fold = LayerOptions { fold_norms: true, ..Default::default() };
+    let fold = LayerOptions { fold_norms: FoldNorms::Both, ..Default::default() };
     let cap = |b| Capacity { max_batch: b, max_pages: 4, num_pages: 4 * b + 8 };
     for (format, b) in [(WeightFormat::BlockFp8, 1), (WeightFormat::Nvfp4, 1), (WeightFormat::Bf16, 9)] {
         match Layer::with_options(&cfg, format, cap(b), fold, dev) {
@@ -204,6 +212,22 @@ fn fold_norms_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), Stri
             other => return Err(format!("{op:?} on a folding layer: expected InvalidQuery(op), got {other:?}")),
         }
     }
+    // FoldNorms::First: norm 2 still launches, norm 1 alone is refused.
+    let first = LayerOptions { fold_norms: FoldNorms::First, ..Default::default() };
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), first, dev).map_err(|e| e.to_string())?;
+    let ops = layer.ops();
+    if ops.len() != 8 || ops.contains(&Op::AddNorm1) || !ops.contains(&Op::AddNorm2) {
+        return Err(format!("FoldNorms::First layer: ops {ops:?}"));
+    }
+    let mut st = layer.state(dev.stream(), 1).map_err(|e| e.to_string())?;
+    match layer.run_op(Op::AddNorm1, &dw, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "op", .. }) => {}
+        other => {
+            return Err(format!("add_rmsnorm_1 on a FoldNorms::First layer: expected InvalidQuery(op), got {other:?}"))
+        }
+    }
+    layer.run_op(Op::AddNorm2, &dw, &mut st, dev.stream()).map_err(|e| e.to_string())?;
+    dev.stream().synchronize().map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -176,19 +176,32 @@ pub struct LayerOptions {
     /// op, the state's second stream) has not run on a GPU yet: the next session runs
     /// `bench-results/2026-12-05-h200-e/call5/run.sh` (suites, sanitizers, the H200 bench).
     pub warm_o_proj: Option<WarmWeight>,
-    /// Fold both add+RMSNorms into the projections after them (`bf16_gemv::XAct::AddRmsNorm`):
-    /// the QKV projection reads the layer input `x` and `residual`, forms norm 1's output as it
-    /// loads x and writes the new residual to the state's second residual buffer; the gate/up
-    /// projection does the same for norm 2 from the O projection's output and that buffer,
-    /// writing the residual back to `residual`. The step launches six or seven ops
-    /// ([`Layer::ops`]: no [`Op::AddNorm1`], [`Op::AddNorm2`]) and never writes `h`; the
-    /// residual after the step is in `residual`, as without the fold. Every CTA of the two
-    /// projections recomputes its tokens' rrms from their whole rows (after its PDL wait), so
-    /// the residual is bit for bit the unfused one and the normalized input within one bf16 ULP
-    /// of it (another summation order of rrms). BF16 weights and `max_batch ≤ 8` only (the
-    /// fused GEMV configs: no TMA config for the gate/up projection); otherwise
+    /// Fold add+RMSNorms into the projections after them (`bf16_gemv::XAct::AddRmsNorm`):
+    /// [`FoldNorms::First`] folds norm 1 into the QKV projection, [`FoldNorms::Both`] also norm 2
+    /// into the gate/up projection. A folded norm's GEMV reads the sublayer output and the
+    /// residual, forms the norm's output as it loads x and writes the new residual to the other
+    /// residual buffer (`State::residual_mid`): QKV `residual → residual_mid`, gate/up
+    /// `residual_mid → residual`. So the step's residual output is in `residual` with `Both`
+    /// (as unfolded) and in `residual_mid` with `First` (norm 2 then updates that buffer in
+    /// place; [`State::outputs`] reads the right one). Each folded norm is one launch less and
+    /// never writes `h`. Every CTA of a folded GEMV recomputes its tokens' rrms from their whole
+    /// rows after its PDL wait, so the residual is bit for bit the unfolded one and the
+    /// normalized input within one bf16 ULP of it (another summation order). BF16 weights and
+    /// `max_batch ≤ 8` only (the fused GEMV configs; no TMA config); otherwise
     /// [`Layer::with_options`] returns `Error::InvalidQuery`.
-    pub fold_norms: bool,
+    pub fold_norms: FoldNorms,
+}
+
+/// [`LayerOptions::fold_norms`]: which add+RMSNorms the projections after them fold in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FoldNorms {
+    /// Both norms launch `norm.rmsnorm`.
+    #[default]
+    None,
+    /// Norm 1 in the QKV projection; norm 2 launches (in place on `residual_mid`).
+    First,
+    /// Norm 1 in the QKV projection and norm 2 in the gate/up projection.
+    Both,
 }
 
 /// [`LayerOptions::warm_o_proj`]: how much of the O projection's weight `gemm.l2_warm` reads
@@ -274,7 +287,8 @@ impl Layer {
                 });
             }
         }
-        if options.fold_norms && (format != WeightFormat::Bf16 || b > 8) {
+        let (fold1, fold2) = (options.fold_norms != FoldNorms::None, options.fold_norms == FoldNorms::Both);
+        if fold1 && (format != WeightFormat::Bf16 || b > 8) {
             return Err(Error::InvalidQuery {
                 op: "b12x-layers",
                 field: "fold_norms",
@@ -294,7 +308,7 @@ impl Layer {
                 ),
             });
         }
-        let norm = if options.fold_norms {
+        let norm = if fold2 {
             None
         } else {
             Some(
@@ -327,7 +341,7 @@ impl Layer {
                         pdl: options.pdl,
                         x_act: if options.fuse_silu && i == DOWN {
                             bf16_gemv::XAct::SiluMul { limit: None }
-                        } else if options.fold_norms && (i == 0 || i == GATE_UP) {
+                        } else if (fold1 && i == 0) || (fold2 && i == GATE_UP) {
                             bf16_gemv::XAct::AddRmsNorm { eps: cfg.eps }
                         } else {
                             bf16_gemv::XAct::None
@@ -479,7 +493,12 @@ impl Layer {
     /// [`Op::AddNorm2`] when [`LayerOptions::fold_norms`] folds them into the projections.
     pub fn ops(&self) -> Vec<Op> {
         let all: &[Op] = if self.act.is_some() { &Op::ALL } else { &FUSED_SILU_OPS };
-        all.iter().copied().filter(|op| self.norm.is_some() || !matches!(op, Op::AddNorm1 | Op::AddNorm2)).collect()
+        let folded = |op: &Op| match op {
+            Op::AddNorm1 => self.options.fold_norms != FoldNorms::None,
+            Op::AddNorm2 => self.options.fold_norms == FoldNorms::Both,
+            _ => false,
+        };
+        all.iter().copied().filter(|op| !folded(op)).collect()
     }
 
     /// Device buffers for a batch of `b ≤ max_batch` requests (zeroed; the KV cache zeroed).
@@ -500,7 +519,8 @@ impl Layer {
             b,
             x: z(b * c.hidden)?,
             residual: z(b * c.hidden)?,
-            residual_mid: if self.options.fold_norms { Some(z(b * c.hidden)?) } else { None },
+            residual_mid: if self.options.fold_norms != FoldNorms::None { Some(z(b * c.hidden)?) } else { None },
+            residual_out_mid: self.options.fold_norms == FoldNorms::First,
             h: z(b * c.hidden)?,
             qkv: z(b * c.qkv_cols())?,
             o: z(b * c.heads * c.head_dim)?,
@@ -554,26 +574,31 @@ impl Layer {
         let qkv_widths = [h * d, hkv * d, hkv * d];
         let cache_shape = [self.cap.num_pages, c.page_size, hkv, d];
         match op {
-            Op::AddNorm1 | Op::AddNorm2 => {
-                let Some(norm) = &self.norm else {
-                    return Err(Error::InvalidQuery {
-                        op: "b12x-layers",
-                        field: "op",
-                        reason: "the add+RMSNorms are folded into the QKV and gate/up projections in this layer \
-                                 (LayerOptions::fold_norms)"
-                            .into(),
-                    });
+            Op::AddNorm1 | Op::AddNorm2 if self.ops().contains(&op) => {
+                let Some(norm) = &self.norm else { return Err(missing("norm")) };
+                // Norm 2 after a folded norm 1 updates residual_mid in place.
+                let res = match (&mut st.residual_mid, op) {
+                    (Some(mid), Op::AddNorm2) => mid,
+                    _ => &mut st.residual,
                 };
                 let (x, ln) = if op == Op::AddNorm1 { (&st.x, &w.ln1) } else { (&st.proj, &w.ln2) };
                 let args = rmsnorm::Args {
                     x: TensorRef::from_slice(x, &[b, hd])?,
-                    residual: Some(TensorMut::from_slice(&mut st.residual, &[b, hd])?),
+                    residual: Some(TensorMut::from_slice(res, &[b, hd])?),
                     w: TensorRef::from_slice(ln, &[hd])?,
                     y: TensorMut::from_slice(&mut st.h, &[b, hd])?,
                 };
                 rmsnorm::run(norm, args, Scratch::none(), stream)
             }
-            Op::QkvProj if self.options.fold_norms => {
+            Op::AddNorm1 | Op::AddNorm2 => Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "op",
+                reason: format!(
+                    "{} is folded into the next projection in this layer (LayerOptions::fold_norms)",
+                    op.name()
+                ),
+            }),
+            Op::QkvProj if self.options.fold_norms != FoldNorms::None => {
                 // Norm 1 on the x load: residual -> residual_mid.
                 let mid = st.residual_mid.as_mut().ok_or_else(|| missing("residual_mid"))?;
                 let an = bf16_gemv::AddNorm {
@@ -584,7 +609,7 @@ impl Layer {
                 self.linear_with(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), stream)
             }
             Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], stream),
-            Op::GateUpProj if self.options.fold_norms => {
+            Op::GateUpProj if self.options.fold_norms == FoldNorms::Both => {
                 // Norm 2 on the x load: residual_mid -> residual.
                 let mid = st.residual_mid.as_ref().ok_or_else(|| missing("residual_mid"))?;
                 let an = bf16_gemv::AddNorm {

@@ -24,7 +24,7 @@ mod run;
 mod state;
 mod weights;
 
-pub use layer::{Capacity, Layer, LayerOptions, Op, WarmWeight};
+pub use layer::{Capacity, FoldNorms, Layer, LayerOptions, Op, WarmWeight};
 pub use run::{cosine_bound, decode_run, RunReport};
 pub use state::{Batch, State};
 pub use weights::{DeviceLinear, DeviceWeights, HostLinear, HostWeights};

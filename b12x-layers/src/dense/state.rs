@@ -23,6 +23,8 @@ pub struct State {
     /// residual between the two folded norms (the QKV projection writes it, the gate/up
     /// projection reads it); `None` otherwise.
     pub residual_mid: Option<CudaSlice<bf16>>,
+    /// The step leaves the residual in `residual_mid` (`FoldNorms::First`), not `residual`.
+    pub residual_out_mid: bool,
     pub(super) h: CudaSlice<bf16>,
     pub(super) qkv: CudaSlice<bf16>,
     pub(super) o: CudaSlice<bf16>,
@@ -117,10 +119,15 @@ impl State {
         stream.memcpy_htod(v, &mut self.v_cache)?;
         Ok(())
     }
-    /// `(y, residual)` as f32 (synchronizes the stream).
+    /// `(y, residual)` as f32 (synchronizes the stream); the residual from wherever the step
+    /// leaves it (`residual_mid` with `FoldNorms::First`).
     pub fn outputs(&self, stream: &Arc<CudaStream>) -> Result<(Vec<f32>, Vec<f32>)> {
         let f = |v: Vec<bf16>| v.into_iter().map(f32::from).collect::<Vec<_>>();
-        Ok((f(stream.clone_dtoh(&self.y)?), f(stream.clone_dtoh(&self.residual)?)))
+        let res = match (&self.residual_mid, self.residual_out_mid) {
+            (Some(mid), true) => mid,
+            _ => &self.residual,
+        };
+        Ok((f(stream.clone_dtoh(&self.y)?), f(stream.clone_dtoh(res)?)))
     }
 }
 
