@@ -2,7 +2,7 @@
 # Session 49, call 2: the addnorm ring with two piece sets (norm weight from global memory).
 # Bundle: cargo xtask gpu-bundle --targets gpu_bf16_gemv,gpu_decoder_layer,bench_decoder_layer.
 # gpu_bf16_gemv addnorm trials (plain, memcheck reduced), the layer's fold_norms B = 1 trials,
-# then the B = 1 bench pairs _pdl_gs / _pdl_gs_fn twice, then _pdl_fn.
+# then the B = 1 bench: _pdl_gs / _pdl_gs_fn / _pdl_gs_f1 (FoldNorms::First) twice.
 R=$OUT/r; mkdir -p $R; B=$PWD/.gpu/bundle; S=$PWD/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1 B12X_COMMIT=$(cat $B/COMMIT 2>/dev/null)
 save() { (cd $OUT && tar czf r.tgz r); }
@@ -12,11 +12,11 @@ timeout 150 ./gpu_bf16_gemv addnorm > $R/gemv_addnorm.txt 2>&1
 echo "gpu_bf16_gemv addnorm rc=$? t=$SECONDS: $(grep 'test result' $R/gemv_addnorm.txt)" >> $R/summary.txt; save
 B12X_TEST_PROFILE=reduced timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 ./gpu_bf16_gemv addnorm > $R/gemv_addnorm_memcheck.txt 2>&1
 echo "addnorm memcheck rc=$? $(grep -E 'ERROR SUMMARY|test result' $R/gemv_addnorm_memcheck.txt | tr '\n' ' ') t=$SECONDS" >> $R/summary.txt; save
-bash $S ./gpu_decoder_layer none $R/layer 2 60 'fold_norms::b1' > $R/layer_none.txt 2>&1
+bash $S ./gpu_decoder_layer none $R/layer 3 60 'fold_norms(_first)?::b1|fold_norms_errors' > $R/layer_none.txt 2>&1
 echo "layer fold_norms b1: $(tail -1 $R/layer_none.txt) t=$SECONDS" >> $R/summary.txt; save
-for v in bf16_pdl_gs/ bf16_pdl_gs_fn/ bf16_pdl_gs/ bf16_pdl_gs_fn/ bf16_pdl_fn/; do
+for v in bf16_pdl_gs/ bf16_pdl_gs_fn/ bf16_pdl_gs_f1/ bf16_pdl_gs/ bf16_pdl_gs_fn/ bf16_pdl_gs_f1/; do
   i=$((i+1)); t=$(echo ${v%/} | tr '/' '_')_$i
-  [ $SECONDS -lt 300 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
+  [ $SECONDS -lt 330 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
   echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
 done
 cat $R/summary.txt $R/gpu.txt
