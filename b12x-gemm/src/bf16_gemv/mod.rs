@@ -34,6 +34,24 @@
 //!   shapes with few row blocks; the form that recomputes nothing is the activation in the
 //!   gate/up GEMV's epilogue (gate and up rows interleaved so that one lane holds both), not
 //!   built.
+//! - Fused add+RMSNorm ([`Query::x_act`] = [`XAct::AddRmsNorm`] `{ eps }`, [`Args::add_norm`]):
+//!   x `[M, K]` bf16 is a sublayer's output and the GEMV's input is `norm.rmsnorm`'s fused add
+//!   form of x and the residual: `r = bf16(x + residual)`, `h = bf16((r · rrms) · w)`,
+//!   `rrms = rsqrtf(Σ r² / K + eps)` (rmsnorm.cu's operations), formed per 8-element piece where
+//!   the kernel loads x (the residual piece beside it; the norm weight's piece from global
+//!   memory). Every CTA first computes its live tokens' rrms from their whole rows (after the
+//!   PDL wait; 2·K·2 bytes per token from L2, four loads per thread in flight, warp sums added
+//!   in warp order, so every CTA gets the same bits), and CTA (0, 0) writes `r` to
+//!   `residual_out` (which may overlap nothing the call reads: typed error). `residual_out`
+//!   is bit for bit rmsnorm's residual; `h` is within rmsnorm's oracle bound (1 bf16 ULP: rrms
+//!   is summed in another order), so `y` is within the GEMV bound widened by Σ|w|·ulp(h)
+//!   (what `tests/gpu_bf16_gemv.rs` checks). Configs: the `mma` / `mmad` NT = 1 variants as
+//!   `…_addnorm` (6 entry points, BF16 out, MINB 1); bf16 x and y, `aligned`, K % 8 == 0,
+//!   `max_rows ≤ 8`; combines with the SwiGLU epilogue. Validated on an H100 (SM90: every
+//!   candidate pinned, memcheck and racecheck clean; `bench-results/2026-12-05-h200-f/`), not
+//!   yet on the H200. Measured in the decoder layer (b12x-layers' `FoldNorms`): it pays in the
+//!   QKV projection and costs in the 201 MB gate/up projection (its 768 CTAs each redo the
+//!   prologue, and the fused ring is larger than the plain config the race picks there).
 //! - SwiGLU epilogue ([`Query::y_act`] = [`YAct::SiluMul`] `{ limit }`): a fused gate/up
 //!   projection whose W rows come in 16-row groups (8 gate rows, then the 8 matching up rows;
 //!   [`interleave_gate_up`] lays out `[gate rows | up rows]` so) stores `y [M, N/2]` =
@@ -90,6 +108,8 @@
 //! - NT is the smallest token tile covering the bucket (M ≤ 8 → NT = 1, …).
 //! - `…_silu` (`mma_nt1_rt1_u4_s4_silu_wr1_wk2_ks1`): the fused SwiGLU x load (above); a ring
 //!   stage holds the gate and the up pieces, so fewer ring CTA shapes fit in shared memory.
+//! - `…_addnorm` (`mma_nt1_rt2_u4_s3_addnorm_wr2_wk2_ks1`): the fused add+RMSNorm x load
+//!   (above); a ring stage holds the x and the residual pieces.
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
 //! - `*_unaligned` — the same math with 2/4-byte loads for unaligned views.
