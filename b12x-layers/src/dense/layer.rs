@@ -172,9 +172,10 @@ pub struct LayerOptions {
     /// [`Layer::with_options`] returns `Error::InvalidQuery`. Off by default: the mechanism was
     /// measured only as a bench prototype on an H100 (session 48,
     /// `bench-results/2026-12-05-h200-e/` calls 1–3: B = 1 × 4k step 149.0–149.6 against
-    /// 151.9–152.5 µs with [`WarmWeight::DEFAULT`]), and this implementation (the `gemm.l2_warm`
-    /// op, the state's second stream) has not run on a GPU yet: the next session runs
-    /// `bench-results/2026-12-05-h200-e/call5/run.sh` (suites, sanitizers, the H200 bench).
+    /// 151.9–152.5 µs with [`WarmWeight::DEFAULT`]), but this implementation (the `gemm.l2_warm`
+    /// op, the state's second stream), whose trials pass on an H100, did not gain there in the
+    /// same job as the plain step (154.4–154.8 against 153.9–154.5 µs, every fraction and grid
+    /// tried; `bench-results/2026-12-05-h200-e/` call 5). Not measured on the H200.
     pub warm_o_proj: Option<WarmWeight>,
     /// Fold add+RMSNorms into the projections after them (`bf16_gemv::XAct::AddRmsNorm`):
     /// [`FoldNorms::First`] folds norm 1 into the QKV projection, [`FoldNorms::Both`] also norm 2
