@@ -607,9 +607,9 @@ impl Layer {
                     residual_out: TensorMut::from_slice(mid, &[b, hd])?,
                     norm_w: TensorRef::from_slice(&w.ln1, &[hd])?,
                 };
-                self.linear_with(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), stream)
+                self.linear(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), stream)
             }
-            Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], stream),
+            Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], None, stream),
             Op::GateUpProj if self.options.fold_norms == FoldNorms::Both => {
                 // Norm 2 on the x load: residual_mid -> residual.
                 let mid = st.residual_mid.as_ref().ok_or_else(|| missing("residual_mid"))?;
@@ -619,17 +619,19 @@ impl Layer {
                     norm_w: TensorRef::from_slice(&w.ln2, &[hd])?,
                 };
                 let y = if self.options.gate_up_silu { &mut st.act } else { &mut st.gate_up };
-                self.linear_with(GATE_UP, w, &st.proj, y, b, &mut st.scratch[GATE_UP], Some(an), stream)
+                self.linear(GATE_UP, w, &st.proj, y, b, &mut st.scratch[GATE_UP], Some(an), stream)
             }
-            Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], stream),
+            Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], None, stream),
             Op::GateUpProj if self.options.gate_up_silu => {
-                self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], stream)
+                self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], None, stream)
             }
-            Op::GateUpProj => self.linear(GATE_UP, w, &st.h, &mut st.gate_up, b, &mut st.scratch[GATE_UP], stream),
+            Op::GateUpProj => {
+                self.linear(GATE_UP, w, &st.h, &mut st.gate_up, b, &mut st.scratch[GATE_UP], None, stream)
+            }
             Op::DownProj if self.options.fuse_silu => {
-                self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], stream)
+                self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], None, stream)
             }
-            Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], stream),
+            Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], None, stream),
             Op::RopeKvAppend => {
                 let mut parts = TensorMut::from_slice(&mut st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
                 let v = parts.pop().ok_or_else(|| missing("v"))?.unflatten_last(&[hkv, d])?;
@@ -708,23 +710,9 @@ impl Layer {
         }
     }
 
+    /// Linear `i` from `x` into `y`; `add_norm`: the tensors of a folded add+RMSNorm.
     #[allow(clippy::too_many_arguments)]
     fn linear(
-        &self,
-        i: usize,
-        w: &DeviceWeights,
-        x: &CudaSlice<bf16>,
-        y: &mut CudaSlice<bf16>,
-        b: usize,
-        scratch: &mut Option<CudaSlice<u8>>,
-        stream: &Arc<CudaStream>,
-    ) -> Result<()> {
-        self.linear_with(i, w, x, y, b, scratch, None, stream)
-    }
-
-    /// [`Layer::linear`] with the add+RMSNorm tensors of a folded norm.
-    #[allow(clippy::too_many_arguments)]
-    fn linear_with(
         &self,
         i: usize,
         w: &DeviceWeights,
