@@ -608,7 +608,7 @@ __device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float 
 //                c ^ ((r & 1) << 2): conflict-free for both the row-wise copies and the
 //                fragment reads of lanes g, g+1)  then  x [U steps][NT][32 lanes] 16 B
 //                (kXSilu: the gate pieces, then the up pieces in the same layout; kXNorm: the
-//                x pieces, then the residual pieces).
+//                x pieces, the residual pieces, then the norm weight's pieces).
 template <int NT, int RT, int U, int kXSets>
 struct MmaRing {
   static constexpr int kRows = 16 * RT;
@@ -641,7 +641,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
   constexpr bool kAligned = kFeed != Feed::kUnaligned;
   constexpr bool kSilu = kX == kXSilu;
   constexpr bool kNorm = kX == kXNorm;
-  using Ring = MmaRing<NT, RT, U, kSilu || kNorm ? 2 : 1>;
+  using Ring = MmaRing<NT, RT, U, kSilu ? 2 : kNorm ? 3 : 1>;
   static_assert(!kNorm || (kAligned && NT * 8 <= kNormTokens), "the fused add+RMSNorm: aligned, NT = 1");
   static_assert(kFeed != Feed::kRing || kStages >= 2, "the cp.async ring needs at least two stages");
   static_assert(!kSilu || kAligned, "the fused activation needs 16-byte vectors of x");
@@ -797,9 +797,12 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
             if constexpr (kSilu)
               cp_async_ca_16_zfill(s_stage + Ring::kWBytes + Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
                                    o.x[nt] + x_up + k0 + u * kMmaStepK, o.xok[nt]);
-            if constexpr (kNorm)
+            if constexpr (kNorm) {
               cp_async_ca_16_zfill(s_stage + Ring::kWBytes + Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
                                    nl.r[nt] + k0 + u * kMmaStepK, o.xok[nt]);
+              cp_async_ca_16_zfill(s_stage + Ring::kWBytes + 2 * Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
+                                   nl.w + k0 + u * kMmaStepK, true);
+            }
           }
       }
     };
@@ -866,12 +869,6 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
       if constexpr (kSilu) {
         mma_group_silu<U, RT, NT>(acc, v_w, v_x, v_u, act_limit, min(p.m, 8 * NT));
       } else if constexpr (kNorm) {
-        // The norm weight's pieces straight from global memory (8 KB for a 4096-wide row, L1
-        // resident after the SM's first CTA): the ring stays as small as the SwiGLU one.
-        const int k0 = k_begin + gi * kMmaStepK * U;
-        Vec16 v_n[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) v_n[u] = ld_global_v16(nl.w + k0 + u * kMmaStepK);
         const unsigned char* s_x = s_stage + Ring::kWBytes + lane * 16;
 #pragma unroll
         for (int u = 0; u < U; ++u)
@@ -879,7 +876,8 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
           for (int nt = 0; nt < NT; ++nt) {
             const int at = (u * NT + nt) * 32 * 16;
             const Vec16 xa = add_norm_vec(*reinterpret_cast<const Vec16*>(s_x + at),
-                                          *reinterpret_cast<const Vec16*>(s_x + Ring::kXPieceBytes + at), v_n[u],
+                                          *reinterpret_cast<const Vec16*>(s_x + Ring::kXPieceBytes + at),
+                                          *reinterpret_cast<const Vec16*>(s_x + 2 * Ring::kXPieceBytes + at),
                                           nl.rrms[nt]);
 #pragma unroll
             for (int rt = 0; rt < RT; ++rt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], xa);

@@ -670,7 +670,7 @@ fn addnorm_candidates_are_the_fused_ring_and_direct_variants(
             assert!(c.dynamic_smem() + 1024 <= smem && c.threads() <= 256, "{}", c.id());
         }
     }
-    // A ring stage holds the W tile and two piece sets (x, residual).
+    // A ring stage holds the W tile and three piece sets (x, residual, norm weight).
     let ring = Config {
         variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::AddNorm },
         warps_r: 1,
@@ -680,7 +680,7 @@ fn addnorm_candidates_are_the_fused_ring_and_direct_variants(
     };
     assert_eq!(ring.id(), "mma_nt1_rt1_u4_s4_addnorm_wr1_wk2_ks1");
     assert_eq!(ring.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_addnorm_bf16out");
-    assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 2 * 2048));
+    assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 3 * 2048));
     let all = all_symbols();
     assert_eq!(all.iter().filter(|s| s.contains("_addnorm_")).count(), 6);
 }

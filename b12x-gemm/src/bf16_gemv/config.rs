@@ -93,12 +93,12 @@ impl XLoad {
             XLoad::AddNorm => "_addnorm",
         }
     }
-    /// x piece sets a ring stage holds: x; gate and up; x and residual (the norm weight's
-    /// pieces come from global memory, L1 resident).
+    /// x piece sets a ring stage holds: x; gate and up; x, residual and norm weight.
     pub fn ring_sets(self) -> u32 {
         match self {
             XLoad::Plain => 1,
-            XLoad::SiluMul | XLoad::AddNorm => 2,
+            XLoad::SiluMul => 2,
+            XLoad::AddNorm => 3,
         }
     }
 }
