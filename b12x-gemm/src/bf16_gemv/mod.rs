@@ -38,8 +38,8 @@
 //!   x `[M, K]` bf16 is a sublayer's output and the GEMV's input is `norm.rmsnorm`'s fused add
 //!   form of x and the residual: `r = bf16(x + residual)`, `h = bf16((r · rrms) · w)`,
 //!   `rrms = rsqrtf(Σ r² / K + eps)` (rmsnorm.cu's operations), formed per 8-element piece where
-//!   the kernel loads x (the residual piece beside it; the norm weight's piece from global
-//!   memory). Every CTA first computes its live tokens' rrms from their whole rows (after the
+//!   the kernel loads x (the residual piece and the norm weight's piece beside it: a ring
+//!   stage holds three piece sets). Every CTA first computes its live tokens' rrms from their whole rows (after the
 //!   PDL wait; 2·K·2 bytes per token from L2, four loads per thread in flight, warp sums added
 //!   in warp order, so every CTA gets the same bits), and CTA (0, 0) writes `r` to
 //!   `residual_out` (which may overlap nothing the call reads: typed error). `residual_out`
@@ -109,7 +109,7 @@
 //! - `…_silu` (`mma_nt1_rt1_u4_s4_silu_wr1_wk2_ks1`): the fused SwiGLU x load (above); a ring
 //!   stage holds the gate and the up pieces, so fewer ring CTA shapes fit in shared memory.
 //! - `…_addnorm` (`mma_nt1_rt2_u4_s3_addnorm_wr2_wk2_ks1`): the fused add+RMSNorm x load
-//!   (above); a ring stage holds the x and the residual pieces.
+//!   (above); a ring stage holds the x, the residual and the norm weight's pieces.
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
 //! - `*_unaligned` — the same math with 2/4-byte loads for unaligned views.

@@ -189,7 +189,11 @@ pub struct LayerOptions {
     /// rows after its PDL wait, so the residual is bit for bit the unfolded one and the
     /// normalized input within one bf16 ULP of it (another summation order). BF16 weights and
     /// `max_batch ≤ 8` only (the fused GEMV configs; no TMA config); otherwise
-    /// [`Layer::with_options`] returns `Error::InvalidQuery`.
+    /// [`Layer::with_options`] returns `Error::InvalidQuery`. Measured on an H100 only
+    /// (`bench-results/2026-12-05-h200-f/`): `Both` validated (its trials pass, memcheck clean)
+    /// and not faster (B = 1 step +0.4 / +0.6 µs: folding norm 1 took 1.2–1.4 µs off the first
+    /// five ops, folding norm 2 cost 2.2–3.1 in the gate/up projection); `First` has not run on
+    /// a GPU yet. Off by default.
     pub fold_norms: FoldNorms,
 }
 
