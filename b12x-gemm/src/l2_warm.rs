@@ -19,13 +19,13 @@
 //! - One config per plan (the grid of the query): the session does not race it, since its speed
 //!   alone says nothing about how well it overlaps.
 //!
-//! **Status: not yet run on a GPU** (sm_90a, sm_120a, sm_121a compiled and ptxas-checked).
-//! `tests/gpu_l2_warm.rs` is written (nothing changes, on a forked stream and in a captured
-//! fork/join graph; the range is read faster after the op than after an L2 flush; typed errors;
-//! no allocation) but no device was lent after it landed (session 48). What was measured is the
-//! same load loop as a bench-only prototype on an **H100** (`bench-results/2026-12-05-h200-e/`,
-//! calls 1–3: the B = 1 × 4k BF16 decoder step 2.5–3.1 µs faster with the O projection's last
-//! 30% warmed beside the attention); nothing on the H200 yet.
+//! **Status: run on an H100 only (sm_90a), not validated**: `tests/gpu_l2_warm.rs` (nothing
+//! changes, on a forked stream and in a captured fork/join graph; the range is read faster after
+//! the op than after an L2 flush; typed errors; no allocation): 5 of 6 trials pass, memcheck and
+//! racecheck clean (`bench-results/2026-12-05-h200-e/` call 5); the speed trial failed on the
+//! test's own timing-disabled events (fixed, not rerun). In the decoder step
+//! (`LayerOptions::warm_o_proj`) it did not pay on that H100. Nothing on the H200; sm_120a /
+//! sm_121a compiled, not run.
 //!
 //! ```no_run
 //! use b12x_core::{Device, PreparationSession, Scratch, TensorRef};

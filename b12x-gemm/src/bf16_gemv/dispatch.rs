@@ -156,16 +156,18 @@ impl OpPlan for Plan {
         // A fused activation reads x as [M, 2K] ([gate | up]).
         let x_cols = if let XAct::SiluMul { .. } = q.x_act { 2 * q.k } else { q.k };
         let ldx = x_cols.next_multiple_of(16 / q.x_dtype.size_bytes());
+        // add+RMSNorm: the residual, where the new one goes ([M, ldx] each), the norm weight.
+        let (res_bytes, norm_w_bytes) =
+            if q.x_act.x_load() == XLoad::AddNorm { (m * ldx * 2, ldx * 2) } else { (0, 0) };
         let sizes = [
             self.scratch.total_bytes(),
             q.n * ldw * 2,
             m * ldx * q.x_dtype.size_bytes(),
             m * q.n * q.out_dtype.size_bytes(),
             q.bias.map_or(0, |b| q.n * b.size_bytes()),
-            // add+RMSNorm: the residual, where the new one goes, the norm weight.
-            if q.x_act.x_load() == XLoad::AddNorm { m * ldx * 2 } else { 0 },
-            if q.x_act.x_load() == XLoad::AddNorm { m * ldx * 2 } else { 0 },
-            if q.x_act.x_load() == XLoad::AddNorm { ldx * 2 } else { 0 },
+            res_bytes,
+            res_bytes,
+            norm_w_bytes,
         ];
         let extra_w = if q.pdl { pdl_race_calls(q.n * ldw * 2) - 1 } else { 0 };
         let sizes: Vec<usize> = sizes.into_iter().chain(std::iter::repeat_n(q.n * ldw * 2, extra_w)).collect();

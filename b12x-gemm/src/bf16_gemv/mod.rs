@@ -371,16 +371,20 @@ impl Query {
         if self.max_rows == 0 || self.max_rows > MAX_ROWS {
             return bad("max_rows", format!("(M capacity) must be in 1..={MAX_ROWS}, got {}", self.max_rows));
         }
-        if let XAct::AddRmsNorm { eps } = self.x_act {
-            let act = |reason: String| bad("x_act", format!("AddRmsNorm {reason}"));
+        // The fused x loads (SwiGLU, add+RMSNorm) run only in the NT = 1 `mma` / `mmad`
+        // variants with BF16 x and y and 16-byte vectors of every row.
+        let fused = match self.x_act {
+            XAct::None => None,
+            XAct::SiluMul { .. } => Some(("SiluMul", "[gate | up], as activation.silu_and_mul", "a down projection")),
+            XAct::AddRmsNorm { .. } => Some(("AddRmsNorm", "as norm.rmsnorm's fused form", "a layer's projections")),
+        };
+        if let Some((name, x_why, y_why)) = fused {
+            let act = |reason: String| bad("x_act", format!("{name} {reason}"));
             if self.x_dtype != DType::BF16 {
-                return act(format!("needs bf16 x (as norm.rmsnorm's fused form), got {}", self.x_dtype));
+                return act(format!("needs bf16 x ({x_why}), got {}", self.x_dtype));
             }
             if self.out_dtype != DType::BF16 {
-                return act(format!(
-                    "is built for bf16 y only (a layer's projections), got out_dtype {}",
-                    self.out_dtype
-                ));
+                return act(format!("is built for bf16 y only ({y_why}), got out_dtype {}", self.out_dtype));
             }
             if !self.aligned {
                 return act("needs aligned = true (the fused loads are 16-byte vectors)".into());
@@ -395,36 +399,14 @@ impl Query {
                     self.max_rows
                 ));
             }
-            if !(eps.is_finite() && eps >= 0.0) {
-                return act(format!("eps must be finite and >= 0, got {eps}"));
-            }
-        }
-        if let XAct::SiluMul { limit } = self.x_act {
-            let act = |reason: String| bad("x_act", format!("SiluMul {reason}"));
-            if self.x_dtype != DType::BF16 {
-                return act(format!("needs bf16 x ([gate | up], as activation.silu_and_mul), got {}", self.x_dtype));
-            }
-            if self.out_dtype != DType::BF16 {
-                return act(format!("is built for bf16 y only (a down projection), got out_dtype {}", self.out_dtype));
-            }
-            if !self.aligned {
-                return act("needs aligned = true (the fused loads are 16-byte vectors of x)".into());
-            }
-            if self.k % 8 != 0 {
-                return act(format!(
-                    "needs K % 8 == 0 (each row's up half starts 16-byte aligned), got K = {}",
-                    self.k
-                ));
-            }
-            let most = 8 * SILU_NT as usize;
-            if self.max_rows > most {
-                return act(format!(
-                    "serves at most {most} rows: max_rows must be in 1..={most}, got {}",
-                    self.max_rows
-                ));
-            }
-            if let Some(l) = limit.filter(|l| !(l.is_finite() && *l > 0.0)) {
-                return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
+            match self.x_act {
+                XAct::SiluMul { limit: Some(l) } if !(l.is_finite() && l > 0.0) => {
+                    return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
+                }
+                XAct::AddRmsNorm { eps } if !(eps.is_finite() && eps >= 0.0) => {
+                    return act(format!("eps must be finite and >= 0, got {eps}"));
+                }
+                _ => {}
             }
         }
         if let YAct::SiluMul { limit } = self.y_act {

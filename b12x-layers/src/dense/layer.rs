@@ -498,12 +498,17 @@ impl Layer {
     /// [`Op::AddNorm2`] when [`LayerOptions::fold_norms`] folds them into the projections.
     pub fn ops(&self) -> Vec<Op> {
         let all: &[Op] = if self.act.is_some() { &Op::ALL } else { &FUSED_SILU_OPS };
-        let folded = |op: &Op| match op {
+        all.iter().copied().filter(|&op| !self.norm_folded(op)).collect()
+    }
+
+    /// Whether `op` is an add+RMSNorm that [`LayerOptions::fold_norms`] folds into the next
+    /// projection.
+    fn norm_folded(&self, op: Op) -> bool {
+        match op {
             Op::AddNorm1 => self.options.fold_norms != FoldNorms::None,
             Op::AddNorm2 => self.options.fold_norms == FoldNorms::Both,
             _ => false,
-        };
-        all.iter().copied().filter(|op| !folded(op)).collect()
+        }
     }
 
     /// Device buffers for a batch of `b ≤ max_batch` requests (zeroed; the KV cache zeroed).
@@ -579,7 +584,7 @@ impl Layer {
         let qkv_widths = [h * d, hkv * d, hkv * d];
         let cache_shape = [self.cap.num_pages, c.page_size, hkv, d];
         match op {
-            Op::AddNorm1 | Op::AddNorm2 if self.ops().contains(&op) => {
+            Op::AddNorm1 | Op::AddNorm2 if !self.norm_folded(op) => {
                 let Some(norm) = &self.norm else { return Err(missing("norm")) };
                 // Norm 2 after a folded norm 1 updates residual_mid in place.
                 let res = match (&mut st.residual_mid, op) {
