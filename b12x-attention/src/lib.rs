@@ -6,6 +6,7 @@
 //! | `attention.paged` | [`paged`] | decode / extend attention of new tokens against their paged context (GQA, sinks, sliding window, BF16/FP16/E4M3 KV) |
 //! | `attention.rope` | [`rope`] | rotary position embedding in place on Q and K (NeoX / GPT-J pairs, partial rotary, YaRN; cos/sin computed or from a planned table) |
 //! | `attention.rope_kv_append` | [`rope_kv_append`] | `attention.rope` on Q and `attention.kv_append` of the rotated K and V in one launch (a decode step's pair, bitwise the two ops' result) |
+//! | `attention.rope_paged` | [`rope_paged`] | `attention.rope`, `attention.kv_append` and `attention.paged` of a decode step in one launch (bitwise `rope_kv_append` then `paged`; 8-row decode tiles) |
 //! | `attention.varlen` | [`varlen`] | prefill attention over packed variable-length sequences (causal or not, GQA, sinks, sliding window, BF16/FP16) |
 //!
 //! Every op of this crate shares one description of a batch ([`paging`]): a paged cache
@@ -23,6 +24,7 @@ pub mod paged;
 pub mod paging;
 pub mod rope;
 pub mod rope_kv_append;
+pub mod rope_paged;
 pub mod varlen;
 
 // Fatbins, content hashes and the ptxas resource manifest of `kernels/*.cu`, from `b12x-build`.
@@ -50,3 +52,7 @@ pub static ROPE_KV_APPEND_MODULE: b12x_core::KernelModule = b12x_core::KernelMod
     fatbin: ROPE_KV_APPEND_FATBIN,
     hash: ROPE_KV_APPEND_HASH,
 };
+
+/// The embedded `kernels/paged_rope.cu` (`attention.rope_paged`), loaded once per device.
+pub static PAGED_ROPE_MODULE: b12x_core::KernelModule =
+    b12x_core::KernelModule { name: "b12x-attention/paged_rope", fatbin: PAGED_ROPE_FATBIN, hash: PAGED_ROPE_HASH };

@@ -91,10 +91,12 @@ fn main() -> Result<()> {
             early_release: false,
             warm_o_proj: None,
             fold_norms: FoldNorms::None,
+            fuse_rope_attention: false,
         };
         let fold = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::Both, ..o };
         let fold1 = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::First, ..o };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
+        let ra = |o: LayerOptions| LayerOptions { fuse_rope_attention: true, ..o };
         let er = |o: LayerOptions| LayerOptions { early_release: true, ..o };
         let wo = |percent: u8, ctas: u32, o: LayerOptions| LayerOptions {
             warm_o_proj: Some(WarmWeight { percent, ctas }),
@@ -127,6 +129,9 @@ fn main() -> Result<()> {
                 ("_pdl_gs_fn", fold(gs(opts(true, None, None)))),
                 ("_pdl_fn", fold(opts(true, None, None))),
                 ("_pdl_gs_f1", fold1(gs(opts(true, None, None)))),
+                ("_pdl_gs_ra", ra(gs(opts(true, None, None)))),
+                ("_pdl_gs_f1_ra", ra(fold1(gs(opts(true, None, None))))),
+                ("_ra", ra(opts(false, None, None))),
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo20", wo(20, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo40", wo(40, 0, gs(opts(true, None, None)))),

@@ -12,7 +12,9 @@
 //! every B, plain and PDL; and its typed errors), and with `warm_o_proj` (BF16: PDL + gate/up
 //! epilogue at every B, plain at B = 1; and its typed errors), and with `fold_norms` (BF16,
 //! B ≤ 8: `Both` and `First` with PDL + gate/up epilogue, `Both` plain at B = 1; and its typed
-//! errors). `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
+//! errors), and with `fuse_rope_attention` (BF16 PDL + gate/up epilogue at every B, with
+//! `FoldNorms::First` at B ≤ 8, NVFP4 plain at B = 1; and its typed errors).
+//! `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_attention::rope_kv_append;
 use b12x_core::testing::{reduced_profile, run_gpu_trials, GpuTrial};
@@ -174,6 +176,34 @@ fn main() {
         check(dev, WeightFormat::Bf16, LayerOptions { fold_norms: FoldNorms::Both, ..Default::default() }, 1)
     }));
     trials.push(GpuTrial::new("qwen3_8b::fold_norms_errors", fold_norms_errors));
+    // Rope, the KV append and the attention in one launch (attention.rope_paged): PDL + gate/up
+    // epilogue at every B, plain at B = 1, with norm 1 folded too at B ≤ 8.
+    for &b in batches {
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_rope_attention::b{b}"), move |dev| {
+            let options =
+                LayerOptions { pdl: true, gate_up_silu: true, fuse_rope_attention: true, ..Default::default() };
+            check(dev, WeightFormat::Bf16, options, b)
+        }));
+        if b <= 8 {
+            trials.push(GpuTrial::new(
+                format!("qwen3_8b::bf16_gate_up_silu_pdl_first_rope_attention::b{b}"),
+                move |dev| {
+                    let options = LayerOptions {
+                        pdl: true,
+                        gate_up_silu: true,
+                        fold_norms: FoldNorms::First,
+                        fuse_rope_attention: true,
+                        ..Default::default()
+                    };
+                    check(dev, WeightFormat::Bf16, options, b)
+                },
+            ));
+        }
+    }
+    trials.push(GpuTrial::new("qwen3_8b::nvfp4_rope_attention::b1", move |dev| {
+        check(dev, WeightFormat::Nvfp4, LayerOptions { fuse_rope_attention: true, ..Default::default() }, 1)
+    }));
+    trials.push(GpuTrial::new("qwen3_8b::rope_attention_errors", rope_attention_errors));
     run_gpu_trials(trials)
 }
 
@@ -229,6 +259,41 @@ fn fold_norms_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), Stri
     layer.run_op(Op::AddNorm2, &dw, &mut st, dev.stream()).map_err(|e| e.to_string())?;
     dev.stream().synchronize().map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// `fuse_rope_attention` with `warm_kv` is a typed error at planning; a fusing layer plans
+/// `attention.rope_paged` and no `attention.rope_kv_append` or `attention.paged`, runs no
+/// rope_kv_append op, and refuses to launch one alone.
+fn rope_attention_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
+    let cfg = Config::qwen3_8b();
+    let cap = Capacity { max_batch: 1, max_pages: 4, num_pages: 12 };
+    let fused = LayerOptions { fuse_rope_attention: true, ..Default::default() };
+    let warm = rope_kv_append::WarmCache { blocks: 4, read: rope_kv_append::WarmRead::Load };
+    match Layer::with_options(&cfg, WeightFormat::Bf16, cap, LayerOptions { warm_kv: Some(warm), ..fused }, dev) {
+        Err(Error::InvalidQuery { field: "fuse_rope_attention", .. }) => {}
+        other => {
+            return Err(format!("with warm_kv: expected InvalidQuery(fuse_rope_attention), got {:?}", other.err()))
+        }
+    }
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap, fused, dev).map_err(|e| e.to_string())?;
+    let ops = layer.ops();
+    if ops.len() != 8 || ops.contains(&Op::RopeKvAppend) {
+        return Err(format!("fusing layer: ops {ops:?}"));
+    }
+    let names: Vec<&str> = layer.plans().iter().map(|p| p.op()).collect();
+    if !names.contains(&"attention.rope_paged")
+        || names.contains(&"attention.rope_kv_append")
+        || names.contains(&"attention.paged")
+    {
+        return Err(format!("fusing layer plans {names:?}"));
+    }
+    let weights = HostWeights::random(&cfg, WeightFormat::Bf16, 3).map_err(|e| e.to_string())?;
+    let dw = weights.upload(dev.stream()).map_err(|e| e.to_string())?;
+    let mut st = layer.state(dev.stream(), 1).map_err(|e| e.to_string())?;
+    match layer.run_op(Op::RopeKvAppend, &dw, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "op", .. }) => Ok(()),
+        other => Err(format!("rope_kv_append on a fusing layer: expected InvalidQuery(op), got {other:?}")),
+    }
 }
 
 /// `warm_o_proj` where it cannot warm is a typed error at planning; a warming layer prepares

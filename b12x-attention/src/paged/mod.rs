@@ -865,7 +865,7 @@ impl Plan {
     }
     /// The launch's cluster size along x: the split cap when the splits merge in a cluster, else
     /// 0 (no cluster).
-    fn cluster_x(&self) -> u32 {
+    pub(crate) fn cluster_x(&self) -> u32 {
         if self.cluster_merge {
             self.max_splits as u32
         } else {
@@ -955,6 +955,15 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     launch(&plan.query, plan.stages, plan.warps, plan.cluster_x(), &selected, &params, stream)
 }
 
+/// The grid of a call with parameters `p` (also `attention.rope_paged`'s).
+pub(crate) fn launch_dims(q: &Query, stages: usize, warps: u32, p: &PagedParams) -> LaunchDims {
+    LaunchDims {
+        grid: (p.max_splits as u32, p.tiles as u32, (p.batch * p.kv_heads) as u32),
+        block: (32 * warps, 1, 1),
+        smem_bytes: q.smem_bytes_for(stages, warps),
+    }
+}
+
 fn launch(
     q: &Query,
     stages: usize,
@@ -969,11 +978,7 @@ fn launch(
         bucket: String::new(),
         config: selected.config.clone(),
     })?;
-    let dims = LaunchDims {
-        grid: (p.max_splits as u32, p.tiles as u32, (p.batch * p.kv_heads) as u32),
-        block: (32 * warps, 1, 1),
-        smem_bytes: q.smem_bytes_for(stages, warps),
-    };
+    let dims = launch_dims(q, stages, warps, p);
     // SAFETY: PagedParams mirrors the kernel's struct (asserted on both sides) and passed
     // `Query::kernel_params`; the scratch regions were bound at the plan's sizes (grid x =
     // max_splits, z = B · Hkv ≤ capacity); the kernel bounds every device index before use.

@@ -3,7 +3,7 @@
 use super::state::SideStream;
 use super::{Config, DeviceLinear, DeviceWeights, HostWeights, State, WeightFormat, LINEARS};
 use b12x_attention::paging::ErrorWord;
-use b12x_attention::{kv_append, paged, rope, rope_kv_append};
+use b12x_attention::{kv_append, paged, rope, rope_kv_append, rope_paged};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::{DType, Device, Error, OpPlan, Result, Scratch, TensorMut, TensorRef};
@@ -195,6 +195,15 @@ pub struct LayerOptions {
     /// five ops, folding norm 2 cost 2.2–3.1 in the gate/up projection); `First` has not run on
     /// a GPU yet. Off by default.
     pub fold_norms: FoldNorms,
+    /// Run rope, the KV append and the attention as one launch (`attention.rope_paged`: the
+    /// attention kernel rotates its Q tile in shared memory and its CTA holding the new
+    /// position stores the rotated K and V before reading them back): the step has no
+    /// `rope_kv_append` op ([`Layer::ops`]) and the QKV buffer's q columns stay unrotated. The
+    /// attention's output and the caches are bit for bit the unfused step's (the same attention
+    /// variant and options). Not with `warm_kv` (its part lives in the op this removes):
+    /// [`Layer::with_options`] returns `Error::InvalidQuery`. Off by default until measured on
+    /// the H200.
+    pub fuse_rope_attention: bool,
 }
 
 /// [`LayerOptions::fold_norms`]: which add+RMSNorms the projections after them fold in.
@@ -244,8 +253,12 @@ pub struct Layer {
     pub options: LayerOptions,
     norm: Option<rmsnorm::Plan>,
     linears: Vec<LinearPlan>,
-    rope_append: rope_kv_append::Plan,
+    /// `None` with [`LayerOptions::fuse_rope_attention`].
+    rope_append: Option<rope_kv_append::Plan>,
+    /// The attention (its scratch sizes the state's either way).
     attn: paged::Plan,
+    /// [`LayerOptions::fuse_rope_attention`]'s plan (rope + append + attention).
+    rope_attn: Option<rope_paged::Plan>,
     /// `None` when [`LayerOptions::fuse_silu`] folds the activation into the down projection.
     act: Option<silu_and_mul::Plan>,
     /// [`LayerOptions::warm_o_proj`]'s plan.
@@ -301,6 +314,13 @@ impl Layer {
                     "folds add+RMSNorm into the BF16 QKV and gate/up GEMVs (at most 8 rows); got {} weights, max_batch {b}",
                     format.name()
                 ),
+            });
+        }
+        if options.fuse_rope_attention && options.warm_kv.is_some() {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "fuse_rope_attention",
+                reason: "removes attention.rope_kv_append, whose warm part warm_kv is; set one of them".into(),
             });
         }
         if options.fuse_silu && format != WeightFormat::Bf16 {
@@ -406,36 +426,45 @@ impl Layer {
             max_pages: cap.max_pages,
             num_pages: cap.num_pages,
         };
-        let rope_append = rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q, append: append_q }, dev)?
-            .with_pdl(options.pdl)
-            .with_early_release(options.early_release)
-            .with_warm_cache(options.warm_kv)?;
-        let attn = paged::plan_with(
-            &paged::Query {
-                heads: h,
-                kv_heads: hkv,
-                head_dim: d,
-                page_size: p,
-                q_dtype: DType::BF16,
-                kv_dtype: DType::BF16,
-                scale: cfg.softmax_scale(),
-                window_left: -1,
-                sinks: false,
-                max_batch: b,
-                max_tokens: b,
-                max_q_len: 1,
-                max_pages: cap.max_pages,
-                num_pages: cap.num_pages,
-            },
-            dev,
-            paged::PlanOptions {
-                pdl: options.pdl,
-                max_splits: options.attention_splits,
-                stages: options.attention_stages,
-                warps: options.attention_warps,
-                ..Default::default()
-            },
-        )?;
+        let rope_append = if options.fuse_rope_attention {
+            None
+        } else {
+            Some(
+                rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q.clone(), append: append_q }, dev)?
+                    .with_pdl(options.pdl)
+                    .with_early_release(options.early_release)
+                    .with_warm_cache(options.warm_kv)?,
+            )
+        };
+        let attn_q = paged::Query {
+            heads: h,
+            kv_heads: hkv,
+            head_dim: d,
+            page_size: p,
+            q_dtype: DType::BF16,
+            kv_dtype: DType::BF16,
+            scale: cfg.softmax_scale(),
+            window_left: -1,
+            sinks: false,
+            max_batch: b,
+            max_tokens: b,
+            max_q_len: 1,
+            max_pages: cap.max_pages,
+            num_pages: cap.num_pages,
+        };
+        let attn_options = paged::PlanOptions {
+            pdl: options.pdl,
+            max_splits: options.attention_splits,
+            stages: options.attention_stages,
+            warps: options.attention_warps,
+            ..Default::default()
+        };
+        let attn = paged::plan_with(&attn_q, dev, attn_options)?;
+        let rope_attn = if options.fuse_rope_attention {
+            Some(rope_paged::plan_with(&rope_paged::Query { rope: rope_q, attention: attn_q }, dev, attn_options)?)
+        } else {
+            None
+        };
         let act = if options.fuse_silu || options.gate_up_silu {
             None
         } else {
@@ -465,7 +494,7 @@ impl Layer {
             }
             None => None,
         };
-        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope_append, attn, act, warm })
+        Ok(Layer { cfg: *cfg, format, cap, options, norm, linears, rope_append, attn, rope_attn, act, warm })
     }
 
     /// Every plan, for one `PreparationSession::prepare`.
@@ -475,7 +504,11 @@ impl Layer {
             v.push(norm);
         }
         v.extend(self.linears.iter().map(LinearPlan::op_plan));
-        v.extend([&self.rope_append as &dyn OpPlan, &self.attn]);
+        match (&self.rope_append, &self.rope_attn) {
+            (_, Some(fused)) => v.push(fused),
+            (Some(rope_append), None) => v.extend([rope_append as &dyn OpPlan, &self.attn]),
+            (None, None) => v.push(&self.attn),
+        }
         if let Some(act) = &self.act {
             v.push(act);
         }
@@ -495,10 +528,15 @@ impl Layer {
     /// The ops one step launches, in order: [`Op::ALL`], without [`Op::SiluAndMul`] when
     /// [`LayerOptions::fuse_silu`] folds it into [`Op::DownProj`] or
     /// [`LayerOptions::gate_up_silu`] into [`Op::GateUpProj`], and without [`Op::AddNorm1`] and
-    /// [`Op::AddNorm2`] when [`LayerOptions::fold_norms`] folds them into the projections.
+    /// [`Op::AddNorm2`] when [`LayerOptions::fold_norms`] folds them into the projections, and
+    /// without [`Op::RopeKvAppend`] when [`LayerOptions::fuse_rope_attention`] runs it inside
+    /// [`Op::Attention`].
     pub fn ops(&self) -> Vec<Op> {
         let all: &[Op] = if self.act.is_some() { &Op::ALL } else { &FUSED_SILU_OPS };
-        all.iter().copied().filter(|&op| !self.norm_folded(op)).collect()
+        all.iter()
+            .copied()
+            .filter(|&op| !self.norm_folded(op) && !(op == Op::RopeKvAppend && self.rope_attn.is_some()))
+            .collect()
     }
 
     /// Whether `op` is an add+RMSNorm that [`LayerOptions::fold_norms`] folds into the next
@@ -642,6 +680,15 @@ impl Layer {
             }
             Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], None, stream),
             Op::RopeKvAppend => {
+                let Some(rope_append) = &self.rope_append else {
+                    return Err(Error::InvalidQuery {
+                        op: "b12x-layers",
+                        field: "op",
+                        reason: "rope_kv_append runs inside the attention in this layer \
+                                 (LayerOptions::fuse_rope_attention)"
+                            .into(),
+                    });
+                };
                 let mut parts = TensorMut::from_slice(&mut st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
                 let v = parts.pop().ok_or_else(|| missing("v"))?.unflatten_last(&[hkv, d])?;
                 let k = parts.pop().ok_or_else(|| missing("k"))?.unflatten_last(&[hkv, d])?;
@@ -661,40 +708,55 @@ impl Layer {
                     cos_sin: None,
                     error: st.error.view()?,
                 };
-                rope_kv_append::run(&self.rope_append, args, Scratch::none(), stream)
+                rope_kv_append::run(rope_append, args, Scratch::none(), stream)
             }
             Op::Attention => {
                 let parts = TensorRef::from_slice(&st.qkv, &[b, c.qkv_cols()])?.split_last(&qkv_widths)?;
                 let scratch = scratch_of(&mut st.scratch[4]);
+                let (page_table, seq_lens, cu_seqlens_q) = (
+                    TensorRef::from_slice(&st.page_table, &[b, self.cap.max_pages])?,
+                    TensorRef::from_slice(&st.seq_lens, &[b])?,
+                    TensorRef::from_slice(&st.cu_seqlens_q, &[b + 1])?,
+                );
+                let o = TensorMut::from_slice(&mut st.o, &[b, h, d])?;
+                let q = parts[0].unflatten_last(&[h, d])?;
+                if let Some(fused) = &self.rope_attn {
+                    let args = rope_paged::Args {
+                        q,
+                        k: parts[1].unflatten_last(&[hkv, d])?,
+                        v: parts[2].unflatten_last(&[hkv, d])?,
+                        k_cache: TensorMut::from_slice(&mut st.k_cache, &cache_shape)?,
+                        v_cache: TensorMut::from_slice(&mut st.v_cache, &cache_shape)?,
+                        k_scale: None,
+                        v_scale: None,
+                        sinks: None,
+                        page_table,
+                        seq_lens,
+                        cu_seqlens_q,
+                        positions: TensorRef::from_slice(&st.positions, &[b])?,
+                        cos_sin: None,
+                        o,
+                        lse: None,
+                        error: st.error.view()?,
+                    };
+                    self.warm_o_proj(w, st.side.as_mut(), stream)?;
+                    return rope_paged::run(fused, args, scratch, stream);
+                }
                 let args = paged::Args {
-                    q: parts[0].unflatten_last(&[h, d])?,
+                    q,
                     k_cache: TensorRef::from_slice(&st.k_cache, &cache_shape)?,
                     v_cache: TensorRef::from_slice(&st.v_cache, &cache_shape)?,
                     k_scale: None,
                     v_scale: None,
                     sinks: None,
-                    page_table: TensorRef::from_slice(&st.page_table, &[b, self.cap.max_pages])?,
-                    seq_lens: TensorRef::from_slice(&st.seq_lens, &[b])?,
-                    cu_seqlens_q: TensorRef::from_slice(&st.cu_seqlens_q, &[b + 1])?,
-                    o: TensorMut::from_slice(&mut st.o, &[b, h, d])?,
+                    page_table,
+                    seq_lens,
+                    cu_seqlens_q,
+                    o,
                     lse: None,
                     error: st.error.view()?,
                 };
-                if let (Some(warm), Some(side), DeviceLinear::Bf16(wo)) = (&self.warm, st.side.as_mut(), &w.linears[1])
-                {
-                    // The O projection's last rows, read on the second stream beside the attention.
-                    let (n, k) = c.linear_shapes()[1];
-                    let rows = self.options.warm_o_proj.map_or(0, |o| o.rows(n));
-                    let tail = wo.slice((n - rows) * k..n * k);
-                    let src = TensorRef::from_view(&tail, &[rows, k])?;
-                    // Checked before the fork: a bad range forks nothing.
-                    warm.query().kernel_params(&l2_warm::Args { src })?;
-                    let s2 = side.fork(stream)?;
-                    let launched = l2_warm::run(warm, l2_warm::Args { src }, Scratch::none(), &s2);
-                    // Joined later either way, so a failed launch leaves no stream forked.
-                    side.forked(&s2)?;
-                    launched?;
-                }
+                self.warm_o_proj(w, st.side.as_mut(), stream)?;
                 paged::run(&self.attn, args, scratch, stream)
             }
             Op::SiluAndMul => {
@@ -721,6 +783,26 @@ impl Layer {
 
     /// Linear `i` from `x` into `y`; `add_norm`: the tensors of a folded add+RMSNorm.
     #[allow(clippy::too_many_arguments)]
+    /// [`LayerOptions::warm_o_proj`]: the O projection's last rows read on the state's second
+    /// stream beside the attention (forked here, joined by [`Layer::join_side`]); nothing
+    /// without it.
+    fn warm_o_proj(&self, w: &DeviceWeights, side: Option<&mut SideStream>, stream: &Arc<CudaStream>) -> Result<()> {
+        if let (Some(warm), Some(side), DeviceLinear::Bf16(wo)) = (&self.warm, side, &w.linears[1]) {
+            let (n, k) = self.cfg.linear_shapes()[1];
+            let rows = self.options.warm_o_proj.map_or(0, |o| o.rows(n));
+            let tail = wo.slice((n - rows) * k..n * k);
+            let src = TensorRef::from_view(&tail, &[rows, k])?;
+            // Checked before the fork: a bad range forks nothing.
+            warm.query().kernel_params(&l2_warm::Args { src })?;
+            let s2 = side.fork(stream)?;
+            let launched = l2_warm::run(warm, l2_warm::Args { src }, Scratch::none(), &s2);
+            // Joined later either way, so a failed launch leaves no stream forked.
+            side.forked(&s2)?;
+            launched?;
+        }
+        Ok(())
+    }
+
     fn linear(
         &self,
         i: usize,
