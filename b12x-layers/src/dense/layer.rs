@@ -535,7 +535,7 @@ impl Layer {
         let all: &[Op] = if self.act.is_some() { &Op::ALL } else { &FUSED_SILU_OPS };
         all.iter()
             .copied()
-            .filter(|&op| !self.norm_folded(op) && !(op == Op::RopeKvAppend && self.rope_attn.is_some()))
+            .filter(|&op| !(self.norm_folded(op) || (op == Op::RopeKvAppend && self.rope_attn.is_some())))
             .collect()
     }
 
@@ -781,8 +781,6 @@ impl Layer {
         }
     }
 
-    /// Linear `i` from `x` into `y`; `add_norm`: the tensors of a folded add+RMSNorm.
-    #[allow(clippy::too_many_arguments)]
     /// [`LayerOptions::warm_o_proj`]: the O projection's last rows read on the state's second
     /// stream beside the attention (forked here, joined by [`Layer::join_side`]); nothing
     /// without it.
@@ -803,6 +801,8 @@ impl Layer {
         Ok(())
     }
 
+    /// Linear `i` from `x` into `y`; `add_norm`: the tensors of a folded add+RMSNorm.
+    #[allow(clippy::too_many_arguments)]
     fn linear(
         &self,
         i: usize,
