@@ -1039,16 +1039,33 @@ impl OpPlan for Plan {
         &self.slot
     }
     fn bench_case(&self, _bucket: usize) -> Result<Box<dyn BenchCase + '_>> {
-        // One config: the session never races it. For tools that time every op: one request,
-        // one new token, context of one page (page 0), zero inputs.
+        // One config: the session never races it. For tools that time every op.
+        let (race, params) = self.race_call(&[])?;
+        Ok(Box::new(RaceCase {
+            query: self.query.clone(),
+            stages: self.stages,
+            warps: self.warps,
+            cluster_x: self.cluster_x(),
+            params,
+            _buffer: race,
+        }))
+    }
+}
+
+impl Plan {
+    /// The timing tools' call: one request, one new token, context of one page (page 0), zero
+    /// inputs, in one race buffer holding q, o, the k and v pages, the scales, the sinks, the
+    /// page table's row, the length, cu, the error word and the scratch (buffers 0–11), then
+    /// `extra` more buffers (12.., for `attention.rope_paged`'s rows).
+    pub(crate) fn race_call(&self, extra: &[usize]) -> Result<(RaceBuffer, PagedParams)> {
         let q = &self.query;
         let stream = self.device.stream();
         let (h, hkv, d) = (q.heads, q.kv_heads, q.head_dim);
         let page = q.page_size * hkv * d * q.kv_dtype.size_bytes();
         let row = h * d * q.q_dtype.size_bytes();
-        // q, o, k page, v page, scales x2, sinks, page_table row, seq_len, cu, error, scratch.
         let scratch = self.scratch.total_bytes();
-        let sizes = [row, row, page, page, hkv * 4, hkv * 4, h * 4, q.max_pages * 4, 4, 8, 4, scratch];
+        let mut sizes = vec![row, row, page, page, hkv * 4, hkv * 4, h * 4, q.max_pages * 4, 4, 8, 4, scratch];
+        sizes.extend_from_slice(extra);
         let race = RaceBuffer::new(&self.device, &sizes)?;
         b12x_core::memset_u32(stream, race.ptrs[8], 1, 1)?;
         b12x_core::memset_u32(stream, race.ptrs[9] + 4, 1, 1)?;
@@ -1088,14 +1105,7 @@ impl OpPlan for Plan {
             window_left: q.window_left,
             ..PagedParams::default()
         };
-        Ok(Box::new(RaceCase {
-            query: q.clone(),
-            stages: self.stages,
-            warps: self.warps,
-            cluster_x: self.cluster_x(),
-            params,
-            _buffer: race,
-        }))
+        Ok((race, params))
     }
 }
 

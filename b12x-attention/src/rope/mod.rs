@@ -332,26 +332,7 @@ impl Query {
                 });
             }
         };
-        match (&args.cos_sin, self.cos_sin) {
-            (Some(tab), CosSin::Table) => {
-                tab.expect("cos_sin", "[max_position, R]", DType::F32, &[self.max_position, self.rotary_dim])?;
-                crate::paging::require_contiguous("cos_sin", tab)?;
-                tab.require_aligned("cos_sin", 16)?;
-            }
-            (None, CosSin::Computed) => {}
-            (tab, mode) => {
-                let expected = if mode == CosSin::Table {
-                    format!("[max_position, R] = [{}, {}] (table mode)", self.max_position, self.rotary_dim)
-                } else {
-                    "none (cos/sin computed in the kernel)".into()
-                };
-                return Err(Error::Shape {
-                    tensor: "cos_sin",
-                    expected,
-                    actual: tab.map(|x| x.shape().to_vec()).unwrap_or_default(),
-                });
-            }
-        }
+        self.check_table(&args.cos_sin)?;
         // q, k and the error word are written: nothing they are read with may overlap them
         // (an absent k or table is an empty span; fixed arrays: run allocates nothing).
         let error = ("error", args.error.byte_span());
@@ -382,6 +363,32 @@ impl Query {
             scale: freqs.scale,
             inv_freq: freqs.inv_freq,
         })
+    }
+
+    /// `cos_sin` against the mode: `[max_position, R]` f32, contiguous and 16-byte aligned in
+    /// table mode, absent otherwise (also `attention.rope_paged`'s check).
+    pub(crate) fn check_table(&self, cos_sin: &Option<TensorRef<'_>>) -> Result<()> {
+        match (cos_sin, self.cos_sin) {
+            (Some(tab), CosSin::Table) => {
+                tab.expect("cos_sin", "[max_position, R]", DType::F32, &[self.max_position, self.rotary_dim])?;
+                crate::paging::require_contiguous("cos_sin", tab)?;
+                tab.require_aligned("cos_sin", 16)?;
+            }
+            (None, CosSin::Computed) => {}
+            (tab, mode) => {
+                let expected = if mode == CosSin::Table {
+                    format!("[max_position, R] = [{}, {}] (table mode)", self.max_position, self.rotary_dim)
+                } else {
+                    "none (cos/sin computed in the kernel)".into()
+                };
+                return Err(Error::Shape {
+                    tensor: "cos_sin",
+                    expected,
+                    actual: tab.map(|x| x.shape().to_vec()).unwrap_or_default(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The kernel symbol, e.g. `b12x_rope_bf16_neox_table`.

@@ -97,7 +97,7 @@ mod params;
 pub use params::PagedRopeParams;
 
 use crate::kv_append;
-use crate::paged::{self, PagedParams, FLAG_PDL};
+use crate::paged::{self, FLAG_PDL};
 use crate::rope::{self, CosSin, Frequencies, RopeParams, RopeStyle};
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::{
@@ -247,26 +247,7 @@ impl Query {
         let r = &self.rope;
         args.positions.expect("positions", "[T]", DType::I32, &[t])?;
         crate::paging::require_contiguous("positions", &args.positions)?;
-        match (&args.cos_sin, r.cos_sin) {
-            (Some(tab), CosSin::Table) => {
-                tab.expect("cos_sin", "[max_position, R]", DType::F32, &[r.max_position, r.rotary_dim])?;
-                crate::paging::require_contiguous("cos_sin", tab)?;
-                tab.require_aligned("cos_sin", 16)?;
-            }
-            (None, CosSin::Computed) => {}
-            (tab, mode) => {
-                let expected = if mode == CosSin::Table {
-                    format!("[max_position, R] = [{}, {}] (table mode)", r.max_position, r.rotary_dim)
-                } else {
-                    "none (cos/sin computed in the kernel)".into()
-                };
-                return Err(Error::Shape {
-                    tensor: "cos_sin",
-                    expected,
-                    actual: tab.map(|x| x.shape().to_vec()).unwrap_or_default(),
-                });
-            }
-        }
+        r.check_table(&args.cos_sin)?;
         // What the three checks above did not pair: the caches are written while q, the sinks,
         // the positions and the table are read; o, lse and the error word while k, v, the
         // positions and the table are.
@@ -497,74 +478,12 @@ impl OpPlan for Plan {
         // One config: never raced. For tools that time every op: one request, one new token at
         // position 0 of page 0, zero inputs.
         let (q, r) = (&self.query.attention, &self.query.rope);
-        let a = &self.attention;
-        let (h, hkv, d) = (q.heads, q.kv_heads, q.head_dim);
-        let es = q.q_dtype.size_bytes();
-        let page = q.page_size * hkv * d * q.kv_dtype.size_bytes();
-        let (row, kv_row) = (h * d * es, hkv * d * es);
+        let kv_row = q.kv_heads * q.head_dim * q.q_dtype.size_bytes();
         let table = if r.cos_sin == CosSin::Table { r.rotary_dim * 4 } else { 16 };
-        let scratch = a.scratch_layout().total_bytes();
-        // q, o, k page, v page, scales ×2, sinks, page_table row, seq_len, cu, error, scratch,
-        // k row, v row, position, table.
-        let sizes = [
-            row,
-            row,
-            page,
-            page,
-            hkv * 4,
-            hkv * 4,
-            h * 4,
-            q.max_pages * 4,
-            4,
-            8,
-            4,
-            scratch,
-            kv_row,
-            kv_row,
-            4,
-            table,
-        ];
-        let race = RaceBuffer::new(a.device(), &sizes)?;
-        let stream = a.device().stream();
-        b12x_core::memset_u32(stream, race.ptrs[8], 1, 1)?;
-        b12x_core::memset_u32(stream, race.ptrs[9] + 4, 1, 1)?;
+        // The attention's call (buffers 0–11), then the k and v rows, the position, the table.
+        let (race, attn) = self.attention.race_call(&[kv_row, kv_row, 4, table])?;
         let at = |i: usize| race.ptrs[i];
-        let regions = a.scratch_layout();
-        let region =
-            |name: &str| regions.regions().iter().find(|x| x.name == name).map_or(0, |x| at(11) + x.offset as u64);
-        let e4m3 = q.kv_dtype == DType::E4M3;
-        let attn = PagedParams {
-            q: at(0),
-            o: at(1),
-            k_cache: at(2),
-            v_cache: at(3),
-            k_scale: if e4m3 { at(4) } else { 0 },
-            v_scale: if e4m3 { at(5) } else { 0 },
-            sinks: if q.sinks { at(6) } else { 0 },
-            page_table: at(7),
-            seq_lens: at(8),
-            cu_seqlens_q: at(9),
-            error: at(10),
-            partials: region("partials"),
-            partial_ml: region("partial_ml"),
-            counters: region("counters"),
-            q_stride: (h * d) as i64,
-            o_stride: (h * d) as i64,
-            tokens: 1,
-            batch: 1,
-            max_pages: q.max_pages as i32,
-            pt_stride: q.max_pages as i32,
-            num_pages: 1,
-            heads: h as i32,
-            kv_heads: hkv as i32,
-            page_size: q.page_size as i32,
-            tiles: q.tiles() as i32,
-            max_splits: a.max_splits() as i32,
-            min_chunk: paged::MIN_CHUNK as i32,
-            scale_log2: q.scale * std::f32::consts::LOG2_E,
-            window_left: q.window_left,
-            ..PagedParams::default()
-        };
+        let (h, hkv, d) = (q.heads, q.kv_heads, q.head_dim);
         let rope = RopeParams {
             q: 0,
             k: 0,
