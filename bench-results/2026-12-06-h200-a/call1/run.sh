@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 50, call 1 (commit 0bd7e1b): attention.rope_paged on a GPU for the first time, the
+# Session 50, call 1 (commit 2b72d83): attention.rope_paged on a GPU for the first time, the
 # layer's fuse_rope_attention and FoldNorms::First trials, then the B = 1 bench.
 # Bundle (carried compressed: the binaries are 53 MB): cargo xtask gpu-bundle --targets
 # gpu_rope_paged,gpu_decoder_layer,bench_decoder_layer,bench_rope_paged; tar cJf .gpu/bz/bundle.tar.xz -C .gpu bundle.
