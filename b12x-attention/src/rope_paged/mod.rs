@@ -9,7 +9,7 @@
 //! ```
 //!
 //! - The result is **bitwise** that of [`rope_kv_append::run`](crate::rope_kv_append::run)
-//!   followed by [`paged::run`](crate::paged::run) with the same [`paged::PlanOptions`] (the
+//!   followed by [`paged::run`] with the same [`paged::PlanOptions`] (the
 //!   same rotation code rounded at the same point, the same stores, the same attention kernel
 //!   reading the cache back) — except that `q` is only read: the attention uses the rotated
 //!   rows, the input keeps the unrotated ones. `tests/gpu_rope_paged.rs` checks the equality on
