@@ -13,16 +13,16 @@ timeout 120 ./gpu_rope_paged > $R/rope_paged.txt 2>&1
 echo "gpu_rope_paged rc=$? t=$SECONDS: $(grep 'test result' $R/rope_paged.txt)" >> $R/summary.txt; save
 bash $S ./gpu_decoder_layer none $R/layer 3 100 'rope_attention|fold_norms_first' > $R/layer_none.txt 2>&1
 echo "layer rope_attention + first: $(tail -1 $R/layer_none.txt) t=$SECONDS" >> $R/summary.txt; save
-B12X_BENCH_QUICK=1 B12X_BENCH_OUT=$R/bench_rope_paged timeout 100 ./bench_rope_paged > $R/bench_rope_paged.txt 2>&1
-echo "bench_rope_paged rc=$? t=$SECONDS" >> $R/summary.txt; save
-for v in bf16_pdl_gs/ bf16_pdl_gs_ra/ bf16_pdl_gs_f1_ra/ bf16_pdl_gs_f1/ bf16_pdl_gs/ bf16_pdl_gs_ra/; do
+for v in bf16_pdl_gs/ bf16_pdl_gs_ra/ bf16_pdl_gs_f1_ra/ bf16_pdl_gs/ bf16_pdl_gs_ra/; do
   i=$((i+1)); t=$(echo ${v%/} | tr '/' '_')_$i
-  [ $SECONDS -lt 330 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
+  [ $SECONDS -lt 280 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 60 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
   echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
 done
+[ $SECONDS -lt 360 ] && B12X_BENCH_QUICK=1 B12X_BENCH_OUT=$R/bench_rope_paged timeout 80 ./bench_rope_paged > $R/bench_rope_paged.txt 2>&1
+echo "bench_rope_paged rc=$? t=$SECONDS" >> $R/summary.txt; save
 # Sanitizers on what time is left (the call's limit is ~580 s): every trial of the fused suite
 # under memcheck, then racecheck on the decode / extend / variant trials, 8 processes each.
-left=$((470 - SECONDS)); [ $left -gt 30 ] && bash $S ./gpu_rope_paged memcheck $R/mc 8 $((left - 100)) . > $R/rope_paged_memcheck.txt 2>&1
+left=$((450 - SECONDS)); [ $left -gt 30 ] && bash $S ./gpu_rope_paged memcheck $R/mc 8 $((left - 100)) . > $R/rope_paged_memcheck.txt 2>&1
 echo "rope_paged memcheck: $(tail -1 $R/rope_paged_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
 left=$((560 - SECONDS)); [ $left -gt 40 ] && timeout $((left + 15)) bash $S ./gpu_rope_paged racecheck $R/rc 8 5 'decode|extend|variants::(s3_w8|pdl_s6|splits5)' > $R/rope_paged_racecheck.txt 2>&1
 echo "rope_paged racecheck: $(tail -1 $R/rope_paged_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
