@@ -22,7 +22,7 @@ done
 echo "bench_rope_paged rc=$? t=$SECONDS" >> $R/summary.txt; save
 # Sanitizers on what time is left (the call's limit is ~580 s): every trial of the fused suite
 # under memcheck, then racecheck on the decode / extend / variant trials, 8 processes each.
-left=$((450 - SECONDS)); [ $left -gt 30 ] && bash $S ./gpu_rope_paged memcheck $R/mc 8 $((left - 100)) . > $R/rope_paged_memcheck.txt 2>&1
+left=$((450 - SECONDS)); [ $left -gt 30 ] && bash $S ./gpu_rope_paged memcheck $R/mc 8 $((left > 150 ? left - 120 : 30)) . > $R/rope_paged_memcheck.txt 2>&1
 echo "rope_paged memcheck: $(tail -1 $R/rope_paged_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
 left=$((560 - SECONDS)); [ $left -gt 40 ] && timeout $((left + 15)) bash $S ./gpu_rope_paged racecheck $R/rc 8 5 'decode|extend|variants::(s3_w8|pdl_s6|splits5)' > $R/rope_paged_racecheck.txt 2>&1
 echo "rope_paged racecheck: $(tail -1 $R/rope_paged_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
