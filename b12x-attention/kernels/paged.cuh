@@ -343,6 +343,9 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p, const Page
     }
     *reinterpret_cast<Vec16*>(s_q + (r * kPitch + c * 8) * 2) = v;
   };
+  // kRope: the first Q unit's position and cos / sin (formed before the PDL wait, below).
+  float q_cs[4] = {0.f, 0.f, 0.f, 0.f}, q_sn[4] = {0.f, 0.f, 0.f, 0.f};
+  int q_pos = -1;
   // kRope: rope on the staged Q rows (rows < tile_rows; 4 pairs per thread and pass), every
   // product and sum as attention.rope forms them, rounded to T. A row whose position is outside
   // [0, max_position) stays unrotated and sets kFaultPosition (its token's first head reports).
@@ -353,13 +356,20 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p, const Page
       for (int u = threadIdx.x; u < tile_rows * units; u += blockDim.x) {
         const int r = u / units, j0 = (u - r * units) * 4;
         const int rr = tile * kRows + r;
-        const int pos = __ldg(rp.positions + row0 + rr / G);
+        // The first unit's position and cos / sin were formed before the wait.
+        const bool first = u == (int)threadIdx.x;
+        const int pos = first ? q_pos : __ldg(rp.positions + row0 + rr / G);
         if (pos < 0 || pos >= rp.max_position) {
           if (j0 == 0 && split == 0 && g == 0 && rr % G == 0) atomicOr(p.error, kFaultPosition);
           continue;
         }
         float cs[4], sn[4];
-        rope_cos_sin4_rt(rp, pos, j0, cs, sn);
+        if (first) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) cs[e] = q_cs[e], sn[e] = q_sn[e];
+        } else {
+          rope_cos_sin4_rt(rp, pos, j0, cs, sn);
+        }
         T* row = reinterpret_cast<T*>(s_q + r * kPitch * 2) + rp.rotary_offset;
         float a[4], b2[4];
         uint2* const pa = reinterpret_cast<uint2*>(row + (f->neox ? j0 : 2 * j0));
@@ -560,6 +570,18 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p, const Page
   // (positions < t0, which no kernel of this step writes) go out before the wait; Q and the
   // rest after it. (16-row tiles wait first: the early issue spills their registers.)
   int s_pre = 0;
+  // kRope: this thread's first Q unit (row, 4 pairs) has its position and cos / sin formed here,
+  // before the PDL wait (positions are not written by the kernel before this one; rope_q_tile
+  // reports a bad position after the wait).
+  if constexpr (kRope) {
+    const RopeParams& rp = f->rope;
+    const int units = rp.rotary_dim / 8;
+    if ((int)threadIdx.x < tile_rows * units) {
+      const int r = threadIdx.x / units, j0 = (threadIdx.x - r * units) * 4;
+      q_pos = __ldg(rp.positions + row0 + (tile * kRows + r) / G);
+      if (q_pos >= 0 && q_pos < rp.max_position) rope_cos_sin4_rt(rp, q_pos, j0, q_cs, q_sn);
+    }
+  }
   if (!waited) {
     if constexpr (kSwap) {
       for (; s_pre < STAGES - 1; ++s_pre) {
@@ -573,13 +595,19 @@ __device__ __forceinline__ void paged_attention(const PagedParams& p, const Page
     if (early_fault && lane == 0) atomicOr(p.error, kFaultPageId);
   }
   if constexpr (kEarlyQ) fetch_q();
-  append_new();
+  // kRope: the new keys go into the cache before any block holding them is issued: first
+  // thing when the initial blocks of some warp reach t0 (a short chunk), else after the initial
+  // blocks are issued, so that their loads cover the append's (every later block is issued in
+  // the main loop, after append_new's barrier).
+  const bool append_first = kRope && c_lo + 16 * min(n_blocks, (STAGES - 1) * WARPS) > t0;
+  if (append_first) append_new();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < s_pre) continue;
     if (warp + s * WARPS < n_blocks && issue(warp + s * WARPS, s)) ok_bits |= 1u << s;
     cp_async_commit();
   }
+  if (!append_first) append_new();
   load_q();
   // 16-row tiles: Q fragments (the A operand of S = Q K^T), from the Q tile; in registers for
   // D <= 128 (D = 256 reloads them per block: its accumulators leave no room). E4M3: d permuted within each

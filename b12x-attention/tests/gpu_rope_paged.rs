@@ -756,11 +756,12 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
             matches!(e, Error::Aliasing { .. })
         })?;
     }
-    // k with T − 1 rows.
+    // k and v with T − 1 rows (each the append's own check accepts; the fused op's does not).
     {
         let (mut a, scratch) = fused_args(views(&c, &mut d)?);
-        // SAFETY: the first rows − 1 rows of k.
+        // SAFETY: the first rows − 1 rows of k and of v.
         a.k = unsafe { TensorRef::from_raw(a.k.ptr(), &[rows - 1, c.g.hkv, c.g.d], &st, c.g.dtype) }.map_err(err)?;
+        a.v = unsafe { TensorRef::from_raw(a.v.ptr(), &[rows - 1, c.g.hkv, c.g.d], &st, c.g.dtype) }.map_err(err)?;
         expect("k with T − 1 rows", rope_paged::run(&p.fused, a, scratch, s), |e| {
             matches!(e, Error::Shape { tensor: "k", .. })
         })?;
