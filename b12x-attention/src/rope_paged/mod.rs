@@ -34,7 +34,21 @@
 //! - Plan: [`plan_with`] takes `paged`'s [`paged::PlanOptions`] (PDL, split cap, ring depth,
 //!   warps, cluster merge) and derives the same variant `paged` would.
 //!
-//! **Status: sm_90a: see the registry** (`cargo xtask ops`); sm_120a/sm_121a compiled, not run.
+//! **Status: validated on an H100 (sm_90a), not yet run on the H200**: `tests/gpu_rope_paged.rs`
+//! 33/33 (bitwise equal to the pair on every case above, PDL behind a long kernel writing the
+//! QKV buffer, graph replay, typed errors), compute-sanitizer memcheck 33/33 and racecheck 13/13
+//! (decode, extend and variant trials) clean (`bench-results/2026-12-06-h200-a/call2`);
+//! sm_120a/sm_121a compiled, not run.
+//!
+//! **Performance** (H100, `benches/rope_paged.rs`, PDL plans, 8 calls per graph, µs per call,
+//! against `rope_kv_append` then `paged` in the same graph): B = 1 × 2k 9.85 against 10.46, B = 1
+//! × 8k 19.25 against 19.26 (`call2`); B = 8 × 2k 26.65 against 29.97, B = 8 × 8k 92.93 against
+//! 95.72, B = 64 × 2k 185.98 against 186.51 (`call1`, the kernel before call 2's change: B = 1 ×
+//! 2k took 11.37 there). Inside the B = 1 × 4k decoder step it did **not** help
+//! (`LayerOptions::fuse_rope_attention` in `b12x-layers`): the step took 156.7 against
+//! 153.9–154.1 µs (`call2`; 154.5 against 153.7–154.3 with call 1's kernel) — there the kernel
+//! before it is the QKV projection, whose last CTAs the attention's one-per-SM CTAs wait for
+//! either way, and the last split's append adds a round trip to its chain.
 //!
 //! ```no_run
 //! use b12x_attention::paging::ErrorWord;
@@ -118,7 +132,7 @@ b12x_core::inventory::submit! {
         entry_points: &["plan", "plan_with", "run"],
         dtypes: &["bf16", "f16", "bf16 q / e4m3 kv"],
         archs: &[
-            ("sm_90a", b12x_core::Validation::CompiledOnly),
+            ("sm_90a", b12x_core::Validation::Validated),
             ("sm_120a", b12x_core::Validation::CompiledOnly),
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],

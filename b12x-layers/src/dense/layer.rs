@@ -192,8 +192,9 @@ pub struct LayerOptions {
     /// [`Layer::with_options`] returns `Error::InvalidQuery`. Measured on an H100 only
     /// (`bench-results/2026-12-05-h200-f/`): `Both` validated (its trials pass, memcheck clean)
     /// and not faster (B = 1 step +0.4 / +0.6 µs: folding norm 1 took 1.2–1.4 µs off the first
-    /// five ops, folding norm 2 cost 2.2–3.1 in the gate/up projection); `First` has not run on
-    /// a GPU yet. Off by default.
+    /// five ops, folding norm 2 cost 2.2–3.1 in the gate/up projection); `First`'s trials pass
+    /// there too (B = 1 and 8, `bench-results/2026-12-06-h200-a/call1`), its step not measured
+    /// alone (with `fuse_rope_attention`: 154.8 against 153.7–154.3 µs). Off by default.
     pub fold_norms: FoldNorms,
     /// Run rope, the KV append and the attention as one launch (`attention.rope_paged`: the
     /// attention kernel rotates its Q tile in shared memory and its CTA holding the new
@@ -201,8 +202,12 @@ pub struct LayerOptions {
     /// `rope_kv_append` op ([`Layer::ops`]) and the QKV buffer's q columns stay unrotated. The
     /// attention's output and the caches are bit for bit the unfused step's (the same attention
     /// variant and options). Not with `warm_kv` (its part lives in the op this removes):
-    /// [`Layer::with_options`] returns `Error::InvalidQuery`. Off by default until measured on
-    /// the H200.
+    /// [`Layer::with_options`] returns `Error::InvalidQuery`. Validated on an H100 (the layer's
+    /// trials at B = 1, 8, 64, with `FoldNorms::First`, NVFP4; `bench-results/2026-12-06-h200-a/`)
+    /// but not faster there at B = 1 × 4k (PDL + gate/up epilogue): step 156.7 against
+    /// 153.9–154.1 µs (call 2; 154.5 against 153.7–154.3 with call 1's kernel). Not measured on
+    /// the H200 or at B = 8, where the op alone gains 3–11% (`attention.rope_paged`'s docs).
+    /// Hence off by default.
     pub fuse_rope_attention: bool,
 }
 
