@@ -51,7 +51,8 @@ struct PagedParams {
 };
 // PagedParams::flags: a programmatic dependent launch. Before griddepcontrol.wait the kernel
 // reads only the lengths, cu_seqlens_q, the page table, the scales and the ring's first blocks
-// whose keys all precede the request's new tokens; Q, later blocks and every write come after.
+// whose keys all precede the request's new tokens (kRope: also the positions and the cos / sin
+// table); Q, later blocks and every write come after.
 constexpr uint32_t kPagedPdl = 1;
 static_assert(sizeof(PagedParams) == 200, "size must match src/paged/params.rs");
 static_assert(offsetof(PagedParams, q_stride) == 120, "offset must match params.rs");

@@ -30,7 +30,14 @@
 //!   rotated K and V into the cache and passes a barrier before its ring issues their blocks,
 //!   and every CTA rotates its Q tile in shared memory before it takes its fragments. Before
 //!   the wait a PDL call reads what a plain `paged` call reads (lengths, page table, scales and
-//!   the old keys' first blocks); positions, the table, q, k and v after it.
+//!   the old keys' first blocks) and, as `rope_kv_append`'s PDL plans do, the positions and the
+//!   table (each thread's first Q unit's cos / sin are formed there); q, k and v after it.
+//! - Untrusted batches: rows and keys the attention masks (a bad length or packing, padding
+//!   rows) are neither rotated nor appended, and their bad positions are not reported
+//!   (`rope_kv_append` reports every row's); their outputs are zeros either way. A request
+//!   whose `cu_seqlens_q` gives it more new tokens than the plan's `max_q_len` (more rows than
+//!   its 8-row tile) is attended, as by `paged`, for the rows its tile holds, and its keys past
+//!   them are **not appended, with no fault bit** — keep `cu_seqlens_q` within the plan.
 //! - Plan: [`plan_with`] takes `paged`'s [`paged::PlanOptions`] (PDL, split cap, ring depth,
 //!   warps, cluster merge) and derives the same variant `paged` would.
 //!
@@ -341,10 +348,13 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 }
 
 /// [`plan`] with `paged`'s [`paged::PlanOptions`] (PDL, split cap, ring depth, warps, cluster
-/// merge), which mean here what they mean there. A PDL plan reads, before its wait, only what a
+/// merge), which mean here what they mean there. A PDL plan reads, before its wait, what a
 /// PDL `paged` plan reads (lengths, `cu_seqlens_q`, the page table, `k_scale` and the old keys'
-/// first blocks): **those must not be written by the kernel right before the call**; q, k, v,
-/// the positions and the table are read after it.
+/// first blocks) and the positions and the table: **those must not be written by the kernel
+/// right before the call**; q, k and v are read after it. Each CTA lets the next PDL kernel
+/// launch right after its wait, before it stores the new keys: a next kernel that reads the
+/// caches before its own wait may see the old slots (the decoder step's next kernel, the O
+/// projection, reads only its weight there).
 pub fn plan_with(query: &Query, device: &Arc<Device>, options: paged::PlanOptions) -> Result<Plan> {
     query.validate()?;
     let attention = paged::plan_with(&query.attention, device, options)?;
@@ -451,7 +461,7 @@ fn launch(plan: &Plan, selected: &Selected, p: &PagedRopeParams, stream: &CudaSt
     // passed the three ops' checks (or describe the race's own buffer); the scratch regions were
     // bound at the plan's sizes; the kernel bounds every device index before use (the new rows'
     // slots as kv_append does). A cluster spans grid x exactly. With FLAG_PDL the kernel waits
-    // before every write and before reading q, k, v, the positions and the table.
+    // before every write and before reading q, k and v (see plan_with).
     let pdl = p.attn.flags & FLAG_PDL != 0;
     unsafe { kernel.launch_ex(stream, dims, p, LaunchOpts { pdl, cluster_x: a.cluster_x() }) }
 }

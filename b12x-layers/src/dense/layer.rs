@@ -207,7 +207,8 @@ pub struct LayerOptions {
     /// but not faster there at B = 1 × 4k (PDL + gate/up epilogue): step 156.7 against
     /// 153.9–154.1 µs (call 2; 154.5 against 153.7–154.3 with call 1's kernel). Not measured on
     /// the H200 or at B = 8, where the op alone gains 3–11% (`attention.rope_paged`'s docs).
-    /// Hence off by default.
+    /// Hence off by default. With `early_release` the fused attention is not released at
+    /// entry (that flag acts on the removed op): speed only.
     pub fuse_rope_attention: bool,
 }
 
