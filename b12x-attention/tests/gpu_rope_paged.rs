@@ -24,7 +24,7 @@ mod common;
 
 use b12x_attention::paging::ErrorWord;
 use b12x_attention::rope::{self, CosSin, RopeStyle};
-use b12x_attention::{kv_append, paged, rope_kv_append, rope_paged};
+use b12x_attention::{paged, rope_kv_append, rope_paged};
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, GpuTrial};
 use b12x_core::{DType, Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
@@ -129,21 +129,7 @@ impl Case {
     }
     fn pair_query(&self) -> rope_kv_append::Query {
         let q = self.query();
-        let a = &q.attention;
-        rope_kv_append::Query {
-            rope: q.rope.clone(),
-            append: kv_append::Query {
-                kv_heads: a.kv_heads,
-                head_dim: a.head_dim,
-                page_size: a.page_size,
-                dtype: a.q_dtype,
-                cache_dtype: a.kv_dtype,
-                max_batch: a.max_batch,
-                max_tokens: a.max_tokens,
-                max_pages: a.max_pages,
-                num_pages: a.num_pages,
-            },
-        }
+        rope_kv_append::Query { append: q.append_query(), rope: q.rope }
     }
 }
 

@@ -204,8 +204,9 @@ impl Query {
         Ok(())
     }
 
-    /// The append's query: the attention's geometry.
-    fn append_query(&self) -> kv_append::Query {
+    /// The append's query: the attention's geometry (what `rope_kv_append` then `paged` would
+    /// be planned with).
+    pub fn append_query(&self) -> kv_append::Query {
         let a = &self.attention;
         kv_append::Query {
             kv_heads: a.kv_heads,
