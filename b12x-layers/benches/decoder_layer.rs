@@ -42,6 +42,9 @@
 //!   `…_pdl_gs_wo{percent}c{ctas}/…` rows (ctas 0: one per SM). In these variants the
 //!   `op/attention`, `linears_attention` and `prefix/4…` rows include the warm (it is forked
 //!   at the attention), so `sum_of_ops` does too.
+//! - `…_pdl_gs_f1/…`, `…_pdl_gs_fn/…`: `fold_norms` (`First`, `Both`); `…_ra/…`:
+//!   `fuse_rope_attention`; `…_pdl_gs_f1_ra/…`, `…_pdl_gs_f1_wo/…`, `…_pdl_gs_f1_ra_wo/…`: their
+//!   combinations with `warm_o_proj` (30%, one CTA per SM).
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -131,6 +134,8 @@ fn main() -> Result<()> {
                 ("_pdl_gs_f1", fold1(gs(opts(true, None, None)))),
                 ("_pdl_gs_ra", ra(gs(opts(true, None, None)))),
                 ("_pdl_gs_f1_ra", ra(fold1(gs(opts(true, None, None))))),
+                ("_pdl_gs_f1_wo", wo(30, 0, fold1(gs(opts(true, None, None))))),
+                ("_pdl_gs_f1_ra_wo", wo(30, 0, ra(fold1(gs(opts(true, None, None)))))),
                 ("_ra", ra(opts(false, None, None))),
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
                 ("_pdl_gs_wo20", wo(20, 0, gs(opts(true, None, None)))),
