@@ -14,8 +14,14 @@ for v in bf16_pdl_gs/ bf16_pdl_gs_f1/ bf16_pdl_gs_ra/ bf16_pdl_gs_f1_ra/ bf16_pd
   [ $SECONDS -lt 330 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 50 ./bench_decoder_layer > $R/bench_$t.txt 2>&1
   echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
 done
+# bench_decoder_layer_p: the same build with bench-results/2026-12-06-h200-a/rope_paged_cos_sin_after_prefill.patch
+for v in bf16_pdl_gs_ra/ bf16_pdl_gs_f1_ra/; do
+  i=$((i+1)); t=p_$(echo ${v%/} | tr '/' '_')_$i
+  [ $SECONDS -lt 400 ] && B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=$v B12X_BENCH_OUT=$R/bench_$t timeout 50 ./bench_decoder_layer_p > $R/bench_$t.txt 2>&1
+  echo "bench $t rc=$? t=$SECONDS" >> $R/summary.txt; save
+done
 for t in qwen3_8b::bf16_gate_up_silu_pdl_fold_norms_first::b1 qwen3_8b::bf16_gate_up_silu_pdl_first_rope_attention::b1 qwen3_8b::bf16_gate_up_silu_pdl_rope_attention::b1; do
-  [ $SECONDS -lt 420 ] && timeout 60 ./gpu_decoder_layer --exact $t >> $R/layer.txt 2>&1
+  [ $SECONDS -lt 470 ] && timeout 60 ./gpu_decoder_layer --exact $t >> $R/layer.txt 2>&1
   echo "layer $t rc=$? t=$SECONDS" >> $R/summary.txt; save
 done
 cat $R/summary.txt $R/gpu.txt
