@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "b12x/common.cuh"
+#include "b12x/rope_math.cuh"
 #include "paging.cuh"
 
 namespace b12x {
@@ -51,14 +52,9 @@ __device__ __forceinline__ uint32_t from_f32x2(float a, float b) {
   return w;
 }
 
-// One pair: a' = a c - b s, b' = b c + a s, every product and sum rounded to f32 (no FMA, so
-// the CPU oracle's f32 arithmetic is the same).
-__device__ __forceinline__ void rotate(float& a, float& b, float c, float s) {
-  const float na = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  const float nb = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-  a = na;
-  b = nb;
-}
+// One pair: a' = a c - b s, b' = b c + a s (b12x/rope_math.cuh: every product and sum rounded
+// to f32, no FMA, as the CPU oracle).
+__device__ __forceinline__ void rotate(float& a, float& b, float c, float s) { rope_rotate(a, b, c, s); }
 
 // The scaled cos and sin of pairs j0 .. j0 + 3 at `pos` (table mode: read from the table;
 // else from inv_freq staged in s_inv), as every rotation here uses them.

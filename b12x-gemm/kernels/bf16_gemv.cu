@@ -24,10 +24,14 @@
 //   ..._mma_nt{N}_unaligned_*, ..._tma_nt{N}_rt{R}_cw{W}_kb{B}_* (Bf16GemvTmaParams),
 //   ..._simt_mt{T}_rs{R}_{bf16,f32}out, ..._simt_mt{T}_unaligned_*,
 //   ..._mmad_nt1_rt{R}_u{U}_silu_bf16out, ..._mma_nt1_rt{R}_u{U}_s{S}_silu_bf16out (Bf16GemvActParams).
+//   ..._mma_nt1_rt{R}_u{U}_s{S}{,_addnorm}_rope_bf16out (Bf16GemvRopeParams): a decode QKV
+//   projection whose epilogue applies attention.rope to the q and k heads and stores the new
+//   k (rotated) and v into a paged cache, as attention.rope_kv_append does (GemvRopeEpi below).
 //   Oracle: src/bf16_gemv/reference.rs
 #include "b12x/activation.cuh"
 #include "b12x/common.cuh"
 #include "b12x/mma.cuh"
+#include "b12x/rope_math.cuh"
 
 namespace b12x {
 namespace bf16_gemv {
@@ -126,6 +130,60 @@ static_assert(sizeof(Bf16GemvNormParams) == 168, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvNormParams, residual) == 120, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvNormParams, ldro) == 152, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvNormParams, eps) == 160, "mirror of params.rs");
+
+// The rope + KV-append epilogue of the `_rope` entry points (a decode step's QKV projection):
+// W's N = (H + 2 Hkv) D rows are the q heads, then the k heads, then the v heads, each head's
+// rows in 16-row groups that pair every rotary pair in one thread (fragment rows g and g + 8):
+// group j of a head holds dims a(8j + i) then b(8j + i), i < 8, with a(f) = f, b(f) = f + D/2
+// (NeoX) or a(f) = 2f, b(f) = 2f + 1 (GPT-J); the v heads use the same order. Per token m (the
+// decode batch's request m, one new token each) and pair, with va, vb the bf16 sums this GEMV
+// would store (bias included): q heads -> y at the dims' own columns, rotated by
+// attention.rope (rope_rotate on cos / sin of pair f at positions[m], rope_cos_sin); k heads ->
+// y unrotated and the rotated pair into k_cache; v heads -> y and v_cache — the slot of cache
+// position seq_lens[m] - 1 in request m's pages, kv_append's rules and fault bits. So y and the
+// caches are bit for bit this GEMV (plain order of W's rows) followed by
+// attention.rope_kv_append on y's q, k and v columns. Mirrored by `GemvRopeEpi` in
+// src/bf16_gemv/params.rs.
+constexpr int kRopeMaxPairs = 128;  // head_dim <= 256
+// Fault bits (attention's kernels/paging.cuh; src/paging.rs in b12x-attention).
+constexpr unsigned int kRopeFaultPageId = 1;
+constexpr unsigned int kRopeFaultLength = 2;
+constexpr unsigned int kRopeFaultQueryLayout = 4;
+constexpr unsigned int kRopeFaultPosition = 8;
+struct GemvRopeEpi {
+  const int* positions;   // [M] rope positions
+  const int* seq_lens;    // [M] context lengths including the new token
+  const int* page_table;  // [M, pt_stride] page ids
+  const float* cos_sin;   // [max_position, D] f32 table, or null: sincosf of pos * inv_freq
+  bf16* k_cache;          // [num_pages, page_size, Hkv, D]
+  bf16* v_cache;          // [num_pages, page_size, Hkv, D]
+  unsigned int* error;    // [1] fault bits (ORed)
+  long long pt_stride;    // elements between page-table rows
+  int heads;              // H
+  int kv_heads;           // Hkv
+  int head_dim;           // D (rotary_dim = D, offset 0)
+  int page_size;          // P
+  int num_pages;          // page ids must lie in [0, num_pages)
+  int max_pages;          // pages per request: seq_lens must be <= max_pages * P
+  int max_position;       // positions must lie in [0, max_position)
+  int neox;               // 1: NeoX halves, 0: GPT-J pairs
+  float scale;            // multiplies cos and sin (YaRN's mscale ratio; 1 otherwise)
+  int reserved;           // zero
+  float inv_freq[kRopeMaxPairs];  // D/2 entries used
+};
+static_assert(sizeof(GemvRopeEpi) == 616, "mirror of params.rs");
+static_assert(offsetof(GemvRopeEpi, pt_stride) == 56, "mirror of params.rs");
+static_assert(offsetof(GemvRopeEpi, scale) == 96, "mirror of params.rs");
+static_assert(offsetof(GemvRopeEpi, inv_freq) == 104, "mirror of params.rs");
+
+// Parameters of the `_rope` / `_addnorm_rope` entry points: the add+RMSNorm parameters (their
+// norm fields unused by `_rope`), then the epilogue's.
+struct Bf16GemvRopeParams {
+  Bf16GemvNormParams n;
+  GemvRopeEpi r;
+};
+static_assert(sizeof(Bf16GemvRopeParams) == 784, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvRopeParams, r) == 168, "mirror of params.rs");
 
 // Parameters of the TMA entry points (`b12x_bf16_gemv_tma_*`). Mirrored by `Bf16GemvTmaParams`
 // in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m and
@@ -413,14 +471,97 @@ __device__ __forceinline__ void store_act(const Bf16GemvParams& p, int row, int 
   reinterpret_cast<TOut*>(p.y)[(long long)tok * p.ldy + col] = from_f32<TOut>(silu_mul_f32(g, u, p.y_limit));
 }
 
+// The rope epilogue (GemvRopeEpi) of W rows `row` (row % 16 < 8) and `row + 8` for token `tok`:
+// sums va, vb finished as store_out would (bias in f32, one rounding to bf16), then stored,
+// rotated and appended as the struct's comment says. One thread per (pair, token).
+__device__ __forceinline__ void store_rope(const Bf16GemvParams& p, const GemvRopeEpi& e, int row, int tok, float va,
+                                           float vb) {
+  if (p.bias != nullptr) {
+    va += bias_at(p, row);
+    vb += bias_at(p, row + 8);
+  }
+  float a = to_f32<bf16>(from_f32<bf16>(va));
+  float b = to_f32<bf16>(from_f32<bf16>(vb));
+  const int d = e.head_dim;
+  const int head = row / d;
+  const int in_head = row - head * d;
+  const int f = (in_head >> 4) * 8 + (in_head & 7);  // the pair
+  const int da = e.neox ? f : 2 * f;
+  const int db = e.neox ? f + d / 2 : 2 * f + 1;
+  bf16* yrow = reinterpret_cast<bf16*>(p.y) + (long long)tok * p.ldy + (long long)head * d;
+  // One reporter per token: the first pair of the first k head.
+  const bool reporter = head == e.heads && f == 0;
+  const bool kv = head >= e.heads;
+  // The unrotated k and v go to y as the plain GEMV stores them.
+  if (kv) {
+    yrow[da] = from_f32<bf16>(a);
+    yrow[db] = from_f32<bf16>(b);
+  }
+  if (head < e.heads + e.kv_heads) {
+    const int pos = __ldg(e.positions + tok);
+    if (pos >= 0 && pos < e.max_position) {
+      float c, sn;
+      rope_cos_sin(e.cos_sin, d, e.inv_freq[f], e.scale, pos, f, c, sn);
+      rope_rotate(a, b, c, sn);
+    } else if (reporter) {
+      atomicOr(e.error, kRopeFaultPosition);
+    }
+  }
+  if (!kv) {
+    yrow[da] = from_f32<bf16>(a);
+    yrow[db] = from_f32<bf16>(b);
+    return;
+  }
+  // kv_append's slot of the new token (decode: q_len 1, cache position len - 1).
+  const int len = __ldg(e.seq_lens + tok);
+  if (len < 0 || (long long)len > (long long)e.max_pages * e.page_size) {
+    if (reporter) atomicOr(e.error, kRopeFaultLength);
+    return;
+  }
+  if (len < 1) {
+    if (reporter) atomicOr(e.error, kRopeFaultQueryLayout);
+    return;
+  }
+  const int pos = len - 1;
+  const int page = __ldg(e.page_table + (long long)tok * e.pt_stride + pos / e.page_size);
+  if (page < 0 || page >= e.num_pages) {
+    if (reporter) atomicOr(e.error, kRopeFaultPageId);
+    return;
+  }
+  const bool is_k = head < e.heads + e.kv_heads;
+  const int g = is_k ? head - e.heads : head - e.heads - e.kv_heads;
+  bf16* dst = (is_k ? e.k_cache : e.v_cache) +
+              (((long long)page * e.page_size + pos % e.page_size) * e.kv_heads + g) * d;
+  dst[da] = from_f32<bf16>(a);
+  dst[db] = from_f32<bf16>(b);
+}
+
 // s_part: [warps_k][mt][rows_cta + kRowPad] f32, every warp's partial tile of this CTA.
 // Sums it over warps (in warp order), then stores y (ksplit == 1) or this split's partials.
+// `rope` (the `_rope` entry points, ksplit == 1): the pairs (r, r + 8) of each 16-row tile go
+// through store_rope instead.
 template <typename TOut>
 __device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float* s_part,
-                                            int rows_cta, int mt, int m0) {
+                                            int rows_cta, int mt, int m0, const GemvRopeEpi* rope = nullptr) {
   const int stride_r = rows_cta + kRowPad;
   const int row_base = blockIdx.x * rows_cta;
   const int mt_live = min(mt, p.m - m0);
+  if (rope != nullptr) {
+    const int pairs = rows_cta / 2;
+    for (int idx = threadIdx.x; idx < pairs * mt_live; idx += blockDim.x) {
+      const int pr = idx % pairs;
+      const int tok = idx / pairs;
+      const int r = (pr >> 3) * 16 + (pr & 7);
+      float va = 0.0f, vb = 0.0f;
+      for (int kw = 0; kw < p.warps_k; ++kw) {
+        va += s_part[(kw * mt + tok) * stride_r + r];
+        vb += s_part[(kw * mt + tok) * stride_r + r + 8];
+      }
+      const int row = row_base + r;
+      if (row < p.n) store_rope(p, *rope, row, m0 + tok, va, vb);
+    }
+    return;
+  }
   if ((p.flags & kYSilu) && p.ksplit == 1) {
     // Pairs (gate row r, up row r + 8) of each 16-row tile (rows_cta is a multiple of 16).
     const int pairs = rows_cta / 2;
@@ -568,7 +709,7 @@ __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOpera
 // offset r0, then the CTA sums over warps and stores y or this split's partials.
 template <int NT, int RT, typename TOut>
 __device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float (&acc)[RT][NT][4], float* s_part,
-                                           int wk, int r0, int rows_cta) {
+                                           int wk, int r0, int rows_cta, const GemvRopeEpi* rope = nullptr) {
   constexpr int MT = 8 * NT;
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
@@ -590,7 +731,7 @@ __device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float 
       }
   }
   __syncthreads();
-  finish_tile<TOut>(p, s_part, rows_cta, MT, 0);
+  finish_tile<TOut>(p, s_part, rows_cta, MT, 0, rope);
   if (p.ksplit > 1) merge_splits<TOut>(p, rows_cta);
 }
 
@@ -634,9 +775,10 @@ enum class Feed {
 // kXNorm (aligned feeds only, `nq` the entry point's parameters): each lane also loads the
 // residual piece of its k chunk and the norm weight's piece, and feeds add_norm_vec of the three
 // with its token's rrms (add_norm_prologue, after the PDL wait and the first x copies).
+// `rope` (the `_rope` entry points): the epilogue of GemvRopeEpi instead of the plain store.
 template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed, int kX>
 __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limit,
-                                         const Bf16GemvNormParams* nq = nullptr) {
+                                         const Bf16GemvNormParams* nq = nullptr, const GemvRopeEpi* rope = nullptr) {
   constexpr int ROWS_W = 16 * RT;
   constexpr bool kAligned = kFeed != Feed::kUnaligned;
   constexpr bool kSilu = kX == kXSilu;
@@ -918,7 +1060,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
   mma_tail<NT, RT, kAligned, kX>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k, x_up, act_limit, nl);
   // The partial tile overlays the ring: every warp must be done reading its ring first.
   __syncthreads();
-  mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta);
+  mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta, rope);
 }
 
 // ---- BF16 x: TMA-fed GEMV over a flat work list (stream-K). ----
@@ -1432,6 +1574,19 @@ using b12x::bf16;
     b12x::bf16_gemv::gemv_mma<NT, RT, U, 0, TOUT, b12x::bf16_gemv::Feed::kDirect, b12x::bf16_gemv::kXNorm>(p.g, 0.0f, &p); \
   }
 
+// The rope + KV-append epilogue (Bf16GemvRopeParams): the ring feed, plain or add+RMSNorm x.
+#define B12X_GEMV_MMA_ROPE(NT, RT, U, S)                                                         \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_rope_bf16out(                          \
+          const __grid_constant__ b12x::Bf16GemvRopeParams p) {                                \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXPlain>(p.n.g, 0.0f, nullptr, &p.r); \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_addnorm_rope_bf16out(                  \
+          const __grid_constant__ b12x::Bf16GemvRopeParams p) {                                \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXNorm>(p.n.g, 0.0f, &p.n, &p.r); \
+  }
+
 // Persistent TMA feed (aligned BF16 x): CW consumer warps + 1 producer warp.
 #define B12X_GEMV_TMA(NT, RT, CW, KB, TOUT, OUTNAME)                                            \
   extern "C" __global__ void __launch_bounds__(32 * (CW + 1), 1)                                 \
@@ -1517,3 +1672,8 @@ B12X_GEMV_MMAD_NORM(1, 2, 4, 1, bf16, bf16)
 B12X_GEMV_MMA_NORM(1, 1, 4, 4, bf16, bf16)
 B12X_GEMV_MMA_NORM(1, 1, 8, 3, bf16, bf16)
 B12X_GEMV_MMA_NORM(1, 2, 4, 3, bf16, bf16)
+// The rope + KV-append epilogue (a decode QKV projection), plain and add+RMSNorm x: the ring rows
+// of the fused tables, BF16 output. Last in the file, so earlier PTX stays as it was.
+B12X_GEMV_MMA_ROPE(1, 1, 4, 4)
+B12X_GEMV_MMA_ROPE(1, 1, 8, 3)
+B12X_GEMV_MMA_ROPE(1, 2, 4, 3)

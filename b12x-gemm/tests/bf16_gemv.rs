@@ -212,6 +212,7 @@ fn params(q: &Query, v: &Views) -> Result<b12x_gemm::bf16_gemv::Bf16GemvParams, 
         bias: v.bias.map(|(p, d)| view(p, &[q.n], 1, d)),
         y: view_mut(v.y.0, &[v.y.1, q.n], v.y.2, v.y.3),
         add_norm: None,
+        rope: None,
     };
     q.kernel_params(&args)
 }
@@ -698,6 +699,7 @@ fn silu_params(
         bias: None,
         y: view_mut(Y, &[2, q.n], q.n, DType::BF16),
         add_norm: None,
+        rope: None,
     };
     q.kernel_params(&args)
 }

@@ -186,6 +186,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
             bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
             y: y.view_mut(m, n, ly, c.out),
             add_norm: None,
+            rope: None,
         };
         bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream)
             .map_err(err)?;
@@ -245,6 +246,7 @@ impl Router {
             bias: None,
             y: self.y.view_mut(m, RN, RN, F32),
             add_norm: None,
+            rope: None,
         };
         let bytes = self.plan.scratch_layout().total_bytes();
         bf16_gemv::run(&self.plan, args, aligned_scratch(&mut self.scratch, bytes), stream)
@@ -367,6 +369,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 bias: None,
                 y: y1.view_mut(m, N1, N1, DType::BF16),
                 add_norm: None,
+                rope: None,
             };
             bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
@@ -375,6 +378,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 bias: None,
                 y: y2.view_mut(m, N2, N2, DType::BF16),
                 add_norm: None,
+                rope: None,
             };
             bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
@@ -523,6 +527,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
             bias: None,
             y: r.y.view_mut(y_rows, RN, RN, F32),
             add_norm: None,
+            rope: None,
         };
         match bf16_gemv::run(&r.plan, args, scratch, stream) {
             Err(e) if is_expected(&e) => {}
@@ -538,6 +543,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         bias: None,
         y: y9.view_mut(9, RN, RN, F32),
         add_norm: None,
+        rope: None,
     };
     if !matches!(
         bf16_gemv::run(&r.plan, args, aligned_scratch(&mut r.scratch, need), stream),
@@ -684,6 +690,7 @@ fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
             bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
             y: y.view_mut(m, n, ly, DType::BF16),
             add_norm: None,
+            rope: None,
         };
         bf16_gemv::run(&fused, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         run_silu_op(&op, &x, &mut act, (m, k, lx), stream).map_err(err)?;
@@ -693,6 +700,7 @@ fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
             bias: bias.as_ref().map(|b| b.view(n, 0, 1, c.bias.unwrap_or(F32))),
             y: y_twin.view_mut(m, n, ly, DType::BF16),
             add_norm: None,
+            rope: None,
         };
         bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
@@ -761,6 +769,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                 bias: None,
                 y: y1.view_mut(m, 2 * i, 2 * i, DType::BF16),
                 add_norm: None,
+                rope: None,
             };
             bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
@@ -769,6 +778,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                 bias: None,
                 y: y2.view_mut(m, h, h, DType::BF16),
                 add_norm: None,
+                rope: None,
             };
             bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
@@ -790,6 +800,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                     bias: None,
                     y: y_twin.view_mut(m, h, h, DType::BF16),
                     add_norm: None,
+                    rope: None,
                 };
                 bf16_gemv::run(&plain, a, aligned_scratch(&mut plain_scratch, plain_bytes), stream).map_err(err)?;
                 stream.synchronize().map_err(err)?;
@@ -838,6 +849,7 @@ fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
             bias: None,
             y: y.view_mut(m, n, n, DType::BF16),
             add_norm: None,
+            rope: None,
         };
         match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream) {
             Err(e) if is_expected(&e) => {}
@@ -853,6 +865,7 @@ fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         bias: None,
         y: y9.view_mut(9, n, n, DType::BF16),
         add_norm: None,
+        rope: None,
     };
     if !matches!(bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream), Err(Error::Capacity { .. }))
     {
@@ -1017,6 +1030,7 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
             bias: bias_view(),
             y: y.view_mut(m, i, ly, DType::BF16),
             add_norm: None,
+            rope: None,
         };
         bf16_gemv::run(&epi, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         let args = Args {
@@ -1025,6 +1039,7 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
             bias: bias_view(),
             y: y_plain.view_mut(m, n, n, DType::BF16),
             add_norm: None,
+            rope: None,
         };
         bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         // De-interleave the plain output into [gate | up] rows and run the op on it.
@@ -1109,6 +1124,7 @@ fn ysilu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         bias: None,
         y: y.view_mut(2, 1024, 1024, DType::BF16),
         add_norm: None,
+        rope: None,
     };
     match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream) {
         Err(Error::Shape { tensor: "y", .. }) => {}

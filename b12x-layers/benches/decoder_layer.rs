@@ -44,7 +44,9 @@
 //!   at the attention), so `sum_of_ops` does too.
 //! - `…_pdl_gs_f1/…`, `…_pdl_gs_fn/…`: `fold_norms` (`First`, `Both`); `…_ra/…`:
 //!   `fuse_rope_attention`; `…_pdl_gs_f1_ra/…`, `…_pdl_gs_f1_wo/…`, `…_pdl_gs_f1_ra_wo/…`: their
-//!   combinations with `warm_o_proj` (30%, one CTA per SM).
+//!   combinations with `warm_o_proj` (30%, one CTA per SM); `…_pdl_gs_rq/…`, `…_pdl_gs_f1_rq/…`:
+//!   `rope_in_qkv` (rope and the KV append in the QKV projection's epilogue), alone and with
+//!   `FoldNorms::First`.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -95,11 +97,13 @@ fn main() -> Result<()> {
             warm_o_proj: None,
             fold_norms: FoldNorms::None,
             fuse_rope_attention: false,
+            rope_in_qkv: false,
         };
         let fold = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::Both, ..o };
         let fold1 = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::First, ..o };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let ra = |o: LayerOptions| LayerOptions { fuse_rope_attention: true, ..o };
+        let rq = |o: LayerOptions| LayerOptions { rope_in_qkv: true, ..o };
         let er = |o: LayerOptions| LayerOptions { early_release: true, ..o };
         let wo = |percent: u8, ctas: u32, o: LayerOptions| LayerOptions {
             warm_o_proj: Some(WarmWeight { percent, ctas }),
@@ -135,6 +139,8 @@ fn main() -> Result<()> {
                 ("_pdl_gs_ra", ra(gs(opts(true, None, None)))),
                 ("_pdl_gs_f1_ra", ra(fold1(gs(opts(true, None, None))))),
                 ("_pdl_gs_f1_wo", wo(30, 0, fold1(gs(opts(true, None, None))))),
+                ("_pdl_gs_rq", rq(gs(opts(true, None, None)))),
+                ("_pdl_gs_f1_rq", rq(fold1(gs(opts(true, None, None))))),
                 ("_pdl_gs_f1_ra_wo", wo(30, 0, ra(fold1(gs(opts(true, None, None)))))),
                 ("_ra", ra(opts(false, None, None))),
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),

@@ -204,7 +204,67 @@ fn main() {
         check(dev, WeightFormat::Nvfp4, LayerOptions { fuse_rope_attention: true, ..Default::default() }, 1)
     }));
     trials.push(GpuTrial::new("qwen3_8b::rope_attention_errors", rope_attention_errors));
+    // Rope and the KV append in the QKV projection's epilogue (B ≤ 8): PDL + gate/up epilogue,
+    // alone and with norm 1 folded, plain at B = 1.
+    for &b in batches.iter().filter(|&&b| b <= 8) {
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_rope_qkv::b{b}"), move |dev| {
+            let options = LayerOptions { pdl: true, gate_up_silu: true, rope_in_qkv: true, ..Default::default() };
+            check(dev, WeightFormat::Bf16, options, b)
+        }));
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl_first_rope_qkv::b{b}"), move |dev| {
+            let options = LayerOptions {
+                pdl: true,
+                gate_up_silu: true,
+                fold_norms: FoldNorms::First,
+                rope_in_qkv: true,
+                ..Default::default()
+            };
+            check(dev, WeightFormat::Bf16, options, b)
+        }));
+    }
+    trials.push(GpuTrial::new("qwen3_8b::bf16_rope_qkv::b1", move |dev| {
+        check(dev, WeightFormat::Bf16, LayerOptions { rope_in_qkv: true, ..Default::default() }, 1)
+    }));
+    trials.push(GpuTrial::new("qwen3_8b::rope_qkv_errors", rope_qkv_errors));
     run_gpu_trials(trials)
+}
+
+/// `rope_in_qkv` where it cannot fold is a typed error at planning (block-scaled weights,
+/// more than 8 rows, with fuse_rope_attention or warm_kv); a folding layer plans no
+/// `attention.rope_kv_append`, runs no rope_kv_append op and refuses to launch one alone.
+fn rope_qkv_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
+    let cfg = Config::qwen3_8b();
+    let cap = |b| Capacity { max_batch: b, max_pages: 4, num_pages: 4 * b + 8 };
+    let rq = LayerOptions { rope_in_qkv: true, ..Default::default() };
+    let warm = rope_kv_append::WarmCache { blocks: 4, read: rope_kv_append::WarmRead::Load };
+    let bad = [
+        (WeightFormat::Nvfp4, 1, rq),
+        (WeightFormat::Bf16, 9, rq),
+        (WeightFormat::Bf16, 1, LayerOptions { fuse_rope_attention: true, ..rq }),
+        (WeightFormat::Bf16, 1, LayerOptions { warm_kv: Some(warm), ..rq }),
+    ];
+    for (format, b, options) in bad {
+        match Layer::with_options(&cfg, format, cap(b), options, dev) {
+            Err(Error::InvalidQuery { field: "rope_in_qkv", .. }) => {}
+            other => return Err(format!("{} B={b}: expected InvalidQuery(rope_in_qkv), got {:?}", format.name(), other.err())),
+        }
+    }
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), rq, dev).map_err(|e| e.to_string())?;
+    let ops = layer.ops();
+    if ops.contains(&Op::RopeKvAppend) || !ops.contains(&Op::QkvProj) {
+        return Err(format!("rope_in_qkv layer: ops {ops:?}"));
+    }
+    let names: Vec<&str> = layer.plans().iter().map(|p| p.op()).collect();
+    if names.contains(&"attention.rope_kv_append") || !names.contains(&"attention.paged") {
+        return Err(format!("rope_in_qkv layer plans {names:?}"));
+    }
+    let weights = HostWeights::random(&cfg, WeightFormat::Bf16, 3).map_err(|e| e.to_string())?;
+    let dw = layer.upload_weights(&weights, dev.stream()).map_err(|e| e.to_string())?;
+    let mut st = layer.state(dev.stream(), 1).map_err(|e| e.to_string())?;
+    match layer.run_op(Op::RopeKvAppend, &dw, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "op", .. }) => Ok(()),
+        other => Err(format!("rope_kv_append on a rope_in_qkv layer: expected InvalidQuery(op), got {other:?}")),
+    }
 }
 
 /// `fold_norms` where it cannot fold is a typed error at planning; a folding layer runs no

@@ -105,10 +105,11 @@ impl XLoad {
 
 /// Which kernel family and template instance a config launches.
 ///
-/// `x`: what the `mma` / `mmad` entry point makes of x as it loads it ([`XLoad`]).
+/// `x`: what the `mma` / `mmad` entry point makes of x as it loads it ([`XLoad`]); `rope`: the
+/// `_rope` entry points' rope + KV-append epilogue (`YAct::RopeAppend`; ring feed, NT = 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    Mma { nt: u32, rt: u32, u: u32, stages: u32, x: XLoad },
+    Mma { nt: u32, rt: u32, u: u32, stages: u32, x: XLoad, rope: bool },
     MmaDirect { nt: u32, rt: u32, u: u32, x: XLoad },
     MmaUnaligned { nt: u32 },
     Tma { nt: u32, rt: u32, cw: u32, kb: u32 },
@@ -148,10 +149,16 @@ impl Variant {
     pub fn silu(self) -> bool {
         self.x_load() == XLoad::SiluMul
     }
+    /// Whether the entry point stores through the rope + KV-append epilogue (`_rope`).
+    pub fn rope(self) -> bool {
+        matches!(self, Variant::Mma { rope: true, .. })
+    }
     fn id(self) -> String {
         let act = self.x_load().suffix();
         match self {
-            Variant::Mma { nt, rt, u, stages, .. } => format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}{act}"),
+            Variant::Mma { nt, rt, u, stages, rope, .. } => {
+                format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}{act}{}", if rope { "_rope" } else { "" })
+            }
             Variant::MmaDirect { nt, rt, u, .. } => format!("mmad_nt{nt}_rt{rt}_u{u}{act}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
             Variant::Tma { nt, rt, cw, kb } => format!("tma_nt{nt}_rt{rt}_cw{cw}_kb{kb}"),
@@ -177,8 +184,22 @@ fn mma_variants(x: XLoad) -> impl Iterator<Item = Variant> {
         u,
         stages,
         x,
+        rope: false,
     });
     direct.chain(ring)
+}
+
+/// The `_rope` variants (the rope + KV-append epilogue): the [`SILU_NT`] ring rows, with plain
+/// (`x` = `Plain`) or add+RMSNorm (`AddNorm`) x.
+fn rope_variants(x: XLoad) -> impl Iterator<Item = Variant> {
+    MMA_VARIANTS.iter().filter(|v| v.0 == SILU_NT).map(move |&(nt, rt, u, stages)| Variant::Mma {
+        nt,
+        rt,
+        u,
+        stages,
+        x,
+        rope: true,
+    })
 }
 
 /// Every symbol the variant table names (both output dtypes): the manifest test checks them.
@@ -192,6 +213,8 @@ pub fn all_symbols() -> Vec<String> {
     // The fused x-load variants exist for BF16 output only.
     out.extend(mma_variants(XLoad::SiluMul).map(|v| v.symbol(DType::BF16)));
     out.extend(mma_variants(XLoad::AddNorm).map(|v| v.symbol(DType::BF16)));
+    out.extend(rope_variants(XLoad::Plain).map(|v| v.symbol(DType::BF16)));
+    out.extend(rope_variants(XLoad::AddNorm).map(|v| v.symbol(DType::BF16)));
     out
 }
 
@@ -269,6 +292,9 @@ pub struct Geometry {
     pub x: XLoad,
     /// `Query::y_act` is SwiGLU: no `tma` cluster configs (their ranks store fragments apart).
     pub y_silu: bool,
+    /// `Query::y_act` is the rope + KV-append epilogue: only the `_rope` ring variants, no K
+    /// split (the epilogue runs where a CTA finishes its tile).
+    pub y_rope: bool,
     /// Largest M of the bucket.
     pub rows_hi: usize,
     pub sm_count: u32,
@@ -378,7 +404,7 @@ impl Config {
         }
         let tile = self.warps_k * self.variant.tokens() * (self.rows_per_cta() + ROW_PAD) * 4;
         let ring = match self.variant {
-            Variant::Mma { nt, rt, u, stages, x } => {
+            Variant::Mma { nt, rt, u, stages, x, .. } => {
                 // W tile, then the x pieces (gate and up; x, residual and norm weight when fused).
                 let x_sets = x.ring_sets();
                 let stage = 16 * rt * 4 * u * 16 + x_sets * u * nt * 32 * 16;
@@ -424,6 +450,10 @@ fn token_tiles(rows_hi: usize) -> u32 {
 fn variants(g: &Geometry) -> Vec<Variant> {
     let nt = token_tiles(g.rows_hi);
     let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
+    // The rope epilogue: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
+    if g.y_rope {
+        return rope_variants(g.x).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect();
+    }
     // A fused x load: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
     if g.x != XLoad::Plain {
         return mma_variants(g.x).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect();
@@ -443,7 +473,8 @@ fn variants(g: &Geometry) -> Vec<Variant> {
 /// - more splits only while the grid with half as many splits is under two waves of CTAs
 ///   (beyond that every SM is already busy and splits only add partial traffic);
 /// - with a fused x load (`x`) only its `_silu` / `_addnorm` ring and direct variants: the
-///   `tma`, `simt` and unaligned kernels have no fused x load.
+///   `tma`, `simt` and unaligned kernels have no fused x load;
+/// - with the rope epilogue (`y_rope`) only the `_rope` ring variants, unsplit.
 ///
 /// The default is the first variant, the first CTA shape, and the fewest splits whose grid
 /// covers every SM once.
@@ -459,6 +490,9 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
         };
         for &(warps_r, warps_k) in shapes.iter() {
             for ksplit in KSPLITS {
+                if ksplit > 1 && variant.rope() {
+                    continue;
+                }
                 let c = Config { variant, warps_r, warps_k, ksplit, tma: None };
                 if c.threads() > MAX_THREADS || c.dynamic_smem() + STATIC_SMEM_RESERVE > g.smem_optin {
                     continue;
@@ -481,7 +515,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
     // TMA configs (aligned BF16 x, no fused activation: the TMA boxes carry x as it is): raced,
     // never the default. Every ring as deep as shared memory allows (at least two stages); both
     // work splits and both W hints.
-    if !g.x_f32 && g.aligned && g.x == XLoad::Plain {
+    if !g.x_f32 && g.aligned && g.x == XLoad::Plain && !g.y_rope {
         let nt = token_tiles(g.rows_hi);
         for &(vnt, rt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
             let variant = Variant::Tma { nt: vnt, rt, cw, kb };

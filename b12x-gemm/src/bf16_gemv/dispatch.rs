@@ -2,8 +2,8 @@
 
 use super::params::{FLAG_BIAS_F32, FLAG_PDL, FLAG_Y_SILU, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
 use super::{
-    Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvTmaParams, Config, Plan, TmaSchedule, Variant, XAct,
-    XLoad, YAct, KERNEL_STATIC_SMEM, OP,
+    Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRopeParams, Bf16GemvTmaParams, Config, GemvRopeEpi,
+    Plan, TmaSchedule, Variant, XAct, XLoad, YAct, KERNEL_STATIC_SMEM, OP,
 };
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
@@ -18,6 +18,7 @@ pub(super) fn launch(
     sel: &Selected,
     p: &mut Bf16GemvParams,
     norm: Option<&Bf16GemvNormParams>,
+    rope: Option<&GemvRopeEpi>,
     stream: &CudaStream,
 ) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
@@ -44,6 +45,19 @@ pub(super) fn launch(
         smem_bytes: c.dynamic_smem(),
     };
     let opts = LaunchOpts { pdl: plan.query.pdl, cluster_x: 0 };
+    if c.variant.rope() {
+        let n = match norm {
+            Some(n) => Bf16GemvNormParams { g: *p, ..*n },
+            None => Bf16GemvNormParams { g: *p, ..Bf16GemvNormParams::default() },
+        };
+        let rp = Bf16GemvRopeParams { n, r: *rope.ok_or_else(unknown)? };
+        // SAFETY: as below; Bf16GemvRopeParams mirrors the `_rope` entry points' struct
+        // (asserted on both sides); `Query::rope_params` checked the positions, lengths, page
+        // table, table, both caches and the error word (the written ones overlapping nothing
+        // the call touches), all touched after the PDL wait; the kernel checks every untrusted
+        // index before it writes a cache slot.
+        return unsafe { kernel.launch_ex(stream, dims, &rp, opts) };
+    }
     if c.variant.x_load() == XLoad::AddNorm {
         let np = Bf16GemvNormParams { g: *p, ..*norm.ok_or_else(unknown)? };
         // SAFETY: as below; Bf16GemvNormParams mirrors the `_addnorm` entry points' struct
@@ -169,6 +183,11 @@ impl OpPlan for Plan {
             res_bytes,
             norm_w_bytes,
         ];
+        // The rope epilogue: positions, lengths, one page-table entry per token and the error
+        // word, all zeros: every token's length 0 is a fault, so the race rotates q and k
+        // (position 0) and writes y but no cache slot (no cache is given).
+        let rope_bytes = if let YAct::RopeAppend(_) = q.y_act { m * 4 } else { 0 };
+        let sizes: Vec<usize> = sizes.into_iter().chain([rope_bytes, rope_bytes, rope_bytes, 4]).collect();
         let extra_w = if q.pdl { pdl_race_calls(q.n * ldw * 2) - 1 } else { 0 };
         let sizes: Vec<usize> = sizes.into_iter().chain(std::iter::repeat_n(q.n * ldw * 2, extra_w)).collect();
         let race = RaceBuffer::new(&self.device, &sizes)?;
@@ -178,6 +197,7 @@ impl OpPlan for Plan {
             race.fill_inputs(&self.device, 2, q.x_dtype)?;
         }
         let at = &race.ptrs;
+        let silu = matches!(q.y_act, YAct::SiluMul { .. });
         // SAFETY: the first region of `buffer`, owned by the race case and used by nothing else.
         let bound = self.scratch.bind(&unsafe { Scratch::from_raw(at[0], sizes[0]) })?;
         let params = Bf16GemvParams {
@@ -193,9 +213,9 @@ impl OpPlan for Plan {
             k: q.k as i32,
             m: m as i32,
             flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 }
-                | if q.y_act != YAct::None { FLAG_Y_SILU } else { 0 },
+                | if silu { FLAG_Y_SILU } else { 0 },
             // The SwiGLU epilogue stores [M, N/2] (row stride N/2 fits in the [M, N] region).
-            ldy: if q.y_act != YAct::None { (q.n / 2) as i64 } else { q.n as i64 },
+            ldy: if silu { (q.n / 2) as i64 } else { q.n as i64 },
             y_limit: q.y_act.kernel_limit(),
             ..Bf16GemvParams::default()
         };
@@ -211,8 +231,33 @@ impl OpPlan for Plan {
             }),
             _ => None,
         };
-        let w_more = at[8..].to_vec();
-        Ok(Box::new(RaceCase { plan: self, bucket, params, norm, w_more, _buffer: race.buffer }))
+        let rope = match q.y_act {
+            YAct::RopeAppend(r) => Some(GemvRopeEpi {
+                positions: at[8],
+                seq_lens: at[9],
+                page_table: at[10],
+                cos_sin: 0,
+                k_cache: 0,
+                v_cache: 0,
+                error: at[11],
+                pt_stride: 1,
+                heads: r.heads as i32,
+                kv_heads: r.kv_heads as i32,
+                head_dim: r.head_dim as i32,
+                page_size: r.page_size as i32,
+                num_pages: r.num_pages as i32,
+                max_pages: r.max_pages as i32,
+                max_position: r.max_position as i32,
+                neox: i32::from(r.neox),
+                scale: r.scale,
+                reserved: 0,
+                // Computed mode whatever the plan's (the race has no table): the same kernels.
+                inv_freq: r.inv_freq.unwrap_or([1.0e-3; super::ROPE_MAX_PAIRS]),
+            }),
+            _ => None,
+        };
+        let w_more = at[12..].to_vec();
+        Ok(Box::new(RaceCase { plan: self, bucket, params, norm, rope, w_more, _buffer: race.buffer }))
     }
 }
 
@@ -235,6 +280,8 @@ struct RaceCase<'p> {
     params: Bf16GemvParams,
     /// `XAct::AddRmsNorm`: the residual, new-residual and norm-weight regions.
     norm: Option<Bf16GemvNormParams>,
+    /// `YAct::RopeAppend`: the epilogue on the race's zeroed index regions (no cache slot written).
+    rope: Option<GemvRopeEpi>,
     /// PDL plans: the further copies of W the further back-to-back calls read, one each.
     w_more: Vec<u64>,
     _buffer: CudaSlice<u8>,
@@ -243,10 +290,10 @@ struct RaceCase<'p> {
 impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
         let mut p = self.params;
-        launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), stream)?;
+        launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), self.rope.as_ref(), stream)?;
         for &w in &self.w_more {
             let mut p = Bf16GemvParams { w, ..self.params };
-            launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), stream)?;
+            launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), self.rope.as_ref(), stream)?;
         }
         Ok(())
     }

@@ -135,6 +135,7 @@
 //!     bias: None,
 //!     y: TensorMut::from_slice(&mut y, &[1, 4096])?,
 //!     add_norm: None,
+//!     rope: None,
 //! };
 //! bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), s)?;
 //! # Ok(()) }
@@ -149,7 +150,10 @@ pub use config::{
     all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, XLoad, MAX_ROWS, SILU_NT,
     TMA_CLUSTERS, TMA_MAX_STAGES,
 };
-pub use params::{Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvTmaParams};
+pub use params::{
+    Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRopeParams, Bf16GemvTmaParams, GemvRopeEpi,
+    ROPE_MAX_PAIRS,
+};
 
 use b12x_core::cudarc::driver::CudaStream;
 use b12x_core::plan::bucket_of;
@@ -271,6 +275,11 @@ pub enum YAct {
         /// The swiglu limit L (finite, > 0); `None` disables it.
         limit: Option<f32>,
     },
+    /// The rope + KV-append epilogue of a decode step's QKV projection (see [`RopeAppend`]):
+    /// y keeps the projection's `[M, (H + 2·Hkv)·D]` layout with the q heads rotated by
+    /// `attention.rope`, and the new token's rotated k and its v go into a paged cache, as
+    /// `attention.rope_kv_append` does — bit for bit that op after this GEMV.
+    RopeAppend(RopeAppend),
 }
 
 impl YAct {
@@ -278,7 +287,7 @@ impl YAct {
     pub fn kernel_limit(self) -> f32 {
         match self {
             YAct::SiluMul { limit } => swiglu_kernel_limit(limit),
-            YAct::None => f32::INFINITY,
+            YAct::None | YAct::RopeAppend(_) => f32::INFINITY,
         }
     }
 }
@@ -288,11 +297,96 @@ impl PartialEq for YAct {
         match (self, other) {
             (YAct::None, YAct::None) => true,
             (YAct::SiluMul { limit: a }, YAct::SiluMul { limit: b }) => same_limit(*a, *b),
+            (YAct::RopeAppend(a), YAct::RopeAppend(b)) => a == b,
             _ => false,
         }
     }
 }
 impl Eq for YAct {}
+
+/// The static side of [`YAct::RopeAppend`]: a decode step's fused QKV projection whose epilogue
+/// is `attention.rope_kv_append` (full rotary dim, no offset, BF16 cache).
+///
+/// - W is `[(H + 2·Hkv)·D, K]`: the q heads' rows, the k heads', the v heads', **each head's rows
+///   in the epilogue's pair order** ([`rope_row_order`]; the bias, if any, in the same order):
+///   16-row groups whose rows `i` and `i + 8` are the two dims of rotary pair `8j + i` (NeoX:
+///   dims `f` and `f + D/2`; GPT-J: `2f` and `2f + 1`), so one thread finishes both.
+/// - Per token m (a decode batch: token m is request m's one new token) y gets the plain
+///   GEMV's `[M, N]` output in the usual column order with every q head rotated (the pair's
+///   cos / sin at `positions[m]`, `attention.rope`'s operations and rounding; a position outside
+///   `[0, max_position)` stays unrotated and sets `FAULT_POSITION`); the k heads are stored
+///   unrotated in y and rotated into `k_cache`, the v heads into y and `v_cache`, at cache
+///   position `seq_lens[m] − 1` of request m's pages (`page_table[m]`), with
+///   `attention.kv_append`'s checks and fault bits (`FAULT_LENGTH`, `FAULT_QUERY_LAYOUT` for a
+///   length below 1, `FAULT_PAGE_ID`) in [`RopeArgs::error`]; a faulting token writes no cache.
+/// - So y and both caches are bit for bit this GEMV on W in its plain row order followed by
+///   `attention.rope_kv_append` (same rope, `cu_seqlens_q = [0, 1, …, M]`) on y's q, k and v
+///   columns. cos / sin: `sincosf(pos · inv_freq[f])` (rope's computed mode, `inv_freq` given) or
+///   read from rope's table ([`RopeArgs::cos_sin`], `inv_freq` `None`), times `scale`.
+/// - Configs: the `mma` ring NT = 1 rows as `…_rope` (`…_addnorm_rope` with
+///   [`XAct::AddRmsNorm`]), unsplit; bf16 x and y, `aligned`, `max_rows ≤ 8`.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeAppend {
+    /// H: query heads.
+    pub heads: usize,
+    /// Hkv: key / value heads.
+    pub kv_heads: usize,
+    /// D: head dim = rotary dim (a multiple of 16, ≤ 256).
+    pub head_dim: usize,
+    /// P: tokens per page.
+    pub page_size: usize,
+    /// Pages in each cache.
+    pub num_pages: usize,
+    /// Columns of the page table: a length may not pass `max_pages · P`.
+    pub max_pages: usize,
+    /// Positions must lie in `[0, max_position)` (the table's rows in table mode).
+    pub max_position: usize,
+    /// NeoX halves (`true`) or GPT-J interleaved pairs.
+    pub neox: bool,
+    /// Multiplies cos and sin (YaRN's mscale ratio; 1 otherwise): `rope::Frequencies::scale`.
+    pub scale: f32,
+    /// Computed mode: rope's `D/2` inverse frequencies (`rope::Frequencies::inv_freq`), the rest
+    /// zeros; `None`: table mode ([`RopeArgs::cos_sin`]).
+    pub inv_freq: Option<[f32; params::ROPE_MAX_PAIRS]>,
+}
+
+impl PartialEq for RopeAppend {
+    fn eq(&self, o: &Self) -> bool {
+        let bits = |f: &Option<[f32; params::ROPE_MAX_PAIRS]>| f.map(|a| a.map(f32::to_bits));
+        (self.heads, self.kv_heads, self.head_dim, self.page_size, self.num_pages, self.max_pages)
+            == (o.heads, o.kv_heads, o.head_dim, o.page_size, o.num_pages, o.max_pages)
+            && (self.max_position, self.neox, self.scale.to_bits()) == (o.max_position, o.neox, o.scale.to_bits())
+            && bits(&self.inv_freq) == bits(&o.inv_freq)
+    }
+}
+impl Eq for RopeAppend {}
+
+/// Rows of W (and of a bias) in [`YAct::RopeAppend`]'s order: entry `i` is the plain row that
+/// goes to position `i` of the epilogue's W (`w_rope[i] = w[order[i]]`). Each head of the
+/// `heads + 2·kv_heads` heads keeps its rows; inside a head, 16-row group j holds the first dims
+/// of pairs `8j..8j+7`, then their second dims (NeoX: dims `f`, `f + D/2`; GPT-J: `2f`, `2f + 1`).
+/// `head_dim` must be a multiple of 16.
+pub fn rope_row_order(heads: usize, kv_heads: usize, head_dim: usize, neox: bool) -> Vec<usize> {
+    assert!(head_dim > 0 && head_dim % 16 == 0, "head_dim must be a positive multiple of 16");
+    let mut out = Vec::with_capacity((heads + 2 * kv_heads) * head_dim);
+    for h in 0..heads + 2 * kv_heads {
+        for j in 0..head_dim / 16 {
+            for second in [false, true] {
+                for i in 0..8 {
+                    let f = 8 * j + i;
+                    let d = match (neox, second) {
+                        (true, false) => f,
+                        (true, true) => f + head_dim / 2,
+                        (false, false) => 2 * f,
+                        (false, true) => 2 * f + 1,
+                    };
+                    out.push(h * head_dim + d);
+                }
+            }
+        }
+    }
+    out
+}
 
 /// Rows of W for [`YAct::SiluMul`]: `w` is `[2I, K]` row-major = `[gate rows | up rows]` (the
 /// usual fused gate/up weight, I a multiple of 8); returns the rows in the epilogue's order
@@ -430,6 +524,60 @@ impl Query {
                 return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
             }
         }
+        if let YAct::RopeAppend(r) = self.y_act {
+            let act = |reason: String| bad("y_act", format!("RopeAppend {reason}"));
+            if self.x_dtype != DType::BF16 || self.out_dtype != DType::BF16 {
+                return act(format!(
+                    "needs bf16 x and y (a BF16 QKV projection and cache), got x {} y {}",
+                    self.x_dtype, self.out_dtype
+                ));
+            }
+            if !self.aligned {
+                return act("needs aligned = true (its configs are the 16-byte ring feeds)".into());
+            }
+            let most = 8 * SILU_NT as usize;
+            if self.max_rows > most {
+                return act(format!("serves at most {most} rows: max_rows must be in 1..={most}, got {}", self.max_rows));
+            }
+            if let XAct::SiluMul { .. } = self.x_act {
+                return act("cannot be combined with x_act SiluMul".into());
+            }
+            if r.heads == 0 || r.kv_heads == 0 {
+                return act(format!("needs heads and kv_heads >= 1, got {} and {}", r.heads, r.kv_heads));
+            }
+            if r.head_dim == 0 || r.head_dim % 16 != 0 || r.head_dim > 2 * params::ROPE_MAX_PAIRS {
+                return act(format!(
+                    "needs head_dim a multiple of 16 in 16..={} (16-row pair groups), got {}",
+                    2 * params::ROPE_MAX_PAIRS,
+                    r.head_dim
+                ));
+            }
+            let rows = (r.heads + 2 * r.kv_heads).checked_mul(r.head_dim);
+            if rows != Some(self.n) {
+                return act(format!(
+                    "needs N = (heads + 2 kv_heads) head_dim = ({} + 2·{})·{}, got N = {}",
+                    r.heads, r.kv_heads, r.head_dim, self.n
+                ));
+            }
+            let i32max = i32::MAX as usize;
+            if r.page_size == 0 || r.num_pages == 0 || r.max_pages == 0 || r.max_position == 0 {
+                return act("needs page_size, num_pages, max_pages and max_position >= 1".into());
+            }
+            if r.page_size.checked_mul(r.max_pages).is_none_or(|t| t > i32max)
+                || r.num_pages > i32max
+                || r.max_position.checked_mul(r.head_dim).is_none_or(|t| t > i32max)
+            {
+                return act("needs max_pages · page_size, num_pages and max_position · head_dim within i32".into());
+            }
+            if !(r.scale.is_finite() && r.scale > 0.0) {
+                return act(format!("scale must be finite and > 0, got {}", r.scale));
+            }
+            if let Some(f) = &r.inv_freq {
+                if let Some(bad_f) = f[..r.head_dim / 2].iter().find(|v| !v.is_finite()) {
+                    return act(format!("inv_freq must be finite, got {bad_f}"));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -452,7 +600,7 @@ impl Query {
         }
         args.w.expect("w", "[N, K]", DType::BF16, &[n, k])?;
         match self.y_act {
-            YAct::None => args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?,
+            YAct::None | YAct::RopeAppend(_) => args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?,
             YAct::SiluMul { .. } => {
                 args.y.expect("y", "[M, N/2] (SwiGLU of the gate/up pairs)", self.out_dtype, &[m, n / 2])?
             }
@@ -493,6 +641,14 @@ impl Query {
         if let YAct::SiluMul { .. } = self.y_act {
             p.flags |= params::FLAG_Y_SILU;
             p.y_limit = self.y_act.kernel_limit();
+        }
+        if args.rope.is_some() != matches!(self.y_act, YAct::RopeAppend(_)) {
+            let expected = if args.rope.is_some() {
+                "no rope (the plan's y_act is not RopeAppend)"
+            } else {
+                "rope (positions, seq_lens, page_table, caches, error: the plan's y_act is RopeAppend)"
+            };
+            return Err(Error::Shape { tensor: "rope", expected: expected.into(), actual: vec![] });
         }
         // Aligned variants move 16-byte vectors of x and W rows; every path needs element alignment.
         let (ax, aw) = if self.aligned { (16, 16) } else { (self.x_dtype.size_bytes(), 2) };
@@ -537,6 +693,108 @@ impl Query {
         Ok(p)
     }
 
+    /// The rope + KV-append epilogue's parameters; `None` without [`YAct::RopeAppend`]. Checks
+    /// the tensors of [`Args::rope`] (shapes, dtypes, contiguity, that the caches, the error word
+    /// and y overlap nothing else the call touches); call after [`Query::kernel_params`].
+    pub fn rope_params(&self, args: &Args<'_>) -> Result<Option<GemvRopeEpi>> {
+        let (YAct::RopeAppend(r), Some(a)) = (self.y_act, &args.rope) else { return Ok(None) };
+        let m = args.x.shape().first().copied().unwrap_or(0);
+        let cache = [r.num_pages, r.page_size, r.kv_heads, r.head_dim];
+        a.positions.expect("positions", "[M]", DType::I32, &[m])?;
+        a.seq_lens.expect("seq_lens", "[M]", DType::I32, &[m])?;
+        a.page_table.expect("page_table", "[M, max_pages]", DType::I32, &[m, r.max_pages])?;
+        a.k_cache.expect("k_cache", "[num_pages, P, Hkv, D]", DType::BF16, &cache)?;
+        a.v_cache.expect("v_cache", "[num_pages, P, Hkv, D]", DType::BF16, &cache)?;
+        a.error.expect("error", "[1]", DType::I32, &[1])?;
+        let contiguous = |name: &'static str, strides: &[isize], shape: &[usize]| -> Result<()> {
+            let mut acc = 1isize;
+            let mut ok = true;
+            for i in (0..shape.len()).rev() {
+                // Dims of extent 1 may have any stride.
+                ok &= strides[i] == acc || shape[i] <= 1;
+                acc *= shape[i] as isize;
+            }
+            if ok {
+                Ok(())
+            } else {
+                Err(Error::Stride { tensor: name, strides: strides.to_vec(), reason: "must be contiguous".into() })
+            }
+        };
+        contiguous("positions", a.positions.strides(), a.positions.shape())?;
+        contiguous("seq_lens", a.seq_lens.strides(), a.seq_lens.shape())?;
+        contiguous("k_cache", a.k_cache.strides(), &cache)?;
+        contiguous("v_cache", a.v_cache.strides(), &cache)?;
+        let pt_stride = if m > 0 { a.page_table.row_stride("page_table")? } else { r.max_pages };
+        let table = match (&a.cos_sin, r.inv_freq) {
+            (Some(t), None) => {
+                t.expect("cos_sin", "[max_position, D] (table mode)", DType::F32, &[r.max_position, r.head_dim])?;
+                contiguous("cos_sin", t.strides(), &[r.max_position, r.head_dim])?;
+                Some(t)
+            }
+            (None, Some(_)) => None,
+            (got, _) => {
+                let expected = if got.is_some() {
+                    "no table (the plan computes cos / sin: inv_freq is set)"
+                } else {
+                    "[max_position, D] f32 (the plan's inv_freq is None: table mode)"
+                };
+                let actual = got.as_ref().map(|t| t.shape().to_vec()).unwrap_or_default();
+                return Err(Error::Shape { tensor: "cos_sin", expected: expected.into(), actual });
+            }
+        };
+        // Written: both caches, y and the error word; read: everything else.
+        let written = [
+            ("k_cache", a.k_cache.byte_span()),
+            ("v_cache", a.v_cache.byte_span()),
+            ("error", a.error.byte_span()),
+            ("y", args.y.byte_span()),
+        ];
+        let mut read = vec![
+            ("x", args.x.byte_span()),
+            ("w", args.w.byte_span()),
+            ("positions", a.positions.byte_span()),
+            ("seq_lens", a.seq_lens.byte_span()),
+            ("page_table", a.page_table.byte_span()),
+        ];
+        if let Some(t) = table {
+            read.push(("cos_sin", t.byte_span()));
+        }
+        if let Some(b) = &args.bias {
+            read.push(("bias", b.byte_span()));
+        }
+        if let Some(n) = &args.add_norm {
+            read.push(("residual", n.residual.byte_span()));
+            read.push(("norm_w", n.norm_w.byte_span()));
+            read.push(("residual_out", n.residual_out.byte_span()));
+        }
+        for (i, &w) in written.iter().enumerate() {
+            for &o in written[i + 1..].iter().chain(&read) {
+                require_disjoint(w, o)?;
+            }
+        }
+        Ok(Some(GemvRopeEpi {
+            positions: a.positions.ptr(),
+            seq_lens: a.seq_lens.ptr(),
+            page_table: a.page_table.ptr(),
+            cos_sin: table.map_or(0, |t| t.ptr()),
+            k_cache: a.k_cache.ptr(),
+            v_cache: a.v_cache.ptr(),
+            error: a.error.ptr(),
+            pt_stride: pt_stride as i64,
+            heads: r.heads as i32,
+            kv_heads: r.kv_heads as i32,
+            head_dim: r.head_dim as i32,
+            page_size: r.page_size as i32,
+            num_pages: r.num_pages as i32,
+            max_pages: r.max_pages as i32,
+            max_position: r.max_position as i32,
+            neox: i32::from(r.neox),
+            scale: r.scale,
+            reserved: 0,
+            inv_freq: r.inv_freq.unwrap_or([0.0; params::ROPE_MAX_PAIRS]),
+        }))
+    }
+
     /// The add+RMSNorm part of a fused call's parameters (`g` left default: the launch fills
     /// it); `None` without [`XAct::AddRmsNorm`]. Call after [`Query::kernel_params`] accepted
     /// `args`.
@@ -571,6 +829,8 @@ impl Query {
         let yact = match self.y_act {
             YAct::None => "",
             YAct::SiluMul { .. } => " y_act=silu_mul",
+            // The shape of the epilogue's work, not its values (same kernels, same speed).
+            YAct::RopeAppend(_) => " y_act=rope_append",
         };
         format!(
             "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}{act}{yact}",
@@ -585,7 +845,8 @@ impl Query {
             x_f32: self.x_dtype == DType::F32,
             aligned: self.aligned,
             x: self.x_act.x_load(),
-            y_silu: self.y_act != YAct::None,
+            y_silu: matches!(self.y_act, YAct::SiluMul { .. }),
+            y_rope: matches!(self.y_act, YAct::RopeAppend(_)),
             rows_hi: bucket.hi,
             sm_count: device.sm_count(),
             smem_optin: device.smem_optin(),
@@ -666,6 +927,28 @@ pub struct Args<'a> {
     pub y: TensorMut<'a>,
     /// `Some` exactly when the query's `x_act` is [`XAct::AddRmsNorm`].
     pub add_norm: Option<AddNorm<'a>>,
+    /// `Some` exactly when the query's `y_act` is [`YAct::RopeAppend`].
+    pub rope: Option<RopeArgs<'a>>,
+}
+
+/// The tensors of [`YAct::RopeAppend`] (a decode batch of M requests, one new token each).
+#[derive(Debug)]
+pub struct RopeArgs<'a> {
+    /// `[M]` i32 contiguous: each token's rope position (untrusted: checked in the kernel).
+    pub positions: TensorRef<'a>,
+    /// `[M]` i32 contiguous: each request's context length including its new token (untrusted).
+    pub seq_lens: TensorRef<'a>,
+    /// `[M, max_pages]` i32, rows contiguous: page ids (untrusted).
+    pub page_table: TensorRef<'a>,
+    /// `[max_position, D]` f32 contiguous (`attention.rope`'s `Plan::cos_sin_table`), exactly in
+    /// table mode (`RopeAppend::inv_freq` `None`).
+    pub cos_sin: Option<TensorRef<'a>>,
+    /// `[num_pages, P, Hkv, D]` bf16 contiguous: the new keys' slots are written.
+    pub k_cache: TensorMut<'a>,
+    /// `[num_pages, P, Hkv, D]` bf16 contiguous: the new values' slots are written.
+    pub v_cache: TensorMut<'a>,
+    /// `[1]` i32: fault bits are ORed in (`attention.kv_append`'s `FAULT_*`).
+    pub error: TensorMut<'a>,
 }
 
 /// The add+RMSNorm tensors of a fused call ([`XAct::AddRmsNorm`]), all bf16, 16-byte aligned.
@@ -686,6 +969,7 @@ pub struct AddNorm<'a> {
 pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaStream>) -> Result<()> {
     let mut params = plan.query.kernel_params(&args)?;
     let norm = plan.query.norm_params(&args)?;
+    let rope = plan.query.rope_params(&args)?;
     let bound = plan.scratch.bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if params.m == 0 {
@@ -697,7 +981,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let selected = resolve(plan, bucket, stream)?;
     params.partials = bound.ptr("partials");
     params.counters = bound.ptr("counters");
-    dispatch::launch(plan, bucket, &selected, &mut params, norm.as_ref(), stream)
+    dispatch::launch(plan, bucket, &selected, &mut params, norm.as_ref(), rope.as_ref(), stream)
 }
 
 /// The plans `cargo xtask prepare` tunes by default: the decode shapes (BF16 out:

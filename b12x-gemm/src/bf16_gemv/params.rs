@@ -140,6 +140,65 @@ const _: () = {
     assert!(offset_of!(Bf16GemvNormParams, eps) == 160);
 };
 
+/// Pairs of `GemvRopeEpi::inv_freq` (head_dim ≤ 256; `kRopeMaxPairs`).
+pub const ROPE_MAX_PAIRS: usize = 128;
+
+/// The rope + KV-append epilogue of the `_rope` entry points (`GemvRopeEpi` in
+/// `kernels/bf16_gemv.cu`; see [`super::YAct::RopeAppend`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct GemvRopeEpi {
+    /// `[M]` i32 rope positions.
+    pub positions: u64,
+    /// `[M]` i32 context lengths including the new token.
+    pub seq_lens: u64,
+    /// `[M, pt_stride]` i32 page ids.
+    pub page_table: u64,
+    /// `[max_position, D]` f32 cos / sin table, or 0: `sincosf` of `pos · inv_freq`.
+    pub cos_sin: u64,
+    /// `[num_pages, P, Hkv, D]` bf16.
+    pub k_cache: u64,
+    /// `[num_pages, P, Hkv, D]` bf16.
+    pub v_cache: u64,
+    /// `[1]` u32 fault bits.
+    pub error: u64,
+    pub pt_stride: i64,
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+    pub page_size: i32,
+    pub num_pages: i32,
+    pub max_pages: i32,
+    pub max_position: i32,
+    /// 1: NeoX halves, 0: GPT-J pairs.
+    pub neox: i32,
+    pub scale: f32,
+    /// Zero.
+    pub reserved: i32,
+    /// `D/2` entries used.
+    pub inv_freq: [f32; ROPE_MAX_PAIRS],
+}
+const _: () = {
+    assert!(size_of::<GemvRopeEpi>() == 616);
+    assert!(offset_of!(GemvRopeEpi, pt_stride) == 56);
+    assert!(offset_of!(GemvRopeEpi, scale) == 96);
+    assert!(offset_of!(GemvRopeEpi, inv_freq) == 104);
+};
+
+/// The one `__grid_constant__` argument of the `b12x_bf16_gemv_mma_*_rope_bf16out` and
+/// `…_addnorm_rope_bf16out` entry points: the add+RMSNorm parameters (norm fields unused by
+/// `_rope`), then the epilogue's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Bf16GemvRopeParams {
+    pub n: Bf16GemvNormParams,
+    pub r: GemvRopeEpi,
+}
+const _: () = {
+    assert!(size_of::<Bf16GemvRopeParams>() == 784);
+    assert!(offset_of!(Bf16GemvRopeParams, r) == 168);
+};
+
 /// The one `__grid_constant__` argument of the `b12x_bf16_gemv_tma_*` entry points.
 ///
 /// The grid is `ceil(row blocks · kstages / units_per_cta)` CTAs of `32 * (consumer warps + 1)` threads. Of

@@ -210,6 +210,18 @@ pub struct LayerOptions {
     /// Hence off by default. With `early_release` the fused attention is not released at
     /// entry (that flag acts on the removed op): speed only.
     pub fuse_rope_attention: bool,
+    /// Run rope and the KV append in the QKV projection's epilogue (`bf16_gemv::YAct::RopeAppend`:
+    /// the QKV weight's rows uploaded in the epilogue's pair order, `bf16_gemv::rope_row_order`,
+    /// by [`Layer::upload_weights`]; the thread that finishes a rotary pair's two rows rotates
+    /// the q and k heads and stores the new k and v into the cache): the step has no
+    /// `rope_kv_append` op ([`Layer::ops`]), so the attention starts right behind the projection.
+    /// The QKV buffer, the caches and therefore every output are bit for bit the unfused step's
+    /// when the QKV GEMV's session picks the same config (its candidates are the `_rope` ring
+    /// configs, so it may pick another: then the last bits of y may differ). BF16 weights,
+    /// `max_batch ≤ 8`, not with `fuse_rope_attention` or `warm_kv` (both act on the removed
+    /// op); otherwise [`Layer::with_options`] returns `Error::InvalidQuery`. Combines with
+    /// `FoldNorms::First` (the `_addnorm_rope` configs). Off by default.
+    pub rope_in_qkv: bool,
 }
 
 /// [`LayerOptions::fold_norms`]: which add+RMSNorms the projections after them fold in.
@@ -322,6 +334,21 @@ impl Layer {
                 ),
             });
         }
+        if options.rope_in_qkv
+            && (format != WeightFormat::Bf16 || b > 8 || options.fuse_rope_attention || options.warm_kv.is_some())
+        {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "rope_in_qkv",
+                reason: format!(
+                    "folds rope_kv_append into the BF16 QKV GEMV (at most 8 rows), without fuse_rope_attention or \
+                     warm_kv; got {} weights, max_batch {b}, fuse_rope_attention {}, warm_kv {}",
+                    format.name(),
+                    options.fuse_rope_attention,
+                    options.warm_kv.is_some()
+                ),
+            });
+        }
         if options.fuse_rope_attention && options.warm_kv.is_some() {
             return Err(Error::InvalidQuery {
                 op: "b12x-layers",
@@ -357,6 +384,48 @@ impl Layer {
                 .with_early_release(options.early_release),
             )
         };
+        let rope_q = rope::Query {
+            heads: h,
+            kv_heads: hkv,
+            head_dim: d,
+            rotary_dim: d,
+            rotary_offset: 0,
+            style: rope::RopeStyle::Neox,
+            base: cfg.rope_theta,
+            yarn: None,
+            dtype: DType::BF16,
+            max_tokens: b,
+            max_position: cap.max_pages * p,
+            cos_sin: rope::CosSin::Computed,
+        };
+        // `rope_in_qkv`: the QKV GEMV's epilogue (rope's computed cos / sin, its frequencies).
+        let qkv_rope = if options.rope_in_qkv {
+            let f = rope_q.frequencies();
+            let mut inv_freq = [0.0f32; bf16_gemv::ROPE_MAX_PAIRS];
+            let pairs = d / 2;
+            if pairs > inv_freq.len() {
+                return Err(Error::InvalidQuery {
+                    op: "b12x-layers",
+                    field: "rope_in_qkv",
+                    reason: format!("the QKV epilogue serves head_dim <= {}, got {d}", 2 * inv_freq.len()),
+                });
+            }
+            inv_freq[..pairs].copy_from_slice(&f.inv_freq[..pairs]);
+            Some(bf16_gemv::RopeAppend {
+                heads: h,
+                kv_heads: hkv,
+                head_dim: d,
+                page_size: p,
+                num_pages: cap.num_pages,
+                max_pages: cap.max_pages,
+                max_position: cap.max_pages * p,
+                neox: true,
+                scale: f.scale,
+                inv_freq: Some(inv_freq),
+            })
+        } else {
+            None
+        };
         let mut linears = Vec::new();
         for (i, (n, k)) in cfg.linear_shapes().into_iter().enumerate() {
             linears.push(match format {
@@ -379,6 +448,8 @@ impl Layer {
                         },
                         y_act: if options.gate_up_silu && i == GATE_UP {
                             bf16_gemv::YAct::SiluMul { limit: None }
+                        } else if let (Some(r), 0) = (qkv_rope, i) {
+                            bf16_gemv::YAct::RopeAppend(r)
                         } else {
                             bf16_gemv::YAct::None
                         },
@@ -407,20 +478,6 @@ impl Layer {
                 }
             });
         }
-        let rope_q = rope::Query {
-            heads: h,
-            kv_heads: hkv,
-            head_dim: d,
-            rotary_dim: d,
-            rotary_offset: 0,
-            style: rope::RopeStyle::Neox,
-            base: cfg.rope_theta,
-            yarn: None,
-            dtype: DType::BF16,
-            max_tokens: b,
-            max_position: cap.max_pages * p,
-            cos_sin: rope::CosSin::Computed,
-        };
         let append_q = kv_append::Query {
             kv_heads: hkv,
             head_dim: d,
@@ -432,7 +489,7 @@ impl Layer {
             max_pages: cap.max_pages,
             num_pages: cap.num_pages,
         };
-        let rope_append = if options.fuse_rope_attention {
+        let rope_append = if options.fuse_rope_attention || options.rope_in_qkv {
             None
         } else {
             Some(
@@ -528,7 +585,9 @@ impl Layer {
     /// with the gate/up weight's rows interleaved (`bf16_gemv::interleave_gate_up`) when
     /// [`LayerOptions::gate_up_silu`] is set ([`DeviceLinear::Bf16GateUp`]).
     pub fn upload_weights(&self, host: &HostWeights, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
-        host.upload_with(stream, self.options.gate_up_silu.then_some(GATE_UP))
+        let c = &self.cfg;
+        let rope = self.options.rope_in_qkv.then(|| bf16_gemv::rope_row_order(c.heads, c.kv_heads, c.head_dim, true));
+        host.upload_with(stream, self.options.gate_up_silu.then_some(GATE_UP), rope.as_deref())
     }
 
     /// The ops one step launches, in order: [`Op::ALL`], without [`Op::SiluAndMul`] when
@@ -536,12 +595,12 @@ impl Layer {
     /// [`LayerOptions::gate_up_silu`] into [`Op::GateUpProj`], and without [`Op::AddNorm1`] and
     /// [`Op::AddNorm2`] when [`LayerOptions::fold_norms`] folds them into the projections, and
     /// without [`Op::RopeKvAppend`] when [`LayerOptions::fuse_rope_attention`] runs it inside
-    /// [`Op::Attention`].
+    /// [`Op::Attention`] or [`LayerOptions::rope_in_qkv`] in [`Op::QkvProj`].
     pub fn ops(&self) -> Vec<Op> {
         let all: &[Op] = if self.act.is_some() { &Op::ALL } else { &FUSED_SILU_OPS };
         all.iter()
             .copied()
-            .filter(|&op| !(self.norm_folded(op) || (op == Op::RopeKvAppend && self.rope_attn.is_some())))
+            .filter(|&op| !(self.norm_folded(op) || (op == Op::RopeKvAppend && self.rope_append.is_none())))
             .collect()
     }
 
@@ -660,9 +719,13 @@ impl Layer {
                     residual_out: TensorMut::from_slice(mid, &[b, hd])?,
                     norm_w: TensorRef::from_slice(&w.ln1, &[hd])?,
                 };
-                self.linear(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), stream)
+                let rope = self.qkv_rope_args(&mut st.k_cache, &mut st.v_cache, &st.page_table, &st.seq_lens, &st.positions, &mut st.error, b)?;
+                self.linear(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), rope, stream)
             }
-            Op::QkvProj => self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], None, stream),
+            Op::QkvProj => {
+                let rope = self.qkv_rope_args(&mut st.k_cache, &mut st.v_cache, &st.page_table, &st.seq_lens, &st.positions, &mut st.error, b)?;
+                self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], None, rope, stream)
+            }
             Op::GateUpProj if self.options.fold_norms == FoldNorms::Both => {
                 // Norm 2 on the x load: residual_mid -> residual.
                 let mid = st.residual_mid.as_ref().ok_or_else(|| missing("residual_mid"))?;
@@ -672,26 +735,26 @@ impl Layer {
                     norm_w: TensorRef::from_slice(&w.ln2, &[hd])?,
                 };
                 let y = if self.options.gate_up_silu { &mut st.act } else { &mut st.gate_up };
-                self.linear(GATE_UP, w, &st.proj, y, b, &mut st.scratch[GATE_UP], Some(an), stream)
+                self.linear(GATE_UP, w, &st.proj, y, b, &mut st.scratch[GATE_UP], Some(an), None, stream)
             }
-            Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], None, stream),
+            Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], None, None, stream),
             Op::GateUpProj if self.options.gate_up_silu => {
-                self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], None, stream)
+                self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], None, None, stream)
             }
             Op::GateUpProj => {
-                self.linear(GATE_UP, w, &st.h, &mut st.gate_up, b, &mut st.scratch[GATE_UP], None, stream)
+                self.linear(GATE_UP, w, &st.h, &mut st.gate_up, b, &mut st.scratch[GATE_UP], None, None, stream)
             }
             Op::DownProj if self.options.fuse_silu => {
-                self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], None, stream)
+                self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], None, None, stream)
             }
-            Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], None, stream),
+            Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], None, None, stream),
             Op::RopeKvAppend => {
                 let Some(rope_append) = &self.rope_append else {
                     return Err(Error::InvalidQuery {
                         op: "b12x-layers",
                         field: "op",
-                        reason: "rope_kv_append runs inside the attention in this layer \
-                                 (LayerOptions::fuse_rope_attention)"
+                        reason: "rope_kv_append runs inside the attention or the QKV projection in this \
+                                 layer (LayerOptions::fuse_rope_attention, rope_in_qkv)"
                             .into(),
                     });
                 };
@@ -807,7 +870,36 @@ impl Layer {
         Ok(())
     }
 
-    /// Linear `i` from `x` into `y`; `add_norm`: the tensors of a folded add+RMSNorm.
+    /// [`LayerOptions::rope_in_qkv`]: the QKV epilogue's tensors (`None` without it).
+    #[allow(clippy::too_many_arguments)]
+    fn qkv_rope_args<'a>(
+        &self,
+        k_cache: &'a mut CudaSlice<bf16>,
+        v_cache: &'a mut CudaSlice<bf16>,
+        page_table: &'a CudaSlice<i32>,
+        seq_lens: &'a CudaSlice<i32>,
+        positions: &'a CudaSlice<i32>,
+        error: &'a mut b12x_attention::paging::ErrorWord,
+        b: usize,
+    ) -> Result<Option<bf16_gemv::RopeArgs<'a>>> {
+        if !self.options.rope_in_qkv {
+            return Ok(None);
+        }
+        let c = &self.cfg;
+        let cache_shape = [self.cap.num_pages, c.page_size, c.kv_heads, c.head_dim];
+        Ok(Some(bf16_gemv::RopeArgs {
+            positions: TensorRef::from_slice(positions, &[b])?,
+            seq_lens: TensorRef::from_slice(seq_lens, &[b])?,
+            page_table: TensorRef::from_slice(page_table, &[b, self.cap.max_pages])?,
+            cos_sin: None,
+            k_cache: TensorMut::from_slice(k_cache, &cache_shape)?,
+            v_cache: TensorMut::from_slice(v_cache, &cache_shape)?,
+            error: error.view()?,
+        }))
+    }
+
+    /// Linear `i` from `x` into `y`; `add_norm`: the tensors of a folded add+RMSNorm; `rope`:
+    /// the QKV epilogue's ([`LayerOptions::rope_in_qkv`]).
     #[allow(clippy::too_many_arguments)]
     fn linear(
         &self,
@@ -818,6 +910,7 @@ impl Layer {
         b: usize,
         scratch: &mut Option<CudaSlice<u8>>,
         add_norm: Option<bf16_gemv::AddNorm<'_>>,
+        rope: Option<bf16_gemv::RopeArgs<'_>>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let (n, k) = self.cfg.linear_shapes()[i];
@@ -829,15 +922,21 @@ impl Layer {
         let (xv, yv) = (TensorRef::from_slice(x, &[b, x_cols])?, TensorMut::from_slice(y, &[b, y_cols])?);
         // The SwiGLU-epilogue plan reads the interleaved layout, every other BF16 plan the plain one.
         let epilogue = i == GATE_UP && self.options.gate_up_silu;
+        let rope_rows = i == 0 && self.options.rope_in_qkv;
         match (&self.linears[i], &w.linears[i]) {
-            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) if !epilogue => {
+            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) if !epilogue && !rope_rows => {
                 let args =
-                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm };
+                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm, rope };
+                bf16_gemv::run(p, args, scratch, stream)
+            }
+            (LinearPlan::Bf16(p), DeviceLinear::Bf16Rope(wt)) if rope_rows => {
+                let args =
+                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm, rope };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt)) if epilogue => {
                 let args =
-                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm };
+                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm, rope: None };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Packed(p), DeviceLinear::Packed(wt)) => {

@@ -71,18 +71,31 @@ impl HostWeights {
 
     /// Uploads (BF16) or packs (`pack_weight`, layout v3) every weight.
     pub fn upload(&self, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
-        self.upload_with(stream, None)
+        self.upload_with(stream, None, None)
     }
 
     /// [`HostWeights::upload`], with the BF16 linear `gate_up` (an index into
     /// [`LINEARS`](super::LINEARS)) uploaded with its rows interleaved for the SwiGLU epilogue
     /// (`bf16_gemv::interleave_gate_up`, [`DeviceLinear::Bf16GateUp`]).
-    pub(super) fn upload_with(&self, stream: &Arc<CudaStream>, gate_up: Option<usize>) -> Result<DeviceWeights> {
+    /// `rope_rows` (`LayerOptions::rope_in_qkv`): the QKV weight (linear 0) uploaded with its rows
+    /// in that order (`bf16_gemv::rope_row_order`, [`DeviceLinear::Bf16Rope`]).
+    pub(super) fn upload_with(
+        &self,
+        stream: &Arc<CudaStream>,
+        gate_up: Option<usize>,
+        rope_rows: Option<&[usize]>,
+    ) -> Result<DeviceWeights> {
         let bf = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
         let up = |v: &[f32]| -> Result<CudaSlice<bf16>> { Ok(stream.clone_htod(&bf(v))?) };
         let mut linears = Vec::new();
         for (i, l) in self.linears.iter().enumerate() {
             linears.push(match &l.quantized {
+                None if i == 0 && rope_rows.is_some() => {
+                    let order = rope_rows.unwrap_or_default();
+                    let k = l.k;
+                    let rows: Vec<f32> = order.iter().flat_map(|&r| l.values[r * k..(r + 1) * k].iter().copied()).collect();
+                    DeviceLinear::Bf16Rope(up(&rows)?)
+                }
                 None if gate_up == Some(i) => DeviceLinear::Bf16GateUp(
                     stream.clone_htod(&b12x_gemm::bf16_gemv::interleave_gate_up(&bf(&l.values), l.k))?,
                 ),
@@ -100,6 +113,9 @@ pub enum DeviceLinear {
     /// BF16 gate/up weight with its rows interleaved for the SwiGLU epilogue
     /// (`bf16_gemv::interleave_gate_up`; `Layer::upload_weights` with `gate_up_silu`).
     Bf16GateUp(CudaSlice<bf16>),
+    /// BF16 QKV weight with its rows in the rope epilogue's pair order
+    /// (`bf16_gemv::rope_row_order`; `Layer::upload_weights` with `rope_in_qkv`).
+    Bf16Rope(CudaSlice<bf16>),
     Packed(Box<PackedWeight>),
 }
 
