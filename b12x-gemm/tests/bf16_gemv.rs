@@ -7,7 +7,8 @@ use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, silu_mul_x, ulp};
 use b12x_gemm::bf16_gemv::{
-    all_symbols, enumerate, Args, Config, Geometry, Query, TmaMode, TmaWork, Variant, XAct, XLoad, YAct, TMA_MAX_STAGES,
+    all_symbols, enumerate, rope_row_order, Args, Config, Geometry, Query, RopeAppend, RopeArgs, TmaMode, TmaWork, Variant,
+    XAct, XLoad, YAct, ROPE_MAX_PAIRS, TMA_MAX_STAGES,
 };
 use rstest::rstest;
 
@@ -44,6 +45,7 @@ fn geometry(n: usize, k: usize, rows_hi: usize, x_f32: bool, aligned: bool) -> G
         aligned,
         x: XLoad::Plain,
         y_silu: false,
+        y_rope: false,
         rows_hi,
         sm_count: H200_SMS,
         smem_optin: H200_SMEM,
@@ -364,7 +366,7 @@ fn every_bucket_has_configs_that_fit(#[case] n: usize, #[case] k: usize, #[value
 #[test]
 fn config_ids_are_stable() {
     let c = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, rope: false },
         warps_r: 1,
         warps_k: 2,
         ksplit: 8,
@@ -591,7 +593,7 @@ fn silu_candidates_are_the_fused_ring_and_direct_variants(
 #[test]
 fn silu_variants_are_named_and_sized() {
     let ring = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::SiluMul },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::SiluMul, rope: false },
         warps_r: 1,
         warps_k: 2,
         ksplit: 1,
@@ -602,7 +604,7 @@ fn silu_variants_are_named_and_sized() {
     // A ring stage holds the W tile (16 rows × 4U chunks of 16 B) and the gate and up pieces
     // (2 × U × 32 lanes × 16 B): 2 warps × 4 stages × (4096 + 4096) bytes.
     assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 4096));
-    let plain = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain }, ..ring };
+    let plain = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, rope: false }, ..ring };
     assert_eq!(plain.dynamic_smem(), 2 * 4 * (4096 + 2048));
     let direct = Config {
         variant: Variant::MmaDirect { nt: 1, rt: 2, u: 4, x: XLoad::SiluMul },
@@ -673,7 +675,7 @@ fn addnorm_candidates_are_the_fused_ring_and_direct_variants(
     }
     // A ring stage holds the W tile and three piece sets (x, residual, norm weight).
     let ring = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::AddNorm },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::AddNorm, rope: false },
         warps_r: 1,
         warps_k: 2,
         ksplit: 1,
@@ -683,7 +685,7 @@ fn addnorm_candidates_are_the_fused_ring_and_direct_variants(
     assert_eq!(ring.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_addnorm_bf16out");
     assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 3 * 2048));
     let all = all_symbols();
-    assert_eq!(all.iter().filter(|s| s.contains("_addnorm_")).count(), 6);
+    assert_eq!(all.iter().filter(|s| s.contains("_addnorm_") && !s.contains("_rope")).count(), 6);
 }
 
 /// The params of a fused query for x `[2, x_cols]` with row stride `x_stride` at `x_ptr`.
@@ -774,4 +776,164 @@ fn interleave_gate_up_groups_rows() {
     let rows: Vec<u32> = out.chunks(k).map(|r| r[0]).collect();
     let want: Vec<u32> = [0..8, 16..24, 8..16, 24..32].into_iter().flatten().collect();
     assert_eq!(rows, want);
+}
+
+// ---- the rope + KV-append epilogue (YAct::RopeAppend) ----------------------------------------
+
+/// Qwen3-8B's QKV epilogue (H 32, Hkv 8, D 128, P 16, 4 pages per request, computed cos / sin).
+fn rope_epi() -> RopeAppend {
+    let mut inv_freq = [0.0f32; ROPE_MAX_PAIRS];
+    for (j, f) in inv_freq.iter_mut().take(64).enumerate() {
+        *f = 1.0e6f32.powf(-((2 * j) as f32) / 128.0);
+    }
+    RopeAppend {
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        page_size: 16,
+        num_pages: 20,
+        max_pages: 4,
+        max_position: 64,
+        neox: true,
+        scale: 1.0,
+        inv_freq: Some(inv_freq),
+    }
+}
+
+fn rope_query(epi: RopeAppend) -> Query {
+    Query { max_rows: 8, y_act: YAct::RopeAppend(epi), ..query(6144, 4096) }
+}
+
+#[test]
+fn rope_row_order_pairs_each_rotary_pair_in_one_16_row_group() {
+    for neox in [true, false] {
+        let (h, hkv, d) = (3, 1, 64);
+        let order = rope_row_order(h, hkv, d, neox);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..(h + 2 * hkv) * d).collect::<Vec<_>>(), "a permutation");
+        for (i, &r) in order.iter().enumerate() {
+            let (head, in_head) = (i / d, i % d);
+            assert_eq!(r / d, head, "rows stay in their head");
+            let f = (in_head / 16) * 8 + in_head % 8;
+            let want = match (neox, in_head % 16 >= 8) {
+                (true, false) => f,
+                (true, true) => f + d / 2,
+                (false, false) => 2 * f,
+                (false, true) => 2 * f + 1,
+            };
+            assert_eq!(r % d, want, "row {i} (neox {neox})");
+        }
+    }
+}
+
+#[rstest]
+fn rope_candidates_are_the_unsplit_rope_ring_variants(#[values(XLoad::Plain, XLoad::AddNorm)] x: XLoad) {
+    let all = all_symbols();
+    for rows_hi in [1, 2, 4, 8] {
+        let g = Geometry { x, y_rope: true, ..geometry(6144, 4096, rows_hi, false, true) };
+        let cs = enumerate(&g);
+        assert!(!cs.is_empty(), "rows_hi {rows_hi}");
+        for c in &cs {
+            assert!(matches!(c.variant, Variant::Mma { rope: true, nt: 1, .. }), "{}", c.id());
+            assert_eq!((c.ksplit, c.variant.x_load()), (1, x), "{}", c.id());
+            assert!(c.id().contains("_rope_") && c.tma.is_none(), "{}", c.id());
+            assert!(all.contains(&c.variant.symbol(DType::BF16)), "{}", c.variant.symbol(DType::BF16));
+        }
+    }
+    assert_eq!(all.iter().filter(|s| s.ends_with("_rope_bf16out")).count(), 6);
+    let c = Config {
+        variant: Variant::Mma { nt: 1, rt: 1, u: 8, stages: 3, x: XLoad::AddNorm, rope: true },
+        warps_r: 1,
+        warps_k: 2,
+        ksplit: 1,
+        tma: None,
+    };
+    assert_eq!(c.id(), "mma_nt1_rt1_u8_s3_addnorm_rope_wr1_wk2_ks1");
+    assert_eq!(c.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u8_s3_addnorm_rope_bf16out");
+}
+
+#[test]
+fn rope_queries_are_validated() {
+    assert!(rope_query(rope_epi()).validate().is_ok());
+    let bad = |q: Query| match q.validate() {
+        Err(Error::InvalidQuery { field: "y_act", .. }) => {}
+        other => panic!("{q:?}: expected InvalidQuery(y_act), got {other:?}"),
+    };
+    bad(Query { n: 6160, ..rope_query(rope_epi()) });
+    bad(Query { max_rows: 16, ..rope_query(rope_epi()) });
+    bad(Query { out_dtype: DType::F32, ..rope_query(rope_epi()) });
+    bad(Query { aligned: false, ..rope_query(rope_epi()) });
+    bad(Query { x_act: XAct::SiluMul { limit: None }, ..rope_query(rope_epi()) });
+    bad(rope_query(RopeAppend { head_dim: 120, heads: 32 * 128 / 120, ..rope_epi() }));
+    bad(rope_query(RopeAppend { scale: 0.0, ..rope_epi() }));
+    bad(rope_query(RopeAppend { page_size: 0, ..rope_epi() }));
+    let mut nan = rope_epi();
+    if let Some(f) = nan.inv_freq.as_mut() {
+        f[3] = f32::NAN;
+    }
+    bad(rope_query(nan));
+    // Combines with the fused add+RMSNorm x load.
+    assert!(Query { x_act: XAct::AddRmsNorm { eps: 1e-6 }, ..rope_query(rope_epi()) }.validate().is_ok());
+    // Different epilogues, different keys.
+    assert_ne!(rope_query(rope_epi()).key(), query(6144, 4096).key());
+}
+
+const POS: u64 = BASE + (3 << 30);
+const KC: u64 = BASE + (4 << 30);
+const VC: u64 = BASE + (5 << 30);
+const ERR: u64 = BASE + (6 << 30);
+
+fn rope_args(m: usize, k_cache: u64, error: u64) -> Args<'static> {
+    let e = rope_epi();
+    let cache = [e.num_pages, e.page_size, e.kv_heads, e.head_dim];
+    let cache_strides = [(16 * 8 * 128) as isize, (8 * 128) as isize, 128, 1];
+    // SAFETY: never dereferenced: the checks only inspect the views.
+    let raw = |ptr, shape: &[usize], strides: &[isize], dtype| unsafe { TensorRef::from_raw(ptr, shape, strides, dtype) }.unwrap();
+    let raw_mut =
+        |ptr, shape: &[usize], strides: &[isize], dtype| unsafe { TensorMut::from_raw(ptr, shape, strides, dtype) }.unwrap();
+    Args {
+        x: view(BASE, &[m, 4096], 4096, DType::BF16),
+        w: view(W, &[6144, 4096], 4096, DType::BF16),
+        bias: None,
+        y: view_mut(Y, &[m, 6144], 6144, DType::BF16),
+        add_norm: None,
+        rope: Some(RopeArgs {
+            positions: raw(POS, &[m], &[1], DType::I32),
+            seq_lens: raw(POS + 4096, &[m], &[1], DType::I32),
+            page_table: raw(POS + 8192, &[m, 4], &[4, 1], DType::I32),
+            cos_sin: None,
+            k_cache: raw_mut(k_cache, &cache, &cache_strides, DType::BF16),
+            v_cache: raw_mut(VC, &cache, &cache_strides, DType::BF16),
+            error: raw_mut(error, &[1], &[1], DType::I32),
+        }),
+    }
+}
+
+#[test]
+fn rope_args_are_checked() {
+    let q = rope_query(rope_epi());
+    let ok = q.kernel_params(&rope_args(3, KC, ERR)).and_then(|_| q.rope_params(&rope_args(3, KC, ERR)));
+    let epi = ok.unwrap().unwrap();
+    assert_eq!((epi.pt_stride, epi.heads, epi.kv_heads, epi.head_dim, epi.neox), (4, 32, 8, 128, 1));
+    assert_eq!((epi.k_cache, epi.v_cache, epi.error, epi.cos_sin), (KC, VC, ERR, 0));
+    // No rope tensors for a rope plan, or rope tensors for a plain plan: typed errors.
+    let mut none = rope_args(3, KC, ERR);
+    none.rope = None;
+    assert!(matches!(q.kernel_params(&none), Err(Error::Shape { tensor: "rope", .. })));
+    assert!(matches!(query(6144, 4096).kernel_params(&rope_args(1, KC, ERR)), Err(Error::Shape { tensor: "rope", .. })));
+    // The error word inside the k cache, the k cache over y: overlaps.
+    assert!(q.rope_params(&rope_args(3, KC, KC + 64)).is_err());
+    assert!(q.rope_params(&rope_args(3, Y, ERR)).is_err());
+    // A table for a computed-mode plan.
+    let mut table = rope_args(3, KC, ERR);
+    if let Some(r) = table.rope.as_mut() {
+        // SAFETY: never dereferenced.
+        r.cos_sin = Some(unsafe { TensorRef::from_raw(BASE + (7 << 30), &[64, 128], &[128, 1], DType::F32) }.unwrap());
+    }
+    assert!(matches!(q.rope_params(&table), Err(Error::Shape { tensor: "cos_sin", .. })));
+    // Table mode: the table is required and must be [max_position, D] f32.
+    let tq = rope_query(RopeAppend { inv_freq: None, ..rope_epi() });
+    assert!(matches!(tq.rope_params(&rope_args(3, KC, ERR)), Err(Error::Shape { tensor: "cos_sin", .. })));
+    assert!(tq.rope_params(&table).unwrap().is_some_and(|e| e.cos_sin == BASE + (7 << 30)));
 }

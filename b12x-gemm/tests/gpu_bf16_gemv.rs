@@ -1263,6 +1263,7 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
             w: w.view(n, k, k, DType::BF16),
             bias: bias_view(),
             y: y.view_mut(m, n_out, ly, DType::BF16),
+            rope: None,
             add_norm: Some(bf16_gemv::AddNorm {
                 residual: r.view(m, k, lx, DType::BF16),
                 residual_out: r_out.view_mut(m, k, lx, DType::BF16),
@@ -1296,6 +1297,7 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
                 w: w.view(n, k, k, DType::BF16),
                 bias: bias_view(),
                 y: y_twin.view_mut(m, n, n, DType::BF16),
+                rope: None,
                 add_norm: Some(bf16_gemv::AddNorm {
                     residual: r.view(m, k, lx, DType::BF16),
                     residual_out: r_out.view_mut(m, k, lx, DType::BF16),
@@ -1375,6 +1377,7 @@ fn addnorm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
             w: w.view(n, k, k, DType::BF16),
             bias: None,
             y: y.view_mut(m, n, n, DType::BF16),
+            rope: None,
             add_norm,
         };
         bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream)
