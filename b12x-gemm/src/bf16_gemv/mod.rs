@@ -63,6 +63,21 @@
 //!   `activation.silu_and_mul` on its de-interleaved output. bf16 x and y, N % 16 == 0, any M;
 //!   every config but the `tma` cluster ones (their ranks finish fragments apart). A runtime
 //!   flag (`FLAG_Y_SILU`), no extra entry points.
+//! - Rope + KV-append epilogue ([`Query::y_act`] = [`YAct::RopeAppend`], [`Args::rope`]): a
+//!   decode step's fused QKV projection (W's rows in [`rope_row_order`]: each rotary pair's two
+//!   dims are fragment rows g and g + 8 of one 16-row group) whose finishing thread rounds the
+//!   pair's sums to bf16, rotates q and k heads with `attention.rope`'s operations
+//!   (`b12x/rope_math.cuh`, shared with the attention kernels), stores y in the plain column
+//!   order (q rotated, k and v as projected) and the rotated k and the v into the paged cache slot
+//!   of `seq_lens[m] − 1`, with `attention.kv_append`'s checks and fault bits. **Bit for bit**
+//!   the plain GEMV (same config without `_rope`, W in plain order) followed by
+//!   `attention.rope_kv_append`. Configs: the `mma` ring NT = 1 rows as `…_rope` and
+//!   `…_addnorm_rope` (6 entry points, BF16 out), unsplit. Validated on an H100 (SM90;
+//!   `b12x-attention/tests/gpu_qkv_rope.rs`: every candidate pinned, NeoX / GPT-J, computed /
+//!   table, with the add+RMSNorm x load, faults; memcheck and racecheck clean;
+//!   `bench-results/2026-12-06-h200-b/`), not on the H200. In the Qwen3-8B decoder step at B = 1
+//!   (b12x-layers' `rope_in_qkv`) it takes `rope_kv_append`'s launch out: 2.1–3.2 µs off the
+//!   step on the H100.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so
@@ -181,7 +196,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional SwiGLU epilogue (interleaved gate/up rows, y = silu(g)·u) or fused SwiGLU on x (M ≤ 8; validated, slower than silu_and_mul + GEMV at the Qwen3-8B down projection)",
+        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional SwiGLU epilogue (interleaved gate/up rows, y = silu(g)·u), rope + paged KV-append epilogue for a decode QKV projection (M ≤ 8), fused add+RMSNorm or SwiGLU on x (M ≤ 8)",
     }
 }
 

@@ -220,7 +220,13 @@ pub struct LayerOptions {
     /// configs, so it may pick another: then the last bits of y may differ). BF16 weights,
     /// `max_batch ≤ 8`, not with `fuse_rope_attention` or `warm_kv` (both act on the removed
     /// op); otherwise [`Layer::with_options`] returns `Error::InvalidQuery`. Combines with
-    /// `FoldNorms::First` (the `_addnorm_rope` configs). Off by default.
+    /// `FoldNorms::First` (the `_addnorm_rope` configs). Validated on an H100 (the layer's
+    /// trials at B = 1 and 8, with and without `First`; the epilogue's own suite bitwise against
+    /// the GEMV + `rope_kv_append`, memcheck / racecheck clean; `bench-results/2026-12-06-h200-b/`)
+    /// and the fastest B = 1 × 4k step there (PDL + gate/up epilogue): 148.4–149.6 µs against
+    /// 150.0–151.6 without it (`step_x4` 145.1–147.9 against 148.1–148.6); with `First` too it
+    /// is not faster (the fused QKV configs cost what the launch saves). Not measured on the
+    /// H200, hence off by default.
     pub rope_in_qkv: bool,
 }
 
