@@ -53,7 +53,10 @@ fn bf16s(rng: &mut ChaCha8Rng, n: usize, scale: f32) -> Vec<bf16> {
     (0..n).map(|_| bf16::from_f32(rng.random_range(-1.0f32..1.0) * scale)).collect()
 }
 
-fn upload<T: b12x_core::cudarc::driver::DeviceRepr + Clone>(s: &Arc<CudaStream>, v: &[T]) -> Result<CudaSlice<T>, String> {
+fn upload<T: b12x_core::cudarc::driver::DeviceRepr + Clone>(
+    s: &Arc<CudaStream>,
+    v: &[T],
+) -> Result<CudaSlice<T>, String> {
     s.clone_htod(v).map_err(err)
 }
 
@@ -63,7 +66,13 @@ fn bits(s: &Arc<CudaStream>, v: &CudaSlice<bf16>) -> Result<Vec<u16>, String> {
 
 fn same(what: &str, a: &[u16], b: &[u16]) -> TrialResult {
     if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
-        return Err(format!("{what}: first difference at {i}: {:?} vs {:?} (len {} / {})", a.get(i), b.get(i), a.len(), b.len()));
+        return Err(format!(
+            "{what}: first difference at {i}: {:?} vs {:?} (len {} / {})",
+            a.get(i),
+            b.get(i),
+            a.len(),
+            b.len()
+        ));
     }
     Ok(())
 }
@@ -162,8 +171,8 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
         max_pages: MAX_PAGES,
         num_pages,
     };
-    let pair = rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q.clone(), append: append_q }, dev)
-        .map_err(err)?;
+    let pair =
+        rope_kv_append::plan(&rope_kv_append::Query { rope: rope_q.clone(), append: append_q }, dev).map_err(err)?;
     let rope_plan = rope::plan(&rope_q, dev).map_err(err)?;
     let table = upload(s, &rope_plan.cos_sin_table())?;
 
@@ -213,8 +222,10 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
             bf16_gemv::run(&plain, args, Scratch::from_slice(&mut scratch), s).map_err(err)?;
         }
         {
-            let mut parts =
-                TensorMut::from_slice(&mut y_ref, &[m, n]).map_err(err)?.split_last(&[h * d, hkv * d, hkv * d]).map_err(err)?;
+            let mut parts = TensorMut::from_slice(&mut y_ref, &[m, n])
+                .map_err(err)?
+                .split_last(&[h * d, hkv * d, hkv * d])
+                .map_err(err)?;
             let v = parts.pop().ok_or("v")?.unflatten_last(&[hkv, d]).map_err(err)?;
             let k = parts.pop().ok_or("k")?.unflatten_last(&[hkv, d]).map_err(err)?;
             let qv = parts.pop().ok_or("q")?.unflatten_last(&[h, d]).map_err(err)?;
@@ -230,7 +241,11 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
                 seq_lens: TensorRef::from_slice(&lens, &[m]).map_err(err)?,
                 cu_seqlens_q: TensorRef::from_slice(&cu, &[m + 1]).map_err(err)?,
                 positions: TensorRef::from_slice(&pos, &[m]).map_err(err)?,
-                cos_sin: if c.table { Some(TensorRef::from_slice(&table, &[max_position, d]).map_err(err)?) } else { None },
+                cos_sin: if c.table {
+                    Some(TensorRef::from_slice(&table, &[max_position, d]).map_err(err)?)
+                } else {
+                    None
+                },
                 error: err_ref.view().map_err(err)?,
             };
             rope_kv_append::run(&pair, args, Scratch::none(), s).map_err(err)?;
@@ -295,7 +310,9 @@ fn main() {
     let mut trials = Vec::new();
     let base = Case { h: 8, hkv: 2, d: 128, m: 1, neox: true, table: false, norm: false, faults: false };
     for m in [1, 3, 8] {
-        for (neox, table, norm) in [(true, false, false), (true, true, false), (false, false, false), (true, false, true)] {
+        for (neox, table, norm) in
+            [(true, false, false), (true, true, false), (false, false, false), (true, false, true)]
+        {
             let c = Case { m, neox, table, norm, ..base };
             let name = format!(
                 "qkv_rope::{}_{}{}::m{m}",

@@ -186,7 +186,14 @@ fn bench_shape(
                         TensorMut::from_raw(yp, &[m, n], &[n as isize, 1], out_dtype)?,
                     )
                 };
-                let args = Args { x: xv, w: TensorRef::from_slice(w, &[n, k])?, bias: None, y: yv, add_norm: None, rope: None };
+                let args = Args {
+                    x: xv,
+                    w: TensorRef::from_slice(w, &[n, k])?,
+                    bias: None,
+                    y: yv,
+                    add_norm: None,
+                    rope: None,
+                };
                 // SAFETY: the plan's scratch buffer, used by nothing else (calls on one stream use
                 // it in order).
                 let scratch = unsafe { Scratch::from_raw(sp, scratch_bytes) };

@@ -7,8 +7,8 @@ use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, silu_mul_x, ulp};
 use b12x_gemm::bf16_gemv::{
-    all_symbols, enumerate, rope_row_order, Args, Config, Geometry, Query, RopeAppend, RopeArgs, TmaMode, TmaWork, Variant,
-    XAct, XLoad, YAct, ROPE_MAX_PAIRS, TMA_MAX_STAGES,
+    all_symbols, enumerate, rope_row_order, Args, Config, Geometry, Query, RopeAppend, RopeArgs, TmaMode, TmaWork,
+    Variant, XAct, XLoad, YAct, ROPE_MAX_PAIRS, TMA_MAX_STAGES,
 };
 use rstest::rstest;
 
@@ -604,7 +604,8 @@ fn silu_variants_are_named_and_sized() {
     // A ring stage holds the W tile (16 rows × 4U chunks of 16 B) and the gate and up pieces
     // (2 × U × 32 lanes × 16 B): 2 warps × 4 stages × (4096 + 4096) bytes.
     assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 4096));
-    let plain = Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, rope: false }, ..ring };
+    let plain =
+        Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, rope: false }, ..ring };
     assert_eq!(plain.dynamic_smem(), 2 * 4 * (4096 + 2048));
     let direct = Config {
         variant: Variant::MmaDirect { nt: 1, rt: 2, u: 4, x: XLoad::SiluMul },
@@ -889,9 +890,12 @@ fn rope_args(m: usize, k_cache: u64, error: u64) -> Args<'static> {
     let cache = [e.num_pages, e.page_size, e.kv_heads, e.head_dim];
     let cache_strides = [(16 * 8 * 128) as isize, (8 * 128) as isize, 128, 1];
     // SAFETY: never dereferenced: the checks only inspect the views.
-    let raw = |ptr, shape: &[usize], strides: &[isize], dtype| unsafe { TensorRef::from_raw(ptr, shape, strides, dtype) }.unwrap();
-    let raw_mut =
-        |ptr, shape: &[usize], strides: &[isize], dtype| unsafe { TensorMut::from_raw(ptr, shape, strides, dtype) }.unwrap();
+    let raw = |ptr, shape: &[usize], strides: &[isize], dtype| {
+        unsafe { TensorRef::from_raw(ptr, shape, strides, dtype) }.unwrap()
+    };
+    let raw_mut = |ptr, shape: &[usize], strides: &[isize], dtype| {
+        unsafe { TensorMut::from_raw(ptr, shape, strides, dtype) }.unwrap()
+    };
     Args {
         x: view(BASE, &[m, 4096], 4096, DType::BF16),
         w: view(W, &[6144, 4096], 4096, DType::BF16),
@@ -921,7 +925,10 @@ fn rope_args_are_checked() {
     let mut none = rope_args(3, KC, ERR);
     none.rope = None;
     assert!(matches!(q.kernel_params(&none), Err(Error::Shape { tensor: "rope", .. })));
-    assert!(matches!(query(6144, 4096).kernel_params(&rope_args(1, KC, ERR)), Err(Error::Shape { tensor: "rope", .. })));
+    assert!(matches!(
+        query(6144, 4096).kernel_params(&rope_args(1, KC, ERR)),
+        Err(Error::Shape { tensor: "rope", .. })
+    ));
     // The error word inside the k cache, the k cache over y: overlaps.
     assert!(q.rope_params(&rope_args(3, KC, KC + 64)).is_err());
     assert!(q.rope_params(&rope_args(3, Y, ERR)).is_err());

@@ -246,7 +246,13 @@ fn rope_qkv_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String
     for (format, b, options) in bad {
         match Layer::with_options(&cfg, format, cap(b), options, dev) {
             Err(Error::InvalidQuery { field: "rope_in_qkv", .. }) => {}
-            other => return Err(format!("{} B={b}: expected InvalidQuery(rope_in_qkv), got {:?}", format.name(), other.err())),
+            other => {
+                return Err(format!(
+                    "{} B={b}: expected InvalidQuery(rope_in_qkv), got {:?}",
+                    format.name(),
+                    other.err()
+                ))
+            }
         }
     }
     let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), rq, dev).map_err(|e| e.to_string())?;

@@ -212,8 +212,7 @@ impl OpPlan for Plan {
             n: q.n as i32,
             k: q.k as i32,
             m: m as i32,
-            flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 }
-                | if silu { FLAG_Y_SILU } else { 0 },
+            flags: if q.bias == Some(DType::F32) { FLAG_BIAS_F32 } else { 0 } | if silu { FLAG_Y_SILU } else { 0 },
             // The SwiGLU epilogue stores [M, N/2] (row stride N/2 fits in the [M, N] region).
             ldy: if silu { (q.n / 2) as i64 } else { q.n as i64 },
             y_limit: q.y_act.kernel_limit(),

@@ -272,6 +272,9 @@ impl XAct {
 }
 
 /// An activation applied to y as the kernel stores it ([`Query::y_act`]).
+// `RopeAppend` carries rope's inverse frequencies by value (≈ 0.6 KB) so that a query stays
+// `Copy` and comparable; queries are plan-time values, never stored in bulk.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, Default)]
 pub enum YAct {
     /// y is the GEMV's output as it is, `[M, N]`.
@@ -552,7 +555,10 @@ impl Query {
             }
             let most = 8 * SILU_NT as usize;
             if self.max_rows > most {
-                return act(format!("serves at most {most} rows: max_rows must be in 1..={most}, got {}", self.max_rows));
+                return act(format!(
+                    "serves at most {most} rows: max_rows must be in 1..={most}, got {}",
+                    self.max_rows
+                ));
             }
             if let XAct::SiluMul { .. } = self.x_act {
                 return act("cannot be combined with x_act SiluMul".into());

@@ -27,6 +27,8 @@ pub struct Capacity {
     pub num_pages: usize,
 }
 
+// Four per layer, made once: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
 enum LinearPlan {
     Bf16(bf16_gemv::Plan),
     Packed(bsgemv::Plan),
@@ -725,11 +727,27 @@ impl Layer {
                     residual_out: TensorMut::from_slice(mid, &[b, hd])?,
                     norm_w: TensorRef::from_slice(&w.ln1, &[hd])?,
                 };
-                let rope = self.qkv_rope_args(&mut st.k_cache, &mut st.v_cache, &st.page_table, &st.seq_lens, &st.positions, &mut st.error, b)?;
+                let rope = self.qkv_rope_args(
+                    &mut st.k_cache,
+                    &mut st.v_cache,
+                    &st.page_table,
+                    &st.seq_lens,
+                    &st.positions,
+                    &mut st.error,
+                    b,
+                )?;
                 self.linear(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), rope, stream)
             }
             Op::QkvProj => {
-                let rope = self.qkv_rope_args(&mut st.k_cache, &mut st.v_cache, &st.page_table, &st.seq_lens, &st.positions, &mut st.error, b)?;
+                let rope = self.qkv_rope_args(
+                    &mut st.k_cache,
+                    &mut st.v_cache,
+                    &st.page_table,
+                    &st.seq_lens,
+                    &st.positions,
+                    &mut st.error,
+                    b,
+                )?;
                 self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], None, rope, stream)
             }
             Op::GateUpProj if self.options.fold_norms == FoldNorms::Both => {
@@ -931,18 +949,36 @@ impl Layer {
         let rope_rows = i == 0 && self.options.rope_in_qkv;
         match (&self.linears[i], &w.linears[i]) {
             (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) if !epilogue && !rope_rows => {
-                let args =
-                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm, rope };
+                let args = bf16_gemv::Args {
+                    x: xv,
+                    w: TensorRef::from_slice(wt, &[n, k])?,
+                    bias: None,
+                    y: yv,
+                    add_norm,
+                    rope,
+                };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Bf16(p), DeviceLinear::Bf16Rope(wt)) if rope_rows => {
-                let args =
-                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm, rope };
+                let args = bf16_gemv::Args {
+                    x: xv,
+                    w: TensorRef::from_slice(wt, &[n, k])?,
+                    bias: None,
+                    y: yv,
+                    add_norm,
+                    rope,
+                };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt)) if epilogue => {
-                let args =
-                    bf16_gemv::Args { x: xv, w: TensorRef::from_slice(wt, &[n, k])?, bias: None, y: yv, add_norm, rope: None };
+                let args = bf16_gemv::Args {
+                    x: xv,
+                    w: TensorRef::from_slice(wt, &[n, k])?,
+                    bias: None,
+                    y: yv,
+                    add_norm,
+                    rope: None,
+                };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Packed(p), DeviceLinear::Packed(wt)) => {

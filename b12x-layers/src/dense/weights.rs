@@ -93,7 +93,8 @@ impl HostWeights {
                 None if i == 0 && rope_rows.is_some() => {
                     let order = rope_rows.unwrap_or_default();
                     let k = l.k;
-                    let rows: Vec<f32> = order.iter().flat_map(|&r| l.values[r * k..(r + 1) * k].iter().copied()).collect();
+                    let rows: Vec<f32> =
+                        order.iter().flat_map(|&r| l.values[r * k..(r + 1) * k].iter().copied()).collect();
                     DeviceLinear::Bf16Rope(up(&rows)?)
                 }
                 None if gate_up == Some(i) => DeviceLinear::Bf16GateUp(
