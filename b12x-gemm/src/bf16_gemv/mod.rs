@@ -76,7 +76,7 @@
 //!   `b12x-attention/tests/gpu_qkv_rope.rs`: every candidate pinned, NeoX / GPT-J, computed /
 //!   table, with the add+RMSNorm x load, faults; memcheck and racecheck clean;
 //!   `bench-results/2026-12-06-h200-b/`), not on the H200. In the Qwen3-8B decoder step at B = 1
-//!   (b12x-layers' `rope_in_qkv`) it takes `rope_kv_append`'s launch out: 2.1–3.2 µs off the
+//!   (b12x-layers' `rope_in_qkv`) it takes `rope_kv_append`'s launch out: 0.5–3.9 µs off the
 //!   step on the H100.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block

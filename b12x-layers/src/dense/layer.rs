@@ -225,8 +225,8 @@ pub struct LayerOptions {
     /// `FoldNorms::First` (the `_addnorm_rope` configs). Validated on an H100 (the layer's
     /// trials at B = 1 and 8, with and without `First`; the epilogue's own suite bitwise against
     /// the GEMV + `rope_kv_append`, memcheck / racecheck clean; `bench-results/2026-12-06-h200-b/`)
-    /// and the fastest B = 1 × 4k step there (PDL + gate/up epilogue): 148.4–149.6 µs against
-    /// 150.0–151.6 without it (`step_x4` 145.1–147.9 against 148.1–148.6); with `First` too it
+    /// and the fastest B = 1 × 4k step there (PDL + gate/up epilogue): 146.3–149.6 µs against
+    /// 149.9–151.6 without it (`step_x4` 144.0–147.9 against 147.7–148.6); with `First` too it
     /// is not faster (the fused QKV configs cost what the launch saves). Not measured on the
     /// H200, hence off by default.
     pub rope_in_qkv: bool,
