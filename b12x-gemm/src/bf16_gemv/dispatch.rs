@@ -3,7 +3,7 @@
 use super::params::{FLAG_BIAS_F32, FLAG_PDL, FLAG_Y_SILU, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
 use super::{
     Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRopeParams, Bf16GemvTmaParams, Config, GemvRopeEpi,
-    Plan, TmaSchedule, Variant, XAct, XLoad, YAct, KERNEL_STATIC_SMEM, OP,
+    Plan, RopeAppend, TmaSchedule, Variant, XAct, XLoad, YAct, KERNEL_STATIC_SMEM, OP,
 };
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
@@ -231,28 +231,15 @@ impl OpPlan for Plan {
             _ => None,
         };
         let rope = match q.y_act {
-            YAct::RopeAppend(r) => Some(GemvRopeEpi {
-                positions: at[8],
-                seq_lens: at[9],
-                page_table: at[10],
-                cos_sin: 0,
-                k_cache: 0,
-                v_cache: 0,
-                error: at[11],
-                pt_stride: 1,
-                heads: r.heads as i32,
-                kv_heads: r.kv_heads as i32,
-                head_dim: r.head_dim as i32,
-                page_size: r.page_size as i32,
-                num_pages: r.num_pages as i32,
-                max_pages: r.max_pages as i32,
-                max_position: r.max_position as i32,
-                neox: i32::from(r.neox),
-                scale: r.scale,
-                reserved: 0,
-                // Computed mode whatever the plan's (the race has no table): the same kernels.
-                inv_freq: r.inv_freq.unwrap_or([1.0e-3; super::ROPE_MAX_PAIRS]),
-            }),
+            // Computed mode whatever the plan's (the race has no table): the same kernels. No
+            // cache is given: every token's zero length is a fault before any slot is formed.
+            YAct::RopeAppend(r) => Some(
+                RopeAppend { inv_freq: Some(r.inv_freq.unwrap_or([1.0e-3; super::ROPE_MAX_PAIRS])), ..r }.epilogue(
+                    [at[8], at[9], at[10], 0],
+                    [0, 0, at[11]],
+                    1,
+                ),
+            ),
             _ => None,
         };
         let w_more = at[12..].to_vec();

@@ -379,6 +379,37 @@ impl PartialEq for RopeAppend {
 }
 impl Eq for RopeAppend {}
 
+impl RopeAppend {
+    /// The kernel's epilogue parameters: `read` = the device pointers of positions, lengths,
+    /// page table and table (0: computed mode), `written` = of the k cache, the v cache and the
+    /// error word; `pt_stride` = elements between page-table rows.
+    pub(crate) fn epilogue(&self, read: [u64; 4], written: [u64; 3], pt_stride: usize) -> GemvRopeEpi {
+        let [positions, seq_lens, page_table, cos_sin] = read;
+        let [k_cache, v_cache, error] = written;
+        GemvRopeEpi {
+            positions,
+            seq_lens,
+            page_table,
+            cos_sin,
+            k_cache,
+            v_cache,
+            error,
+            pt_stride: pt_stride as i64,
+            heads: self.heads as i32,
+            kv_heads: self.kv_heads as i32,
+            head_dim: self.head_dim as i32,
+            page_size: self.page_size as i32,
+            num_pages: self.num_pages as i32,
+            max_pages: self.max_pages as i32,
+            max_position: self.max_position as i32,
+            neox: i32::from(self.neox),
+            scale: self.scale,
+            reserved: 0,
+            inv_freq: self.inv_freq.unwrap_or([0.0; params::ROPE_MAX_PAIRS]),
+        }
+    }
+}
+
 /// Rows of W (and of a bias) in [`YAct::RopeAppend`]'s order: entry `i` is the plain row that
 /// goes to position `i` of the epilogue's W (`w_rope[i] = w[order[i]]`). Each head of the
 /// `heads + 2·kv_heads` heads keeps its rows; inside a head, 16-row group j holds the first dims
@@ -793,27 +824,9 @@ impl Query {
                 require_disjoint(w, o)?;
             }
         }
-        Ok(Some(GemvRopeEpi {
-            positions: a.positions.ptr(),
-            seq_lens: a.seq_lens.ptr(),
-            page_table: a.page_table.ptr(),
-            cos_sin: table.map_or(0, |t| t.ptr()),
-            k_cache: a.k_cache.ptr(),
-            v_cache: a.v_cache.ptr(),
-            error: a.error.ptr(),
-            pt_stride: pt_stride as i64,
-            heads: r.heads as i32,
-            kv_heads: r.kv_heads as i32,
-            head_dim: r.head_dim as i32,
-            page_size: r.page_size as i32,
-            num_pages: r.num_pages as i32,
-            max_pages: r.max_pages as i32,
-            max_position: r.max_position as i32,
-            neox: i32::from(r.neox),
-            scale: r.scale,
-            reserved: 0,
-            inv_freq: r.inv_freq.unwrap_or([0.0; params::ROPE_MAX_PAIRS]),
-        }))
+        let cos_sin = table.map_or(0, |t| t.ptr());
+        let ptrs = [a.positions.ptr(), a.seq_lens.ptr(), a.page_table.ptr(), cos_sin];
+        Ok(Some(r.epilogue(ptrs, [a.k_cache.ptr(), a.v_cache.ptr(), a.error.ptr()], pt_stride)))
     }
 
     /// The add+RMSNorm part of a fused call's parameters (`g` left default: the launch fills

@@ -947,38 +947,20 @@ impl Layer {
         // The SwiGLU-epilogue plan reads the interleaved layout, every other BF16 plan the plain one.
         let epilogue = i == GATE_UP && self.options.gate_up_silu;
         let rope_rows = i == 0 && self.options.rope_in_qkv;
+        // Each BF16 plan reads the weight layout it was planned for.
+        let layout = match &w.linears[i] {
+            DeviceLinear::Bf16(_) => !epilogue && !rope_rows,
+            DeviceLinear::Bf16Rope(_) => rope_rows,
+            DeviceLinear::Bf16GateUp(_) => epilogue,
+            DeviceLinear::Packed(_) => true,
+        };
         match (&self.linears[i], &w.linears[i]) {
-            (LinearPlan::Bf16(p), DeviceLinear::Bf16(wt)) if !epilogue && !rope_rows => {
-                let args = bf16_gemv::Args {
-                    x: xv,
-                    w: TensorRef::from_slice(wt, &[n, k])?,
-                    bias: None,
-                    y: yv,
-                    add_norm,
-                    rope,
-                };
-                bf16_gemv::run(p, args, scratch, stream)
-            }
-            (LinearPlan::Bf16(p), DeviceLinear::Bf16Rope(wt)) if rope_rows => {
-                let args = bf16_gemv::Args {
-                    x: xv,
-                    w: TensorRef::from_slice(wt, &[n, k])?,
-                    bias: None,
-                    y: yv,
-                    add_norm,
-                    rope,
-                };
-                bf16_gemv::run(p, args, scratch, stream)
-            }
-            (LinearPlan::Bf16(p), DeviceLinear::Bf16GateUp(wt)) if epilogue => {
-                let args = bf16_gemv::Args {
-                    x: xv,
-                    w: TensorRef::from_slice(wt, &[n, k])?,
-                    bias: None,
-                    y: yv,
-                    add_norm,
-                    rope: None,
-                };
+            (
+                LinearPlan::Bf16(p),
+                DeviceLinear::Bf16(wt) | DeviceLinear::Bf16Rope(wt) | DeviceLinear::Bf16GateUp(wt),
+            ) if layout => {
+                let w = TensorRef::from_slice(wt, &[n, k])?;
+                let args = bf16_gemv::Args { x: xv, w, bias: None, y: yv, add_norm, rope };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Packed(p), DeviceLinear::Packed(wt)) => {
