@@ -719,13 +719,19 @@ impl Layer {
                     op.name()
                 ),
             }),
-            Op::QkvProj if self.options.fold_norms != FoldNorms::None => {
-                // Norm 1 on the x load: residual -> residual_mid.
-                let mid = st.residual_mid.as_mut().ok_or_else(|| missing("residual_mid"))?;
-                let an = bf16_gemv::AddNorm {
-                    residual: TensorRef::from_slice(&st.residual, &[b, hd])?,
-                    residual_out: TensorMut::from_slice(mid, &[b, hd])?,
-                    norm_w: TensorRef::from_slice(&w.ln1, &[hd])?,
+            Op::QkvProj => {
+                // FoldNorms: norm 1 on the x load (residual -> residual_mid), x the sublayer
+                // output; else x is norm 1's output h.
+                let folded = self.options.fold_norms != FoldNorms::None;
+                let an = if folded {
+                    let mid = st.residual_mid.as_mut().ok_or_else(|| missing("residual_mid"))?;
+                    Some(bf16_gemv::AddNorm {
+                        residual: TensorRef::from_slice(&st.residual, &[b, hd])?,
+                        residual_out: TensorMut::from_slice(mid, &[b, hd])?,
+                        norm_w: TensorRef::from_slice(&w.ln1, &[hd])?,
+                    })
+                } else {
+                    None
                 };
                 let rope = self.qkv_rope_args(
                     &mut st.k_cache,
@@ -736,19 +742,8 @@ impl Layer {
                     &mut st.error,
                     b,
                 )?;
-                self.linear(0, w, &st.x, &mut st.qkv, b, &mut st.scratch[0], Some(an), rope, stream)
-            }
-            Op::QkvProj => {
-                let rope = self.qkv_rope_args(
-                    &mut st.k_cache,
-                    &mut st.v_cache,
-                    &st.page_table,
-                    &st.seq_lens,
-                    &st.positions,
-                    &mut st.error,
-                    b,
-                )?;
-                self.linear(0, w, &st.h, &mut st.qkv, b, &mut st.scratch[0], None, rope, stream)
+                let x = if folded { &st.x } else { &st.h };
+                self.linear(0, w, x, &mut st.qkv, b, &mut st.scratch[0], an, rope, stream)
             }
             Op::GateUpProj if self.options.fold_norms == FoldNorms::Both => {
                 // Norm 2 on the x load: residual_mid -> residual.
