@@ -89,7 +89,7 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
     let norm_w_h = bf16s(&mut rng, K, 1.0);
     // The epilogue's row order.
     let order = bf16_gemv::rope_row_order(h, hkv, d, c.neox);
-    let w_rope_h: Vec<bf16> = order.iter().flat_map(|&r| w_h[r * K..(r + 1) * K].iter().copied()).collect();
+    let w_rope_h = bf16_gemv::reorder_rows(&w_h, K, &order);
     // Pages: a random permutation; lengths 1..=MAX_PAGES·P, position = length − 1 (+ a shift).
     let mut pages: Vec<i32> = (0..num_pages as i32).collect();
     for i in (1..pages.len()).rev() {

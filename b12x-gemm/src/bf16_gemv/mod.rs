@@ -410,6 +410,12 @@ impl RopeAppend {
     }
 }
 
+/// `w` `[N, K]` row-major with its rows in `order` (`out[i] = w[order[i]]`, e.g.
+/// [`rope_row_order`]'s order for [`YAct::RopeAppend`]).
+pub fn reorder_rows<T: Copy>(w: &[T], k: usize, order: &[usize]) -> Vec<T> {
+    order.iter().flat_map(|&r| w[r * k..(r + 1) * k].iter().copied()).collect()
+}
+
 /// Rows of W (and of a bias) in [`YAct::RopeAppend`]'s order: entry `i` is the plain row that
 /// goes to position `i` of the epilogue's W (`w_rope[i] = w[order[i]]`). Each head of the
 /// `heads + 2·kv_heads` heads keeps its rows; inside a head, 16-row group j holds the first dims
@@ -758,29 +764,15 @@ impl Query {
         a.k_cache.expect("k_cache", "[num_pages, P, Hkv, D]", DType::BF16, &cache)?;
         a.v_cache.expect("v_cache", "[num_pages, P, Hkv, D]", DType::BF16, &cache)?;
         a.error.expect("error", "[1]", DType::I32, &[1])?;
-        let contiguous = |name: &'static str, strides: &[isize], shape: &[usize]| -> Result<()> {
-            let mut acc = 1isize;
-            let mut ok = true;
-            for i in (0..shape.len()).rev() {
-                // Dims of extent 1 may have any stride.
-                ok &= strides[i] == acc || shape[i] <= 1;
-                acc *= shape[i] as isize;
-            }
-            if ok {
-                Ok(())
-            } else {
-                Err(Error::Stride { tensor: name, strides: strides.to_vec(), reason: "must be contiguous".into() })
-            }
-        };
-        contiguous("positions", a.positions.strides(), a.positions.shape())?;
-        contiguous("seq_lens", a.seq_lens.strides(), a.seq_lens.shape())?;
-        contiguous("k_cache", a.k_cache.strides(), &cache)?;
-        contiguous("v_cache", a.v_cache.strides(), &cache)?;
+        a.positions.require_contiguous("positions")?;
+        a.seq_lens.require_contiguous("seq_lens")?;
+        a.k_cache.require_contiguous("k_cache")?;
+        a.v_cache.require_contiguous("v_cache")?;
         let pt_stride = if m > 0 { a.page_table.row_stride("page_table")? } else { r.max_pages };
         let table = match (&a.cos_sin, r.inv_freq) {
             (Some(t), None) => {
                 t.expect("cos_sin", "[max_position, D] (table mode)", DType::F32, &[r.max_position, r.head_dim])?;
-                contiguous("cos_sin", t.strides(), &[r.max_position, r.head_dim])?;
+                t.require_contiguous("cos_sin")?;
                 Some(t)
             }
             (None, Some(_)) => None,
@@ -801,24 +793,21 @@ impl Query {
             ("error", a.error.byte_span()),
             ("y", args.y.byte_span()),
         ];
-        let mut read = vec![
+        // (Absent tensors are empty spans: a fixed array, nothing allocated.)
+        let none = (0, 0);
+        let an = args.add_norm.as_ref();
+        let read = [
             ("x", args.x.byte_span()),
             ("w", args.w.byte_span()),
             ("positions", a.positions.byte_span()),
             ("seq_lens", a.seq_lens.byte_span()),
             ("page_table", a.page_table.byte_span()),
+            ("cos_sin", table.map_or(none, |t| t.byte_span())),
+            ("bias", args.bias.as_ref().map_or(none, |b| b.byte_span())),
+            ("residual", an.map_or(none, |n| n.residual.byte_span())),
+            ("norm_w", an.map_or(none, |n| n.norm_w.byte_span())),
+            ("residual_out", an.map_or(none, |n| n.residual_out.byte_span())),
         ];
-        if let Some(t) = table {
-            read.push(("cos_sin", t.byte_span()));
-        }
-        if let Some(b) = &args.bias {
-            read.push(("bias", b.byte_span()));
-        }
-        if let Some(n) = &args.add_norm {
-            read.push(("residual", n.residual.byte_span()));
-            read.push(("norm_w", n.norm_w.byte_span()));
-            read.push(("residual_out", n.residual_out.byte_span()));
-        }
         for (i, &w) in written.iter().enumerate() {
             for &o in written[i + 1..].iter().chain(&read) {
                 require_disjoint(w, o)?;

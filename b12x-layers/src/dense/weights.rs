@@ -89,19 +89,15 @@ impl HostWeights {
         let up = |v: &[f32]| -> Result<CudaSlice<bf16>> { Ok(stream.clone_htod(&bf(v))?) };
         let mut linears = Vec::new();
         for (i, l) in self.linears.iter().enumerate() {
-            linears.push(match &l.quantized {
-                None if i == 0 && rope_rows.is_some() => {
-                    let order = rope_rows.unwrap_or_default();
-                    let k = l.k;
-                    let rows: Vec<f32> =
-                        order.iter().flat_map(|&r| l.values[r * k..(r + 1) * k].iter().copied()).collect();
-                    DeviceLinear::Bf16Rope(up(&rows)?)
+            linears.push(match (&l.quantized, rope_rows) {
+                (None, Some(order)) if i == 0 => {
+                    DeviceLinear::Bf16Rope(up(&b12x_gemm::bf16_gemv::reorder_rows(&l.values, l.k, order))?)
                 }
-                None if gate_up == Some(i) => DeviceLinear::Bf16GateUp(
+                (None, _) if gate_up == Some(i) => DeviceLinear::Bf16GateUp(
                     stream.clone_htod(&b12x_gemm::bf16_gemv::interleave_gate_up(&bf(&l.values), l.k))?,
                 ),
-                None => DeviceLinear::Bf16(up(&l.values)?),
-                Some(w) => DeviceLinear::Packed(Box::new(pack_weight(w, stream)?)),
+                (None, _) => DeviceLinear::Bf16(up(&l.values)?),
+                (Some(w), _) => DeviceLinear::Packed(Box::new(pack_weight(w, stream)?)),
             });
         }
         Ok(DeviceWeights { ln1: up(&self.ln1)?, ln2: up(&self.ln2)?, linears })
