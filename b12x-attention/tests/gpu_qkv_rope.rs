@@ -218,6 +218,7 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
                 y: TensorMut::from_slice(&mut y_ref, &[m, n]).map_err(err)?,
                 add_norm: an,
                 rope: None,
+                rms: None,
             };
             bf16_gemv::run(&plain, args, Scratch::from_slice(&mut scratch), s).map_err(err)?;
         }
@@ -284,6 +285,7 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
                     v_cache: TensorMut::from_slice(&mut vc, &cache_shape).map_err(err)?,
                     error: err_fused.view().map_err(err)?,
                 }),
+                rms: None,
             };
             bf16_gemv::run(&fused, args, Scratch::from_slice(&mut scratch), s).map_err(err)?;
         }

@@ -563,6 +563,7 @@ fn pdl_after_long_kernel(dev: &Arc<Device>, g: Geo, early_release: bool) -> Tria
                 y: TensorMut::from_raw(y, &[rows, n], &st2, DType::BF16)?,
                 add_norm: None,
                 rope: None,
+                rms: None,
             }
         };
         bf16_gemv::run(plan, args, Scratch::from_slice(scratch), st)

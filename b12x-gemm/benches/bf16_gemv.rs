@@ -193,6 +193,7 @@ fn bench_shape(
                     y: yv,
                     add_norm: None,
                     rope: None,
+                    rms: None,
                 };
                 // SAFETY: the plan's scratch buffer, used by nothing else (calls on one stream use
                 // it in order).

@@ -185,6 +185,34 @@ struct Bf16GemvRopeParams {
 static_assert(sizeof(Bf16GemvRopeParams) == 784, "mirror of params.rs");
 static_assert(offsetof(Bf16GemvRopeParams, r) == 168, "mirror of params.rs");
 
+// The split add+RMSNorm of a decoder layer's second norm (the `_resrms` and `_rmsx` entry points,
+// ring feed, NT = 1, unsplit). `_resrms` (the O projection): y[m, n] = r = bf16(bf16(v) + residual[m, n])
+// with v the sum this GEMV would store (bias included): norm.rmsnorm's new residual, bit for bit;
+// and sum_sq[m, g] = the sum of r * r over the 16 rows of group g (rows 16g..16g+15 < N), added in a
+// fixed butterfly (lanes r % 16: xor 8, 4, 2, 1): the same bits whatever the config. `_rmsx` (the
+// gate/up projection, x = that r, W's columns pre-multiplied by the norm weight): every finished
+// sum v of token m is v * rrms[m] before the bias and the store (or the SwiGLU epilogue), rrms[m] =
+// rsqrtf(S / K + eps), S = the sum of sum_sq[m, 0..groups) in a fixed order (lane l adds groups
+// l, l + 32, ... in turn, then a butterfly xor 16..1). Mirrored by `GemvRmsEpi` in params.rs.
+struct GemvRmsEpi {
+  const bf16* residual;  // _resrms: [M, N] bf16, row stride ldr (read; never y)
+  float* sum_sq;         // [M, groups] f32, row stride lds: written (_resrms) / read (_rmsx)
+  long long ldr;
+  long long lds;
+  int groups;            // _resrms: ceil(N / 16); _rmsx: the entries summed per token (ceil(K / 16))
+  float eps;             // _rmsx: added to S / K before the rsqrt
+};
+static_assert(sizeof(GemvRmsEpi) == 40, "mirror of params.rs");
+static_assert(offsetof(GemvRmsEpi, groups) == 32, "mirror of params.rs");
+
+// Parameters of the `_resrms` / `_rmsx` entry points.
+struct Bf16GemvRmsParams {
+  Bf16GemvParams g;
+  GemvRmsEpi e;
+};
+static_assert(sizeof(Bf16GemvRmsParams) == 160, "mirror of params.rs");
+static_assert(offsetof(Bf16GemvRmsParams, e) == 120, "mirror of params.rs");
+
 // Parameters of the TMA entry points (`b12x_bf16_gemv_tma_*`). Mirrored by `Bf16GemvTmaParams`
 // in src/bf16_gemv/params.rs. Of `g` they use bias, y, partials, counters, ldy, n, k, m and
 // flags (partial slots are [tokens of the tile][rows per CTA], not m_pad-strided).
@@ -444,6 +472,25 @@ __device__ __forceinline__ void add_norm_prologue(const Bf16GemvParams& p, const
   __syncthreads();
 }
 
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
+
+// The `_rmsx` prologue (after the PDL wait): rrms of each live token (<= kNormTokens) from its
+// sum_sq row into s_scale, warp w taking tokens w, w + warps, ... (GemvRmsEpi's fixed order, the
+// same bits in every CTA and config). Read only after the CTA barrier before the epilogue.
+__device__ __forceinline__ void rms_scale_prologue(const Bf16GemvParams& p, const GemvRmsEpi& e, float* s_scale) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int m = min(p.m, kNormTokens);
+  for (int tok = warp; tok < m; tok += warps) {
+    const float* row = e.sum_sq + (long long)tok * e.lds;
+    float ss = 0.0f;
+#pragma unroll 8
+    for (int gi = lane; gi < e.groups; gi += 32) ss += row[gi];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) s_scale[tok] = rsqrtf(ss / static_cast<float>(p.k) + e.eps);
+  }
+}
+
 // bias[row] as f32 (the bias is f32 or bf16, kBiasF32; the caller checks it is present).
 __device__ __forceinline__ float bias_at(const Bf16GemvParams& p, int row) {
   return (p.flags & kBiasF32) ? reinterpret_cast<const float*>(p.bias)[row]
@@ -539,13 +586,44 @@ __device__ __forceinline__ void store_rope(const Bf16GemvParams& p, const GemvRo
 // s_part: [warps_k][mt][rows_cta + kRowPad] f32, every warp's partial tile of this CTA.
 // Sums it over warps (in warp order), then stores y (ksplit == 1) or this split's partials.
 // `rope` (the `_rope` entry points, ksplit == 1): the pairs (r, r + 8) of each 16-row tile go
-// through store_rope instead.
+// through store_rope instead. `res` (`_resrms`, ksplit == 1, bf16 y): the residual add and the
+// 16-row sums of squares (GemvRmsEpi). `scale` (`_rmsx`, ksplit == 1): each token's rrms
+// (s_rrms, filled by rms_scale_prologue) multiplies its sums before the bias.
 template <typename TOut>
 __device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float* s_part,
-                                            int rows_cta, int mt, int m0, const GemvRopeEpi* rope = nullptr) {
+                                            int rows_cta, int mt, int m0, const GemvRopeEpi* rope = nullptr,
+                                            const GemvRmsEpi* res = nullptr, const float* scale = nullptr) {
   const int stride_r = rows_cta + kRowPad;
   const int row_base = blockIdx.x * rows_cta;
   const int mt_live = min(mt, p.m - m0);
+  if (res != nullptr) {
+    // Warp-uniform loop: 16 consecutive lanes hold the 16 rows of one group of one token
+    // (rows_cta % 16 == 0 and each warp starts at a multiple of 32), lane % 16 == row % 16.
+    const int total = rows_cta * mt_live;
+    const int lane = threadIdx.x & 31;
+    for (int base = threadIdx.x - lane; base < total; base += blockDim.x) {
+      const int idx = base + lane;
+      const int r = idx % rows_cta;
+      const int tok = idx / rows_cta;
+      const int row = row_base + r;
+      const bool live = idx < total && row < p.n;
+      float sq = 0.0f;
+      if (live) {
+        float v = 0.0f;
+        for (int kw = 0; kw < p.warps_k; ++kw) v += s_part[(kw * mt + tok) * stride_r + r];
+        if (p.bias != nullptr) v += bias_at(p, row);
+        const float yv = to_f32<bf16>(from_f32<bf16>(v));
+        const float rv = to_f32<bf16>(from_f32<bf16>(
+            yv + to_f32<bf16>(res->residual[(long long)(m0 + tok) * res->ldr + row])));
+        reinterpret_cast<bf16*>(p.y)[(long long)(m0 + tok) * p.ldy + row] = from_f32<bf16>(rv);
+        sq = rv * rv;
+      }
+#pragma unroll
+      for (int o = 8; o > 0; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      if (live && (r & 15) == 0) res->sum_sq[(long long)(m0 + tok) * res->lds + row / 16] = sq;
+    }
+    return;
+  }
   if (rope != nullptr) {
     const int pairs = rows_cta / 2;
     for (int idx = threadIdx.x; idx < pairs * mt_live; idx += blockDim.x) {
@@ -574,6 +652,10 @@ __device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float
         vg += s_part[(kw * mt + tok) * stride_r + r];
         vu += s_part[(kw * mt + tok) * stride_r + r + 8];
       }
+      if (scale != nullptr) {
+        vg *= scale[tok];
+        vu *= scale[tok];
+      }
       const int row = row_base + r;
       if (row < p.n) store_act<TOut>(p, row, m0 + tok, vg, vu);
     }
@@ -584,6 +666,7 @@ __device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float
     const int tok = idx / rows_cta;
     float v = 0.0f;
     for (int kw = 0; kw < p.warps_k; ++kw) v += s_part[(kw * mt + tok) * stride_r + r];
+    if (scale != nullptr) v *= scale[tok];
     const int row = row_base + r;
     if (p.ksplit == 1) {
       if (row < p.n) store_out<TOut>(p, row, m0 + tok, v);
@@ -709,7 +792,8 @@ __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOpera
 // offset r0, then the CTA sums over warps and stores y or this split's partials.
 template <int NT, int RT, typename TOut>
 __device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float (&acc)[RT][NT][4], float* s_part,
-                                           int wk, int r0, int rows_cta, const GemvRopeEpi* rope = nullptr) {
+                                           int wk, int r0, int rows_cta, const GemvRopeEpi* rope = nullptr,
+                                           const GemvRmsEpi* res = nullptr, const float* scale = nullptr) {
   constexpr int MT = 8 * NT;
   const int lane = threadIdx.x & 31;
   const int g = lane >> 2;
@@ -731,7 +815,7 @@ __device__ __forceinline__ void mma_finish(const Bf16GemvParams& p, const float 
       }
   }
   __syncthreads();
-  finish_tile<TOut>(p, s_part, rows_cta, MT, 0, rope);
+  finish_tile<TOut>(p, s_part, rows_cta, MT, 0, rope, res, scale);
   if (p.ksplit > 1) merge_splits<TOut>(p, rows_cta);
 }
 
@@ -776,9 +860,12 @@ enum class Feed {
 // residual piece of its k chunk and the norm weight's piece, and feeds add_norm_vec of the three
 // with its token's rrms (add_norm_prologue, after the PDL wait and the first x copies).
 // `rope` (the `_rope` entry points): the epilogue of GemvRopeEpi instead of the plain store.
+// `res` / `rms_x` (the `_resrms` / `_rmsx` entry points, ring feed): GemvRmsEpi's residual
+// epilogue / rrms scale (rms_scale_prologue right after the first ring stages are issued).
 template <int NT, int RT, int U, int kStages, typename TOut, Feed kFeed, int kX>
 __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limit,
-                                         const Bf16GemvNormParams* nq = nullptr, const GemvRopeEpi* rope = nullptr) {
+                                         const Bf16GemvNormParams* nq = nullptr, const GemvRopeEpi* rope = nullptr,
+                                         const GemvRmsEpi* res = nullptr, const GemvRmsEpi* rms_x = nullptr) {
   constexpr int ROWS_W = 16 * RT;
   constexpr bool kAligned = kFeed != Feed::kUnaligned;
   constexpr bool kSilu = kX == kXSilu;
@@ -972,8 +1059,18 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
 #pragma unroll
       for (int s = 0; s < kStages - 1; ++s) issue(wk + s * p.warps_k, s);
     }
-    // kNorm: rrms while the first stages' copies fly.
+    // kNorm: rrms while the first stages' copies fly; `_rmsx`: rrms from the partial sums.
     norm_prologue();
+    if (rms_x != nullptr) rms_scale_prologue(p, *rms_x, s_rrms);
+    if (res != nullptr) {
+      // The residual rows the epilogue adds (written by an earlier kernel, so after the wait):
+      // into L1 now, off the CTA's tail. One prefetch per 128-byte line and token.
+      const int lines = (rows_cta * 2 + 127) / 128;
+      for (int i = threadIdx.x; i < min(p.m, kNormTokens) * lines; i += blockDim.x) {
+        const int row = min(blockIdx.x * rows_cta + (i % lines) * 64, p.n - 1);
+        prefetch_l1(res->residual + (long long)(i / lines) * res->ldr + row);
+      }
+    }
     int stage = 0;
     for (int gi = wk; gi < groups; gi += p.warps_k) {
       cp_async_wait<kStages - 2>();
@@ -1060,7 +1157,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
   mma_tail<NT, RT, kAligned, kX>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k, x_up, act_limit, nl);
   // The partial tile overlays the ring: every warp must be done reading its ring first.
   __syncthreads();
-  mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta, rope);
+  mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta, rope, res, rms_x != nullptr ? s_rrms : nullptr);
 }
 
 // ---- BF16 x: TMA-fed GEMV over a flat work list (stream-K). ----
@@ -1587,6 +1684,20 @@ using b12x::bf16;
     b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXNorm>(p.n.g, 0.0f, &p.n, &p.r); \
   }
 
+// The split second add+RMSNorm (Bf16GemvRmsParams): the O projection's residual epilogue and the
+// gate/up projection's rrms scale; the ring feed, plain x, BF16 out.
+#define B12X_GEMV_MMA_RMS(NT, RT, U, S)                                                          \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_resrms_bf16out(                        \
+          const __grid_constant__ b12x::Bf16GemvRmsParams p) {                                 \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXPlain>(p.g, 0.0f, nullptr, nullptr, &p.e); \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_rmsx_bf16out(                          \
+          const __grid_constant__ b12x::Bf16GemvRmsParams p) {                                 \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXPlain>(p.g, 0.0f, nullptr, nullptr, nullptr, &p.e); \
+  }
+
 // Persistent TMA feed (aligned BF16 x): CW consumer warps + 1 producer warp.
 #define B12X_GEMV_TMA(NT, RT, CW, KB, TOUT, OUTNAME)                                            \
   extern "C" __global__ void __launch_bounds__(32 * (CW + 1), 1)                                 \
@@ -1677,3 +1788,8 @@ B12X_GEMV_MMA_NORM(1, 2, 4, 3, bf16, bf16)
 B12X_GEMV_MMA_ROPE(1, 1, 4, 4)
 B12X_GEMV_MMA_ROPE(1, 1, 8, 3)
 B12X_GEMV_MMA_ROPE(1, 2, 4, 3)
+// The split second add+RMSNorm (the O projection's `_resrms` epilogue, the gate/up projection's
+// `_rmsx` scale): the same ring rows, BF16 output. Last in the file, so earlier PTX stays as it was.
+B12X_GEMV_MMA_RMS(1, 1, 4, 4)
+B12X_GEMV_MMA_RMS(1, 1, 8, 3)
+B12X_GEMV_MMA_RMS(1, 2, 4, 3)

@@ -7,8 +7,8 @@ use b12x_core::testing::{cast, check_bitwise, check_manifest};
 use b12x_core::{pow2_buckets, DType, Error, TensorMut, TensorRef};
 use b12x_gemm::bf16_gemv::reference::{bound, exact, gemv, silu_mul_x, ulp};
 use b12x_gemm::bf16_gemv::{
-    all_symbols, enumerate, rope_row_order, Args, Config, Geometry, Query, RopeAppend, RopeArgs, TmaMode, TmaWork,
-    Variant, XAct, XLoad, YAct, ROPE_MAX_PAIRS, TMA_MAX_STAGES,
+    all_symbols, enumerate, fold_norm_weight, rms_groups, rope_row_order, Args, Config, Geometry, MmaEpi, Query,
+    RmsArgs, RopeAppend, RopeArgs, TmaMode, TmaWork, Variant, XAct, XLoad, YAct, ROPE_MAX_PAIRS, TMA_MAX_STAGES,
 };
 use rstest::rstest;
 
@@ -46,6 +46,7 @@ fn geometry(n: usize, k: usize, rows_hi: usize, x_f32: bool, aligned: bool) -> G
         x: XLoad::Plain,
         y_silu: false,
         y_rope: false,
+        y_res: false,
         rows_hi,
         sm_count: H200_SMS,
         smem_optin: H200_SMEM,
@@ -215,6 +216,7 @@ fn params(q: &Query, v: &Views) -> Result<b12x_gemm::bf16_gemv::Bf16GemvParams, 
         y: view_mut(v.y.0, &[v.y.1, q.n], v.y.2, v.y.3),
         add_norm: None,
         rope: None,
+        rms: None,
     };
     q.kernel_params(&args)
 }
@@ -703,6 +705,7 @@ fn silu_params(
         y: view_mut(Y, &[2, q.n], q.n, DType::BF16),
         add_norm: None,
         rope: None,
+        rms: None,
     };
     q.kernel_params(&args)
 }
@@ -836,7 +839,7 @@ fn rope_candidates_are_the_unsplit_rope_ring_variants(#[values(XLoad::Plain, XLo
         let cs = enumerate(&g);
         assert!(!cs.is_empty(), "rows_hi {rows_hi}");
         for c in &cs {
-            assert!(matches!(c.variant, Variant::Mma { rope: true, nt: 1, .. }), "{}", c.id());
+            assert!(matches!(c.variant, Variant::Mma { epi: MmaEpi::Rope, nt: 1, .. }), "{}", c.id());
             assert_eq!((c.ksplit, c.variant.x_load()), (1, x), "{}", c.id());
             assert!(c.id().contains("_rope_") && c.tma.is_none(), "{}", c.id());
             assert!(all.contains(&c.variant.symbol(DType::BF16)), "{}", c.variant.symbol(DType::BF16));
@@ -844,7 +847,7 @@ fn rope_candidates_are_the_unsplit_rope_ring_variants(#[values(XLoad::Plain, XLo
     }
     assert_eq!(all.iter().filter(|s| s.ends_with("_rope_bf16out")).count(), 6);
     let c = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 8, stages: 3, x: XLoad::AddNorm, rope: true },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 8, stages: 3, x: XLoad::AddNorm, epi: MmaEpi::Rope },
         warps_r: 1,
         warps_k: 2,
         ksplit: 1,
@@ -911,6 +914,7 @@ fn rope_args(m: usize, k_cache: u64, error: u64) -> Args<'static> {
             v_cache: raw_mut(VC, &cache, &cache_strides, DType::BF16),
             error: raw_mut(error, &[1], &[1], DType::I32),
         }),
+        rms: None,
     }
 }
 
@@ -943,4 +947,138 @@ fn rope_args_are_checked() {
     let tq = rope_query(RopeAppend { inv_freq: None, ..rope_epi() });
     assert!(matches!(tq.rope_params(&rope_args(3, KC, ERR)), Err(Error::Shape { tensor: "cos_sin", .. })));
     assert!(tq.rope_params(&table).unwrap().is_some_and(|e| e.cos_sin == BASE + (7 << 30)));
+}
+
+// ---- the split add+RMSNorm (YAct::ResidualRms, XAct::RmsScale) --------------------------------
+
+/// Qwen3-8B's O projection with the residual epilogue, and its gate/up projection with the rrms
+/// scale and the SwiGLU epilogue.
+fn res_query() -> Query {
+    Query { max_rows: 8, y_act: YAct::ResidualRms, ..query(4096, 4096) }
+}
+fn scale_query() -> Query {
+    Query { max_rows: 8, x_act: XAct::RmsScale { eps: 1e-6 }, y_act: YAct::SiluMul { limit: None }, ..query(24576, 4096) }
+}
+
+#[rstest]
+fn split_norm_candidates_are_the_unsplit_ring_variants(#[values(true, false)] residual: bool) {
+    let all = all_symbols();
+    for rows_hi in [1, 2, 4, 8] {
+        let g = geometry(4096, 4096, rows_hi, false, true);
+        let g = if residual { Geometry { y_res: true, ..g } } else { Geometry { x: XLoad::RmsScale, y_silu: true, ..g } };
+        let cs = enumerate(&g);
+        assert!(!cs.is_empty(), "rows_hi {rows_hi}");
+        for c in &cs {
+            let (x, epi, tag) = if residual {
+                (XLoad::Plain, MmaEpi::ResidualRms, "_resrms_")
+            } else {
+                (XLoad::RmsScale, MmaEpi::Plain, "_rmsx_")
+            };
+            assert!(matches!(c.variant, Variant::Mma { nt: 1, .. }), "{}", c.id());
+            assert!(matches!(c.variant, Variant::Mma { epi: e, x: xl, .. } if e == epi && xl == x), "{}", c.id());
+            assert_eq!(c.ksplit, 1, "{}", c.id());
+            assert!(c.id().contains(tag) && c.tma.is_none(), "{}", c.id());
+            assert!(all.contains(&c.variant.symbol(DType::BF16)), "{}", c.variant.symbol(DType::BF16));
+        }
+    }
+    assert_eq!(all.iter().filter(|s| s.ends_with("_resrms_bf16out")).count(), 3);
+    assert_eq!(all.iter().filter(|s| s.ends_with("_rmsx_bf16out")).count(), 3);
+    let c = Config {
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::RmsScale, epi: MmaEpi::Plain },
+        warps_r: 2,
+        warps_k: 4,
+        ksplit: 1,
+        tma: None,
+    };
+    assert_eq!(c.id(), "mma_nt1_rt1_u4_s4_rmsx_wr2_wk4_ks1");
+    let r = Config { variant: Variant::Mma { x: XLoad::Plain, epi: MmaEpi::ResidualRms, nt: 1, rt: 1, u: 4, stages: 4 }, ..c };
+    assert_eq!(r.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_resrms_bf16out");
+    // One x piece set per ring stage: the same shared memory as the plain config.
+    let plain = Config { variant: Variant::Mma { x: XLoad::Plain, epi: MmaEpi::Plain, nt: 1, rt: 1, u: 4, stages: 4 }, ..c };
+    assert_eq!((c.dynamic_smem(), r.dynamic_smem()), (plain.dynamic_smem(), plain.dynamic_smem()));
+}
+
+#[test]
+fn split_norm_queries_are_validated() {
+    assert!(res_query().validate().is_ok());
+    assert!(scale_query().validate().is_ok());
+    assert!(Query { y_act: YAct::None, ..scale_query() }.validate().is_ok());
+    let bad = |q: Query, field: &str| match q.validate() {
+        Err(Error::InvalidQuery { field: f, .. }) if f == field => {}
+        other => panic!("{q:?}: expected InvalidQuery({field}), got {other:?}"),
+    };
+    bad(Query { max_rows: 16, ..res_query() }, "y_act");
+    bad(Query { out_dtype: DType::F32, ..res_query() }, "y_act");
+    bad(Query { x_dtype: DType::F32, ..res_query() }, "y_act");
+    bad(Query { aligned: false, ..res_query() }, "y_act");
+    bad(Query { x_act: XAct::AddRmsNorm { eps: 1e-6 }, ..res_query() }, "y_act");
+    bad(Query { max_rows: 16, ..scale_query() }, "x_act");
+    bad(Query { aligned: false, ..scale_query() }, "x_act");
+    bad(Query { k: 4100, ..scale_query() }, "x_act");
+    bad(Query { x_act: XAct::RmsScale { eps: f32::NAN }, ..scale_query() }, "x_act");
+    bad(Query { x_act: XAct::RmsScale { eps: -1.0 }, ..scale_query() }, "x_act");
+    bad(Query { y_act: YAct::ResidualRms, ..scale_query() }, "x_act");
+    bad(Query { y_act: YAct::RopeAppend(rope_epi()), n: 6144, ..scale_query() }, "x_act");
+    // Their own keys.
+    assert_ne!(res_query().key(), Query { max_rows: 8, ..query(4096, 4096) }.key());
+    assert_ne!(scale_query().key(), Query { x_act: XAct::None, ..scale_query() }.key());
+    assert_eq!((rms_groups(4096), rms_groups(1000), rms_groups(1)), (256, 63, 1));
+}
+
+const RES: u64 = BASE + (3 << 30);
+const SSQ: u64 = BASE + (4 << 30);
+
+fn rms_args(q: &Query, m: usize, rms: Option<RmsArgs<'static>>, y: u64) -> Args<'static> {
+    Args {
+        x: view(BASE, &[m, q.k], q.k, DType::BF16),
+        w: view(BASE + (1 << 30), &[q.n, q.k], q.k, DType::BF16),
+        bias: None,
+        y: view_mut(y, &[m, if matches!(q.y_act, YAct::SiluMul { .. }) { q.n / 2 } else { q.n }], q.n, DType::BF16),
+        add_norm: None,
+        rope: None,
+        rms,
+    }
+}
+
+#[test]
+fn split_norm_args_are_checked() {
+    let (rq, sq) = (res_query(), scale_query());
+    let y = BASE + (2 << 30);
+    let residual = |ptr| RmsArgs::Residual {
+        residual: view(ptr, &[3, 4096], 4096, DType::BF16),
+        sum_sq: view_mut(SSQ, &[3, 256], 256, DType::F32),
+    };
+    let scale = |ptr, cols| RmsArgs::Scale { sum_sq: view(ptr, &[3, cols], cols, DType::F32) };
+    let a = rms_args(&rq, 3, Some(residual(RES)), y);
+    rq.kernel_params(&a).unwrap();
+    let e = rq.rms_params(&a).unwrap().unwrap();
+    assert_eq!((e.residual, e.sum_sq, e.ldr, e.lds, e.groups), (RES, SSQ, 4096, 256, 256));
+    let a = rms_args(&sq, 3, Some(scale(SSQ, 256)), y);
+    sq.kernel_params(&a).unwrap();
+    let e = sq.rms_params(&a).unwrap().unwrap();
+    assert_eq!((e.residual, e.sum_sq, e.lds, e.groups, e.eps), (0, SSQ, 256, 256, 1e-6));
+    // Missing, of the other kind, or given to a plain plan: typed errors, nothing built.
+    let shape_err = |q: &Query, a: &Args<'_>| matches!(q.kernel_params(a), Err(Error::Shape { tensor: "rms", .. }));
+    assert!(shape_err(&rq, &rms_args(&rq, 3, None, y)));
+    assert!(shape_err(&rq, &rms_args(&rq, 3, Some(scale(SSQ, 256)), y)));
+    assert!(shape_err(&sq, &rms_args(&sq, 3, Some(residual(RES)), y)));
+    assert!(shape_err(&sq, &rms_args(&sq, 3, None, y)));
+    let plain = Query { max_rows: 8, ..query(4096, 4096) };
+    assert!(shape_err(&plain, &rms_args(&plain, 3, Some(residual(RES)), y)));
+    // A sum_sq of the wrong width, the residual over y, the sums over the residual: errors.
+    assert!(sq.rms_params(&rms_args(&sq, 3, Some(scale(SSQ, 255)), y)).is_err());
+    assert!(rq.rms_params(&rms_args(&rq, 3, Some(residual(y)), y)).is_err());
+    assert!(rq.rms_params(&rms_args(&rq, 3, Some(residual(SSQ - 64)), y)).is_err());
+    assert!(sq.rms_params(&rms_args(&sq, 3, Some(scale(y, 256)), y)).is_err());
+}
+
+#[test]
+fn fold_norm_weight_scales_columns_once() {
+    let b = |v: f32| bf16::from_f32(v);
+    let w = [b(1.0), b(2.0), b(-3.0), b(0.5), b(1.5), b(7.0)];
+    let nw = [b(0.5), b(1.25), b(0.3)];
+    let out = fold_norm_weight(&w, &nw);
+    let want: Vec<bf16> = w.iter().enumerate().map(|(i, v)| b(v.to_f32() * nw[i % 3].to_f32())).collect();
+    assert_eq!(out, want);
+    assert_eq!(out[1], b(2.5));
 }

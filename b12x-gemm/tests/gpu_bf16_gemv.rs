@@ -187,6 +187,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
             y: y.view_mut(m, n, ly, c.out),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream)
             .map_err(err)?;
@@ -247,6 +248,7 @@ impl Router {
             y: self.y.view_mut(m, RN, RN, F32),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         let bytes = self.plan.scratch_layout().total_bytes();
         bf16_gemv::run(&self.plan, args, aligned_scratch(&mut self.scratch, bytes), stream)
@@ -370,6 +372,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 y: y1.view_mut(m, N1, N1, DType::BF16),
                 add_norm: None,
                 rope: None,
+                rms: None,
             };
             bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
@@ -379,6 +382,7 @@ fn pdl_chain(dev: &Arc<Device>, m: usize) -> TrialResult {
                 y: y2.view_mut(m, N2, N2, DType::BF16),
                 add_norm: None,
                 rope: None,
+                rms: None,
             };
             bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
@@ -528,6 +532,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
             y: r.y.view_mut(y_rows, RN, RN, F32),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         match bf16_gemv::run(&r.plan, args, scratch, stream) {
             Err(e) if is_expected(&e) => {}
@@ -544,6 +549,7 @@ fn bad_inputs(dev: &Arc<Device>) -> TrialResult {
         y: y9.view_mut(9, RN, RN, F32),
         add_norm: None,
         rope: None,
+        rms: None,
     };
     if !matches!(
         bf16_gemv::run(&r.plan, args, aligned_scratch(&mut r.scratch, need), stream),
@@ -691,6 +697,7 @@ fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
             y: y.view_mut(m, n, ly, DType::BF16),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         bf16_gemv::run(&fused, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         run_silu_op(&op, &x, &mut act, (m, k, lx), stream).map_err(err)?;
@@ -701,6 +708,7 @@ fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
             y: y_twin.view_mut(m, n, ly, DType::BF16),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
@@ -770,6 +778,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                 y: y1.view_mut(m, 2 * i, 2 * i, DType::BF16),
                 add_norm: None,
                 rope: None,
+                rms: None,
             };
             bf16_gemv::run(&p1, a1, aligned_scratch(&mut shared, p1.scratch_layout().total_bytes()), s)?;
             let a2 = Args {
@@ -779,6 +788,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                 y: y2.view_mut(m, h, h, DType::BF16),
                 add_norm: None,
                 rope: None,
+                rms: None,
             };
             bf16_gemv::run(&p2, a2, aligned_scratch(&mut shared, p2.scratch_layout().total_bytes()), s)
         };
@@ -801,6 +811,7 @@ fn silu_pdl_chain(dev: &Arc<Device>, m: usize, limit: Option<f32>) -> TrialResul
                     y: y_twin.view_mut(m, h, h, DType::BF16),
                     add_norm: None,
                     rope: None,
+                    rms: None,
                 };
                 bf16_gemv::run(&plain, a, aligned_scratch(&mut plain_scratch, plain_bytes), stream).map_err(err)?;
                 stream.synchronize().map_err(err)?;
@@ -850,6 +861,7 @@ fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
             y: y.view_mut(m, n, n, DType::BF16),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream) {
             Err(e) if is_expected(&e) => {}
@@ -866,6 +878,7 @@ fn silu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         y: y9.view_mut(9, n, n, DType::BF16),
         add_norm: None,
         rope: None,
+        rms: None,
     };
     if !matches!(bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, need), stream), Err(Error::Capacity { .. }))
     {
@@ -1031,6 +1044,7 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
             y: y.view_mut(m, i, ly, DType::BF16),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         bf16_gemv::run(&epi, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         let args = Args {
@@ -1040,6 +1054,7 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
             y: y_plain.view_mut(m, n, n, DType::BF16),
             add_norm: None,
             rope: None,
+            rms: None,
         };
         bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         // De-interleave the plain output into [gate | up] rows and run the op on it.
@@ -1125,6 +1140,7 @@ fn ysilu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         y: y.view_mut(2, 1024, 1024, DType::BF16),
         add_norm: None,
         rope: None,
+        rms: None,
     };
     match bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, plan.scratch_layout().total_bytes()), stream) {
         Err(Error::Shape { tensor: "y", .. }) => {}
@@ -1264,6 +1280,7 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
             bias: bias_view(),
             y: y.view_mut(m, n_out, ly, DType::BF16),
             rope: None,
+            rms: None,
             add_norm: Some(bf16_gemv::AddNorm {
                 residual: r.view(m, k, lx, DType::BF16),
                 residual_out: r_out.view_mut(m, k, lx, DType::BF16),
@@ -1298,6 +1315,7 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
                 bias: bias_view(),
                 y: y_twin.view_mut(m, n, n, DType::BF16),
                 rope: None,
+                rms: None,
                 add_norm: Some(bf16_gemv::AddNorm {
                     residual: r.view(m, k, lx, DType::BF16),
                     residual_out: r_out.view_mut(m, k, lx, DType::BF16),
@@ -1378,6 +1396,7 @@ fn addnorm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
             bias: None,
             y: y.view_mut(m, n, n, DType::BF16),
             rope: None,
+            rms: None,
             add_norm,
         };
         bf16_gemv::run(&plan, args, aligned_scratch(&mut scratch, bytes), stream)
@@ -1433,6 +1452,356 @@ fn addnorm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+// ---- the split add+RMSNorm (YAct::ResidualRms, then XAct::RmsScale) --------------------------
+
+/// An O projection `[hidden, k_o]` with the residual epilogue, then a gate/up projection
+/// `[n_gu, hidden]` reading its output with the rrms scale (rows of y and x padded by `pad`).
+#[derive(Clone, Copy, Debug)]
+struct SplitCase {
+    name: &'static str,
+    hidden: usize,
+    k_o: usize,
+    n_gu: usize,
+    ms: &'static [usize],
+    bias: Option<DType>,
+    pad: usize,
+    /// The gate/up projection with the SwiGLU epilogue.
+    y_silu: bool,
+    large: bool,
+}
+
+const SPLIT_CASES: &[SplitCase] = &[
+    // Qwen3-8B's O and gate/up projections (b12x-layers' `norm2_in_o_proj`).
+    SplitCase {
+        name: "qwen3_8b_split_norm2",
+        hidden: 4096,
+        k_o: 4096,
+        n_gu: 24576,
+        ms: &[1, 3, 8],
+        bias: None,
+        pad: 0,
+        y_silu: true,
+        large: true,
+    },
+    // Odd hidden (a partial 16-row group), padded rows, an f32 bias, plain gate/up output.
+    SplitCase {
+        name: "odd_split_norm2",
+        hidden: 1000,
+        k_o: 520,
+        n_gu: 776,
+        ms: &[1, 5, 8],
+        bias: Some(F32),
+        pad: 8,
+        y_silu: false,
+        large: false,
+    },
+    SplitCase {
+        name: "small_split_norm2_silu",
+        hidden: 1024,
+        k_o: 1024,
+        n_gu: 3072,
+        ms: &[2, 8],
+        bias: None,
+        pad: 8,
+        y_silu: true,
+        large: false,
+    },
+];
+
+/// `sum_sq` as the `_resrms` kernel forms it: per 16-row group the butterfly xor 8, 4, 2, 1 of
+/// the squares (lane 0's sum), rows past `n` adding 0.
+fn host_group_sums(r: &[f32], n: usize) -> Vec<f32> {
+    (0..n.div_ceil(16))
+        .map(|g| {
+            let mut a: Vec<f32> = (0..16).map(|i| r.get(16 * g + i).filter(|_| 16 * g + i < n).map_or(0.0, |v| v * v)).collect();
+            for o in [8, 4, 2, 1] {
+                a = (0..16).map(|i| a[i] + a[i ^ o]).collect();
+            }
+            a[0]
+        })
+        .collect()
+}
+
+/// Every `_resrms` config of M's bucket pinned in turn (with a `_rmsx` config beside it,
+/// round-robin): the new residual must equal the plain twin (same config id without `_resrms`)
+/// plus the residual, rounded once, bit for bit (padding untouched); `sum_sq` the host butterfly
+/// of its squares bit for bit. The gate/up projection on that residual: within the GEMV bound of
+/// the f64 product `rrms · Σ r·(w·nw)` (+ bias), rrms from the device's sums in f64 (slack for
+/// rsqrtf and the sum order), and with the SwiGLU epilogue bitwise its `_rmsx` twin without the
+/// epilogue followed by the host silu_and_mul.
+fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
+    const EPS: f32 = 1e-6;
+    let (hd, ko, ngu) = (c.hidden, c.k_o, c.n_gu);
+    let n_out = if c.y_silu { ngu / 2 } else { ngu };
+    let (lx, lr, ly) = (ko + c.pad, hd + c.pad, n_out + c.pad);
+    let groups = bf16_gemv::rms_groups(hd);
+    let stream = dev.stream();
+    let x_h = values(Fill::Uniform, 61, m * lx, DType::BF16);
+    let res_h: Vec<f32> = values(Fill::Uniform, 62, m * lr, DType::BF16).iter().map(|v| 2.0 * v).collect();
+    let wo_h = values(Fill::Uniform, 63, hd * ko, DType::BF16);
+    let nw = cast::<bf16>(&uniform(64, hd, 0.5, 1.5));
+    let wgu = bf16_gemv::fold_norm_weight(&cast::<bf16>(&values(Fill::Uniform, 65, ngu * hd, DType::BF16)), &nw);
+    let wgu_h: Vec<f32> = wgu.iter().map(|v| v.to_f32()).collect();
+    let bo_h = c.bias.map(|d| values(Fill::Uniform, 66, hd, d));
+    let bgu_h = c.bias.map(|d| values(Fill::Uniform, 67, ngu, d));
+    let up = |v: &[f32], d| FloatBuf::upload(stream, v, d);
+    let (x, res, wo, wg) = (up(&x_h, DType::BF16)?, up(&res_h, DType::BF16)?, up(&wo_h, DType::BF16)?, up(&wgu_h, DType::BF16)?);
+    let bo = match (&bo_h, c.bias) {
+        (Some(v), Some(d)) => Some(up(v, d)?),
+        _ => None,
+    };
+    let bg = match (&bgu_h, c.bias) {
+        (Some(v), Some(d)) => Some(up(v, d)?),
+        _ => None,
+    };
+    let mut r_new = FloatBuf::poisoned(stream, m * lr, DType::BF16)?;
+    let mut y_plain = FloatBuf::poisoned(stream, m * hd, DType::BF16)?;
+    let mut sum_sq = FloatBuf::poisoned(stream, m * groups, DType::F32)?;
+    let mut y = FloatBuf::poisoned(stream, m * ly, DType::BF16)?;
+    let mut y_twin = FloatBuf::poisoned(stream, m * ngu, DType::BF16)?;
+    let base = |n, k| Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: c.bias,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::None,
+        y_act: YAct::None,
+    };
+    let rq = Query { y_act: YAct::ResidualRms, ..base(hd, ko) };
+    let sq = Query {
+        x_act: XAct::RmsScale { eps: EPS },
+        y_act: if c.y_silu { YAct::SiluMul { limit: None } } else { YAct::None },
+        ..base(ngu, hd)
+    };
+    let (res_plan, res_twin) = (bf16_gemv::plan(&rq, dev).map_err(err)?, bf16_gemv::plan(&base(hd, ko), dev).map_err(err)?);
+    let (sc_plan, sc_twin) =
+        (bf16_gemv::plan(&sq, dev).map_err(err)?, bf16_gemv::plan(&Query { y_act: YAct::None, ..sq.clone() }, dev).map_err(err)?);
+    let bucket = b12x_core::plan::bucket_of(res_plan.buckets(), m).ok_or("no bucket")?;
+    let label = res_plan.buckets()[bucket].label();
+    let bytes = [&res_plan, &res_twin, &sc_plan, &sc_twin].iter().map(|p| p.scratch_layout().total_bytes()).max().unwrap_or(0);
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let (res_ids, sc_ids) = (res_plan.candidates(bucket), sc_plan.candidates(bucket));
+    if res_ids.is_empty() || res_ids.iter().any(|id| !id.contains("_resrms_")) {
+        return Err(format!("unexpected residual candidates {res_ids:?}"));
+    }
+    if sc_ids.is_empty() || sc_ids.iter().any(|id| !id.contains("_rmsx_")) {
+        return Err(format!("unexpected scale candidates {sc_ids:?}"));
+    }
+    let resb = cast::<bf16>(&gather(&res_h, m, hd, lr));
+    fn view_b(b: &Option<FloatBuf>, n: usize, d: Option<DType>) -> Option<TensorRef<'_>> {
+        b.as_ref().map(|b| b.view(n, 0, 1, d.unwrap_or(F32)))
+    }
+    for i in 0..res_ids.len().max(sc_ids.len()) {
+        let (rid, sid) = (&res_ids[i % res_ids.len()], &sc_ids[i % sc_ids.len()]);
+        let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+        session.pin(&res_plan, &label, rid);
+        session.pin(&res_twin, &label, &rid.replace("_resrms", ""));
+        session.pin(&sc_plan, &label, sid);
+        session.pin(&sc_twin, &label, sid);
+        session.prepare(&[&res_plan, &res_twin, &sc_plan, &sc_twin]).map_err(err)?;
+        for buf in [&mut r_new, &mut y_plain, &mut sum_sq, &mut y, &mut y_twin] {
+            buf.poison(stream)?;
+        }
+        poison(stream, &mut scratch).map_err(err)?;
+        // The plain twin, then the residual epilogue.
+        let args = Args {
+            x: x.view(m, ko, lx, DType::BF16),
+            w: wo.view(hd, ko, ko, DType::BF16),
+            bias: view_b(&bo, hd, c.bias),
+            y: y_plain.view_mut(m, hd, hd, DType::BF16),
+            add_norm: None,
+            rope: None,
+            rms: None,
+        };
+        bf16_gemv::run(&res_twin, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        let args = Args {
+            x: x.view(m, ko, lx, DType::BF16),
+            w: wo.view(hd, ko, ko, DType::BF16),
+            bias: view_b(&bo, hd, c.bias),
+            y: r_new.view_mut(m, hd, lr, DType::BF16),
+            add_norm: None,
+            rope: None,
+            rms: Some(bf16_gemv::RmsArgs::Residual {
+                residual: res.view(m, hd, lr, DType::BF16),
+                sum_sq: sum_sq.view_mut(m, groups, groups, DType::F32),
+            }),
+        };
+        bf16_gemv::run(&res_plan, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
+        stream.synchronize().map_err(err)?;
+        let yp = y_plain.download(stream)?;
+        let want_r: Vec<bf16> =
+            (0..m * hd).map(|i| bf16::from_f32((yp[i] as f32) + resb[i].to_f32())).collect();
+        let rb = r_new.bits(stream)?;
+        let live: Vec<u32> = (0..m).flat_map(|t| rb[t * lr..t * lr + hd].iter().copied()).collect();
+        let want_bits: Vec<u32> = want_r.iter().map(|v| u32::from(v.to_bits())).collect();
+        same_bits(&format!("residual [{rid}] vs its twin + residual"), &live, &want_bits)?;
+        if (0..m).any(|t| rb[t * lr + hd..(t + 1) * lr].iter().any(|&v| v != 0xFFFF)) {
+            return Err(format!("residual padding written [{rid}]"));
+        }
+        let rf: Vec<f32> = want_r.iter().map(|v| v.to_f32()).collect();
+        let want_sq: Vec<u32> =
+            (0..m).flat_map(|t| host_group_sums(&rf[t * hd..(t + 1) * hd], hd)).map(f32::to_bits).collect();
+        same_bits(&format!("sum_sq [{rid}]"), &sum_sq.bits(stream)?, &want_sq)?;
+        // The gate/up projection on the new residual.
+        let call = |plan: &Plan, out: &mut FloatBuf, cols: usize, stride: usize, scratch: &mut CudaSlice<u8>| {
+            let args = Args {
+                x: r_new.view(m, hd, lr, DType::BF16),
+                w: wg.view(ngu, hd, hd, DType::BF16),
+                bias: view_b(&bg, ngu, c.bias),
+                y: out.view_mut(m, cols, stride, DType::BF16),
+                add_norm: None,
+                rope: None,
+                rms: Some(bf16_gemv::RmsArgs::Scale { sum_sq: sum_sq.view(m, groups, groups, DType::F32) }),
+            };
+            bf16_gemv::run(plan, args, aligned_scratch(scratch, bytes), stream).map_err(err)
+        };
+        call(&sc_twin, &mut y_twin, ngu, ngu, &mut scratch)?;
+        call(&sc_plan, &mut y, n_out, ly, &mut scratch)?;
+        stream.synchronize().map_err(err)?;
+        // The oracle: rrms (f64, from the device's sums) times the exact product, plus the bias.
+        let ssq = sum_sq.download(stream)?;
+        let rrms: Vec<f64> = (0..m)
+            .map(|t| 1.0 / (ssq[t * groups..(t + 1) * groups].iter().sum::<f64>() / hd as f64 + f64::from(EPS)).sqrt())
+            .collect();
+        let rows: Vec<usize> = (0..ngu).collect();
+        let ex = reference::exact(&want_r, &wgu, None::<&[f32]>, m, hd, &rows);
+        // (values() gives values of the bias dtype.)
+        let bias_at = |j: usize| bgu_h.as_ref().map_or(0.0, |b| f64::from(b[j]));
+        let want: Vec<f64> = (0..m * ngu).map(|i| rrms[i / ngu] * ex.acc[i] + bias_at(i % ngu)).collect();
+        let yt = y_twin.download(stream)?;
+        b12x_core::testing::check_close(&format!("gate/up [{sid}]"), &yt, &want, &[m, ngu], |i| {
+            let scaled = rrms[i / ngu] * ex.abs[i];
+            // rsqrtf (2 ulp) and the f32 sum of the sums of squares: a few 2^-22 relative.
+            reference::bound(DType::BF16, hd, want[i], scaled) + 2f64.powi(-20) * (rrms[i / ngu] * ex.acc[i]).abs()
+        })?;
+        let all = y.download(stream)?;
+        if (0..m).any(|t| all[t * ly + n_out..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+            return Err(format!("y padding written [{sid}]"));
+        }
+        if c.y_silu {
+            let i_cols = ngu / 2;
+            let mut gu = vec![bf16::ZERO; m * ngu];
+            for t in 0..m {
+                for col in 0..i_cols {
+                    let row = (col / 8) * 16 + col % 8;
+                    gu[t * ngu + col] = bf16::from_f64(yt[t * ngu + row]);
+                    gu[t * ngu + i_cols + col] = bf16::from_f64(yt[t * ngu + row + 8]);
+                }
+            }
+            let act = b12x_norm::silu_and_mul::reference::silu_and_mul(&gu, i_cols, None);
+            let want_bits: Vec<u32> = act.iter().map(|v| u32::from(v.to_bits())).collect();
+            let yb = y.bits(stream)?;
+            let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i_cols].iter().copied()).collect();
+            same_bits(&format!("SwiGLU y [{sid}] vs its twin + silu_and_mul"), &y_live, &want_bits)?;
+        } else {
+            let yb = y.bits(stream)?;
+            let tb = y_twin.bits(stream)?;
+            let (a, b): (Vec<u32>, Vec<u32>) =
+                (0..m).flat_map(|t| (0..ngu).map(move |j| (t, j))).map(|(t, j)| (yb[t * ly + j], tb[t * ngu + j])).unzip();
+            same_bits(&format!("y [{sid}] vs its twin"), &a, &b)?;
+        }
+        session.close();
+    }
+    Ok(())
+}
+
+/// Split add+RMSNorm calls without their tensors, with the other kind, or with overlapping
+/// ones are typed errors that launch nothing.
+fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let (n, k, m) = (256, 512, 2);
+    let stream = dev.stream();
+    let q = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::None,
+        y_act: YAct::ResidualRms,
+    };
+    let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?;
+    session.prepare(&[&plan]).map_err(err)?;
+    let x = FloatBuf::upload(stream, &values(Fill::Uniform, 71, m * k, DType::BF16), DType::BF16)?;
+    let w = FloatBuf::upload(stream, &values(Fill::Uniform, 72, n * k, DType::BF16), DType::BF16)?;
+    let res = FloatBuf::upload(stream, &values(Fill::Uniform, 73, m * n, DType::BF16), DType::BF16)?;
+    let mut y = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let mut ssq = FloatBuf::poisoned(stream, m * n / 16, DType::F32)?;
+    let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes().max(1)).map_err(err)?;
+    let groups = n / 16;
+    // No rms tensors.
+    let args = Args {
+        x: x.view(m, k, k, DType::BF16),
+        w: w.view(n, k, k, DType::BF16),
+        bias: None,
+        y: y.view_mut(m, n, n, DType::BF16),
+        add_norm: None,
+        rope: None,
+        rms: None,
+    };
+    if !matches!(bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream), Err(Error::Shape { tensor: "rms", .. })) {
+        return Err("no rms tensors: expected Shape(rms)".into());
+    }
+    // The wrong kind.
+    let args = Args {
+        x: x.view(m, k, k, DType::BF16),
+        w: w.view(n, k, k, DType::BF16),
+        bias: None,
+        y: y.view_mut(m, n, n, DType::BF16),
+        add_norm: None,
+        rope: None,
+        rms: Some(bf16_gemv::RmsArgs::Scale { sum_sq: res.view(m, groups, groups, DType::F32) }),
+    };
+    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+        return Err("a Scale tensor on a ResidualRms plan: expected an error".into());
+    }
+    // sum_sq of the wrong width.
+    let args = Args {
+        x: x.view(m, k, k, DType::BF16),
+        w: w.view(n, k, k, DType::BF16),
+        bias: None,
+        y: y.view_mut(m, n, n, DType::BF16),
+        add_norm: None,
+        rope: None,
+        rms: Some(bf16_gemv::RmsArgs::Residual {
+            residual: res.view(m, n, n, DType::BF16),
+            sum_sq: ssq.view_mut(m, groups - 1, groups, DType::F32),
+        }),
+    };
+    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+        return Err("sum_sq [M, groups - 1]: expected an error".into());
+    }
+    // The residual over x (a view of x's buffer).
+    let args = Args {
+        x: x.view(m, k, k, DType::BF16),
+        w: w.view(n, k, k, DType::BF16),
+        bias: None,
+        y: y.view_mut(m, n, n, DType::BF16),
+        add_norm: None,
+        rope: None,
+        rms: Some(bf16_gemv::RmsArgs::Residual {
+            residual: x.view(m, n, k, DType::BF16),
+            sum_sq: ssq.view_mut(m, groups, groups, DType::F32),
+        }),
+    };
+    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+        return Err("the residual over x: expected an error".into());
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().chain(ssq.download(stream)?.iter()).any(|v| !v.is_nan()) {
+        return Err("a refused call wrote y or sum_sq".into());
+    }
+    session.close();
+    Ok(())
+}
+
 fn main() {
     let mut trials = Vec::new();
     for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
@@ -1468,5 +1837,11 @@ fn main() {
         }
     }
     trials.push(GpuTrial::new("addnorm_bad_inputs_launch_nothing", addnorm_bad_inputs));
+    for &c in SPLIT_CASES.iter().filter(|c| !(c.large && reduced_profile())) {
+        for &m in c.ms {
+            trials.push(GpuTrial::new(format!("{}::m{m}", c.name), move |d| check_split_norm(d, c, m)));
+        }
+    }
+    trials.push(GpuTrial::new("split_norm_bad_inputs_launch_nothing", split_norm_bad_inputs));
     run_gpu_trials(trials)
 }

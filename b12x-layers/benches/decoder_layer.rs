@@ -46,7 +46,10 @@
 //!   `fuse_rope_attention`; `…_pdl_gs_f1_ra/…`, `…_pdl_gs_f1_wo/…`, `…_pdl_gs_f1_ra_wo/…`: their
 //!   combinations with `warm_o_proj` (30%, one CTA per SM); `…_pdl_gs_rq/…`, `…_pdl_gs_f1_rq/…`:
 //!   `rope_in_qkv` (rope and the KV append in the QKV projection's epilogue), alone and with
-//!   `FoldNorms::First`.
+//!   `FoldNorms::First`; `…_pdl_gs_n2/…`, `…_pdl_gs_rq_n2/…`, `…_pdl_gs_f1_rq_n2/…`:
+//!   `norm2_in_o_proj` (norm 2 split between the O projection's epilogue and the gate/up
+//!   projection's scale), alone, with `rope_in_qkv`, and with both that and `FoldNorms::First`
+//!   (no norm launch at all).
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -81,10 +84,9 @@ fn main() -> Result<()> {
     for format in WeightFormat::ALL {
         let weights = HostWeights::random(&cfg, format, 7)?;
         let dw = weights.upload(dev.stream())?;
-        // The other layers' weights of the steady-state row (made at the first B = 1 case).
-        let mut more = Vec::new();
-        // The same, gate/up rows interleaved (`gate_up_silu` rows).
-        let mut more_gs = Vec::new();
+        // The other layers' weights of the steady-state row (made at the first B = 1 case), per
+        // weight layout (gate/up interleaved, QKV in rope order, gate/up folded with norm 2).
+        let mut more_by_layout: std::collections::HashMap<(bool, bool, bool), Vec<_>> = Default::default();
         let opts = |pdl: bool, splits: Option<usize>, stages: Option<usize>| LayerOptions {
             pdl,
             attention_splits: splits,
@@ -98,12 +100,14 @@ fn main() -> Result<()> {
             fold_norms: FoldNorms::None,
             fuse_rope_attention: false,
             rope_in_qkv: false,
+            norm2_in_o_proj: false,
         };
         let fold = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::Both, ..o };
         let fold1 = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::First, ..o };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let ra = |o: LayerOptions| LayerOptions { fuse_rope_attention: true, ..o };
         let rq = |o: LayerOptions| LayerOptions { rope_in_qkv: true, ..o };
+        let n2 = |o: LayerOptions| LayerOptions { norm2_in_o_proj: true, ..o };
         let er = |o: LayerOptions| LayerOptions { early_release: true, ..o };
         let wo = |percent: u8, ctas: u32, o: LayerOptions| LayerOptions {
             warm_o_proj: Some(WarmWeight { percent, ctas }),
@@ -141,6 +145,9 @@ fn main() -> Result<()> {
                 ("_pdl_gs_f1_wo", wo(30, 0, fold1(gs(opts(true, None, None))))),
                 ("_pdl_gs_rq", rq(gs(opts(true, None, None)))),
                 ("_pdl_gs_f1_rq", rq(fold1(gs(opts(true, None, None))))),
+                ("_pdl_gs_n2", n2(gs(opts(true, None, None)))),
+                ("_pdl_gs_rq_n2", n2(rq(gs(opts(true, None, None))))),
+                ("_pdl_gs_f1_rq_n2", n2(rq(fold1(gs(opts(true, None, None)))))),
                 ("_pdl_gs_f1_ra_wo", wo(30, 0, ra(fold1(gs(opts(true, None, None)))))),
                 ("_ra", ra(opts(false, None, None))),
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
@@ -175,7 +182,7 @@ fn main() -> Result<()> {
             let prefix = format!("decoder_layer/{}{tag}/B{b}_ctx{ctx}", format.name());
             // The fused down GEMV and the folded norms serve at most 8 rows: B = 64 has no `_fs`
             // or `_fn` rows.
-            let fused_x = options.fuse_silu || options.fold_norms != FoldNorms::None;
+            let fused_x = options.fuse_silu || options.fold_norms != FoldNorms::None || options.norm2_in_o_proj;
             if !selected(&prefix) || (fused_x && b > 8 * bf16_gemv::SILU_NT as usize) {
                 continue;
             }
@@ -184,9 +191,15 @@ fn main() -> Result<()> {
             let num_pages = b * max_pages + 8;
             let cap = Capacity { max_batch: b, max_pages, num_pages };
             let layer = Layer::with_options(&cfg, format, cap, options, &dev)?;
-            // gate_up_silu layers read the gate/up weight interleaved.
-            let dw_gs = if options.gate_up_silu { Some(layer.upload_weights(&weights, dev.stream())?) } else { None };
-            let dw = dw_gs.as_ref().unwrap_or(&dw);
+            // Layers with another weight layout (gate/up interleaved, QKV rows in rope order, gate/up
+            // folded with norm 2) read their own upload.
+            let layout = (options.gate_up_silu, options.rope_in_qkv, options.norm2_in_o_proj);
+            let dw_own = if layout != (false, false, false) {
+                Some(layer.upload_weights(&weights, dev.stream())?)
+            } else {
+                None
+            };
+            let dw = dw_own.as_ref().unwrap_or(&dw);
             let mut session = PreparationSession::new(&dev)?;
             session.prepare(&layer.plans())?;
             session.freeze();
@@ -259,7 +272,7 @@ fn main() -> Result<()> {
             // the graph's start is paid once and each layer's first kernel overlaps the previous
             // layer's last (with PDL).
             if b == 1 {
-                let more = if options.gate_up_silu { &mut more_gs } else { &mut more };
+                let more = more_by_layout.entry(layout).or_default();
                 while more.len() < LAYERS - 1 {
                     let host = HostWeights::random(&cfg, format, 8 + more.len() as u64)?;
                     more.push(layer.upload_weights(&host, dev.stream())?);

@@ -13,7 +13,9 @@
 //! epilogue at every B, plain at B = 1; and its typed errors), and with `fold_norms` (BF16,
 //! B ≤ 8: `Both` and `First` with PDL + gate/up epilogue, `Both` plain at B = 1; and its typed
 //! errors), and with `fuse_rope_attention` (BF16 PDL + gate/up epilogue at every B, with
-//! `FoldNorms::First` at B ≤ 8, NVFP4 plain at B = 1; and its typed errors).
+//! `FoldNorms::First` at B ≤ 8, NVFP4 plain at B = 1; and its typed errors), and with
+//! `rope_in_qkv` and `norm2_in_o_proj` (BF16, B ≤ 8, PDL + gate/up epilogue, with and without
+//! `FoldNorms::First`; plain at B = 1; and their typed errors).
 //! `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_attention::rope_kv_append;
@@ -226,7 +228,88 @@ fn main() {
         check(dev, WeightFormat::Bf16, LayerOptions { rope_in_qkv: true, ..Default::default() }, 1)
     }));
     trials.push(GpuTrial::new("qwen3_8b::rope_qkv_errors", rope_qkv_errors));
+    // Norm 2 split between the O projection's epilogue and the gate/up projection (B ≤ 8): PDL +
+    // gate/up epilogue + rope in the QKV projection, with norm 1 launched or folded (then the
+    // step launches no norm); plain at B = 1 (the gate/up GEMV without its epilogue).
+    for &b in batches.iter().filter(|&&b| b <= 8) {
+        for (tag, fold_norms) in [("", FoldNorms::None), ("_first", FoldNorms::First)] {
+            trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl{tag}_rope_qkv_norm2::b{b}"), move |dev| {
+                let options = LayerOptions {
+                    pdl: true,
+                    gate_up_silu: true,
+                    fold_norms,
+                    rope_in_qkv: true,
+                    norm2_in_o_proj: true,
+                    ..Default::default()
+                };
+                check(dev, WeightFormat::Bf16, options, b)
+            }));
+        }
+    }
+    trials.push(GpuTrial::new("qwen3_8b::bf16_norm2::b1", move |dev| {
+        check(dev, WeightFormat::Bf16, LayerOptions { norm2_in_o_proj: true, ..Default::default() }, 1)
+    }));
+    trials.push(GpuTrial::new("qwen3_8b::norm2_errors", norm2_errors));
     run_gpu_trials(trials)
+}
+
+/// `norm2_in_o_proj` where it cannot split is a typed error at planning (block-scaled weights,
+/// more than 8 rows, with `FoldNorms::Both`); a splitting layer has no norm-2 op (and refuses to
+/// launch one alone), plans `norm.rmsnorm` only for norm 1, and refuses weights whose gate/up
+/// projection is not folded with norm 2's weight (and a plain layer refuses folded ones).
+fn norm2_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
+    let cfg = Config::qwen3_8b();
+    let cap = |b| Capacity { max_batch: b, max_pages: 4, num_pages: 4 * b + 8 };
+    let n2 = LayerOptions { norm2_in_o_proj: true, ..Default::default() };
+    let bad = [
+        (WeightFormat::Nvfp4, 1, n2),
+        (WeightFormat::BlockFp8, 1, n2),
+        (WeightFormat::Bf16, 9, n2),
+        (WeightFormat::Bf16, 1, LayerOptions { fold_norms: FoldNorms::Both, ..n2 }),
+    ];
+    for (format, b, options) in bad {
+        match Layer::with_options(&cfg, format, cap(b), options, dev) {
+            Err(Error::InvalidQuery { field: "norm2_in_o_proj", .. }) => {}
+            other => {
+                return Err(format!(
+                    "{} B={b} {options:?}: expected InvalidQuery(norm2_in_o_proj), got {:?}",
+                    format.name(),
+                    other.err()
+                ))
+            }
+        }
+    }
+    let e = |e: Error| e.to_string();
+    for (fold_norms, norm_plans) in [(FoldNorms::None, 1), (FoldNorms::First, 0)] {
+        let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions { fold_norms, ..n2 }, dev).map_err(e)?;
+        let ops = layer.ops();
+        if ops.contains(&Op::AddNorm2) || ops.contains(&Op::AddNorm1) != (fold_norms == FoldNorms::None) {
+            return Err(format!("norm2_in_o_proj layer ({fold_norms:?}): ops {ops:?}"));
+        }
+        let norms = layer.plans().iter().filter(|p| p.op() == "norm.rmsnorm").count();
+        if norms != norm_plans {
+            return Err(format!("norm2_in_o_proj layer ({fold_norms:?}) plans {norms} norm.rmsnorm"));
+        }
+    }
+    let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), n2, dev).map_err(e)?;
+    let weights = HostWeights::random(&cfg, WeightFormat::Bf16, 3).map_err(e)?;
+    let folded = layer.upload_weights(&weights, dev.stream()).map_err(e)?;
+    let plain = weights.upload(dev.stream()).map_err(e)?;
+    let mut st = layer.state(dev.stream(), 1).map_err(e)?;
+    match layer.run_op(Op::AddNorm2, &folded, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "op", .. }) => {}
+        other => return Err(format!("add_rmsnorm_2 on a norm2_in_o_proj layer: expected InvalidQuery(op), got {other:?}")),
+    }
+    match layer.run_op(Op::GateUpProj, &plain, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "weights", .. }) => {}
+        other => return Err(format!("unfolded gate/up weights: expected InvalidQuery(weights), got {other:?}")),
+    }
+    let plain_layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions::default(), dev).map_err(e)?;
+    let mut st = plain_layer.state(dev.stream(), 1).map_err(e)?;
+    match plain_layer.run_op(Op::GateUpProj, &folded, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "weights", .. }) => Ok(()),
+        other => Err(format!("folded gate/up weights on a plain layer: expected InvalidQuery(weights), got {other:?}")),
+    }
 }
 
 /// `rope_in_qkv` where it cannot fold is a typed error at planning (block-scaled weights,

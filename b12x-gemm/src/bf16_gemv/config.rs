@@ -82,6 +82,9 @@ pub enum XLoad {
     /// `_addnorm`: norm.rmsnorm's fused form of x and the residual (parameters
     /// `Bf16GemvNormParams`).
     AddNorm,
+    /// `_rmsx`: x as it is, every sum scaled by its token's rrms from the sums of squares
+    /// (parameters `Bf16GemvRmsParams`; ring feed only).
+    RmsScale,
 }
 
 impl XLoad {
@@ -91,25 +94,39 @@ impl XLoad {
             XLoad::Plain => "",
             XLoad::SiluMul => "_silu",
             XLoad::AddNorm => "_addnorm",
+            XLoad::RmsScale => "_rmsx",
         }
     }
     /// x piece sets a ring stage holds: x; gate and up; x, residual and norm weight.
     pub fn ring_sets(self) -> u32 {
         match self {
-            XLoad::Plain => 1,
+            XLoad::Plain | XLoad::RmsScale => 1,
             XLoad::SiluMul => 2,
             XLoad::AddNorm => 3,
         }
     }
 }
 
+/// The store of the `mma` ring entry points (`Query::y_act`'s epilogues that need their own
+/// entry points; the SwiGLU epilogue is a run-time flag of every variant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MmaEpi {
+    /// y as the GEMV finishes it.
+    Plain,
+    /// `_rope`: the rope + KV-append epilogue (`YAct::RopeAppend`, parameters `Bf16GemvRopeParams`).
+    Rope,
+    /// `_resrms`: the residual add and the 16-row sums of squares (`YAct::ResidualRms`,
+    /// parameters `Bf16GemvRmsParams`).
+    ResidualRms,
+}
+
 /// Which kernel family and template instance a config launches.
 ///
-/// `x`: what the `mma` / `mmad` entry point makes of x as it loads it ([`XLoad`]); `rope`: the
-/// `_rope` entry points' rope + KV-append epilogue (`YAct::RopeAppend`; ring feed, NT = 1).
+/// `x`: what the `mma` / `mmad` entry point makes of x as it loads it ([`XLoad`]); `epi`: the
+/// ring entry points' own epilogues ([`MmaEpi`]; NT = 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    Mma { nt: u32, rt: u32, u: u32, stages: u32, x: XLoad, rope: bool },
+    Mma { nt: u32, rt: u32, u: u32, stages: u32, x: XLoad, epi: MmaEpi },
     MmaDirect { nt: u32, rt: u32, u: u32, x: XLoad },
     MmaUnaligned { nt: u32 },
     Tma { nt: u32, rt: u32, cw: u32, kb: u32 },
@@ -151,13 +168,31 @@ impl Variant {
     }
     /// Whether the entry point stores through the rope + KV-append epilogue (`_rope`).
     pub fn rope(self) -> bool {
-        matches!(self, Variant::Mma { rope: true, .. })
+        matches!(self, Variant::Mma { epi: MmaEpi::Rope, .. })
+    }
+    /// Whether the entry point stores through the residual + sums-of-squares epilogue (`_resrms`).
+    pub fn residual_rms(self) -> bool {
+        matches!(self, Variant::Mma { epi: MmaEpi::ResidualRms, .. })
+    }
+    /// Whether the entry point takes `Bf16GemvRmsParams` (`_resrms`, `_rmsx`).
+    pub fn rms_params(self) -> bool {
+        self.residual_rms() || self.x_load() == XLoad::RmsScale
+    }
+    /// Whether the entry point finishes its tiles only unsplit (`ksplit` 1): its epilogue runs
+    /// where a CTA finishes a tile (`_rope`, `_resrms`, `_rmsx`).
+    pub fn unsplit_only(self) -> bool {
+        self.rope() || self.rms_params()
     }
     fn id(self) -> String {
         let act = self.x_load().suffix();
         match self {
-            Variant::Mma { nt, rt, u, stages, rope, .. } => {
-                format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}{act}{}", if rope { "_rope" } else { "" })
+            Variant::Mma { nt, rt, u, stages, epi, .. } => {
+                let epi = match epi {
+                    MmaEpi::Plain => "",
+                    MmaEpi::Rope => "_rope",
+                    MmaEpi::ResidualRms => "_resrms",
+                };
+                format!("mma_nt{nt}_rt{rt}_u{u}_s{stages}{act}{epi}")
             }
             Variant::MmaDirect { nt, rt, u, .. } => format!("mmad_nt{nt}_rt{rt}_u{u}{act}"),
             Variant::MmaUnaligned { nt } => format!("mma_nt{nt}_unaligned"),
@@ -184,21 +219,21 @@ fn mma_variants(x: XLoad) -> impl Iterator<Item = Variant> {
         u,
         stages,
         x,
-        rope: false,
+        epi: MmaEpi::Plain,
     });
     direct.chain(ring)
 }
 
-/// The `_rope` variants (the rope + KV-append epilogue): the [`SILU_NT`] ring rows, with plain
-/// (`x` = `Plain`) or add+RMSNorm (`AddNorm`) x.
-fn rope_variants(x: XLoad) -> impl Iterator<Item = Variant> {
+/// The ring-only variants of the [`SILU_NT`] rows: `_rope` (x `Plain` or `AddNorm`), `_resrms`
+/// (x `Plain`) and `_rmsx` (x `RmsScale`, epilogue `Plain`).
+fn ring_variants(x: XLoad, epi: MmaEpi) -> impl Iterator<Item = Variant> {
     MMA_VARIANTS.iter().filter(|v| v.0 == SILU_NT).map(move |&(nt, rt, u, stages)| Variant::Mma {
         nt,
         rt,
         u,
         stages,
         x,
-        rope: true,
+        epi,
     })
 }
 
@@ -213,8 +248,10 @@ pub fn all_symbols() -> Vec<String> {
     // The fused x-load variants exist for BF16 output only.
     out.extend(mma_variants(XLoad::SiluMul).map(|v| v.symbol(DType::BF16)));
     out.extend(mma_variants(XLoad::AddNorm).map(|v| v.symbol(DType::BF16)));
-    out.extend(rope_variants(XLoad::Plain).map(|v| v.symbol(DType::BF16)));
-    out.extend(rope_variants(XLoad::AddNorm).map(|v| v.symbol(DType::BF16)));
+    out.extend(ring_variants(XLoad::Plain, MmaEpi::Rope).map(|v| v.symbol(DType::BF16)));
+    out.extend(ring_variants(XLoad::AddNorm, MmaEpi::Rope).map(|v| v.symbol(DType::BF16)));
+    out.extend(ring_variants(XLoad::Plain, MmaEpi::ResidualRms).map(|v| v.symbol(DType::BF16)));
+    out.extend(ring_variants(XLoad::RmsScale, MmaEpi::Plain).map(|v| v.symbol(DType::BF16)));
     out
 }
 
@@ -295,6 +332,9 @@ pub struct Geometry {
     /// `Query::y_act` is the rope + KV-append epilogue: only the `_rope` ring variants, no K
     /// split (the epilogue runs where a CTA finishes its tile).
     pub y_rope: bool,
+    /// `Query::y_act` is the residual + sums-of-squares epilogue: only the `_resrms` ring
+    /// variants, no K split.
+    pub y_res: bool,
     /// Largest M of the bucket.
     pub rows_hi: usize,
     pub sm_count: u32,
@@ -451,8 +491,16 @@ fn variants(g: &Geometry) -> Vec<Variant> {
     let nt = token_tiles(g.rows_hi);
     let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
     // The rope epilogue: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
+    let ring_only = |x: XLoad, epi: MmaEpi| -> Vec<Variant> { ring_variants(x, epi).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect() };
     if g.y_rope {
-        return rope_variants(g.x).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect();
+        return ring_only(g.x, MmaEpi::Rope);
+    }
+    // The split add+RMSNorm (validate keeps both to aligned BF16 x, M ≤ 8, plain other side).
+    if g.y_res {
+        return ring_only(XLoad::Plain, MmaEpi::ResidualRms);
+    }
+    if g.x == XLoad::RmsScale {
+        return ring_only(XLoad::RmsScale, MmaEpi::Plain);
     }
     // A fused x load: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
     if g.x != XLoad::Plain {
@@ -474,7 +522,8 @@ fn variants(g: &Geometry) -> Vec<Variant> {
 ///   (beyond that every SM is already busy and splits only add partial traffic);
 /// - with a fused x load (`x`) only its `_silu` / `_addnorm` ring and direct variants: the
 ///   `tma`, `simt` and unaligned kernels have no fused x load;
-/// - with the rope epilogue (`y_rope`) only the `_rope` ring variants, unsplit.
+/// - with the rope epilogue (`y_rope`) only the `_rope` ring variants, unsplit; with the split
+///   add+RMSNorm (`y_res`, `x` = `RmsScale`) only the `_resrms` / `_rmsx` ring variants, unsplit.
 ///
 /// The default is the first variant, the first CTA shape, and the fewest splits whose grid
 /// covers every SM once.
@@ -490,7 +539,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
         };
         for &(warps_r, warps_k) in shapes.iter() {
             for ksplit in KSPLITS {
-                if ksplit > 1 && variant.rope() {
+                if ksplit > 1 && variant.unsplit_only() {
                     continue;
                 }
                 let c = Config { variant, warps_r, warps_k, ksplit, tma: None };
@@ -515,7 +564,7 @@ pub fn enumerate(g: &Geometry) -> Vec<Config> {
     // TMA configs (aligned BF16 x, no fused activation: the TMA boxes carry x as it is): raced,
     // never the default. Every ring as deep as shared memory allows (at least two stages); both
     // work splits and both W hints.
-    if !g.x_f32 && g.aligned && g.x == XLoad::Plain && !g.y_rope {
+    if !g.x_f32 && g.aligned && g.x == XLoad::Plain && !g.y_rope && !g.y_res {
         let nt = token_tiles(g.rows_hi);
         for &(vnt, rt, cw, kb) in TMA_VARIANTS.iter().filter(|v| v.0 == nt) {
             let variant = Variant::Tma { nt: vnt, rt, cw, kb };

@@ -2,8 +2,9 @@
 
 use super::params::{FLAG_BIAS_F32, FLAG_PDL, FLAG_Y_SILU, TMA_FLAG_CLUSTER, TMA_FLAG_EVICT_FIRST};
 use super::{
-    Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRopeParams, Bf16GemvTmaParams, Config, GemvRopeEpi,
-    Plan, RopeAppend, TmaSchedule, Variant, XAct, XLoad, YAct, KERNEL_STATIC_SMEM, OP,
+    rms_groups, Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRmsParams, Bf16GemvRopeParams,
+    Bf16GemvTmaParams, Config, GemvRmsEpi, GemvRopeEpi, Plan, RopeAppend, TmaSchedule, Variant, XAct, XLoad, YAct,
+    KERNEL_STATIC_SMEM, OP,
 };
 use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::{
@@ -12,15 +13,26 @@ use b12x_core::{
 };
 use std::sync::Arc;
 
+/// The parameters of the fused parts a call has (each `None` without it).
+#[derive(Clone, Copy, Default)]
+pub(super) struct Epilogues<'e> {
+    /// `XAct::AddRmsNorm`'s (its `g` is filled at launch).
+    pub norm: Option<&'e Bf16GemvNormParams>,
+    /// `YAct::RopeAppend`'s.
+    pub rope: Option<&'e GemvRopeEpi>,
+    /// `YAct::ResidualRms`'s or `XAct::RmsScale`'s.
+    pub rms: Option<&'e GemvRmsEpi>,
+}
+
 pub(super) fn launch(
     plan: &Plan,
     bucket: usize,
     sel: &Selected,
     p: &mut Bf16GemvParams,
-    norm: Option<&Bf16GemvNormParams>,
-    rope: Option<&GemvRopeEpi>,
+    epi: Epilogues<'_>,
     stream: &CudaStream,
 ) -> Result<()> {
+    let Epilogues { norm, rope, rms } = epi;
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: sel.config.clone() };
     let c = plan.configs(bucket).get(sel.config_index).copied().ok_or_else(unknown)?;
     let kernel = sel.kernels.first().ok_or_else(unknown)?;
@@ -56,6 +68,14 @@ pub(super) fn launch(
         // table, table, both caches and the error word (the written ones overlapping nothing
         // the call touches), all touched after the PDL wait; the kernel checks every untrusted
         // index before it writes a cache slot.
+        return unsafe { kernel.launch_ex(stream, dims, &rp, opts) };
+    }
+    if c.variant.rms_params() {
+        let rp = Bf16GemvRmsParams { g: *p, e: *rms.ok_or_else(unknown)? };
+        // SAFETY: as below; Bf16GemvRmsParams mirrors the `_resrms` / `_rmsx` entry points'
+        // struct (asserted on both sides); `Query::rms_params` checked the residual and the sums
+        // of squares (shapes, row strides, what is written overlapping nothing the call touches),
+        // all touched after the PDL wait.
         return unsafe { kernel.launch_ex(stream, dims, &rp, opts) };
     }
     if c.variant.x_load() == XLoad::AddNorm {
@@ -187,7 +207,17 @@ impl OpPlan for Plan {
         // word, all zeros: every token's length 0 is a fault, so the race rotates q and k
         // (position 0) and writes y but no cache slot (no cache is given).
         let rope_bytes = if let YAct::RopeAppend(_) = q.y_act { m * 4 } else { 0 };
-        let sizes: Vec<usize> = sizes.into_iter().chain([rope_bytes, rope_bytes, rope_bytes, 4]).collect();
+        // The split add+RMSNorm: the residual ([M, N] bf16) and the sums of squares ([M, groups]
+        // f32, zeros for `_rmsx`: rrms = 1/sqrt(eps), speed only).
+        let (rms_res, rms_groups_n) = match (q.x_act, q.y_act) {
+            (_, YAct::ResidualRms) => (m * q.n * 2, rms_groups(q.n)),
+            (XAct::RmsScale { .. }, _) => (0, rms_groups(q.k)),
+            _ => (0, 0),
+        };
+        let sizes: Vec<usize> = sizes
+            .into_iter()
+            .chain([rope_bytes, rope_bytes, rope_bytes, 4, rms_res, m * rms_groups_n * 4])
+            .collect();
         let extra_w = if q.pdl { pdl_race_calls(q.n * ldw * 2) - 1 } else { 0 };
         let sizes: Vec<usize> = sizes.into_iter().chain(std::iter::repeat_n(q.n * ldw * 2, extra_w)).collect();
         let race = RaceBuffer::new(&self.device, &sizes)?;
@@ -242,8 +272,27 @@ impl OpPlan for Plan {
             ),
             _ => None,
         };
-        let w_more = at[12..].to_vec();
-        Ok(Box::new(RaceCase { plan: self, bucket, params, norm, rope, w_more, _buffer: race.buffer }))
+        let rms = match (q.x_act, q.y_act) {
+            (_, YAct::ResidualRms) => Some(GemvRmsEpi {
+                residual: at[12],
+                sum_sq: at[13],
+                ldr: q.n as i64,
+                lds: rms_groups_n as i64,
+                groups: rms_groups_n as i32,
+                eps: 0.0,
+            }),
+            (XAct::RmsScale { eps }, _) => Some(GemvRmsEpi {
+                residual: 0,
+                sum_sq: at[13],
+                ldr: 0,
+                lds: rms_groups_n as i64,
+                groups: rms_groups_n as i32,
+                eps,
+            }),
+            _ => None,
+        };
+        let w_more = at[14..].to_vec();
+        Ok(Box::new(RaceCase { plan: self, bucket, params, norm, rope, rms, w_more, _buffer: race.buffer }))
     }
 }
 
@@ -268,6 +317,8 @@ struct RaceCase<'p> {
     norm: Option<Bf16GemvNormParams>,
     /// `YAct::RopeAppend`: the epilogue on the race's zeroed index regions (no cache slot written).
     rope: Option<GemvRopeEpi>,
+    /// `YAct::ResidualRms` / `XAct::RmsScale`: the residual and sums-of-squares regions.
+    rms: Option<GemvRmsEpi>,
     /// PDL plans: the further copies of W the further back-to-back calls read, one each.
     w_more: Vec<u64>,
     _buffer: CudaSlice<u8>,
@@ -275,11 +326,12 @@ struct RaceCase<'p> {
 
 impl BenchCase for RaceCase<'_> {
     fn launch(&mut self, selected: &Selected, stream: &CudaStream) -> Result<()> {
+        let epi = Epilogues { norm: self.norm.as_ref(), rope: self.rope.as_ref(), rms: self.rms.as_ref() };
         let mut p = self.params;
-        launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), self.rope.as_ref(), stream)?;
+        launch(self.plan, self.bucket, selected, &mut p, epi, stream)?;
         for &w in &self.w_more {
             let mut p = Bf16GemvParams { w, ..self.params };
-            launch(self.plan, self.bucket, selected, &mut p, self.norm.as_ref(), self.rope.as_ref(), stream)?;
+            launch(self.plan, self.bucket, selected, &mut p, epi, stream)?;
         }
         Ok(())
     }

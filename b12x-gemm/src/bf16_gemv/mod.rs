@@ -78,6 +78,20 @@
 //!   `bench-results/2026-12-06-h200-b/`), not on the H200. In the Qwen3-8B decoder step at B = 1
 //!   (b12x-layers' `rope_in_qkv`) it takes `rope_kv_append`'s launch out: 0.5–3.9 µs off the
 //!   step on the H100.
+//! - Split add+RMSNorm ([`YAct::ResidualRms`] on one GEMV, [`XAct::RmsScale`] on the next,
+//!   [`Args::rms`]): a decoder layer's second norm without a launch of its own and without any
+//!   CTA recomputing it. The O projection's finishing thread adds the residual to its bf16 output
+//!   (`r = bf16(bf16(v) + residual)`, `norm.rmsnorm`'s new residual bit for bit, stored as y) and
+//!   each 16-row group's Σ r² goes to `sum_sq [M, ⌈N/16⌉]` (a fixed butterfly: the same bits for
+//!   every config); the gate/up projection reads `r` as x, its W's columns pre-multiplied by
+//!   the norm weight ([`fold_norm_weight`]), sums those partials per token after its PDL wait
+//!   (one warp per token, fixed order) while its first ring stages fly, and multiplies each
+//!   finished sum by `rrms = rsqrtf(Σ / K + eps)` before the bias and the SwiGLU epilogue.
+//!   Not bit for bit `norm.rmsnorm` + GEMV (the norm weight is rounded into W once, `h` is never
+//!   rounded, another order of Σ r²): the decoder layer's cosine bound is the check, and
+//!   `tests/gpu_bf16_gemv.rs` checks each half against its plain twin (bitwise: the residual,
+//!   the sums, the SwiGLU) and the f64 oracle. Configs: the `mma` ring NT = 1 rows as `…_resrms`
+//!   and `…_rmsx` (6 entry points, BF16 out), unsplit.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so
@@ -125,6 +139,8 @@
 //!   stage holds the gate and the up pieces, so fewer ring CTA shapes fit in shared memory.
 //! - `…_addnorm` (`mma_nt1_rt2_u4_s3_addnorm_wr2_wk2_ks1`): the fused add+RMSNorm x load
 //!   (above); a ring stage holds the x, the residual and the norm weight's pieces.
+//! - `…_rope`, `…_resrms`, `…_rmsx` (`mma_nt1_rt1_u4_s4_resrms_wr2_wk4_ks1`): the ring rows
+//!   with the rope + KV-append epilogue, the residual + Σ r² epilogue, the rrms scale (above).
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
 //! - `*_unaligned` — the same math with 2/4-byte loads for unaligned views.
@@ -151,6 +167,7 @@
 //!     y: TensorMut::from_slice(&mut y, &[1, 4096])?,
 //!     add_norm: None,
 //!     rope: None,
+//!     rms: None,
 //! };
 //! bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), s)?;
 //! # Ok(()) }
@@ -162,12 +179,12 @@ mod params;
 pub mod reference;
 
 pub use config::{
-    all_symbols, enumerate, Config, Geometry, TmaMode, TmaSchedule, TmaWork, Variant, XLoad, MAX_ROWS, SILU_NT,
-    TMA_CLUSTERS, TMA_MAX_STAGES,
+    all_symbols, enumerate, Config, Geometry, MmaEpi, TmaMode, TmaSchedule, TmaWork, Variant, XLoad, MAX_ROWS,
+    SILU_NT, TMA_CLUSTERS, TMA_MAX_STAGES,
 };
 pub use params::{
-    Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRopeParams, Bf16GemvTmaParams, GemvRopeEpi,
-    ROPE_MAX_PAIRS,
+    Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRmsParams, Bf16GemvRopeParams, Bf16GemvTmaParams,
+    GemvRmsEpi, GemvRopeEpi, ROPE_MAX_PAIRS,
 };
 
 use b12x_core::cudarc::driver::CudaStream;
@@ -196,7 +213,7 @@ b12x_core::inventory::submit! {
             ("sm_121a", b12x_core::Validation::CompiledOnly),
         ],
         krate: "b12x-gemm",
-        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional SwiGLU epilogue (interleaved gate/up rows, y = silu(g)·u), rope + paged KV-append epilogue for a decode QKV projection (M ≤ 8), fused add+RMSNorm or SwiGLU on x (M ≤ 8)",
+        summary: "y = x · Wᵀ (+ bias) for M ≤ 64 rows of x against BF16 weights, split-K, deterministic; optional SwiGLU epilogue (interleaved gate/up rows, y = silu(g)·u), rope + paged KV-append epilogue for a decode QKV projection (M ≤ 8), fused add+RMSNorm or SwiGLU on x (M ≤ 8), add+RMSNorm split between two GEMVs (residual epilogue + rrms scale, M ≤ 8)",
     }
 }
 
@@ -225,6 +242,23 @@ pub enum XAct {
         /// ε (finite, ≥ 0).
         eps: f32,
     },
+    /// The second half of a split add+RMSNorm (the first is [`YAct::ResidualRms`] on the GEMV
+    /// before this one): x `[M, K]` bf16 is the new residual `r` that GEMV stored, W's columns
+    /// are pre-multiplied by the norm weight ([`fold_norm_weight`]: `bf16(W[n, k] · w[k])`), and
+    /// every finished sum `v` of token m becomes `v · rrms[m]` before the bias and the store (or
+    /// the SwiGLU epilogue), `rrms[m] = rsqrtf(S / K + eps)` with `S` the sum of
+    /// [`RmsArgs::Scale`]'s `sum_sq[m, 0..⌈K/16⌉)` in a fixed order (lane l of a warp adds
+    /// entries l, l + 32, … in turn, then a butterfly over the lanes). So y is
+    /// `rrms · (W·diag(w)) · r + bias`: `norm.rmsnorm`'s output fed to this GEMV up to the
+    /// rounding points (rmsnorm rounds `h = bf16(r · rrms · w)` per element and this GEMV
+    /// rounds `W · w` once at upload; another summation order of `S`). Not bit for bit either
+    /// path: a layer checks it by its cosine bound. Configs: the `mma` ring NT = 1 rows as
+    /// `…_rmsx` (3 entry points, BF16 out), unsplit; bf16 x and y, `aligned`, K % 8 == 0,
+    /// `max_rows ≤ 8`; combines with [`YAct::SiluMul`] only.
+    RmsScale {
+        /// ε (finite, ≥ 0).
+        eps: f32,
+    },
 }
 
 /// The limit a SwiGLU kernel takes: L, or +∞ without one (the clamps then pass every value, as
@@ -243,7 +277,7 @@ impl XAct {
     pub fn kernel_limit(self) -> f32 {
         match self {
             XAct::SiluMul { limit } => swiglu_kernel_limit(limit),
-            XAct::None | XAct::AddRmsNorm { .. } => f32::INFINITY,
+            XAct::None | XAct::AddRmsNorm { .. } | XAct::RmsScale { .. } => f32::INFINITY,
         }
     }
 }
@@ -253,7 +287,8 @@ impl PartialEq for XAct {
         match (self, other) {
             (XAct::None, XAct::None) => true,
             (XAct::SiluMul { limit: a }, XAct::SiluMul { limit: b }) => same_limit(*a, *b),
-            (XAct::AddRmsNorm { eps: a }, XAct::AddRmsNorm { eps: b }) => a.to_bits() == b.to_bits(),
+            (XAct::AddRmsNorm { eps: a }, XAct::AddRmsNorm { eps: b })
+            | (XAct::RmsScale { eps: a }, XAct::RmsScale { eps: b }) => a.to_bits() == b.to_bits(),
             _ => false,
         }
     }
@@ -267,6 +302,7 @@ impl XAct {
             XAct::None => XLoad::Plain,
             XAct::SiluMul { .. } => XLoad::SiluMul,
             XAct::AddRmsNorm { .. } => XLoad::AddNorm,
+            XAct::RmsScale { .. } => XLoad::RmsScale,
         }
     }
 }
@@ -298,6 +334,15 @@ pub enum YAct {
     /// `attention.rope`, and the new token's rotated k and its v go into a paged cache, as
     /// `attention.rope_kv_append` does — bit for bit that op after this GEMV.
     RopeAppend(RopeAppend),
+    /// The first half of a split add+RMSNorm (a decoder layer's O projection; the second half
+    /// is [`XAct::RmsScale`] on the gate/up projection after it), with [`RmsArgs::Residual`]:
+    /// `y[m, n] = r = bf16(bf16(v) + residual[m, n])` with `v` the sum this GEMV would store
+    /// (bias included) — `norm.rmsnorm`'s new residual bit for bit, written to y (not over the
+    /// residual) — and `sum_sq[m, g] = Σ r²` over the 16 rows of group g (`rows 16g..16g+15`
+    /// below N; f32, added in a fixed butterfly), `[M, ⌈N/16⌉]`: the same bits whatever the
+    /// config. Configs: the `mma` ring NT = 1 rows as `…_resrms` (3 entry points, BF16 out),
+    /// unsplit; bf16 x and y, `aligned`, `max_rows ≤ 8`, plain x.
+    ResidualRms,
 }
 
 impl YAct {
@@ -305,7 +350,7 @@ impl YAct {
     pub fn kernel_limit(self) -> f32 {
         match self {
             YAct::SiluMul { limit } => swiglu_kernel_limit(limit),
-            YAct::None | YAct::RopeAppend(_) => f32::INFINITY,
+            YAct::None | YAct::RopeAppend(_) | YAct::ResidualRms => f32::INFINITY,
         }
     }
 }
@@ -316,6 +361,7 @@ impl PartialEq for YAct {
             (YAct::None, YAct::None) => true,
             (YAct::SiluMul { limit: a }, YAct::SiluMul { limit: b }) => same_limit(*a, *b),
             (YAct::RopeAppend(a), YAct::RopeAppend(b)) => a == b,
+            (YAct::ResidualRms, YAct::ResidualRms) => true,
             _ => false,
         }
     }
@@ -459,6 +505,26 @@ pub fn interleave_gate_up<T: Copy>(w: &[T], k: usize) -> Vec<T> {
     out
 }
 
+/// W for [`XAct::RmsScale`]: `w` `[N, K]` row-major with column k multiplied by the RMSNorm
+/// weight `norm_w[k]`, each product rounded to bf16 once (`bf16(w[n, k] · norm_w[k])`, f32
+/// product).
+pub fn fold_norm_weight(w: &[b12x_core::half::bf16], norm_w: &[b12x_core::half::bf16]) -> Vec<b12x_core::half::bf16> {
+    let k = norm_w.len();
+    assert!(k > 0 && w.len() % k == 0, "w must be [N, K] with K = norm_w.len()");
+    w.chunks_exact(k)
+        .flat_map(|row| {
+            row.iter().zip(norm_w).map(|(a, b)| b12x_core::half::bf16::from_f32(a.to_f32() * b.to_f32()))
+        })
+        .collect()
+}
+
+/// Entries per token of the sums of squares the split add+RMSNorm passes between its two GEMVs
+/// ([`YAct::ResidualRms`] writes `[M, rms_groups(N)]`, [`XAct::RmsScale`] reads
+/// `[M, rms_groups(K)]`): one per 16 rows.
+pub fn rms_groups(rows: usize) -> usize {
+    rows.div_ceil(16)
+}
+
 /// The static problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Query {
@@ -526,6 +592,7 @@ impl Query {
             XAct::None => None,
             XAct::SiluMul { .. } => Some(("SiluMul", "[gate | up], as activation.silu_and_mul", "a down projection")),
             XAct::AddRmsNorm { .. } => Some(("AddRmsNorm", "as norm.rmsnorm's fused form", "a layer's projections")),
+            XAct::RmsScale { .. } => Some(("RmsScale", "(a residual stream)", "a layer's projections")),
         };
         if let Some((name, x_why, y_why)) = fused {
             let act = |reason: String| bad("x_act", format!("{name} {reason}"));
@@ -552,8 +619,11 @@ impl Query {
                 XAct::SiluMul { limit: Some(l) } if !(l.is_finite() && l > 0.0) => {
                     return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
                 }
-                XAct::AddRmsNorm { eps } if !(eps.is_finite() && eps >= 0.0) => {
+                XAct::AddRmsNorm { eps } | XAct::RmsScale { eps } if !(eps.is_finite() && eps >= 0.0) => {
                     return act(format!("eps must be finite and >= 0, got {eps}"));
+                }
+                XAct::RmsScale { .. } if !matches!(self.y_act, YAct::None | YAct::SiluMul { .. }) => {
+                    return act("combines with y_act None or SiluMul only".into());
                 }
                 _ => {}
             }
@@ -577,6 +647,28 @@ impl Query {
             }
             if let Some(l) = limit.filter(|l| !(l.is_finite() && *l > 0.0)) {
                 return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
+            }
+        }
+        if let YAct::ResidualRms = self.y_act {
+            let act = |reason: String| bad("y_act", format!("ResidualRms {reason}"));
+            if self.x_dtype != DType::BF16 || self.out_dtype != DType::BF16 {
+                return act(format!(
+                    "needs bf16 x and y (a BF16 residual stream), got x {} y {}",
+                    self.x_dtype, self.out_dtype
+                ));
+            }
+            if !self.aligned {
+                return act("needs aligned = true (its configs are the 16-byte ring feeds)".into());
+            }
+            let most = 8 * SILU_NT as usize;
+            if self.max_rows > most {
+                return act(format!(
+                    "serves at most {most} rows: max_rows must be in 1..={most}, got {}",
+                    self.max_rows
+                ));
+            }
+            if self.x_act != XAct::None {
+                return act("needs x_act None (its configs load x as it is)".into());
             }
         }
         if let YAct::RopeAppend(r) = self.y_act {
@@ -645,7 +737,9 @@ impl Query {
         let (n, k) = (self.n, self.k);
         let m = args.x.shape().first().copied().unwrap_or(0);
         match self.x_act {
-            XAct::None | XAct::AddRmsNorm { .. } => args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?,
+            XAct::None | XAct::AddRmsNorm { .. } | XAct::RmsScale { .. } => {
+                args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?
+            }
             XAct::SiluMul { .. } => args.x.expect("x", "[M, 2K] ([gate | up])", self.x_dtype, &[m, 2 * k])?,
         }
         if args.add_norm.is_some() != matches!(self.x_act, XAct::AddRmsNorm { .. }) {
@@ -658,7 +752,9 @@ impl Query {
         }
         args.w.expect("w", "[N, K]", DType::BF16, &[n, k])?;
         match self.y_act {
-            YAct::None | YAct::RopeAppend(_) => args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?,
+            YAct::None | YAct::RopeAppend(_) | YAct::ResidualRms => {
+                args.y.expect("y", "[M, N]", self.out_dtype, &[m, n])?
+            }
             YAct::SiluMul { .. } => {
                 args.y.expect("y", "[M, N/2] (SwiGLU of the gate/up pairs)", self.out_dtype, &[m, n / 2])?
             }
@@ -707,6 +803,20 @@ impl Query {
                 "rope (positions, seq_lens, page_table, caches, error: the plan's y_act is RopeAppend)"
             };
             return Err(Error::Shape { tensor: "rope", expected: expected.into(), actual: vec![] });
+        }
+        let rms_wanted = match (self.x_act, self.y_act) {
+            (XAct::RmsScale { .. }, _) => Some("rms Scale { sum_sq } (the plan's x_act is RmsScale)"),
+            (_, YAct::ResidualRms) => Some("rms Residual { residual, sum_sq } (the plan's y_act is ResidualRms)"),
+            _ => None,
+        };
+        let rms_given = match &args.rms {
+            Some(RmsArgs::Scale { .. }) => Some(matches!(self.x_act, XAct::RmsScale { .. })),
+            Some(RmsArgs::Residual { .. }) => Some(matches!(self.y_act, YAct::ResidualRms)),
+            None => None,
+        };
+        if rms_given != rms_wanted.map(|_| true) {
+            let expected = rms_wanted.unwrap_or("no rms (the plan's x_act is not RmsScale, its y_act not ResidualRms)");
+            return Err(Error::Shape { tensor: "rms", expected: expected.into(), actual: vec![] });
         }
         // Aligned variants move 16-byte vectors of x and W rows; every path needs element alignment.
         let (ax, aw) = if self.aligned { (16, 16) } else { (self.x_dtype.size_bytes(), 2) };
@@ -818,6 +928,58 @@ impl Query {
         Ok(Some(r.epilogue(ptrs, [a.k_cache.ptr(), a.v_cache.ptr(), a.error.ptr()], pt_stride)))
     }
 
+    /// The split add+RMSNorm's parameters ([`YAct::ResidualRms`], [`XAct::RmsScale`]); `None`
+    /// without either. Checks [`Args::rms`]'s tensors (shapes, dtypes, alignment, row
+    /// contiguity, that what the call writes overlaps nothing else it touches); call after
+    /// [`Query::kernel_params`] accepted `args`.
+    pub fn rms_params(&self, args: &Args<'_>) -> Result<Option<GemvRmsEpi>> {
+        let m = args.x.shape().first().copied().unwrap_or(0);
+        let y = ("y", args.y.byte_span());
+        let none = (0, 0);
+        let read = [
+            ("x", args.x.byte_span()),
+            ("w", args.w.byte_span()),
+            ("bias", args.bias.as_ref().map_or(none, |b| b.byte_span())),
+        ];
+        match (&args.rms, self.x_act, self.y_act) {
+            (Some(RmsArgs::Residual { residual, sum_sq }), _, YAct::ResidualRms) => {
+                let groups = rms_groups(self.n);
+                residual.expect("residual", "[M, N]", DType::BF16, &[m, self.n])?;
+                sum_sq.expect("sum_sq", "[M, ceil(N / 16)]", DType::F32, &[m, groups])?;
+                residual.require_aligned("residual", 2)?;
+                sum_sq.require_aligned("sum_sq", 4)?;
+                let ldr = if m > 0 { residual.row_stride("residual")? } else { self.n };
+                let lds = if m > 0 { sum_sq.row_stride("sum_sq")? } else { groups };
+                // Written: y and sum_sq; read: x, W, bias and the residual.
+                let s = ("sum_sq", sum_sq.byte_span());
+                let r = ("residual", residual.byte_span());
+                for w in [y, s] {
+                    for &o in read.iter().chain([&r]) {
+                        require_disjoint(w, o)?;
+                    }
+                }
+                require_disjoint(y, s)?;
+                Ok(Some(GemvRmsEpi {
+                    residual: residual.ptr(),
+                    sum_sq: sum_sq.ptr(),
+                    ldr: ldr as i64,
+                    lds: lds as i64,
+                    groups: groups as i32,
+                    eps: 0.0,
+                }))
+            }
+            (Some(RmsArgs::Scale { sum_sq }), XAct::RmsScale { eps }, _) => {
+                let groups = rms_groups(self.k);
+                sum_sq.expect("sum_sq", "[M, ceil(K / 16)]", DType::F32, &[m, groups])?;
+                sum_sq.require_aligned("sum_sq", 4)?;
+                let lds = if m > 0 { sum_sq.row_stride("sum_sq")? } else { groups };
+                require_disjoint(y, ("sum_sq", sum_sq.byte_span()))?;
+                Ok(Some(GemvRmsEpi { residual: 0, sum_sq: sum_sq.ptr(), ldr: 0, lds: lds as i64, groups: groups as i32, eps }))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// The add+RMSNorm part of a fused call's parameters (`g` left default: the launch fills
     /// it); `None` without [`XAct::AddRmsNorm`]. Call after [`Query::kernel_params`] accepted
     /// `args`.
@@ -848,12 +1010,14 @@ impl Query {
             XAct::None => "",
             XAct::SiluMul { .. } => " x_act=silu_mul",
             XAct::AddRmsNorm { .. } => " x_act=add_rmsnorm",
+            XAct::RmsScale { .. } => " x_act=rms_scale",
         };
         let yact = match self.y_act {
             YAct::None => "",
             YAct::SiluMul { .. } => " y_act=silu_mul",
             // The shape of the epilogue's work, not its values (same kernels, same speed).
             YAct::RopeAppend(_) => " y_act=rope_append",
+            YAct::ResidualRms => " y_act=residual_rms",
         };
         format!(
             "N={} K={} x={} out={} bias={bias} max_rows={} aligned={}{pdl}{act}{yact}",
@@ -870,6 +1034,7 @@ impl Query {
             x: self.x_act.x_load(),
             y_silu: matches!(self.y_act, YAct::SiluMul { .. }),
             y_rope: matches!(self.y_act, YAct::RopeAppend(_)),
+            y_res: matches!(self.y_act, YAct::ResidualRms),
             rows_hi: bucket.hi,
             sm_count: device.sm_count(),
             smem_optin: device.smem_optin(),
@@ -952,6 +1117,22 @@ pub struct Args<'a> {
     pub add_norm: Option<AddNorm<'a>>,
     /// `Some` exactly when the query's `y_act` is [`YAct::RopeAppend`].
     pub rope: Option<RopeArgs<'a>>,
+    /// [`RmsArgs::Residual`] exactly when the query's `y_act` is [`YAct::ResidualRms`],
+    /// [`RmsArgs::Scale`] exactly when its `x_act` is [`XAct::RmsScale`].
+    pub rms: Option<RmsArgs<'a>>,
+}
+
+/// The tensors of a split add+RMSNorm ([`YAct::ResidualRms`] on one GEMV, [`XAct::RmsScale`] on
+/// the next).
+#[derive(Debug)]
+pub enum RmsArgs<'a> {
+    /// [`YAct::ResidualRms`]: `residual` `[M, N]` bf16 (rows contiguous) is added to y; `sum_sq`
+    /// `[M, ⌈N/16⌉]` f32 (rows contiguous) receives the 16-row sums of squares. Neither may
+    /// overlap y, x, W or the bias.
+    Residual { residual: TensorRef<'a>, sum_sq: TensorMut<'a> },
+    /// [`XAct::RmsScale`]: `sum_sq` `[M, ⌈K/16⌉]` f32 (rows contiguous), what the GEMV before
+    /// wrote (it may not overlap y).
+    Scale { sum_sq: TensorRef<'a> },
 }
 
 /// The tensors of [`YAct::RopeAppend`] (a decode batch of M requests, one new token each).
@@ -993,6 +1174,7 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let mut params = plan.query.kernel_params(&args)?;
     let norm = plan.query.norm_params(&args)?;
     let rope = plan.query.rope_params(&args)?;
+    let rms = plan.query.rms_params(&args)?;
     let bound = plan.scratch.bind(&scratch)?;
     plan.device.check_stream(stream)?;
     if params.m == 0 {
@@ -1004,7 +1186,8 @@ pub fn run(plan: &Plan, args: Args<'_>, scratch: Scratch<'_>, stream: &Arc<CudaS
     let selected = resolve(plan, bucket, stream)?;
     params.partials = bound.ptr("partials");
     params.counters = bound.ptr("counters");
-    dispatch::launch(plan, bucket, &selected, &mut params, norm.as_ref(), rope.as_ref(), stream)
+    let epi = dispatch::Epilogues { norm: norm.as_ref(), rope: rope.as_ref(), rms: rms.as_ref() };
+    dispatch::launch(plan, bucket, &selected, &mut params, epi, stream)
 }
 
 /// The plans `cargo xtask prepare` tunes by default: the decode shapes (BF16 out:

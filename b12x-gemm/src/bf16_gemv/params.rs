@@ -199,6 +199,42 @@ const _: () = {
     assert!(offset_of!(Bf16GemvRopeParams, r) == 168);
 };
 
+/// The split second add+RMSNorm of the `_resrms` / `_rmsx` entry points (`GemvRmsEpi` in
+/// `kernels/bf16_gemv.cu`; see [`super::YAct::ResidualRms`] and [`super::XAct::RmsScale`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct GemvRmsEpi {
+    /// `_resrms`: `[M, N]` bf16, the residual added to y (0 for `_rmsx`).
+    pub residual: u64,
+    /// `[M, groups]` f32 sums of squares: written (`_resrms`) or read (`_rmsx`).
+    pub sum_sq: u64,
+    /// The residual's row stride, elements.
+    pub ldr: i64,
+    /// `sum_sq`'s row stride, elements.
+    pub lds: i64,
+    /// `_resrms`: `ceil(N / 16)`; `_rmsx`: the entries summed per token, `ceil(K / 16)`.
+    pub groups: i32,
+    /// `_rmsx`: ε.
+    pub eps: f32,
+}
+const _: () = {
+    assert!(size_of::<GemvRmsEpi>() == 40);
+    assert!(offset_of!(GemvRmsEpi, groups) == 32);
+};
+
+/// The one `__grid_constant__` argument of the `b12x_bf16_gemv_mma_*_resrms_bf16out` and
+/// `…_rmsx_bf16out` entry points.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Bf16GemvRmsParams {
+    pub g: Bf16GemvParams,
+    pub e: GemvRmsEpi,
+}
+const _: () = {
+    assert!(size_of::<Bf16GemvRmsParams>() == 160);
+    assert!(offset_of!(Bf16GemvRmsParams, e) == 120);
+};
+
 /// The one `__grid_constant__` argument of the `b12x_bf16_gemv_tma_*` entry points.
 ///
 /// The grid is `ceil(row blocks · kstages / units_per_cta)` CTAs of `32 * (consumer warps + 1)` threads. Of

@@ -230,6 +230,21 @@ pub struct LayerOptions {
     /// is not faster (the fused QKV configs cost what the launch saves). Not measured on the
     /// H200, hence off by default.
     pub rope_in_qkv: bool,
+    /// Split norm 2 (the add+RMSNorm before the MLP) between the projections around it: the O
+    /// projection's epilogue adds the residual and stores the new residual `r` to the other
+    /// residual buffer (`bf16_gemv::YAct::ResidualRms`: `residual → residual_mid`, or
+    /// `residual_mid → residual` after `FoldNorms::First`) with each 16-row group's Σ r² into
+    /// the state's `sum_sq`, and the gate/up projection reads `r` itself and scales its sums by
+    /// each token's rrms from those partial sums (`bf16_gemv::XAct::RmsScale`), its weight's
+    /// columns multiplied by the norm weight at upload ([`Layer::upload_weights`]:
+    /// `bf16_gemv::fold_norm_weight`). So the step has no [`Op::AddNorm2`] and no CTA recomputes
+    /// the norm. The residual is bit for bit the unfused one; the MLP's input differs from
+    /// `norm.rmsnorm`'s by where it rounds (`W · w` rounded once at upload instead of
+    /// `h = bf16(r · rrms · w)` per element) and the order of the sum of squares, within the
+    /// layer's cosine bound. BF16 weights, `max_batch ≤ 8`, not with `FoldNorms::Both` (which
+    /// folds norm 2 into the gate/up projection whole); otherwise [`Layer::with_options`]
+    /// returns `Error::InvalidQuery`. Off by default.
+    pub norm2_in_o_proj: bool,
 }
 
 /// [`LayerOptions::fold_norms`]: which add+RMSNorms the projections after them fold in.
@@ -357,6 +372,19 @@ impl Layer {
                 ),
             });
         }
+        if options.norm2_in_o_proj && (format != WeightFormat::Bf16 || b > 8 || fold2) {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "norm2_in_o_proj",
+                reason: format!(
+                    "splits norm 2 between the BF16 O and gate/up GEMVs (at most 8 rows), without FoldNorms::Both; \
+                     got {} weights, max_batch {b}, fold_norms {:?}",
+                    format.name(),
+                    options.fold_norms
+                ),
+            });
+        }
+        let split2 = options.norm2_in_o_proj;
         if options.fuse_rope_attention && options.warm_kv.is_some() {
             return Err(Error::InvalidQuery {
                 op: "b12x-layers",
@@ -374,7 +402,8 @@ impl Layer {
                 ),
             });
         }
-        let norm = if fold2 {
+        // No norm launches when both are folded (`Both`, or `First` with norm 2 split).
+        let norm = if fold2 || (fold1 && split2) {
             None
         } else {
             Some(
@@ -451,6 +480,8 @@ impl Layer {
                             bf16_gemv::XAct::SiluMul { limit: None }
                         } else if (fold1 && i == 0) || (fold2 && i == GATE_UP) {
                             bf16_gemv::XAct::AddRmsNorm { eps: cfg.eps }
+                        } else if split2 && i == GATE_UP {
+                            bf16_gemv::XAct::RmsScale { eps: cfg.eps }
                         } else {
                             bf16_gemv::XAct::None
                         },
@@ -458,6 +489,8 @@ impl Layer {
                             bf16_gemv::YAct::SiluMul { limit: None }
                         } else if let (Some(r), 0) = (qkv_rope, i) {
                             bf16_gemv::YAct::RopeAppend(r)
+                        } else if split2 && i == 1 {
+                            bf16_gemv::YAct::ResidualRms
                         } else {
                             bf16_gemv::YAct::None
                         },
@@ -591,11 +624,19 @@ impl Layer {
 
     /// The layer's weights on the device in the layout its plans read: [`HostWeights::upload`],
     /// with the gate/up weight's rows interleaved (`bf16_gemv::interleave_gate_up`) when
-    /// [`LayerOptions::gate_up_silu`] is set ([`DeviceLinear::Bf16GateUp`]).
+    /// [`LayerOptions::gate_up_silu`] is set ([`DeviceLinear::Bf16GateUp`]), the QKV weight's
+    /// rows in the rope epilogue's order with [`LayerOptions::rope_in_qkv`], and the gate/up
+    /// weight's columns multiplied by norm 2's weight with [`LayerOptions::norm2_in_o_proj`]
+    /// ([`DeviceWeights::gate_up_norm_folded`]).
     pub fn upload_weights(&self, host: &HostWeights, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
         let c = &self.cfg;
         let rope = self.options.rope_in_qkv.then(|| bf16_gemv::rope_row_order(c.heads, c.kv_heads, c.head_dim, true));
-        host.upload_with(stream, self.options.gate_up_silu.then_some(GATE_UP), rope.as_deref())
+        host.upload_with(
+            stream,
+            self.options.gate_up_silu.then_some(GATE_UP),
+            rope.as_deref(),
+            self.options.norm2_in_o_proj.then_some(GATE_UP),
+        )
     }
 
     /// The ops one step launches, in order: [`Op::ALL`], without [`Op::SiluAndMul`] when
@@ -613,11 +654,11 @@ impl Layer {
     }
 
     /// Whether `op` is an add+RMSNorm that [`LayerOptions::fold_norms`] folds into the next
-    /// projection.
+    /// projection (or [`LayerOptions::norm2_in_o_proj`] splits between the two around it).
     fn norm_folded(&self, op: Op) -> bool {
         match op {
             Op::AddNorm1 => self.options.fold_norms != FoldNorms::None,
-            Op::AddNorm2 => self.options.fold_norms == FoldNorms::Both,
+            Op::AddNorm2 => self.options.fold_norms == FoldNorms::Both || self.options.norm2_in_o_proj,
             _ => false,
         }
     }
@@ -640,8 +681,19 @@ impl Layer {
             b,
             x: z(b * c.hidden)?,
             residual: z(b * c.hidden)?,
-            residual_mid: if self.options.fold_norms != FoldNorms::None { Some(z(b * c.hidden)?) } else { None },
-            residual_out_mid: self.options.fold_norms == FoldNorms::First,
+            residual_mid: if self.options.fold_norms != FoldNorms::None || self.options.norm2_in_o_proj {
+                Some(z(b * c.hidden)?)
+            } else {
+                None
+            },
+            // Each folded or split norm moves the residual to the other buffer.
+            residual_out_mid: (self.options.fold_norms != FoldNorms::None)
+                ^ (self.options.fold_norms == FoldNorms::Both || self.options.norm2_in_o_proj),
+            sum_sq: if self.options.norm2_in_o_proj {
+                Some(stream.alloc_zeros::<f32>(b * bf16_gemv::rms_groups(c.hidden))?)
+            } else {
+                None
+            },
             h: z(b * c.hidden)?,
             qkv: z(b * c.qkv_cols())?,
             o: z(b * c.heads * c.head_dim)?,
@@ -715,7 +767,7 @@ impl Layer {
                 op: "b12x-layers",
                 field: "op",
                 reason: format!(
-                    "{} is folded into the next projection in this layer (LayerOptions::fold_norms)",
+                    "{} is folded into the projections in this layer (LayerOptions::fold_norms, norm2_in_o_proj)",
                     op.name()
                 ),
             }),
@@ -743,7 +795,7 @@ impl Layer {
                     b,
                 )?;
                 let x = if folded { &st.x } else { &st.h };
-                self.linear(0, w, x, &mut st.qkv, b, &mut st.scratch[0], an, rope, stream)
+                self.linear(0, w, x, &mut st.qkv, b, &mut st.scratch[0], an, rope, None, stream)
             }
             Op::GateUpProj if self.options.fold_norms == FoldNorms::Both => {
                 // Norm 2 on the x load: residual_mid -> residual.
@@ -754,19 +806,50 @@ impl Layer {
                     norm_w: TensorRef::from_slice(&w.ln2, &[hd])?,
                 };
                 let y = if self.options.gate_up_silu { &mut st.act } else { &mut st.gate_up };
-                self.linear(GATE_UP, w, &st.proj, y, b, &mut st.scratch[GATE_UP], Some(an), None, stream)
+                self.linear(GATE_UP, w, &st.proj, y, b, &mut st.scratch[GATE_UP], Some(an), None, None, stream)
             }
-            Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], None, None, stream),
+            Op::OProj if self.options.norm2_in_o_proj => {
+                // Norm 2's first half: r = o_proj(o) + residual into the other residual buffer,
+                // with the sums of squares.
+                let mid = st.residual_mid.as_mut().ok_or_else(|| missing("residual_mid"))?;
+                let (src, dst) = if self.options.fold_norms == FoldNorms::None {
+                    (&st.residual, mid)
+                } else {
+                    (&*mid, &mut st.residual)
+                };
+                let sum_sq = st.sum_sq.as_mut().ok_or_else(|| missing("sum_sq"))?;
+                let rms = bf16_gemv::RmsArgs::Residual {
+                    residual: TensorRef::from_slice(src, &[b, hd])?,
+                    sum_sq: TensorMut::from_slice(sum_sq, &[b, bf16_gemv::rms_groups(hd)])?,
+                };
+                self.linear(1, w, &st.o, dst, b, &mut st.scratch[1], None, None, Some(rms), stream)
+            }
+            Op::OProj => self.linear(1, w, &st.o, &mut st.proj, b, &mut st.scratch[1], None, None, None, stream),
+            Op::GateUpProj if self.options.norm2_in_o_proj => {
+                // Norm 2's second half: x is the new residual, scaled by rrms from the sums.
+                let r = match (&st.residual_mid, self.options.fold_norms) {
+                    (Some(mid), FoldNorms::None) => mid,
+                    _ => &st.residual,
+                };
+                let sum_sq = st.sum_sq.as_ref().ok_or_else(|| missing("sum_sq"))?;
+                let rms = bf16_gemv::RmsArgs::Scale {
+                    sum_sq: TensorRef::from_slice(sum_sq, &[b, bf16_gemv::rms_groups(hd)])?,
+                };
+                let y = if self.options.gate_up_silu { &mut st.act } else { &mut st.gate_up };
+                self.linear(GATE_UP, w, r, y, b, &mut st.scratch[GATE_UP], None, None, Some(rms), stream)
+            }
             Op::GateUpProj if self.options.gate_up_silu => {
-                self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], None, None, stream)
+                self.linear(GATE_UP, w, &st.h, &mut st.act, b, &mut st.scratch[GATE_UP], None, None, None, stream)
             }
             Op::GateUpProj => {
-                self.linear(GATE_UP, w, &st.h, &mut st.gate_up, b, &mut st.scratch[GATE_UP], None, None, stream)
+                self.linear(GATE_UP, w, &st.h, &mut st.gate_up, b, &mut st.scratch[GATE_UP], None, None, None, stream)
             }
             Op::DownProj if self.options.fuse_silu => {
-                self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], None, None, stream)
+                self.linear(DOWN, w, &st.gate_up, &mut st.y, b, &mut st.scratch[DOWN], None, None, None, stream)
             }
-            Op::DownProj => self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], None, None, stream),
+            Op::DownProj => {
+                self.linear(DOWN, w, &st.act, &mut st.y, b, &mut st.scratch[DOWN], None, None, None, stream)
+            }
             Op::RopeKvAppend => {
                 let Some(rope_append) = &self.rope_append else {
                     return Err(Error::InvalidQuery {
@@ -918,7 +1001,8 @@ impl Layer {
     }
 
     /// Linear `i` from `x` into `y`; `add_norm`: the tensors of a folded add+RMSNorm; `rope`:
-    /// the QKV epilogue's ([`LayerOptions::rope_in_qkv`]).
+    /// the QKV epilogue's ([`LayerOptions::rope_in_qkv`]); `rms`: the split norm 2's
+    /// ([`LayerOptions::norm2_in_o_proj`]).
     #[allow(clippy::too_many_arguments)]
     fn linear(
         &self,
@@ -930,6 +1014,7 @@ impl Layer {
         scratch: &mut Option<CudaSlice<u8>>,
         add_norm: Option<bf16_gemv::AddNorm<'_>>,
         rope: Option<bf16_gemv::RopeArgs<'_>>,
+        rms: Option<bf16_gemv::RmsArgs<'_>>,
         stream: &Arc<CudaStream>,
     ) -> Result<()> {
         let (n, k) = self.cfg.linear_shapes()[i];
@@ -948,14 +1033,14 @@ impl Layer {
             DeviceLinear::Bf16Rope(_) => rope_rows,
             DeviceLinear::Bf16GateUp(_) => epilogue,
             DeviceLinear::Packed(_) => true,
-        };
+        } && (i != GATE_UP || w.gate_up_norm_folded == self.options.norm2_in_o_proj);
         match (&self.linears[i], &w.linears[i]) {
             (
                 LinearPlan::Bf16(p),
                 DeviceLinear::Bf16(wt) | DeviceLinear::Bf16Rope(wt) | DeviceLinear::Bf16GateUp(wt),
             ) if layout => {
                 let w = TensorRef::from_slice(wt, &[n, k])?;
-                let args = bf16_gemv::Args { x: xv, w, bias: None, y: yv, add_norm, rope };
+                let args = bf16_gemv::Args { x: xv, w, bias: None, y: yv, add_norm, rope, rms };
                 bf16_gemv::run(p, args, scratch, stream)
             }
             (LinearPlan::Packed(p), DeviceLinear::Packed(wt)) => {

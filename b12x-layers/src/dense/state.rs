@@ -23,8 +23,12 @@ pub struct State {
     /// residual between the two folded norms (the QKV projection writes it, the gate/up
     /// projection reads it); `None` otherwise.
     pub residual_mid: Option<CudaSlice<bf16>>,
-    /// The step leaves the residual in `residual_mid` (`FoldNorms::First`), not `residual`.
+    /// The step leaves the residual in `residual_mid` (an odd number of folded or split norms:
+    /// `FoldNorms::First`, or `norm2_in_o_proj` alone), not `residual`.
     pub residual_out_mid: bool,
+    /// `[B, ⌈hidden/16⌉]` f32 with `LayerOptions::norm2_in_o_proj`: the O projection's 16-row
+    /// sums of squares of the new residual, read by the gate/up projection.
+    pub(super) sum_sq: Option<CudaSlice<f32>>,
     pub(super) h: CudaSlice<bf16>,
     pub(super) qkv: CudaSlice<bf16>,
     pub(super) o: CudaSlice<bf16>,
@@ -120,7 +124,7 @@ impl State {
         Ok(())
     }
     /// `(y, residual)` as f32 (synchronizes the stream); the residual from wherever the step
-    /// leaves it (`residual_mid` with `FoldNorms::First`).
+    /// leaves it (`residual_mid` when `residual_out_mid`).
     pub fn outputs(&self, stream: &Arc<CudaStream>) -> Result<(Vec<f32>, Vec<f32>)> {
         let f = |v: Vec<bf16>| v.into_iter().map(f32::from).collect::<Vec<_>>();
         let res = match (&self.residual_mid, self.residual_out_mid) {

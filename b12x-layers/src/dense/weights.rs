@@ -71,7 +71,7 @@ impl HostWeights {
 
     /// Uploads (BF16) or packs (`pack_weight`, layout v3) every weight.
     pub fn upload(&self, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
-        self.upload_with(stream, None, None)
+        self.upload_with(stream, None, None, None)
     }
 
     /// [`HostWeights::upload`], with the BF16 linear `gate_up` (an index into
@@ -79,28 +79,40 @@ impl HostWeights {
     /// (`bf16_gemv::interleave_gate_up`, [`DeviceLinear::Bf16GateUp`]).
     /// `rope_rows` (`LayerOptions::rope_in_qkv`): the QKV weight (linear 0) uploaded with its rows
     /// in that order (`bf16_gemv::rope_row_order`, [`DeviceLinear::Bf16Rope`]).
+    /// `norm2_fold` (`LayerOptions::norm2_in_o_proj`): that BF16 linear's columns multiplied by
+    /// `ln2` (`bf16_gemv::fold_norm_weight`, before any interleaving).
     pub(super) fn upload_with(
         &self,
         stream: &Arc<CudaStream>,
         gate_up: Option<usize>,
         rope_rows: Option<&[usize]>,
+        norm2_fold: Option<usize>,
     ) -> Result<DeviceWeights> {
         let bf = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
         let up = |v: &[f32]| -> Result<CudaSlice<bf16>> { Ok(stream.clone_htod(&bf(v))?) };
         let mut linears = Vec::new();
+        let mut folded = false;
         for (i, l) in self.linears.iter().enumerate() {
+            let fold = l.quantized.is_none() && norm2_fold == Some(i);
+            // The weight's bf16 values (folded with norm 2's weight where asked).
+            let values = if fold {
+                folded = true;
+                b12x_gemm::bf16_gemv::fold_norm_weight(&bf(&l.values), &bf(&self.ln2))
+            } else {
+                bf(&l.values)
+            };
             linears.push(match (&l.quantized, rope_rows) {
                 (None, Some(order)) if i == 0 => {
-                    DeviceLinear::Bf16Rope(up(&b12x_gemm::bf16_gemv::reorder_rows(&l.values, l.k, order))?)
+                    DeviceLinear::Bf16Rope(stream.clone_htod(&b12x_gemm::bf16_gemv::reorder_rows(&values, l.k, order))?)
                 }
-                (None, _) if gate_up == Some(i) => DeviceLinear::Bf16GateUp(
-                    stream.clone_htod(&b12x_gemm::bf16_gemv::interleave_gate_up(&bf(&l.values), l.k))?,
-                ),
-                (None, _) => DeviceLinear::Bf16(up(&l.values)?),
+                (None, _) if gate_up == Some(i) => {
+                    DeviceLinear::Bf16GateUp(stream.clone_htod(&b12x_gemm::bf16_gemv::interleave_gate_up(&values, l.k))?)
+                }
+                (None, _) => DeviceLinear::Bf16(stream.clone_htod(&values)?),
                 (Some(w), _) => DeviceLinear::Packed(Box::new(pack_weight(w, stream)?)),
             });
         }
-        Ok(DeviceWeights { ln1: up(&self.ln1)?, ln2: up(&self.ln2)?, linears })
+        Ok(DeviceWeights { ln1: up(&self.ln1)?, ln2: up(&self.ln2)?, linears, gate_up_norm_folded: folded })
     }
 }
 
@@ -121,4 +133,7 @@ pub struct DeviceWeights {
     pub ln1: CudaSlice<bf16>,
     pub ln2: CudaSlice<bf16>,
     pub linears: Vec<DeviceLinear>,
+    /// The gate/up weight's columns are multiplied by `ln2` (`LayerOptions::norm2_in_o_proj`,
+    /// `Layer::upload_weights`): only such a layer takes these weights, and it takes no others.
+    pub gate_up_norm_folded: bool,
 }
