@@ -1778,7 +1778,29 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
         return Err("sum_sq [M, groups - 1]: expected an error".into());
     }
-    // The residual over x (a view of x's buffer).
+    // The sums of squares (written) over x (read): a view of x's buffer.
+    // SAFETY: x's buffer holds m * k >= m * groups f32 values; the call is refused before any
+    // launch (what this trial checks), so nothing writes through the view.
+    let ssq_over_x = unsafe {
+        b12x_core::TensorMut::from_raw(x.ptr(), &[m, groups], &[groups as isize, 1], DType::F32)
+    }
+    .map_err(err)?;
+    let args = Args {
+        x: x.view(m, k, k, DType::BF16),
+        w: w.view(n, k, k, DType::BF16),
+        bias: None,
+        y: y.view_mut(m, n, n, DType::BF16),
+        add_norm: None,
+        rope: None,
+        rms: Some(bf16_gemv::RmsArgs::Residual { residual: res.view(m, n, n, DType::BF16), sum_sq: ssq_over_x }),
+    };
+    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+        return Err("sum_sq over x: expected an error".into());
+    }
+    // The residual over y (a view of y's buffer; read while y is written).
+    // SAFETY: as above: the refused call launches nothing.
+    let res_over_y =
+        unsafe { TensorRef::from_raw(y.ptr(), &[m, n], &[n as isize, 1], DType::BF16) }.map_err(err)?;
     let args = Args {
         x: x.view(m, k, k, DType::BF16),
         w: w.view(n, k, k, DType::BF16),
@@ -1787,12 +1809,12 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         add_norm: None,
         rope: None,
         rms: Some(bf16_gemv::RmsArgs::Residual {
-            residual: x.view(m, n, k, DType::BF16),
+            residual: res_over_y,
             sum_sq: ssq.view_mut(m, groups, groups, DType::F32),
         }),
     };
     if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
-        return Err("the residual over x: expected an error".into());
+        return Err("the residual over y: expected an error".into());
     }
     stream.synchronize().map_err(err)?;
     if y.download(stream)?.iter().chain(ssq.download(stream)?.iter()).any(|v| !v.is_nan()) {
