@@ -957,7 +957,12 @@ fn res_query() -> Query {
     Query { max_rows: 8, y_act: YAct::ResidualRms, ..query(4096, 4096) }
 }
 fn scale_query() -> Query {
-    Query { max_rows: 8, x_act: XAct::RmsScale { eps: 1e-6 }, y_act: YAct::SiluMul { limit: None }, ..query(24576, 4096) }
+    Query {
+        max_rows: 8,
+        x_act: XAct::RmsScale { eps: 1e-6 },
+        y_act: YAct::SiluMul { limit: None },
+        ..query(24576, 4096)
+    }
 }
 
 #[rstest]
@@ -965,7 +970,8 @@ fn split_norm_candidates_are_the_unsplit_ring_variants(#[values(true, false)] re
     let all = all_symbols();
     for rows_hi in [1, 2, 4, 8] {
         let g = geometry(4096, 4096, rows_hi, false, true);
-        let g = if residual { Geometry { y_res: true, ..g } } else { Geometry { x: XLoad::RmsScale, y_silu: true, ..g } };
+        let g =
+            if residual { Geometry { y_res: true, ..g } } else { Geometry { x: XLoad::RmsScale, y_silu: true, ..g } };
         let cs = enumerate(&g);
         assert!(!cs.is_empty(), "rows_hi {rows_hi}");
         for c in &cs {
@@ -991,10 +997,14 @@ fn split_norm_candidates_are_the_unsplit_ring_variants(#[values(true, false)] re
         tma: None,
     };
     assert_eq!(c.id(), "mma_nt1_rt1_u4_s4_rmsx_wr2_wk4_ks1");
-    let r = Config { variant: Variant::Mma { x: XLoad::Plain, epi: MmaEpi::ResidualRms, nt: 1, rt: 1, u: 4, stages: 4 }, ..c };
+    let r = Config {
+        variant: Variant::Mma { x: XLoad::Plain, epi: MmaEpi::ResidualRms, nt: 1, rt: 1, u: 4, stages: 4 },
+        ..c
+    };
     assert_eq!(r.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u4_s4_resrms_bf16out");
     // One x piece set per ring stage: the same shared memory as the plain config.
-    let plain = Config { variant: Variant::Mma { x: XLoad::Plain, epi: MmaEpi::Plain, nt: 1, rt: 1, u: 4, stages: 4 }, ..c };
+    let plain =
+        Config { variant: Variant::Mma { x: XLoad::Plain, epi: MmaEpi::Plain, nt: 1, rt: 1, u: 4, stages: 4 }, ..c };
     assert_eq!((c.dynamic_smem(), r.dynamic_smem()), (plain.dynamic_smem(), plain.dynamic_smem()));
 }
 

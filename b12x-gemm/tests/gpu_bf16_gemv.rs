@@ -1513,7 +1513,8 @@ const SPLIT_CASES: &[SplitCase] = &[
 fn host_group_sums(r: &[f32], n: usize) -> Vec<f32> {
     (0..n.div_ceil(16))
         .map(|g| {
-            let mut a: Vec<f32> = (0..16).map(|i| r.get(16 * g + i).filter(|_| 16 * g + i < n).map_or(0.0, |v| v * v)).collect();
+            let mut a: Vec<f32> =
+                (0..16).map(|i| r.get(16 * g + i).filter(|_| 16 * g + i < n).map_or(0.0, |v| v * v)).collect();
             for o in [8, 4, 2, 1] {
                 a = (0..16).map(|i| a[i] + a[i ^ o]).collect();
             }
@@ -1545,7 +1546,8 @@ fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
     let bo_h = c.bias.map(|d| values(Fill::Uniform, 66, hd, d));
     let bgu_h = c.bias.map(|d| values(Fill::Uniform, 67, ngu, d));
     let up = |v: &[f32], d| FloatBuf::upload(stream, v, d);
-    let (x, res, wo, wg) = (up(&x_h, DType::BF16)?, up(&res_h, DType::BF16)?, up(&wo_h, DType::BF16)?, up(&wgu_h, DType::BF16)?);
+    let (x, res, wo, wg) =
+        (up(&x_h, DType::BF16)?, up(&res_h, DType::BF16)?, up(&wo_h, DType::BF16)?, up(&wgu_h, DType::BF16)?);
     let bo = match (&bo_h, c.bias) {
         (Some(v), Some(d)) => Some(up(v, d)?),
         _ => None,
@@ -1577,12 +1579,16 @@ fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
         y_act: if c.y_silu { YAct::SiluMul { limit: None } } else { YAct::None },
         ..base(ngu, hd)
     };
-    let (res_plan, res_twin) = (bf16_gemv::plan(&rq, dev).map_err(err)?, bf16_gemv::plan(&base(hd, ko), dev).map_err(err)?);
-    let (sc_plan, sc_twin) =
-        (bf16_gemv::plan(&sq, dev).map_err(err)?, bf16_gemv::plan(&Query { y_act: YAct::None, ..sq.clone() }, dev).map_err(err)?);
+    let (res_plan, res_twin) =
+        (bf16_gemv::plan(&rq, dev).map_err(err)?, bf16_gemv::plan(&base(hd, ko), dev).map_err(err)?);
+    let (sc_plan, sc_twin) = (
+        bf16_gemv::plan(&sq, dev).map_err(err)?,
+        bf16_gemv::plan(&Query { y_act: YAct::None, ..sq.clone() }, dev).map_err(err)?,
+    );
     let bucket = b12x_core::plan::bucket_of(res_plan.buckets(), m).ok_or("no bucket")?;
     let label = res_plan.buckets()[bucket].label();
-    let bytes = [&res_plan, &res_twin, &sc_plan, &sc_twin].iter().map(|p| p.scratch_layout().total_bytes()).max().unwrap_or(0);
+    let bytes =
+        [&res_plan, &res_twin, &sc_plan, &sc_twin].iter().map(|p| p.scratch_layout().total_bytes()).max().unwrap_or(0);
     let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
     let (res_ids, sc_ids) = (res_plan.candidates(bucket), sc_plan.candidates(bucket));
     if res_ids.is_empty() || res_ids.iter().any(|id| !id.contains("_resrms_")) {
@@ -1633,8 +1639,7 @@ fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
         bf16_gemv::run(&res_plan, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
         let yp = y_plain.download(stream)?;
-        let want_r: Vec<bf16> =
-            (0..m * hd).map(|i| bf16::from_f32((yp[i] as f32) + resb[i].to_f32())).collect();
+        let want_r: Vec<bf16> = (0..m * hd).map(|i| bf16::from_f32((yp[i] as f32) + resb[i].to_f32())).collect();
         let rb = r_new.bits(stream)?;
         let live: Vec<u32> = (0..m).flat_map(|t| rb[t * lr..t * lr + hd].iter().copied()).collect();
         let want_bits: Vec<u32> = want_r.iter().map(|v| u32::from(v.to_bits())).collect();
@@ -1700,8 +1705,10 @@ fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
         } else {
             let yb = y.bits(stream)?;
             let tb = y_twin.bits(stream)?;
-            let (a, b): (Vec<u32>, Vec<u32>) =
-                (0..m).flat_map(|t| (0..ngu).map(move |j| (t, j))).map(|(t, j)| (yb[t * ly + j], tb[t * ngu + j])).unzip();
+            let (a, b): (Vec<u32>, Vec<u32>) = (0..m)
+                .flat_map(|t| (0..ngu).map(move |j| (t, j)))
+                .map(|(t, j)| (yb[t * ly + j], tb[t * ngu + j]))
+                .unzip();
             same_bits(&format!("y [{sid}] vs its twin"), &a, &b)?;
         }
         session.close();
@@ -1746,7 +1753,10 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
         rope: None,
         rms: None,
     };
-    if !matches!(bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream), Err(Error::Shape { tensor: "rms", .. })) {
+    if !matches!(
+        bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream),
+        Err(Error::Shape { tensor: "rms", .. })
+    ) {
         return Err("no rms tensors: expected Shape(rms)".into());
     }
     // The wrong kind.
@@ -1781,10 +1791,9 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     // The sums of squares (written) over x (read): a view of x's buffer.
     // SAFETY: x's buffer holds m * k >= m * groups f32 values; the call is refused before any
     // launch (what this trial checks), so nothing writes through the view.
-    let ssq_over_x = unsafe {
-        b12x_core::TensorMut::from_raw(x.ptr(), &[m, groups], &[groups as isize, 1], DType::F32)
-    }
-    .map_err(err)?;
+    let ssq_over_x =
+        unsafe { b12x_core::TensorMut::from_raw(x.ptr(), &[m, groups], &[groups as isize, 1], DType::F32) }
+            .map_err(err)?;
     let args = Args {
         x: x.view(m, k, k, DType::BF16),
         w: w.view(n, k, k, DType::BF16),
@@ -1799,8 +1808,7 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     }
     // The residual over y (a view of y's buffer; read while y is written).
     // SAFETY: as above: the refused call launches nothing.
-    let res_over_y =
-        unsafe { TensorRef::from_raw(y.ptr(), &[m, n], &[n as isize, 1], DType::BF16) }.map_err(err)?;
+    let res_over_y = unsafe { TensorRef::from_raw(y.ptr(), &[m, n], &[n as isize, 1], DType::BF16) }.map_err(err)?;
     let args = Args {
         x: x.view(m, k, k, DType::BF16),
         w: w.view(n, k, k, DType::BF16),

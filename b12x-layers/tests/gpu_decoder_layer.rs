@@ -233,17 +233,20 @@ fn main() {
     // step launches no norm); plain at B = 1 (the gate/up GEMV without its epilogue).
     for &b in batches.iter().filter(|&&b| b <= 8) {
         for (tag, fold_norms) in [("", FoldNorms::None), ("_first", FoldNorms::First)] {
-            trials.push(GpuTrial::new(format!("qwen3_8b::bf16_gate_up_silu_pdl{tag}_rope_qkv_norm2::b{b}"), move |dev| {
-                let options = LayerOptions {
-                    pdl: true,
-                    gate_up_silu: true,
-                    fold_norms,
-                    rope_in_qkv: true,
-                    norm2_in_o_proj: true,
-                    ..Default::default()
-                };
-                check(dev, WeightFormat::Bf16, options, b)
-            }));
+            trials.push(GpuTrial::new(
+                format!("qwen3_8b::bf16_gate_up_silu_pdl{tag}_rope_qkv_norm2::b{b}"),
+                move |dev| {
+                    let options = LayerOptions {
+                        pdl: true,
+                        gate_up_silu: true,
+                        fold_norms,
+                        rope_in_qkv: true,
+                        norm2_in_o_proj: true,
+                        ..Default::default()
+                    };
+                    check(dev, WeightFormat::Bf16, options, b)
+                },
+            ));
         }
     }
     trials.push(GpuTrial::new("qwen3_8b::bf16_norm2::b1", move |dev| {
@@ -281,7 +284,8 @@ fn norm2_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
     }
     let e = |e: Error| e.to_string();
     for (fold_norms, norm_plans) in [(FoldNorms::None, 1), (FoldNorms::First, 0)] {
-        let layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions { fold_norms, ..n2 }, dev).map_err(e)?;
+        let layer =
+            Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions { fold_norms, ..n2 }, dev).map_err(e)?;
         let ops = layer.ops();
         if ops.contains(&Op::AddNorm2) || ops.contains(&Op::AddNorm1) != (fold_norms == FoldNorms::None) {
             return Err(format!("norm2_in_o_proj layer ({fold_norms:?}): ops {ops:?}"));
@@ -298,7 +302,9 @@ fn norm2_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
     let mut st = layer.state(dev.stream(), 1).map_err(e)?;
     match layer.run_op(Op::AddNorm2, &folded, &mut st, dev.stream()) {
         Err(Error::InvalidQuery { field: "op", .. }) => {}
-        other => return Err(format!("add_rmsnorm_2 on a norm2_in_o_proj layer: expected InvalidQuery(op), got {other:?}")),
+        other => {
+            return Err(format!("add_rmsnorm_2 on a norm2_in_o_proj layer: expected InvalidQuery(op), got {other:?}"))
+        }
     }
     match layer.run_op(Op::GateUpProj, &plain, &mut st, dev.stream()) {
         Err(Error::InvalidQuery { field: "weights", .. }) => {}

@@ -491,7 +491,9 @@ fn variants(g: &Geometry) -> Vec<Variant> {
     let nt = token_tiles(g.rows_hi);
     let mt = (g.rows_hi.next_power_of_two() as u32).min(8);
     // The rope epilogue: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
-    let ring_only = |x: XLoad, epi: MmaEpi| -> Vec<Variant> { ring_variants(x, epi).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect() };
+    let ring_only = |x: XLoad, epi: MmaEpi| -> Vec<Variant> {
+        ring_variants(x, epi).filter(|v| !g.x_f32 && g.aligned && v.tokens() == 8 * nt).collect()
+    };
     if g.y_rope {
         return ring_only(g.x, MmaEpi::Rope);
     }

@@ -214,10 +214,8 @@ impl OpPlan for Plan {
             (XAct::RmsScale { .. }, _) => (0, rms_groups(q.k)),
             _ => (0, 0),
         };
-        let sizes: Vec<usize> = sizes
-            .into_iter()
-            .chain([rope_bytes, rope_bytes, rope_bytes, 4, rms_res, m * rms_groups_n * 4])
-            .collect();
+        let sizes: Vec<usize> =
+            sizes.into_iter().chain([rope_bytes, rope_bytes, rope_bytes, 4, rms_res, m * rms_groups_n * 4]).collect();
         let extra_w = if q.pdl { pdl_race_calls(q.n * ldw * 2) - 1 } else { 0 };
         let sizes: Vec<usize> = sizes.into_iter().chain(std::iter::repeat_n(q.n * ldw * 2, extra_w)).collect();
         let race = RaceBuffer::new(&self.device, &sizes)?;

@@ -182,8 +182,8 @@ mod params;
 pub mod reference;
 
 pub use config::{
-    all_symbols, enumerate, Config, Geometry, MmaEpi, TmaMode, TmaSchedule, TmaWork, Variant, XLoad, MAX_ROWS,
-    SILU_NT, TMA_CLUSTERS, TMA_MAX_STAGES,
+    all_symbols, enumerate, Config, Geometry, MmaEpi, TmaMode, TmaSchedule, TmaWork, Variant, XLoad, MAX_ROWS, SILU_NT,
+    TMA_CLUSTERS, TMA_MAX_STAGES,
 };
 pub use params::{
     Bf16GemvActParams, Bf16GemvNormParams, Bf16GemvParams, Bf16GemvRmsParams, Bf16GemvRopeParams, Bf16GemvTmaParams,
@@ -515,9 +515,7 @@ pub fn fold_norm_weight(w: &[b12x_core::half::bf16], norm_w: &[b12x_core::half::
     let k = norm_w.len();
     assert!(k > 0 && w.len() % k == 0, "w must be [N, K] with K = norm_w.len()");
     w.chunks_exact(k)
-        .flat_map(|row| {
-            row.iter().zip(norm_w).map(|(a, b)| b12x_core::half::bf16::from_f32(a.to_f32() * b.to_f32()))
-        })
+        .flat_map(|row| row.iter().zip(norm_w).map(|(a, b)| b12x_core::half::bf16::from_f32(a.to_f32() * b.to_f32())))
         .collect()
 }
 
@@ -977,7 +975,14 @@ impl Query {
                 sum_sq.require_aligned("sum_sq", 4)?;
                 let lds = if m > 0 { sum_sq.row_stride("sum_sq")? } else { groups };
                 require_disjoint(y, ("sum_sq", sum_sq.byte_span()))?;
-                Ok(Some(GemvRmsEpi { residual: 0, sum_sq: sum_sq.ptr(), ldr: 0, lds: lds as i64, groups: groups as i32, eps }))
+                Ok(Some(GemvRmsEpi {
+                    residual: 0,
+                    sum_sq: sum_sq.ptr(),
+                    ldr: 0,
+                    lds: lds as i64,
+                    groups: groups as i32,
+                    eps,
+                }))
             }
             _ => Ok(None),
         }

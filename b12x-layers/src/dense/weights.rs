@@ -105,9 +105,9 @@ impl HostWeights {
                 (None, Some(order)) if i == 0 => {
                     DeviceLinear::Bf16Rope(stream.clone_htod(&b12x_gemm::bf16_gemv::reorder_rows(&values, l.k, order))?)
                 }
-                (None, _) if gate_up == Some(i) => {
-                    DeviceLinear::Bf16GateUp(stream.clone_htod(&b12x_gemm::bf16_gemv::interleave_gate_up(&values, l.k))?)
-                }
+                (None, _) if gate_up == Some(i) => DeviceLinear::Bf16GateUp(
+                    stream.clone_htod(&b12x_gemm::bf16_gemv::interleave_gate_up(&values, l.k))?,
+                ),
                 (None, _) => DeviceLinear::Bf16(stream.clone_htod(&values)?),
                 (Some(w), _) => DeviceLinear::Packed(Box::new(pack_weight(w, stream)?)),
             });
