@@ -368,7 +368,7 @@ fn every_bucket_has_configs_that_fit(#[case] n: usize, #[case] k: usize, #[value
 #[test]
 fn config_ids_are_stable() {
     let c = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, rope: false },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, epi: MmaEpi::Plain },
         warps_r: 1,
         warps_k: 2,
         ksplit: 8,
@@ -595,7 +595,7 @@ fn silu_candidates_are_the_fused_ring_and_direct_variants(
 #[test]
 fn silu_variants_are_named_and_sized() {
     let ring = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::SiluMul, rope: false },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::SiluMul, epi: MmaEpi::Plain },
         warps_r: 1,
         warps_k: 2,
         ksplit: 1,
@@ -607,7 +607,7 @@ fn silu_variants_are_named_and_sized() {
     // (2 × U × 32 lanes × 16 B): 2 warps × 4 stages × (4096 + 4096) bytes.
     assert_eq!(ring.dynamic_smem(), 2 * 4 * (4096 + 4096));
     let plain =
-        Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, rope: false }, ..ring };
+        Config { variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::Plain, epi: MmaEpi::Plain }, ..ring };
     assert_eq!(plain.dynamic_smem(), 2 * 4 * (4096 + 2048));
     let direct = Config {
         variant: Variant::MmaDirect { nt: 1, rt: 2, u: 4, x: XLoad::SiluMul },
@@ -678,7 +678,7 @@ fn addnorm_candidates_are_the_fused_ring_and_direct_variants(
     }
     // A ring stage holds the W tile and three piece sets (x, residual, norm weight).
     let ring = Config {
-        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::AddNorm, rope: false },
+        variant: Variant::Mma { nt: 1, rt: 1, u: 4, stages: 4, x: XLoad::AddNorm, epi: MmaEpi::Plain },
         warps_r: 1,
         warps_k: 2,
         ksplit: 1,

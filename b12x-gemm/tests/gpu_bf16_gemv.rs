@@ -1743,49 +1743,46 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let mut ssq = FloatBuf::poisoned(stream, m * n / 16, DType::F32)?;
     let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes().max(1)).map_err(err)?;
     let groups = n / 16;
+    // One refused call: x [m, k], W [n, k], y [m, n] and `rms`.
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        plan: &Plan,
+        x: &FloatBuf,
+        w: &FloatBuf,
+        y: &mut FloatBuf,
+        rms: Option<bf16_gemv::RmsArgs<'_>>,
+        scratch: &mut CudaSlice<u8>,
+        stream: &Arc<CudaStream>,
+        (m, n, k): (usize, usize, usize),
+    ) -> b12x_core::Result<()> {
+        let args = Args {
+            x: x.view(m, k, k, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: None,
+            y: y.view_mut(m, n, n, DType::BF16),
+            add_norm: None,
+            rope: None,
+            rms,
+        };
+        bf16_gemv::run(plan, args, Scratch::from_slice(scratch), stream)
+    }
+    let dims = (m, n, k);
     // No rms tensors.
-    let args = Args {
-        x: x.view(m, k, k, DType::BF16),
-        w: w.view(n, k, k, DType::BF16),
-        bias: None,
-        y: y.view_mut(m, n, n, DType::BF16),
-        add_norm: None,
-        rope: None,
-        rms: None,
-    };
-    if !matches!(
-        bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream),
-        Err(Error::Shape { tensor: "rms", .. })
-    ) {
+    if !matches!(call(&plan, &x, &w, &mut y, None, &mut scratch, stream, dims), Err(Error::Shape { tensor: "rms", .. }))
+    {
         return Err("no rms tensors: expected Shape(rms)".into());
     }
     // The wrong kind.
-    let args = Args {
-        x: x.view(m, k, k, DType::BF16),
-        w: w.view(n, k, k, DType::BF16),
-        bias: None,
-        y: y.view_mut(m, n, n, DType::BF16),
-        add_norm: None,
-        rope: None,
-        rms: Some(bf16_gemv::RmsArgs::Scale { sum_sq: res.view(m, groups, groups, DType::F32) }),
-    };
-    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+    let scale = bf16_gemv::RmsArgs::Scale { sum_sq: res.view(m, groups, groups, DType::F32) };
+    if call(&plan, &x, &w, &mut y, Some(scale), &mut scratch, stream, dims).is_ok() {
         return Err("a Scale tensor on a ResidualRms plan: expected an error".into());
     }
     // sum_sq of the wrong width.
-    let args = Args {
-        x: x.view(m, k, k, DType::BF16),
-        w: w.view(n, k, k, DType::BF16),
-        bias: None,
-        y: y.view_mut(m, n, n, DType::BF16),
-        add_norm: None,
-        rope: None,
-        rms: Some(bf16_gemv::RmsArgs::Residual {
-            residual: res.view(m, n, n, DType::BF16),
-            sum_sq: ssq.view_mut(m, groups - 1, groups, DType::F32),
-        }),
+    let short = bf16_gemv::RmsArgs::Residual {
+        residual: res.view(m, n, n, DType::BF16),
+        sum_sq: ssq.view_mut(m, groups - 1, groups, DType::F32),
     };
-    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+    if call(&plan, &x, &w, &mut y, Some(short), &mut scratch, stream, dims).is_ok() {
         return Err("sum_sq [M, groups - 1]: expected an error".into());
     }
     // The sums of squares (written) over x (read): a view of x's buffer.
@@ -1794,34 +1791,16 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     let ssq_over_x =
         unsafe { b12x_core::TensorMut::from_raw(x.ptr(), &[m, groups], &[groups as isize, 1], DType::F32) }
             .map_err(err)?;
-    let args = Args {
-        x: x.view(m, k, k, DType::BF16),
-        w: w.view(n, k, k, DType::BF16),
-        bias: None,
-        y: y.view_mut(m, n, n, DType::BF16),
-        add_norm: None,
-        rope: None,
-        rms: Some(bf16_gemv::RmsArgs::Residual { residual: res.view(m, n, n, DType::BF16), sum_sq: ssq_over_x }),
-    };
-    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+    let over_x = bf16_gemv::RmsArgs::Residual { residual: res.view(m, n, n, DType::BF16), sum_sq: ssq_over_x };
+    if call(&plan, &x, &w, &mut y, Some(over_x), &mut scratch, stream, dims).is_ok() {
         return Err("sum_sq over x: expected an error".into());
     }
     // The residual over y (a view of y's buffer; read while y is written).
     // SAFETY: as above: the refused call launches nothing.
     let res_over_y = unsafe { TensorRef::from_raw(y.ptr(), &[m, n], &[n as isize, 1], DType::BF16) }.map_err(err)?;
-    let args = Args {
-        x: x.view(m, k, k, DType::BF16),
-        w: w.view(n, k, k, DType::BF16),
-        bias: None,
-        y: y.view_mut(m, n, n, DType::BF16),
-        add_norm: None,
-        rope: None,
-        rms: Some(bf16_gemv::RmsArgs::Residual {
-            residual: res_over_y,
-            sum_sq: ssq.view_mut(m, groups, groups, DType::F32),
-        }),
-    };
-    if bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream).is_ok() {
+    let over_y =
+        bf16_gemv::RmsArgs::Residual { residual: res_over_y, sum_sq: ssq.view_mut(m, groups, groups, DType::F32) };
+    if call(&plan, &x, &w, &mut y, Some(over_y), &mut scratch, stream, dims).is_ok() {
         return Err("the residual over y: expected an error".into());
     }
     stream.synchronize().map_err(err)?;

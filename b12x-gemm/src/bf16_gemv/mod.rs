@@ -652,21 +652,8 @@ impl Query {
         }
         if let YAct::ResidualRms = self.y_act {
             let act = |reason: String| bad("y_act", format!("ResidualRms {reason}"));
-            if self.x_dtype != DType::BF16 || self.out_dtype != DType::BF16 {
-                return act(format!(
-                    "needs bf16 x and y (a BF16 residual stream), got x {} y {}",
-                    self.x_dtype, self.out_dtype
-                ));
-            }
-            if !self.aligned {
-                return act("needs aligned = true (its configs are the 16-byte ring feeds)".into());
-            }
-            let most = 8 * SILU_NT as usize;
-            if self.max_rows > most {
-                return act(format!(
-                    "serves at most {most} rows: max_rows must be in 1..={most}, got {}",
-                    self.max_rows
-                ));
+            if let Some(reason) = self.ring_epilogue_reason("a BF16 residual stream") {
+                return act(reason);
             }
             if self.x_act != XAct::None {
                 return act("needs x_act None (its configs load x as it is)".into());
@@ -674,21 +661,8 @@ impl Query {
         }
         if let YAct::RopeAppend(r) = self.y_act {
             let act = |reason: String| bad("y_act", format!("RopeAppend {reason}"));
-            if self.x_dtype != DType::BF16 || self.out_dtype != DType::BF16 {
-                return act(format!(
-                    "needs bf16 x and y (a BF16 QKV projection and cache), got x {} y {}",
-                    self.x_dtype, self.out_dtype
-                ));
-            }
-            if !self.aligned {
-                return act("needs aligned = true (its configs are the 16-byte ring feeds)".into());
-            }
-            let most = 8 * SILU_NT as usize;
-            if self.max_rows > most {
-                return act(format!(
-                    "serves at most {most} rows: max_rows must be in 1..={most}, got {}",
-                    self.max_rows
-                ));
+            if let Some(reason) = self.ring_epilogue_reason("a BF16 QKV projection and cache") {
+                return act(reason);
             }
             if let XAct::SiluMul { .. } = self.x_act {
                 return act("cannot be combined with x_act SiluMul".into());
@@ -730,6 +704,22 @@ impl Query {
             }
         }
         Ok(())
+    }
+
+    /// What the ring-only y epilogues (`RopeAppend`, `ResidualRms`) need of every query: bf16 x
+    /// and y (`why`: what they serve), `aligned`, at most 8 rows. The first reason that fails.
+    fn ring_epilogue_reason(&self, why: &str) -> Option<String> {
+        if self.x_dtype != DType::BF16 || self.out_dtype != DType::BF16 {
+            return Some(format!("needs bf16 x and y ({why}), got x {} y {}", self.x_dtype, self.out_dtype));
+        }
+        if !self.aligned {
+            return Some("needs aligned = true (its configs are the 16-byte ring feeds)".into());
+        }
+        let most = 8 * SILU_NT as usize;
+        if self.max_rows > most {
+            return Some(format!("serves at most {most} rows: max_rows must be in 1..={most}, got {}", self.max_rows));
+        }
+        None
     }
 
     /// Checks `args` against the query and builds the kernel parameters (without the launch
