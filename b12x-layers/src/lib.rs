@@ -78,6 +78,12 @@
 //! 7% slower there). Block FP8 / NVFP4 (W8A16 / W4A16) at B = 1: 104.6 / 80.3 µs with PDL and 8
 //! splits (43.1% / 33.6% of their smaller byte counts: the dequantizing decode kernels of
 //! `gemm.blockscaled` run at 40–75% of the ceiling on SM90 and have no PDL launch).
+//! Session 52 (`bench-results/2026-12-06-h200-c/` call 5, the H200): with
+//! `LayerOptions { pdl, gate_up_silu, rope_in_qkv, norm2_in_o_proj, .. }` (the bench's
+//! `_pdl_gs_rq_n2` rows) the B = 1 × 4k BF16 step is 110.2–110.8 µs = 78.1–78.5% and `step_x4`
+//! 107.5–107.9 µs = **80.2–80.6%** per layer (the target, ≤ 108.1 µs, met in the steady-state
+//! row, missed by 2.1–2.7 µs in the single-layer graph), against 113.7–114.6 / 111.3–111.4 for
+//! `_pdl_gs` in the same job.
 //! Session 39 (`bench-results/2026-12-04-h200-f/`, a slower machine: ceiling 4.56 TB/s): PDL
 //! step 116.5 µs, `step_x4` 114.5; the attention with 16 splits (through scratch, 3 or 6 stages)
 //! instead of 8 in a cluster added 0.9–2.1 µs to the step, so the default stays.

@@ -91,10 +91,10 @@
 //!   rounded, another order of Σ r²): the decoder layer's cosine bound is the check, and
 //!   `tests/gpu_bf16_gemv.rs` checks each half against its plain twin (bitwise: the residual,
 //!   the sums, the SwiGLU) and the f64 oracle. Configs: the `mma` ring NT = 1 rows as `…_resrms`
-//!   and `…_rmsx` (6 entry points, BF16 out), unsplit. Validated on an H100 (SM90: every config
-//!   pinned, memcheck and racecheck clean; `bench-results/2026-12-06-h200-c/`), not on the H200.
+//!   and `…_rmsx` (6 entry points, BF16 out), unsplit. Validated on the H200 and an H100 (every
+//!   config pinned; memcheck and racecheck clean on the H100; `bench-results/2026-12-06-h200-c/`).
 //!   In the Qwen3-8B decoder step at B = 1 (b12x-layers' `norm2_in_o_proj`) it takes the norm's
-//!   launch out: 2.0–2.8 µs off the step on the H100.
+//!   launch out: 3.0–3.5 µs off the step on the H200, 2.0–2.8 on the H100.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so

@@ -249,8 +249,12 @@ pub struct LayerOptions {
     /// its plain twin, memcheck / racecheck clean; `bench-results/2026-12-06-h200-c/`), where the
     /// B = 1 × 4k step (PDL + gate/up epilogue) is 146.2–146.5 µs with `rope_in_qkv` against
     /// 148.5–148.9 without the split in the same job (`step_x4` 144.0 against 145.0–145.3), and
-    /// 146.7–147.0 with the split alone against 149.9; at B = 8 0.4–0.9 µs faster. Not measured on
-    /// the H200, hence off by default.
+    /// 146.7–147.0 with the split alone against 149.9; at B = 8 0.4–0.9 µs faster. On the H200
+    /// (the trials pass there too) the B = 1 × 4k step is 110.2–110.8 µs (78.1–78.5% of the read
+    /// ceiling) with `rope_in_qkv` and 110.6–110.9 alone, against 113.7–114.6 without it, and four
+    /// layers in one graph 107.5–107.9 µs per layer (80.2–80.6%) against 111.3–111.4 — the
+    /// fastest configuration measured. Off by default because it serves BF16 at `max_batch ≤ 8`
+    /// only (a default must plan every format and batch).
     pub norm2_in_o_proj: bool,
 }
 
