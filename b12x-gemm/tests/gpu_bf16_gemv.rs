@@ -1059,15 +1059,7 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
         bf16_gemv::run(&plain, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         // De-interleave the plain output into [gate | up] rows and run the op on it.
         let yp = y_plain.download(stream)?;
-        let mut gu = vec![0.0f32; m * n];
-        for t in 0..m {
-            for col in 0..i {
-                let row = (col / 8) * 16 + col % 8;
-                gu[t * n + col] = yp[t * n + row] as f32;
-                gu[t * n + i + col] = yp[t * n + row + 8] as f32;
-            }
-        }
-        let gu = FloatBuf::upload(stream, &gu, DType::BF16)?;
+        let gu = FloatBuf::upload(stream, &deinterleave_gate_up(&yp, m, n), DType::BF16)?;
         let args = silu_and_mul::Args {
             x: gu.view(m, n, n, DType::BF16),
             y: Some(act.view_mut(m, i, i, DType::BF16)),
@@ -1152,6 +1144,29 @@ fn ysilu_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     }
     session.close();
     Ok(())
+}
+
+/// `[gate | up]` `[m, n]` from a SwiGLU-epilogue GEMV's plain `[m, n]` output (16-row groups: 8
+/// gate rows, then the matching 8 up rows; `interleave_gate_up`'s layout), as f32.
+fn deinterleave_gate_up(y: &[f64], m: usize, n: usize) -> Vec<f32> {
+    let i = n / 2;
+    let mut gu = vec![0.0f32; m * n];
+    for t in 0..m {
+        for col in 0..i {
+            let row = (col / 8) * 16 + col % 8;
+            gu[t * n + col] = y[t * n + row] as f32;
+            gu[t * n + i + col] = y[t * n + row + 8] as f32;
+        }
+    }
+    gu
+}
+
+/// The host `silu_and_mul` (no limit) of a SwiGLU-epilogue GEMV's plain bf16 output `[m, n]`:
+/// the bits its epilogue twin must store, `[m, n/2]`.
+fn host_swiglu_bits(y: &[f64], m: usize, n: usize) -> Vec<u32> {
+    let gu = cast::<bf16>(&deinterleave_gate_up(y, m, n));
+    let act = b12x_norm::silu_and_mul::reference::silu_and_mul(&gu, n / 2, None);
+    act.iter().map(|v| u32::from(v.to_bits())).collect()
 }
 
 // ---- fused add+RMSNorm (x_act) --------------------------------------------------------------
@@ -1328,16 +1343,7 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
             check(format!("twin y [{id}]"), &yp)?;
             // De-interleave into [gate | up] and apply the host silu_and_mul.
             let i = n / 2;
-            let mut gu = vec![bf16::ZERO; m * n];
-            for t in 0..m {
-                for col in 0..i {
-                    let row = (col / 8) * 16 + col % 8;
-                    gu[t * n + col] = bf16::from_f64(yp[t * n + row]);
-                    gu[t * n + i + col] = bf16::from_f64(yp[t * n + row + 8]);
-                }
-            }
-            let act = b12x_norm::silu_and_mul::reference::silu_and_mul(&gu, i, None);
-            let want_bits: Vec<u32> = act.iter().map(|v| u32::from(v.to_bits())).collect();
+            let want_bits = host_swiglu_bits(&yp, m, n);
             let yb = y.bits(stream)?;
             let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i].iter().copied()).collect();
             same_bits(&format!("epilogue y vs {id} + silu_and_mul"), &y_live, &want_bits)?;
@@ -1689,16 +1695,7 @@ fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
         }
         if c.y_silu {
             let i_cols = ngu / 2;
-            let mut gu = vec![bf16::ZERO; m * ngu];
-            for t in 0..m {
-                for col in 0..i_cols {
-                    let row = (col / 8) * 16 + col % 8;
-                    gu[t * ngu + col] = bf16::from_f64(yt[t * ngu + row]);
-                    gu[t * ngu + i_cols + col] = bf16::from_f64(yt[t * ngu + row + 8]);
-                }
-            }
-            let act = b12x_norm::silu_and_mul::reference::silu_and_mul(&gu, i_cols, None);
-            let want_bits: Vec<u32> = act.iter().map(|v| u32::from(v.to_bits())).collect();
+            let want_bits = host_swiglu_bits(&yt, m, ngu);
             let yb = y.bits(stream)?;
             let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i_cols].iter().copied()).collect();
             same_bits(&format!("SwiGLU y [{sid}] vs its twin + silu_and_mul"), &y_live, &want_bits)?;
