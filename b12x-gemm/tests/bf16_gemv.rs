@@ -831,6 +831,17 @@ fn rope_row_order_pairs_each_rotary_pair_in_one_16_row_group() {
     }
 }
 
+/// Every config is an unsplit NT = 1 ring variant with x load `x` and epilogue `epi` (its id
+/// carrying `tag`), without TMA, and the variant table lists its symbol.
+fn assert_ring_only(cs: &[Config], x: XLoad, epi: MmaEpi, tag: &str, all: &[String]) {
+    for c in cs {
+        assert!(matches!(c.variant, Variant::Mma { nt: 1, x: xl, epi: e, .. } if xl == x && e == epi), "{}", c.id());
+        assert_eq!(c.ksplit, 1, "{}", c.id());
+        assert!(c.id().contains(tag) && c.tma.is_none(), "{}", c.id());
+        assert!(all.contains(&c.variant.symbol(DType::BF16)), "{}", c.variant.symbol(DType::BF16));
+    }
+}
+
 #[rstest]
 fn rope_candidates_are_the_unsplit_rope_ring_variants(#[values(XLoad::Plain, XLoad::AddNorm)] x: XLoad) {
     let all = all_symbols();
@@ -838,12 +849,7 @@ fn rope_candidates_are_the_unsplit_rope_ring_variants(#[values(XLoad::Plain, XLo
         let g = Geometry { x, y_rope: true, ..geometry(6144, 4096, rows_hi, false, true) };
         let cs = enumerate(&g);
         assert!(!cs.is_empty(), "rows_hi {rows_hi}");
-        for c in &cs {
-            assert!(matches!(c.variant, Variant::Mma { epi: MmaEpi::Rope, nt: 1, .. }), "{}", c.id());
-            assert_eq!((c.ksplit, c.variant.x_load()), (1, x), "{}", c.id());
-            assert!(c.id().contains("_rope_") && c.tma.is_none(), "{}", c.id());
-            assert!(all.contains(&c.variant.symbol(DType::BF16)), "{}", c.variant.symbol(DType::BF16));
-        }
+        assert_ring_only(&cs, x, MmaEpi::Rope, "_rope_", &all);
     }
     assert_eq!(all.iter().filter(|s| s.ends_with("_rope_bf16out")).count(), 6);
     let c = Config {
@@ -974,18 +980,12 @@ fn split_norm_candidates_are_the_unsplit_ring_variants(#[values(true, false)] re
             if residual { Geometry { y_res: true, ..g } } else { Geometry { x: XLoad::RmsScale, y_silu: true, ..g } };
         let cs = enumerate(&g);
         assert!(!cs.is_empty(), "rows_hi {rows_hi}");
-        for c in &cs {
-            let (x, epi, tag) = if residual {
-                (XLoad::Plain, MmaEpi::ResidualRms, "_resrms_")
-            } else {
-                (XLoad::RmsScale, MmaEpi::Plain, "_rmsx_")
-            };
-            assert!(matches!(c.variant, Variant::Mma { nt: 1, .. }), "{}", c.id());
-            assert!(matches!(c.variant, Variant::Mma { epi: e, x: xl, .. } if e == epi && xl == x), "{}", c.id());
-            assert_eq!(c.ksplit, 1, "{}", c.id());
-            assert!(c.id().contains(tag) && c.tma.is_none(), "{}", c.id());
-            assert!(all.contains(&c.variant.symbol(DType::BF16)), "{}", c.variant.symbol(DType::BF16));
-        }
+        let (x, epi, tag) = if residual {
+            (XLoad::Plain, MmaEpi::ResidualRms, "_resrms_")
+        } else {
+            (XLoad::RmsScale, MmaEpi::Plain, "_rmsx_")
+        };
+        assert_ring_only(&cs, x, epi, tag, &all);
     }
     assert_eq!(all.iter().filter(|s| s.ends_with("_resrms_bf16out")).count(), 3);
     assert_eq!(all.iter().filter(|s| s.ends_with("_rmsx_bf16out")).count(), 3);

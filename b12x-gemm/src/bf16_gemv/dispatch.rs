@@ -270,25 +270,16 @@ impl OpPlan for Plan {
             ),
             _ => None,
         };
-        let rms = match (q.x_act, q.y_act) {
-            (_, YAct::ResidualRms) => Some(GemvRmsEpi {
-                residual: at[12],
-                sum_sq: at[13],
-                ldr: q.n as i64,
-                lds: rms_groups_n as i64,
-                groups: rms_groups_n as i32,
-                eps: 0.0,
-            }),
-            (XAct::RmsScale { eps }, _) => Some(GemvRmsEpi {
-                residual: 0,
-                sum_sq: at[13],
-                ldr: 0,
-                lds: rms_groups_n as i64,
-                groups: rms_groups_n as i32,
-                eps,
-            }),
-            _ => None,
-        };
+        let eps = if let XAct::RmsScale { eps } = q.x_act { eps } else { 0.0 };
+        let residual = rms_res > 0;
+        let rms = (rms_groups_n > 0).then(|| GemvRmsEpi {
+            residual: if residual { at[12] } else { 0 },
+            sum_sq: at[13],
+            ldr: if residual { q.n as i64 } else { 0 },
+            lds: rms_groups_n as i64,
+            groups: rms_groups_n as i32,
+            eps,
+        });
         let w_more = at[14..].to_vec();
         Ok(Box::new(RaceCase { plan: self, bucket, params, norm, rope, rms, w_more, _buffer: race.buffer }))
     }
