@@ -692,14 +692,13 @@ impl Layer {
             b,
             x: z(b * c.hidden)?,
             residual: z(b * c.hidden)?,
-            residual_mid: if self.options.fold_norms != FoldNorms::None || self.options.norm2_in_o_proj {
+            // Each folded or split norm moves the residual to the other buffer.
+            residual_mid: if self.norm_folded(Op::AddNorm1) || self.norm_folded(Op::AddNorm2) {
                 Some(z(b * c.hidden)?)
             } else {
                 None
             },
-            // Each folded or split norm moves the residual to the other buffer.
-            residual_out_mid: (self.options.fold_norms != FoldNorms::None)
-                ^ (self.options.fold_norms == FoldNorms::Both || self.options.norm2_in_o_proj),
+            residual_out_mid: self.norm_folded(Op::AddNorm1) ^ self.norm_folded(Op::AddNorm2),
             sum_sq: if self.options.norm2_in_o_proj {
                 Some(stream.alloc_zeros::<f32>(b * bf16_gemv::rms_groups(c.hidden))?)
             } else {
