@@ -46,6 +46,8 @@ struct Case {
     neox: bool,
     table: bool,
     norm: bool,
+    /// norm 1 as a scale (`XAct::AddRmsScale`: the `_addrms_rope` configs against `_addrms`).
+    scale: bool,
     faults: bool,
 }
 
@@ -145,7 +147,13 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
         scale: freqs.scale,
         inv_freq: if c.table { None } else { Some(inv_freq) },
     };
-    let x_act = if c.norm { XAct::AddRmsNorm { eps: 1e-6 } } else { XAct::None };
+    let x_act = if c.norm {
+        XAct::AddRmsNorm { eps: 1e-6 }
+    } else if c.scale {
+        XAct::AddRmsScale { eps: 1e-6 }
+    } else {
+        XAct::None
+    };
     let q = Query {
         n,
         k: K,
@@ -202,14 +210,18 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
         let mut ro_ref = s.alloc_zeros::<bf16>(m * K).map_err(err)?;
         let mut err_ref = ErrorWord::new(s).map_err(err)?;
         {
-            let an = if c.norm {
-                Some(bf16_gemv::AddNorm {
-                    residual: TensorRef::from_slice(&res, &[m, K]).map_err(err)?,
-                    residual_out: TensorMut::from_slice(&mut ro_ref, &[m, K]).map_err(err)?,
-                    norm_w: TensorRef::from_slice(&norm_w, &[K]).map_err(err)?,
-                })
+            // The folded norm's tensors: `add_norm` (exact) or `rms` (as a scale).
+            let (an, rms) = if c.norm || c.scale {
+                let residual = TensorRef::from_slice(&res, &[m, K]).map_err(err)?;
+                let residual_out = TensorMut::from_slice(&mut ro_ref, &[m, K]).map_err(err)?;
+                if c.norm {
+                    let norm_w = TensorRef::from_slice(&norm_w, &[K]).map_err(err)?;
+                    (Some(bf16_gemv::AddNorm { residual, residual_out, norm_w }), None)
+                } else {
+                    (None, Some(bf16_gemv::RmsArgs::Add { residual, residual_out }))
+                }
             } else {
-                None
+                (None, None)
             };
             let args = Args {
                 x: TensorRef::from_slice(&x, &[m, K]).map_err(err)?,
@@ -218,7 +230,7 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
                 y: TensorMut::from_slice(&mut y_ref, &[m, n]).map_err(err)?,
                 add_norm: an,
                 rope: None,
-                rms: None,
+                rms,
             };
             bf16_gemv::run(&plain, args, Scratch::from_slice(&mut scratch), s).map_err(err)?;
         }
@@ -257,14 +269,18 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
         let mut ro = s.alloc_zeros::<bf16>(m * K).map_err(err)?;
         let mut err_fused = ErrorWord::new(s).map_err(err)?;
         {
-            let an = if c.norm {
-                Some(bf16_gemv::AddNorm {
-                    residual: TensorRef::from_slice(&res, &[m, K]).map_err(err)?,
-                    residual_out: TensorMut::from_slice(&mut ro, &[m, K]).map_err(err)?,
-                    norm_w: TensorRef::from_slice(&norm_w, &[K]).map_err(err)?,
-                })
+            // The folded norm's tensors: `add_norm` (exact) or `rms` (as a scale).
+            let (an, rms) = if c.norm || c.scale {
+                let residual = TensorRef::from_slice(&res, &[m, K]).map_err(err)?;
+                let residual_out = TensorMut::from_slice(&mut ro, &[m, K]).map_err(err)?;
+                if c.norm {
+                    let norm_w = TensorRef::from_slice(&norm_w, &[K]).map_err(err)?;
+                    (Some(bf16_gemv::AddNorm { residual, residual_out, norm_w }), None)
+                } else {
+                    (None, Some(bf16_gemv::RmsArgs::Add { residual, residual_out }))
+                }
             } else {
-                None
+                (None, None)
             };
             let args = Args {
                 x: TensorRef::from_slice(&x, &[m, K]).map_err(err)?,
@@ -285,7 +301,7 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
                     v_cache: TensorMut::from_slice(&mut vc, &cache_shape).map_err(err)?,
                     error: err_fused.view().map_err(err)?,
                 }),
-                rms: None,
+                rms,
             };
             bf16_gemv::run(&fused, args, Scratch::from_slice(&mut scratch), s).map_err(err)?;
         }
@@ -293,7 +309,7 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
         same(&format!("y [{id}]"), &bits(s, &y)?, &bits(s, &y_ref)?)?;
         same(&format!("k_cache [{id}]"), &bits(s, &kc)?, &bits(s, &kc_ref)?)?;
         same(&format!("v_cache [{id}]"), &bits(s, &vc)?, &bits(s, &vc_ref)?)?;
-        if c.norm {
+        if c.norm || c.scale {
             same(&format!("residual_out [{id}]"), &bits(s, &ro)?, &bits(s, &ro_ref)?)?;
         }
         let (ef, er) = (err_fused.read(s).map_err(err)?, err_ref.read(s).map_err(err)?);
@@ -310,7 +326,7 @@ fn check(dev: &Arc<Device>, c: Case) -> TrialResult {
 
 fn main() {
     let mut trials = Vec::new();
-    let base = Case { h: 8, hkv: 2, d: 128, m: 1, neox: true, table: false, norm: false, faults: false };
+    let base = Case { h: 8, hkv: 2, d: 128, m: 1, neox: true, table: false, norm: false, scale: false, faults: false };
     for m in [1, 3, 8] {
         for (neox, table, norm) in
             [(true, false, false), (true, true, false), (false, false, false), (true, false, true)]
@@ -329,6 +345,15 @@ fn main() {
     trials.push(GpuTrial::new("qkv_rope::faults::m6", move |dev| check(dev, Case { m: 6, faults: true, ..base })));
     trials.push(GpuTrial::new("qkv_rope::faults_table_addnorm::m4", move |dev| {
         check(dev, Case { m: 4, faults: true, table: true, norm: true, ..base })
+    }));
+    // Norm 1 as a scale (`_addrms_rope` against `_addrms`, then rope_kv_append).
+    for m in [1, 3, 8] {
+        trials.push(GpuTrial::new(format!("qkv_rope::neox_computed_addrms::m{m}"), move |dev| {
+            check(dev, Case { m, scale: true, ..base })
+        }));
+    }
+    trials.push(GpuTrial::new("qkv_rope::faults_table_addrms::m4", move |dev| {
+        check(dev, Case { m: 4, faults: true, table: true, scale: true, ..base })
     }));
     run_gpu_trials(trials)
 }

@@ -371,6 +371,7 @@ __device__ __forceinline__ void mma_group_silu(float (&acc)[RT][NT][4], const Ve
 constexpr int kXPlain = 0;  // x as it is
 constexpr int kXSilu = 1;   // silu_mul of the gate piece and the up piece K elements further
 constexpr int kXNorm = 2;   // norm.rmsnorm's fused form of the x piece and the residual piece
+constexpr int kXAddRms = 3;  // `_addrms`: r = bf16(x + residual) as it is; rrms scales the sums
 // Live tokens the add+RMSNorm prologue serves (NT = 1) and warps it reduces over (kMaxThreads).
 constexpr int kNormTokens = 8;
 constexpr int kNormWarps = kMaxThreads / 32;
@@ -382,7 +383,34 @@ struct NormLane {
   const bf16* r[NT];
   const bf16* w;
   float rrms[NT];
+  // kXAddRms: where this lane's pieces of r go (writer lanes only: CTA row block 0, row-warp 0,
+  // live tokens) and its running sums of r² (row-warp 0 only: the other row warps see the same
+  // pieces).
+  bf16* ro[NT];
+  bool writer;
+  bool counts;
+  float ss[NT];
 };
+
+// kXAddRms: one 8-element piece r = bf16(x + res) (norm.rmsnorm's new residual, the same
+// operations), its squares added to ss in element order (counting lanes only), stored to `ro`
+// (writer lanes only).
+__device__ __forceinline__ Vec16 add_rms_vec(const Vec16& x, const Vec16& res, bool counts, float& ss, bool writer,
+                                             bf16* ro) {
+  float fx[8], fr[8];
+  unpack_f32<bf16>(x, fx);
+  unpack_f32<bf16>(res, fr);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) fx[j] += fr[j];
+  const Vec16 r = pack_from_f32<bf16>(fx);
+  if (counts) {
+    unpack_f32<bf16>(r, fx);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss = fmaf(fx[j], fx[j], ss);
+  }
+  if (writer) st_global_v16(ro, r);
+  return r;
+}
 
 // One 8-element piece of norm.rmsnorm's fused form (rmsnorm.cu's steps, the same operations):
 // r = bf16(x + res) in f32, then bf16((r · rrms) · w).
@@ -587,8 +615,9 @@ __device__ __forceinline__ void store_rope(const Bf16GemvParams& p, const GemvRo
 // Sums it over warps (in warp order), then stores y (ksplit == 1) or this split's partials.
 // `rope` (the `_rope` entry points, ksplit == 1): the pairs (r, r + 8) of each 16-row tile go
 // through store_rope instead. `res` (`_resrms`, ksplit == 1, bf16 y): the residual add and the
-// 16-row sums of squares (GemvRmsEpi). `scale` (`_rmsx`, ksplit == 1): each token's rrms
-// (s_rrms, filled by rms_scale_prologue) multiplies its sums before the bias.
+// 16-row sums of squares (GemvRmsEpi). `scale` (`_rmsx`, `_addrms`, ksplit == 1): each token's
+// rrms (s_rrms: rms_scale_prologue's, or the `_addrms` CTA's own) multiplies its sums before the
+// bias (and before the rope epilogue's rounding).
 template <typename TOut>
 __device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float* s_part,
                                             int rows_cta, int mt, int m0, const GemvRopeEpi* rope = nullptr,
@@ -634,6 +663,10 @@ __device__ __forceinline__ void finish_tile(const Bf16GemvParams& p, const float
       for (int kw = 0; kw < p.warps_k; ++kw) {
         va += s_part[(kw * mt + tok) * stride_r + r];
         vb += s_part[(kw * mt + tok) * stride_r + r + 8];
+      }
+      if (scale != nullptr) {
+        va *= scale[tok];
+        vb *= scale[tok];
       }
       const int row = row_base + r;
       if (row < p.n) store_rope(p, *rope, row, m0 + tok, va, vb);
@@ -752,7 +785,7 @@ struct MmaOperands {
 template <int NT, int RT, bool kAligned, int kX>
 __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOperands<NT, RT>& o, int k_tail,
                                          int k_end, int wk, int nwarps, int x_up, float act_limit,
-                                         const NormLane<NT>& nl) {
+                                         NormLane<NT>& nl) {
   constexpr bool kSilu = kX == kXSilu;
   const int t = (threadIdx.x & 31) & 3;
   const int tail_steps = (k_end - k_tail + kMmaStepK - 1) / kMmaStepK;
@@ -778,6 +811,12 @@ __device__ __forceinline__ void mma_tail(float (&acc)[RT][NT][4], const MmaOpera
                                     : Vec16{{0u, 0u, 0u, 0u}};
         const Vec16 wn = load_bf16x8<kAligned, false>(nl.w + off, kl, k_end);
         v_x[nt] = add_norm_vec(v_x[nt], res, wn, nl.rrms[nt]);
+      }
+      if constexpr (kX == kXAddRms) {
+        // K % 8 == 0 (aligned): a piece is whole or wholly past k_end (then zeros, not stored).
+        const Vec16 res = o.xok[nt] ? load_bf16x8<kAligned, false>(nl.r[nt] + off, kl, k_end)
+                                    : Vec16{{0u, 0u, 0u, 0u}};
+        v_x[nt] = add_rms_vec(v_x[nt], res, nl.counts, nl.ss[nt], nl.writer && kl < k_end, nl.ro[nt] + off);
       }
     }
 #pragma unroll
@@ -870,7 +909,9 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
   constexpr bool kAligned = kFeed != Feed::kUnaligned;
   constexpr bool kSilu = kX == kXSilu;
   constexpr bool kNorm = kX == kXNorm;
-  using Ring = MmaRing<NT, RT, U, kSilu ? 2 : kNorm ? 3 : 1>;
+  constexpr bool kAddRms = kX == kXAddRms;
+  using Ring = MmaRing<NT, RT, U, kSilu || kAddRms ? 2 : kNorm ? 3 : 1>;
+  static_assert(!kAddRms || (kFeed == Feed::kRing && NT * 8 <= kNormTokens), "the `_addrms` x load: ring, NT = 1");
   static_assert(!kNorm || (kAligned && NT * 8 <= kNormTokens), "the fused add+RMSNorm: aligned, NT = 1");
   static_assert(kFeed != Feed::kRing || kStages >= 2, "the cp.async ring needs at least two stages");
   static_assert(!kSilu || kAligned, "the fused activation needs 16-byte vectors of x");
@@ -900,8 +941,25 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
   for (int nt = 0; nt < NT; ++nt) {
     nl.r[nt] = nullptr;
     nl.rrms[nt] = 0.0f;
+    nl.ro[nt] = nullptr;
+    nl.ss[nt] = 0.0f;
   }
   nl.w = nullptr;
+  nl.writer = false;
+  nl.counts = false;
+  // kXAddRms: the sums of squares of each row-warp-0 warp, [warps_k][token], then the rrms.
+  __shared__ float s_ss[kAddRms ? kNormWarps : 1][kAddRms ? kNormTokens : 1];
+  if constexpr (kAddRms) {
+    nl.counts = wr == 0;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int tok = min(nt * 8 + g, p.m - 1);
+      nl.r[nt] = nq->residual + (long long)tok * nq->ldr + 8 * t;
+      nl.ro[nt] = nq->residual_out + (long long)tok * nq->ldro + 8 * t;
+    }
+    // ksplit == 1 (host): blockIdx.y == 0. Only live tokens' lanes write.
+    nl.writer = blockIdx.x == 0 && wr == 0 && g < p.m;
+  }
   if constexpr (kNorm) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -1026,9 +1084,10 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
             if constexpr (kSilu)
               cp_async_ca_16_zfill(s_stage + Ring::kWBytes + Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
                                    o.x[nt] + x_up + k0 + u * kMmaStepK, o.xok[nt]);
-            if constexpr (kNorm) {
+            if constexpr (kNorm || kAddRms)
               cp_async_ca_16_zfill(s_stage + Ring::kWBytes + Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
                                    nl.r[nt] + k0 + u * kMmaStepK, o.xok[nt]);
+            if constexpr (kNorm) {
               cp_async_ca_16_zfill(s_stage + Ring::kWBytes + 2 * Ring::kXPieceBytes + ((u * NT + nt) * 32 + lane) * 16,
                                    nl.w + k0 + u * kMmaStepK, true);
             }
@@ -1096,7 +1155,7 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
           }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          if constexpr (!kNorm)
+          if constexpr (!kNorm && !kAddRms)
             v_x[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + ((u * NT + nt) * 32 + lane) * 16);
           if constexpr (kSilu)
             v_u[u][nt] = *reinterpret_cast<const Vec16*>(s_stage + Ring::kWBytes + Ring::kXPieceBytes +
@@ -1118,6 +1177,21 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
                                           *reinterpret_cast<const Vec16*>(s_x + Ring::kXPieceBytes + at),
                                           *reinterpret_cast<const Vec16*>(s_x + 2 * Ring::kXPieceBytes + at),
                                           nl.rrms[nt]);
+#pragma unroll
+            for (int rt = 0; rt < RT; ++rt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], xa);
+          }
+      } else if constexpr (kAddRms) {
+        // Like kNorm: each k step's two piece sets read right before its MMAs.
+        const unsigned char* s_x = s_stage + Ring::kWBytes + lane * 16;
+        const int k0 = k_begin + gi * kMmaStepK * U;
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int at = (u * NT + nt) * 32 * 16;
+            const Vec16 xa = add_rms_vec(*reinterpret_cast<const Vec16*>(s_x + at),
+                                         *reinterpret_cast<const Vec16*>(s_x + Ring::kXPieceBytes + at), nl.counts,
+                                         nl.ss[nt], nl.writer, nl.ro[nt] + k0 + u * kMmaStepK);
 #pragma unroll
             for (int rt = 0; rt < RT; ++rt) mma_step(acc[rt][nt], v_w[u][rt][0], v_w[u][rt][1], xa);
           }
@@ -1155,9 +1229,30 @@ __device__ __forceinline__ void gemv_mma(const Bf16GemvParams& p, float act_limi
   }
   // Tail (< U steps, the last may be partial): one 32-wide step per warp, bounds-checked loads.
   mma_tail<NT, RT, kAligned, kX>(acc, o, k_begin + groups * kMmaStepK * U, k_end, wk, p.warps_k, x_up, act_limit, nl);
+  if constexpr (kAddRms) {
+    // This warp's Σ r² per token: the 4 lanes of a token (t) in a fixed butterfly; row-warp-0
+    // warps publish theirs (every warp takes part in the shuffles).
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      float ss = nl.ss[nt];
+      ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+      ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+      if (wr == 0 && t == 0) s_ss[wk][nt * 8 + g] = ss;
+    }
+  }
   // The partial tile overlays the ring: every warp must be done reading its ring first.
   __syncthreads();
-  mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta, rope, res, rms_x != nullptr ? s_rrms : nullptr);
+  if constexpr (kAddRms) {
+    // rrms per live token: the warps' sums added in warp order (the same bits in every CTA),
+    // published to finish_tile by mma_finish's barrier.
+    if (threadIdx.x < min(p.m, kNormTokens)) {
+      float ss = 0.0f;
+      for (int w = 0; w < p.warps_k; ++w) ss += s_ss[w][threadIdx.x];
+      s_rrms[threadIdx.x] = rsqrtf(ss / static_cast<float>(p.k) + nq->eps);
+    }
+  }
+  mma_finish<NT, RT, TOut>(p, acc, s_part, wk, wr * ROWS_W, rows_cta, rope, res,
+                           rms_x != nullptr || kAddRms ? s_rrms : nullptr);
 }
 
 // ---- BF16 x: TMA-fed GEMV over a flat work list (stream-K). ----
@@ -1793,3 +1888,25 @@ B12X_GEMV_MMA_ROPE(1, 2, 4, 3)
 B12X_GEMV_MMA_RMS(1, 1, 4, 4)
 B12X_GEMV_MMA_RMS(1, 1, 8, 3)
 B12X_GEMV_MMA_RMS(1, 2, 4, 3)
+
+// norm 1 folded as a scale (the `_addrms` x load, Bf16GemvNormParams; norm_w unused: W's columns
+// carry the norm weight): x is the sublayer output, each lane forms r = bf16(x + residual) per
+// piece (norm.rmsnorm's new residual, bit for bit; CTA row block 0 stores it to residual_out),
+// the CTA sums r² over the whole row as it streams (row-warp 0's lanes, then the warps in order:
+// no prologue, nothing waits for it before the last MMA), and every finished sum is multiplied
+// by rrms = rsqrtf(S / K + eps) before the bias and the store or the rope epilogue. The ring
+// rows, BF16 out, unsplit; plain and rope stores. Last in the file, so earlier PTX stays as it was.
+#define B12X_GEMV_MMA_ADDRMS(NT, RT, U, S)                                                       \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_addrms_bf16out(                        \
+          const __grid_constant__ b12x::Bf16GemvNormParams p) {                                \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXAddRms>(p.g, 0.0f, &p); \
+  }                                                                                              \
+  extern "C" __global__ void __launch_bounds__(b12x::bf16_gemv::kMaxThreads, 1)                   \
+      b12x_bf16_gemv_mma_nt##NT##_rt##RT##_u##U##_s##S##_addrms_rope_bf16out(                   \
+          const __grid_constant__ b12x::Bf16GemvRopeParams p) {                                \
+    b12x::bf16_gemv::gemv_mma<NT, RT, U, S, bf16, b12x::bf16_gemv::Feed::kRing, b12x::bf16_gemv::kXAddRms>(p.n.g, 0.0f, &p.n, &p.r); \
+  }
+B12X_GEMV_MMA_ADDRMS(1, 1, 4, 4)
+B12X_GEMV_MMA_ADDRMS(1, 1, 8, 3)
+B12X_GEMV_MMA_ADDRMS(1, 2, 4, 3)

@@ -851,7 +851,8 @@ fn rope_candidates_are_the_unsplit_rope_ring_variants(#[values(XLoad::Plain, XLo
         assert!(!cs.is_empty(), "rows_hi {rows_hi}");
         assert_ring_only(&cs, x, MmaEpi::Rope, "_rope_", &all);
     }
-    assert_eq!(all.iter().filter(|s| s.ends_with("_rope_bf16out")).count(), 6);
+    // `_rope`, `_addnorm_rope` and `_addrms_rope`, three ring rows each.
+    assert_eq!(all.iter().filter(|s| s.ends_with("_rope_bf16out")).count(), 9);
     let c = Config {
         variant: Variant::Mma { nt: 1, rt: 1, u: 8, stages: 3, x: XLoad::AddNorm, epi: MmaEpi::Rope },
         warps_r: 1,
@@ -1080,6 +1081,112 @@ fn split_norm_args_are_checked() {
     assert!(rq.rms_params(&rms_args(&rq, 3, Some(residual(y)), y)).is_err());
     assert!(rq.rms_params(&rms_args(&rq, 3, Some(residual(SSQ - 64)), y)).is_err());
     assert!(sq.rms_params(&rms_args(&sq, 3, Some(scale(y, 256)), y)).is_err());
+}
+
+fn add_rms_query() -> Query {
+    Query {
+        max_rows: 8,
+        x_act: XAct::AddRmsScale { eps: 1e-6 },
+        y_act: YAct::RopeAppend(rope_epi()),
+        ..query(6144, 4096)
+    }
+}
+
+#[rstest]
+fn add_rms_candidates_are_the_unsplit_addrms_ring_variants(#[values(false, true)] rope: bool) {
+    let all = all_symbols();
+    for rows_hi in [1, 2, 4, 8] {
+        let g = Geometry { x: XLoad::AddRms, y_rope: rope, ..geometry(6144, 4096, rows_hi, false, true) };
+        let cs = enumerate(&g);
+        assert!(!cs.is_empty(), "rows_hi {rows_hi}");
+        let (epi, tag) = if rope { (MmaEpi::Rope, "_addrms_rope_") } else { (MmaEpi::Plain, "_addrms_") };
+        assert_ring_only(&cs, XLoad::AddRms, epi, tag, &all);
+    }
+    assert_eq!(all.iter().filter(|s| s.ends_with("_addrms_bf16out")).count(), 3);
+    assert_eq!(all.iter().filter(|s| s.ends_with("_addrms_rope_bf16out")).count(), 3);
+    let c = Config {
+        variant: Variant::Mma { nt: 1, rt: 1, u: 8, stages: 3, x: XLoad::AddRms, epi: MmaEpi::Rope },
+        warps_r: 1,
+        warps_k: 2,
+        ksplit: 1,
+        tma: None,
+    };
+    assert_eq!(c.id(), "mma_nt1_rt1_u8_s3_addrms_rope_wr1_wk2_ks1");
+    assert_eq!(c.variant.symbol(DType::BF16), "b12x_bf16_gemv_mma_nt1_rt1_u8_s3_addrms_rope_bf16out");
+    assert!(c.variant.unsplit_only() && c.variant.norm_params() && !c.variant.rms_params());
+    // Two x piece sets per ring stage (x and the residual), as the SwiGLU x load.
+    let silu =
+        Config { variant: Variant::Mma { x: XLoad::SiluMul, epi: MmaEpi::Plain, nt: 1, rt: 1, u: 8, stages: 3 }, ..c };
+    assert_eq!(c.dynamic_smem(), silu.dynamic_smem());
+}
+
+#[test]
+fn add_rms_queries_are_validated() {
+    let q = add_rms_query();
+    assert!(q.validate().is_ok());
+    assert!(Query { y_act: YAct::None, ..q.clone() }.validate().is_ok());
+    assert!(Query { y_act: YAct::SiluMul { limit: None }, ..q.clone() }.validate().is_ok());
+    let bad = |q: Query, field: &str| match q.validate() {
+        Err(Error::InvalidQuery { field: f, .. }) if f == field => {}
+        other => panic!("{q:?}: expected InvalidQuery({field}), got {other:?}"),
+    };
+    let plain = Query { y_act: YAct::None, ..q.clone() };
+    bad(Query { max_rows: 16, ..plain.clone() }, "x_act");
+    bad(Query { aligned: false, ..plain.clone() }, "x_act");
+    bad(Query { k: 4100, ..plain.clone() }, "x_act");
+    bad(Query { out_dtype: DType::F32, ..plain.clone() }, "x_act");
+    bad(Query { x_act: XAct::AddRmsScale { eps: f32::NAN }, ..plain.clone() }, "x_act");
+    bad(Query { x_act: XAct::AddRmsScale { eps: -1.0 }, ..plain.clone() }, "x_act");
+    bad(Query { y_act: YAct::ResidualRms, ..plain.clone() }, "x_act");
+    // Its own key, apart from the exact fold's.
+    assert_ne!(q.key(), Query { x_act: XAct::AddRmsNorm { eps: 1e-6 }, ..q.clone() }.key());
+    assert_ne!(plain.key(), Query { x_act: XAct::None, ..plain.clone() }.key());
+}
+
+#[test]
+fn add_rms_args_are_checked() {
+    let q = Query { y_act: YAct::None, ..add_rms_query() };
+    let y = BASE + (2 << 30);
+    let add = |res: u64, out: u64, cols: usize| RmsArgs::Add {
+        residual: view(res, &[3, cols], 4096, DType::BF16),
+        residual_out: view_mut(out, &[3, 4096], 4096, DType::BF16),
+    };
+    let a = rms_args(&q, 3, Some(add(RES, SSQ, 4096)), y);
+    q.kernel_params(&a).unwrap();
+    assert!(q.rms_params(&a).unwrap().is_none());
+    let n = q.norm_params(&a).unwrap().unwrap();
+    assert_eq!((n.residual, n.residual_out, n.norm_w, n.ldr, n.ldro, n.eps), (RES, SSQ, 0, 4096, 4096, 1e-6));
+    // Missing, of another kind, or given to a plain plan: typed errors.
+    let shape_err = |q: &Query, a: &Args<'_>| matches!(q.kernel_params(a), Err(Error::Shape { tensor: "rms", .. }));
+    assert!(shape_err(&q, &rms_args(&q, 3, None, y)));
+    let scale = RmsArgs::Scale { sum_sq: view(SSQ, &[3, 256], 256, DType::F32) };
+    assert!(shape_err(&q, &rms_args(&q, 3, Some(scale), y)));
+    let plain = Query { max_rows: 8, ..query(6144, 4096) };
+    assert!(shape_err(&plain, &rms_args(&plain, 3, Some(add(RES, SSQ, 4096)), y)));
+    // A short residual; the new residual over x, the residual, W or y; y over the residual.
+    assert!(q.kernel_params(&rms_args(&q, 3, Some(add(RES, SSQ, 4088)), y)).is_err());
+    for out in [BASE, RES + 64, BASE + (1 << 30), y] {
+        assert!(q.kernel_params(&rms_args(&q, 3, Some(add(RES, out, 4096)), y)).is_err(), "{out:#x}");
+    }
+    assert!(q.kernel_params(&rms_args(&q, 3, Some(add(y, SSQ, 4096)), y)).is_err());
+    // With the rope epilogue: the new residual over a cache or the positions is refused too
+    // (rope_params), elsewhere accepted.
+    let r = add_rms_query();
+    let with = |out: u64| {
+        let mut a = rope_args(3, KC, ERR);
+        a.rms = Some(RmsArgs::Add {
+            residual: view(BASE + (7 << 30), &[3, 4096], 4096, DType::BF16),
+            residual_out: view_mut(out, &[3, 4096], 4096, DType::BF16),
+        });
+        a
+    };
+    let ok = with(BASE + (8 << 30));
+    r.kernel_params(&ok).unwrap();
+    assert!(r.rope_params(&ok).unwrap().is_some() && r.norm_params(&ok).unwrap().is_some());
+    for out in [KC + 128, VC, POS] {
+        let a = with(out);
+        assert!(r.kernel_params(&a).is_err() || r.rope_params(&a).is_err(), "{out:#x}");
+    }
 }
 
 #[test]

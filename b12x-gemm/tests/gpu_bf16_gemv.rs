@@ -1808,6 +1808,253 @@ fn split_norm_bad_inputs(dev: &Arc<Device>) -> TrialResult {
     Ok(())
 }
 
+// ---- norm 1 folded as a scale (XAct::AddRmsScale) --------------------------------------
+
+/// A projection `[n, k]` on `r = bf16(x + residual)` with its norm weight folded into W and the
+/// rrms scale from each CTA's own Σ r² (rows of x, the residuals and y padded by `pad`).
+#[derive(Clone, Copy, Debug)]
+struct AddRmsCase {
+    name: &'static str,
+    n: usize,
+    k: usize,
+    ms: &'static [usize],
+    bias: Option<DType>,
+    pad: usize,
+    /// With the SwiGLU epilogue (a gate/up projection).
+    y_silu: bool,
+    large: bool,
+}
+
+const ADDRMS_CASES: &[AddRmsCase] = &[
+    // Qwen3-8B's QKV projection (b12x-layers' `FoldNorms::FirstScale`).
+    AddRmsCase {
+        name: "qwen3_8b_addrms_qkv",
+        n: 6144,
+        k: 4096,
+        ms: &[1, 3, 8],
+        bias: None,
+        pad: 0,
+        y_silu: false,
+        large: true,
+    },
+    // K = 1000: not a multiple of any group (the tail's pieces), padded rows, an f32 bias.
+    AddRmsCase {
+        name: "odd_addrms",
+        n: 776,
+        k: 1000,
+        ms: &[1, 5, 8],
+        bias: Some(F32),
+        pad: 8,
+        y_silu: false,
+        large: false,
+    },
+    AddRmsCase {
+        name: "small_addrms_silu",
+        n: 3072,
+        k: 1024,
+        ms: &[2, 8],
+        bias: None,
+        pad: 8,
+        y_silu: true,
+        large: false,
+    },
+];
+
+/// Every `_addrms` config of M's bucket pinned in turn: the new residual must be `bf16(x +
+/// residual)` bit for bit (its padding untouched), y within the GEMV bound of the f64 product
+/// `rrms · Σ r·(w·nw)` (+ bias) with rrms from the host's Σ r² in f64 (slack for rsqrtf and the
+/// f32 sum order), and with the SwiGLU epilogue bitwise the same config without it followed by
+/// the host silu_and_mul. Two calls of one config give the same bits.
+fn check_addrms(dev: &Arc<Device>, c: AddRmsCase, m: usize) -> TrialResult {
+    const EPS: f32 = 1e-6;
+    let (n, k) = (c.n, c.k);
+    let n_out = if c.y_silu { n / 2 } else { n };
+    let (lx, ly) = (k + c.pad, n_out + c.pad);
+    let stream = dev.stream();
+    let x_h = values(Fill::Uniform, 81, m * lx, DType::BF16);
+    let res_h: Vec<f32> = values(Fill::Uniform, 82, m * lx, DType::BF16).iter().map(|v| 2.0 * v).collect();
+    let nw = cast::<bf16>(&uniform(84, k, 0.5, 1.5));
+    let w = bf16_gemv::fold_norm_weight(&cast::<bf16>(&values(Fill::Uniform, 85, n * k, DType::BF16)), &nw);
+    let w_h: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+    let b_h = c.bias.map(|d| values(Fill::Uniform, 86, n, d));
+    let up = |v: &[f32], d| FloatBuf::upload(stream, v, d);
+    let (x, res, wd) = (up(&x_h, DType::BF16)?, up(&res_h, DType::BF16)?, up(&w_h, DType::BF16)?);
+    let bd = match (&b_h, c.bias) {
+        (Some(v), Some(d)) => Some(up(v, d)?),
+        _ => None,
+    };
+    let mut r_new = FloatBuf::poisoned(stream, m * lx, DType::BF16)?;
+    let mut y = FloatBuf::poisoned(stream, m * ly, DType::BF16)?;
+    let mut y_twin = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
+    let q = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: c.bias,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::AddRmsScale { eps: EPS },
+        y_act: if c.y_silu { YAct::SiluMul { limit: None } } else { YAct::None },
+    };
+    let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
+    let twin = bf16_gemv::plan(&Query { y_act: YAct::None, ..q.clone() }, dev).map_err(err)?;
+    let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
+    let label = plan.buckets()[bucket].label();
+    let bytes = [&plan, &twin].iter().map(|p| p.scratch_layout().total_bytes()).max().unwrap_or(0);
+    let mut scratch = alloc_scratch(stream, bytes).map_err(err)?;
+    let ids = plan.candidates(bucket);
+    if ids.is_empty() || ids.iter().any(|id| !id.contains("_addrms_") || !id.ends_with("_ks1")) {
+        return Err(format!("unexpected candidates {ids:?}"));
+    }
+    // The host's r and rrms.
+    let want_r: Vec<bf16> =
+        (0..m * k).map(|i| bf16::from_f32(x_h[(i / k) * lx + i % k] + res_h[(i / k) * lx + i % k])).collect();
+    let rrms: Vec<f64> = (0..m)
+        .map(|t| {
+            let s: f64 = want_r[t * k..(t + 1) * k].iter().map(|v| f64::from(v.to_f32()).powi(2)).sum();
+            1.0 / (s / k as f64 + f64::from(EPS)).sqrt()
+        })
+        .collect();
+    let rows: Vec<usize> = (0..n).collect();
+    let ex = reference::exact(&want_r, &w, None::<&[f32]>, m, k, &rows);
+    let bias_at = |j: usize| b_h.as_ref().map_or(0.0, |b| f64::from(b[j]));
+    let want: Vec<f64> = (0..m * n).map(|i| rrms[i / n] * ex.acc[i] + bias_at(i % n)).collect();
+    let want_bits: Vec<u32> = want_r.iter().map(|v| u32::from(v.to_bits())).collect();
+    fn view_b(b: &Option<FloatBuf>, n: usize, d: Option<DType>) -> Option<TensorRef<'_>> {
+        b.as_ref().map(|b| b.view(n, 0, 1, d.unwrap_or(F32)))
+    }
+    for id in &ids {
+        let mut session = PreparationSession::new(dev).map_err(err)?.with_autotune(false);
+        session.pin(&plan, &label, id);
+        session.pin(&twin, &label, id);
+        session.prepare(&[&plan, &twin]).map_err(err)?;
+        for buf in [&mut r_new, &mut y, &mut y_twin] {
+            buf.poison(stream)?;
+        }
+        poison(stream, &mut scratch).map_err(err)?;
+        let mut call = |p: &Plan, out: &mut FloatBuf, cols: usize, stride: usize| {
+            let args = Args {
+                x: x.view(m, k, lx, DType::BF16),
+                w: wd.view(n, k, k, DType::BF16),
+                bias: view_b(&bd, n, c.bias),
+                y: out.view_mut(m, cols, stride, DType::BF16),
+                add_norm: None,
+                rope: None,
+                rms: Some(bf16_gemv::RmsArgs::Add {
+                    residual: res.view(m, k, lx, DType::BF16),
+                    residual_out: r_new.view_mut(m, k, lx, DType::BF16),
+                }),
+            };
+            bf16_gemv::run(p, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)
+        };
+        call(&twin, &mut y_twin, n, n)?;
+        stream.synchronize().map_err(err)?;
+        let first = y_twin.bits(stream)?;
+        call(&twin, &mut y_twin, n, n)?;
+        call(&plan, &mut y, n_out, ly)?;
+        stream.synchronize().map_err(err)?;
+        let rb = r_new.bits(stream)?;
+        let live: Vec<u32> = (0..m).flat_map(|t| rb[t * lx..t * lx + k].iter().copied()).collect();
+        same_bits(&format!("residual_out [{id}] vs bf16(x + residual)"), &live, &want_bits)?;
+        if (0..m).any(|t| rb[t * lx + k..(t + 1) * lx].iter().any(|&v| v != 0xFFFF)) {
+            return Err(format!("residual_out padding written [{id}]"));
+        }
+        same_bits(&format!("y [{id}] twice"), &y_twin.bits(stream)?, &first)?;
+        let yt = y_twin.download(stream)?;
+        b12x_core::testing::check_close(&format!("y [{id}]"), &yt, &want, &[m, n], |i| {
+            let scaled = rrms[i / n] * ex.abs[i];
+            // rsqrtf (2 ulp) and the f32 sum of r²: a few 2^-22 relative.
+            reference::bound(DType::BF16, k, want[i], scaled) + 2f64.powi(-20) * (rrms[i / n] * ex.acc[i]).abs()
+        })?;
+        let all = y.download(stream)?;
+        if (0..m).any(|t| all[t * ly + n_out..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+            return Err(format!("y padding written [{id}]"));
+        }
+        let yb = y.bits(stream)?;
+        let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + n_out].iter().copied()).collect();
+        let expect = if c.y_silu { host_swiglu_bits(&yt, m, n) } else { y_twin.bits(stream)? };
+        same_bits(&format!("y [{id}] vs its twin"), &y_live, &expect)?;
+        session.close();
+    }
+    Ok(())
+}
+
+/// `AddRmsScale` calls without their tensors, with the other kind, with a short residual, or
+/// with the new residual over x or y are typed errors that launch nothing.
+fn addrms_bad_inputs(dev: &Arc<Device>) -> TrialResult {
+    let (n, k, m) = (256, 512, 2);
+    let stream = dev.stream();
+    let q = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias: None,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+        x_act: XAct::AddRmsScale { eps: 1e-6 },
+        y_act: YAct::None,
+    };
+    let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
+    let mut session = PreparationSession::new(dev).map_err(err)?;
+    session.prepare(&[&plan]).map_err(err)?;
+    let x = FloatBuf::upload(stream, &values(Fill::Uniform, 91, m * k, DType::BF16), DType::BF16)?;
+    let w = FloatBuf::upload(stream, &values(Fill::Uniform, 92, n * k, DType::BF16), DType::BF16)?;
+    let res = FloatBuf::upload(stream, &values(Fill::Uniform, 93, m * k, DType::BF16), DType::BF16)?;
+    // y's buffer holds m · K values (K > N): the refused calls below view it as [M, K] too.
+    let mut y = FloatBuf::poisoned(stream, m * k, DType::BF16)?;
+    let mut r_new = FloatBuf::poisoned(stream, m * k, DType::BF16)?;
+    let mut scratch = alloc_scratch(stream, plan.scratch_layout().total_bytes().max(1)).map_err(err)?;
+    let (x_ptr, y_ptr) = (x.ptr(), y.ptr());
+    let mut call = |rms: Option<bf16_gemv::RmsArgs<'_>>, y: &mut FloatBuf| {
+        let args = Args {
+            x: x.view(m, k, k, DType::BF16),
+            w: w.view(n, k, k, DType::BF16),
+            bias: None,
+            y: y.view_mut(m, n, n, DType::BF16),
+            add_norm: None,
+            rope: None,
+            rms,
+        };
+        bf16_gemv::run(&plan, args, Scratch::from_slice(&mut scratch), stream)
+    };
+    if !matches!(call(None, &mut y), Err(Error::Shape { tensor: "rms", .. })) {
+        return Err("no rms tensors: expected Shape(rms)".into());
+    }
+    let scale = bf16_gemv::RmsArgs::Scale { sum_sq: res.view(m, k / 16, k / 16, DType::F32) };
+    if call(Some(scale), &mut y).is_ok() {
+        return Err("a Scale tensor on an AddRmsScale plan: expected an error".into());
+    }
+    let short = bf16_gemv::RmsArgs::Add {
+        residual: res.view(m, k - 8, k, DType::BF16),
+        residual_out: r_new.view_mut(m, k, k, DType::BF16),
+    };
+    if call(Some(short), &mut y).is_ok() {
+        return Err("residual [M, K - 8]: expected an error".into());
+    }
+    // The new residual (written) over x (read), then over y (written): [M, K] views of their
+    // buffers (each holds m · K values).
+    for (what, ptr) in [("x", x_ptr), ("y", y_ptr)] {
+        // SAFETY: the buffer holds m · K bf16 values; the call is refused before any launch
+        // (what this trial checks), so nothing writes through the view.
+        let over =
+            unsafe { b12x_core::TensorMut::from_raw(ptr, &[m, k], &[k as isize, 1], DType::BF16) }.map_err(err)?;
+        let bad = bf16_gemv::RmsArgs::Add { residual: res.view(m, k, k, DType::BF16), residual_out: over };
+        if call(Some(bad), &mut y).is_ok() {
+            return Err(format!("residual_out over {what}: expected an error"));
+        }
+    }
+    stream.synchronize().map_err(err)?;
+    if y.download(stream)?.iter().chain(r_new.download(stream)?.iter()).any(|v| !v.is_nan()) {
+        return Err("a refused call wrote y or residual_out".into());
+    }
+    session.close();
+    Ok(())
+}
+
 fn main() {
     let mut trials = Vec::new();
     for &c in CASES.iter().filter(|c| !(c.large && reduced_profile())) {
@@ -1849,5 +2096,11 @@ fn main() {
         }
     }
     trials.push(GpuTrial::new("split_norm_bad_inputs_launch_nothing", split_norm_bad_inputs));
+    for &c in ADDRMS_CASES.iter().filter(|c| !(c.large && reduced_profile())) {
+        for &m in c.ms {
+            trials.push(GpuTrial::new(format!("{}::m{m}", c.name), move |d| check_addrms(d, c, m)));
+        }
+    }
+    trials.push(GpuTrial::new("addrms_bad_inputs_launch_nothing", addrms_bad_inputs));
     run_gpu_trials(trials)
 }

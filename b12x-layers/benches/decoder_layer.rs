@@ -49,7 +49,9 @@
 //!   `FoldNorms::First`; `…_pdl_gs_n2/…`, `…_pdl_gs_rq_n2/…`, `…_pdl_gs_f1_rq_n2/…`:
 //!   `norm2_in_o_proj` (norm 2 split between the O projection's epilogue and the gate/up
 //!   projection's scale), alone, with `rope_in_qkv`, and with both that and `FoldNorms::First`
-//!   (no norm launch at all).
+//!   (no norm launch at all); `…_pdl_gs_s1_rq_n2/…`, `…_pdl_gs_s1_rq/…`: `FoldNorms::FirstScale`
+//!   (norm 1 as the QKV projection's rrms scale) with `rope_in_qkv` and `norm2_in_o_proj` (no
+//!   norm launch: five ops), and with `rope_in_qkv` alone.
 //!
 //! Run: `cargo bench -p b12x-layers --bench decoder_layer` (rows go to
 //! `bench-results/decoder_layer.{json,md}`); `B12X_BENCH_QUICK=1` runs B = 1 only.
@@ -86,7 +88,7 @@ fn main() -> Result<()> {
         let dw = weights.upload(dev.stream())?;
         // The other layers' weights of the steady-state row (made at the first B = 1 case), per
         // weight layout (gate/up interleaved, QKV in rope order, gate/up folded with norm 2).
-        let mut more_by_layout: std::collections::HashMap<(bool, bool, bool), Vec<_>> = Default::default();
+        let mut more_by_layout: std::collections::HashMap<(bool, bool, bool, bool), Vec<_>> = Default::default();
         let opts = |pdl: bool, splits: Option<usize>, stages: Option<usize>| LayerOptions {
             pdl,
             attention_splits: splits,
@@ -104,6 +106,7 @@ fn main() -> Result<()> {
         };
         let fold = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::Both, ..o };
         let fold1 = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::First, ..o };
+        let scale1 = |o: LayerOptions| LayerOptions { fold_norms: FoldNorms::FirstScale, ..o };
         let gs = |o: LayerOptions| LayerOptions { gate_up_silu: true, ..o };
         let ra = |o: LayerOptions| LayerOptions { fuse_rope_attention: true, ..o };
         let rq = |o: LayerOptions| LayerOptions { rope_in_qkv: true, ..o };
@@ -148,6 +151,8 @@ fn main() -> Result<()> {
                 ("_pdl_gs_n2", n2(gs(opts(true, None, None)))),
                 ("_pdl_gs_rq_n2", n2(rq(gs(opts(true, None, None))))),
                 ("_pdl_gs_f1_rq_n2", n2(rq(fold1(gs(opts(true, None, None)))))),
+                ("_pdl_gs_s1_rq_n2", n2(rq(scale1(gs(opts(true, None, None)))))),
+                ("_pdl_gs_s1_rq", rq(scale1(gs(opts(true, None, None))))),
                 ("_pdl_gs_f1_ra_wo", wo(30, 0, ra(fold1(gs(opts(true, None, None)))))),
                 ("_ra", ra(opts(false, None, None))),
                 ("_pdl_gs_wo", wo(30, 0, gs(opts(true, None, None)))),
@@ -192,9 +197,14 @@ fn main() -> Result<()> {
             let cap = Capacity { max_batch: b, max_pages, num_pages };
             let layer = Layer::with_options(&cfg, format, cap, options, &dev)?;
             // Layers with another weight layout (gate/up interleaved, QKV rows in rope order, gate/up
-            // folded with norm 2) read their own upload.
-            let layout = (options.gate_up_silu, options.rope_in_qkv, options.norm2_in_o_proj);
-            let dw_own = if layout != (false, false, false) {
+            // folded with norm 2, QKV folded with norm 1) read their own upload.
+            let layout = (
+                options.gate_up_silu,
+                options.rope_in_qkv,
+                options.norm2_in_o_proj,
+                options.fold_norms == FoldNorms::FirstScale,
+            );
+            let dw_own = if layout != (false, false, false, false) {
                 Some(layer.upload_weights(&weights, dev.stream())?)
             } else {
                 None

@@ -15,7 +15,8 @@
 //! errors), and with `fuse_rope_attention` (BF16 PDL + gate/up epilogue at every B, with
 //! `FoldNorms::First` at B ≤ 8, NVFP4 plain at B = 1; and its typed errors), and with
 //! `rope_in_qkv` and `norm2_in_o_proj` (BF16, B ≤ 8, PDL + gate/up epilogue, with and without
-//! `FoldNorms::First`; plain at B = 1; and their typed errors).
+//! `FoldNorms::First` or `FoldNorms::FirstScale`; plain at B = 1; and their typed errors), and
+//! `FoldNorms::FirstScale` alone at B = 1 and 8.
 //! `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_attention::rope_kv_append;
@@ -232,7 +233,9 @@ fn main() {
     // gate/up epilogue + rope in the QKV projection, with norm 1 launched or folded (then the
     // step launches no norm); plain at B = 1 (the gate/up GEMV without its epilogue).
     for &b in batches.iter().filter(|&&b| b <= 8) {
-        for (tag, fold_norms) in [("", FoldNorms::None), ("_first", FoldNorms::First)] {
+        for (tag, fold_norms) in
+            [("", FoldNorms::None), ("_first", FoldNorms::First), ("_first_scale", FoldNorms::FirstScale)]
+        {
             trials.push(GpuTrial::new(
                 format!("qwen3_8b::bf16_gate_up_silu_pdl{tag}_rope_qkv_norm2::b{b}"),
                 move |dev| {
@@ -252,6 +255,12 @@ fn main() {
     trials.push(GpuTrial::new("qwen3_8b::bf16_norm2::b1", move |dev| {
         check(dev, WeightFormat::Bf16, LayerOptions { norm2_in_o_proj: true, ..Default::default() }, 1)
     }));
+    // Norm 1 as a scale in the QKV projection alone (norm 2 launches; plain QKV store), B = 1, 8.
+    for b in [1, 8] {
+        trials.push(GpuTrial::new(format!("qwen3_8b::bf16_first_scale::b{b}"), move |dev| {
+            check(dev, WeightFormat::Bf16, LayerOptions { fold_norms: FoldNorms::FirstScale, ..Default::default() }, b)
+        }));
+    }
     trials.push(GpuTrial::new("qwen3_8b::norm2_errors", norm2_errors));
     run_gpu_trials(trials)
 }
@@ -283,7 +292,7 @@ fn norm2_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
         }
     }
     let e = |e: Error| e.to_string();
-    for (fold_norms, norm_plans) in [(FoldNorms::None, 1), (FoldNorms::First, 0)] {
+    for (fold_norms, norm_plans) in [(FoldNorms::None, 1), (FoldNorms::First, 0), (FoldNorms::FirstScale, 0)] {
         let layer =
             Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions { fold_norms, ..n2 }, dev).map_err(e)?;
         let ops = layer.ops();
@@ -313,8 +322,33 @@ fn norm2_errors(dev: &std::sync::Arc<b12x_core::Device>) -> Result<(), String> {
     let plain_layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), LayerOptions::default(), dev).map_err(e)?;
     let mut st = plain_layer.state(dev.stream(), 1).map_err(e)?;
     match plain_layer.run_op(Op::GateUpProj, &folded, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "weights", .. }) => {}
+        other => {
+            return Err(format!(
+                "folded gate/up weights on a plain layer: expected InvalidQuery(weights), got {other:?}"
+            ))
+        }
+    }
+    // FoldNorms::FirstScale takes only QKV weights folded with norm 1's weight, and only it does.
+    let scale = LayerOptions { fold_norms: FoldNorms::FirstScale, ..Default::default() };
+    let scale_layer = Layer::with_options(&cfg, WeightFormat::Bf16, cap(1), scale, dev).map_err(e)?;
+    let scaled = scale_layer.upload_weights(&weights, dev.stream()).map_err(e)?;
+    if !scaled.qkv_norm_folded || scaled.gate_up_norm_folded {
+        return Err("FirstScale weights: expected the QKV weight folded, gate/up not".into());
+    }
+    let mut st = scale_layer.state(dev.stream(), 1).map_err(e)?;
+    match scale_layer.run_op(Op::QkvProj, &plain, &mut st, dev.stream()) {
+        Err(Error::InvalidQuery { field: "weights", .. }) => {}
+        other => {
+            return Err(format!(
+                "unfolded QKV weights on a FirstScale layer: expected InvalidQuery(weights), got {other:?}"
+            ))
+        }
+    }
+    let mut st = plain_layer.state(dev.stream(), 1).map_err(e)?;
+    match plain_layer.run_op(Op::QkvProj, &scaled, &mut st, dev.stream()) {
         Err(Error::InvalidQuery { field: "weights", .. }) => Ok(()),
-        other => Err(format!("folded gate/up weights on a plain layer: expected InvalidQuery(weights), got {other:?}")),
+        other => Err(format!("folded QKV weights on a plain layer: expected InvalidQuery(weights), got {other:?}")),
     }
 }
 

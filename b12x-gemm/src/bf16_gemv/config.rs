@@ -85,6 +85,9 @@ pub enum XLoad {
     /// `_rmsx`: x as it is, every sum scaled by its token's rrms from the sums of squares
     /// (parameters `Bf16GemvRmsParams`; ring feed only).
     RmsScale,
+    /// `_addrms`: `r = bf16(x + residual)` as it is, every sum scaled by its token's rrms from
+    /// the CTA's own Σ r² (parameters `Bf16GemvNormParams`, `norm_w` unused; ring feed only).
+    AddRms,
 }
 
 impl XLoad {
@@ -95,13 +98,15 @@ impl XLoad {
             XLoad::SiluMul => "_silu",
             XLoad::AddNorm => "_addnorm",
             XLoad::RmsScale => "_rmsx",
+            XLoad::AddRms => "_addrms",
         }
     }
-    /// x piece sets a ring stage holds: x; gate and up; x, residual and norm weight.
+    /// x piece sets a ring stage holds: x; gate and up (x and residual); x, residual and norm
+    /// weight.
     pub fn ring_sets(self) -> u32 {
         match self {
             XLoad::Plain | XLoad::RmsScale => 1,
-            XLoad::SiluMul => 2,
+            XLoad::SiluMul | XLoad::AddRms => 2,
             XLoad::AddNorm => 3,
         }
     }
@@ -179,9 +184,15 @@ impl Variant {
         self.residual_rms() || self.x_load() == XLoad::RmsScale
     }
     /// Whether the entry point finishes its tiles only unsplit (`ksplit` 1): its epilogue runs
-    /// where a CTA finishes a tile (`_rope`, `_resrms`, `_rmsx`).
+    /// where a CTA finishes a tile (`_rope`, `_resrms`, `_rmsx`), or its CTAs sum r² over the
+    /// whole row (`_addrms`).
     pub fn unsplit_only(self) -> bool {
-        self.rope() || self.rms_params()
+        self.rope() || self.rms_params() || self.x_load() == XLoad::AddRms
+    }
+    /// Whether the entry point takes `Bf16GemvNormParams` (alone or in `Bf16GemvRopeParams`):
+    /// `_addnorm`, `_addrms`.
+    pub fn norm_params(self) -> bool {
+        matches!(self.x_load(), XLoad::AddNorm | XLoad::AddRms)
     }
     fn id(self) -> String {
         let act = self.x_load().suffix();
@@ -224,8 +235,9 @@ fn mma_variants(x: XLoad) -> impl Iterator<Item = Variant> {
     direct.chain(ring)
 }
 
-/// The ring-only variants of the [`SILU_NT`] rows: `_rope` (x `Plain` or `AddNorm`), `_resrms`
-/// (x `Plain`) and `_rmsx` (x `RmsScale`, epilogue `Plain`).
+/// The ring-only variants of the [`SILU_NT`] rows: `_rope` (x `Plain`, `AddNorm` or `AddRms`),
+/// `_resrms` (x `Plain`), `_rmsx` (x `RmsScale`, epilogue `Plain`) and `_addrms` (x `AddRms`,
+/// epilogue `Plain`).
 fn ring_variants(x: XLoad, epi: MmaEpi) -> impl Iterator<Item = Variant> {
     MMA_VARIANTS.iter().filter(|v| v.0 == SILU_NT).map(move |&(nt, rt, u, stages)| Variant::Mma {
         nt,
@@ -252,6 +264,8 @@ pub fn all_symbols() -> Vec<String> {
     out.extend(ring_variants(XLoad::AddNorm, MmaEpi::Rope).map(|v| v.symbol(DType::BF16)));
     out.extend(ring_variants(XLoad::Plain, MmaEpi::ResidualRms).map(|v| v.symbol(DType::BF16)));
     out.extend(ring_variants(XLoad::RmsScale, MmaEpi::Plain).map(|v| v.symbol(DType::BF16)));
+    out.extend(ring_variants(XLoad::AddRms, MmaEpi::Plain).map(|v| v.symbol(DType::BF16)));
+    out.extend(ring_variants(XLoad::AddRms, MmaEpi::Rope).map(|v| v.symbol(DType::BF16)));
     out
 }
 
@@ -501,8 +515,8 @@ fn variants(g: &Geometry) -> Vec<Variant> {
     if g.y_res {
         return ring_only(XLoad::Plain, MmaEpi::ResidualRms);
     }
-    if g.x == XLoad::RmsScale {
-        return ring_only(XLoad::RmsScale, MmaEpi::Plain);
+    if matches!(g.x, XLoad::RmsScale | XLoad::AddRms) {
+        return ring_only(g.x, MmaEpi::Plain);
     }
     // A fused x load: only its own variants (validate keeps it to aligned BF16 x, M ≤ 8).
     if g.x != XLoad::Plain {
@@ -525,7 +539,9 @@ fn variants(g: &Geometry) -> Vec<Variant> {
 /// - with a fused x load (`x`) only its `_silu` / `_addnorm` ring and direct variants: the
 ///   `tma`, `simt` and unaligned kernels have no fused x load;
 /// - with the rope epilogue (`y_rope`) only the `_rope` ring variants, unsplit; with the split
-///   add+RMSNorm (`y_res`, `x` = `RmsScale`) only the `_resrms` / `_rmsx` ring variants, unsplit.
+///   add+RMSNorm (`y_res`, `x` = `RmsScale`) only the `_resrms` / `_rmsx` ring variants, unsplit;
+///   with norm 1 as a scale (`x` = `AddRms`) only the `_addrms` (`_addrms_rope`) ring variants,
+///   unsplit.
 ///
 /// The default is the first variant, the first CTA shape, and the fewest splits whose grid
 /// covers every SM once.

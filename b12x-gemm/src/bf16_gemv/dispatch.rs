@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// The parameters of the fused parts a call has (each `None` without it).
 #[derive(Clone, Copy, Default)]
 pub(super) struct Epilogues<'e> {
-    /// `XAct::AddRmsNorm`'s (its `g` is filled at launch).
+    /// `XAct::AddRmsNorm`'s or `XAct::AddRmsScale`'s (its `g` is filled at launch).
     pub norm: Option<&'e Bf16GemvNormParams>,
     /// `YAct::RopeAppend`'s.
     pub rope: Option<&'e GemvRopeEpi>,
@@ -78,12 +78,12 @@ pub(super) fn launch(
         // all touched after the PDL wait.
         return unsafe { kernel.launch_ex(stream, dims, &rp, opts) };
     }
-    if c.variant.x_load() == XLoad::AddNorm {
+    if c.variant.norm_params() {
         let np = Bf16GemvNormParams { g: *p, ..*norm.ok_or_else(unknown)? };
-        // SAFETY: as below; Bf16GemvNormParams mirrors the `_addnorm` entry points' struct
-        // (asserted on both sides), and `Query::kernel_params` checked the residual, where the
-        // new residual goes (overlapping nothing the kernel reads) and the norm weight, all read
-        // after the PDL wait.
+        // SAFETY: as below; Bf16GemvNormParams mirrors the `_addnorm` / `_addrms` entry points'
+        // struct (asserted on both sides), and `Query::kernel_params` checked the residual, where
+        // the new residual goes (overlapping nothing the kernel reads) and the norm weight
+        // (`_addnorm`), all read after the PDL wait.
         return unsafe { kernel.launch_ex(stream, dims, &np, opts) };
     }
     if c.variant.silu() {
@@ -191,8 +191,11 @@ impl OpPlan for Plan {
         let x_cols = if let XAct::SiluMul { .. } = q.x_act { 2 * q.k } else { q.k };
         let ldx = x_cols.next_multiple_of(16 / q.x_dtype.size_bytes());
         // add+RMSNorm: the residual, where the new one goes ([M, ldx] each), the norm weight.
-        let (res_bytes, norm_w_bytes) =
-            if q.x_act.x_load() == XLoad::AddNorm { (m * ldx * 2, ldx * 2) } else { (0, 0) };
+        let (res_bytes, norm_w_bytes) = match q.x_act.x_load() {
+            XLoad::AddNorm => (m * ldx * 2, ldx * 2),
+            XLoad::AddRms => (m * ldx * 2, 0),
+            _ => (0, 0),
+        };
         let sizes = [
             self.scratch.total_bytes(),
             q.n * ldw * 2,
@@ -256,6 +259,14 @@ impl OpPlan for Plan {
                 eps,
                 ..Bf16GemvNormParams::default()
             }),
+            XAct::AddRmsScale { eps } => Some(Bf16GemvNormParams {
+                residual: at[5],
+                residual_out: at[6],
+                ldr: ldx as i64,
+                ldro: ldx as i64,
+                eps,
+                ..Bf16GemvNormParams::default()
+            }),
             _ => None,
         };
         let rope = match q.y_act {
@@ -302,7 +313,8 @@ struct RaceCase<'p> {
     plan: &'p Plan,
     bucket: usize,
     params: Bf16GemvParams,
-    /// `XAct::AddRmsNorm`: the residual, new-residual and norm-weight regions.
+    /// `XAct::AddRmsNorm` / `XAct::AddRmsScale`: the residual, new-residual (and norm-weight)
+    /// regions.
     norm: Option<Bf16GemvNormParams>,
     /// `YAct::RopeAppend`: the epilogue on the race's zeroed index regions (no cache slot written).
     rope: Option<GemvRopeEpi>,

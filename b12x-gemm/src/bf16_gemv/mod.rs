@@ -262,6 +262,27 @@ pub enum XAct {
         /// ε (finite, ≥ 0).
         eps: f32,
     },
+    /// A whole add+RMSNorm folded into the projection after it as a scale (a decoder layer's
+    /// first norm in its QKV projection, with no kernel before it): x `[M, K]` bf16 is the
+    /// sublayer output, [`RmsArgs::Add`] brings the residual and where the new one goes, W's
+    /// columns are pre-multiplied by the norm weight ([`fold_norm_weight`]), and the GEMV's input
+    /// is `r = bf16(x + residual)` — written to `residual_out` (CTA row block 0), `norm.rmsnorm`'s
+    /// new residual bit for bit — with every finished sum `v` of token m becoming `v · rrms[m]`
+    /// before the bias and the store (or the rope epilogue), `rrms[m] = rsqrtf(S / K + eps)`, `S`
+    /// the Σ r² each CTA adds up itself as it streams x (lanes in element order, then the 4
+    /// lanes of a token and the k warps in a fixed order: the same bits in every CTA of a
+    /// config; another config may differ in the last bits). Nothing waits for `S` before the last
+    /// MMA: no prologue and no kernel before. So y is `rrms · (W·diag(w)) · r + bias`: the
+    /// rmsnorm-then-GEMV result up to the rounding points (as [`XAct::RmsScale`]: `W · w`
+    /// rounded once at upload, `h` never rounded, another order of `S`); a layer checks it by
+    /// its cosine bound. Configs: the `mma` ring NT = 1 rows as `…_addrms` / `…_addrms_rope`
+    /// (6 entry points, BF16 out), unsplit; bf16 x and y, `aligned`, K % 8 == 0,
+    /// `max_rows ≤ 8`; combines with [`YAct::None`], [`YAct::SiluMul`] and
+    /// [`YAct::RopeAppend`].
+    AddRmsScale {
+        /// ε (finite, ≥ 0).
+        eps: f32,
+    },
 }
 
 /// The limit a SwiGLU kernel takes: L, or +∞ without one (the clamps then pass every value, as
@@ -280,7 +301,7 @@ impl XAct {
     pub fn kernel_limit(self) -> f32 {
         match self {
             XAct::SiluMul { limit } => swiglu_kernel_limit(limit),
-            XAct::None | XAct::AddRmsNorm { .. } | XAct::RmsScale { .. } => f32::INFINITY,
+            XAct::None | XAct::AddRmsNorm { .. } | XAct::RmsScale { .. } | XAct::AddRmsScale { .. } => f32::INFINITY,
         }
     }
 }
@@ -291,7 +312,8 @@ impl PartialEq for XAct {
             (XAct::None, XAct::None) => true,
             (XAct::SiluMul { limit: a }, XAct::SiluMul { limit: b }) => same_limit(*a, *b),
             (XAct::AddRmsNorm { eps: a }, XAct::AddRmsNorm { eps: b })
-            | (XAct::RmsScale { eps: a }, XAct::RmsScale { eps: b }) => a.to_bits() == b.to_bits(),
+            | (XAct::RmsScale { eps: a }, XAct::RmsScale { eps: b })
+            | (XAct::AddRmsScale { eps: a }, XAct::AddRmsScale { eps: b }) => a.to_bits() == b.to_bits(),
             _ => false,
         }
     }
@@ -306,6 +328,7 @@ impl XAct {
             XAct::SiluMul { .. } => XLoad::SiluMul,
             XAct::AddRmsNorm { .. } => XLoad::AddNorm,
             XAct::RmsScale { .. } => XLoad::RmsScale,
+            XAct::AddRmsScale { .. } => XLoad::AddRms,
         }
     }
 }
@@ -594,6 +617,7 @@ impl Query {
             XAct::SiluMul { .. } => Some(("SiluMul", "[gate | up], as activation.silu_and_mul", "a down projection")),
             XAct::AddRmsNorm { .. } => Some(("AddRmsNorm", "as norm.rmsnorm's fused form", "a layer's projections")),
             XAct::RmsScale { .. } => Some(("RmsScale", "(a residual stream)", "a layer's projections")),
+            XAct::AddRmsScale { .. } => Some(("AddRmsScale", "(a residual stream)", "a layer's projections")),
         };
         if let Some((name, x_why, y_why)) = fused {
             let act = |reason: String| bad("x_act", format!("{name} {reason}"));
@@ -620,11 +644,18 @@ impl Query {
                 XAct::SiluMul { limit: Some(l) } if !(l.is_finite() && l > 0.0) => {
                     return act(format!("limit must be finite and > 0 (None disables it), got {l}"));
                 }
-                XAct::AddRmsNorm { eps } | XAct::RmsScale { eps } if !(eps.is_finite() && eps >= 0.0) => {
+                XAct::AddRmsNorm { eps } | XAct::RmsScale { eps } | XAct::AddRmsScale { eps }
+                    if !(eps.is_finite() && eps >= 0.0) =>
+                {
                     return act(format!("eps must be finite and >= 0, got {eps}"));
                 }
                 XAct::RmsScale { .. } if !matches!(self.y_act, YAct::None | YAct::SiluMul { .. }) => {
                     return act("combines with y_act None or SiluMul only".into());
+                }
+                XAct::AddRmsScale { .. }
+                    if !matches!(self.y_act, YAct::None | YAct::SiluMul { .. } | YAct::RopeAppend(_)) =>
+                {
+                    return act("combines with y_act None, SiluMul or RopeAppend only".into());
                 }
                 _ => {}
             }
@@ -728,7 +759,7 @@ impl Query {
         let (n, k) = (self.n, self.k);
         let m = args.x.shape().first().copied().unwrap_or(0);
         match self.x_act {
-            XAct::None | XAct::AddRmsNorm { .. } | XAct::RmsScale { .. } => {
+            XAct::None | XAct::AddRmsNorm { .. } | XAct::RmsScale { .. } | XAct::AddRmsScale { .. } => {
                 args.x.expect("x", "[M, K]", self.x_dtype, &[m, k])?
             }
             XAct::SiluMul { .. } => args.x.expect("x", "[M, 2K] ([gate | up])", self.x_dtype, &[m, 2 * k])?,
@@ -797,16 +828,21 @@ impl Query {
         }
         let rms_wanted = match (self.x_act, self.y_act) {
             (XAct::RmsScale { .. }, _) => Some("rms Scale { sum_sq } (the plan's x_act is RmsScale)"),
+            (XAct::AddRmsScale { .. }, _) => {
+                Some("rms Add { residual, residual_out } (the plan's x_act is AddRmsScale)")
+            }
             (_, YAct::ResidualRms) => Some("rms Residual { residual, sum_sq } (the plan's y_act is ResidualRms)"),
             _ => None,
         };
         let rms_given = match &args.rms {
             Some(RmsArgs::Scale { .. }) => Some(matches!(self.x_act, XAct::RmsScale { .. })),
+            Some(RmsArgs::Add { .. }) => Some(matches!(self.x_act, XAct::AddRmsScale { .. })),
             Some(RmsArgs::Residual { .. }) => Some(matches!(self.y_act, YAct::ResidualRms)),
             None => None,
         };
         if rms_given != rms_wanted.map(|_| true) {
-            let expected = rms_wanted.unwrap_or("no rms (the plan's x_act is not RmsScale, its y_act not ResidualRms)");
+            let expected = rms_wanted
+                .unwrap_or("no rms (the plan's x_act is not RmsScale or AddRmsScale, its y_act not ResidualRms)");
             return Err(Error::Shape { tensor: "rms", expected: expected.into(), actual: vec![] });
         }
         // Aligned variants move 16-byte vectors of x and W rows; every path needs element alignment.
@@ -849,6 +885,24 @@ impl Query {
             require_disjoint(y, ("residual", a.residual.byte_span()))?;
             require_disjoint(y, ("norm_w", a.norm_w.byte_span()))?;
         }
+        if let Some(RmsArgs::Add { residual, residual_out }) = &args.rms {
+            residual.expect("residual", "[M, K]", DType::BF16, &[m, k])?;
+            residual_out.expect("residual_out", "[M, K]", DType::BF16, &[m, k])?;
+            residual.require_aligned("residual", 16)?;
+            residual_out.require_aligned("residual_out", 16)?;
+            residual.row_stride("residual")?;
+            residual_out.row_stride("residual_out")?;
+            // CTA row block 0 writes residual_out while every CTA reads x, the residual and W;
+            // y is written while they are read.
+            let out = ("residual_out", residual_out.byte_span());
+            let bias = ("bias", args.bias.as_ref().map_or((0, 0), |b| b.byte_span()));
+            for other in
+                [("x", args.x.byte_span()), ("residual", residual.byte_span()), ("w", args.w.byte_span()), bias, y]
+            {
+                require_disjoint(out, other)?;
+            }
+            require_disjoint(y, ("residual", residual.byte_span()))?;
+        }
         Ok(p)
     }
 
@@ -887,16 +941,23 @@ impl Query {
                 return Err(Error::Shape { tensor: "cos_sin", expected: expected.into(), actual });
             }
         };
-        // Written: both caches, y and the error word; read: everything else.
+        // (Absent tensors are empty spans: fixed arrays, nothing allocated.)
+        let none = (0, 0);
+        let an = args.add_norm.as_ref();
+        let add = match &args.rms {
+            Some(RmsArgs::Add { residual, residual_out }) => Some((residual.byte_span(), residual_out.byte_span())),
+            _ => None,
+        };
+        // Written: both caches, y, the error word and a folded norm's new residual; read:
+        // everything else.
         let written = [
             ("k_cache", a.k_cache.byte_span()),
             ("v_cache", a.v_cache.byte_span()),
             ("error", a.error.byte_span()),
             ("y", args.y.byte_span()),
+            ("residual_out", an.map_or(none, |n| n.residual_out.byte_span())),
+            ("residual_out", add.map_or(none, |a| a.1)),
         ];
-        // (Absent tensors are empty spans: a fixed array, nothing allocated.)
-        let none = (0, 0);
-        let an = args.add_norm.as_ref();
         let read = [
             ("x", args.x.byte_span()),
             ("w", args.w.byte_span()),
@@ -907,7 +968,7 @@ impl Query {
             ("bias", args.bias.as_ref().map_or(none, |b| b.byte_span())),
             ("residual", an.map_or(none, |n| n.residual.byte_span())),
             ("norm_w", an.map_or(none, |n| n.norm_w.byte_span())),
-            ("residual_out", an.map_or(none, |n| n.residual_out.byte_span())),
+            ("residual", add.map_or(none, |a| a.0)),
         ];
         for (i, &w) in written.iter().enumerate() {
             for &o in written[i + 1..].iter().chain(&read) {
@@ -982,6 +1043,16 @@ impl Query {
     /// it); `None` without [`XAct::AddRmsNorm`]. Call after [`Query::kernel_params`] accepted
     /// `args`.
     pub fn norm_params(&self, args: &Args<'_>) -> Result<Option<Bf16GemvNormParams>> {
+        if let (XAct::AddRmsScale { eps }, Some(RmsArgs::Add { residual, residual_out })) = (self.x_act, &args.rms) {
+            return Ok(Some(Bf16GemvNormParams {
+                residual: residual.ptr(),
+                residual_out: residual_out.ptr(),
+                ldr: residual.row_stride("residual")? as i64,
+                ldro: residual_out.row_stride("residual_out")? as i64,
+                eps,
+                ..Bf16GemvNormParams::default()
+            }));
+        }
         let (XAct::AddRmsNorm { eps }, Some(a)) = (self.x_act, &args.add_norm) else { return Ok(None) };
         Ok(Some(Bf16GemvNormParams {
             residual: a.residual.ptr(),
@@ -1009,6 +1080,7 @@ impl Query {
             XAct::SiluMul { .. } => " x_act=silu_mul",
             XAct::AddRmsNorm { .. } => " x_act=add_rmsnorm",
             XAct::RmsScale { .. } => " x_act=rms_scale",
+            XAct::AddRmsScale { .. } => " x_act=add_rms_scale",
         };
         let yact = match self.y_act {
             YAct::None => "",
@@ -1116,7 +1188,8 @@ pub struct Args<'a> {
     /// `Some` exactly when the query's `y_act` is [`YAct::RopeAppend`].
     pub rope: Option<RopeArgs<'a>>,
     /// [`RmsArgs::Residual`] exactly when the query's `y_act` is [`YAct::ResidualRms`],
-    /// [`RmsArgs::Scale`] exactly when its `x_act` is [`XAct::RmsScale`].
+    /// [`RmsArgs::Scale`] exactly when its `x_act` is [`XAct::RmsScale`], [`RmsArgs::Add`]
+    /// exactly when it is [`XAct::AddRmsScale`].
     pub rms: Option<RmsArgs<'a>>,
 }
 
@@ -1131,6 +1204,10 @@ pub enum RmsArgs<'a> {
     /// [`XAct::RmsScale`]: `sum_sq` `[M, ⌈K/16⌉]` f32 (rows contiguous), what the GEMV before
     /// wrote (it may not overlap y).
     Scale { sum_sq: TensorRef<'a> },
+    /// [`XAct::AddRmsScale`]: `residual` `[M, K]` bf16 (16-byte aligned rows) is added to x;
+    /// `residual_out` `[M, K]` bf16 (16-byte aligned rows) receives `bf16(x + residual)`. It
+    /// may not overlap x, the residual, W or y: every CTA reads those while one writes it.
+    Add { residual: TensorRef<'a>, residual_out: TensorMut<'a> },
 }
 
 /// The tensors of [`YAct::RopeAppend`] (a decode batch of M requests, one new token each).

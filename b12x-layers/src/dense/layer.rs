@@ -266,6 +266,14 @@ pub enum FoldNorms {
     None,
     /// Norm 1 in the QKV projection; norm 2 launches (in place on `residual_mid`).
     First,
+    /// Norm 1 in the QKV projection as a scale (`bf16_gemv::XAct::AddRmsScale`): the QKV
+    /// weight's columns pre-multiplied by norm 1's weight at upload
+    /// ([`DeviceWeights::qkv_norm_folded`]), the GEMV reads the sublayer output and the residual,
+    /// writes the new residual to `residual_mid` (bit for bit norm 1's), sums r² per CTA as it
+    /// streams and scales its sums by rrms — no prologue before its first MMA, so nothing
+    /// before the projection in the step waits. The QKV input differs from `First`'s by its
+    /// rounding points (cosine bound). Otherwise as `First` (buffers, limits).
+    FirstScale,
     /// Norm 1 in the QKV projection and norm 2 in the gate/up projection.
     Both,
 }
@@ -489,6 +497,8 @@ impl Layer {
                         pdl: options.pdl,
                         x_act: if options.fuse_silu && i == DOWN {
                             bf16_gemv::XAct::SiluMul { limit: None }
+                        } else if fold1 && i == 0 && options.fold_norms == FoldNorms::FirstScale {
+                            bf16_gemv::XAct::AddRmsScale { eps: cfg.eps }
                         } else if (fold1 && i == 0) || (fold2 && i == GATE_UP) {
                             bf16_gemv::XAct::AddRmsNorm { eps: cfg.eps }
                         } else if split2 && i == GATE_UP {
@@ -647,6 +657,7 @@ impl Layer {
             self.options.gate_up_silu.then_some(GATE_UP),
             rope.as_deref(),
             self.options.norm2_in_o_proj.then_some(GATE_UP),
+            self.options.fold_norms == FoldNorms::FirstScale,
         )
     }
 
@@ -785,15 +796,21 @@ impl Layer {
                 // FoldNorms: norm 1 on the x load (residual -> residual_mid), x the sublayer
                 // output; else x is norm 1's output h.
                 let folded = self.options.fold_norms != FoldNorms::None;
-                let an = if folded {
+                let scaled = self.options.fold_norms == FoldNorms::FirstScale;
+                // First: norm 1's tensors in `add_norm`; FirstScale: the same residual buffers
+                // through `rms` (its norm weight is in W).
+                let (an, rms) = if folded {
                     let mid = st.residual_mid.as_mut().ok_or_else(|| missing("residual_mid"))?;
-                    Some(bf16_gemv::AddNorm {
-                        residual: TensorRef::from_slice(&st.residual, &[b, hd])?,
-                        residual_out: TensorMut::from_slice(mid, &[b, hd])?,
-                        norm_w: TensorRef::from_slice(&w.ln1, &[hd])?,
-                    })
+                    let residual = TensorRef::from_slice(&st.residual, &[b, hd])?;
+                    let residual_out = TensorMut::from_slice(mid, &[b, hd])?;
+                    if scaled {
+                        (None, Some(bf16_gemv::RmsArgs::Add { residual, residual_out }))
+                    } else {
+                        let norm_w = TensorRef::from_slice(&w.ln1, &[hd])?;
+                        (Some(bf16_gemv::AddNorm { residual, residual_out, norm_w }), None)
+                    }
                 } else {
-                    None
+                    (None, None)
                 };
                 let rope = self.qkv_rope_args(
                     &mut st.k_cache,
@@ -805,7 +822,7 @@ impl Layer {
                     b,
                 )?;
                 let x = if folded { &st.x } else { &st.h };
-                self.linear(0, w, x, &mut st.qkv, b, &mut st.scratch[0], an, rope, None, stream)
+                self.linear(0, w, x, &mut st.qkv, b, &mut st.scratch[0], an, rope, rms, stream)
             }
             Op::GateUpProj if self.options.fold_norms == FoldNorms::Both => {
                 // Norm 2 on the x load: residual_mid -> residual.
@@ -1043,7 +1060,8 @@ impl Layer {
             DeviceLinear::Bf16Rope(_) => rope_rows,
             DeviceLinear::Bf16GateUp(_) => epilogue,
             DeviceLinear::Packed(_) => true,
-        } && (i != GATE_UP || w.gate_up_norm_folded == self.options.norm2_in_o_proj);
+        } && (i != GATE_UP || w.gate_up_norm_folded == self.options.norm2_in_o_proj)
+            && (i != 0 || w.qkv_norm_folded == (self.options.fold_norms == FoldNorms::FirstScale));
         match (&self.linears[i], &w.linears[i]) {
             (
                 LinearPlan::Bf16(p),

@@ -71,7 +71,7 @@ impl HostWeights {
 
     /// Uploads (BF16) or packs (`pack_weight`, layout v3) every weight.
     pub fn upload(&self, stream: &Arc<CudaStream>) -> Result<DeviceWeights> {
-        self.upload_with(stream, None, None, None)
+        self.upload_with(stream, None, None, None, false)
     }
 
     /// [`HostWeights::upload`], with the BF16 linear `gate_up` (an index into
@@ -81,23 +81,30 @@ impl HostWeights {
     /// in that order (`bf16_gemv::rope_row_order`, [`DeviceLinear::Bf16Rope`]).
     /// `norm2_fold` (`LayerOptions::norm2_in_o_proj`): that BF16 linear's columns multiplied by
     /// `ln2` (`bf16_gemv::fold_norm_weight`, before any interleaving).
+    /// `norm1_fold` (`FoldNorms::FirstScale`): the BF16 QKV weight's (linear 0) columns
+    /// multiplied by `ln1` (before any reordering).
     pub(super) fn upload_with(
         &self,
         stream: &Arc<CudaStream>,
         gate_up: Option<usize>,
         rope_rows: Option<&[usize]>,
         norm2_fold: Option<usize>,
+        norm1_fold: bool,
     ) -> Result<DeviceWeights> {
         let bf = |v: &[f32]| v.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>();
         let up = |v: &[f32]| -> Result<CudaSlice<bf16>> { Ok(stream.clone_htod(&bf(v))?) };
         let mut linears = Vec::new();
-        let mut folded = false;
+        let (mut folded, mut qkv_folded) = (false, false);
         for (i, l) in self.linears.iter().enumerate() {
             let fold = l.quantized.is_none() && norm2_fold == Some(i);
-            // The weight's bf16 values (folded with norm 2's weight where asked).
+            let fold1 = l.quantized.is_none() && norm1_fold && i == 0;
+            // The weight's bf16 values (folded with its norm's weight where asked).
             let values = if fold {
                 folded = true;
                 b12x_gemm::bf16_gemv::fold_norm_weight(&bf(&l.values), &bf(&self.ln2))
+            } else if fold1 {
+                qkv_folded = true;
+                b12x_gemm::bf16_gemv::fold_norm_weight(&bf(&l.values), &bf(&self.ln1))
             } else {
                 bf(&l.values)
             };
@@ -112,7 +119,13 @@ impl HostWeights {
                 (Some(w), _) => DeviceLinear::Packed(Box::new(pack_weight(w, stream)?)),
             });
         }
-        Ok(DeviceWeights { ln1: up(&self.ln1)?, ln2: up(&self.ln2)?, linears, gate_up_norm_folded: folded })
+        Ok(DeviceWeights {
+            ln1: up(&self.ln1)?,
+            ln2: up(&self.ln2)?,
+            linears,
+            gate_up_norm_folded: folded,
+            qkv_norm_folded: qkv_folded,
+        })
     }
 }
 
@@ -136,4 +149,7 @@ pub struct DeviceWeights {
     /// The gate/up weight's columns are multiplied by `ln2` (`LayerOptions::norm2_in_o_proj`,
     /// `Layer::upload_weights`): only such a layer takes these weights, and it takes no others.
     pub gate_up_norm_folded: bool,
+    /// The QKV weight's columns are multiplied by `ln1` (`FoldNorms::FirstScale`,
+    /// `Layer::upload_weights`): only such a layer takes these weights, and it takes no others.
+    pub qkv_norm_folded: bool,
 }
