@@ -95,6 +95,23 @@
 //!   config pinned; memcheck and racecheck clean on the H100; `bench-results/2026-12-06-h200-c/`).
 //!   In the Qwen3-8B decoder step at B = 1 (b12x-layers' `norm2_in_o_proj`) it takes the norm's
 //!   launch out: 3.0–3.5 µs off the step on the H200, 2.0–2.8 on the H100.
+//! - A whole add+RMSNorm as a scale ([`XAct::AddRmsScale`], [`RmsArgs::Add`]): a decoder
+//!   layer's first norm folded into its QKV projection with nothing before it to wait for. x is
+//!   the sublayer output; the ring stages carry its pieces and the residual's (as the SwiGLU x
+//!   load carries gate and up), each lane forms `r = bf16(x + residual)` per piece right before
+//!   its MMAs (CTA row block 0 stores it to `residual_out`: `norm.rmsnorm`'s new residual bit
+//!   for bit), the lanes of row-warp 0 add up r² as they go (every element once per CTA), and
+//!   after the loop the 4 lanes of a token and the k warps add theirs in a fixed order into
+//!   `rrms = rsqrtf(Σ / K + eps)`, which multiplies every finished sum before the bias and the
+//!   store, the SwiGLU or the rope epilogue. W's columns carry the norm weight
+//!   ([`fold_norm_weight`]). Unlike [`XAct::AddRmsNorm`] (the exact form), no CTA waits for a
+//!   prologue over the whole rows before its first MMA. Not bit for bit rmsnorm + GEMV (as the
+//!   split form): `tests/gpu_bf16_gemv.rs` checks y against the f64 oracle
+//!   `rrms · Σ r·(w·nw)` and the residual bitwise; `b12x-attention/tests/gpu_qkv_rope.rs`
+//!   checks `…_addrms_rope` bitwise against `…_addrms` + `attention.rope_kv_append`. Configs:
+//!   the `mma` ring NT = 1 rows as `…_addrms` and `…_addrms_rope` (6 entry points, BF16 out),
+//!   unsplit (each CTA needs the whole row's Σ r²). The 110 entry points before them have
+//!   byte-identical sm_90a SASS.
 //! - Determinism: no float atomics. Warps merge through shared memory in warp order; with
 //!   `ksplit > 1` every CTA writes its partial tile to scratch and the last CTA of a row block
 //!   to arrive (an 8-byte arrival counter in scratch, tagged with the launch's grid id so
@@ -144,6 +161,9 @@
 //!   (above); a ring stage holds the x, the residual and the norm weight's pieces.
 //! - `…_rope`, `…_resrms`, `…_rmsx` (`mma_nt1_rt1_u4_s4_resrms_wr2_wk4_ks1`): the ring rows
 //!   with the rope + KV-append epilogue, the residual + Σ r² epilogue, the rrms scale (above).
+//! - `…_addrms`, `…_addrms_rope` (`mma_nt1_rt1_u8_s3_addrms_rope_wr1_wk2_ks1`): the ring rows
+//!   with the add+RMSNorm scale x load (above), plain or with the rope epilogue; a ring stage
+//!   holds the x and the residual pieces.
 //! - `simt_mt{MT}_rs{RS}` — f32 x, CUDA cores: a warp owns RS rows, lanes stride K with
 //!   16-byte loads, MT tokens per pass (larger M loops over passes).
 //! - `*_unaligned` — the same math with 2/4-byte loads for unaligned views.

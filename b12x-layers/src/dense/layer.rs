@@ -197,6 +197,14 @@ pub struct LayerOptions {
     /// five ops, folding norm 2 cost 2.2–3.1 in the gate/up projection); `First`'s trials pass
     /// there too (B = 1 and 8, `bench-results/2026-12-06-h200-a/call1`), its step not measured
     /// alone (with `fuse_rope_attention`: 154.8 against 153.7–154.3 µs). Off by default.
+    /// [`FoldNorms::FirstScale`] folds norm 1 as an rrms scale instead (no prologue; the QKV
+    /// weight folded with norm 1's weight at upload): its trials pass on an H100 (B = 1 and 8,
+    /// alone and with `rope_in_qkv` + `norm2_in_o_proj`: 1 − cos y 2.7e-6–4.7e-6 and
+    /// 1.4e-5–1.6e-5; `bench-results/2026-12-06-h200-d/call2`); there, with `rope_in_qkv` and
+    /// `norm2_in_o_proj` (five launches), four layers in one graph take 145.7–145.9 µs per layer
+    /// against 146.0–147.4 with norm 1 launched, but the single-layer graph 154.4–154.6 against
+    /// 147.9–148.1 (its gate/up stage is ~5 µs longer when no small kernel starts the graph;
+    /// `First` shows the same on the H200). Off by default.
     pub fold_norms: FoldNorms,
     /// Run rope, the KV append and the attention as one launch (`attention.rope_paged`: the
     /// attention kernel rotates its Q tile in shared memory and its CTA holding the new
