@@ -2,10 +2,12 @@
 //! replayed while the contexts grow, checked against the CPU reference layer.
 //!
 //! ```sh
-//! cargo run --release -p b12x-layers --example decoder_layer -- [bf16|block_fp8|nvfp4] [B] [steps]
+//! cargo run --release -p b12x-layers --example decoder_layer -- [bf16|block_fp8|nvfp4|all] [B] [steps] [fast]
 //! ```
 //!
-//! Defaults: every weight format, B = 8 with contexts spread up to 8k, 4 steps. What it does is
+//! Defaults: every weight format, B = 8 with contexts spread up to 8k, 4 steps, the default
+//! `LayerOptions`; `fast` runs `LayerOptions::fast_decode(format, B)` (PDL, and for BF16 the
+//! fused epilogues: six launches at B ≤ 8). What it does is
 //! `b12x_layers::dense::decode_run` (the GPU test runs the same function): seeded weights, one
 //! `PreparationSession` for all nine ops, `freeze()`, the step captured once, then per step a new
 //! token per request (a new page where one fills), the graph replayed and compared bitwise with
@@ -32,10 +34,13 @@ fn main() -> b12x_core::Result<()> {
     // Contexts spread over 1..8k; request 0 crosses a page boundary during the run.
     let contexts: Vec<usize> = (0..b).map(|i| if i == 0 { 8176 - steps / 2 } else { 1 + (i * 2741) % 8000 }).collect();
     for format in formats {
-        let r = decode_run(&dev, &cfg, format, LayerOptions::default(), &contexts, steps, true, 7)?;
+        let fast = args.get(3).is_some_and(|a| a == "fast");
+        let options = if fast { LayerOptions::fast_decode(format, b) } else { LayerOptions::default() };
+        let r = decode_run(&dev, &cfg, format, options, &contexts, steps, true, 7)?;
         println!(
-            "{:>9} B={b}: replay == eager {:?}; 1 - cos(y) {:?}; 1 - cos(residual) {:?} (bound {:e}); new pages {}; free memory {} -> {}; faults {}; kernel resolutions after freeze {} (frozen throughout: {})",
+            "{:>9}{} B={b}: replay == eager {:?}; 1 - cos(y) {:?}; 1 - cos(residual) {:?} (bound {:e}); new pages {}; free memory {} -> {}; faults {}; kernel resolutions after freeze {} (frozen throughout: {})",
             format.name(),
+            if fast { " (fast_decode)" } else { "" },
             r.replay_equals_eager,
             r.y_cosine_diff.iter().map(|c| format!("{c:.2e}")).collect::<Vec<_>>(),
             r.residual_cosine_diff.iter().map(|c| format!("{c:.2e}")).collect::<Vec<_>>(),

@@ -83,7 +83,12 @@
 //! `_pdl_gs_rq_n2` rows) the B = 1 × 4k BF16 step is 110.2–110.8 µs = 78.1–78.5% and `step_x4`
 //! 107.5–107.9 µs = **80.2–80.6%** per layer (the target, ≤ 108.1 µs, met in the steady-state
 //! row, missed by 2.1–2.7 µs in the single-layer graph), against 113.7–114.6 / 111.3–111.4 for
-//! `_pdl_gs` in the same job.
+//! `_pdl_gs` in the same job. `LayerOptions::fast_decode(format, max_batch)` returns those
+//! options (BF16, B ≤ 8; PDL + `gate_up_silu` above 8 rows, PDL alone for block-scaled
+//! weights). Session 53 (`bench-results/2026-12-06-h200-d/`, an H100): norm 1 folded into the
+//! QKV projection as an rrms scale too (`FoldNorms::FirstScale`, five launches) takes 0.2–1.6 µs
+//! per layer off `step_x4` but makes the single-layer graph 6.4 µs slower: not in
+//! `fast_decode`.
 //! Session 39 (`bench-results/2026-12-04-h200-f/`, a slower machine: ceiling 4.56 TB/s): PDL
 //! step 116.5 µs, `step_x4` 114.5; the attention with 16 splits (through scratch, 3 or 6 stages)
 //! instead of 8 in a cluster added 0.9–2.1 µs to the step, so the default stays.

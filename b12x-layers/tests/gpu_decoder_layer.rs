@@ -16,7 +16,8 @@
 //! `FoldNorms::First` at B ≤ 8, NVFP4 plain at B = 1; and its typed errors), and with
 //! `rope_in_qkv` and `norm2_in_o_proj` (BF16, B ≤ 8, PDL + gate/up epilogue, with and without
 //! `FoldNorms::First` or `FoldNorms::FirstScale`; plain at B = 1; and their typed errors), and
-//! `FoldNorms::FirstScale` alone at B = 1 and 8.
+//! `FoldNorms::FirstScale` alone at B = 1 and 8; `LayerOptions::fast_decode` at every format and
+//! batch.
 //! `B12X_TEST_PROFILE=reduced` runs B ∈ {1, 8} with 2 steps (sanitizer runs).
 
 use b12x_attention::rope_kv_append;
@@ -262,6 +263,14 @@ fn main() {
         }));
     }
     trials.push(GpuTrial::new("qwen3_8b::norm2_errors", norm2_errors));
+    // `LayerOptions::fast_decode` as an engine would take it: every format and batch.
+    for format in WeightFormat::ALL {
+        for &b in batches {
+            trials.push(GpuTrial::new(format!("qwen3_8b::{}_fast_decode::b{b}", format.name()), move |dev| {
+                check(dev, format, LayerOptions::fast_decode(format, b), b)
+            }));
+        }
+    }
     run_gpu_trials(trials)
 }
 

@@ -110,3 +110,44 @@ fn warm_weight_reads_the_last_rows_rounded_up() {
     assert_eq!(WarmWeight { percent: 1, ctas: 0 }.rows(50), 1);
     assert_eq!(WarmWeight { percent: 50, ctas: 0 }.rows(3), 2);
 }
+
+#[test]
+fn fast_decode_options_pass_their_checks() {
+    use b12x_layers::dense::{FoldNorms, LayerOptions};
+    for format in WeightFormat::ALL {
+        for b in [1, 2, 7, 8, 9, 16, 64, 128] {
+            let o = LayerOptions::fast_decode(format, b);
+            o.check(format, b).unwrap_or_else(|e| panic!("{} B={b}: {e}", format.name()));
+            let bf16 = format == WeightFormat::Bf16;
+            assert!(o.pdl);
+            assert_eq!(o.gate_up_silu, bf16, "{} B={b}", format.name());
+            assert_eq!((o.rope_in_qkv, o.norm2_in_o_proj), (bf16 && b <= 8, bf16 && b <= 8), "{} B={b}", format.name());
+            assert_eq!(o.fold_norms, FoldNorms::None);
+        }
+    }
+}
+
+#[test]
+fn option_checks_name_the_option() {
+    use b12x_core::Error;
+    use b12x_layers::dense::{FoldNorms, LayerOptions};
+    let field = |o: LayerOptions, f: WeightFormat, b: usize| match o.check(f, b) {
+        Err(Error::InvalidQuery { field, .. }) => field,
+        other => panic!("{o:?} {} B={b}: expected InvalidQuery, got {other:?}", f.name()),
+    };
+    let d = LayerOptions::default();
+    for f in WeightFormat::ALL {
+        assert!(d.check(f, 256).is_ok());
+    }
+    assert_eq!(field(LayerOptions { gate_up_silu: true, ..d }, WeightFormat::Nvfp4, 1), "gate_up_silu");
+    assert_eq!(field(LayerOptions { gate_up_silu: true, fuse_silu: true, ..d }, WeightFormat::Bf16, 1), "gate_up_silu");
+    assert_eq!(field(LayerOptions { rope_in_qkv: true, ..d }, WeightFormat::Bf16, 9), "rope_in_qkv");
+    assert_eq!(field(LayerOptions { norm2_in_o_proj: true, ..d }, WeightFormat::BlockFp8, 1), "norm2_in_o_proj");
+    for fold in [FoldNorms::First, FoldNorms::FirstScale, FoldNorms::Both] {
+        assert_eq!(field(LayerOptions { fold_norms: fold, ..d }, WeightFormat::Bf16, 9), "fold_norms");
+        assert!(LayerOptions { fold_norms: fold, ..d }.check(WeightFormat::Bf16, 8).is_ok());
+    }
+    let both = LayerOptions { fold_norms: FoldNorms::Both, norm2_in_o_proj: true, ..d };
+    assert_eq!(field(both, WeightFormat::Bf16, 1), "norm2_in_o_proj");
+    assert_eq!(field(LayerOptions { fuse_silu: true, ..d }, WeightFormat::Nvfp4, 1), "fuse_silu");
+}

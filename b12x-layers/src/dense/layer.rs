@@ -266,6 +266,128 @@ pub struct LayerOptions {
     pub norm2_in_o_proj: bool,
 }
 
+impl LayerOptions {
+    /// The fastest measured options for `format` weights and batches of at most `max_batch`
+    /// requests, all validated together: [`pdl`](LayerOptions::pdl) everywhere; for BF16
+    /// weights also [`gate_up_silu`](LayerOptions::gate_up_silu), and at `max_batch ≤ 8`
+    /// [`rope_in_qkv`](LayerOptions::rope_in_qkv) and
+    /// [`norm2_in_o_proj`](LayerOptions::norm2_in_o_proj) (six launches per step). Measured on
+    /// the Qwen3-8B step at 4k context (`bench-results/2026-12-06-h200-c/`): at B = 1 on the
+    /// H200 110.2–110.8 µs (78.1–78.5% of the read ceiling; four layers per graph 107.5–107.9 µs
+    /// per layer, 80.2–80.6%) against 113.7–114.6 with `pdl` + `gate_up_silu` alone; at B = 8
+    /// on an H100 185.1–185.7 against 189.6–189.8. Norm 1 stays a launch: folding it
+    /// ([`FoldNorms::First`], [`FoldNorms::FirstScale`]) made the single-layer step slower
+    /// (`bench-results/2026-12-06-h200-d/`). The default ([`LayerOptions::default`]) keeps
+    /// every option off: plain launches, one op per kernel.
+    ///
+    /// ```
+    /// use b12x_layers::dense::{LayerOptions, WeightFormat};
+    /// let o = LayerOptions::fast_decode(WeightFormat::Bf16, 1);
+    /// assert!(o.pdl && o.gate_up_silu && o.rope_in_qkv && o.norm2_in_o_proj);
+    /// assert!(o.check(WeightFormat::Bf16, 1).is_ok());
+    /// let o = LayerOptions::fast_decode(WeightFormat::Nvfp4, 64);
+    /// assert!(o.pdl && !o.gate_up_silu);
+    /// ```
+    pub fn fast_decode(format: WeightFormat, max_batch: usize) -> Self {
+        let bf16 = format == WeightFormat::Bf16;
+        let small = bf16 && max_batch <= 8;
+        LayerOptions {
+            pdl: true,
+            gate_up_silu: bf16,
+            rope_in_qkv: small,
+            norm2_in_o_proj: small,
+            ..LayerOptions::default()
+        }
+    }
+
+    /// Checks the options against the weight format and the batch capacity (what
+    /// [`Layer::with_options`] checks first): each option that needs BF16 weights, at most 8
+    /// rows or the absence of another option names itself in `Error::InvalidQuery`'s `field`.
+    pub fn check(&self, format: WeightFormat, max_batch: usize) -> Result<()> {
+        let (options, b) = (self, max_batch);
+        if options.gate_up_silu && (format != WeightFormat::Bf16 || options.fuse_silu) {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "gate_up_silu",
+                reason: format!(
+                    "folds silu_and_mul into the BF16 gate/up projection, without fuse_silu; got {} weights, fuse_silu {}",
+                    format.name(),
+                    options.fuse_silu
+                ),
+            });
+        }
+        if let Some(w) = options.warm_o_proj {
+            if format != WeightFormat::Bf16 || !(1..=100).contains(&w.percent) {
+                return Err(Error::InvalidQuery {
+                    op: "b12x-layers",
+                    field: "warm_o_proj",
+                    reason: format!(
+                        "warms part of the BF16 O projection's weight: percent in 1..=100; got {} weights, percent {}",
+                        format.name(),
+                        w.percent
+                    ),
+                });
+            }
+        }
+        let (fold1, fold2) = (options.fold_norms != FoldNorms::None, options.fold_norms == FoldNorms::Both);
+        if fold1 && (format != WeightFormat::Bf16 || b > 8) {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "fold_norms",
+                reason: format!(
+                    "folds add+RMSNorm into the BF16 QKV and gate/up GEMVs (at most 8 rows); got {} weights, max_batch {b}",
+                    format.name()
+                ),
+            });
+        }
+        if options.rope_in_qkv
+            && (format != WeightFormat::Bf16 || b > 8 || options.fuse_rope_attention || options.warm_kv.is_some())
+        {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "rope_in_qkv",
+                reason: format!(
+                    "folds rope_kv_append into the BF16 QKV GEMV (at most 8 rows), without fuse_rope_attention or \
+                     warm_kv; got {} weights, max_batch {b}, fuse_rope_attention {}, warm_kv {}",
+                    format.name(),
+                    options.fuse_rope_attention,
+                    options.warm_kv.is_some()
+                ),
+            });
+        }
+        if options.norm2_in_o_proj && (format != WeightFormat::Bf16 || b > 8 || fold2) {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "norm2_in_o_proj",
+                reason: format!(
+                    "splits norm 2 between the BF16 O and gate/up GEMVs (at most 8 rows), without FoldNorms::Both; \
+                     got {} weights, max_batch {b}, fold_norms {:?}",
+                    format.name(),
+                    options.fold_norms
+                ),
+            });
+        }
+        if options.fuse_rope_attention && options.warm_kv.is_some() {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "fuse_rope_attention",
+                reason: "removes attention.rope_kv_append, whose warm part warm_kv is; set one of them".into(),
+            });
+        }
+        if options.fuse_silu && format != WeightFormat::Bf16 {
+            return Err(Error::InvalidQuery {
+                op: "b12x-layers",
+                field: "fuse_silu",
+                reason: format!(
+                    "folds silu_and_mul into the BF16 down projection; {} weights have no fused GEMV",
+                    format.name()
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// [`LayerOptions::fold_norms`]: which add+RMSNorms the projections after them fold in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FoldNorms {
@@ -349,86 +471,9 @@ impl Layer {
     ) -> Result<Self> {
         let (h, hkv, d, p) = (cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.page_size);
         let b = cap.max_batch;
-        if options.gate_up_silu && (format != WeightFormat::Bf16 || options.fuse_silu) {
-            return Err(Error::InvalidQuery {
-                op: "b12x-layers",
-                field: "gate_up_silu",
-                reason: format!(
-                    "folds silu_and_mul into the BF16 gate/up projection, without fuse_silu; got {} weights, fuse_silu {}",
-                    format.name(),
-                    options.fuse_silu
-                ),
-            });
-        }
-        if let Some(w) = options.warm_o_proj {
-            if format != WeightFormat::Bf16 || !(1..=100).contains(&w.percent) {
-                return Err(Error::InvalidQuery {
-                    op: "b12x-layers",
-                    field: "warm_o_proj",
-                    reason: format!(
-                        "warms part of the BF16 O projection's weight: percent in 1..=100; got {} weights, percent {}",
-                        format.name(),
-                        w.percent
-                    ),
-                });
-            }
-        }
+        options.check(format, b)?;
         let (fold1, fold2) = (options.fold_norms != FoldNorms::None, options.fold_norms == FoldNorms::Both);
-        if fold1 && (format != WeightFormat::Bf16 || b > 8) {
-            return Err(Error::InvalidQuery {
-                op: "b12x-layers",
-                field: "fold_norms",
-                reason: format!(
-                    "folds add+RMSNorm into the BF16 QKV and gate/up GEMVs (at most 8 rows); got {} weights, max_batch {b}",
-                    format.name()
-                ),
-            });
-        }
-        if options.rope_in_qkv
-            && (format != WeightFormat::Bf16 || b > 8 || options.fuse_rope_attention || options.warm_kv.is_some())
-        {
-            return Err(Error::InvalidQuery {
-                op: "b12x-layers",
-                field: "rope_in_qkv",
-                reason: format!(
-                    "folds rope_kv_append into the BF16 QKV GEMV (at most 8 rows), without fuse_rope_attention or \
-                     warm_kv; got {} weights, max_batch {b}, fuse_rope_attention {}, warm_kv {}",
-                    format.name(),
-                    options.fuse_rope_attention,
-                    options.warm_kv.is_some()
-                ),
-            });
-        }
-        if options.norm2_in_o_proj && (format != WeightFormat::Bf16 || b > 8 || fold2) {
-            return Err(Error::InvalidQuery {
-                op: "b12x-layers",
-                field: "norm2_in_o_proj",
-                reason: format!(
-                    "splits norm 2 between the BF16 O and gate/up GEMVs (at most 8 rows), without FoldNorms::Both; \
-                     got {} weights, max_batch {b}, fold_norms {:?}",
-                    format.name(),
-                    options.fold_norms
-                ),
-            });
-        }
         let split2 = options.norm2_in_o_proj;
-        if options.fuse_rope_attention && options.warm_kv.is_some() {
-            return Err(Error::InvalidQuery {
-                op: "b12x-layers",
-                field: "fuse_rope_attention",
-                reason: "removes attention.rope_kv_append, whose warm part warm_kv is; set one of them".into(),
-            });
-        }
-        if options.fuse_silu && format != WeightFormat::Bf16 {
-            return Err(Error::InvalidQuery {
-                op: "b12x-layers",
-                field: "fuse_silu",
-                reason: format!(
-                    "folds silu_and_mul into the BF16 down projection; {} weights have no fused GEMV",
-                    format.name()
-                ),
-            });
-        }
         // No norm launches when both are folded (`Both`, or `First` with norm 2 split).
         let norm = if fold2 || (fold1 && split2) {
             None
