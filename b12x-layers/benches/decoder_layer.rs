@@ -204,6 +204,10 @@ fn main() -> Result<()> {
                 options.norm2_in_o_proj,
                 options.fold_norms == FoldNorms::FirstScale,
             );
+            // Experiment: `B12X_LAYER_SPACER_MB=n` allocates n MB before this variant's own upload
+            // (kept until the variant ends), so its weights land at other device addresses.
+            let spacer_mb: usize = std::env::var("B12X_LAYER_SPACER_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+            let _spacer = if spacer_mb > 0 { Some(dev.stream().alloc_zeros::<u8>(spacer_mb << 20)?) } else { None };
             let dw_own = if layout != (false, false, false, false) {
                 Some(layer.upload_weights(&weights, dev.stream())?)
             } else {
