@@ -5,7 +5,7 @@
 # session-52 best in one job (B = 1 x 4k, alternating; on an H200 these are the numbers),
 # and the gate/up configs pinned in turn inside the FirstScale step (is the single-layer step's
 # extra time in the gate/up stage a config choice?), and the FirstScale step with its weights
-# uploaded after a 1000 MB spacer (is it where the weights land?). Bench binary of commit 53c… (the spacer).
+# uploaded after a 1000 MB spacer (is it where the weights land?). Bench binary of commit b6ef438 (the spacer).
 mkdir -p .gpu && python3 -c "import tarfile; tarfile.open('.gpu/bz/bundle.tar.xz').extractall('.gpu')"
 R=$OUT/r; mkdir -p $R; B=$PWD/.gpu/bundle
 export B12X_ALLOW_PARTIAL_ARCHS=1 B12X_COMMIT=$(cat $B/COMMIT 2>/dev/null)
@@ -22,7 +22,7 @@ for v in bf16_pdl_gs_rq_n2/ bf16_pdl_gs_s1_rq_n2/ bf16_pdl_gs_rq_n2/ bf16_pdl_gs
 done
 B12X_LAYER_SPACER_MB=1000 B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=bf16_pdl_gs_s1_rq_n2/ B12X_BENCH_OUT=$R/bench_spacer_s1_5 timeout 50 ./bench_decoder_layer > $R/bench_spacer_s1_5.txt 2>&1
 echo "bench spacer_s1_5 rc=$? t=$SECONDS" >> $R/summary.txt; save
-[ $SECONDS -lt 300 ] && B12X_LAYER_SWEEP=3 B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=bf16_pdl_gs_s1_rq_n2/ B12X_BENCH_OUT=$R/sweep timeout 70 ./bench_decoder_layer > $R/sweep.txt 2>&1
+[ $SECONDS -lt 240 ] && B12X_LAYER_SWEEP=3 B12X_BENCH_QUICK=1 B12X_BENCH_FILTER=bf16_pdl_gs_s1_rq_n2/ B12X_BENCH_OUT=$R/sweep timeout 60 ./bench_decoder_layer > $R/sweep.txt 2>&1
 echo "sweep rc=$? t=$SECONDS" >> $R/summary.txt; save
 cat $R/summary.txt $R/gpu.txt
 grep -E "^test |FAIL|panicked" $R/layer_fast.txt | cut -c1-160 | head -12
