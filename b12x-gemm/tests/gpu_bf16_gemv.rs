@@ -139,6 +139,22 @@ fn gather(v: &[f32], rows: usize, cols: usize, stride: usize) -> Vec<f32> {
     (0..rows).flat_map(|r| v[r * stride..r * stride + cols].iter().copied()).collect()
 }
 
+/// Whether any element past the first `cols` of a row (stride `stride`, `m` rows) of a poisoned
+/// f32/f64 download is no longer NaN: a kernel wrote row padding.
+fn padding_written(all: &[f64], m: usize, stride: usize, cols: usize) -> bool {
+    (0..m).any(|t| all[t * stride + cols..(t + 1) * stride].iter().any(|v| !v.is_nan()))
+}
+
+/// The same for a poisoned bf16 buffer's bits (poison `0xFFFF`).
+fn bits_padding_written(bits: &[u32], m: usize, stride: usize, cols: usize) -> bool {
+    (0..m).any(|t| bits[t * stride + cols..(t + 1) * stride].iter().any(|&v| v != 0xFFFF && v != 0xFFFF_FFFF))
+}
+
+/// The first `cols` elements of each of `m` rows (stride `stride`), concatenated.
+fn live_rows(bits: &[u32], m: usize, stride: usize, cols: usize) -> Vec<u32> {
+    (0..m).flat_map(|t| bits[t * stride..t * stride + cols].iter().copied()).collect()
+}
+
 fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
     let (n, k) = (c.n, c.k);
     let (lx, lw, ly) = (k + c.pad, k + c.pad, n + c.pad);
@@ -197,7 +213,7 @@ fn check_case(dev: &Arc<Device>, c: Case, m: usize) -> TrialResult {
             (0..m).flat_map(|i| rows.iter().map(move |&r| (i, r))).map(|(i, r)| all[i * ly + r]).collect();
         reference::check_bound(&format!("y [{id}]"), c.out, k, &got, &want, &[m, rows.len()])?;
         // Row padding of y stays poisoned.
-        if (0..m).any(|i| all[i * ly + n..(i + 1) * ly].iter().any(|v| !v.is_nan())) {
+        if padding_written(&all, m, ly, n) {
             return Err(format!("y padding written [{id}]"));
         }
         session.close();
@@ -716,7 +732,7 @@ fn check_silu(dev: &Arc<Device>, c: SiluCase, m: usize) -> TrialResult {
         let all = y.download(stream)?;
         let got: Vec<f64> = (0..m).flat_map(|i| all[i * ly..i * ly + n].iter().copied()).collect();
         reference::check_bound(&format!("y [{id}]"), DType::BF16, k, &got, &want, &[m, n])?;
-        if (0..m).any(|i| all[i * ly + n..(i + 1) * ly].iter().any(|v| !v.is_nan())) {
+        if padding_written(&all, m, ly, n) {
             return Err(format!("y padding written [{id}]"));
         }
         session.close();
@@ -1070,10 +1086,10 @@ fn check_ysilu(dev: &Arc<Device>, c: EpiCase, m: usize) -> TrialResult {
         silu_and_mul::run(&op, args, Scratch::none(), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
         let (yb, ab) = (y.bits(stream)?, act.bits(stream)?);
-        let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i].iter().copied()).collect();
+        let y_live = live_rows(&yb, m, ly, i);
         same_bits(&format!("epilogue y vs {id} + silu_and_mul"), &y_live, &ab)?;
         let all = y.download(stream)?;
-        if (0..m).any(|t| all[t * ly + i..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+        if padding_written(&all, m, ly, i) {
             return Err(format!("y padding written [{id}]"));
         }
         let got: Vec<f64> = (0..m).flat_map(|t| all[t * ly..t * ly + i].iter().copied()).collect();
@@ -1202,6 +1218,32 @@ const NORM_CASES: &[NormCase] = &[
     NormCase { y_silu: true, pad: 8, ..norm_case("gate_up_silu_addnorm", 3072, 1024, &[1, 5, 8]) },
 ];
 
+/// A fused x-load plan (BF16 x and y, aligned, up to 8 rows; with the SwiGLU epilogue when
+/// `y_silu`) and its twin without the epilogue.
+fn fused_pair(
+    dev: &Arc<Device>,
+    (n, k): (usize, usize),
+    bias: Option<DType>,
+    x_act: XAct,
+    y_silu: bool,
+) -> Result<(Plan, Plan), String> {
+    let q = Query {
+        n,
+        k,
+        x_dtype: DType::BF16,
+        out_dtype: DType::BF16,
+        bias,
+        max_rows: 8,
+        aligned: true,
+        pdl: false,
+        x_act,
+        y_act: if y_silu { YAct::SiluMul { limit: None } } else { YAct::None },
+    };
+    let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
+    let twin = bf16_gemv::plan(&Query { y_act: YAct::None, ..q }, dev).map_err(err)?;
+    Ok((plan, twin))
+}
+
 /// Every fused config of M's bucket pinned in turn: `residual_out` must equal norm.rmsnorm's
 /// oracle residual bit for bit (padding untouched); `y` within the GEMV bound of the f64 product
 /// of the oracle's `h`, widened by Σ|w|·ulp(h) (the kernel's rrms sums in another order, so an `h`
@@ -1254,20 +1296,7 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
     let mut r_out = FloatBuf::poisoned(stream, m * lx, DType::BF16)?;
     let mut y = FloatBuf::poisoned(stream, m * ly, DType::BF16)?;
     let mut y_twin = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
-    let q = Query {
-        n,
-        k,
-        x_dtype: DType::BF16,
-        out_dtype: DType::BF16,
-        bias: c.bias,
-        max_rows: 8,
-        aligned: true,
-        pdl: false,
-        x_act: XAct::AddRmsNorm { eps: NORM_EPS },
-        y_act: if c.y_silu { YAct::SiluMul { limit: None } } else { YAct::None },
-    };
-    let fused = bf16_gemv::plan(&q, dev).map_err(err)?;
-    let twin = bf16_gemv::plan(&Query { y_act: YAct::None, ..q.clone() }, dev).map_err(err)?;
+    let (fused, twin) = fused_pair(dev, (n, k), c.bias, XAct::AddRmsNorm { eps: NORM_EPS }, c.y_silu)?;
     let bucket = b12x_core::plan::bucket_of(fused.buckets(), m).ok_or("no bucket")?;
     let label = fused.buckets()[bucket].label();
     let bytes = fused.scratch_layout().total_bytes().max(twin.scratch_layout().total_bytes());
@@ -1305,13 +1334,13 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
         bf16_gemv::run(&fused, args, aligned_scratch(&mut scratch, bytes), stream).map_err(err)?;
         stream.synchronize().map_err(err)?;
         let rb = r_out.bits(stream)?;
-        let live: Vec<u32> = (0..m).flat_map(|t| rb[t * lx..t * lx + k].iter().copied()).collect();
+        let live = live_rows(&rb, m, lx, k);
         same_bits(&format!("residual_out [{id}]"), &live, &want_res)?;
-        if (0..m).any(|t| rb[t * lx + k..(t + 1) * lx].iter().any(|&v| v != 0xFFFF && v != 0xFFFF_FFFF)) {
+        if bits_padding_written(&rb, m, lx, k) {
             return Err(format!("residual_out padding written [{id}]"));
         }
         let all = y.download(stream)?;
-        if (0..m).any(|t| all[t * ly + n_out..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+        if padding_written(&all, m, ly, n_out) {
             return Err(format!("y padding written [{id}]"));
         }
         let check = |name: String, got: &[f64]| -> TrialResult {
@@ -1345,7 +1374,7 @@ fn check_addnorm(dev: &Arc<Device>, c: NormCase, m: usize) -> TrialResult {
             let i = n / 2;
             let want_bits = host_swiglu_bits(&yp, m, n);
             let yb = y.bits(stream)?;
-            let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i].iter().copied()).collect();
+            let y_live = live_rows(&yb, m, ly, i);
             same_bits(&format!("epilogue y vs {id} + silu_and_mul"), &y_live, &want_bits)?;
         }
         session.close();
@@ -1647,10 +1676,10 @@ fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
         let yp = y_plain.download(stream)?;
         let want_r: Vec<bf16> = (0..m * hd).map(|i| bf16::from_f32((yp[i] as f32) + resb[i].to_f32())).collect();
         let rb = r_new.bits(stream)?;
-        let live: Vec<u32> = (0..m).flat_map(|t| rb[t * lr..t * lr + hd].iter().copied()).collect();
+        let live = live_rows(&rb, m, lr, hd);
         let want_bits: Vec<u32> = want_r.iter().map(|v| u32::from(v.to_bits())).collect();
         same_bits(&format!("residual [{rid}] vs its twin + residual"), &live, &want_bits)?;
-        if (0..m).any(|t| rb[t * lr + hd..(t + 1) * lr].iter().any(|&v| v != 0xFFFF)) {
+        if bits_padding_written(&rb, m, lr, hd) {
             return Err(format!("residual padding written [{rid}]"));
         }
         let rf: Vec<f32> = want_r.iter().map(|v| v.to_f32()).collect();
@@ -1690,14 +1719,14 @@ fn check_split_norm(dev: &Arc<Device>, c: SplitCase, m: usize) -> TrialResult {
             reference::bound(DType::BF16, hd, want[i], scaled) + 2f64.powi(-20) * (rrms[i / ngu] * ex.acc[i]).abs()
         })?;
         let all = y.download(stream)?;
-        if (0..m).any(|t| all[t * ly + n_out..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+        if padding_written(&all, m, ly, n_out) {
             return Err(format!("y padding written [{sid}]"));
         }
         if c.y_silu {
             let i_cols = ngu / 2;
             let want_bits = host_swiglu_bits(&yt, m, ngu);
             let yb = y.bits(stream)?;
-            let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + i_cols].iter().copied()).collect();
+            let y_live = live_rows(&yb, m, ly, i_cols);
             same_bits(&format!("SwiGLU y [{sid}] vs its twin + silu_and_mul"), &y_live, &want_bits)?;
         } else {
             let yb = y.bits(stream)?;
@@ -1886,20 +1915,7 @@ fn check_addrms(dev: &Arc<Device>, c: AddRmsCase, m: usize) -> TrialResult {
     let mut r_new = FloatBuf::poisoned(stream, m * lx, DType::BF16)?;
     let mut y = FloatBuf::poisoned(stream, m * ly, DType::BF16)?;
     let mut y_twin = FloatBuf::poisoned(stream, m * n, DType::BF16)?;
-    let q = Query {
-        n,
-        k,
-        x_dtype: DType::BF16,
-        out_dtype: DType::BF16,
-        bias: c.bias,
-        max_rows: 8,
-        aligned: true,
-        pdl: false,
-        x_act: XAct::AddRmsScale { eps: EPS },
-        y_act: if c.y_silu { YAct::SiluMul { limit: None } } else { YAct::None },
-    };
-    let plan = bf16_gemv::plan(&q, dev).map_err(err)?;
-    let twin = bf16_gemv::plan(&Query { y_act: YAct::None, ..q.clone() }, dev).map_err(err)?;
+    let (plan, twin) = fused_pair(dev, (n, k), c.bias, XAct::AddRmsScale { eps: EPS }, c.y_silu)?;
     let bucket = b12x_core::plan::bucket_of(plan.buckets(), m).ok_or("no bucket")?;
     let label = plan.buckets()[bucket].label();
     let bytes = [&plan, &twin].iter().map(|p| p.scratch_layout().total_bytes()).max().unwrap_or(0);
@@ -1956,9 +1972,9 @@ fn check_addrms(dev: &Arc<Device>, c: AddRmsCase, m: usize) -> TrialResult {
         call(&plan, &mut y, n_out, ly)?;
         stream.synchronize().map_err(err)?;
         let rb = r_new.bits(stream)?;
-        let live: Vec<u32> = (0..m).flat_map(|t| rb[t * lx..t * lx + k].iter().copied()).collect();
+        let live = live_rows(&rb, m, lx, k);
         same_bits(&format!("residual_out [{id}] vs bf16(x + residual)"), &live, &want_bits)?;
-        if (0..m).any(|t| rb[t * lx + k..(t + 1) * lx].iter().any(|&v| v != 0xFFFF)) {
+        if bits_padding_written(&rb, m, lx, k) {
             return Err(format!("residual_out padding written [{id}]"));
         }
         same_bits(&format!("y [{id}] twice"), &y_twin.bits(stream)?, &first)?;
@@ -1969,11 +1985,11 @@ fn check_addrms(dev: &Arc<Device>, c: AddRmsCase, m: usize) -> TrialResult {
             reference::bound(DType::BF16, k, want[i], scaled) + 2f64.powi(-20) * (rrms[i / n] * ex.acc[i]).abs()
         })?;
         let all = y.download(stream)?;
-        if (0..m).any(|t| all[t * ly + n_out..(t + 1) * ly].iter().any(|v| !v.is_nan())) {
+        if padding_written(&all, m, ly, n_out) {
             return Err(format!("y padding written [{id}]"));
         }
         let yb = y.bits(stream)?;
-        let y_live: Vec<u32> = (0..m).flat_map(|t| yb[t * ly..t * ly + n_out].iter().copied()).collect();
+        let y_live = live_rows(&yb, m, ly, n_out);
         let expect = if c.y_silu { host_swiglu_bits(&yt, m, n) } else { y_twin.bits(stream)? };
         same_bits(&format!("y [{id}] vs its twin"), &y_live, &expect)?;
         session.close();
