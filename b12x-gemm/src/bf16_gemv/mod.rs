@@ -898,6 +898,7 @@ impl Query {
                 ("residual", a.residual.byte_span()),
                 ("norm_w", a.norm_w.byte_span()),
                 ("w", args.w.byte_span()),
+                ("bias", args.bias.as_ref().map_or((0, 0), |b| b.byte_span())),
                 y,
             ] {
                 require_disjoint(out, other)?;
@@ -1060,8 +1061,9 @@ impl Query {
     }
 
     /// The add+RMSNorm part of a fused call's parameters (`g` left default: the launch fills
-    /// it); `None` without [`XAct::AddRmsNorm`]. Call after [`Query::kernel_params`] accepted
-    /// `args`.
+    /// it): [`XAct::AddRmsNorm`]'s from [`Args::add_norm`], [`XAct::AddRmsScale`]'s from
+    /// [`RmsArgs::Add`] (`norm_w` 0: W carries the norm weight); `None` without either. Call
+    /// after [`Query::kernel_params`] accepted `args`.
     pub fn norm_params(&self, args: &Args<'_>) -> Result<Option<Bf16GemvNormParams>> {
         if let (XAct::AddRmsScale { eps }, Some(RmsArgs::Add { residual, residual_out })) = (self.x_act, &args.rms) {
             return Ok(Some(Bf16GemvNormParams {
@@ -1256,8 +1258,8 @@ pub struct AddNorm<'a> {
     /// `[M, K]`, the residual stream before this sublayer's output x is added.
     pub residual: TensorRef<'a>,
     /// `[M, K]`, receives `bf16(x + residual)` (the residual `norm.rmsnorm` would write back in
-    /// place). Must not overlap x, the residual, W, the norm weight or y: every CTA reads
-    /// those while one CTA writes this.
+    /// place). Must not overlap x, the residual, W, the norm weight, the bias or y: every CTA
+    /// reads those while one CTA writes this.
     pub residual_out: TensorMut<'a>,
     /// `[K]` contiguous, the RMSNorm weight.
     pub norm_w: TensorRef<'a>,
