@@ -250,18 +250,11 @@ impl OpPlan for Plan {
             ..Bf16GemvParams::default()
         };
         let norm = match q.x_act {
-            XAct::AddRmsNorm { eps } => Some(Bf16GemvNormParams {
+            // The scale fold (`AddRmsScale`) reads no norm weight: W carries it.
+            XAct::AddRmsNorm { eps } | XAct::AddRmsScale { eps } => Some(Bf16GemvNormParams {
                 residual: at[5],
                 residual_out: at[6],
-                norm_w: at[7],
-                ldr: ldx as i64,
-                ldro: ldx as i64,
-                eps,
-                ..Bf16GemvNormParams::default()
-            }),
-            XAct::AddRmsScale { eps } => Some(Bf16GemvNormParams {
-                residual: at[5],
-                residual_out: at[6],
+                norm_w: if norm_w_bytes > 0 { at[7] } else { 0 },
                 ldr: ldx as i64,
                 ldro: ldx as i64,
                 eps,

@@ -877,52 +877,47 @@ impl Query {
         if let Some(b) = &args.bias {
             require_disjoint(y, ("bias", b.byte_span()))?;
         }
-        if let Some(a) = &args.add_norm {
-            a.residual.expect("residual", "[M, K]", DType::BF16, &[m, k])?;
-            a.residual_out.expect("residual_out", "[M, K]", DType::BF16, &[m, k])?;
-            a.norm_w.expect("norm_w", "[K]", DType::BF16, &[k])?;
-            if k > 1 && a.norm_w.strides() != [1] {
-                let reason = "norm_w must be contiguous".into();
-                return Err(Error::Stride { tensor: "norm_w", strides: a.norm_w.strides().to_vec(), reason });
+        // A folded add+RMSNorm's tensors: the exact fold's (`add_norm`, with the norm weight) or
+        // the scale fold's (`rms: Add`); `kernel_params` checked above that only the plan's kind
+        // is given.
+        let fold = match (&args.add_norm, &args.rms) {
+            (Some(a), _) => Some((&a.residual, &a.residual_out, Some(&a.norm_w))),
+            (None, Some(RmsArgs::Add { residual, residual_out })) => Some((residual, residual_out, None)),
+            _ => None,
+        };
+        if let Some((residual, residual_out, norm_w)) = fold {
+            residual.expect("residual", "[M, K]", DType::BF16, &[m, k])?;
+            residual_out.expect("residual_out", "[M, K]", DType::BF16, &[m, k])?;
+            if let Some(nw) = norm_w {
+                nw.expect("norm_w", "[K]", DType::BF16, &[k])?;
+                if k > 1 && nw.strides() != [1] {
+                    let reason = "norm_w must be contiguous".into();
+                    return Err(Error::Stride { tensor: "norm_w", strides: nw.strides().to_vec(), reason });
+                }
             }
-            a.residual.require_aligned("residual", 16)?;
-            a.residual_out.require_aligned("residual_out", 16)?;
-            a.norm_w.require_aligned("norm_w", 16)?;
-            a.residual.row_stride("residual")?;
-            a.residual_out.row_stride("residual_out")?;
-            // CTA (0, 0) writes residual_out while every CTA reads x, residual and the weights;
-            // y is written while they are read.
-            let out = ("residual_out", a.residual_out.byte_span());
+            residual.require_aligned("residual", 16)?;
+            residual_out.require_aligned("residual_out", 16)?;
+            if let Some(nw) = norm_w {
+                nw.require_aligned("norm_w", 16)?;
+            }
+            residual.row_stride("residual")?;
+            residual_out.row_stride("residual_out")?;
+            // CTA row block 0 writes residual_out while every CTA reads x, the residual, the
+            // norm weight and the weights; y is written while they are read.
+            let out = ("residual_out", residual_out.byte_span());
+            let norm_w = ("norm_w", norm_w.map_or((0, 0), |nw| nw.byte_span()));
             for other in [
                 ("x", args.x.byte_span()),
-                ("residual", a.residual.byte_span()),
-                ("norm_w", a.norm_w.byte_span()),
+                ("residual", residual.byte_span()),
+                norm_w,
                 ("w", args.w.byte_span()),
                 ("bias", args.bias.as_ref().map_or((0, 0), |b| b.byte_span())),
                 y,
             ] {
                 require_disjoint(out, other)?;
             }
-            require_disjoint(y, ("residual", a.residual.byte_span()))?;
-            require_disjoint(y, ("norm_w", a.norm_w.byte_span()))?;
-        }
-        if let Some(RmsArgs::Add { residual, residual_out }) = &args.rms {
-            residual.expect("residual", "[M, K]", DType::BF16, &[m, k])?;
-            residual_out.expect("residual_out", "[M, K]", DType::BF16, &[m, k])?;
-            residual.require_aligned("residual", 16)?;
-            residual_out.require_aligned("residual_out", 16)?;
-            residual.row_stride("residual")?;
-            residual_out.row_stride("residual_out")?;
-            // CTA row block 0 writes residual_out while every CTA reads x, the residual and W;
-            // y is written while they are read.
-            let out = ("residual_out", residual_out.byte_span());
-            let bias = ("bias", args.bias.as_ref().map_or((0, 0), |b| b.byte_span()));
-            for other in
-                [("x", args.x.byte_span()), ("residual", residual.byte_span()), ("w", args.w.byte_span()), bias, y]
-            {
-                require_disjoint(out, other)?;
-            }
             require_disjoint(y, ("residual", residual.byte_span()))?;
+            require_disjoint(y, norm_w)?;
         }
         Ok(p)
     }
@@ -1065,23 +1060,19 @@ impl Query {
     /// [`RmsArgs::Add`] (`norm_w` 0: W carries the norm weight); `None` without either. Call
     /// after [`Query::kernel_params`] accepted `args`.
     pub fn norm_params(&self, args: &Args<'_>) -> Result<Option<Bf16GemvNormParams>> {
-        if let (XAct::AddRmsScale { eps }, Some(RmsArgs::Add { residual, residual_out })) = (self.x_act, &args.rms) {
-            return Ok(Some(Bf16GemvNormParams {
-                residual: residual.ptr(),
-                residual_out: residual_out.ptr(),
-                ldr: residual.row_stride("residual")? as i64,
-                ldro: residual_out.row_stride("residual_out")? as i64,
-                eps,
-                ..Bf16GemvNormParams::default()
-            }));
-        }
-        let (XAct::AddRmsNorm { eps }, Some(a)) = (self.x_act, &args.add_norm) else { return Ok(None) };
+        let (residual, residual_out, norm_w, eps) = match (self.x_act, &args.add_norm, &args.rms) {
+            (XAct::AddRmsNorm { eps }, Some(a), _) => (&a.residual, &a.residual_out, a.norm_w.ptr(), eps),
+            (XAct::AddRmsScale { eps }, _, Some(RmsArgs::Add { residual, residual_out })) => {
+                (residual, residual_out, 0, eps)
+            }
+            _ => return Ok(None),
+        };
         Ok(Some(Bf16GemvNormParams {
-            residual: a.residual.ptr(),
-            residual_out: a.residual_out.ptr(),
-            norm_w: a.norm_w.ptr(),
-            ldr: a.residual.row_stride("residual")? as i64,
-            ldro: a.residual_out.row_stride("residual_out")? as i64,
+            residual: residual.ptr(),
+            residual_out: residual_out.ptr(),
+            norm_w,
+            ldr: residual.row_stride("residual")? as i64,
+            ldro: residual_out.row_stride("residual_out")? as i64,
             eps,
             ..Bf16GemvNormParams::default()
         }))
