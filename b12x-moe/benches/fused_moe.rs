@@ -21,7 +21,9 @@
 //! the combine are not in it, so it is a lower bound for an unfused layer.
 //! `fused_moe_tile/<case>` / `fused_moe_gemv/<case>` (T > 16): the grouped path the plan does not
 //! take by default at that T, forced with `PlanOptions::gemv_up_to` (the tiled path from T = 17,
-//! or the grouped GEMV up to the T·k its route holds), beside the default row.
+//! or the grouped GEMV up to the T·k its route holds), beside the default row;
+//! `fused_moe_tile_mma/<case>` (SM90): the tiled path with the mma.sync tile (64-row slots, the
+//! kernel of every other architecture) instead of SM90's default wgmma tile (128-row slots).
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
 //! replaces the token counts.
 //!
@@ -37,7 +39,7 @@ use b12x_gemm::blockscaled::{pack, Weight};
 use b12x_moe::fused_moe::reference::{self, ActScales, Experts};
 use b12x_moe::fused_moe::{
     self, ActScaleArgs, Args, ExpertWeights, Fp4, PackedExperts, Path, PlanOptions, Query, Recipe, Routing, Shape,
-    WeightArgs, WeightLayout, GROUPED_ABOVE,
+    TileKernel, WeightArgs, WeightLayout, GROUPED_ABOVE,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -214,12 +216,16 @@ fn main() -> Result<()> {
         let mut packed = Some(packed);
         // Above GROUPED_ABOVE: the plan's default path, then both grouped paths forced (the one
         // equal to the default's is skipped below).
-        let (tile, gemv) =
-            (PlanOptions { gemv_up_to: Some(GROUPED_ABOVE) }, PlanOptions { gemv_up_to: Some(usize::MAX) });
+        // On SM90 also the mma.sync tile (the other architectures' kernel) against the default
+        // wgmma one.
+        let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), ..Default::default() };
+        let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
+        let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
         let runs = tokens.iter().flat_map(|&t| {
             let mut r = vec![(t, WeightLayout::Packed, None)];
             if t > GROUPED_ABOVE {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile", tile))));
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_mma", mma))));
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv))));
             }
             r
@@ -250,10 +256,17 @@ fn main() -> Result<()> {
             let w_h: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
             let q = Query { shape: sh, max_tokens: t, layout, router: None };
             let plan = fused_moe::plan_with(&q, &dev, options)?;
-            let want = if path == "fused_moe_tile" { Path::GroupedTile } else { Path::GroupedGemv };
+            let want = if path.starts_with("fused_moe_tile") { Path::GroupedTile } else { Path::GroupedGemv };
             // A forced row only where it differs from the default and took hold (the grouped
-            // GEMV is capped where the route's shared memory ends).
-            if forced.is_some() && (plan.path(t) != want || fused_moe::plan(&q, &dev)?.path(t) == want) {
+            // GEMV is capped where the route's shared memory ends; the mma.sync tile is the
+            // default off SM90).
+            let default = fused_moe::plan(&q, &dev)?;
+            let same = if path == "fused_moe_tile_mma" {
+                fused_moe::plan_with(&q, &dev, tile)?.tile_kernel() == plan.tile_kernel()
+            } else {
+                default.path(t) == want
+            };
+            if forced.is_some() && (plan.path(t) != want || same) {
                 continue;
             }
             let mut session = PreparationSession::new(&dev)?;

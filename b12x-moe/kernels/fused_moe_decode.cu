@@ -33,7 +33,7 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_act_rows;
+//   b12x_fused_moe_tile_wg_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -510,6 +510,7 @@ B12X_ROUTE_TOPK_ENTRIES(b12x_fused_moe_route_topk_)
 // BF16), the activation kernel into h (and h^), FC2 the same into y_rows, the combine.
 
 #include "b12x/bsgemm_tile.cuh"
+#include "b12x/bsgemm_wgmma.cuh"
 
 namespace b12x {
 
@@ -653,17 +654,13 @@ static_assert(sizeof(MoeTileParams) == 200, "size must match src/fused_moe/param
 static_assert(offsetof(MoeTileParams, slots) == 152, "offset must match params.rs");
 static_assert(offsetof(MoeTileParams, ntiles) == 184, "offset must match params.rs");
 
-// CTA blockIdx.x = slot * ntiles + N tile. The tiled kernel computes n0 = blockIdx.x * BN (mtiles
+// CTA blockIdx.x = slot * ntiles + N tile. The tiled bodies compute n0 = blockIdx.x * BN (mtiles
 // = 1: m0 = 0), so the weight, scale and output bases are moved back by slot * ntiles * BN rows
 // (a multiple of 128) and forward to the slot's expert and rows; its bounds (row < n, m) then
 // hold exactly the slot's expert's rows and the slot's rows.
-template <bsgemv::Fmt F, int WM, int WN>
-__device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
-  constexpr int BN = 32 * WN;
+template <int BN>
+__device__ __forceinline__ BsGemmParams moe_tile_params(const MoeTileParams& mp, int slot) {
   static_assert(BN % 128 == 0, "the shift stays on 128-row scale blocks");
-  pdl_wait_then_release();
-  const int slot = int(blockIdx.x) / mp.ntiles;
-  if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
   const int4 s = mp.slots[slot];
   BsGemmParams p = mp.g;
   const long long shift = (long long)slot * mp.ntiles * BN;
@@ -681,7 +678,33 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
   if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
   if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
   p.out_scale = os;
+  return p;
+}
+
+// The mma.sync tiled body (bsgemm_tile.cuh): BM = 32 WM slot rows by BN = 32 WN weight rows.
+template <bsgemv::Fmt F, int WM, int WN>
+__device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
+  pdl_wait_then_release();
+  const int slot = int(blockIdx.x) / mp.ntiles;
+  if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
+  const BsGemmParams p = moe_tile_params<32 * WN>(mp, slot);
   bsgemm::gemm<F, WM, WN, bf16>(p);
+}
+
+// SM90: the wgmma body (bsgemm_wgmma.cuh, MT = 2): BM = 128 slot rows by BN = 256 weight rows.
+// The CTA's params live in shared memory (thread 0 writes them, the body reads its fields from
+// there when it needs them) rather than in a per-thread copy: a register copy is what made the
+// mma.sync body's 128-row tile spill. Other targets build a trapping body (as the dense wgmma
+// kernels; Rust lists it on SM90 only).
+template <bsgemv::Fmt F>
+__device__ __forceinline__ void moe_tile_wg(const MoeTileParams& mp) {
+  __shared__ BsGemmParams s_p;
+  pdl_wait_then_release();
+  const int slot = int(blockIdx.x) / mp.ntiles;
+  if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
+  if (threadIdx.x == 0) s_p = moe_tile_params<256>(mp, slot);
+  __syncthreads();
+  bsgemm::wgemm<F, 2, bf16>(s_p);
 }
 
 // Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from
@@ -775,6 +798,15 @@ B12X_MOE_GROUP(gather, 256)
   }
 B12X_MOE_TILE(Nvfp4, nvfp4, 2)
 B12X_MOE_TILE(Mxfp4, mxfp4, 2)
+
+// SM90: the wgmma tiles, BM = 128 slot rows by BN = 256 weight rows, one CTA per SM.
+#define B12X_MOE_TILE_WG(FMT, FMTNAME)                                                             \
+  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                          \
+      b12x_fused_moe_tile_wg_##FMTNAME(const __grid_constant__ b12x::MoeTileParams p) {            \
+    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT>(p);                                                  \
+  }
+B12X_MOE_TILE_WG(Nvfp4, nvfp4)
+B12X_MOE_TILE_WG(Mxfp4, mxfp4)
 
 extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_act_rows(const __grid_constant__ b12x::MoeActParams p) {
   b12x::moe_act_rows(p);

@@ -829,6 +829,8 @@ fn decode_queries_are_validated() {
 
 #[test]
 fn decode_symbols_are_built_for_every_arch_without_spills() {
+    use b12x_gemm::blockscaled::gemv::{TileConfig, WgConfig};
+    use b12x_moe::fused_moe::TileKernel;
     let mut symbols = Vec::new();
     for recipe in [Recipe::W4a16(Fp4::Nvfp4), Recipe::W4a16(Fp4::Mxfp4)] {
         for nt in [1, 2] {
@@ -860,14 +862,20 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
             layout: WeightLayout::Packed,
             router: None,
         };
-        symbols.extend(q.grouped_symbols());
+        for tile in [
+            TileKernel::Mma(TileConfig { w8: false, wm: 2, wn: 8, stages: 6, splits: 1 }),
+            TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false }),
+        ] {
+            symbols.extend(q.grouped_symbols(&tile));
+        }
     }
     symbols.sort();
     symbols.dedup();
     // route, 4 GEMVs, quant_rows, combine_rows, 3 routers; the simple path's FC1 / FC2 / combine
-    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 tiles and act_rows (the
-    // grouped GEMV runs the decode path's).
-    assert_eq!(symbols.len(), 21);
+    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 mma.sync tiles, 2
+    // wgmma tiles (a trapping body off SM90) and act_rows (the grouped GEMV runs the decode
+    // path's).
+    assert_eq!(symbols.len(), 23);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
     // Each path's kernels are in the unit its plan loads (FUSED_MOE_DECODE_MODULE /
     // FUSED_MOE_MODULE).

@@ -2,7 +2,8 @@
 //! layout's paths (`WeightLayout::Packed`: decode at T ≤ 16, above it the grouped GEMV up to
 //! `Query::gemv_up_to` and the tiled path beyond), every case on both layouts (trial names
 //! `simple::…`, `packed::…`; `packed_tile::…` / `packed_gemv::…` force the tiled path from T = 17
-//! or the grouped GEMV beyond its default T with `PlanOptions`) —
+//! or the grouped GEMV beyond its default T with `PlanOptions`; `packed_tile_mma::…` the tiled
+//! path with the mma.sync tile, which SM90 replaces by its wgmma tile by default) —
 //! against its CPU oracle (`fused_moe::reference`; libtest-mimic, listed as ignored without a
 //! CUDA device). The packed grouping in the scratch (slot count, slots, rows per pair, token and
 //! expert per row) must equal `packed::group` exactly (the grouped path: rows within an expert
@@ -30,10 +31,11 @@ use b12x_core::cudarc::driver::{CudaSlice, CudaStream};
 use b12x_core::half::bf16;
 use b12x_core::testing::{check_run_allocates_nothing, run_gpu_trials, uniform, GpuTrial};
 use b12x_core::{Device, Error, PreparationSession, Scratch, TensorMut, TensorRef};
+use b12x_gemm::blockscaled::gemv::{TileConfig, WgConfig};
 use b12x_moe::fused_moe::reference::{fused_moe, ActScales, Experts};
 use b12x_moe::fused_moe::{
     self, packed, ActScaleArgs, Activation, Args, ExpertWeights, Fp4, PackedExperts, Path, PlanOptions, Query, Recipe,
-    Routing, Shape, WeightArgs, WeightLayout,
+    Routing, Shape, TileKernel, WeightArgs, WeightLayout,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -309,6 +311,12 @@ fn check(
 
 /// [`check`] on a plan made with `opts`, asserting that T takes `path` when given.
 #[allow(clippy::too_many_arguments)]
+/// The tiled path from T = 17 with the device's default tile kernel, or (`mma`) the mma.sync one.
+fn tile_opts(dev: &Arc<Device>, mma: bool) -> PlanOptions {
+    let tile = if mma { TileKernel::mma(dev.smem_optin()) } else { None };
+    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile }
+}
+
 fn check_opts(
     dev: &Arc<Device>,
     layout: WeightLayout,
@@ -327,6 +335,9 @@ fn check_opts(
         if plan.path(t) != p {
             return Err(format!("T = {t} takes {:?}, the trial is for {p:?}", plan.path(t)));
         }
+    }
+    if opts.tile.is_some() && plan.tile_kernel() != opts.tile {
+        return Err(format!("the plan's tile kernel is {:?}, the trial is for {:?}", plan.tile_kernel(), opts.tile));
     }
     let experts = Experts::random(&sh, seed);
     let d = upload_experts(&sh, &experts, layout, s)?;
@@ -467,24 +478,83 @@ fn trials() -> Vec<GpuTrial> {
     // (every recipe and activation at T = 64, masking and graph replay at T = 40, the model
     // shapes at T 64 and 512), the grouped GEMV forced beyond its default (the model shapes at
     // T = 1024, DeepSeek-V4.1-Flash TP4 at 2048).
-    let tile = PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE) };
-    let gemv = PlanOptions { gemv_up_to: Some(usize::MAX) };
+    // The tiled trials run twice: `packed_tile` with the device's default tile kernel (SM90: the
+    // wgmma body, 128-row slots) and `packed_tile_mma` with the mma.sync body forced (64-row
+    // slots: the kernel every other architecture runs, validated here on SM90 too).
+    let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
     let packed = WeightLayout::Packed;
-    for (fname, recipe) in recipes {
-        for (aname, act) in acts {
-            let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
-            out.push(GpuTrial::new(format!("packed_tile::tiny::{fname}_{aname}::t64"), move |dev| {
-                check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 64, Workload::Random, &[], 64)
+    for (prefix, mma) in [("packed_tile", false), ("packed_tile_mma", true)] {
+        for (fname, recipe) in recipes {
+            for (aname, act) in acts {
+                let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
+                out.push(GpuTrial::new(format!("{prefix}::tiny::{fname}_{aname}::t64"), move |dev| {
+                    let tile = tile_opts(dev, mma);
+                    check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 64, Workload::Random, &[], 64)
+                }));
+            }
+        }
+        // 300 tokens, top-4 of 16 experts: ~75 rows per expert at random (two 64-row slots or
+        // one 128-row slot, partly filled), 300 on each of 4 experts when all share (three slots
+        // of 128, the last 44 rows).
+        for pct in [0u32, 50, 100] {
+            out.push(GpuTrial::new(format!("{prefix}::tiny::shared_{pct}::t300"), move |dev| {
+                let sh = tiny(Fp4::Nvfp4, Activation::Silu { limit: None });
+                let tile = tile_opts(dev, mma);
+                check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(pct), &[], 21)
+            }));
+        }
+        out.push(GpuTrial::new(format!("{prefix}::bad_ids_masked::t40"), move |dev| {
+            let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
+            let bad = [(0, 16), (5, -1), (19, i32::MAX)];
+            check_opts(dev, packed, tile_opts(dev, mma), Some(Path::GroupedTile), sh, 40, Workload::Random, &bad, 8)
+        }));
+        out.push(GpuTrial::new(format!("{prefix}::graph_replay_with_new_routing_equals_eager::t40"), move |dev| {
+            graph_replay(dev, packed, 40, tile_opts(dev, mma))
+        }));
+        for (name, sh) in
+            [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
+        {
+            out.push(GpuTrial::new(format!("{prefix}::models::{name}::t64"), move |dev| {
+                check_opts(dev, packed, tile_opts(dev, mma), Some(Path::GroupedTile), sh, 64, Workload::Random, &[], 4)
+            }));
+        }
+        for (name, sh) in [
+            ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
+            ("deepseek_v41_flash_tp4", Shape::deepseek_v41_flash_tp4()),
+            ("qwen3_30b_a3b", Shape::qwen3_30b_a3b()),
+            ("gpt_oss_120b", Shape::gpt_oss_120b()),
+        ] {
+            out.push(GpuTrial::new(format!("{prefix}::models::{name}::t512"), move |dev| {
+                let tile = tile_opts(dev, mma);
+                check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 512, Workload::Random, &[], 13)
             }));
         }
     }
-    out.push(GpuTrial::new("packed_tile::bad_ids_masked::t40", move |dev| {
-        let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
-        let bad = [(0, 16), (5, -1), (19, i32::MAX)];
-        check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 40, Workload::Random, &bad, 8)
-    }));
-    out.push(GpuTrial::new("packed_tile::graph_replay_with_new_routing_equals_eager::t40", move |dev| {
-        graph_replay(dev, packed, 40, tile)
+    // The tile kernel a plan picks: SM90 the wgmma body (128-row slots), elsewhere the mma.sync
+    // body (64-row slots); wgmma forced off SM90, or an mma.sync tile this op does not build, is a
+    // typed error.
+    out.push(GpuTrial::new("packed_tile::kernel_choice", move |dev| {
+        let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4096, layout: packed, router: None };
+        let plan = fused_moe::plan(&q, dev).map_err(|e| e.to_string())?;
+        let sm90 = dev.arch() == b12x_core::Arch::Sm90;
+        let (kernel, rows) = (plan.tile_kernel(), plan.slot_rows(4096));
+        match kernel {
+            Some(TileKernel::Wgmma(_)) if sm90 && rows == 128 => {}
+            Some(TileKernel::Mma(_)) if !sm90 && rows == 64 => {}
+            _ => return Err(format!("{:?}: tile kernel {kernel:?}, {rows}-row slots", dev.arch())),
+        }
+        let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false });
+        let forced = fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg), ..Default::default() });
+        match (sm90, forced) {
+            (true, Ok(p)) if p.tile_kernel() == Some(wg) => {}
+            (false, Err(Error::Unsupported { .. })) => {}
+            (_, r) => return Err(format!("wgmma forced on {:?}: {:?}", dev.arch(), r.map(|p| p.tile_kernel()))),
+        }
+        let wm4 = TileKernel::Mma(TileConfig { w8: false, wm: 4, wn: 8, stages: 2, splits: 1 });
+        match fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wm4), ..Default::default() }) {
+            Err(Error::Unsupported { .. }) => Ok(()),
+            r => Err(format!("a 128-row mma.sync tile: {:?}", r.map(|p| p.tile_kernel()))),
+        }
     }));
     out.push(GpuTrial::new("packed::routing::shared_pct50::t64", move |dev| {
         let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
@@ -500,22 +570,12 @@ fn trials() -> Vec<GpuTrial> {
             3,
         )
     }));
-    for (name, sh) in
-        [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
-    {
-        out.push(GpuTrial::new(format!("packed_tile::models::{name}::t64"), move |dev| {
-            check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 64, Workload::Random, &[], 4)
-        }));
-    }
     for (name, sh) in [
         ("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()),
         ("deepseek_v41_flash_tp4", Shape::deepseek_v41_flash_tp4()),
         ("qwen3_30b_a3b", Shape::qwen3_30b_a3b()),
         ("gpt_oss_120b", Shape::gpt_oss_120b()),
     ] {
-        out.push(GpuTrial::new(format!("packed_tile::models::{name}::t512"), move |dev| {
-            check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 512, Workload::Random, &[], 13)
-        }));
         let t = if name == "deepseek_v41_flash_tp4" { 2048 } else { 1024 };
         out.push(GpuTrial::new(format!("packed_gemv::models::{name}::t{t}"), move |dev| {
             check_opts(dev, packed, gemv, Some(Path::GroupedGemv), sh, t, Workload::Random, &[], 13)

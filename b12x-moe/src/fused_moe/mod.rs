@@ -49,11 +49,13 @@
 //!       [`PlanOptions`] move the boundary): the decode path's kernels with 16-row slots (each
 //!       touched expert's weights streamed once per 16 of its rows), up to the T·k the route's
 //!       one CTA holds in shared memory;
-//!     - the **tiled path** (T above that, same file): the pairs grouped by expert into slots of
-//!       64 rows (atomic ranks: rows inside an expert in no fixed order, which no result depends
-//!       on), x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel per (slot,
-//!       256 weight rows), the activation between them as its own launch, the combine; nine
-//!       launches chained with PDL. [`Plan::path`] says which path a T takes.
+//!     - the **tiled path** (T above that, same file): the pairs grouped by expert into slots
+//!       (atomic ranks: rows inside an expert in no fixed order, which no result depends on),
+//!       x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel body per (slot,
+//!       256 weight rows) — on SM90 its wgmma body with 128-row slots, elsewhere its mma.sync
+//!       body with 64-row slots ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
+//!       activation between them as its own launch, the combine; nine launches chained with
+//!       PDL. [`Plan::path`] says which path a T takes.
 //!
 //!     Hd and I multiples of 32, T·k ≤ [`MAX_PAIRS`].
 //!
@@ -122,7 +124,7 @@ pub use params::{
 use crate::route_topk::{self, RouteTopkParams, Router, ScoreFn};
 use b12x_core::cudarc::driver::{CudaStream, DevicePtr};
 use b12x_core::{
-    require_disjoint, resolve, tma::Tma2d, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims,
+    require_disjoint, resolve, tma::Tma2d, Arch, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims,
     LaunchOpts, OpPlan, PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
@@ -677,18 +679,14 @@ impl Query {
 
     /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
     /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine.
-    pub fn grouped_symbols(&self) -> Vec<String> {
+    pub fn grouped_symbols(&self, tile: &TileKernel) -> Vec<String> {
         let f = match self.shape.recipe.weights() {
             Fp4::Nvfp4 => "nvfp4",
             Fp4::Mxfp4 => "mxfp4",
         };
         let mut out: Vec<String> = self.route_symbol().into_iter().collect();
         out.extend(["zero", "count", "scan", "place", "gather"].map(|k| format!("b12x_fused_moe_group_{k}")));
-        out.extend([
-            format!("b12x_fused_moe_tile_{f}_wm{GROUPED_WM}"),
-            "b12x_fused_moe_act_rows".into(),
-            "b12x_fused_moe_combine_rows".into(),
-        ]);
+        out.extend([tile.symbol(f), "b12x_fused_moe_act_rows".into(), "b12x_fused_moe_combine_rows".into()]);
         out
     }
 
@@ -810,8 +808,8 @@ struct Decode {
     /// Per GEMV bucket (they come first, in bucket order), the GEMV config (`gemm.blockscaled`'s
     /// decode configs, KB = 1).
     configs: Vec<GemvConfig>,
-    /// The tiled bucket's tile (`gemm.blockscaled`'s tiled kernel, 64 × 256), the last bucket.
-    tile: Option<TileConfig>,
+    /// The tiled bucket's kernel (the last bucket).
+    tile: Option<TileKernel>,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
     /// Slots capacity (the largest over the buckets), and over the GEMV buckets only (the
@@ -822,14 +820,84 @@ struct Decode {
     sm_count: u32,
 }
 
-use b12x_gemm::blockscaled::gemv::{BsGemmParams, Config as GemvConfig, TileConfig};
+use b12x_gemm::blockscaled::gemv::{BsGemmParams, Config as GemvConfig, TileConfig, WgConfig};
 
 /// Tokens above which a packed plan leaves the decode path's buckets (8- and 16-row token tiles)
 /// for the grouped GEMV or the tiled path.
 pub const GROUPED_ABOVE: usize = 16;
-/// The tiled path's tile: 64 rows (slots of 64 rows) by 256 weight rows.
+/// The tiled path's mma.sync tile: 64 rows (slots of 64 rows) by 256 weight rows.
 const GROUPED_WM: usize = 2;
 const GROUPED_WN: usize = 8;
+/// The SM90 wgmma tile's ring depth (`gemm.blockscaled`'s default: two stages were as fast as
+/// three or faster on dense prefill, `bench/proto/bsgemm_tile_proto.cu`).
+const GROUPED_WG_STAGES: usize = 2;
+
+/// The grouped tiled path's kernel ([`Path::GroupedTile`]): `gemm.blockscaled`'s tiled bodies
+/// per (expert slot, 256-row N tile), the slot's rows the tile's x rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileKernel {
+    /// The mma.sync tiled body (every architecture): 64-row slots (`wm` 2, `wn` 8, any ring
+    /// depth that fits, no split).
+    Mma(TileConfig),
+    /// SM90 only: the wgmma body (`b12x_bsgemm_wg_*`'s), 128-row slots (`wn` 8, 2..4 stages, no
+    /// split tail) — the default there.
+    Wgmma(WgConfig),
+}
+
+impl TileKernel {
+    /// The mma.sync body with the deepest ring (2..8 stages) that fits `smem_optin` with this
+    /// op's static shared memory (the default off SM90; [`PlanOptions::tile`] forces it on SM90).
+    pub fn mma(smem_optin: u32) -> Option<TileKernel> {
+        (2..=8usize)
+            .rev()
+            .map(|stages| TileKernel::Mma(TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 }))
+            .find(|t| t.fits(smem_optin, Arch::Other(0, 0)))
+    }
+    /// The config's id (`gemm.blockscaled`'s: `tile_w4_wm2_wn8_s6_k1`, `wg_w4_wn8_s2`).
+    pub fn id(&self) -> String {
+        match self {
+            TileKernel::Mma(t) => t.id(),
+            TileKernel::Wgmma(w) => w.id(),
+        }
+    }
+    /// `(BM, BN)`: rows per slot (the grouping's R) and weight rows per CTA.
+    pub fn tile(&self) -> (usize, usize) {
+        match self {
+            TileKernel::Mma(t) => t.tile(),
+            TileKernel::Wgmma(w) => w.tile().tile(),
+        }
+    }
+    /// Ring depth.
+    pub fn stages(&self) -> usize {
+        match self {
+            TileKernel::Mma(t) => t.stages,
+            TileKernel::Wgmma(w) => w.stages,
+        }
+    }
+    /// Dynamic shared memory of one CTA (the ring and its alignment slack).
+    pub fn dynamic_smem(&self) -> u32 {
+        match self {
+            TileKernel::Mma(t) => t.dynamic_smem(),
+            TileKernel::Wgmma(w) => w.dynamic_smem(),
+        }
+    }
+    /// Whether this op builds the kernel and one CTA fits a device of `arch` with `smem_optin`
+    /// bytes (this op's static shared memory counted as the GEMV's, [`GEMV_STATIC_SMEM`]).
+    pub fn fits(&self, smem_optin: u32, arch: Arch) -> bool {
+        let optin = smem_optin.saturating_sub(EARLY_SMEM);
+        match self {
+            TileKernel::Mma(t) => !t.w8 && t.wm == GROUPED_WM && t.wn == GROUPED_WN && t.splits == 1 && t.fits(optin),
+            TileKernel::Wgmma(w) => arch == Arch::Sm90 && !w.w8 && w.wn == 8 && !w.tail && w.fits(optin),
+        }
+    }
+    /// The kernel symbol for weights of format `f` (`nvfp4` / `mxfp4`).
+    pub fn symbol(&self, f: &str) -> String {
+        match self {
+            TileKernel::Mma(t) => format!("b12x_fused_moe_tile_{f}_wm{}", t.wm),
+            TileKernel::Wgmma(_) => format!("b12x_fused_moe_tile_wg_{f}"),
+        }
+    }
+}
 /// Threads of the tiled kernel (`bsgemm::kThreads`) and of the grouping scan.
 const TILE_THREADS: u32 = 256;
 const SCAN_THREADS: u32 = 1024;
@@ -855,7 +923,8 @@ pub enum Path {
     /// kernels with 16-row slots at any T the route's shared memory holds (one CTA, stable order,
     /// 4 (E + 3 T·k) bytes): each touched expert's weights streamed once per 16 of its rows.
     GroupedGemv,
-    /// Packed, T above: the grouping into 64-row slots and `gemm.blockscaled`'s tiled kernel.
+    /// Packed, T above: the grouping into slots of the tile's rows (SM90's wgmma tile 128, the
+    /// mma.sync tile 64) and `gemm.blockscaled`'s tiled kernel body per slot ([`TileKernel`]).
     GroupedTile,
 }
 
@@ -867,6 +936,10 @@ pub struct PlanOptions {
     /// grouped GEMV bucket (the tile from T = 17, the layout before session 46). Either way at
     /// most the T whose pairs the route's shared memory holds (`(optin/4 − E) / 3` pairs).
     pub gemv_up_to: Option<usize>,
+    /// Packed layout: the tiled path's kernel. `None`: SM90's wgmma body (128-row slots), the
+    /// mma.sync body (64-row slots) elsewhere; `Some` forces one (a typed error where it does not
+    /// exist or fit: wgmma off SM90). The GPU suite runs both on SM90.
+    pub tile: Option<TileKernel>,
 }
 
 /// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
@@ -880,17 +953,26 @@ pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvCon
         .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= smem_optin + 1024)
 }
 
-/// The grouped path's tile config: the deepest ring (2..8 stages) whose dynamic shared memory
-/// plus this op's static ([`GEMV_STATIC_SMEM`], as [`decode_gemv_config`]) fits `smem_optin`.
-pub(crate) fn grouped_tile_config(smem_optin: u32) -> Option<TileConfig> {
-    (2..=8usize)
-        .rev()
-        .map(|stages| TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 })
-        .find(|t| t.fits(smem_optin.saturating_sub(EARLY_SMEM)))
+/// The grouped path's default tile kernel on `arch`: SM90 the wgmma body (128-row slots,
+/// [`GROUPED_WG_STAGES`] stages) where it fits, else the mma.sync body's deepest ring (2..8
+/// stages) whose dynamic shared memory plus this op's static ([`GEMV_STATIC_SMEM`], as
+/// [`decode_gemv_config`]) fits `smem_optin`.
+pub(crate) fn grouped_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKernel> {
+    let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: GROUPED_WG_STAGES, tail: false });
+    if wg.fits(smem_optin, arch) {
+        return Some(wg);
+    }
+    TileKernel::mma(smem_optin)
 }
 
 impl Decode {
-    fn new(query: &Query, buckets: &[Bucket], paths: &[Path], device: &Device) -> Result<Decode> {
+    fn new(
+        query: &Query,
+        buckets: &[Bucket],
+        paths: &[Path],
+        device: &Device,
+        options: &PlanOptions,
+    ) -> Result<Decode> {
         let s = &query.shape;
         let mut configs = Vec::new();
         let mut max_slots = 0;
@@ -898,12 +980,20 @@ impl Decode {
         let mut decode_slots = 0;
         for (b, path) in buckets.iter().zip(paths) {
             if *path == Path::GroupedTile {
-                let t = grouped_tile_config(device.smem_optin()).ok_or_else(|| Error::Unsupported {
-                    op: OP,
-                    device: format!("{:?}", device.arch()),
-                    reason: "no grouped tile config fits this device's shared memory".into(),
-                })?;
-                max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, 32 * GROUPED_WM));
+                let unsupported =
+                    |reason: String| Error::Unsupported { op: OP, device: format!("{:?}", device.arch()), reason };
+                let t = match options.tile {
+                    Some(t) if t.fits(device.smem_optin(), device.arch()) => t,
+                    Some(t) => {
+                        return Err(unsupported(format!(
+                            "grouped tile kernel {} does not exist for this device or does not fit its shared memory",
+                            t.id()
+                        )))
+                    }
+                    None => grouped_tile_config(device.smem_optin(), device.arch())
+                        .ok_or_else(|| unsupported("no grouped tile config fits this device's shared memory".into()))?,
+                };
+                max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, t.tile().0));
                 tile = Some(t);
                 continue;
             }
@@ -979,7 +1069,8 @@ pub struct Plan {
 
 /// Validates `query` and picks the packed layout's configs (decode path: T ≤ 8 8-row slots, T ≤
 /// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`], 16-row slots;
-/// tiled path above, 64-row slots). Allocates, compiles and launches nothing.
+/// tiled path above, 128-row slots with SM90's wgmma tile, 64-row slots with the mma.sync one).
+/// Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     plan_with(query, device, PlanOptions::default())
 }
@@ -991,9 +1082,12 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 /// # fn main() -> b12x_core::Result<()> {
 /// # let dev = b12x_core::Device::new(0)?;
 /// let query = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4096, layout: WeightLayout::Packed, router: None };
-/// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(1024) })?;
+/// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(1024), ..Default::default() })?;
 /// assert_eq!((plan.path(1024), plan.path(1025)), (Path::GroupedGemv, Path::GroupedTile));
 /// assert_eq!(plan.slot_rows(1024), 16);
+/// // The tiled path's slots: 128 rows with SM90's wgmma tile, 64 with the mma.sync tile.
+/// let sm90 = dev.arch() == b12x_core::Arch::Sm90;
+/// assert_eq!(plan.slot_rows(1025), if sm90 { 128 } else { 64 });
 /// # Ok(()) }
 /// ```
 pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
@@ -1006,7 +1100,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
                 ((device.smem_optin() as usize).saturating_sub(64) / 4).saturating_sub(query.shape.experts) / 3;
             let up_to = options.gemv_up_to.unwrap_or(query.gemv_up_to()).min(route_pairs / query.shape.top_k);
             let (b, paths) = packed_buckets(query.max_tokens, up_to);
-            let d = Decode::new(query, &b, &paths, device)?;
+            let d = Decode::new(query, &b, &paths, device, &options)?;
             (b, Some(d))
         }
     };
@@ -1059,14 +1153,24 @@ impl Plan {
             Some(d) => d.paths[self.bucket_of(tokens)],
         }
     }
-    /// The packed layout's rows per slot at `tokens` (the grouping's R: 8, 16 or 64; 0 on the
-    /// simple path).
+    /// The packed layout's tiled-path kernel (`None`: the simple path, or a capacity that never
+    /// reaches the tiled path).
+    pub fn tile_kernel(&self) -> Option<TileKernel> {
+        self.decode.as_ref().and_then(|d| d.tile)
+    }
+    /// The packed layout's rows per slot at `tokens` (the grouping's R: 8 or 16 on the decode
+    /// and grouped-GEMV paths; on the tiled path 128 with SM90's wgmma kernel, 64 with the
+    /// mma.sync one; 0 on the simple path).
     pub fn slot_rows(&self, tokens: usize) -> usize {
         match &self.decode {
             None => 0,
             Some(d) => {
                 let b = self.bucket_of(tokens);
-                d.configs.get(b).map_or(32 * GROUPED_WM, |c| 8 * c.nt)
+                match (d.configs.get(b), &d.tile) {
+                    (Some(c), _) => 8 * c.nt,
+                    (None, Some(t)) => t.tile().0,
+                    (None, None) => 0,
+                }
             }
         }
     }
@@ -1470,7 +1574,7 @@ fn grouped_call(
             row_bytes: (kdim / 2) as i32,
             ktiles: kdim.div_ceil(128) as i32,
             mtiles: 1,
-            stages: tile.stages as i32,
+            stages: tile.stages() as i32,
             scale_tiles: (kdim / f.block()).div_ceil(4) as i32,
             scale_bias: m.scale_bias,
             out_scale: m.out_scale,
@@ -1554,7 +1658,7 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
     // kernels' bases move within the stacked codes, scales and the scratch's rows by the slot's
     // expert and first row, and their bounds are the expert's rows and the slot's rows); the
     // scratch was bound at the plan's sizes (counts and row starts for E, ranks and rows for T·k
-    // pairs, slots for the most a call can have with 64-row slots, x̂, gate/up, h and y rows for
+    // pairs, slots for the most a call can have with the tile's slot rows, x̂, gate/up, h and y rows for
     // T·k rows). The kernels mask ids outside [0, E) and read what the chain wrote only after
     // their PDL waits; grids past the live slots / rows exit.
     unsafe {
@@ -1702,7 +1806,7 @@ impl OpPlan for Plan {
             (None, 0) => self.query.symbols(),
             (Some(d), 0) => match (d.configs.get(bucket), &d.tile) {
                 (Some(c), _) => self.query.decode_symbols(c.nt),
-                (None, Some(_)) if bucket == d.configs.len() => self.query.grouped_symbols(),
+                (None, Some(t)) if bucket == d.configs.len() => self.query.grouped_symbols(t),
                 _ => Vec::new(),
             },
             _ => Vec::new(),
@@ -1818,8 +1922,11 @@ mod tests {
                     assert!(per_sm <= optin + 1024, "gemv rows {rows} optin {optin}: {c:?} per SM {per_sm}");
                 }
             }
-            if let Some(t) = grouped_tile_config(optin) {
-                assert!(t.dynamic_smem() + GEMV_STATIC_SMEM <= optin, "tile optin {optin}: {t:?}");
+            for arch in [Arch::Sm90, Arch::Sm120] {
+                if let Some(t) = grouped_tile_config(optin, arch) {
+                    assert!(t.dynamic_smem() + GEMV_STATIC_SMEM <= optin, "tile optin {optin}: {t:?}");
+                    assert!(t.fits(optin, arch));
+                }
             }
         }
         // SM90 (227 KB) and SM120 (99 KB) both have a decode config for every row count and a
@@ -1828,8 +1935,18 @@ mod tests {
             for rows in [1, 8, GROUPED_ABOVE] {
                 assert!(decode_gemv_config(rows, optin).is_some(), "rows {rows} optin {optin}");
             }
-            assert!(grouped_tile_config(optin).is_some());
+            assert!(grouped_tile_config(optin, Arch::Sm120).is_some());
         }
+        // SM90 takes the wgmma tile (128-row slots), SM120 / SM121 the mma.sync one (64), also
+        // at SM90's limit; the wgmma tile is never chosen off SM90.
+        let sm90 = grouped_tile_config(232_448, Arch::Sm90).unwrap();
+        assert_eq!((sm90.id().as_str(), sm90.tile()), ("wg_w4_wn8_s2", (128, 256)));
+        for arch in [Arch::Sm120, Arch::Sm121] {
+            for optin in [101_376, 232_448] {
+                assert!(matches!(grouped_tile_config(optin, arch), Some(TileKernel::Mma(t)) if t.tile() == (64, 256)));
+            }
+        }
+        assert_eq!(TileKernel::mma(232_448).map(|t| t.id()).as_deref(), Some("tile_w4_wm2_wn8_s6_k1"));
         assert_eq!(decode_gemv_config(8, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt1_kb1_s3_c3"));
         assert_eq!(decode_gemv_config(GROUPED_ABOVE, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt2_kb1_s4_c2"));
     }
