@@ -804,7 +804,7 @@ fn decode_params_mirror_the_kernels() {
     assert_eq!(std::mem::align_of::<MoeGemvParams>(), 64);
     assert_eq!(std::mem::size_of::<MoeRowsParams>(), 88);
     assert_eq!(std::mem::size_of::<MoeGroupParams>(), 160);
-    assert_eq!(std::mem::size_of::<MoeTileParams>(), 200);
+    assert_eq!(std::mem::size_of::<MoeTileParams>(), 280);
     assert_eq!(std::mem::size_of::<MoeActParams>(), 80);
 }
 
