@@ -5,7 +5,7 @@
 # gpu_fused_moe (b2): small trials (packed_tile:: = wgmma, packed_tile_mma:: = mma.sync forced),
 # the packed model trials, memcheck / racecheck (reduced profile) of the tiled trials; then the
 # bench at T 512, 4096 (b2: default, tile, tile_mma, gemv rows) and b1's default rows at T 4096.
-ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
+END=${END:-580}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 for b in b1 b2; do mkdir -p .gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/bz_$b/bundle.tar.xz .gpu/$b; done
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r.tgz r); }
@@ -21,12 +21,12 @@ echo "fused_moe memcheck: $(tail -1 $R/fm_memcheck.txt) t=$SECONDS" >> $R/summar
 bash $S ./gpu_fused_moe racecheck $R/rc 16 15 '^packed_tile(_mma)?::(bad_ids_masked::t40|graph_replay.*t40|tiny::shared_100::t300|tiny::w4a16_nvfp4_silu::t64)' > $R/fm_racecheck.txt 2>&1
 echo "fused_moe racecheck: $(tail -1 $R/fm_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
 unset B12X_TEST_PROFILE
-left=$((545 - SECONDS))
+left=$((END - 35 - SECONDS))
 if [ $left -gt 40 ]; then
   B12X_MOE_TOKENS=4096,512 B12X_BENCH_OUT=$R/bench timeout $((left - 60)) ./bench_fused_moe > $R/bench.txt 2>&1
   echo "bench b2 rc=$? t=$SECONDS" >> $R/summary.txt; save
 fi
-left=$((580 - SECONDS))
+left=$((END - SECONDS))
 if [ $left -gt 25 ]; then
   cd $ROOT/.gpu/b1/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
   B12X_MOE_TOKENS=4096 B12X_BENCH_FILTER=fused_moe/ B12X_BENCH_OUT=$R/bench_b1 timeout $((left - 5)) ./bench_fused_moe > $R/bench_b1.txt 2>&1
