@@ -33,7 +33,7 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_tile_wg[_act]_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
+//   b12x_fused_moe_tile_wg_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -637,28 +637,6 @@ __device__ __forceinline__ void moe_group_gather(const MoeGroupParams& p) {
   }
 }
 
-// Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from
-// FC1's interleaved BF16 rows (gate j at 16 (j / 8) + j % 8, up j 8 further; non-gated: g = gu[j]),
-// then h^ for W4A8 / NVFP4: one thread per block of B j (8, 32 MXFP8, 16 NVFP4), grid-stride.
-struct MoeActParams {
-  const int32_t* meta;
-  const int32_t* row_expert;
-  const float* row_weight;
-  const float* a2_enc;     // [E] (NVFP4 recipe) or null
-  const bf16* gu;          // [P, gu_cols]
-  bf16* h;                 // [P, I]
-  int32_t gu_cols;         // FC1's rows: 2 I (gated) or I
-  int32_t inter;           // I
-  int32_t gated, act;
-  float limit;
-  int32_t quant;           // 0 none, 1 MXFP8, 2 NVFP4
-  int32_t max_rows;
-  int32_t reserved;
-};
-static_assert(sizeof(MoeActParams) == 80, "size must match src/fused_moe/params.rs");
-static_assert(offsetof(MoeActParams, gu_cols) == 48, "offset must match params.rs");
-static_assert(offsetof(MoeActParams, limit) == 64, "offset must match params.rs");
-
 // Mirrored by src/fused_moe/params.rs (MoeTileParams).
 struct MoeTileParams {
   BsGemmParams g;          // the matrix kind's stacked codes / scales, x = the rows (x^ or h), y = the
@@ -671,11 +649,8 @@ struct MoeTileParams {
   int32_t rbs;             // 128-row blocks per expert of the stacked weight
   int32_t max_slots;
   int32_t reserved;
-  MoeActParams act;        // the wgmma FC1 with the activation in its epilogue (..._wg_act_*): the
-                           // activation's rows, weights and h (gu unused); else unused
 };
-static_assert(sizeof(MoeTileParams) == 280, "size must match src/fused_moe/params.rs");
-static_assert(offsetof(MoeTileParams, act) == 200, "offset must match params.rs");
+static_assert(sizeof(MoeTileParams) == 200, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeTileParams, slots) == 152, "offset must match params.rs");
 static_assert(offsetof(MoeTileParams, ntiles) == 184, "offset must match params.rs");
 
@@ -716,85 +691,43 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
   bsgemm::gemm<F, WM, WN, bf16>(p);
 }
 
-// The activation in the wgmma FC1's epilogue (W4A16: h needs no quantization, so every element
-// is one thread's): the accumulators of weight rows 16q + g (gate j = 8q + g) and 16q + g + 8 (up
-// j) of x row X sit in one lane (elements e = 0, 1 and 2, 3 of a tile), so
-// h[slot row X, j] = bf16(w · act(bf16(os · gate), bf16(os · up))) — the stored gate/up values
-// and the activation kernel's arithmetic (moe_act_block), bit for bit, without the gate/up round
-// trip and the launch. Non-gated activations: h[X, r] = bf16(w · act(bf16(os · acc), 0)) per row.
-// The slot's first row and its local N offset come from shared memory (moe_tile_wg); the moe
-// launches never split (tail_splits 0), so the body's split code never runs.
-struct MoeActSlot {
-  int row0;     // the slot's first row (s.y)
-  int local_n0; // the CTA's first weight row within the expert: (blockIdx.x - slot ntiles) BN
-};
-__shared__ MoeActSlot s_moe_act_slot;
-__shared__ MoeActParams s_moe_act;
-
-struct MoeActEpi {
-  template <int WT, int XT, int BM, int BN, typename TOut, int RS, bool kSplit>
-  static __device__ __forceinline__ void run(const BsGemmParams& p, const bsgemm::CtaWork&, float (&acc)[WT][XT][4],
-                                             int xrow0, int nrow0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const MoeActParams& a = s_moe_act;
-    const int row0 = s_moe_act_slot.row0, local_n0 = s_moe_act_slot.local_n0;
-    const float os = p.out_scale;
-    auto rnd = [](float v) { return __bfloat162float(__float2bfloat16_rn(v)); };
-#pragma unroll
-    for (int i = 0; i < WT; ++i) {
-      const int base = local_n0 + nrow0 + RS * i;  // a multiple of 16: gate rows base .. + 7
-#pragma unroll
-      for (int j = 0; j < XT; ++j)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int x = xrow0 + 8 * j + 2 * t + r;
-          if (x >= p.m) continue;
-          const long long hrow = (long long)(row0 + x) * a.inter;
-          const float w = a.row_weight[row0 + x];
-          if (a.gated) {
-            const int jc = (base >> 1) + g;
-            if (base + g + 8 >= a.gu_cols) continue;
-            const float v = w * moe_act_rt(a.act, rnd(acc[i][j][r] * os), rnd(acc[i][j][2 + r] * os), a.limit);
-            a.h[hrow + jc] = __float2bfloat16_rn(v);
-          } else {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int jc = base + g + 8 * h;
-              if (jc >= a.gu_cols) continue;
-              a.h[hrow + jc] = __float2bfloat16_rn(w * moe_act_rt(a.act, rnd(acc[i][j][2 * h + r] * os), 0.0f, a.limit));
-            }
-          }
-        }
-    }
-  }
-};
-
 // SM90: the wgmma body (bsgemm_wgmma.cuh, MT = 2): BM = 128 slot rows by BN = 256 weight rows.
 // The CTA's params live in shared memory (thread 0 writes them, the body reads its fields from
 // there when it needs them) rather than in a per-thread copy: a register copy is what made the
 // mma.sync body's 128-row tile spill. Other targets build a trapping body (as the dense wgmma
 // kernels; Rust lists it on SM90 only).
-template <bsgemv::Fmt F, bool kAct = false>
+template <bsgemv::Fmt F>
 __device__ __forceinline__ void moe_tile_wg(const MoeTileParams& mp) {
   __shared__ BsGemmParams s_p;
   pdl_wait_then_release();
   const int slot = int(blockIdx.x) / mp.ntiles;
   if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
-  if (threadIdx.x == 0) {
-    s_p = moe_tile_params<256>(mp, slot);
-    if constexpr (kAct) {
-      s_moe_act = mp.act;
-      s_moe_act_slot = MoeActSlot{mp.slots[slot].y, (int(blockIdx.x) - slot * mp.ntiles) * 256};
-    }
-  }
+  if (threadIdx.x == 0) s_p = moe_tile_params<256>(mp, slot);
   __syncthreads();
-  if constexpr (kAct) {
-    bsgemm::wgemm<F, 2, bf16, false, MoeActEpi>(s_p);
-  } else {
-    bsgemm::wgemm<F, 2, bf16>(s_p);
-  }
+  bsgemm::wgemm<F, 2, bf16>(s_p);
 }
 
+// Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from
+// FC1's interleaved BF16 rows (gate j at 16 (j / 8) + j % 8, up j 8 further; non-gated: g = gu[j]),
+// then h^ for W4A8 / NVFP4: one thread per block of B j (8, 32 MXFP8, 16 NVFP4), grid-stride.
+struct MoeActParams {
+  const int32_t* meta;
+  const int32_t* row_expert;
+  const float* row_weight;
+  const float* a2_enc;     // [E] (NVFP4 recipe) or null
+  const bf16* gu;          // [P, gu_cols]
+  bf16* h;                 // [P, I]
+  int32_t gu_cols;         // FC1's rows: 2 I (gated) or I
+  int32_t inter;           // I
+  int32_t gated, act;
+  float limit;
+  int32_t quant;           // 0 none, 1 MXFP8, 2 NVFP4
+  int32_t max_rows;
+  int32_t reserved;
+};
+static_assert(sizeof(MoeActParams) == 80, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeActParams, gu_cols) == 48, "offset must match params.rs");
+static_assert(offsetof(MoeActParams, limit) == 64, "offset must match params.rs");
 
 template <int B>
 __device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, int j0) {
@@ -874,14 +807,6 @@ B12X_MOE_TILE(Mxfp4, mxfp4, 2)
   }
 B12X_MOE_TILE_WG(Nvfp4, nvfp4)
 B12X_MOE_TILE_WG(Mxfp4, mxfp4)
-// FC1 with the activation in its epilogue (W4A16: h straight from the accumulators).
-#define B12X_MOE_TILE_WG_ACT(FMT, FMTNAME)                                                         \
-  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                          \
-      b12x_fused_moe_tile_wg_act_##FMTNAME(const __grid_constant__ b12x::MoeTileParams p) {        \
-    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT, true>(p);                                            \
-  }
-B12X_MOE_TILE_WG_ACT(Nvfp4, nvfp4)
-B12X_MOE_TILE_WG_ACT(Mxfp4, mxfp4)
 
 extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_act_rows(const __grid_constant__ b12x::MoeActParams p) {
   b12x::moe_act_rows(p);

@@ -32,18 +32,7 @@ namespace bsgemm {
 // double-buffered across k-steps (wait_group 1 before a buffer is rewritten); every k-tile's MMAs
 // complete (wait_group 0) before the block barrier that lets its slot be refilled. Other targets
 // build a trapping body; Rust lists these kernels on SM90 only.
-// The default epilogue: finish<> (the split tail's merge, the scales, the bias, the stores). A
-// caller's Epi replaces it with its own static run<WT, XT, BM, BN, TOut, RS, kSplit>(p, cw, acc,
-// xrow0, nrow0) over the same accumulators (moe.fused_moe's FC1 applies its activation there).
-struct StoreEpi {
-  template <int WT, int XT, int BM, int BN, typename TOut, int RS, bool kSplit>
-  static __device__ __forceinline__ void run(const BsGemmParams& p, const CtaWork& cw, float (&acc)[WT][XT][4],
-                                             int xrow0, int nrow0) {
-    finish<WT, XT, BM, BN, TOut, RS, kSplit>(p, cw, acc, xrow0, nrow0);
-  }
-};
-
-template <Fmt F, int MT, typename TOut, bool kXs = false, typename Epi = StoreEpi>
+template <Fmt F, int MT, typename TOut, bool kXs = false>
 __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #if B12X_SM90_FEATURES
   using T = Tile<F, 4, 4 * MT>;
@@ -198,7 +187,7 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
     wg::wait<0>();
     if (++slot == S) slot = 0, phase ^= 1;
   }
-  Epi::template run<MT, 16, BM, BN, TOut, 64, true>(p, cw, acc, 0, nrow0);
+  finish<MT, 16, BM, BN, TOut, 64, true>(p, cw, acc, 0, nrow0);
 #else
   __trap();
 #endif

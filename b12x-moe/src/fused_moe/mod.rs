@@ -678,8 +678,7 @@ impl Query {
     }
 
     /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
-    /// count, scan, place, gather), the tile GEMM (FC2, and FC1 unless fused), the activation
-    /// (or FC1 with the activation in its epilogue: [`Query::fused_act`]), the combine.
+    /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine.
     pub fn grouped_symbols(&self, tile: &TileKernel) -> Vec<String> {
         let f = match self.shape.recipe.weights() {
             Fp4::Nvfp4 => "nvfp4",
@@ -687,23 +686,8 @@ impl Query {
         };
         let mut out: Vec<String> = self.route_symbol().into_iter().collect();
         out.extend(["zero", "count", "scan", "place", "gather"].map(|k| format!("b12x_fused_moe_group_{k}")));
-        // The activation's own launch, or (W4A16 on the wgmma tile) FC1 with it in its epilogue.
-        let act = if self.fused_act(tile) {
-            format!("b12x_fused_moe_tile_wg_act_{f}")
-        } else {
-            "b12x_fused_moe_act_rows".into()
-        };
-        out.extend([tile.symbol(f), act, "b12x_fused_moe_combine_rows".into()]);
+        out.extend([tile.symbol(f), "b12x_fused_moe_act_rows".into(), "b12x_fused_moe_combine_rows".into()]);
         out
-    }
-
-    /// Whether the tiled path's FC1 applies the activation and the routing weight in its
-    /// epilogue (`b12x_fused_moe_tile_wg_act_*`, bit for bit the activation kernel's result
-    /// without the gate/up rows' round trip and its launch): the wgmma tile with BF16
-    /// activations (W4A16; the quantized recipes' ĥ needs whole blocks of h per thread, which
-    /// the activation kernel has).
-    pub fn fused_act(&self, tile: &TileKernel) -> bool {
-        matches!(tile, TileKernel::Wgmma(_)) && self.shape.recipe.act_block() == 1
     }
 
     /// The simple path's kernel symbols, in launch order: the router (a query with one), FC1,
@@ -1068,9 +1052,7 @@ impl Decode {
         l.add("counts", if tiled { 4 * e } else { 0 });
         l.add("row_start", if tiled { 4 * e } else { 0 });
         l.add("rank", if tiled { 4 * pairs } else { 0 });
-        // (none when FC1 applies the activation itself)
-        let fused = self.tile.as_ref().is_some_and(|t| query.fused_act(t));
-        l.add("gu", if tiled && !fused { 2 * pairs * r1 } else { 0 });
+        l.add("gu", if tiled { 2 * pairs * r1 } else { 0 });
         l
     }
 }
@@ -1528,8 +1510,6 @@ struct GroupedCall {
     rows: MoeRowsParams,
     grids: (u32, u32),
     tile_smem: u32,
-    /// FC1 applies the activation ([`Query::fused_act`]): no activation launch.
-    fused_act: bool,
 }
 
 fn grouped_call(
@@ -1611,10 +1591,9 @@ fn grouped_call(
             rbs: m.rbs as i32,
             max_slots: max_slots as i32,
             reserved: 0,
-            act: MoeActParams::default(),
         }
     };
-    let mut fc1 = tile_params(&w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1);
+    let fc1 = tile_params(&w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1);
     let fc2 = tile_params(&w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2);
     let act = MoeActParams {
         meta: bound.ptr("meta"),
@@ -1634,11 +1613,7 @@ fn grouped_call(
     };
     let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
-    let fused_act = q.fused_act(&tile);
-    if fused_act {
-        fc1.act = act;
-    }
-    let call = GroupedCall { topk, group, fc1, act, fc2, rows, grids, tile_smem: tile.dynamic_smem(), fused_act };
+    let call = GroupedCall { topk, group, fc1, act, fc2, rows, grids, tile_smem: tile.dynamic_smem() };
     Ok((t, plan.buckets.len() - 1, call))
 }
 
@@ -1692,13 +1667,8 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
         scan.launch_ex(stream, LaunchDims { grid: (1, 1, 1), block: (SCAN_THREADS, 1, 1), smem_bytes: 0 }, g, pdl)?;
         place.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
         gather.launch_ex(stream, blocks(pairs * (g.hidden as usize / xb), 256), g, pdl)?;
-        if c.fused_act {
-            // `act` is FC1 with the activation in its epilogue (Query::grouped_symbols).
-            act.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
-        } else {
-            tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
-            act.launch_ex(stream, blocks(pairs * (c.act.inter as usize / xb), 256), &c.act, pdl)?;
-        }
+        tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
+        act.launch_ex(stream, blocks(pairs * (c.act.inter as usize / xb), 256), &c.act, pdl)?;
         tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2, pdl)?;
         let dims = LaunchDims {
             grid: ((c.rows.hidden as u32 / 8).div_ceil(128), c.rows.tokens as u32, 1),

@@ -225,9 +225,6 @@ pub struct MoeTileParams {
     pub rbs: i32,
     pub max_slots: i32,
     pub reserved: i32,
-    /// The wgmma FC1 with the activation in its epilogue (`b12x_fused_moe_tile_wg_act_*`): the
-    /// activation's parameters (its `gu` unused); zero otherwise.
-    pub act: MoeActParams,
 }
 
 /// The grouped path's activation kernel (`b12x_fused_moe_act_rows`).
@@ -254,8 +251,7 @@ const _: () = {
     assert!(size_of::<MoeGroupParams>() == 160);
     assert!(offset_of!(MoeGroupParams, ldx) == 120);
     assert!(offset_of!(MoeGroupParams, slot_rows) == 144);
-    assert!(size_of::<MoeTileParams>() == 280);
-    assert!(offset_of!(MoeTileParams, act) == 200);
+    assert!(size_of::<MoeTileParams>() == 200);
     assert!(offset_of!(MoeTileParams, slots) == 152);
     assert!(offset_of!(MoeTileParams, ntiles) == 184);
     assert!(size_of::<MoeActParams>() == 80);
