@@ -309,14 +309,15 @@ fn check(
     check_opts(dev, layout, PlanOptions::default(), None, sh, t, how, bad, seed)
 }
 
-/// [`check`] on a plan made with `opts`, asserting that T takes `path` when given.
-#[allow(clippy::too_many_arguments)]
 /// The tiled path from T = 17 with the device's default tile kernel, or (`mma`) the mma.sync one.
 fn tile_opts(dev: &Arc<Device>, mma: bool) -> PlanOptions {
     let tile = if mma { TileKernel::mma(dev.smem_optin()) } else { None };
     PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile }
 }
 
+/// [`check`] on a plan made with `opts`, asserting that T takes `path` (and the forced tile
+/// kernel, if any) when given.
+#[allow(clippy::too_many_arguments)]
 fn check_opts(
     dev: &Arc<Device>,
     layout: WeightLayout,
