@@ -882,7 +882,7 @@ impl TileKernel {
         }
     }
     /// Whether this op builds the kernel and one CTA fits a device of `arch` with `smem_optin`
-    /// bytes (this op's static shared memory counted as the GEMV's, [`GEMV_STATIC_SMEM`]).
+    /// bytes (this op's static shared memory counted as the decode GEMV's).
     pub fn fits(&self, smem_optin: u32, arch: Arch) -> bool {
         let optin = smem_optin.saturating_sub(EARLY_SMEM);
         match self {
