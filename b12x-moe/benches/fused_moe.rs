@@ -19,11 +19,11 @@
 //! (x quantized to MXFP8 in the call for W4A8; W4A16 otherwise, the NVFP4 recipe's activation
 //! quantization left out), all back to back in one graph: routing, gathering, the activation and
 //! the combine are not in it, so it is a lower bound for an unfused layer.
-//! `fused_moe_tile/<case>` / `fused_moe_gemv/<case>` (T > 16): the grouped path the plan does not
-//! take by default at that T, forced with `PlanOptions::gemv_up_to` (the tiled path from T = 17,
-//! or the grouped GEMV up to the T·k its route holds), beside the default row;
-//! `fused_moe_tile_mma/<case>` (SM90): the tiled path with the mma.sync tile (64-row slots, the
-//! kernel of every other architecture) instead of SM90's default wgmma tile (128-row slots).
+//! `fused_moe_tile_wg/<case>`, `fused_moe_tile_mma/<case>`, `fused_moe_gemv/<case>` (T > 16): the
+//! grouped paths and tile kernels forced with `PlanOptions` — the tiled path from T = 17 with
+//! SM90's wgmma tile (128-row slots) or the mma.sync tile (64-row slots, the kernel of every
+//! other architecture, SM90's below `Query::wgmma_from`), the grouped GEMV up to the T·k its
+//! route holds — each beside the default row where it differs from it and from the rows before.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
 //! replaces the token counts.
 //!
@@ -218,18 +218,21 @@ fn main() -> Result<()> {
         // equal to the default's is skipped below).
         // On SM90 also the mma.sync tile (the other architectures' kernel) against the default
         // wgmma one.
-        let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), ..Default::default() };
+        let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), wgmma_from: Some(0), ..Default::default() };
         let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
         let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
         let runs = tokens.iter().flat_map(|&t| {
             let mut r = vec![(t, WeightLayout::Packed, None)];
             if t > GROUPED_ABOVE {
-                r.push((t, WeightLayout::Packed, Some(("fused_moe_tile", tile))));
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg", tile))));
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_mma", mma))));
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv))));
             }
             r
         });
+        // (T, path, tile kernel) of the rows measured so far: a forced row that repeats one is
+        // skipped.
+        let mut seen: Vec<(usize, Path, Option<TileKernel>)> = Vec::new();
         let runs: Vec<_> = runs.chain([(1, WeightLayout::RowMajor, None)]).collect();
         for (t, layout, forced) in runs {
             let path = match (layout, forced) {
@@ -257,17 +260,15 @@ fn main() -> Result<()> {
             let q = Query { shape: sh, max_tokens: t, layout, router: None };
             let plan = fused_moe::plan_with(&q, &dev, options)?;
             let want = if path.starts_with("fused_moe_tile") { Path::GroupedTile } else { Path::GroupedGemv };
-            // A forced row only where it differs from the default and took hold (the grouped
-            // GEMV is capped where the route's shared memory ends; the mma.sync tile is the
-            // default off SM90).
-            let default = fused_moe::plan(&q, &dev)?;
-            let same = if path == "fused_moe_tile_mma" {
-                fused_moe::plan_with(&q, &dev, tile)?.tile_kernel() == plan.tile_kernel()
-            } else {
-                default.path(t) == want
-            };
-            if forced.is_some() && (plan.path(t) != want || same) {
-                continue;
+            // A forced row only where it took hold and differs from the rows before (the grouped
+            // GEMV is capped where the route's shared memory ends; off SM90 the wgmma row is the
+            // mma.sync one).
+            let key = (t, plan.path(t), plan.tile_kernel(t));
+            if layout == WeightLayout::Packed {
+                if forced.is_some() && (plan.path(t) != want || seen.contains(&key)) {
+                    continue;
+                }
+                seen.push(key);
             }
             let mut session = PreparationSession::new(&dev)?;
             let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();

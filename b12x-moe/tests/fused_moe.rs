@@ -896,7 +896,11 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
 fn packed_buckets_choose_the_path() {
     use b12x_moe::fused_moe::{packed_buckets, Path, Query, WeightLayout, GEMV_ROWS_PER_EXPERT};
     let spans = |max: usize, up: usize| {
-        let (b, p) = packed_buckets(max, up);
+        let (b, p) = packed_buckets(max, up, None);
+        b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
+    };
+    let split = |max: usize, up: usize, from: usize| {
+        let (b, p) = packed_buckets(max, up, Some(from));
         b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
     };
     use Path::{Decode, GroupedGemv, GroupedTile};
@@ -913,12 +917,29 @@ fn packed_buckets_choose_the_path() {
     }
     assert_eq!(spans(4096, usize::MAX), [(1, 8, Decode), (9, 16, Decode), (17, 4096, GroupedGemv)]);
     assert_eq!(spans(1366, 1365).last(), Some(&(1366, 1366, GroupedTile)));
+    // SM90's two tiled buckets (mma.sync below the split, wgmma from it), only where the split
+    // falls strictly inside the tiled range.
+    assert_eq!(
+        split(4096, 256, 1024),
+        [(1, 8, Decode), (9, 16, Decode), (17, 256, GroupedGemv), (257, 1023, GroupedTile), (1024, 4096, GroupedTile)]
+    );
+    assert_eq!(split(4096, 256, 4096)[3..], [(257, 4095, GroupedTile), (4096, 4096, GroupedTile)]);
+    for from in [0, 17, 257, 4097, usize::MAX] {
+        assert_eq!(split(4096, 256, from)[3..], [(257, 4096, GroupedTile)], "split at {from}");
+    }
+    assert_eq!(split(100, 16, 64)[2..], [(17, 63, GroupedTile), (64, 100, GroupedTile)]);
     let q = |shape: Shape| Query { shape, max_tokens: 4096, layout: WeightLayout::Packed, router: None };
     assert_eq!(GEMV_ROWS_PER_EXPERT, 16);
     assert_eq!(q(Shape::deepseek_v4_flash_tp2()).gemv_up_to(), 682);
     assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to(), 512);
     assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to(), 256);
     assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to(), 1024);
+    // SM90's wgmma tile from T · k / E ≥ 64 (rounded up).
+    assert_eq!(b12x_moe::fused_moe::WGMMA_ROWS_PER_EXPERT, 64);
+    assert_eq!(q(Shape::deepseek_v4_flash_tp2()).wgmma_from(), 2731);
+    assert_eq!(q(Shape::gpt_oss_120b()).wgmma_from(), 2048);
+    assert_eq!(q(Shape::qwen3_30b_a3b()).wgmma_from(), 1024);
+    assert_eq!(q(Shape::deepseek_v41_flash_tp4()).wgmma_from(), 4096);
 }
 
 /// The decode FC kernels' code size stays within 10% of its measured size (SASS instructions of

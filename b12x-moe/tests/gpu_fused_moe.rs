@@ -309,10 +309,12 @@ fn check(
     check_opts(dev, layout, PlanOptions::default(), None, sh, t, how, bad, seed)
 }
 
-/// The tiled path from T = 17 with the device's default tile kernel, or (`mma`) the mma.sync one.
+/// The tiled path from T = 17 with the device's own tile kernel at every tiled T (SM90: the
+/// wgmma one, which it takes by default from `Query::wgmma_from` only), or (`mma`) the mma.sync
+/// one.
 fn tile_opts(dev: &Arc<Device>, mma: bool) -> PlanOptions {
     let tile = if mma { TileKernel::mma(dev.smem_optin()) } else { None };
-    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile }
+    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile, wgmma_from: Some(0) }
 }
 
 /// [`check`] on a plan made with `opts`, asserting that T takes `path` (and the forced tile
@@ -329,16 +331,33 @@ fn check_opts(
     bad: &[(usize, i32)],
     seed: u64,
 ) -> TrialResult {
+    check_in(dev, layout, opts, path, t.max(1), sh, t, how, bad, seed)
+}
+
+/// [`check_opts`] on a plan of capacity `cap` (≥ T).
+#[allow(clippy::too_many_arguments)]
+fn check_in(
+    dev: &Arc<Device>,
+    layout: WeightLayout,
+    opts: PlanOptions,
+    path: Option<Path>,
+    cap: usize,
+    sh: Shape,
+    t: usize,
+    how: Workload,
+    bad: &[(usize, i32)],
+    seed: u64,
+) -> TrialResult {
     let s = dev.stream();
-    let q = Query { shape: sh, max_tokens: t.max(1), layout, router: None };
+    let q = Query { shape: sh, max_tokens: cap, layout, router: None };
     let (plan, session) = prepared_with(dev, &q, opts)?;
     if let Some(p) = path {
         if plan.path(t) != p {
             return Err(format!("T = {t} takes {:?}, the trial is for {p:?}", plan.path(t)));
         }
     }
-    if opts.tile.is_some() && plan.tile_kernel() != opts.tile {
-        return Err(format!("the plan's tile kernel is {:?}, the trial is for {:?}", plan.tile_kernel(), opts.tile));
+    if opts.tile.is_some() && plan.tile_kernel(t) != opts.tile {
+        return Err(format!("the plan's tile kernel is {:?}, the trial is for {:?}", plan.tile_kernel(t), opts.tile));
     }
     let experts = Experts::random(&sh, seed);
     let d = upload_experts(&sh, &experts, layout, s)?;
@@ -531,32 +550,65 @@ fn trials() -> Vec<GpuTrial> {
             }));
         }
     }
-    // The tile kernel a plan picks: SM90 the wgmma body (128-row slots), elsewhere the mma.sync
-    // body (64-row slots); wgmma forced off SM90, or an mma.sync tile this op does not build, is a
-    // typed error.
+    // The tile kernel a plan picks: SM90 the wgmma body (128-row slots) from `Query::wgmma_from`
+    // (1024 on Qwen3-30B-A3B) and the mma.sync body (64-row slots) below it, elsewhere the
+    // mma.sync body; `PlanOptions::wgmma_from` moves the boundary; wgmma forced off SM90, or an
+    // mma.sync tile this op does not build, is a typed error.
     out.push(GpuTrial::new("packed_tile::kernel_choice", move |dev| {
         let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4096, layout: packed, router: None };
-        let plan = fused_moe::plan(&q, dev).map_err(|e| e.to_string())?;
         let sm90 = dev.arch() == b12x_core::Arch::Sm90;
-        let (kernel, rows) = (plan.tile_kernel(), plan.slot_rows(4096));
-        match kernel {
-            Some(TileKernel::Wgmma(_)) if sm90 && rows == 128 => {}
-            Some(TileKernel::Mma(_)) if !sm90 && rows == 64 => {}
-            _ => return Err(format!("{:?}: tile kernel {kernel:?}, {rows}-row slots", dev.arch())),
+        let choice = |opts: PlanOptions, t: usize| -> Result<(Option<TileKernel>, usize), String> {
+            let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
+            Ok((plan.tile_kernel(t), plan.slot_rows(t)))
+        };
+        let want = |t: usize, opts: PlanOptions, wgmma: bool| -> TrialResult {
+            match choice(opts, t)? {
+                (Some(TileKernel::Wgmma(_)), 128) if wgmma => Ok(()),
+                (Some(TileKernel::Mma(_)), 64) if !wgmma => Ok(()),
+                got => Err(format!("{:?} T = {t} with {opts:?}: {got:?}", dev.arch())),
+            }
+        };
+        let default = PlanOptions::default();
+        want(4096, default, sm90)?;
+        want(1024, default, sm90)?;
+        want(1023, default, false)?;
+        want(512, default, false)?;
+        want(512, PlanOptions { wgmma_from: Some(0), ..default }, sm90)?;
+        want(4096, PlanOptions { wgmma_from: Some(usize::MAX), ..default }, false)?;
+        if choice(default, 256)?.0.is_some() {
+            return Err("T = 256 is the grouped GEMV's, yet a tile kernel is named".into());
         }
         let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false });
         let forced = fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg), ..Default::default() });
         match (sm90, forced) {
-            (true, Ok(p)) if p.tile_kernel() == Some(wg) => {}
+            (true, Ok(p)) if p.tile_kernel(512) == Some(wg) && p.tile_kernel(4096) == Some(wg) => {}
             (false, Err(Error::Unsupported { .. })) => {}
-            (_, r) => return Err(format!("wgmma forced on {:?}: {:?}", dev.arch(), r.map(|p| p.tile_kernel()))),
+            (_, r) => return Err(format!("wgmma forced on {:?}: {:?}", dev.arch(), r.map(|p| p.tile_kernel(4096)))),
         }
         let wm4 = TileKernel::Mma(TileConfig { w8: false, wm: 4, wn: 8, stages: 2, splits: 1 });
         match fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wm4), ..Default::default() }) {
             Err(Error::Unsupported { .. }) => Ok(()),
-            r => Err(format!("a 128-row mma.sync tile: {:?}", r.map(|p| p.tile_kernel()))),
+            r => Err(format!("a 128-row mma.sync tile: {:?}", r.map(|p| p.tile_kernel(4096)))),
         }
     }));
+    // One plan of capacity 300 on the tiny shape (wgmma from T = 256 on SM90) run at T = 200 (the
+    // mma.sync bucket) and T = 300 (the wgmma bucket): each T launches its own bucket's kernel
+    // and scratch sized for both.
+    for t in [200usize, 300] {
+        out.push(GpuTrial::new(format!("packed_tile::split::t{t}"), move |dev| {
+            let sh = tiny(Fp4::Mxfp4, Activation::SwigluOai { limit: 7.0 });
+            let opts = PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), ..Default::default() };
+            let q = Query { shape: sh, max_tokens: 300, layout: packed, router: None };
+            let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
+            let wgmma = dev.arch() == b12x_core::Arch::Sm90 && t >= q.wgmma_from();
+            match plan.tile_kernel(t) {
+                Some(TileKernel::Wgmma(_)) if wgmma => {}
+                Some(TileKernel::Mma(_)) if !wgmma => {}
+                k => return Err(format!("T = {t}: {k:?}")),
+            }
+            check_in(dev, packed, opts, Some(Path::GroupedTile), 300, sh, t, Workload::SharedPct(50), &[], 31)
+        }));
+    }
     out.push(GpuTrial::new("packed::routing::shared_pct50::t64", move |dev| {
         let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
         check_opts(

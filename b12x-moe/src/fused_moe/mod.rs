@@ -52,8 +52,10 @@
 //!     - the **tiled path** (T above that, same file): the pairs grouped by expert into slots
 //!       (atomic ranks: rows inside an expert in no fixed order, which no result depends on),
 //!       x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel body per (slot,
-//!       256 weight rows) — on SM90 its wgmma body with 128-row slots, elsewhere its mma.sync
-//!       body with 64-row slots ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
+//!       256 weight rows) — on SM90 its wgmma body with 128-row slots from
+//!       [`Query::wgmma_from`] (an expert's expected rows `T·k/E` ≥ [`WGMMA_ROWS_PER_EXPERT`]),
+//!       its mma.sync body with 64-row slots below that and on every other architecture
+//!       ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
 //!       activation between them as its own launch, the combine; nine launches chained with
 //!       PDL. [`Plan::path`] says which path a T takes.
 //!
@@ -677,6 +679,14 @@ impl Query {
         GEMV_ROWS_PER_EXPERT * self.shape.experts / self.shape.top_k.max(1)
     }
 
+    /// The default smallest T of SM90's wgmma tile ([`PlanOptions::wgmma_from`] overrides it):
+    /// from `T · k / E ≥` [`WGMMA_ROWS_PER_EXPERT`] (an expert's expected rows fill half a
+    /// 128-row slot); the tiled T below it take the mma.sync tile's 64-row slots. Other
+    /// architectures have the mma.sync tile only.
+    pub fn wgmma_from(&self) -> usize {
+        (WGMMA_ROWS_PER_EXPERT * self.shape.experts).div_ceil(self.shape.top_k.max(1))
+    }
+
     /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
     /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine.
     pub fn grouped_symbols(&self, tile: &TileKernel) -> Vec<String> {
@@ -808,8 +818,9 @@ struct Decode {
     /// Per GEMV bucket (they come first, in bucket order), the GEMV config (`gemm.blockscaled`'s
     /// decode configs, KB = 1).
     configs: Vec<GemvConfig>,
-    /// The tiled bucket's kernel (the last bucket).
-    tile: Option<TileKernel>,
+    /// Per tiled bucket (they come last, in bucket order), its kernel: on SM90 by default the
+    /// mma.sync tile below [`PlanOptions::wgmma_from`] and the wgmma tile from it.
+    tiles: Vec<TileKernel>,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
     /// Slots capacity (the largest over the buckets), and over the GEMV buckets only (the
@@ -828,6 +839,16 @@ pub const GROUPED_ABOVE: usize = 16;
 /// The tiled path's mma.sync tile: 64 rows (slots of 64 rows) by 256 weight rows.
 const GROUPED_WM: usize = 2;
 const GROUPED_WN: usize = 8;
+/// The default [`Query::wgmma_from`] on SM90: the wgmma tile (128-row slots) serves T while the
+/// expected rows per expert under uniform routing, `T · k / E`, are at least this many; the
+/// mma.sync tile (64-row slots) serves the tiled T below (its slots are filled twice as densely
+/// where an expert has few rows).
+///
+/// Measured on an H100 (`bench-results/2026-12-06-h200-e/call2`, one job): at 32 rows per expert
+/// (Qwen3-30B-A3B T = 512) the mma.sync tile 1.36× faster (498 µs against 676); at 96
+/// (DeepSeek-V4-Flash T = 4096) the wgmma tile 1.58× faster, at 128 (gpt-oss-120b T = 4096) 1.42×,
+/// at 256 (Qwen3-30B-A3B T = 4096) 1.44×.
+pub const WGMMA_ROWS_PER_EXPERT: usize = 64;
 /// The SM90 wgmma tile's ring depth (`gemm.blockscaled`'s default: two stages were as fast as
 /// three or faster on dense prefill, `bench/proto/bsgemm_tile_proto.cu`).
 const GROUPED_WG_STAGES: usize = 2;
@@ -936,10 +957,15 @@ pub struct PlanOptions {
     /// grouped GEMV bucket (the tile from T = 17, the layout before session 46). Either way at
     /// most the T whose pairs the route's shared memory holds (`(optin/4 − E) / 3` pairs).
     pub gemv_up_to: Option<usize>,
-    /// Packed layout: the tiled path's kernel. `None`: SM90's wgmma body (128-row slots), the
-    /// mma.sync body (64-row slots) elsewhere; `Some` forces one (a typed error where it does not
+    /// Packed layout: the tiled path's kernel at every tiled T. `None`: on SM90 the mma.sync
+    /// body (64-row slots) below [`PlanOptions::wgmma_from`] and the wgmma body (128-row slots)
+    /// from it, the mma.sync body elsewhere; `Some` forces one (a typed error where it does not
     /// exist or fit: wgmma off SM90). The GPU suite runs both on SM90.
     pub tile: Option<TileKernel>,
+    /// Packed layout, SM90 with `tile: None`: the smallest T of the wgmma tile (the tiled path's
+    /// own bucket from there). `None`: [`Query::wgmma_from`]; `Some(0)`: wgmma at every tiled T;
+    /// `Some(usize::MAX)`: never.
+    pub wgmma_from: Option<usize>,
 }
 
 /// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
@@ -972,11 +998,12 @@ impl Decode {
         paths: &[Path],
         device: &Device,
         options: &PlanOptions,
+        split: Option<usize>,
     ) -> Result<Decode> {
         let s = &query.shape;
         let mut configs = Vec::new();
         let mut max_slots = 0;
-        let mut tile = None;
+        let mut tiles = Vec::new();
         let mut decode_slots = 0;
         for (b, path) in buckets.iter().zip(paths) {
             if *path == Path::GroupedTile {
@@ -990,11 +1017,15 @@ impl Decode {
                             t.id()
                         )))
                     }
-                    None => grouped_tile_config(device.smem_optin(), device.arch())
-                        .ok_or_else(|| unsupported("no grouped tile config fits this device's shared memory".into()))?,
+                    // Below the split (SM90's wgmma default, the mma.sync tile fitting too): mma.sync.
+                    None => match split {
+                        Some(from) if b.hi < from => TileKernel::mma(device.smem_optin()),
+                        _ => grouped_tile_config(device.smem_optin(), device.arch()),
+                    }
+                    .ok_or_else(|| unsupported("no grouped tile config fits this device's shared memory".into()))?,
                 };
                 max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, t.tile().0));
-                tile = Some(t);
+                tiles.push(t);
                 continue;
             }
             // The grouped GEMV takes the 16-row token tile (as the decode path's T 9..16).
@@ -1009,7 +1040,12 @@ impl Decode {
             configs.push(c);
         }
         let rbs = (s.fc1_rows().div_ceil(packed::ROW_BLOCK), s.hidden.div_ceil(packed::ROW_BLOCK));
-        Ok(Decode { paths: paths.to_vec(), configs, tile, rbs, max_slots, decode_slots, sm_count: device.sm_count() })
+        Ok(Decode { paths: paths.to_vec(), configs, tiles, rbs, max_slots, decode_slots, sm_count: device.sm_count() })
+    }
+
+    /// The kernel of a tiled bucket (`None` for a GEMV bucket).
+    fn tile_of(&self, bucket: usize) -> Option<TileKernel> {
+        bucket.checked_sub(self.configs.len()).and_then(|i| self.tiles.get(i)).copied()
     }
 
     /// `(grid, units)` of one FC launch at `tokens` with `c` on a matrix of `rbs` row blocks and
@@ -1040,7 +1076,7 @@ impl Decode {
         l.add("row_expert", 4 * pairs);
         l.add("row_weight", 4 * pairs);
         l.add("pair_row", 4 * pairs);
-        let tiled = self.tile.is_some();
+        let tiled = !self.tiles.is_empty();
         l.add("xq", if quantized || tiled { 2 * pairs * s.hidden } else { 0 });
         l.add("h", 2 * pairs * s.inter);
         l.add("y_rows", 2 * pairs * s.hidden);
@@ -1069,7 +1105,8 @@ pub struct Plan {
 
 /// Validates `query` and picks the packed layout's configs (decode path: T ≤ 8 8-row slots, T ≤
 /// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`], 16-row slots;
-/// tiled path above, 128-row slots with SM90's wgmma tile, 64-row slots with the mma.sync one).
+/// tiled path above, 128-row slots with SM90's wgmma tile (from [`Query::wgmma_from`]), 64-row
+/// slots with the mma.sync one (below it on SM90, every tiled T elsewhere)).
 /// Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     plan_with(query, device, PlanOptions::default())
@@ -1085,9 +1122,12 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 /// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(1024), ..Default::default() })?;
 /// assert_eq!((plan.path(1024), plan.path(1025)), (Path::GroupedGemv, Path::GroupedTile));
 /// assert_eq!(plan.slot_rows(1024), 16);
-/// // The tiled path's slots: 128 rows with SM90's wgmma tile, 64 with the mma.sync tile.
+/// // The tiled path's slots: 128 rows with SM90's wgmma tile (from `Query::wgmma_from`, 1024
+/// // here), 64 with the mma.sync tile (below it on SM90, everywhere else).
 /// let sm90 = dev.arch() == b12x_core::Arch::Sm90;
 /// assert_eq!(plan.slot_rows(1025), if sm90 { 128 } else { 64 });
+/// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(256), ..Default::default() })?;
+/// assert_eq!((plan.slot_rows(1023), plan.slot_rows(1024)), (64, if sm90 { 128 } else { 64 }));
 /// # Ok(()) }
 /// ```
 pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> Result<Plan> {
@@ -1099,8 +1139,16 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             let route_pairs =
                 ((device.smem_optin() as usize).saturating_sub(64) / 4).saturating_sub(query.shape.experts) / 3;
             let up_to = options.gemv_up_to.unwrap_or(query.gemv_up_to()).min(route_pairs / query.shape.top_k);
-            let (b, paths) = packed_buckets(query.max_tokens, up_to);
-            let d = Decode::new(query, &b, &paths, device, &options)?;
+            // SM90's default: the mma.sync tile below `wgmma_from`, the wgmma tile from it.
+            let optin = device.smem_optin();
+            let split = match (options.tile, grouped_tile_config(optin, device.arch())) {
+                (None, Some(TileKernel::Wgmma(_))) if TileKernel::mma(optin).is_some() => {
+                    Some(options.wgmma_from.unwrap_or(query.wgmma_from()))
+                }
+                _ => None,
+            };
+            let (b, paths) = packed_buckets(query.max_tokens, up_to, split);
+            let d = Decode::new(query, &b, &paths, device, &options, split)?;
             (b, Some(d))
         }
     };
@@ -1109,8 +1157,10 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
 
 /// A packed plan's buckets and their paths for a capacity of `max_tokens` with the grouped GEMV
 /// up to `gemv_up_to` tokens: `{1..8}`, `{9..16}` decode, `{17..gemv_up_to}` grouped GEMV, the
-/// rest tiled (each only where the capacity reaches it).
-pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize) -> (Vec<Bucket>, Vec<Path>) {
+/// rest tiled (each only where the capacity reaches it) — in two tiled buckets where
+/// `tile_split` falls inside the tiled range (`{..tile_split − 1}`, `{tile_split..}`: SM90's
+/// mma.sync and wgmma tiles).
+pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize, tile_split: Option<usize>) -> (Vec<Bucket>, Vec<Path>) {
     let mut b = vec![Bucket { lo: 1, hi: max_tokens.min(8) }];
     let mut paths = vec![Path::Decode];
     if max_tokens > 8 {
@@ -1123,7 +1173,13 @@ pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize) -> (Vec<Bucket>, Vec
         paths.push(Path::GroupedGemv);
     }
     if max_tokens > gemv_hi {
-        b.push(Bucket { lo: gemv_hi + 1, hi: max_tokens });
+        let mut lo = gemv_hi + 1;
+        if let Some(from) = tile_split.filter(|&f| f > lo && f <= max_tokens) {
+            b.push(Bucket { lo, hi: from - 1 });
+            paths.push(Path::GroupedTile);
+            lo = from;
+        }
+        b.push(Bucket { lo, hi: max_tokens });
         paths.push(Path::GroupedTile);
     }
     (b, paths)
@@ -1153,10 +1209,10 @@ impl Plan {
             Some(d) => d.paths[self.bucket_of(tokens)],
         }
     }
-    /// The packed layout's tiled-path kernel (`None`: the simple path, or a capacity that never
-    /// reaches the tiled path).
-    pub fn tile_kernel(&self) -> Option<TileKernel> {
-        self.decode.as_ref().and_then(|d| d.tile)
+    /// The packed layout's tiled-path kernel at `tokens` (`None`: the simple path, or a T the
+    /// tiled path does not serve).
+    pub fn tile_kernel(&self, tokens: usize) -> Option<TileKernel> {
+        self.decode.as_ref().and_then(|d| d.tile_of(self.bucket_of(tokens)))
     }
     /// The packed layout's rows per slot at `tokens` (the grouping's R: 8 or 16 on the decode
     /// and grouped-GEMV paths; on the tiled path 128 with SM90's wgmma kernel, 64 with the
@@ -1166,7 +1222,7 @@ impl Plan {
             None => 0,
             Some(d) => {
                 let b = self.bucket_of(tokens);
-                match (d.configs.get(b), &d.tile) {
+                match (d.configs.get(b), d.tile_of(b)) {
                     (Some(c), _) => 8 * c.nt,
                     (None, Some(t)) => t.tile().0,
                     (None, None) => 0,
@@ -1522,7 +1578,8 @@ fn grouped_call(
     let q = &plan.query;
     let s = &q.shape;
     let (t, a1, a2) = packed_checks(plan, d, w, args)?;
-    let Some(tile) = d.tile else {
+    let bucket = plan.bucket_of(t);
+    let Some(tile) = d.tile_of(bucket) else {
         return Err(Error::UnknownConfig { op: OP, bucket: format!("T = {t}"), config: "grouped".into() });
     };
     let layout = plan.scratch_layout();
@@ -1614,7 +1671,7 @@ fn grouped_call(
     let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
     let call = GroupedCall { topk, group, fc1, act, fc2, rows, grids, tile_smem: tile.dynamic_smem() };
-    Ok((t, plan.buckets.len() - 1, call))
+    Ok((t, bucket, call))
 }
 
 fn run_grouped(
@@ -1793,10 +1850,10 @@ impl OpPlan for Plan {
     fn candidates(&self, bucket: usize) -> Vec<String> {
         match &self.decode {
             None => vec![CONFIG.into()],
-            Some(d) => match (d.paths.get(bucket), d.configs.get(bucket), &d.tile) {
+            Some(d) => match (d.paths.get(bucket), d.configs.get(bucket), d.tile_of(bucket)) {
                 (Some(Path::GroupedGemv), Some(c), _) => vec![format!("grouped_gemv_{}", c.id())],
                 (_, Some(c), _) => vec![c.id()],
-                (_, None, Some(t)) if bucket == d.configs.len() => vec![format!("grouped_{}", t.id())],
+                (_, None, Some(t)) => vec![format!("grouped_{}", t.id())],
                 _ => Vec::new(),
             },
         }
@@ -1804,9 +1861,9 @@ impl OpPlan for Plan {
     fn symbols(&self, bucket: usize, config_index: usize) -> Vec<String> {
         match (&self.decode, config_index) {
             (None, 0) => self.query.symbols(),
-            (Some(d), 0) => match (d.configs.get(bucket), &d.tile) {
+            (Some(d), 0) => match (d.configs.get(bucket), d.tile_of(bucket)) {
                 (Some(c), _) => self.query.decode_symbols(c.nt),
-                (None, Some(t)) if bucket == d.configs.len() => self.query.grouped_symbols(t),
+                (None, Some(t)) => self.query.grouped_symbols(&t),
                 _ => Vec::new(),
             },
             _ => Vec::new(),
@@ -1817,7 +1874,7 @@ impl OpPlan for Plan {
         // limit when the selection is resolved (the simple path uses static shared memory only).
         match &self.decode {
             None => 0,
-            Some(d) => match (d.configs.get(bucket), &d.tile) {
+            Some(d) => match (d.configs.get(bucket), d.tile_of(bucket)) {
                 (Some(c), _) => c.dynamic_smem() + GEMV_STATIC_SMEM,
                 (None, Some(t)) => t.dynamic_smem() + GEMV_STATIC_SMEM,
                 _ => 0,
