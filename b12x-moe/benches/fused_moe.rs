@@ -24,6 +24,8 @@
 //! SM90's wgmma tile (128-row slots) or the mma.sync tile (64-row slots, the kernel of every
 //! other architecture, SM90's below `Query::wgmma_from`), the grouped GEMV up to the T·k its
 //! route holds — each beside the default row where it differs from it and from the rows before.
+//! `B12X_MOE_WG_STAGES=3,4` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
+//! the wgmma tile: forced with an n-stage ring instead of the default two.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
 //! replaces the token counts.
 //!
@@ -221,10 +223,22 @@ fn main() -> Result<()> {
         let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), wgmma_from: Some(0), ..Default::default() };
         let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
         let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
+        let wg_stages: Vec<(&'static str, PlanOptions)> = std::env::var("B12X_MOE_WG_STAGES")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|n| n.trim().parse::<usize>().ok())
+            .filter(|&n| dev.arch() == b12x_core::Arch::Sm90 && (3..=4).contains(&n))
+            .map(|n| {
+                let wg = TileKernel::Wgmma(bsgemv::WgConfig { w8: false, wn: 8, stages: n, tail: false });
+                let name: &'static str = if n == 3 { "fused_moe_tile_wg_s3" } else { "fused_moe_tile_wg_s4" };
+                (name, PlanOptions { tile: Some(wg), ..tile })
+            })
+            .collect();
         let runs = tokens.iter().flat_map(|&t| {
             let mut r = vec![(t, WeightLayout::Packed, None)];
             if t > GROUPED_ABOVE {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg", tile))));
+                r.extend(wg_stages.iter().map(|&(n, o)| (t, WeightLayout::Packed, Some((n, o)))));
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_mma", mma))));
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv))));
             }
@@ -263,6 +277,12 @@ fn main() -> Result<()> {
             // A forced row only where it took hold and differs from the rows before (the grouped
             // GEMV is capped where the route's shared memory ends; off SM90 the wgmma row is the
             // mma.sync one).
+            // The deeper rings only where the default takes the wgmma tile.
+            if path.starts_with("fused_moe_tile_wg_s")
+                && !matches!(fused_moe::plan(&q, &dev)?.tile_kernel(t), Some(TileKernel::Wgmma(_)))
+            {
+                continue;
+            }
             let key = (t, plan.path(t), plan.tile_kernel(t));
             if layout == WeightLayout::Packed {
                 if forced.is_some() && (plan.path(t) != want || seen.contains(&key)) {
