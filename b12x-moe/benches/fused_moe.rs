@@ -198,7 +198,19 @@ fn main() -> Result<()> {
             Ok(v) => v.split(',').filter_map(|t| t.trim().parse().ok()).collect(),
             Err(_) => TOKENS.into_iter().filter(|t| !quick() || QUICK_TOKENS.contains(t)).collect(),
         };
-        if !tokens.iter().any(|t| selected(&format!("fused_moe/{name}/T{t}")) || selected(&format!("{name}/T{t}"))) {
+        // (any row of the shape: the packed rows' prefixes, `fused_moe_simple` and the separate
+        // GEMMs at T = 1)
+        const ROWS: [&str; 8] = [
+            "fused_moe",
+            "fused_moe_tile_wg",
+            "fused_moe_tile_wg_s3",
+            "fused_moe_tile_wg_s4",
+            "fused_moe_tile_mma",
+            "fused_moe_gemv",
+            "fused_moe_simple",
+            "fused_moe_separate",
+        ];
+        if !tokens.iter().any(|t| ROWS.iter().any(|r| selected(&format!("{r}/{name}/T{t}"))) || selected(&format!("{name}/T1"))) {
             continue;
         }
         let s = dev.stream();
