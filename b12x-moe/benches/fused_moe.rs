@@ -210,7 +210,10 @@ fn main() -> Result<()> {
             "fused_moe_simple",
             "fused_moe_separate",
         ];
-        if !tokens.iter().any(|t| ROWS.iter().any(|r| selected(&format!("{r}/{name}/T{t}"))) || selected(&format!("{name}/T1"))) {
+        if !tokens
+            .iter()
+            .any(|t| ROWS.iter().any(|r| selected(&format!("{r}/{name}/T{t}"))) || selected(&format!("{name}/T1")))
+        {
             continue;
         }
         let s = dev.stream();
