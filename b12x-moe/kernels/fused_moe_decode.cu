@@ -691,8 +691,7 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
   bsgemm::gemm<F, WM, WN, bf16>(p);
 }
 
-// SM90: the wgmma body (bsgemm_wgmma.cuh, MT = 2): BM = 128 slot rows by BN = 256 weight rows,
-// the wgmma's N the smallest of 32, 64, 96, 128 that covers the slot's rows (kAdaptN).
+// SM90: the wgmma body (bsgemm_wgmma.cuh, MT = 2): BM = 128 slot rows by BN = 256 weight rows.
 // The CTA's params live in shared memory (thread 0 writes them, the body reads its fields from
 // there when it needs them) rather than in a per-thread copy: a register copy is what made the
 // mma.sync body's 128-row tile spill. Other targets build a trapping body (as the dense wgmma
@@ -705,7 +704,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileParams& mp) {
   if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
   if (threadIdx.x == 0) s_p = moe_tile_params<256>(mp, slot);
   __syncthreads();
-  bsgemm::wgemm<F, 2, bf16, false, true>(s_p);  // N = 32 / 64 / 96 / 128 by the slot's rows
+  bsgemm::wgemm<F, 2, bf16>(s_p);
 }
 
 // Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from

@@ -13,12 +13,6 @@
 namespace b12x {
 namespace bsgemm {
 
-// A wgmma's N (x rows) as a type, for kAdaptN's generic lambda.
-template <int N>
-struct XRows {
-  static constexpr int value = N;
-};
-
 // ---- SM90 only: wgmma with the dequantized weight as register A ------------------------------
 // CTA tile 128 x rows by 128 MT weight rows; two warpgroups of 64 MT weight rows (MT m64 tiles
 // each) run wgmma.m64n128k16 with A — the weight, swap-AB as everywhere here — from registers and
@@ -38,11 +32,7 @@ struct XRows {
 // double-buffered across k-steps (wait_group 1 before a buffer is rewritten); every k-tile's MMAs
 // complete (wait_group 0) before the block barrier that lets its slot be refilled. Other targets
 // build a trapping body; Rust lists these kernels on SM90 only.
-// kAdaptN (moe.fused_moe's tiles, whose slots are often partly filled; not the dense kernels):
-// each wgmma's N is the smallest of 32, 64, 96, 128 that covers the CTA's p.m x rows (uniform
-// per CTA; the rows past it are zeros here and their outputs are not stored), so a partly filled
-// slot's MMAs shrink with it. The dense instantiations keep N = 128 (their code is as before).
-template <Fmt F, int MT, typename TOut, bool kXs = false, bool kAdaptN = false>
+template <Fmt F, int MT, typename TOut, bool kXs = false>
 __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #if B12X_SM90_FEATURES
   using T = Tile<F, 4, 4 * MT>;
@@ -100,8 +90,6 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
   const bool tile32 = (p.flags & bsgemv::kTile32) != 0;
   static_assert(!kXs || F == Fmt::Fp8Block, "f32 x scales go with block-FP8 weights");
 
-  static_assert(!kAdaptN || !kPromote, "block FP8's promotion runs N = 128 only");
-  const int nx = kAdaptN ? (p.m <= 32 ? 32 : p.m <= 64 ? 64 : p.m <= 96 ? 96 : 128) : 128;
   for (int s = 0; s < S - 1 && s < ktiles; ++s) load(kt0 + s, s);
   int slot = 0, phase = 0;
   for (int kt = 0; kt < ktiles; ++kt) {
@@ -171,30 +159,11 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
           // A tile's first step overwrites the partial sums (scale-d = 0).
           const bool first = tile32 ? (s & 1) == 0 : s == 0;
           wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(part), ab[ip], db, !first);
-          wg::commit();
-        } else if constexpr (kAdaptN) {
-          // The step's MMAs and their commit in each branch (a commit after the branches joined
-          // would cost a no-op HGMMA to carry the group).
-          auto issue = [&](auto n) {
-#pragma unroll
-            for (int i = 0; i < MT; ++i)
-              wg::mma_m64nk16_rs<decltype(n)::value>(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
-            wg::commit();
-          };
-          if (nx == 32) {
-            issue(XRows<32>{});
-          } else if (nx == 64) {
-            issue(XRows<64>{});
-          } else if (nx == 96) {
-            issue(XRows<96>{});
-          } else {
-            issue(XRows<128>{});
-          }
         } else {
 #pragma unroll
           for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
-          wg::commit();
         }
+        wg::commit();
         if constexpr (kPromote) {
           if (tile32 ? (s & 1) == 1 : s == 7) {
             // The tile's partial sums are complete: acc += part * its f32 scale (32 x 32: tile row
