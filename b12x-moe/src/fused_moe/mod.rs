@@ -844,10 +844,12 @@ const GROUPED_WN: usize = 8;
 /// mma.sync tile (64-row slots) serves the tiled T below (its slots are filled twice as densely
 /// where an expert has few rows).
 ///
-/// Measured on an H100 (`bench-results/2026-12-06-h200-e/call2`, one job): at 32 rows per expert
-/// (Qwen3-30B-A3B T = 512) the mma.sync tile 1.36× faster (498 µs against 676); at 96
-/// (DeepSeek-V4-Flash T = 4096) the wgmma tile 1.58× faster, at 128 (gpt-oss-120b T = 4096) 1.42×,
-/// at 256 (Qwen3-30B-A3B T = 4096) 1.44×.
+/// Measured on the H200 (`bench-results/2026-12-06-h200-f/call2`, bench `b1`, one job, both tiles
+/// forced at the same T): below 64 rows per expert the mma.sync tile is 1.06–1.11× faster
+/// (DeepSeek-V4-Flash T = 1024 / 2048: 24 / 48 rows, 2180 / 2319 µs against 2408 / 2514;
+/// gpt-oss-120b T = 1024: 32 rows, 2225 against 2366); from 64 rows the wgmma tile is
+/// 1.29–1.60× faster (Qwen3-30B-A3B T = 1024: 556 µs against 715; gpt-oss-120b T = 2048: 2451
+/// against 3281; DeepSeek-V4-Flash T = 4096: 2771 against 4425).
 pub const WGMMA_ROWS_PER_EXPERT: usize = 64;
 /// The SM90 wgmma tile's ring depth (`gemm.blockscaled`'s default: two stages were as fast as
 /// three or faster on dense prefill, `bench/proto/bsgemm_tile_proto.cu`).
