@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 55, call 2 (issue 7; replaces call 1, which never got a device): two bundles.
+# Session 55, call 2 (issue 7; a call-1 script for b1 alone never got a device): two bundles.
 #   .gpu/b2 = the wgmma tile with kAdaptN (the wgmma's N = 32 / 64 / 96 / 128 by the slot's rows)
 #             + the per-T tile choice (mma.sync below Query::wgmma_from);
 #   .gpu/b1 = the per-T tile choice alone (N = 128 always): the A/B baseline.
