@@ -48,6 +48,8 @@ use std::sync::Arc;
 
 const TOKENS: [usize; 6] = [1, 2, 8, 64, 512, 4096];
 const QUICK_TOKENS: [usize; 2] = [1, 8];
+/// `B12X_MOE_WG_STAGES`'s ring depths and their rows.
+const WG_STAGE_ROWS: [(usize, &str); 2] = [(3, "fused_moe_tile_wg_s3"), (4, "fused_moe_tile_wg_s4")];
 
 /// Device copies of everything a call reads or writes.
 struct Bufs {
@@ -200,20 +202,18 @@ fn main() -> Result<()> {
         };
         // (any row of the shape: the packed rows' prefixes, `fused_moe_simple` and the separate
         // GEMMs at T = 1)
-        const ROWS: [&str; 8] = [
+        const ROWS: [&str; 6] = [
             "fused_moe",
             "fused_moe_tile_wg",
-            "fused_moe_tile_wg_s3",
-            "fused_moe_tile_wg_s4",
             "fused_moe_tile_mma",
             "fused_moe_gemv",
             "fused_moe_simple",
             "fused_moe_separate",
         ];
-        if !tokens
-            .iter()
-            .any(|t| ROWS.iter().any(|r| selected(&format!("{r}/{name}/T{t}"))) || selected(&format!("{name}/T1")))
-        {
+        let row_selected = |t: &usize| {
+            ROWS.iter().chain(WG_STAGE_ROWS.iter().map(|(_, r)| r)).any(|r| selected(&format!("{r}/{name}/T{t}")))
+        };
+        if !tokens.iter().any(|t| row_selected(t) || selected(&format!("{name}/T1"))) {
             continue;
         }
         let s = dev.stream();
@@ -231,21 +231,18 @@ fn main() -> Result<()> {
         let mut w2 = Some(w2);
         let mut a = Some(a);
         let mut packed = Some(packed);
-        // Above GROUPED_ABOVE: the plan's default path, then both grouped paths forced (the one
-        // equal to the default's is skipped below).
-        // On SM90 also the mma.sync tile (the other architectures' kernel) against the default
-        // wgmma one.
+        // Above GROUPED_ABOVE: the plan's default, then each tile kernel and the grouped GEMV
+        // forced (a row repeating an earlier one is skipped below).
         let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), wgmma_from: Some(0), ..Default::default() };
         let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
         let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
-        let wg_stages: Vec<(&'static str, PlanOptions)> = std::env::var("B12X_MOE_WG_STAGES")
-            .unwrap_or_default()
-            .split(',')
-            .filter_map(|n| n.trim().parse::<usize>().ok())
-            .filter(|&n| dev.arch() == b12x_core::Arch::Sm90 && (3..=4).contains(&n))
-            .map(|n| {
+        let stages = std::env::var("B12X_MOE_WG_STAGES").unwrap_or_default();
+        let wanted: Vec<usize> = stages.split(',').filter_map(|n| n.trim().parse().ok()).collect();
+        let wg_stages: Vec<(&'static str, PlanOptions)> = WG_STAGE_ROWS
+            .iter()
+            .filter(|(n, _)| dev.arch() == b12x_core::Arch::Sm90 && wanted.contains(n))
+            .map(|&(n, name)| {
                 let wg = TileKernel::Wgmma(bsgemv::WgConfig { w8: false, wn: 8, stages: n, tail: false });
-                let name: &'static str = if n == 3 { "fused_moe_tile_wg_s3" } else { "fused_moe_tile_wg_s4" };
                 (name, PlanOptions { tile: Some(wg), ..tile })
             })
             .collect();
