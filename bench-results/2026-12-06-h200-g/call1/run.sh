@@ -9,7 +9,8 @@
 #             four warpgroups of one m64 tile each (512 threads, 127 registers);
 #   .gpu/b6 = b5 with the activation kernel's 16-byte loads (it loaded gate / up one bf16 at a time).
 # 1. bench b1, b3, b5, b6 at T 1024, 2048, 4096 (default rows); 2. gpu_fused_moe (b6) small trials;
-# 3. memcheck / racecheck of the tiled trials (b6, reduced); 4. packed model trials (b6) until the deadline.
+# 3. memcheck / racecheck of the tiled trials (b6, reduced); 4. b6 Qwen3 T 512 / 768, every row;
+# 5. packed model trials (b6) until the deadline.
 END=${END:-585}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 for b in b1 b3 b5 b6; do mkdir -p .gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/bz_$b/bundle.tar.xz .gpu/$b; done
 export B12X_ALLOW_PARTIAL_ARCHS=1
@@ -29,6 +30,8 @@ echo "fused_moe memcheck (b6): $(tail -1 $R/fm_memcheck.txt) t=$SECONDS" >> $R/s
 bash $S ./gpu_fused_moe racecheck $R/rc 16 15 '^packed_tile::(bad_ids_masked::t40|graph_replay.*t40|tiny::shared_100::t300|split::t[23]00)' > $R/fm_racecheck.txt 2>&1
 echo "fused_moe racecheck (b6): $(tail -1 $R/fm_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
 unset B12X_TEST_PROFILE
+B12X_MOE_TOKENS=512,768 B12X_BENCH_FILTER=qwen3 B12X_BENCH_OUT=$R/bench_b6_512 timeout 40 ./bench_fused_moe > $R/bench_b6_512.txt 2>&1
+echo "bench b6 T512/768 qwen3 rc=$? t=$SECONDS" >> $R/summary.txt; save
 left=$((END - 15 - SECONDS))
 if [ $left -gt 30 ]; then
   timeout $left bash $S ./gpu_fused_moe none $R/fmm 10 $((left - 40)) '^packed_tile::.*models|^packed::.*models.*t(512|4096)' > $R/fm_models.txt 2>&1
