@@ -8,34 +8,37 @@
 #   .gpu/b5 = b3 with 3 A-register buffers (two wgmma groups in flight while a step dequantizes) and
 #             four warpgroups of one m64 tile each (512 threads, 127 registers);
 #   .gpu/b6 = b5 with the activation kernel's 16-byte loads (it loaded gate / up one bf16 at a time).
-# 1. bench b1, b3, b5, b6 at T 1024, 2048, 4096 (default rows); 2. gpu_fused_moe (b6) small trials;
-# 3. memcheck / racecheck of the tiled trials (b6, reduced); 4. b6 Qwen3 T 512 / 768, every row;
-# 5. packed model trials (b6) until the deadline.
+# 1. bench b1, b6 at T 1024, 2048, 4096 (default rows); 2. gpu_fused_moe (b6) small trials; 3. the
+# tiled path's model trials (b6); 4. memcheck / racecheck of the tiled trials (b6, reduced); 5. bench
+# b5, b3 (default rows); 6. b6 Qwen3 T 512 / 768, every row.
 END=${END:-585}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 for b in b1 b3 b5 b6; do mkdir -p .gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/bz_$b/bundle.tar.xz .gpu/$b; done
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r.tgz r); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
-for b in b1 b3 b5 b6; do
-  cd $ROOT/.gpu/$b/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
-  B12X_BENCH_FILTER=fused_moe/ B12X_MOE_TOKENS=1024,2048,4096 B12X_BENCH_OUT=$R/bench_$b timeout 75 ./bench_fused_moe > $R/bench_$b.txt 2>&1
-  echo "bench $b rc=$? t=$SECONDS" >> $R/summary.txt; save
-done
+bench() {  # bundle, seconds
+  cd $ROOT/.gpu/$1/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
+  B12X_BENCH_FILTER=fused_moe/ B12X_MOE_TOKENS=1024,2048,4096 B12X_BENCH_OUT=$R/bench_$1 timeout $2 ./bench_fused_moe > $R/bench_$1.txt 2>&1
+  echo "bench $1 rc=$? t=$SECONDS" >> $R/summary.txt; save
+}
+bench b1 70; bench b6 70
 cd $ROOT/.gpu/b6/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
-bash $S ./gpu_fused_moe none $R/fm 12 50 'tiny|routing|bad|graph|alloc|logits|kernel_choice|split' > $R/fm_small.txt 2>&1
+bash $S ./gpu_fused_moe none $R/fm 12 40 'tiny|routing|bad|graph|alloc|logits|kernel_choice|split' > $R/fm_small.txt 2>&1
 echo "fused_moe small (b6): $(tail -1 $R/fm_small.txt) t=$SECONDS" >> $R/summary.txt; save
+bash $S ./gpu_fused_moe none $R/fmm 10 50 '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
+echo "fused_moe tiled models (b6): $(tail -1 $R/fm_models.txt) t=$SECONDS" >> $R/summary.txt; save
 export B12X_TEST_PROFILE=reduced
-bash $S ./gpu_fused_moe memcheck $R/mc 16 30 '^packed_tile::.*(tiny|bad|graph|split)' > $R/fm_memcheck.txt 2>&1
+bash $S ./gpu_fused_moe memcheck $R/mc 16 25 '^packed_tile::.*(tiny|bad|graph|split)' > $R/fm_memcheck.txt 2>&1
 echo "fused_moe memcheck (b6): $(tail -1 $R/fm_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
-bash $S ./gpu_fused_moe racecheck $R/rc 16 15 '^packed_tile::(bad_ids_masked::t40|graph_replay.*t40|tiny::shared_100::t300|split::t[23]00)' > $R/fm_racecheck.txt 2>&1
+bash $S ./gpu_fused_moe racecheck $R/rc 16 10 '^packed_tile::(bad_ids_masked::t40|graph_replay.*t40|tiny::shared_100::t300|split::t[23]00)' > $R/fm_racecheck.txt 2>&1
 echo "fused_moe racecheck (b6): $(tail -1 $R/fm_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
 unset B12X_TEST_PROFILE
-B12X_MOE_TOKENS=512,768 B12X_BENCH_FILTER=qwen3 B12X_BENCH_OUT=$R/bench_b6_512 timeout 40 ./bench_fused_moe > $R/bench_b6_512.txt 2>&1
-echo "bench b6 T512/768 qwen3 rc=$? t=$SECONDS" >> $R/summary.txt; save
-left=$((END - 15 - SECONDS))
-if [ $left -gt 30 ]; then
-  timeout $left bash $S ./gpu_fused_moe none $R/fmm 10 $((left - 40)) '^packed_tile::.*models|^packed::.*models.*t(512|4096)' > $R/fm_models.txt 2>&1
-  echo "fused_moe packed models (b6): $(tail -1 $R/fm_models.txt) t=$SECONDS" >> $R/summary.txt; save
+for b in b5 b3; do left=$((END - 20 - SECONDS)); [ $left -gt 40 ] && bench $b $(( left < 65 ? left : 65 )); done
+left=$((END - 10 - SECONDS))
+if [ $left -gt 20 ]; then
+  cd $ROOT/.gpu/b6/bundle/bin
+  B12X_MOE_TOKENS=512,768 B12X_BENCH_FILTER=qwen3 B12X_BENCH_OUT=$R/bench_b6_512 timeout $left ./bench_fused_moe > $R/bench_b6_512.txt 2>&1
+  echo "bench b6 T512/768 qwen3 rc=$? t=$SECONDS" >> $R/summary.txt; save
 fi
 cat $R/gpu.txt $R/summary.txt
 grep -h "FAIL\|fail" $R/fm/none.txt $R/fmm/none.txt $R/mc/memcheck.txt $R/rc/racecheck.txt 2>/dev/null | head -30
