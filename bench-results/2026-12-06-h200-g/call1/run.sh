@@ -25,7 +25,7 @@ bench b1 70; bench b6 70
 cd $ROOT/.gpu/b6/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
 bash $S ./gpu_fused_moe none $R/fm 12 40 'tiny|routing|bad|graph|alloc|logits|kernel_choice|split' > $R/fm_small.txt 2>&1
 echo "fused_moe small (b6): $(tail -1 $R/fm_small.txt) t=$SECONDS" >> $R/summary.txt; save
-bash $S ./gpu_fused_moe none $R/fmm 10 50 '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
+timeout 110 bash $S ./gpu_fused_moe none $R/fmm 10 50 '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
 echo "fused_moe tiled models (b6): $(tail -1 $R/fm_models.txt) t=$SECONDS" >> $R/summary.txt; save
 export B12X_TEST_PROFILE=reduced
 bash $S ./gpu_fused_moe memcheck $R/mc 16 25 '^packed_tile::.*(tiny|bad|graph|split)' > $R/fm_memcheck.txt 2>&1
