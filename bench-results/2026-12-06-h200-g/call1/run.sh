@@ -18,17 +18,17 @@ save() { (cd $OUT && tar czf r.tgz r); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
 bench() {  # bundle, seconds
   cd $ROOT/.gpu/$1/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
-  B12X_BENCH_FILTER=fused_moe/ B12X_MOE_TOKENS=1024,2048,4096 B12X_BENCH_OUT=$R/bench_$1 timeout $2 ./bench_fused_moe > $R/bench_$1.txt 2>&1
+  B12X_BENCH_FILTER=fused_moe/ B12X_MOE_TOKENS=${TOKS:-1024,2048,4096} B12X_BENCH_OUT=$R/bench_$1 timeout $2 ./bench_fused_moe > $R/bench_$1.txt 2>&1
   echo "bench $1 rc=$? t=$SECONDS" >> $R/summary.txt; save
 }
-bench b1 60; bench b6 60
+bench b1 ${BT:-60}; bench b6 ${BT:-60}
 cd $ROOT/.gpu/b6/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
-bash $S ./gpu_fused_moe none $R/fm 12 35 'tiny|routing|bad|graph|alloc|logits|kernel_choice|split' > $R/fm_small.txt 2>&1
+bash $S ./gpu_fused_moe none $R/fm 12 ${ST:-35} 'tiny|routing|bad|graph|alloc|logits|kernel_choice|split' > $R/fm_small.txt 2>&1
 echo "fused_moe small (b6): $(tail -1 $R/fm_small.txt) t=$SECONDS" >> $R/summary.txt; save
-timeout 90 bash $S ./gpu_fused_moe none $R/fmm 10 40 '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
+timeout ${MT:-90} bash $S ./gpu_fused_moe none $R/fmm 10 $(( ${MT:-90} - 50 )) '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
 echo "fused_moe tiled models (b6): $(tail -1 $R/fm_models.txt) t=$SECONDS" >> $R/summary.txt; save
 export B12X_TEST_PROFILE=reduced
-bash $S ./gpu_fused_moe memcheck $R/mc 16 20 '^packed_tile::.*(tiny|bad|graph|split)' > $R/fm_memcheck.txt 2>&1
+bash $S ./gpu_fused_moe memcheck $R/mc 16 ${CT:-20} '^packed_tile::.*(tiny|bad|graph|split)' > $R/fm_memcheck.txt 2>&1
 echo "fused_moe memcheck (b6): $(tail -1 $R/fm_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
 bash $S ./gpu_fused_moe racecheck $R/rc 16 10 '^packed_tile::(bad_ids_masked::t40|graph_replay.*t40|tiny::shared_100::t300|split::t[23]00)' > $R/fm_racecheck.txt 2>&1
 echo "fused_moe racecheck (b6): $(tail -1 $R/fm_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
