@@ -28,9 +28,9 @@ echo "fused_moe small (b6): $(tail -1 $R/fm_small.txt) t=$SECONDS" >> $R/summary
 timeout ${MT:-90} bash $S ./gpu_fused_moe none $R/fmm 10 $(( ${MT:-90} - 50 )) '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
 echo "fused_moe tiled models (b6): $(tail -1 $R/fm_models.txt) t=$SECONDS" >> $R/summary.txt; save
 export B12X_TEST_PROFILE=reduced
-bash $S ./gpu_fused_moe memcheck $R/mc 16 ${CT:-20} '^packed_tile::.*(tiny|bad|graph|split)' > $R/fm_memcheck.txt 2>&1
+bash $S ./gpu_fused_moe memcheck $R/mc 16 ${CT:-20} '^packed_tile::.*(tiny|bad|graph|split|ring)' > $R/fm_memcheck.txt 2>&1
 echo "fused_moe memcheck (b6): $(tail -1 $R/fm_memcheck.txt) t=$SECONDS" >> $R/summary.txt; save
-bash $S ./gpu_fused_moe racecheck $R/rc 16 10 '^packed_tile::(bad_ids_masked::t40|graph_replay.*t40|tiny::shared_100::t300|split::t[23]00)' > $R/fm_racecheck.txt 2>&1
+bash $S ./gpu_fused_moe racecheck $R/rc 16 10 '^packed_tile::(bad_ids_masked::t40|graph_replay.*t40|tiny::shared_100::t300|split::t[23]00|ring::s[24]::t300)' > $R/fm_racecheck.txt 2>&1
 echo "fused_moe racecheck (b6): $(tail -1 $R/fm_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
 unset B12X_TEST_PROFILE
 for b in b5 b3; do left=$((END - 20 - SECONDS)); [ $left -gt 40 ] && bench $b $(( left < 65 ? left : 65 )); done
