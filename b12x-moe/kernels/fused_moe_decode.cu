@@ -799,14 +799,8 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   const int wgi = warp >> 2, wl = warp & 3;
   const int nrow0 = 64 * MT * wgi + 16 * wl;
   const uint32_t sc_blk = uint32_t(nrow0 >> 7);
-  auto sc_off = [&](int i, int h) {
-    const int r = nrow0 + 64 * i + g + 8 * h;
-    return uint32_t((r & 31) * 16 + ((r & 127) >> 5) * 4);
-  };
-  constexpr uint32_t kM = 0x81C081C0u, k14 = 0x00400040u;
-  const int r1 = t == 0 ? 0 : t == 1 ? 4 : t == 2 ? 10 : 6;
-  const uint32_t m1 = t == 3 ? (kM & ~k14) : kM, m2 = t == 3 ? k14 : 0u;
-  auto pair_t = [&](uint32_t w) { return (e2m1_rotr(w, r1) & m1) | (e2m1_rotr(w, 14) & m2); };
+  auto sc_off = [&](int i, int h) { return bsgemm::wg_scale_off(nrow0 + 64 * i + g + 8 * h); };
+  const bsgemm::Fp4LanePair pair_t(t);
 
   float acc[MT][16][4];
 #pragma unroll
