@@ -719,8 +719,10 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 //   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read.
 // Rows past the slot in x (the next slot's, or zeros past the call's rows) reach only output
 // columns the epilogue does not store; codes and x past K read as zeros (TMA bounds), so a scale
-// tile not copied (past the expert's rows or K) multiplies zeros (the scale table holds no Inf
-// or NaN). The CTA's params (pointers moved to its slot, as the mma.sync tile's) live in shared
+// tile not copied past K multiplies zeros. With one live 128-row block, the second block's codes
+// are the next expert's and its scale words whatever the stage held: those products land in
+// weight rows past n, which the epilogue does not store either (s_tab, indexed by a byte, holds
+// no Inf or NaN). The CTA's params (pointers moved to its slot, as the mma.sync tile's) live in shared
 // memory for the epilogue. Other targets build a trapping body (Rust lists it on SM90 only).
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
@@ -755,6 +757,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   const int slot = int(blockIdx.x) / mp.ntiles;
   if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
   const int S = mp.g.stages, ktiles = mp.g.ktiles;
+  if (S < 2) __trap();  // a refill would overwrite the stage being read (the host plans 2..4)
   if (tid == 0) {
     const int4 sl = mp.slots[slot];
     const int nt = int(blockIdx.x) - slot * mp.ntiles;
@@ -835,10 +838,16 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
       } else {
         wg::wait<kAb - 1>();
       }
-      if (s == 1 && kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);  // k-tile kt - 1's MMAs are done
-      if (s == 3 && kt > 0 && tid == 0 && kt - 1 + S < ktiles) {
-        mbar_wait(empty0 + 8 * prev, uint32_t(((kt - 1) / S) & 1));
-        produce(kt - 1 + S, prev);
+      if (s == 1 && kt > 0) {  // k-tile kt - 1's MMAs and the warp's reads of its stage are done
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty0 + 8 * prev);
+      }
+      if (s == 3 && kt > 0) {
+        if (tid == 0 && kt - 1 + S < ktiles) {
+          mbar_wait(empty0 + 8 * prev, uint32_t(((kt - 1) / S) & 1));
+          produce(kt - 1 + S, prev);
+        }
+        __syncwarp();  // warp 0 converged again before the warpgroup's .aligned wgmma instructions
       }
       const int blk = F == bsgemv::Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile (16 / 32 k)
 #pragma unroll
