@@ -4,6 +4,8 @@
 # b6 = branch head 7ce893f + the review's hardening), with one step added before the b5 / b3 benches:
 # bench/proto/moe_micro_proto.cu (the one-launch T = 1 decode prototype) built with the machine's
 # nvcc and run (its own CPU oracle check, then graph-replay timings against the read probe).
+# Knobs for a short call: END (s), BT (each bench), ST (small trials), MT (model trials; <= 50 skips),
+# CT (memcheck deadline), PT (proto).
 END=${END:-585}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 for b in b1 b3 b5 b6; do mkdir -p .gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/bz_$b/bundle.tar.xz .gpu/$b; done
 export B12X_ALLOW_PARTIAL_ARCHS=1
@@ -18,7 +20,7 @@ bench b1 ${BT:-60}; bench b6 ${BT:-60}
 cd $ROOT/.gpu/b6/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
 bash $S ./gpu_fused_moe none $R/fm 12 ${ST:-35} 'tiny|routing|bad|graph|alloc|logits|kernel_choice|split' > $R/fm_small.txt 2>&1
 echo "fused_moe small (b6): $(tail -1 $R/fm_small.txt) t=$SECONDS" >> $R/summary.txt; save
-timeout ${MT:-90} bash $S ./gpu_fused_moe none $R/fmm 10 $(( ${MT:-90} - 50 )) '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
+[ ${MT:-90} -gt 50 ] && timeout ${MT:-90} bash $S ./gpu_fused_moe none $R/fmm 10 $(( ${MT:-90} - 50 )) '^packed_tile::models|^packed::models.*t(512|4096)' > $R/fm_models.txt 2>&1
 echo "fused_moe tiled models (b6): $(tail -1 $R/fm_models.txt) t=$SECONDS" >> $R/summary.txt; save
 export B12X_TEST_PROFILE=reduced
 bash $S ./gpu_fused_moe memcheck $R/mc 16 ${CT:-20} '^packed_tile::.*(tiny|bad|graph|split|ring)' > $R/fm_memcheck.txt 2>&1
