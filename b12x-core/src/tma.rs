@@ -14,9 +14,29 @@ use cudarc::driver::sys::{
 /// The opaque 128-byte descriptor, laid out as the kernels' `TmaDescriptor`.
 pub type TmaDescriptor = [u64; 16];
 
+/// The shared-memory swizzle of a box: 16-byte chunk `c` of box row `r` lands at chunk
+/// `c ^ (r % 8)` (128-byte rows) or `c ^ ((r / 2) % 4)` (64-byte rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmaSwizzle {
+    /// 64-byte box rows.
+    B64,
+    /// 128-byte box rows (wgmma's K-major layout).
+    B128,
+}
+
+impl TmaSwizzle {
+    /// The box row's bytes.
+    pub fn row_bytes(self) -> usize {
+        match self {
+            TmaSwizzle::B64 => 64,
+            TmaSwizzle::B128 => 128,
+        }
+    }
+}
+
 /// A row-major 2-D tensor read in boxes of `box_cols × box_rows` elements with the 128-byte
-/// swizzle (each box row is one 128-byte line, so `box_cols · size = 128`); elements outside
-/// `rows × cols` read as zero.
+/// swizzle (each box row is one 128-byte line, so `box_cols · size = 128`; [`Tma2d::encode_with`]
+/// takes the 64-byte one); elements outside `rows × cols` read as zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tma2d {
     /// Device address of element (0, 0): 16-byte aligned.
@@ -31,8 +51,13 @@ pub struct Tma2d {
 }
 
 impl Tma2d {
-    /// Encodes the descriptor. `tensor` names the tensor in errors.
+    /// Encodes the descriptor with the 128-byte swizzle. `tensor` names the tensor in errors.
     pub fn encode(&self, tensor: &'static str) -> Result<TmaDescriptor> {
+        self.encode_with(tensor, TmaSwizzle::B128)
+    }
+
+    /// Encodes the descriptor with `swizzle`: each box row is `swizzle.row_bytes()` bytes.
+    pub fn encode_with(&self, tensor: &'static str, swizzle: TmaSwizzle) -> Result<TmaDescriptor> {
         let data_type = match self.dtype {
             DType::BF16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
             DType::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
@@ -51,9 +76,10 @@ impl Tma2d {
             });
         }
         let bad = |reason: String| Err(Error::InvalidQuery { op: "tma", field: "box", reason });
-        if self.box_cols as usize * self.dtype.size_bytes() != 128 || !(1..=256).contains(&self.box_rows) {
+        let line = swizzle.row_bytes();
+        if self.box_cols as usize * self.dtype.size_bytes() != line || !(1..=256).contains(&self.box_rows) {
             return bad(format!(
-                "a 128-byte swizzled box needs 128-byte rows and 1..=256 rows, got {}×{}",
+                "a {line}-byte swizzled box needs {line}-byte rows and 1..=256 rows, got {}×{}",
                 self.box_cols, self.box_rows
             ));
         }
@@ -89,7 +115,10 @@ impl Tma2d {
                 boxes.as_ptr(),
                 element_strides.as_ptr(),
                 CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                match swizzle {
+                    TmaSwizzle::B64 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+                    TmaSwizzle::B128 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                },
                 CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_NONE,
                 CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )
@@ -138,6 +167,18 @@ mod tests {
         // (the empty tensor) fires.
         let e = Tma2d { dtype: DType::F32, box_cols: 32, rows: 0, ..w() }.encode("x");
         assert!(matches!(e, Err(Error::Stride { tensor: "x", .. })), "{e:?}");
+    }
+
+    #[test]
+    fn a_64_byte_swizzle_takes_64_byte_box_rows() {
+        // 32 bf16 = 64 bytes: right for B64, wrong for B128 (and 64 bf16 the other way round).
+        let e = Tma2d { box_cols: 64, ..w() }.encode_with("w", TmaSwizzle::B64);
+        assert!(matches!(e, Err(Error::InvalidQuery { op: "tma", field: "box", .. })), "{e:?}");
+        let e = Tma2d { box_cols: 32, ..w() }.encode("w");
+        assert!(matches!(e, Err(Error::InvalidQuery { op: "tma", field: "box", .. })), "{e:?}");
+        // The box passes for B64; the empty tensor is then the error (no driver call).
+        let e = Tma2d { box_cols: 32, box_rows: 256, rows: 0, ..w() }.encode_with("w", TmaSwizzle::B64);
+        assert!(matches!(e, Err(Error::Stride { tensor: "w", .. })), "{e:?}");
     }
 
     #[test]

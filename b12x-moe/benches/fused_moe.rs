@@ -24,8 +24,8 @@
 //! SM90's wgmma tile (128-row slots) or the mma.sync tile (64-row slots, the kernel of every
 //! other architecture, SM90's below `Query::wgmma_from`), the grouped GEMV up to the T·k its
 //! route holds — each beside the default row where it differs from it and from the rows before.
-//! `B12X_MOE_WG_STAGES=3,4` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
-//! the wgmma tile: forced with an n-stage ring instead of the default two.
+//! `B12X_MOE_WG_STAGES=2,3` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
+//! the wgmma tile: forced with an n-stage ring (2..4) instead of the default four.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
 //! replaces the token counts.
 //!
@@ -49,7 +49,8 @@ use std::sync::Arc;
 const TOKENS: [usize; 6] = [1, 2, 8, 64, 512, 4096];
 const QUICK_TOKENS: [usize; 2] = [1, 8];
 /// `B12X_MOE_WG_STAGES`'s ring depths and their rows.
-const WG_STAGE_ROWS: [(usize, &str); 2] = [(3, "fused_moe_tile_wg_s3"), (4, "fused_moe_tile_wg_s4")];
+const WG_STAGE_ROWS: [(usize, &str); 3] =
+    [(2, "fused_moe_tile_wg_s2"), (3, "fused_moe_tile_wg_s3"), (4, "fused_moe_tile_wg_s4")];
 
 /// Device copies of everything a call reads or writes.
 struct Bufs {

@@ -691,20 +691,197 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
   bsgemm::gemm<F, WM, WN, bf16>(p);
 }
 
-// SM90: the wgmma body (bsgemm_wgmma.cuh, MT = 2): BM = 128 slot rows by BN = 256 weight rows.
-// The CTA's params live in shared memory (thread 0 writes them, the body reads its fields from
-// there when it needs them) rather than in a per-thread copy: a register copy is what made the
-// mma.sync body's 128-row tile spill. Other targets build a trapping body (as the dense wgmma
-// kernels; Rust lists it on SM90 only).
+// Mirrored by src/fused_moe/params.rs (MoeTileTmaParams): the wgmma tile's parameters, the
+// mma.sync tile's plus two TMA descriptors.
+struct MoeTileTmaParams {
+  MoeTileParams t;
+  TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x 128 rows, 128-byte swizzle
+  TmaDescriptor wmap;  // the stacked codes [E rbs 128 rows, K / 2 bytes] as bf16 pairs: boxes 32 x 256 rows,
+                       // 64-byte swizzle
+};
+static_assert(offsetof(MoeTileTmaParams, xmap) == 256, "offset must match params.rs");
+static_assert(offsetof(MoeTileTmaParams, wmap) == 384, "offset must match params.rs");
+static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
+
+// SM90: the wgmma tile, BM = 128 slot rows by BN = 256 weight rows in 4 / MT warpgroups of MT
+// m64 weight tiles (kMoeWgMT; src/fused_moe/mod.rs launches WG_TILE_THREADS = kMoeWgThreads) —
+// the math of bsgemm::wgemm (bsgemm_wgmma.cuh: the A fragment, the weight, dequantized from
+// shared memory into registers, x from shared memory by descriptor; the same scale words, lane
+// pairs and epilogue), with its own ring:
+// - one thread (tid 0) fills a stage with TMA / bulk copies — x's two 64-k slabs (the 128-byte
+//   swizzle wgmma reads), the codes box (the 64-byte swizzle, which is w_pos<false>'s chunk
+//   order), the scale tiles of the live 128-row blocks — completing on the stage's `full`
+//   barrier; no other thread computes a load address (bsgemm::load_stage's per-thread cp.async
+//   addressing was ~37% of wgemm's k loop);
+// - wgmma groups stay in flight across k-tiles (no wait_group 0 and no block barrier per
+//   k-tile): kAb A-register buffers, each warp arriving on the stage's `empty` barrier at step 1
+//   of the next k-tile, once wait_group says its warpgroup's MMAs of the stage are complete; tid
+//   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read.
+// Rows past the slot in x (the next slot's, or zeros past the call's rows) reach only output
+// columns the epilogue does not store; codes and x past K read as zeros (TMA bounds), so a scale
+// tile not copied past K multiplies zeros. With one live 128-row block, the second block's codes
+// are the next expert's and its scale words whatever the stage held: those products land in
+// weight rows past n, which the epilogue does not store either (s_tab, indexed by a byte, holds
+// no Inf or NaN). The CTA's params (pointers moved to its slot, as the mma.sync tile's) live in shared
+// memory for the epilogue. Other targets build a trapping body (Rust lists it on SM90 only).
+constexpr int kMoeWgMT = 1;
+constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
 template <bsgemv::Fmt F>
-__device__ __forceinline__ void moe_tile_wg(const MoeTileParams& mp) {
+__device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
+#if B12X_SM90_FEATURES
+  constexpr int kThreads = kMoeWgThreads;
+  using T = bsgemm::Tile<F, 4, 8>;
+  constexpr int BM = T::BM, BN = T::BN, MT = kMoeWgMT;
+  constexpr int kTw = F == bsgemv::Fmt::Nvfp4 ? 2 : 1;  // scale tiles per k-tile and 128-row block
+  static_assert(F == bsgemv::Fmt::Nvfp4 || F == bsgemv::Fmt::Mxfp4, "FP4 weights");
+  static_assert(BM == 128 && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
+  static_assert(T::kStage % 1024 == 0, "1024-byte aligned stages");
+  struct Producer {
+    const unsigned char* scales;  // the CTA's first 128-row block's scale tiles
+    int xrow0, wrow0, blocks, scale_tiles;
+  };
   __shared__ BsGemmParams s_p;
+  __shared__ Producer s_prod;
+  __shared__ __align__(8) uint64_t s_full[bsgemm::kMaxStages], s_empty[bsgemm::kMaxStages];
+  __shared__ uint32_t s_tab[256];
+  extern __shared__ __align__(16) unsigned char s_dyn[];
+  const MoeTileParams& mp = mpt.t;
+  const uint32_t ring = (smem_addr(s_dyn) + 1023u) & ~1023u;  // the launch adds 1024 bytes of slack
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const uint32_t full0 = smem_addr(s_full), empty0 = smem_addr(s_empty);
+  if (tid == 0) {
+    tma_prefetch_descriptor(&mpt.xmap);
+    tma_prefetch_descriptor(&mpt.wmap);
+  }
   pdl_wait_then_release();
   const int slot = int(blockIdx.x) / mp.ntiles;
   if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
-  if (threadIdx.x == 0) s_p = moe_tile_params<256>(mp, slot);
+  const int S = mp.g.stages, ktiles = mp.g.ktiles;
+  if (S < 2) __trap();  // a refill would overwrite the stage being read (the host plans 2..4)
+  if (tid == 0) {
+    const int4 sl = mp.slots[slot];
+    const int nt = int(blockIdx.x) - slot * mp.ntiles;
+    s_p = moe_tile_params<BN>(mp, slot);
+    Producer pr;
+    pr.xrow0 = sl.y;
+    pr.wrow0 = (sl.x * mp.rbs) * bsgemv::kRows + nt * BN;
+    pr.blocks = nt * BN + 128 < mp.g.n ? 2 : 1;
+    pr.scale_tiles = mp.g.scale_tiles;
+    pr.scales = mp.g.scales + (long long)(sl.x * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
+    s_prod = pr;
+    int* si = bsgemm::split_info();
+    si[0] = int(blockIdx.x), si[1] = 0, si[2] = 1;  // no split
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full0 + 8 * s, 1);
+      mbar_init(empty0 + 8 * s, kThreads / 32);
+    }
+    mbar_fence_init();
+  }
+  bsgemv::fill_scale_table<F>(s_tab, mp.g.scale_bias, tid, kThreads);
   __syncthreads();
-  bsgemm::wgemm<F, 2, bf16>(s_p);
+
+  // tid 0: k-tile kt into stage st.
+  auto produce = [&](int kt, int st) {
+    const Producer pr = s_prod;
+    const uint32_t xs = ring + uint32_t(st) * T::kStage, bar = full0 + 8 * st;
+    const int tiles = min(kTw, pr.scale_tiles - kt * kTw);
+    const uint32_t sbytes = tiles > 0 ? uint32_t(pr.blocks * tiles * 512) : 0u;
+    mbar_arrive_expect_tx(bar, T::kX + T::kW + sbytes);
+    tma_load_2d(xs, &mpt.xmap, kt * 128, pr.xrow0, bar);
+    tma_load_2d(xs + BM * 128, &mpt.xmap, kt * 128 + 64, pr.xrow0, bar);
+    tma_load_2d(xs + T::kX, &mpt.wmap, kt * 32, pr.wrow0, bar);
+    for (int rb = 0; rb < pr.blocks && tiles > 0; ++rb)
+      bulk_copy_g2s(xs + T::kX + T::kW + uint32_t(rb * kTw * 512),
+                    pr.scales + ((long long)rb * pr.scale_tiles + kt * kTw) * 512, uint32_t(tiles * 512), bar);
+  };
+  if (tid == 0)
+    for (int s = 0; s < S && s < ktiles; ++s) produce(s, s);
+
+  // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
+  // + g and + 8 of each (bsgemm::wgemm's).
+  const int wgi = warp >> 2, wl = warp & 3;
+  const int nrow0 = 64 * MT * wgi + 16 * wl;
+  const uint32_t sc_blk = uint32_t(nrow0 >> 7);
+  auto sc_off = [&](int i, int h) { return bsgemm::wg_scale_off(nrow0 + 64 * i + g + 8 * h); };
+  const bsgemm::Fp4LanePair pair_t(t);
+
+  float acc[MT][16][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  constexpr int kAb = 3;  // A buffers: kAb - 1 MMA groups in flight while the next step dequantizes
+  static_assert(kAb == 2 || kAb == 3, "two or three A buffers");
+  uint32_t a[kAb][MT][4];  // [buffer][m64 tile][register]: buffer s % kAb at k16 step s of every k-tile
+  int st = 0, phase = 0;
+  for (int kt = 0; kt < ktiles; ++kt) {
+    mbar_wait(full0 + 8 * st, uint32_t(phase));
+    const int prev = st == 0 ? S - 1 : st - 1;  // k-tile kt - 1's stage
+    const uint32_t xs = ring + uint32_t(st) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
+    uint32_t scw[MT][2][kTw];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int u = 0; u < kTw; ++u) scw[i][h][u] = bsgemv::ld_shared_u32(ss + sc_off(i, h) + 512u * (kTw * sc_blk + u));
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {  // k16 steps
+      uint32_t(&ab)[MT][4] = a[s % kAb];
+      // The MMAs kAb steps back, the last readers of this buffer, are done (three buffers: at
+      // steps 0 and 1 the last readers are the previous k-tile's steps 6 and 7, two back).
+      if (kAb == 3 && s < 2) {
+        wg::wait<1>();
+      } else {
+        wg::wait<kAb - 1>();
+      }
+      if (s == 1 && kt > 0) {  // k-tile kt - 1's MMAs and the warp's reads of its stage are done
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty0 + 8 * prev);
+      }
+      if (s == 3 && kt > 0) {
+        if (tid == 0 && kt - 1 + S < ktiles) {
+          mbar_wait(empty0 + 8 * prev, uint32_t(((kt - 1) / S) & 1));
+          produce(kt - 1 + S, prev);
+        }
+        __syncwarp();  // warp 0 converged again before the warpgroup's .aligned wgmma instructions
+      }
+      const int blk = F == bsgemv::Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile (16 / 32 k)
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const int r = nrow0 + 64 * i + g;
+        uint32_t w[2][2];  // [row g, g + 8][k 2t.. / 2t + 8..]
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint2 v = bsgemv::ld_shared_v2(ws + bsgemm::w_pos<false>(r + 8 * h, s >> 1) + 8u * (s & 1));
+          w[h][0] = v.x;
+          w[h][1] = v.y;
+        }
+        const uint32_t sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+        const uint32_t sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
+        ab[i][0] = bsgemv::hmul2_bf16(pair_t(w[0][0]), sl);
+        ab[i][1] = bsgemv::hmul2_bf16(pair_t(w[1][0]), sh);
+        ab[i][2] = bsgemv::hmul2_bf16(pair_t(w[0][1]), sl);
+        ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
+      }
+      wg::fence();
+      const uint64_t db = wg::desc_sw128(xs + uint32_t(s >> 2) * (BM * 128) + 32u * (s & 3));
+#pragma unroll
+      for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
+      wg::commit();
+    }
+    if (++st == S) st = 0, phase ^= 1;
+  }
+  wg::wait<0>();
+  bsgemm::CtaWork cw;
+  cw.m0 = 0, cw.n0 = int(blockIdx.x) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
+  bsgemm::finish<MT, 16, BM, BN, bf16, 64, true>(s_p, cw, acc, 0, nrow0);
+#else
+  __trap();
+#endif
 }
 
 // Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from
@@ -734,13 +911,22 @@ __device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, in
   float v[B];
   const bf16* gu = p.gu + (long long)row * p.gu_cols;
   const float w = p.row_weight[row];
+  // 16-byte loads (rows and j0 are multiples of 8): gated, j0 + 8 q's gate run of 8 at 16 (j0 / 8
+  // + q) with its up run 8 further; non-gated, g = gu[j].
+  auto lo = [](uint32_t b) { return __uint_as_float(b << 16); };
+  auto hi = [](uint32_t b) { return __uint_as_float(b & 0xFFFF0000u); };
 #pragma unroll
-  for (int i = 0; i < B; ++i) {
-    const int j = j0 + i;
-    const int gc = p.gated ? 16 * (j >> 3) + (j & 7) : j;
-    const float g = __bfloat162float(gu[gc]);
-    const float u = p.gated ? __bfloat162float(gu[gc + 8]) : 0.0f;
-    v[i] = __bfloat162float(__float2bfloat16_rn(w * moe_act_rt(p.act, g, u, p.limit)));
+  for (int q = 0; q < B / 8; ++q) {
+    const int gc = p.gated ? 16 * ((j0 >> 3) + q) : j0 + 8 * q;
+    const uint4 gv = *reinterpret_cast<const uint4*>(gu + gc);
+    const uint4 uv = p.gated ? *reinterpret_cast<const uint4*>(gu + gc + 8) : make_uint4(0, 0, 0, 0);
+    const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float g = (i & 1) ? hi(gw[i >> 1]) : lo(gw[i >> 1]);
+      const float u = (i & 1) ? hi(uw[i >> 1]) : lo(uw[i >> 1]);
+      v[8 * q + i] = __bfloat162float(__float2bfloat16_rn(w * moe_act_rt(p.act, g, u, p.limit)));
+    }
   }
   if constexpr (B == 32) {
     mxfp8_qdq_block(v);
@@ -801,8 +987,8 @@ B12X_MOE_TILE(Mxfp4, mxfp4, 2)
 
 // SM90: the wgmma tiles, BM = 128 slot rows by BN = 256 weight rows, one CTA per SM.
 #define B12X_MOE_TILE_WG(FMT, FMTNAME)                                                             \
-  extern "C" __global__ void __launch_bounds__(b12x::bsgemm::kThreads, 1)                          \
-      b12x_fused_moe_tile_wg_##FMTNAME(const __grid_constant__ b12x::MoeTileParams p) {            \
+  extern "C" __global__ void __launch_bounds__(b12x::kMoeWgThreads, 1)                             \
+      b12x_fused_moe_tile_wg_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) {            \
     b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT>(p);                                                  \
   }
 B12X_MOE_TILE_WG(Nvfp4, nvfp4)

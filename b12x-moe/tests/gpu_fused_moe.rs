@@ -591,6 +591,24 @@ fn trials() -> Vec<GpuTrial> {
             r => Err(format!("a 128-row mma.sync tile: {:?}", r.map(|p| p.tile_kernel(4096)))),
         }
     }));
+    // SM90's wgmma tile at 2, 3 and 4 stages on a deeper shape than `tiny`: hidden 1088 (8.5
+    // k-tiles) and I = 576 (4.5), so the ring refills its stages, both K tails read the TMA's
+    // zeros (NVFP4: the last k-tile's second scale tile is not copied), and FC1's 1152 rows end in
+    // an N tile with one live 128-row block. Off SM90: the default (mma.sync) tile.
+    for (stages, f, act) in [
+        (2usize, Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) }),
+        (3, Fp4::Mxfp4, Activation::SwigluOai { limit: 7.0 }),
+        (4, Fp4::Nvfp4, Activation::Relu2),
+    ] {
+        out.push(GpuTrial::new(format!("packed_tile::ring::s{stages}::t300"), move |dev| {
+            let sh = Shape { hidden: 1088, inter: 576, ..tiny(f, act) };
+            let mut opts = tile_opts(dev, false);
+            if dev.arch() == b12x_core::Arch::Sm90 {
+                opts.tile = Some(TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages, tail: false }));
+            }
+            check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 31)
+        }));
+    }
     // One plan of capacity 300 on the tiny shape (wgmma from T = 256 on SM90) run at T = 200 (the
     // mma.sync bucket) and T = 300 (the wgmma bucket): each T launches its own bucket's kernel
     // and scratch sized for both.

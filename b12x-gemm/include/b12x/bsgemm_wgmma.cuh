@@ -32,6 +32,24 @@ namespace bsgemm {
 // double-buffered across k-steps (wait_group 1 before a buffer is rewritten); every k-tile's MMAs
 // complete (wait_group 0) before the block barrier that lets its slot be refilled. Other targets
 // build a trapping body; Rust lists these kernels on SM90 only.
+// The wgmma bodies' lane geometry (wgemm here, moe.fused_moe's TMA-fed tile): the byte of weight
+// row r's scale word in its 128-row block's 512-byte scale tile, and the lane's FP4 pair —
+// bsgemv::pair<t>'s rotation chosen per lane at run time (t = 3 takes two bits from rotation 14).
+__device__ __forceinline__ uint32_t wg_scale_off(int r) { return uint32_t((r & 31) * 16 + ((r & 127) >> 5) * 4); }
+struct Fp4LanePair {
+  int r1;
+  uint32_t m1, m2;
+  __device__ __forceinline__ explicit Fp4LanePair(int t) {
+    constexpr uint32_t kM = 0x81C081C0u, k14 = 0x00400040u;
+    r1 = t == 0 ? 0 : t == 1 ? 4 : t == 2 ? 10 : 6;
+    m1 = t == 3 ? (kM & ~k14) : kM;
+    m2 = t == 3 ? k14 : 0u;
+  }
+  __device__ __forceinline__ uint32_t operator()(uint32_t w) const {
+    return (e2m1_rotr(w, r1) & m1) | (e2m1_rotr(w, 14) & m2);
+  }
+};
+
 template <Fmt F, int MT, typename TOut, bool kXs = false>
 __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
 #if B12X_SM90_FEATURES
@@ -60,22 +78,17 @@ __device__ __forceinline__ void wgemm(const BsGemmParams& p) {
   const int wgi = warp >> 2, wl = warp & 3;
   const int nrow0 = 64 * MT * wgi + 16 * wl;
   const uint32_t sc_blk = uint32_t(nrow0 >> 7);
-  auto sc_off = [&](int i, int h) {
-    const int r = nrow0 + 64 * i + g + 8 * h;
-    return uint32_t((r & 31) * 16 + ((r & 127) >> 5) * 4);
-  };
-  // The lane's pair: FP4, bsgemv::pair<t>'s rotation (t = 3 takes two bits from rotation 14);
-  // FP8, bytes 2 (t % 2), + 1 of a word as e4m3_pair_bf16_2m120<t % 2> places them.
-  constexpr uint32_t kM = 0x81C081C0u, k14 = 0x00400040u;
-  const int r1 = t == 0 ? 0 : t == 1 ? 4 : t == 2 ? 10 : 6;
-  const uint32_t m1 = t == 3 ? (kM & ~k14) : kM, m2 = t == 3 ? k14 : 0u;
+  auto sc_off = [&](int i, int h) { return wg_scale_off(nrow0 + 64 * i + g + 8 * h); };
+  // The lane's pair: FP4, Fp4LanePair; FP8, bytes 2 (t % 2), + 1 of a word as
+  // e4m3_pair_bf16_2m120<t % 2> places them.
+  const Fp4LanePair fp4(t);
   const uint32_t sel = (t & 1) ? 0x3424u : 0x1404u;
   auto pair_t = [&](uint32_t w) {
     if constexpr (kFp8) {
       const uint32_t q = __byte_perm(w, 0u, sel);
       return (q & 0x80008000u) | ((q >> 4) & 0x07F007F0u);
     } else {
-      return (e2m1_rotr(w, r1) & m1) | (e2m1_rotr(w, 14) & m2);
+      return fp4(w);
     }
   };
 

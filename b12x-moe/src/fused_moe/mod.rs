@@ -120,14 +120,16 @@ pub mod reference;
 pub use packed::PackedExperts;
 pub use params::{
     FusedMoeParams, MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileParams,
-    EARLY_LOCAL, EARLY_NONE, EARLY_PAIRS, EARLY_ROUTE,
+    MoeTileTmaParams, EARLY_LOCAL, EARLY_NONE, EARLY_PAIRS, EARLY_ROUTE,
 };
 
 use crate::route_topk::{self, RouteTopkParams, Router, ScoreFn};
 use b12x_core::cudarc::driver::{CudaStream, DevicePtr};
 use b12x_core::{
-    require_disjoint, resolve, tma::Tma2d, Arch, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims,
-    LaunchOpts, OpPlan, PlanSlot, Result, Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
+    require_disjoint, resolve,
+    tma::{Tma2d, TmaSwizzle},
+    Arch, BenchCase, Bucket, DType, Device, Error, KernelModule, LaunchDims, LaunchOpts, OpPlan, PlanSlot, Result,
+    Scratch, ScratchLayout, Selected, TensorMut, TensorRef,
 };
 use std::sync::Arc;
 
@@ -851,9 +853,10 @@ const GROUPED_WN: usize = 8;
 /// 1.29–1.60× faster (Qwen3-30B-A3B T = 1024: 556 µs against 715; gpt-oss-120b T = 2048: 2451
 /// against 3281; DeepSeek-V4-Flash T = 4096: 2771 against 4425).
 pub const WGMMA_ROWS_PER_EXPERT: usize = 64;
-/// The SM90 wgmma tile's ring depth (`gemm.blockscaled`'s default: two stages were as fast as
-/// three or faster on dense prefill, `bench/proto/bsgemm_tile_proto.cu`).
-const GROUPED_WG_STAGES: usize = 2;
+/// The SM90 wgmma tile's ring depth. Its producer refills a stage three k16 steps into the
+/// k-tile after the one that read it, so two stages leave a load under one k-tile of MMAs;
+/// four stages (205 KB) keep three k-tiles in flight.
+const GROUPED_WG_STAGES: usize = 4;
 
 /// The grouped tiled path's kernel ([`Path::GroupedTile`]): `gemm.blockscaled`'s tiled bodies
 /// per (expert slot, 256-row N tile), the slot's rows the tile's x rows.
@@ -921,8 +924,11 @@ impl TileKernel {
         }
     }
 }
-/// Threads of the tiled kernel (`bsgemm::kThreads`) and of the grouping scan.
+/// Threads of the mma.sync tiled kernel (`bsgemm::kThreads`) and of the grouping scan.
 const TILE_THREADS: u32 = 256;
+/// Threads of SM90's wgmma tile kernel (`kMoeWgThreads` in `kernels/fused_moe_decode.cu`: four
+/// warpgroups of one m64 weight tile each).
+const WG_TILE_THREADS: u32 = 512;
 const SCAN_THREADS: u32 = 1024;
 /// The default [`Query::gemv_up_to`]: the grouped GEMV serves T while the expected rows per
 /// expert under uniform routing, `T · k / E`, are at most this many.
@@ -981,16 +987,16 @@ pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvCon
         .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= smem_optin + 1024)
 }
 
-/// The grouped path's default tile kernel on `arch`: SM90 the wgmma body (128-row slots,
-/// [`GROUPED_WG_STAGES`] stages) where it fits, else the mma.sync body's deepest ring (2..8
+/// The grouped path's default tile kernel on `arch`: SM90 the wgmma tile (128-row slots) with
+/// the deepest ring of 2..=[`GROUPED_WG_STAGES`] stages that fits, else the mma.sync body's deepest ring (2..8
 /// stages) whose dynamic shared memory plus this op's static ([`GEMV_STATIC_SMEM`], as
 /// [`decode_gemv_config`]) fits `smem_optin`.
 pub(crate) fn grouped_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKernel> {
-    let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: GROUPED_WG_STAGES, tail: false });
-    if wg.fits(smem_optin, arch) {
-        return Some(wg);
-    }
-    TileKernel::mma(smem_optin)
+    let wg = (2..=GROUPED_WG_STAGES)
+        .rev()
+        .map(|stages| TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages, tail: false }))
+        .find(|t| t.fits(smem_optin, arch));
+    wg.or_else(|| TileKernel::mma(smem_optin))
 }
 
 impl Decode {
@@ -1562,9 +1568,12 @@ fn run_decode(
 struct GroupedCall {
     topk: Option<RouteTopkParams>,
     group: MoeGroupParams,
-    fc1: MoeTileParams,
+    /// The tile's parameters (`.t` for the mma.sync tile; the wgmma tile takes the whole struct
+    /// with its TMA descriptors).
+    fc1: MoeTileTmaParams,
     act: MoeActParams,
-    fc2: MoeTileParams,
+    fc2: MoeTileTmaParams,
+    wgmma: bool,
     rows: MoeRowsParams,
     grids: (u32, u32),
     tile_smem: u32,
@@ -1588,6 +1597,7 @@ fn grouped_call(
     let bound = layout.bind(scratch)?;
     let (e, k, hd, i, r1) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows());
     let (bm, bn) = tile.tile();
+    let wgmma = matches!(tile, TileKernel::Wgmma(_));
     let pairs = t * k;
     let quant = quant_code(s.recipe);
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
@@ -1618,7 +1628,15 @@ fn grouped_call(
         max_rows: pairs as i32,
         reserved: 0,
     };
-    let tile_params = |m: &packed::PackedMatrix, kdim: usize, n: usize, x: u64, ldx: usize, y: u64, a_enc: u64| {
+    // `names`: the rows' and the codes' names in TMA errors.
+    let tile_params = |m: &packed::PackedMatrix,
+                       kdim: usize,
+                       n: usize,
+                       x: u64,
+                       ldx: usize,
+                       y: u64,
+                       a_enc: u64,
+                       names: (&'static str, &'static str)| {
         let f = m.format;
         let g = BsGemmParams {
             codes: m.codes.device_ptr(m.codes.stream()).0,
@@ -1640,7 +1658,7 @@ fn grouped_call(
             kt_per: kdim.div_ceil(128) as i32,
             ..BsGemmParams::default()
         };
-        MoeTileParams {
+        let t = MoeTileParams {
             g,
             slots: bound.ptr("slots"),
             meta: bound.ptr("meta"),
@@ -1650,10 +1668,37 @@ fn grouped_call(
             rbs: m.rbs as i32,
             max_slots: max_slots as i32,
             reserved: 0,
+        };
+        let mut p = MoeTileTmaParams { t, ..bytemuck::Zeroable::zeroed() };
+        if wgmma {
+            // x: this call's T·k rows (zeros past them), 64-k boxes of the tile's 128 rows.
+            let xmap = Tma2d {
+                base: x,
+                dtype: DType::BF16,
+                rows: pairs,
+                cols: kdim,
+                row_stride_bytes: 2 * ldx,
+                box_rows: bm as u32,
+                box_cols: 64,
+            };
+            // codes: the stacked experts' rows, K/2 bytes as bf16 pairs, 128-k (64-byte) boxes of
+            // the CTA's 256 rows (zeros past the last expert's rows and past K).
+            let wmap = Tma2d {
+                base: m.codes.device_ptr(m.codes.stream()).0,
+                dtype: DType::BF16,
+                rows: e * m.rbs * packed::ROW_BLOCK,
+                cols: kdim / 4,
+                row_stride_bytes: kdim / 2,
+                box_rows: bn as u32,
+                box_cols: 32,
+            };
+            p.xmap = xmap.encode(names.0)?;
+            p.wmap = wmap.encode_with(names.1, TmaSwizzle::B64)?;
         }
+        Ok::<_, Error>(p)
     };
-    let fc1 = tile_params(&w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1);
-    let fc2 = tile_params(&w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2);
+    let fc1 = tile_params(&w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
+    let fc2 = tile_params(&w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
     let act = MoeActParams {
         meta: bound.ptr("meta"),
         row_expert: bound.ptr("row_expert"),
@@ -1672,7 +1717,7 @@ fn grouped_call(
     };
     let rows = rows_params(q, args, &bound, t, a2)?;
     let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
-    let call = GroupedCall { topk, group, fc1, act, fc2, rows, grids, tile_smem: tile.dynamic_smem() };
+    let call = GroupedCall { topk, group, fc1, act, fc2, wgmma, rows, grids, tile_smem: tile.dynamic_smem() };
     Ok((t, bucket, call))
 }
 
@@ -1710,8 +1755,9 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
         1 => 32,
         _ => 16,
     };
+    let threads = if c.wgmma { WG_TILE_THREADS } else { TILE_THREADS };
     let tile_dims =
-        |grid: u32| LaunchDims { grid: (grid.max(1), 1, 1), block: (TILE_THREADS, 1, 1), smem_bytes: c.tile_smem };
+        |grid: u32| LaunchDims { grid: (grid.max(1), 1, 1), block: (threads, 1, 1), smem_bytes: c.tile_smem };
     // SAFETY (all): each params struct mirrors its kernel's (asserted on both sides);
     // `grouped_call` checked every tensor and the packed experts against the plan (the tile
     // kernels' bases move within the stacked codes, scales and the scratch's rows by the slot's
@@ -1726,9 +1772,17 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
         scan.launch_ex(stream, LaunchDims { grid: (1, 1, 1), block: (SCAN_THREADS, 1, 1), smem_bytes: 0 }, g, pdl)?;
         place.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
         gather.launch_ex(stream, blocks(pairs * (g.hidden as usize / xb), 256), g, pdl)?;
-        tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
+        if c.wgmma {
+            tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
+        } else {
+            tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1.t, pdl)?;
+        }
         act.launch_ex(stream, blocks(pairs * (c.act.inter as usize / xb), 256), &c.act, pdl)?;
-        tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2, pdl)?;
+        if c.wgmma {
+            tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2, pdl)?;
+        } else {
+            tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2.t, pdl)?;
+        }
         let dims = LaunchDims {
             grid: ((c.rows.hidden as u32 / 8).div_ceil(128), c.rows.tokens as u32, 1),
             block: (128, 1, 1),
@@ -1999,7 +2053,10 @@ mod tests {
         // SM90 takes the wgmma tile (128-row slots), SM120 / SM121 the mma.sync one (64), also
         // at SM90's limit; the wgmma tile is never chosen off SM90.
         let sm90 = grouped_tile_config(232_448, Arch::Sm90).unwrap();
-        assert_eq!((sm90.id().as_str(), sm90.tile()), ("wg_w4_wn8_s2", (128, 256)));
+        assert_eq!((sm90.id().as_str(), sm90.tile()), ("wg_w4_wn8_s4", (128, 256)));
+        // Below the four-stage ring's size the wgmma tile takes a shallower ring, not the mma.sync tile.
+        let three = grouped_tile_config(200 * 1024, Arch::Sm90).unwrap();
+        assert_eq!(three.id(), "wg_w4_wn8_s3");
         for arch in [Arch::Sm120, Arch::Sm121] {
             for optin in [101_376, 232_448] {
                 assert!(matches!(grouped_tile_config(optin, arch), Some(TileKernel::Mma(t)) if t.tile() == (64, 256)));

@@ -227,6 +227,20 @@ pub struct MoeTileParams {
     pub reserved: i32,
 }
 
+/// SM90's wgmma tile kernels (`b12x_fused_moe_tile_wg_*`): the tile's parameters and the TMA
+/// descriptors of its two inputs, 64-byte aligned as the kernel's `TmaDescriptor`s.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MoeTileTmaParams {
+    pub t: MoeTileParams,
+    pub pad: [u64; 7],
+    /// The call's rows (x̂ or h) `[T·k, K]` bf16: boxes of 64 k × 128 rows, 128-byte swizzle.
+    pub xmap: [u64; 16],
+    /// The stacked codes `[E·rbs·128, K/2]` bytes as bf16 pairs: boxes of 32 × 256 rows,
+    /// 64-byte swizzle.
+    pub wmap: [u64; 16],
+}
+
 /// The grouped path's activation kernel (`b12x_fused_moe_act_rows`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -254,6 +268,10 @@ const _: () = {
     assert!(size_of::<MoeTileParams>() == 200);
     assert!(offset_of!(MoeTileParams, slots) == 152);
     assert!(offset_of!(MoeTileParams, ntiles) == 184);
+    assert!(size_of::<MoeTileTmaParams>() == 512);
+    assert!(offset_of!(MoeTileTmaParams, xmap) == 256);
+    assert!(offset_of!(MoeTileTmaParams, wmap) == 384);
+    assert!(std::mem::align_of::<MoeTileTmaParams>() == 64);
     assert!(size_of::<MoeActParams>() == 80);
     assert!(offset_of!(MoeActParams, gu_cols) == 48);
     assert!(offset_of!(MoeActParams, limit) == 64);
