@@ -384,17 +384,17 @@ int main() {
   const double t_small = probe(size_t(bytes1 + bytes2) / 16 * 16);
   const double t_fc1 = probe(size_t(bytes1) / 16 * 16), t_fc2 = probe(size_t(bytes2) / 16 * 16);
   const double ceil_tbs = double(1ull << 30) / t_big * 1e-6;
+  auto pct = [&](double bytes, double us) { return 100.0 * bytes / us * 1e-6 / ceil_tbs; };  // % of the ceiling
   printf("read probe: 1 GiB %.1f us = %.3f TB/s (the ceiling); %.1f MB %.1f us (%.1f%%); FC1's %.1f MB %.1f us (%.1f%%);"
-         " FC2's %.1f MB %.1f us (%.1f%%)\n", t_big, ceil_tbs, (bytes1 + bytes2) * 1e-6, t_small,
-         100.0 * (bytes1 + bytes2) / t_small * 1e-6 / ceil_tbs, bytes1 * 1e-6, t_fc1, 100.0 * bytes1 / t_fc1 * 1e-6 / ceil_tbs,
-         bytes2 * 1e-6, t_fc2, 100.0 * bytes2 / t_fc2 * 1e-6 / ceil_tbs);
+         " FC2's %.1f MB %.1f us (%.1f%%)\n", t_big, ceil_tbs, (bytes1 + bytes2) * 1e-6, t_small, pct(bytes1 + bytes2, t_small),
+         bytes1 * 1e-6, t_fc1, pct(bytes1, t_fc1), bytes2 * 1e-6, t_fc2, pct(bytes2, t_fc2));
   const char* names[4] = {"full, FC2 prefetched before the barrier", "full, FC2 loaded after the barrier", "FC1 only",
                           "FC1 + the grid barrier"};
   for (int mode = 0; mode < 4; ++mode) {
     const double us = time_graph(st, [&] { launch(mode); });
     const double b = mode >= 2 ? bytes1 : bytes1 + bytes2;
     printf("%-42s %7.2f us  %6.1f MB  %.3f TB/s  %.1f%% of the ceiling\n", names[mode], us, b * 1e-6, b / us * 1e-6,
-           100.0 * b / us * 1e-6 / ceil_tbs);
+           pct(b, us));
   }
   printf(ok ? "ALL CHECKS PASS\n" : "CHECK FAILED\n");
   return ok ? 0 : 1;
