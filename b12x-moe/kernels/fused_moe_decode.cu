@@ -737,10 +737,16 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   static_assert(BM == 128 && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
   static_assert(T::kStage % 1024 == 0, "1024-byte aligned stages");
   struct Producer {
-    const unsigned char* scales;  // the CTA's first 128-row block's scale tiles
+    const unsigned char* scales;  // the tile's first 128-row block's scale tiles
     int xrow0, wrow0, blocks, scale_tiles;
   };
-  __shared__ BsGemmParams s_p;
+  // The epilogue params of the CTA's tiles j (pointers moved to the tile's slot) at j % kPr. tid 0
+  // writes tile j's before it issues the tile's first k-tile n = j ktiles (so the consumers'
+  // full-barrier waits acquire it); for n >= S it has first waited until every warp arrived on
+  // the empty barrier of k-tile n - S, which a warp does in k-tile n - S + 1, of tile >= j - (S -
+  // 1) > j - kPr: every warp has finished the epilogue of tile j - kPr, the entry's last reader.
+  constexpr int kPr = 4;
+  __shared__ BsGemmParams s_p[kPr];
   __shared__ Producer s_prod;
   __shared__ __align__(8) uint64_t s_full[bsgemm::kMaxStages], s_empty[bsgemm::kMaxStages];
   __shared__ uint32_t s_tab[256];
@@ -754,21 +760,17 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
     tma_prefetch_descriptor(&mpt.wmap);
   }
   pdl_wait_then_release();
-  const int slot = int(blockIdx.x) / mp.ntiles;
-  if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
+  // Persistent: CTA b takes the live tiles (slot, N tile) = b, b + grid, ... (tile = slot ntiles + N
+  // tile) as one stream of k-tiles through one ring, so a tile's first stages load under the
+  // previous tile's last k-tiles and epilogue.
+  const int tiles = min(mp.meta[0], mp.max_slots) * mp.ntiles, tile0 = int(blockIdx.x), tstride = int(gridDim.x);
+  if (tile0 >= tiles) return;  // CTA-uniform, before any barrier
   const int S = mp.g.stages, ktiles = mp.g.ktiles;
-  if (S < 2) __trap();  // a refill would overwrite the stage being read (the host plans 2..4)
+  // S >= 2: a refill would otherwise overwrite the stage being read; S <= kPr: s_p's reuse (the
+  // host plans 2..4).
+  if (S < 2 || S > kPr) __trap();
+  const int mine = (tiles - tile0 + tstride - 1) / tstride, total = mine * ktiles;  // the CTA's tiles, k-tiles
   if (tid == 0) {
-    const int4 sl = mp.slots[slot];
-    const int nt = int(blockIdx.x) - slot * mp.ntiles;
-    s_p = moe_tile_params<BN>(mp, slot);
-    Producer pr;
-    pr.xrow0 = sl.y;
-    pr.wrow0 = (sl.x * mp.rbs) * bsgemv::kRows + nt * BN;
-    pr.blocks = nt * BN + 128 < mp.g.n ? 2 : 1;
-    pr.scale_tiles = mp.g.scale_tiles;
-    pr.scales = mp.g.scales + (long long)(sl.x * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
-    s_prod = pr;
     int* si = bsgemm::split_info();
     si[0] = int(blockIdx.x), si[1] = 0, si[2] = 1;  // no split
     for (int s = 0; s < S; ++s) {
@@ -780,8 +782,22 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   bsgemv::fill_scale_table<F>(s_tab, mp.g.scale_bias, tid, kThreads);
   __syncthreads();
 
-  // tid 0: k-tile kt into stage st.
-  auto produce = [&](int kt, int st) {
+  // tid 0: the CTA's k-tile n (k-tile kt = n % ktiles of its tile j = n / ktiles) into stage st; at
+  // a tile's first k-tile, the tile's producer fields and epilogue params first.
+  auto produce = [&](int n, int st) {
+    const int j = n / ktiles, kt = n - j * ktiles;
+    if (kt == 0) {
+      const int tile = tile0 + j * tstride, slot = tile / mp.ntiles, nt = tile - slot * mp.ntiles;
+      const int4 sl = mp.slots[slot];
+      s_p[j % kPr] = moe_tile_params<BN>(mp, slot);
+      Producer pr;
+      pr.xrow0 = sl.y;
+      pr.wrow0 = (sl.x * mp.rbs) * bsgemv::kRows + nt * BN;
+      pr.blocks = nt * BN + 128 < mp.g.n ? 2 : 1;
+      pr.scale_tiles = mp.g.scale_tiles;
+      pr.scales = mp.g.scales + (long long)(sl.x * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
+      s_prod = pr;
+    }
     const Producer pr = s_prod;
     const uint32_t xs = ring + uint32_t(st) * T::kStage, bar = full0 + 8 * st;
     const int tiles = min(kTw, pr.scale_tiles - kt * kTw);
@@ -795,7 +811,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
                     pr.scales + ((long long)rb * pr.scale_tiles + kt * kTw) * 512, uint32_t(tiles * 512), bar);
   };
   if (tid == 0)
-    for (int s = 0; s < S && s < ktiles; ++s) produce(s, s);
+    for (int s = 0; s < S && s < total; ++s) produce(s, s);
 
   // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
   // + g and + 8 of each (bsgemm::wgemm's).
@@ -806,21 +822,22 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   const bsgemm::Fp4LanePair pair_t(t);
 
   float acc[MT][16][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
   constexpr int kAb = 3;  // A buffers: kAb - 1 MMA groups in flight while the next step dequantizes
   static_assert(kAb == 2 || kAb == 3, "two or three A buffers");
   uint32_t a[kAb][MT][4];  // [buffer][m64 tile][register]: buffer s % kAb at k16 step s of every k-tile
-  int st = 0, phase = 0;
-  for (int kt = 0; kt < ktiles; ++kt) {
+  int st = 0, phase = 0, n = 0;  // n: the CTA's k-tile being read (stage st)
+  for (int j = 0; j < mine; ++j) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int c = 0; c < 16; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][c][e] = 0.0f;
+  for (int kt = 0; kt < ktiles; ++kt, ++n) {
     mbar_wait(full0 + 8 * st, uint32_t(phase));
-    const int prev = st == 0 ? S - 1 : st - 1;  // k-tile kt - 1's stage
+    const int prev = st == 0 ? S - 1 : st - 1;  // k-tile n - 1's stage
     const uint32_t xs = ring + uint32_t(st) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
+    const uint64_t xdesc = wg::desc_sw128(xs);
     uint32_t scw[MT][2][kTw];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -838,14 +855,14 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
       } else {
         wg::wait<kAb - 1>();
       }
-      if (s == 1 && kt > 0) {  // k-tile kt - 1's MMAs and the warp's reads of its stage are done
+      if (s == 1 && n > 0) {  // k-tile n - 1's MMAs and the warp's reads of its stage are done
         __syncwarp();
         if (lane == 0) mbar_arrive(empty0 + 8 * prev);
       }
-      if (s == 3 && kt > 0) {
-        if (tid == 0 && kt - 1 + S < ktiles) {
-          mbar_wait(empty0 + 8 * prev, uint32_t(((kt - 1) / S) & 1));
-          produce(kt - 1 + S, prev);
+      if (s == 3 && n > 0) {
+        if (tid == 0 && n - 1 + S < total) {
+          mbar_wait(empty0 + 8 * prev, uint32_t(((n - 1) / S) & 1));
+          produce(n - 1 + S, prev);
         }
         __syncwarp();  // warp 0 converged again before the warpgroup's .aligned wgmma instructions
       }
@@ -868,7 +885,9 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
         ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
       }
       wg::fence();
-      const uint64_t db = wg::desc_sw128(xs + uint32_t(s >> 2) * (BM * 128) + 32u * (s & 3));
+      // The step's x descriptor: the k-tile's base plus the step's offset in 16-byte units (the
+      // 14-bit address field cannot carry: the ring ends below 256 KB).
+      const uint64_t db = (uint64_t(uint32_t(xdesc >> 32)) << 32) | (uint32_t(xdesc) + uint32_t(((s >> 2) * (BM * 128) + 32 * (s & 3)) >> 4));
 #pragma unroll
       for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
       wg::commit();
@@ -877,8 +896,9 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   }
   wg::wait<0>();
   bsgemm::CtaWork cw;
-  cw.m0 = 0, cw.n0 = int(blockIdx.x) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
-  bsgemm::finish<MT, 16, BM, BN, bf16, 64, true>(s_p, cw, acc, 0, nrow0);
+  cw.m0 = 0, cw.n0 = (tile0 + j * tstride) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
+  bsgemm::finish<MT, 16, BM, BN, bf16, 64, true>(s_p[j % kPr], cw, acc, 0, nrow0);
+  }
 #else
   __trap();
 #endif

@@ -314,7 +314,7 @@ fn check(
 /// one.
 fn tile_opts(dev: &Arc<Device>, mma: bool) -> PlanOptions {
     let tile = if mma { TileKernel::mma(dev.smem_optin()) } else { None };
-    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile, wgmma_from: Some(0) }
+    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile, wgmma_from: Some(0), ..Default::default() }
 }
 
 /// [`check`] on a plan made with `opts`, asserting that T takes `path` (and the forced tile
@@ -609,6 +609,28 @@ fn trials() -> Vec<GpuTrial> {
             check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 31)
         }));
     }
+    // SM90's wgmma tile is persistent: with its grid capped at 1 or 3 CTAs (`tile_ctas`) each CTA
+    // walks many (slot, N tile) tiles through one ring — consecutive tiles of different slots and
+    // experts, the epilogue params' ring wrapping, tiles with fewer k-tiles than stages (the tiny
+    // shape's FC2: K = 128, one k-tile) and with more (the ring shape: 9 and 5). Off SM90 the
+    // option is accepted and unused (the mma.sync tile).
+    for (ctas, hidden, inter, stages) in [(1usize, 1088usize, 576usize, 4usize), (3, 256, 128, 4), (3, 1088, 576, 2)] {
+        out.push(GpuTrial::new(format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}::t300"), move |dev| {
+            let sh = Shape { hidden, inter, ..tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) }) };
+            let mut opts = PlanOptions { tile_ctas: Some(ctas), ..tile_opts(dev, false) };
+            if dev.arch() == b12x_core::Arch::Sm90 {
+                opts.tile = Some(TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages, tail: false }));
+            }
+            check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 37)
+        }));
+    }
+    out.push(GpuTrial::new("packed_tile::persist::zero_ctas", move |dev| {
+        let q = Query { shape: tiny(Fp4::Nvfp4, Activation::Relu2), max_tokens: 300, layout: packed, router: None };
+        match fused_moe::plan_with(&q, dev, PlanOptions { tile_ctas: Some(0), ..Default::default() }) {
+            Err(Error::InvalidQuery { field: "tile_ctas", .. }) => Ok(()),
+            r => Err(format!("tile_ctas = 0: {:?}", r.map(|p| p.tile_kernel(300)))),
+        }
+    }));
     // One plan of capacity 300 on the tiny shape (wgmma from T = 256 on SM90) run at T = 200 (the
     // mma.sync bucket) and T = 300 (the wgmma bucket): each T launches its own bucket's kernel
     // and scratch sized for both.

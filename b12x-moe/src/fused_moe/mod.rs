@@ -831,6 +831,8 @@ struct Decode {
     decode_slots: usize,
     /// FC grid capacity (CTAs) and SM count.
     sm_count: u32,
+    /// The wgmma tile's persistent grid: [`PlanOptions::tile_ctas`] or one CTA per SM.
+    tile_ctas: usize,
 }
 
 use b12x_gemm::blockscaled::gemv::{BsGemmParams, Config as GemvConfig, TileConfig, WgConfig};
@@ -974,6 +976,11 @@ pub struct PlanOptions {
     /// own bucket from there). `None`: [`Query::wgmma_from`]; `Some(0)`: wgmma at every tiled T;
     /// `Some(usize::MAX)`: never.
     pub wgmma_from: Option<usize>,
+    /// Packed layout, SM90's wgmma tile: the most CTAs of its persistent launches (each walks the
+    /// live (slot, N tile) tiles with one ring). `None`: one per SM; `Some(n)`, `n ≥ 1`: at
+    /// most `n` (fewer SMs for this op, e.g. beside a concurrent stream; the GPU suite makes each
+    /// CTA walk many tiles this way). `Some(0)` is [`Error::InvalidQuery`].
+    pub tile_ctas: Option<usize>,
 }
 
 /// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
@@ -1048,7 +1055,23 @@ impl Decode {
             configs.push(c);
         }
         let rbs = (s.fc1_rows().div_ceil(packed::ROW_BLOCK), s.hidden.div_ceil(packed::ROW_BLOCK));
-        Ok(Decode { paths: paths.to_vec(), configs, tiles, rbs, max_slots, decode_slots, sm_count: device.sm_count() })
+        let tile_ctas = match options.tile_ctas {
+            None => device.sm_count() as usize,
+            Some(0) => {
+                return Err(Error::InvalidQuery { op: OP, field: "tile_ctas", reason: "must be at least 1".into() })
+            }
+            Some(n) => n,
+        };
+        Ok(Decode {
+            paths: paths.to_vec(),
+            configs,
+            tiles,
+            rbs,
+            max_slots,
+            decode_slots,
+            sm_count: device.sm_count(),
+            tile_ctas,
+        })
     }
 
     /// The kernel of a tiled bucket (`None` for a GEMV bucket).
@@ -1716,7 +1739,12 @@ fn grouped_call(
         reserved: 0,
     };
     let rows = rows_params(q, args, &bound, t, a2)?;
-    let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
+    // The mma.sync tile: one CTA per (slot, N tile) of the plan's most slots (those past the live
+    // slots exit). The wgmma tile is persistent: one CTA per SM by default (its 512 threads at 127
+    // registers hold the whole register file), each walking the live tiles.
+    let tiles = |n: usize| max_slots * n.div_ceil(bn);
+    let grid = |n: usize| if wgmma { tiles(n).min(d.tile_ctas) } else { tiles(n) } as u32;
+    let grids = (grid(r1), grid(hd));
     let call = GroupedCall { topk, group, fc1, act, fc2, wgmma, rows, grids, tile_smem: tile.dynamic_smem() };
     Ok((t, bucket, call))
 }
@@ -1765,7 +1793,7 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
     // scratch was bound at the plan's sizes (counts and row starts for E, ranks and rows for T·k
     // pairs, slots for the most a call can have with the tile's slot rows, x̂, gate/up, h and y rows for
     // T·k rows). The kernels mask ids outside [0, E) and read what the chain wrote only after
-    // their PDL waits; grids past the live slots / rows exit.
+    // their PDL waits; grids past the live slots / rows exit (the wgmma tile's persistent CTAs walk the live tiles).
     unsafe {
         zero.launch_ex(stream, blocks(g.experts as usize, 256), g, first)?;
         count.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
