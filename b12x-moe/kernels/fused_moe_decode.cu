@@ -716,14 +716,19 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // - wgmma groups stay in flight across k-tiles (no wait_group 0 and no block barrier per
 //   k-tile): kAb A-register buffers, each warp arriving on the stage's `empty` barrier at step 1
 //   of the next k-tile, once wait_group says its warpgroup's MMAs of the stage are complete; tid
-//   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read.
+//   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read;
+// - persistent CTAs (the host launches min(tiles, PlanOptions::tile_ctas or one per SM)): CTA b
+//   walks the live tiles b, b + grid, ... (tile = slot ntiles + N tile; the live count is read on
+//   the device, so a captured graph serves any routing) as one stream of k-tiles through the
+//   ring — the next tile's first stages load under this tile's last k-tiles and epilogue, and
+//   the barrier setup, scale table and descriptor prefetch happen once per CTA, not per tile.
 // Rows past the slot in x (the next slot's, or zeros past the call's rows) reach only output
 // columns the epilogue does not store; codes and x past K read as zeros (TMA bounds), so a scale
 // tile not copied past K multiplies zeros. With one live 128-row block, the second block's codes
 // are the next expert's and its scale words whatever the stage held: those products land in
 // weight rows past n, which the epilogue does not store either (s_tab, indexed by a byte, holds
-// no Inf or NaN). The CTA's params (pointers moved to its slot, as the mma.sync tile's) live in shared
-// memory for the epilogue. Other targets build a trapping body (Rust lists it on SM90 only).
+// no Inf or NaN). Each tile's params (pointers moved to its slot, as the mma.sync tile's) live in a
+// shared ring for the epilogue (s_p). Other targets build a trapping body (Rust lists it on SM90 only).
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
 template <bsgemv::Fmt F>
