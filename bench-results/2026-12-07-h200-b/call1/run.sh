@@ -10,7 +10,7 @@
 # 3. b6's model trials session 57 did not start (gpt-oss / Qwen3 at T 512 / 4096);
 # 4. decode rows (T 1 / 8) and the micro proto (read probes at its FC1 / FC2 byte counts);
 # 5. ncu (--set full) of one eager Qwen3-30B-A3B call on b7: T = 4096 and T = 512 (wgmma forced).
-END=${END:-320}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
+END=${END:-250}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 for b in b6 b7; do mkdir -p .gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/bz_$b/bundle.tar.xz .gpu/$b; done
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r.tgz r); }
