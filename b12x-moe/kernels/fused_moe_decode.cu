@@ -776,8 +776,6 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   if (S < 2 || S > kPr) __trap();
   const int mine = (tiles - tile0 + tstride - 1) / tstride, total = mine * ktiles;  // the CTA's tiles, k-tiles
   if (tid == 0) {
-    int* si = bsgemm::split_info();
-    si[0] = int(blockIdx.x), si[1] = 0, si[2] = 1;  // no split
     for (int s = 0; s < S; ++s) {
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, kThreads / 32);
@@ -805,18 +803,19 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
     }
     const Producer pr = s_prod;
     const uint32_t xs = ring + uint32_t(st) * T::kStage, bar = full0 + 8 * st;
-    const int tiles = min(kTw, pr.scale_tiles - kt * kTw);
-    const uint32_t sbytes = tiles > 0 ? uint32_t(pr.blocks * tiles * 512) : 0u;
+    const int nsc = min(kTw, pr.scale_tiles - kt * kTw);  // scale tiles of this k-tile (none past K)
+    const uint32_t sbytes = nsc > 0 ? uint32_t(pr.blocks * nsc * 512) : 0u;
     mbar_arrive_expect_tx(bar, T::kX + T::kW + sbytes);
     tma_load_2d(xs, &mpt.xmap, kt * 128, pr.xrow0, bar);
     tma_load_2d(xs + BM * 128, &mpt.xmap, kt * 128 + 64, pr.xrow0, bar);
     tma_load_2d(xs + T::kX, &mpt.wmap, kt * 32, pr.wrow0, bar);
-    for (int rb = 0; rb < pr.blocks && tiles > 0; ++rb)
+    for (int rb = 0; rb < pr.blocks && nsc > 0; ++rb)
       bulk_copy_g2s(xs + T::kX + T::kW + uint32_t(rb * kTw * 512),
-                    pr.scales + ((long long)rb * pr.scale_tiles + kt * kTw) * 512, uint32_t(tiles * 512), bar);
+                    pr.scales + ((long long)rb * pr.scale_tiles + kt * kTw) * 512, uint32_t(nsc * 512), bar);
   };
   if (tid == 0)
     for (int s = 0; s < S && s < total; ++s) produce(s, s);
+  __syncwarp();  // warp 0 converged before the warpgroup's .aligned wgmma instructions
 
   // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
   // + g and + 8 of each (bsgemm::wgemm's).
@@ -902,7 +901,9 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   wg::wait<0>();
   bsgemm::CtaWork cw;
   cw.m0 = 0, cw.n0 = (tile0 + j * tstride) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
-  bsgemm::finish<MT, 16, BM, BN, bf16, 64, true>(s_p[j % kPr], cw, acc, 0, nrow0);
+  // kSplit = false: finish's split-K merge has block barriers, which warps in different tiles
+  // would not meet (the moe launches never split).
+  bsgemm::finish<MT, 16, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
   }
 #else
   __trap();

@@ -614,7 +614,9 @@ fn trials() -> Vec<GpuTrial> {
     // experts, the epilogue params' ring wrapping, tiles with fewer k-tiles than stages (the tiny
     // shape's FC2: K = 128, one k-tile) and with more (the ring shape: 9 and 5). Off SM90 the
     // option is accepted and unused (the mma.sync tile).
-    for (ctas, hidden, inter, stages) in [(1usize, 1088usize, 576usize, 4usize), (3, 256, 128, 4), (3, 1088, 576, 2)] {
+    for (ctas, hidden, inter, stages) in
+        [(1usize, 1088usize, 576usize, 4usize), (3, 256, 128, 4), (3, 1088, 576, 2), (2, 256, 128, 3)]
+    {
         out.push(GpuTrial::new(format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}::t300"), move |dev| {
             let sh = Shape { hidden, inter, ..tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) }) };
             let mut opts = PlanOptions { tile_ctas: Some(ctas), ..tile_opts(dev, false) };
