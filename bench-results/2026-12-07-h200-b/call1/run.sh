@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 58, call 1 (issue 7). Bundles (sm_90a, `cargo xtask gpu-bundle --targets
 # gpu_fused_moe,bench_fused_moe`): b6 = main b1b5525's kernels (session 57's merge), b7 = branch
-# wip/persist-tile 8b39764 (the wgmma tile persistent, `PlanOptions::tile_ctas`). Priority order:
+# wip/persist-tile 18110b6 (the wgmma tile persistent, `PlanOptions::tile_ctas`). Priority order:
 # 1. b7's small tiled trials (packed_tile::* but the models, incl. persist / ring / split);
 #    memcheck / racecheck of its persist / ring trials;
 # 2. bench b6 (every row, T 1024 / 4096: the per-T split's boundary, the baseline) and b7
