@@ -33,7 +33,7 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_tile_wg_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
+//   b12x_fused_moe_tile_wg{,64}_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -703,7 +703,8 @@ static_assert(offsetof(MoeTileTmaParams, xmap) == 256, "offset must match params
 static_assert(offsetof(MoeTileTmaParams, wmap) == 384, "offset must match params.rs");
 static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 
-// SM90: the wgmma tile, BM = 128 slot rows by BN = 256 weight rows in 4 / MT warpgroups of MT
+// SM90: the wgmma tile, BM = 128 (or, the wg64 kernels, 64) slot rows — the wgmma's N — by BN =
+// 256 weight rows in 4 / MT warpgroups of MT
 // m64 weight tiles (kMoeWgMT; src/fused_moe/mod.rs launches WG_TILE_THREADS = kMoeWgThreads) —
 // the math of bsgemm::wgemm (bsgemm_wgmma.cuh: the A fragment, the weight, dequantized from
 // shared memory into registers, x from shared memory by descriptor; the same scale words, lane
@@ -731,15 +732,27 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // shared ring for the epilogue (s_p). Other targets build a trapping body (Rust lists it on SM90 only).
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
-template <bsgemv::Fmt F>
+#if B12X_SM90_FEATURES
+// D[64 x 64] += A[64 x 16] B[16 x 64]: wg::mma_m64n128k16_rs's operands and layout at N = 64
+// (d[4 j + e], columns 8 j + 2 t + (e & 1), j < 8), always accumulating.
+__device__ __forceinline__ void wg_mma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+#endif
+template <bsgemv::Fmt F, int kBm>
 __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 #if B12X_SM90_FEATURES
   constexpr int kThreads = kMoeWgThreads;
-  using T = bsgemm::Tile<F, 4, 8>;
+  using T = bsgemm::Tile<F, kBm / 32, 8>;
   constexpr int BM = T::BM, BN = T::BN, MT = kMoeWgMT;
   constexpr int kTw = F == bsgemv::Fmt::Nvfp4 ? 2 : 1;  // scale tiles per k-tile and 128-row block
   static_assert(F == bsgemv::Fmt::Nvfp4 || F == bsgemv::Fmt::Mxfp4, "FP4 weights");
-  static_assert(BM == 128 && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
+  static_assert((BM == 128 || BM == 64) && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
   static_assert(T::kStage % 1024 == 0, "1024-byte aligned stages");
   struct Producer {
     const unsigned char* scales;  // the tile's first 128-row block's scale tiles
@@ -825,7 +838,8 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   auto sc_off = [&](int i, int h) { return bsgemm::wg_scale_off(nrow0 + 64 * i + g + 8 * h); };
   const bsgemm::Fp4LanePair pair_t(t);
 
-  float acc[MT][16][4];
+  constexpr int XT = BM / 8;  // the wgmma's n8 column tiles (x rows)
+  float acc[MT][XT][4];
   constexpr int kAb = 3;  // A buffers: kAb - 1 MMA groups in flight while the next step dequantizes
   static_assert(kAb == 2 || kAb == 3, "two or three A buffers");
   uint32_t a[kAb][MT][4];  // [buffer][m64 tile][register]: buffer s % kAb at k16 step s of every k-tile
@@ -834,7 +848,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int c = 0; c < 16; ++c)
+    for (int c = 0; c < XT; ++c)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][c][e] = 0.0f;
   for (int kt = 0; kt < ktiles; ++kt, ++n) {
@@ -893,7 +907,13 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
       // 14-bit address field cannot carry: the ring ends below 256 KB).
       const uint64_t db = (uint64_t(uint32_t(xdesc >> 32)) << 32) | (uint32_t(xdesc) + uint32_t(((s >> 2) * (BM * 128) + 32 * (s & 3)) >> 4));
 #pragma unroll
-      for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
+      for (int i = 0; i < MT; ++i) {
+        if constexpr (BM == 128) {
+          wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
+        } else {
+          wg_mma_m64n64k16_rs(reinterpret_cast<float(&)[32]>(acc[i]), ab[i], db);
+        }
+      }
       wg::commit();
     }
     if (++st == S) st = 0, phase ^= 1;
@@ -903,7 +923,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   cw.m0 = 0, cw.n0 = (tile0 + j * tstride) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
   // kSplit = false: finish's split-K merge has block barriers, which warps in different tiles
   // would not meet (the moe launches never split).
-  bsgemm::finish<MT, 16, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
+  bsgemm::finish<MT, XT, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
   }
 #else
   __trap();
@@ -1011,14 +1031,16 @@ B12X_MOE_GROUP(gather, 256)
 B12X_MOE_TILE(Nvfp4, nvfp4, 2)
 B12X_MOE_TILE(Mxfp4, mxfp4, 2)
 
-// SM90: the wgmma tiles, BM = 128 slot rows by BN = 256 weight rows, one CTA per SM.
-#define B12X_MOE_TILE_WG(FMT, FMTNAME)                                                             \
+// SM90: the wgmma tiles, BM = 128 (wg) or 64 (wg64) slot rows by BN = 256 weight rows, persistent.
+#define B12X_MOE_TILE_WG(FMT, FMTNAME, NAME, BM)                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kMoeWgThreads, 1)                             \
-      b12x_fused_moe_tile_wg_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) {            \
-    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT>(p);                                                  \
+      b12x_fused_moe_tile_##NAME##_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) {    \
+    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT, BM>(p);                                              \
   }
-B12X_MOE_TILE_WG(Nvfp4, nvfp4)
-B12X_MOE_TILE_WG(Mxfp4, mxfp4)
+B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg, 128)
+B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg, 128)
+B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg64, 64)
+B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg64, 64)
 
 extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_act_rows(const __grid_constant__ b12x::MoeActParams p) {
   b12x::moe_act_rows(p);

@@ -870,6 +870,15 @@ pub enum TileKernel {
     /// SM90 only: the wgmma body (`b12x_bsgemm_wg_*`'s), 128-row slots (`wn` 8, 2..4 stages, no
     /// split tail) — the default there.
     Wgmma(WgConfig),
+    /// SM90 only: the same wgmma body at N = 64 — 64-row slots (the mma.sync tile's grouping),
+    /// `m64n64k16` — with a ring of `stages` (2..=4) stages of 34 KB. Not a default yet: written
+    /// for the T where experts have fewer rows than the 128-row slots fill (below
+    /// [`Query::wgmma_from`]); [`PlanOptions::tile`] forces it (the bench's
+    /// `fused_moe_tile_wg64/<case>` rows).
+    Wgmma64 {
+        /// Ring depth, 2..=4.
+        stages: usize,
+    },
 }
 
 impl TileKernel {
@@ -881,18 +890,26 @@ impl TileKernel {
             .map(|stages| TileKernel::Mma(TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 }))
             .find(|t| t.fits(smem_optin, Arch::Other(0, 0)))
     }
-    /// The config's id (`gemm.blockscaled`'s: `tile_w4_wm2_wn8_s6_k1`, `wg_w4_wn8_s2`).
+    /// The config's id (`gemm.blockscaled`'s: `tile_w4_wm2_wn8_s6_k1`, `wg_w4_wn8_s2`; this
+    /// op's `wg64_w4_wn8_s4`).
     pub fn id(&self) -> String {
         match self {
             TileKernel::Mma(t) => t.id(),
             TileKernel::Wgmma(w) => w.id(),
+            TileKernel::Wgmma64 { stages } => format!("wg64_w4_wn8_s{stages}"),
         }
+    }
+    /// The 64-row wgmma tile's ring layout: the mma.sync tile's stage at BM = 64 (x 16 KB, the
+    /// codes 16 KB, the scales 2 KB), with wgmma's 1024 bytes of alignment slack.
+    fn wg64_ring(stages: usize) -> TileConfig {
+        TileConfig { w8: false, wm: 2, wn: 8, stages, splits: 1 }
     }
     /// `(BM, BN)`: rows per slot (the grouping's R) and weight rows per CTA.
     pub fn tile(&self) -> (usize, usize) {
         match self {
             TileKernel::Mma(t) => t.tile(),
             TileKernel::Wgmma(w) => w.tile().tile(),
+            TileKernel::Wgmma64 { .. } => (64, 256),
         }
     }
     /// Ring depth.
@@ -900,6 +917,7 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => t.stages,
             TileKernel::Wgmma(w) => w.stages,
+            TileKernel::Wgmma64 { stages } => *stages,
         }
     }
     /// Dynamic shared memory of one CTA (the ring and its alignment slack).
@@ -907,6 +925,7 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => t.dynamic_smem(),
             TileKernel::Wgmma(w) => w.dynamic_smem(),
+            TileKernel::Wgmma64 { stages } => *stages as u32 * Self::wg64_ring(*stages).stage_bytes() + 1024,
         }
     }
     /// Whether this op builds the kernel and one CTA fits a device of `arch` with `smem_optin`
@@ -916,6 +935,10 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => !t.w8 && t.wm == GROUPED_WM && t.wn == GROUPED_WN && t.splits == 1 && t.fits(optin),
             TileKernel::Wgmma(w) => arch == Arch::Sm90 && !w.w8 && w.wn == 8 && !w.tail && w.fits(optin),
+            // The kernel traps outside 2..=4 stages (its epilogue-params ring holds 4 tiles).
+            TileKernel::Wgmma64 { stages } => {
+                arch == Arch::Sm90 && (2..=4).contains(stages) && self.dynamic_smem() + BS_STATIC_SMEM <= optin
+            }
         }
     }
     /// The kernel symbol for weights of format `f` (`nvfp4` / `mxfp4`).
@@ -923,6 +946,7 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => format!("b12x_fused_moe_tile_{f}_wm{}", t.wm),
             TileKernel::Wgmma(_) => format!("b12x_fused_moe_tile_wg_{f}"),
+            TileKernel::Wgmma64 { .. } => format!("b12x_fused_moe_tile_wg64_{f}"),
         }
     }
 }
@@ -1620,7 +1644,7 @@ fn grouped_call(
     let bound = layout.bind(scratch)?;
     let (e, k, hd, i, r1) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows());
     let (bm, bn) = tile.tile();
-    let wgmma = matches!(tile, TileKernel::Wgmma(_));
+    let wgmma = matches!(tile, TileKernel::Wgmma(_) | TileKernel::Wgmma64 { .. });
     let pairs = t * k;
     let quant = quant_code(s.recipe);
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
