@@ -518,7 +518,9 @@ fn trials() -> Vec<GpuTrial> {
     // `packed_tile_wg64` with SM90's 64-row wgmma tile forced (the device's own elsewhere).
     let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
     let packed = WeightLayout::Packed;
-    for (prefix, mma) in [("packed_tile", Tiles::Own), ("packed_tile_mma", Tiles::Mma), ("packed_tile_wg64", Tiles::Wg64)] {
+    for (prefix, mma) in
+        [("packed_tile", Tiles::Own), ("packed_tile_mma", Tiles::Mma), ("packed_tile_wg64", Tiles::Wg64)]
+    {
         for (fname, recipe) in recipes {
             for (aname, act) in acts {
                 let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
