@@ -695,7 +695,7 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
 // mma.sync tile's plus two TMA descriptors.
 struct MoeTileTmaParams {
   MoeTileParams t;
-  TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x 128 rows, 128-byte swizzle
+  TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x BM (128 or 64) rows, 128-byte swizzle
   TmaDescriptor wmap;  // the stacked codes [E rbs 128 rows, K / 2 bytes] as bf16 pairs: boxes 32 x 256 rows,
                        // 64-byte swizzle
 };

@@ -899,10 +899,10 @@ impl TileKernel {
             TileKernel::Wgmma64 { stages } => format!("wg64_w4_wn8_s{stages}"),
         }
     }
-    /// The 64-row wgmma tile's ring layout: the mma.sync tile's stage at BM = 64 (x 16 KB, the
-    /// codes 16 KB, the scales 2 KB), with wgmma's 1024 bytes of alignment slack.
-    fn wg64_ring(stages: usize) -> TileConfig {
-        TileConfig { w8: false, wm: 2, wn: 8, stages, splits: 1 }
+    /// One stage of the 64-row wgmma tile: the mma.sync tile's at BM = 64 (x 16 KB, the codes
+    /// 16 KB, the scales 2 KB).
+    fn wg64_stage() -> u32 {
+        TileConfig { w8: false, wm: 2, wn: 8, stages: 2, splits: 1 }.stage_bytes()
     }
     /// `(BM, BN)`: rows per slot (the grouping's R) and weight rows per CTA.
     pub fn tile(&self) -> (usize, usize) {
@@ -925,7 +925,8 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => t.dynamic_smem(),
             TileKernel::Wgmma(w) => w.dynamic_smem(),
-            TileKernel::Wgmma64 { stages } => *stages as u32 * Self::wg64_ring(*stages).stage_bytes() + 1024,
+            // The ring plus wgmma's 1024 bytes of alignment slack.
+            TileKernel::Wgmma64 { stages } => *stages as u32 * Self::wg64_stage() + 1024,
         }
     }
     /// Whether this op builds the kernel and one CTA fits a device of `arch` with `smem_optin`
@@ -1271,7 +1272,7 @@ impl Plan {
     }
     /// The packed layout's rows per slot at `tokens` (the grouping's R: 8 or 16 on the decode
     /// and grouped-GEMV paths; on the tiled path 128 with SM90's wgmma kernel, 64 with the
-    /// mma.sync one; 0 on the simple path).
+    /// mma.sync one and SM90's 64-row wgmma kernel; 0 on the simple path).
     pub fn slot_rows(&self, tokens: usize) -> usize {
         match &self.decode {
             None => 0,
@@ -1718,7 +1719,7 @@ fn grouped_call(
         };
         let mut p = MoeTileTmaParams { t, ..bytemuck::Zeroable::zeroed() };
         if wgmma {
-            // x: this call's T·k rows (zeros past them), 64-k boxes of the tile's 128 rows.
+            // x: this call's T·k rows (zeros past them), 64-k boxes of the tile's 128 or 64 rows.
             let xmap = Tma2d {
                 base: x,
                 dtype: DType::BF16,
@@ -2115,6 +2116,14 @@ mod tests {
             }
         }
         assert_eq!(TileKernel::mma(232_448).map(|t| t.id()).as_deref(), Some("tile_w4_wm2_wn8_s6_k1"));
+        // The 64-row wgmma tile: SM90 only, 2..=4 stages of 34 KB plus 1 KB of alignment slack.
+        let wg64 = TileKernel::Wgmma64 { stages: 4 };
+        assert_eq!((wg64.id().as_str(), wg64.tile(), wg64.dynamic_smem()), ("wg64_w4_wn8_s4", (64, 256), 140_288));
+        assert!(wg64.fits(232_448, Arch::Sm90) && !wg64.fits(232_448, Arch::Sm120) && !wg64.fits(101_376, Arch::Sm90));
+        for stages in [1, 5] {
+            assert!(!TileKernel::Wgmma64 { stages }.fits(232_448, Arch::Sm90), "{stages} stages");
+        }
+        assert!(TileKernel::Wgmma64 { stages: 2 }.fits(101_376, Arch::Sm90));
         assert_eq!(decode_gemv_config(8, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt1_kb1_s3_c3"));
         assert_eq!(decode_gemv_config(GROUPED_ABOVE, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt2_kb1_s4_c2"));
     }
