@@ -6,9 +6,10 @@
 # (`TileKernel::Wgmma64`, forced rows `fused_moe_tile_wg64/*`, trials `packed_tile_wg64::*`).
 # Priority order (results saved after each step):
 # 1. b8's small tiled trials (packed_tile / packed_tile_wg64 but the models: persist, ring, split,
-#    kernel_choice); memcheck / racecheck of its persist / ring trials (reduced profile);
-# 2. bench b6 (T 512 / 1024 / 4096, every row: the baseline) and b8 (T 512 / 1024 / 4096: the
-#    default rows and the forced wg / wg64 / mma rows), one job;
+#    kernel_choice);
+# 2. bench b8 (T 512 / 1024 / 4096: the default rows and the forced wg / wg64 / mma rows) and b6
+#    (the same rows: the baseline), one job; then memcheck / racecheck of b8's persist / ring
+#    trials (reduced profile);
 # 3. ncu (--set full) of one eager Qwen3-30B-A3B T = 4096 call on b8, with the wgmma tile's
 #    per-instruction stall samples (source page, SASS, csv);
 # 4. b8's model trials at T = 512 (wg64 forced) and T = 4096 (persistent CTAs over many tiles);
@@ -22,16 +23,16 @@ B6=$ROOT/.gpu/b6/bundle/bin; B8=$ROOT/.gpu/b8/bundle/bin
 cd $B8; export B12X_COMMIT=$(cat ../COMMIT)
 timeout 50 bash $S ./gpu_fused_moe none $R/fm8 8 35 '^packed_tile(_wg64)?::[^m]' > $R/fm8.txt 2>&1
 echo "b8 tiled (small): $(tail -1 $R/fm8.txt) t=$SECONDS" >> $R/summary.txt; save
-B12X_TEST_PROFILE=reduced timeout 45 bash $S ./gpu_fused_moe memcheck $R/mc8 8 35 '^packed_tile(_wg64)?::(persist|ring)' > $R/fm8_memcheck.txt 2>&1
-echo "b8 memcheck: $(tail -1 $R/fm8_memcheck.txt) t=$SECONDS" >> $R/summary.txt
-B12X_TEST_PROFILE=reduced timeout 40 bash $S ./gpu_fused_moe racecheck $R/rc8 8 30 '^packed_tile(_wg64)?::(persist|ring)' > $R/fm8_racecheck.txt 2>&1
-echo "b8 racecheck: $(tail -1 $R/fm8_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
+B12X_MOE_TOKENS=512,1024,4096 B12X_BENCH_FILTER=/T B12X_BENCH_OUT=$R/bench_b8 timeout 90 ./bench_fused_moe > $R/bench_b8.txt 2>&1
+echo "bench b8 T512/1024/4096 rc=$? t=$SECONDS" >> $R/summary.txt; save
 cd $B6; export B12X_COMMIT=$(cat ../COMMIT)
 B12X_MOE_TOKENS=512,1024,4096 B12X_BENCH_FILTER=/T B12X_BENCH_OUT=$R/bench_b6 timeout 75 ./bench_fused_moe > $R/bench_b6.txt 2>&1
 echo "bench b6 T512/1024/4096 rc=$? t=$SECONDS" >> $R/summary.txt; save
 cd $B8; export B12X_COMMIT=$(cat ../COMMIT)
-B12X_MOE_TOKENS=512,1024,4096 B12X_BENCH_FILTER=/T B12X_BENCH_OUT=$R/bench_b8 timeout 90 ./bench_fused_moe > $R/bench_b8.txt 2>&1
-echo "bench b8 T512/1024/4096 rc=$? t=$SECONDS" >> $R/summary.txt; save
+B12X_TEST_PROFILE=reduced timeout 45 bash $S ./gpu_fused_moe memcheck $R/mc8 8 35 '^packed_tile(_wg64)?::(persist|ring)' > $R/fm8_memcheck.txt 2>&1
+echo "b8 memcheck: $(tail -1 $R/fm8_memcheck.txt) t=$SECONDS" >> $R/summary.txt
+B12X_TEST_PROFILE=reduced timeout 40 bash $S ./gpu_fused_moe racecheck $R/rc8 8 30 '^packed_tile(_wg64)?::(persist|ring)' > $R/fm8_racecheck.txt 2>&1
+echo "b8 racecheck: $(tail -1 $R/fm8_racecheck.txt) t=$SECONDS" >> $R/summary.txt; save
 ncu_one() {  # case T name
   left=$((END - 10 - SECONDS)); [ $left -lt 40 ] && return
   B12X_BENCH_FILTER=$1 B12X_MOE_TOKENS=$2 B12X_BENCH_SAMPLES=3 B12X_BENCH_OUT=$R/ncu_bench_$3 \
