@@ -918,7 +918,8 @@ fn packed_buckets_choose_the_path() {
     }
     assert_eq!(spans(4096, usize::MAX), [(1, 8, Decode), (9, 16, Decode), (17, 4096, GroupedGemv)]);
     assert_eq!(spans(1366, 1365).last(), Some(&(1366, 1366, GroupedTile)));
-    // SM90's two tiled buckets (mma.sync below the split, wgmma from it), only where the split
+    // SM90's two tiled buckets (the 64-row wgmma tile below the split, the 128-row one from it),
+    // only where the split
     // falls strictly inside the tiled range.
     assert_eq!(
         split(4096, 256, 1024),

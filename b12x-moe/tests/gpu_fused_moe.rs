@@ -3,7 +3,8 @@
 //! `Query::gemv_up_to` and the tiled path beyond), every case on both layouts (trial names
 //! `simple::…`, `packed::…`; `packed_tile::…` / `packed_gemv::…` force the tiled path from T = 17
 //! or the grouped GEMV beyond its default T with `PlanOptions`; `packed_tile_mma::…` the tiled
-//! path with the mma.sync tile, which SM90 replaces by its wgmma tile by default) —
+//! path with the mma.sync tile, which SM90 replaces by its wgmma tiles by default;
+//! `packed_tile_wg64::…` with SM90's 64-row wgmma tile) —
 //! against its CPU oracle (`fused_moe::reference`; libtest-mimic, listed as ignored without a
 //! CUDA device). The packed grouping in the scratch (slot count, slots, rows per pair, token and
 //! expert per row) must equal `packed::group` exactly (the grouped path: rows within an expert
@@ -568,8 +569,8 @@ fn trials() -> Vec<GpuTrial> {
         }
     }
     // The tile kernel a plan picks: SM90 the wgmma body (128-row slots) from `Query::wgmma_from`
-    // (1024 on Qwen3-30B-A3B) and the mma.sync body (64-row slots) below it, elsewhere the
-    // mma.sync body; `PlanOptions::wgmma_from` moves the boundary; wgmma forced off SM90, or an
+    // (1024 on Qwen3-30B-A3B) and the 64-row wgmma tile (64-row slots) below it, elsewhere the
+    // mma.sync body (64-row slots); `PlanOptions::wgmma_from` moves the boundary; wgmma forced off SM90, or an
     // mma.sync tile this op does not build, is a typed error.
     out.push(GpuTrial::new("packed_tile::kernel_choice", move |dev| {
         let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4096, layout: packed, router: None };
@@ -578,10 +579,13 @@ fn trials() -> Vec<GpuTrial> {
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
             Ok((plan.tile_kernel(t), plan.slot_rows(t)))
         };
+        // `wgmma`: the 128-row wgmma tile; else the 64-row slots' tile — SM90's 64-row wgmma
+        // tile, the mma.sync tile elsewhere.
         let want = |t: usize, opts: PlanOptions, wgmma: bool| -> TrialResult {
             match choice(opts, t)? {
                 (Some(TileKernel::Wgmma(_)), 128) if wgmma => Ok(()),
-                (Some(TileKernel::Mma(_)), 64) if !wgmma => Ok(()),
+                (Some(TileKernel::Wgmma64 { stages: 4 }), 64) if !wgmma && sm90 => Ok(()),
+                (Some(TileKernel::Mma(_)), 64) if !wgmma && !sm90 => Ok(()),
                 got => Err(format!("{:?} T = {t} with {opts:?}: {got:?}", dev.arch())),
             }
         };
@@ -681,18 +685,21 @@ fn trials() -> Vec<GpuTrial> {
         }
     }));
     // One plan of capacity 300 on the tiny shape (wgmma from T = 256 on SM90) run at T = 200 (the
-    // mma.sync bucket) and T = 300 (the wgmma bucket): each T launches its own bucket's kernel
-    // and scratch sized for both.
+    // 64-row slots' bucket: SM90's 64-row wgmma tile, the mma.sync tile elsewhere) and T = 300
+    // (the 128-row wgmma bucket): each T launches its own bucket's kernel and scratch sized for
+    // both.
     for t in [200usize, 300] {
         out.push(GpuTrial::new(format!("packed_tile::split::t{t}"), move |dev| {
             let sh = tiny(Fp4::Mxfp4, Activation::SwigluOai { limit: 7.0 });
             let opts = PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), ..Default::default() };
             let q = Query { shape: sh, max_tokens: 300, layout: packed, router: None };
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
-            let wgmma = dev.arch() == b12x_core::Arch::Sm90 && t >= q.wgmma_from();
+            let sm90 = dev.arch() == b12x_core::Arch::Sm90;
+            let wgmma = sm90 && t >= q.wgmma_from();
             match plan.tile_kernel(t) {
                 Some(TileKernel::Wgmma(_)) if wgmma => {}
-                Some(TileKernel::Mma(_)) if !wgmma => {}
+                Some(TileKernel::Wgmma64 { .. }) if !wgmma && sm90 => {}
+                Some(TileKernel::Mma(_)) if !wgmma && !sm90 => {}
                 k => return Err(format!("T = {t}: {k:?}")),
             }
             check_in(dev, packed, opts, Some(Path::GroupedTile), 300, sh, t, Workload::SharedPct(50), &[], 31)

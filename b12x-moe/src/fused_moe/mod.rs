@@ -53,9 +53,9 @@
 //!       (atomic ranks: rows inside an expert in no fixed order, which no result depends on),
 //!       x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel body per (slot,
 //!       256 weight rows) — on SM90 its wgmma body with 128-row slots from
-//!       [`Query::wgmma_from`] (an expert's expected rows `T·k/E` ≥ [`WGMMA_ROWS_PER_EXPERT`]),
-//!       its mma.sync body with 64-row slots below that and on every other architecture
-//!       ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
+//!       [`Query::wgmma_from`] (an expert's expected rows `T·k/E` ≥ [`WGMMA_ROWS_PER_EXPERT`])
+//!       and at N = 64 with 64-row slots below that, the mma.sync body with 64-row slots on
+//!       every other architecture ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
 //!       activation between them as its own launch, the combine; nine launches chained with
 //!       PDL. [`Plan::path`] says which path a T takes.
 //!
@@ -683,8 +683,8 @@ impl Query {
 
     /// The default smallest T of SM90's wgmma tile ([`PlanOptions::wgmma_from`] overrides it):
     /// from `T · k / E ≥` [`WGMMA_ROWS_PER_EXPERT`] (an expert's expected rows fill half a
-    /// 128-row slot); the tiled T below it take the mma.sync tile's 64-row slots. Other
-    /// architectures have the mma.sync tile only.
+    /// 128-row slot); the tiled T below it take the 64-row wgmma tile's 64-row slots. Other
+    /// architectures have the mma.sync tile (64-row slots) only.
     pub fn wgmma_from(&self) -> usize {
         (WGMMA_ROWS_PER_EXPERT * self.shape.experts).div_ceil(self.shape.top_k.max(1))
     }
@@ -821,7 +821,7 @@ struct Decode {
     /// decode configs, KB = 1).
     configs: Vec<GemvConfig>,
     /// Per tiled bucket (they come last, in bucket order), its kernel: on SM90 by default the
-    /// mma.sync tile below [`PlanOptions::wgmma_from`] and the wgmma tile from it.
+    /// 64-row wgmma tile below [`PlanOptions::wgmma_from`] and the 128-row one from it.
     tiles: Vec<TileKernel>,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
@@ -845,10 +845,17 @@ const GROUPED_WM: usize = 2;
 const GROUPED_WN: usize = 8;
 /// The default [`Query::wgmma_from`] on SM90: the wgmma tile (128-row slots) serves T while the
 /// expected rows per expert under uniform routing, `T · k / E`, are at least this many; the
-/// mma.sync tile (64-row slots) serves the tiled T below (its slots are filled twice as densely
-/// where an expert has few rows).
+/// 64-row wgmma tile ([`TileKernel::Wgmma64`], 64-row slots) serves the tiled T below (its slots
+/// are filled twice as densely where an expert has few rows).
 ///
-/// Measured on the H200 (`bench-results/2026-12-06-h200-f/call2`, bench `b1`, one job, both tiles
+/// Measured on an H100 (`bench-results/2026-12-07-h200-c/call1/r/bench_b8`, one job, each tile
+/// forced at the same T): below 64 rows the 64-row wgmma tile takes 0.84× the 128-row tile's time
+/// (DeepSeek-V4-Flash T = 1024, 24 rows: 1485 µs against 1778; gpt-oss-120b T = 1024, 32 rows: 1505
+/// against 1785; Qwen3-30B-A3B T = 512, 32 rows: 336 against 400), from 64 rows 1.16–1.48× (Qwen3
+/// T = 1024, 64 rows: 511 against 441; DeepSeek T = 4096, 96 rows: 3142 against 2123). 48 rows
+/// (DeepSeek T = 2048) is not cleanly measured yet.
+///
+/// The split's first measurement, against the mma.sync tile (then the tile below it), on the H200 (`bench-results/2026-12-06-h200-f/call2`, bench `b1`, one job, both tiles
 /// forced at the same T): below 64 rows per expert the mma.sync tile is 1.06–1.11× faster
 /// (DeepSeek-V4-Flash T = 1024 / 2048: 24 / 48 rows, 2180 / 2319 µs against 2408 / 2514;
 /// gpt-oss-120b T = 1024: 32 rows, 2225 against 2366); from 64 rows the wgmma tile is
@@ -871,10 +878,10 @@ pub enum TileKernel {
     /// split tail) — the default there.
     Wgmma(WgConfig),
     /// SM90 only: the same wgmma body at N = 64 — 64-row slots (the mma.sync tile's grouping),
-    /// `m64n64k16` — with a ring of `stages` (2..=4) stages of 34 KB. Not a default yet: written
-    /// for the T where experts have fewer rows than the 128-row slots fill (below
-    /// [`Query::wgmma_from`]); [`PlanOptions::tile`] forces it (the bench's
-    /// `fused_moe_tile_wg64/<case>` rows).
+    /// `m64n64k16` — with a ring of `stages` (2..=4) stages of 34 KB: SM90's default below
+    /// [`Query::wgmma_from`], where experts have fewer rows than 128-row slots fill (measured on
+    /// an H100, `bench-results/2026-12-07-h200-c/call1`, forced rows of one job: 0.67–0.69× the
+    /// mma.sync tile's time at 24–32 rows per expert, 1.16–1.48× the 128-row tile's from 64).
     Wgmma64 {
         /// Ring depth, 2..=4.
         stages: usize,
@@ -992,10 +999,10 @@ pub struct PlanOptions {
     /// grouped GEMV bucket (the tile from T = 17, the layout before session 46). Either way at
     /// most the T whose pairs the route's shared memory holds (`(optin/4 − E) / 3` pairs).
     pub gemv_up_to: Option<usize>,
-    /// Packed layout: the tiled path's kernel at every tiled T. `None`: on SM90 the mma.sync
-    /// body (64-row slots) below [`PlanOptions::wgmma_from`] and the wgmma body (128-row slots)
-    /// from it, the mma.sync body elsewhere; `Some` forces one (a typed error where it does not
-    /// exist or fit: wgmma off SM90). The GPU suite runs both on SM90.
+    /// Packed layout: the tiled path's kernel at every tiled T. `None`: on SM90 the 64-row wgmma
+    /// tile below [`PlanOptions::wgmma_from`] and the 128-row one from it, the mma.sync body
+    /// elsewhere; `Some` forces one (a typed error where it does not exist or fit: wgmma off
+    /// SM90). The GPU suite runs all three on SM90.
     pub tile: Option<TileKernel>,
     /// Packed layout, SM90 with `tile: None`: the smallest T of the wgmma tile (the tiled path's
     /// own bucket from there). `None`: [`Query::wgmma_from`]; `Some(0)`: wgmma at every tiled T;
@@ -1017,6 +1024,16 @@ pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvCon
     b12x_gemm::blockscaled::gemv::configs(rows, smem_optin.saturating_sub(EARLY_SMEM), false)
         .into_iter()
         .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= smem_optin + 1024)
+}
+
+/// SM90's default tile below [`Query::wgmma_from`]: the 64-row wgmma tile with the deepest ring
+/// of 2..=[`GROUPED_WG_STAGES`] stages that fits, else the mma.sync tile's ([`TileKernel::mma`]).
+pub(crate) fn small_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKernel> {
+    (2..=GROUPED_WG_STAGES)
+        .rev()
+        .map(|stages| TileKernel::Wgmma64 { stages })
+        .find(|t| t.fits(smem_optin, arch))
+        .or_else(|| TileKernel::mma(smem_optin))
 }
 
 /// The grouped path's default tile kernel on `arch`: SM90 the wgmma tile (128-row slots) with
@@ -1057,9 +1074,10 @@ impl Decode {
                             t.id()
                         )))
                     }
-                    // Below the split (SM90's wgmma default, the mma.sync tile fitting too): mma.sync.
+                    // Below the split (SM90's wgmma default, the mma.sync tile fitting too): the
+                    // 64-row wgmma tile.
                     None => match split {
-                        Some(from) if b.hi < from => TileKernel::mma(device.smem_optin()),
+                        Some(from) if b.hi < from => small_tile_config(device.smem_optin(), device.arch()),
                         _ => grouped_tile_config(device.smem_optin(), device.arch()),
                     }
                     .ok_or_else(|| unsupported("no grouped tile config fits this device's shared memory".into()))?,
@@ -1162,7 +1180,7 @@ pub struct Plan {
 /// Validates `query` and picks the packed layout's configs (decode path: T ≤ 8 8-row slots, T ≤
 /// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`], 16-row slots;
 /// tiled path above, 128-row slots with SM90's wgmma tile (from [`Query::wgmma_from`]), 64-row
-/// slots with the mma.sync one (below it on SM90, every tiled T elsewhere)).
+/// slots with SM90's 64-row wgmma tile below it and the mma.sync tile elsewhere).
 /// Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     plan_with(query, device, PlanOptions::default())
@@ -1179,7 +1197,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 /// assert_eq!((plan.path(1024), plan.path(1025)), (Path::GroupedGemv, Path::GroupedTile));
 /// assert_eq!(plan.slot_rows(1024), 16);
 /// // The tiled path's slots: 128 rows with SM90's wgmma tile (from `Query::wgmma_from`, 1024
-/// // here), 64 with the mma.sync tile (below it on SM90, everywhere else).
+/// // here), 64 below it (SM90's 64-row wgmma tile) and everywhere else (the mma.sync tile).
 /// let sm90 = dev.arch() == b12x_core::Arch::Sm90;
 /// assert_eq!(plan.slot_rows(1025), if sm90 { 128 } else { 64 });
 /// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(256), ..Default::default() })?;
@@ -1195,7 +1213,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             let route_pairs =
                 ((device.smem_optin() as usize).saturating_sub(64) / 4).saturating_sub(query.shape.experts) / 3;
             let up_to = options.gemv_up_to.unwrap_or(query.gemv_up_to()).min(route_pairs / query.shape.top_k);
-            // SM90's default: the mma.sync tile below `wgmma_from`, the wgmma tile from it.
+            // SM90's default: the 64-row wgmma tile below `wgmma_from`, the 128-row one from it.
             let optin = device.smem_optin();
             let split = match (options.tile, grouped_tile_config(optin, device.arch())) {
                 (None, Some(TileKernel::Wgmma(_))) if TileKernel::mma(optin).is_some() => {
@@ -1215,7 +1233,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
 /// up to `gemv_up_to` tokens: `{1..8}`, `{9..16}` decode, `{17..gemv_up_to}` grouped GEMV, the
 /// rest tiled (each only where the capacity reaches it) — in two tiled buckets where
 /// `tile_split` falls inside the tiled range (`{..tile_split − 1}`, `{tile_split..}`: SM90's
-/// mma.sync and wgmma tiles).
+/// 64- and 128-row wgmma tiles).
 pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize, tile_split: Option<usize>) -> (Vec<Bucket>, Vec<Path>) {
     let mut b = vec![Bucket { lo: 1, hi: max_tokens.min(8) }];
     let mut paths = vec![Path::Decode];
