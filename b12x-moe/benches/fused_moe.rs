@@ -24,6 +24,8 @@
 //! SM90's wgmma tile (128-row slots) or the mma.sync tile (64-row slots, the kernel of every
 //! other architecture, SM90's below `Query::wgmma_from`), the grouped GEMV up to the T·k its
 //! route holds — each beside the default row where it differs from it and from the rows before.
+//! `fused_moe_tile_wg64/<case>` (SM90, T > 16): the 64-row wgmma tile (`TileKernel::Wgmma64`, the
+//! mma.sync tile's 64-row slots at wgmma's N = 64) forced at every tiled T.
 //! `B12X_MOE_WG_STAGES=2,3` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
 //! the wgmma tile: forced with an n-stage ring (2..4) instead of the default four.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
@@ -203,9 +205,10 @@ fn main() -> Result<()> {
         };
         // (any row of the shape: the packed rows' prefixes, `fused_moe_simple` and the separate
         // GEMMs at T = 1)
-        const ROWS: [&str; 6] = [
+        const ROWS: [&str; 7] = [
             "fused_moe",
             "fused_moe_tile_wg",
+            "fused_moe_tile_wg64",
             "fused_moe_tile_mma",
             "fused_moe_gemv",
             "fused_moe_simple",
@@ -237,6 +240,8 @@ fn main() -> Result<()> {
         let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), wgmma_from: Some(0), ..Default::default() };
         let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
         let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
+        let sm90 = dev.arch() == b12x_core::Arch::Sm90;
+        let wg64 = PlanOptions { tile: Some(TileKernel::Wgmma64 { stages: 4 }), ..tile };
         let stages = std::env::var("B12X_MOE_WG_STAGES").unwrap_or_default();
         let wanted: Vec<usize> = stages.split(',').filter_map(|n| n.trim().parse().ok()).collect();
         let wg_stages: Vec<(&'static str, PlanOptions)> = WG_STAGE_ROWS
@@ -252,6 +257,9 @@ fn main() -> Result<()> {
             if t > GROUPED_ABOVE {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg", tile))));
                 r.extend(wg_stages.iter().map(|&(n, o)| (t, WeightLayout::Packed, Some((n, o)))));
+                if sm90 {
+                    r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg64", wg64))));
+                }
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_mma", mma))));
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv))));
             }

@@ -33,7 +33,7 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_tile_wg_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
+//   b12x_fused_moe_tile_wg{,64}_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -695,7 +695,7 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
 // mma.sync tile's plus two TMA descriptors.
 struct MoeTileTmaParams {
   MoeTileParams t;
-  TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x 128 rows, 128-byte swizzle
+  TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x BM (128 or 64) rows, 128-byte swizzle
   TmaDescriptor wmap;  // the stacked codes [E rbs 128 rows, K / 2 bytes] as bf16 pairs: boxes 32 x 256 rows,
                        // 64-byte swizzle
 };
@@ -703,7 +703,8 @@ static_assert(offsetof(MoeTileTmaParams, xmap) == 256, "offset must match params
 static_assert(offsetof(MoeTileTmaParams, wmap) == 384, "offset must match params.rs");
 static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 
-// SM90: the wgmma tile, BM = 128 slot rows by BN = 256 weight rows in 4 / MT warpgroups of MT
+// SM90: the wgmma tile, BM = 128 (or, the wg64 kernels, 64) slot rows — the wgmma's N — by BN =
+// 256 weight rows in 4 / MT warpgroups of MT
 // m64 weight tiles (kMoeWgMT; src/fused_moe/mod.rs launches WG_TILE_THREADS = kMoeWgThreads) —
 // the math of bsgemm::wgemm (bsgemm_wgmma.cuh: the A fragment, the weight, dequantized from
 // shared memory into registers, x from shared memory by descriptor; the same scale words, lane
@@ -716,31 +717,54 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // - wgmma groups stay in flight across k-tiles (no wait_group 0 and no block barrier per
 //   k-tile): kAb A-register buffers, each warp arriving on the stage's `empty` barrier at step 1
 //   of the next k-tile, once wait_group says its warpgroup's MMAs of the stage are complete; tid
-//   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read.
+//   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read;
+// - persistent CTAs (the host launches min(tiles, PlanOptions::tile_ctas or one per SM)): CTA b
+//   walks the live tiles b, b + grid, ... (tile = slot ntiles + N tile; the live count is read on
+//   the device, so a captured graph serves any routing) as one stream of k-tiles through the
+//   ring — the next tile's first stages load under this tile's last k-tiles and epilogue, and
+//   the barrier setup, scale table and descriptor prefetch happen once per CTA, not per tile.
 // Rows past the slot in x (the next slot's, or zeros past the call's rows) reach only output
 // columns the epilogue does not store; codes and x past K read as zeros (TMA bounds), so a scale
 // tile not copied past K multiplies zeros. With one live 128-row block, the second block's codes
 // are the next expert's and its scale words whatever the stage held: those products land in
 // weight rows past n, which the epilogue does not store either (s_tab, indexed by a byte, holds
-// no Inf or NaN). The CTA's params (pointers moved to its slot, as the mma.sync tile's) live in shared
-// memory for the epilogue. Other targets build a trapping body (Rust lists it on SM90 only).
+// no Inf or NaN). Each tile's params (pointers moved to its slot, as the mma.sync tile's) live in a
+// shared ring for the epilogue (s_p). Other targets build a trapping body (Rust lists it on SM90 only).
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
-template <bsgemv::Fmt F>
+#if B12X_SM90_FEATURES
+// D[64 x 64] += A[64 x 16] B[16 x 64]: wg::mma_m64n128k16_rs's operands and layout at N = 64
+// (d[4 j + e], columns 8 j + 2 t + (e & 1), j < 8), always accumulating.
+__device__ __forceinline__ void wg_mma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+#endif
+template <bsgemv::Fmt F, int kBm>
 __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 #if B12X_SM90_FEATURES
   constexpr int kThreads = kMoeWgThreads;
-  using T = bsgemm::Tile<F, 4, 8>;
+  using T = bsgemm::Tile<F, kBm / 32, 8>;
   constexpr int BM = T::BM, BN = T::BN, MT = kMoeWgMT;
   constexpr int kTw = F == bsgemv::Fmt::Nvfp4 ? 2 : 1;  // scale tiles per k-tile and 128-row block
   static_assert(F == bsgemv::Fmt::Nvfp4 || F == bsgemv::Fmt::Mxfp4, "FP4 weights");
-  static_assert(BM == 128 && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
+  static_assert((BM == 128 || BM == 64) && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
   static_assert(T::kStage % 1024 == 0, "1024-byte aligned stages");
   struct Producer {
-    const unsigned char* scales;  // the CTA's first 128-row block's scale tiles
+    const unsigned char* scales;  // the tile's first 128-row block's scale tiles
     int xrow0, wrow0, blocks, scale_tiles;
   };
-  __shared__ BsGemmParams s_p;
+  // The epilogue params of the CTA's tiles j (pointers moved to the tile's slot) at j % kPr. tid 0
+  // writes tile j's before it issues the tile's first k-tile n = j ktiles (so the consumers'
+  // full-barrier waits acquire it); for n >= S it has first waited until every warp arrived on
+  // the empty barrier of k-tile n - S, which a warp does in k-tile n - S + 1, of tile >= j - (S -
+  // 1) > j - kPr: every warp has finished the epilogue of tile j - kPr, the entry's last reader.
+  constexpr int kPr = 4;
+  __shared__ BsGemmParams s_p[kPr];
   __shared__ Producer s_prod;
   __shared__ __align__(8) uint64_t s_full[bsgemm::kMaxStages], s_empty[bsgemm::kMaxStages];
   __shared__ uint32_t s_tab[256];
@@ -754,23 +778,17 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
     tma_prefetch_descriptor(&mpt.wmap);
   }
   pdl_wait_then_release();
-  const int slot = int(blockIdx.x) / mp.ntiles;
-  if (slot >= min(mp.meta[0], mp.max_slots)) return;  // CTA-uniform, before any barrier
+  // Persistent: CTA b takes the live tiles (slot, N tile) = b, b + grid, ... (tile = slot ntiles + N
+  // tile) as one stream of k-tiles through one ring, so a tile's first stages load under the
+  // previous tile's last k-tiles and epilogue.
+  const int tiles = min(mp.meta[0], mp.max_slots) * mp.ntiles, tile0 = int(blockIdx.x), tstride = int(gridDim.x);
+  if (tile0 >= tiles) return;  // CTA-uniform, before any barrier
   const int S = mp.g.stages, ktiles = mp.g.ktiles;
-  if (S < 2) __trap();  // a refill would overwrite the stage being read (the host plans 2..4)
+  // S >= 2: a refill would otherwise overwrite the stage being read; S <= kPr: s_p's reuse (the
+  // host plans 2..4).
+  if (S < 2 || S > kPr) __trap();
+  const int mine = (tiles - tile0 + tstride - 1) / tstride, total = mine * ktiles;  // the CTA's tiles, k-tiles
   if (tid == 0) {
-    const int4 sl = mp.slots[slot];
-    const int nt = int(blockIdx.x) - slot * mp.ntiles;
-    s_p = moe_tile_params<BN>(mp, slot);
-    Producer pr;
-    pr.xrow0 = sl.y;
-    pr.wrow0 = (sl.x * mp.rbs) * bsgemv::kRows + nt * BN;
-    pr.blocks = nt * BN + 128 < mp.g.n ? 2 : 1;
-    pr.scale_tiles = mp.g.scale_tiles;
-    pr.scales = mp.g.scales + (long long)(sl.x * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
-    s_prod = pr;
-    int* si = bsgemm::split_info();
-    si[0] = int(blockIdx.x), si[1] = 0, si[2] = 1;  // no split
     for (int s = 0; s < S; ++s) {
       mbar_init(full0 + 8 * s, 1);
       mbar_init(empty0 + 8 * s, kThreads / 32);
@@ -780,22 +798,37 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   bsgemv::fill_scale_table<F>(s_tab, mp.g.scale_bias, tid, kThreads);
   __syncthreads();
 
-  // tid 0: k-tile kt into stage st.
-  auto produce = [&](int kt, int st) {
+  // tid 0: the CTA's k-tile n (k-tile kt = n % ktiles of its tile j = n / ktiles) into stage st; at
+  // a tile's first k-tile, the tile's producer fields and epilogue params first.
+  auto produce = [&](int n, int st) {
+    const int j = n / ktiles, kt = n - j * ktiles;
+    if (kt == 0) {
+      const int tile = tile0 + j * tstride, slot = tile / mp.ntiles, nt = tile - slot * mp.ntiles;
+      const int4 sl = mp.slots[slot];
+      s_p[j % kPr] = moe_tile_params<BN>(mp, slot);
+      Producer pr;
+      pr.xrow0 = sl.y;
+      pr.wrow0 = (sl.x * mp.rbs) * bsgemv::kRows + nt * BN;
+      pr.blocks = nt * BN + 128 < mp.g.n ? 2 : 1;
+      pr.scale_tiles = mp.g.scale_tiles;
+      pr.scales = mp.g.scales + (long long)(sl.x * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
+      s_prod = pr;
+    }
     const Producer pr = s_prod;
     const uint32_t xs = ring + uint32_t(st) * T::kStage, bar = full0 + 8 * st;
-    const int tiles = min(kTw, pr.scale_tiles - kt * kTw);
-    const uint32_t sbytes = tiles > 0 ? uint32_t(pr.blocks * tiles * 512) : 0u;
+    const int nsc = min(kTw, pr.scale_tiles - kt * kTw);  // scale tiles of this k-tile (none past K)
+    const uint32_t sbytes = nsc > 0 ? uint32_t(pr.blocks * nsc * 512) : 0u;
     mbar_arrive_expect_tx(bar, T::kX + T::kW + sbytes);
     tma_load_2d(xs, &mpt.xmap, kt * 128, pr.xrow0, bar);
     tma_load_2d(xs + BM * 128, &mpt.xmap, kt * 128 + 64, pr.xrow0, bar);
     tma_load_2d(xs + T::kX, &mpt.wmap, kt * 32, pr.wrow0, bar);
-    for (int rb = 0; rb < pr.blocks && tiles > 0; ++rb)
+    for (int rb = 0; rb < pr.blocks && nsc > 0; ++rb)
       bulk_copy_g2s(xs + T::kX + T::kW + uint32_t(rb * kTw * 512),
-                    pr.scales + ((long long)rb * pr.scale_tiles + kt * kTw) * 512, uint32_t(tiles * 512), bar);
+                    pr.scales + ((long long)rb * pr.scale_tiles + kt * kTw) * 512, uint32_t(nsc * 512), bar);
   };
   if (tid == 0)
-    for (int s = 0; s < S && s < ktiles; ++s) produce(s, s);
+    for (int s = 0; s < S && s < total; ++s) produce(s, s);
+  __syncwarp();  // warp 0 converged before the warpgroup's .aligned wgmma instructions
 
   // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
   // + g and + 8 of each (bsgemm::wgemm's).
@@ -805,22 +838,24 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   auto sc_off = [&](int i, int h) { return bsgemm::wg_scale_off(nrow0 + 64 * i + g + 8 * h); };
   const bsgemm::Fp4LanePair pair_t(t);
 
-  float acc[MT][16][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
-
+  constexpr int XT = BM / 8;  // the wgmma's n8 column tiles (x rows)
+  float acc[MT][XT][4];
   constexpr int kAb = 3;  // A buffers: kAb - 1 MMA groups in flight while the next step dequantizes
   static_assert(kAb == 2 || kAb == 3, "two or three A buffers");
   uint32_t a[kAb][MT][4];  // [buffer][m64 tile][register]: buffer s % kAb at k16 step s of every k-tile
-  int st = 0, phase = 0;
-  for (int kt = 0; kt < ktiles; ++kt) {
+  int st = 0, phase = 0, n = 0;  // n: the CTA's k-tile being read (stage st)
+  for (int j = 0; j < mine; ++j) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int c = 0; c < XT; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][c][e] = 0.0f;
+  for (int kt = 0; kt < ktiles; ++kt, ++n) {
     mbar_wait(full0 + 8 * st, uint32_t(phase));
-    const int prev = st == 0 ? S - 1 : st - 1;  // k-tile kt - 1's stage
+    const int prev = st == 0 ? S - 1 : st - 1;  // k-tile n - 1's stage
     const uint32_t xs = ring + uint32_t(st) * T::kStage, ws = xs + T::kX, ss = ws + T::kW;
+    const uint64_t xdesc = wg::desc_sw128(xs);
     uint32_t scw[MT][2][kTw];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -838,14 +873,14 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
       } else {
         wg::wait<kAb - 1>();
       }
-      if (s == 1 && kt > 0) {  // k-tile kt - 1's MMAs and the warp's reads of its stage are done
+      if (s == 1 && n > 0) {  // k-tile n - 1's MMAs and the warp's reads of its stage are done
         __syncwarp();
         if (lane == 0) mbar_arrive(empty0 + 8 * prev);
       }
-      if (s == 3 && kt > 0) {
-        if (tid == 0 && kt - 1 + S < ktiles) {
-          mbar_wait(empty0 + 8 * prev, uint32_t(((kt - 1) / S) & 1));
-          produce(kt - 1 + S, prev);
+      if (s == 3 && n > 0) {
+        if (tid == 0 && n - 1 + S < total) {
+          mbar_wait(empty0 + 8 * prev, uint32_t(((n - 1) / S) & 1));
+          produce(n - 1 + S, prev);
         }
         __syncwarp();  // warp 0 converged again before the warpgroup's .aligned wgmma instructions
       }
@@ -868,17 +903,28 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
         ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
       }
       wg::fence();
-      const uint64_t db = wg::desc_sw128(xs + uint32_t(s >> 2) * (BM * 128) + 32u * (s & 3));
+      // The step's x descriptor: the k-tile's base plus the step's offset in 16-byte units (the
+      // 14-bit address field cannot carry: the ring ends below 256 KB).
+      const uint64_t db = (uint64_t(uint32_t(xdesc >> 32)) << 32) | (uint32_t(xdesc) + uint32_t(((s >> 2) * (BM * 128) + 32 * (s & 3)) >> 4));
 #pragma unroll
-      for (int i = 0; i < MT; ++i) wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
+      for (int i = 0; i < MT; ++i) {
+        if constexpr (BM == 128) {
+          wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
+        } else {
+          wg_mma_m64n64k16_rs(reinterpret_cast<float(&)[32]>(acc[i]), ab[i], db);
+        }
+      }
       wg::commit();
     }
     if (++st == S) st = 0, phase ^= 1;
   }
   wg::wait<0>();
   bsgemm::CtaWork cw;
-  cw.m0 = 0, cw.n0 = int(blockIdx.x) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
-  bsgemm::finish<MT, 16, BM, BN, bf16, 64, true>(s_p, cw, acc, 0, nrow0);
+  cw.m0 = 0, cw.n0 = (tile0 + j * tstride) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
+  // kSplit = false: finish's split-K merge has block barriers, which warps in different tiles
+  // would not meet (the moe launches never split).
+  bsgemm::finish<MT, XT, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
+  }
 #else
   __trap();
 #endif
@@ -985,14 +1031,16 @@ B12X_MOE_GROUP(gather, 256)
 B12X_MOE_TILE(Nvfp4, nvfp4, 2)
 B12X_MOE_TILE(Mxfp4, mxfp4, 2)
 
-// SM90: the wgmma tiles, BM = 128 slot rows by BN = 256 weight rows, one CTA per SM.
-#define B12X_MOE_TILE_WG(FMT, FMTNAME)                                                             \
+// SM90: the wgmma tiles, BM = 128 (wg) or 64 (wg64) slot rows by BN = 256 weight rows, persistent.
+#define B12X_MOE_TILE_WG(FMT, FMTNAME, NAME, BM)                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kMoeWgThreads, 1)                             \
-      b12x_fused_moe_tile_wg_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) {            \
-    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT>(p);                                                  \
+      b12x_fused_moe_tile_##NAME##_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) {    \
+    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT, BM>(p);                                              \
   }
-B12X_MOE_TILE_WG(Nvfp4, nvfp4)
-B12X_MOE_TILE_WG(Mxfp4, mxfp4)
+B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg, 128)
+B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg, 128)
+B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg64, 64)
+B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg64, 64)
 
 extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_act_rows(const __grid_constant__ b12x::MoeActParams p) {
   b12x::moe_act_rows(p);

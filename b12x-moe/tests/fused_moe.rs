@@ -865,6 +865,7 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
         for tile in [
             TileKernel::Mma(TileConfig { w8: false, wm: 2, wn: 8, stages: 6, splits: 1 }),
             TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false }),
+            TileKernel::Wgmma64 { stages: 4 },
         ] {
             symbols.extend(q.grouped_symbols(&tile));
         }
@@ -872,10 +873,10 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
     symbols.sort();
     symbols.dedup();
     // route, 4 GEMVs, quant_rows, combine_rows, 3 routers; the simple path's FC1 / FC2 / combine
-    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 mma.sync tiles, 2
-    // wgmma tiles (a trapping body off SM90) and act_rows (the grouped GEMV runs the decode
-    // path's).
-    assert_eq!(symbols.len(), 23);
+    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 mma.sync tiles, 4
+    // wgmma tiles (128- and 64-row; a trapping body off SM90) and act_rows (the grouped GEMV
+    // runs the decode path's).
+    assert_eq!(symbols.len(), 25);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
     // Each path's kernels are in the unit its plan loads (FUSED_MOE_DECODE_MODULE /
     // FUSED_MOE_MODULE).
@@ -917,7 +918,8 @@ fn packed_buckets_choose_the_path() {
     }
     assert_eq!(spans(4096, usize::MAX), [(1, 8, Decode), (9, 16, Decode), (17, 4096, GroupedGemv)]);
     assert_eq!(spans(1366, 1365).last(), Some(&(1366, 1366, GroupedTile)));
-    // SM90's two tiled buckets (mma.sync below the split, wgmma from it), only where the split
+    // SM90's two tiled buckets (the 64-row wgmma tile below the split, the 128-row one from it),
+    // only where the split
     // falls strictly inside the tiled range.
     assert_eq!(
         split(4096, 256, 1024),

@@ -3,7 +3,8 @@
 //! `Query::gemv_up_to` and the tiled path beyond), every case on both layouts (trial names
 //! `simple::…`, `packed::…`; `packed_tile::…` / `packed_gemv::…` force the tiled path from T = 17
 //! or the grouped GEMV beyond its default T with `PlanOptions`; `packed_tile_mma::…` the tiled
-//! path with the mma.sync tile, which SM90 replaces by its wgmma tile by default) —
+//! path with the mma.sync tile, which SM90 replaces by its wgmma tiles by default;
+//! `packed_tile_wg64::…` with SM90's 64-row wgmma tile) —
 //! against its CPU oracle (`fused_moe::reference`; libtest-mimic, listed as ignored without a
 //! CUDA device). The packed grouping in the scratch (slot count, slots, rows per pair, token and
 //! expert per row) must equal `packed::group` exactly (the grouped path: rows within an expert
@@ -309,12 +310,26 @@ fn check(
     check_opts(dev, layout, PlanOptions::default(), None, sh, t, how, bad, seed)
 }
 
+/// The tiled trials' kernel: the device's own at every tiled T, the mma.sync tile, or SM90's
+/// 64-row wgmma tile.
+#[derive(Clone, Copy, PartialEq)]
+enum Tiles {
+    Own,
+    Mma,
+    Wg64,
+}
+
 /// The tiled path from T = 17 with the device's own tile kernel at every tiled T (SM90: the
-/// wgmma one, which it takes by default from `Query::wgmma_from` only), or (`mma`) the mma.sync
-/// one.
-fn tile_opts(dev: &Arc<Device>, mma: bool) -> PlanOptions {
-    let tile = if mma { TileKernel::mma(dev.smem_optin()) } else { None };
-    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile, wgmma_from: Some(0) }
+/// wgmma one, which it takes by default from `Query::wgmma_from` only), the mma.sync one, or
+/// SM90's 64-row wgmma tile (4 stages; elsewhere the device's own: the trials stay runnable).
+fn tile_opts(dev: &Arc<Device>, kind: Tiles) -> PlanOptions {
+    let tile = match kind {
+        Tiles::Own => None,
+        Tiles::Mma => TileKernel::mma(dev.smem_optin()),
+        Tiles::Wg64 if dev.arch() == b12x_core::Arch::Sm90 => Some(TileKernel::Wgmma64 { stages: 4 }),
+        Tiles::Wg64 => None,
+    };
+    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile, wgmma_from: Some(0), ..Default::default() }
 }
 
 /// [`check`] on a plan made with `opts`, asserting that T takes `path` (and the forced tile
@@ -499,11 +514,14 @@ fn trials() -> Vec<GpuTrial> {
     // shapes at T 64 and 512), the grouped GEMV forced beyond its default (the model shapes at
     // T = 1024, DeepSeek-V4.1-Flash TP4 at 2048).
     // The tiled trials run twice: `packed_tile` with the device's default tile kernel (SM90: the
-    // wgmma body, 128-row slots) and `packed_tile_mma` with the mma.sync body forced (64-row
-    // slots: the kernel every other architecture runs, validated here on SM90 too).
+    // wgmma body, 128-row slots), `packed_tile_mma` with the mma.sync body forced (64-row
+    // slots: the kernel every other architecture runs, validated here on SM90 too) and
+    // `packed_tile_wg64` with SM90's 64-row wgmma tile forced (the device's own elsewhere).
     let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
     let packed = WeightLayout::Packed;
-    for (prefix, mma) in [("packed_tile", false), ("packed_tile_mma", true)] {
+    for (prefix, mma) in
+        [("packed_tile", Tiles::Own), ("packed_tile_mma", Tiles::Mma), ("packed_tile_wg64", Tiles::Wg64)]
+    {
         for (fname, recipe) in recipes {
             for (aname, act) in acts {
                 let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
@@ -551,8 +569,8 @@ fn trials() -> Vec<GpuTrial> {
         }
     }
     // The tile kernel a plan picks: SM90 the wgmma body (128-row slots) from `Query::wgmma_from`
-    // (1024 on Qwen3-30B-A3B) and the mma.sync body (64-row slots) below it, elsewhere the
-    // mma.sync body; `PlanOptions::wgmma_from` moves the boundary; wgmma forced off SM90, or an
+    // (1024 on Qwen3-30B-A3B) and the 64-row wgmma tile (64-row slots) below it, elsewhere the
+    // mma.sync body (64-row slots); `PlanOptions::wgmma_from` moves the boundary; wgmma forced off SM90, or an
     // mma.sync tile this op does not build, is a typed error.
     out.push(GpuTrial::new("packed_tile::kernel_choice", move |dev| {
         let q = Query { shape: Shape::qwen3_30b_a3b(), max_tokens: 4096, layout: packed, router: None };
@@ -561,10 +579,13 @@ fn trials() -> Vec<GpuTrial> {
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
             Ok((plan.tile_kernel(t), plan.slot_rows(t)))
         };
+        // `wgmma`: the 128-row wgmma tile; else the 64-row slots' tile — SM90's 64-row wgmma
+        // tile, the mma.sync tile elsewhere.
         let want = |t: usize, opts: PlanOptions, wgmma: bool| -> TrialResult {
             match choice(opts, t)? {
                 (Some(TileKernel::Wgmma(_)), 128) if wgmma => Ok(()),
-                (Some(TileKernel::Mma(_)), 64) if !wgmma => Ok(()),
+                (Some(TileKernel::Wgmma64 { stages: 4 }), 64) if !wgmma && sm90 => Ok(()),
+                (Some(TileKernel::Mma(_)), 64) if !wgmma && !sm90 => Ok(()),
                 got => Err(format!("{:?} T = {t} with {opts:?}: {got:?}", dev.arch())),
             }
         };
@@ -585,6 +606,17 @@ fn trials() -> Vec<GpuTrial> {
             (false, Err(Error::Unsupported { .. })) => {}
             (_, r) => return Err(format!("wgmma forced on {:?}: {:?}", dev.arch(), r.map(|p| p.tile_kernel(4096)))),
         }
+        // The 64-row wgmma tile: SM90 only, 64-row slots, 2..=4 stages (its epilogue-params ring).
+        let wg64 = TileKernel::Wgmma64 { stages: 3 };
+        match (sm90, fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg64), ..Default::default() })) {
+            (true, Ok(p)) if p.tile_kernel(512) == Some(wg64) && p.slot_rows(512) == 64 => {}
+            (false, Err(Error::Unsupported { .. })) => {}
+            (_, r) => return Err(format!("wg64 forced on {:?}: {:?}", dev.arch(), r.map(|p| p.tile_kernel(512)))),
+        }
+        let wg64_s5 = TileKernel::Wgmma64 { stages: 5 };
+        if let Ok(p) = fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg64_s5), ..Default::default() }) {
+            return Err(format!("a 5-stage wg64 tile was planned: {:?}", p.tile_kernel(512)));
+        }
         let wm4 = TileKernel::Mma(TileConfig { w8: false, wm: 4, wn: 8, stages: 2, splits: 1 });
         match fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wm4), ..Default::default() }) {
             Err(Error::Unsupported { .. }) => Ok(()),
@@ -602,26 +634,72 @@ fn trials() -> Vec<GpuTrial> {
     ] {
         out.push(GpuTrial::new(format!("packed_tile::ring::s{stages}::t300"), move |dev| {
             let sh = Shape { hidden: 1088, inter: 576, ..tiny(f, act) };
-            let mut opts = tile_opts(dev, false);
+            let mut opts = tile_opts(dev, Tiles::Own);
             if dev.arch() == b12x_core::Arch::Sm90 {
                 opts.tile = Some(TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages, tail: false }));
             }
             check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 31)
         }));
     }
+    // SM90's wgmma tile is persistent: with its grid capped at 1 or 3 CTAs (`tile_ctas`) each CTA
+    // walks many (slot, N tile) tiles through one ring — consecutive tiles of different slots and
+    // experts, the epilogue params' ring wrapping, tiles with fewer k-tiles than stages (the tiny
+    // shape's FC2: K = 128, one k-tile) and with more (the ring shape: 9 and 5). Off SM90 the
+    // option is accepted and unused (the mma.sync tile).
+    for (ctas, hidden, inter, stages) in
+        [(1usize, 1088usize, 576usize, 4usize), (3, 256, 128, 4), (3, 1088, 576, 2), (2, 256, 128, 3)]
+    {
+        out.push(GpuTrial::new(format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}::t300"), move |dev| {
+            let sh = Shape { hidden, inter, ..tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) }) };
+            let mut opts = PlanOptions { tile_ctas: Some(ctas), ..tile_opts(dev, Tiles::Own) };
+            if dev.arch() == b12x_core::Arch::Sm90 {
+                opts.tile = Some(TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages, tail: false }));
+            }
+            check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 37)
+        }));
+    }
+    // SM90's 64-row wgmma tile (m64n64k16) on the ring shape at 2, 3 and 4 stages (each recipe
+    // once: its x̂ rows), and persistent with its grid capped at 3 CTAs — ~75 rows per expert at
+    // T = 300: full and partial 64-row slots. Off SM90: the device's own tile.
+    for (stages, recipe, act, ctas) in [
+        (2usize, Recipe::W4a8Mx, Activation::Silu { limit: Some(10.0) }, None),
+        (3, Recipe::W4a16(Fp4::Mxfp4), Activation::SwigluOai { limit: 7.0 }, None),
+        (4, Recipe::Nvfp4, Activation::Relu2, None),
+        (4, Recipe::W4a16(Fp4::Nvfp4), Activation::Silu { limit: None }, Some(3usize)),
+    ] {
+        let c = ctas.map_or(String::new(), |c| format!("c{c}::"));
+        out.push(GpuTrial::new(format!("packed_tile_wg64::ring::{c}s{stages}::t300"), move |dev| {
+            let sh = Shape { hidden: 1088, inter: 576, recipe, ..tiny(Fp4::Nvfp4, act) };
+            let mut opts = PlanOptions { tile_ctas: ctas, ..tile_opts(dev, Tiles::Own) };
+            if dev.arch() == b12x_core::Arch::Sm90 {
+                opts.tile = Some(TileKernel::Wgmma64 { stages });
+            }
+            check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 41)
+        }));
+    }
+    out.push(GpuTrial::new("packed_tile::persist::zero_ctas", move |dev| {
+        let q = Query { shape: tiny(Fp4::Nvfp4, Activation::Relu2), max_tokens: 300, layout: packed, router: None };
+        match fused_moe::plan_with(&q, dev, PlanOptions { tile_ctas: Some(0), ..Default::default() }) {
+            Err(Error::InvalidQuery { field: "tile_ctas", .. }) => Ok(()),
+            r => Err(format!("tile_ctas = 0: {:?}", r.map(|p| p.tile_kernel(300)))),
+        }
+    }));
     // One plan of capacity 300 on the tiny shape (wgmma from T = 256 on SM90) run at T = 200 (the
-    // mma.sync bucket) and T = 300 (the wgmma bucket): each T launches its own bucket's kernel
-    // and scratch sized for both.
+    // 64-row slots' bucket: SM90's 64-row wgmma tile, the mma.sync tile elsewhere) and T = 300
+    // (the 128-row wgmma bucket): each T launches its own bucket's kernel and scratch sized for
+    // both.
     for t in [200usize, 300] {
         out.push(GpuTrial::new(format!("packed_tile::split::t{t}"), move |dev| {
             let sh = tiny(Fp4::Mxfp4, Activation::SwigluOai { limit: 7.0 });
             let opts = PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), ..Default::default() };
             let q = Query { shape: sh, max_tokens: 300, layout: packed, router: None };
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
-            let wgmma = dev.arch() == b12x_core::Arch::Sm90 && t >= q.wgmma_from();
+            let sm90 = dev.arch() == b12x_core::Arch::Sm90;
+            let wgmma = sm90 && t >= q.wgmma_from();
             match plan.tile_kernel(t) {
                 Some(TileKernel::Wgmma(_)) if wgmma => {}
-                Some(TileKernel::Mma(_)) if !wgmma => {}
+                Some(TileKernel::Wgmma64 { .. }) if !wgmma && sm90 => {}
+                Some(TileKernel::Mma(_)) if !wgmma && !sm90 => {}
                 k => return Err(format!("T = {t}: {k:?}")),
             }
             check_in(dev, packed, opts, Some(Path::GroupedTile), 300, sh, t, Workload::SharedPct(50), &[], 31)

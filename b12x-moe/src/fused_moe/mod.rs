@@ -53,9 +53,9 @@
 //!       (atomic ranks: rows inside an expert in no fixed order, which no result depends on),
 //!       x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel body per (slot,
 //!       256 weight rows) — on SM90 its wgmma body with 128-row slots from
-//!       [`Query::wgmma_from`] (an expert's expected rows `T·k/E` ≥ [`WGMMA_ROWS_PER_EXPERT`]),
-//!       its mma.sync body with 64-row slots below that and on every other architecture
-//!       ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
+//!       [`Query::wgmma_from`] (an expert's expected rows `T·k/E` ≥ [`WGMMA_ROWS_PER_EXPERT`])
+//!       and at N = 64 with 64-row slots below that, the mma.sync body with 64-row slots on
+//!       every other architecture ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
 //!       activation between them as its own launch, the combine; nine launches chained with
 //!       PDL. [`Plan::path`] says which path a T takes.
 //!
@@ -683,8 +683,8 @@ impl Query {
 
     /// The default smallest T of SM90's wgmma tile ([`PlanOptions::wgmma_from`] overrides it):
     /// from `T · k / E ≥` [`WGMMA_ROWS_PER_EXPERT`] (an expert's expected rows fill half a
-    /// 128-row slot); the tiled T below it take the mma.sync tile's 64-row slots. Other
-    /// architectures have the mma.sync tile only.
+    /// 128-row slot); the tiled T below it take the 64-row wgmma tile's 64-row slots. Other
+    /// architectures have the mma.sync tile (64-row slots) only.
     pub fn wgmma_from(&self) -> usize {
         (WGMMA_ROWS_PER_EXPERT * self.shape.experts).div_ceil(self.shape.top_k.max(1))
     }
@@ -821,7 +821,7 @@ struct Decode {
     /// decode configs, KB = 1).
     configs: Vec<GemvConfig>,
     /// Per tiled bucket (they come last, in bucket order), its kernel: on SM90 by default the
-    /// mma.sync tile below [`PlanOptions::wgmma_from`] and the wgmma tile from it.
+    /// 64-row wgmma tile below [`PlanOptions::wgmma_from`] and the 128-row one from it.
     tiles: Vec<TileKernel>,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
@@ -831,6 +831,8 @@ struct Decode {
     decode_slots: usize,
     /// FC grid capacity (CTAs) and SM count.
     sm_count: u32,
+    /// The wgmma tile's persistent grid: [`PlanOptions::tile_ctas`] or one CTA per SM.
+    tile_ctas: usize,
 }
 
 use b12x_gemm::blockscaled::gemv::{BsGemmParams, Config as GemvConfig, TileConfig, WgConfig};
@@ -843,10 +845,17 @@ const GROUPED_WM: usize = 2;
 const GROUPED_WN: usize = 8;
 /// The default [`Query::wgmma_from`] on SM90: the wgmma tile (128-row slots) serves T while the
 /// expected rows per expert under uniform routing, `T · k / E`, are at least this many; the
-/// mma.sync tile (64-row slots) serves the tiled T below (its slots are filled twice as densely
-/// where an expert has few rows).
+/// 64-row wgmma tile ([`TileKernel::Wgmma64`], 64-row slots) serves the tiled T below (its slots
+/// are filled twice as densely where an expert has few rows).
 ///
-/// Measured on the H200 (`bench-results/2026-12-06-h200-f/call2`, bench `b1`, one job, both tiles
+/// Measured on an H100 (`bench-results/2026-12-07-h200-c/call1/r/bench_b8`, one job, each tile
+/// forced at the same T): below 64 rows the 64-row wgmma tile takes 0.84× the 128-row tile's time
+/// (DeepSeek-V4-Flash T = 1024, 24 rows: 1485 µs against 1778; gpt-oss-120b T = 1024, 32 rows: 1505
+/// against 1785; Qwen3-30B-A3B T = 512, 32 rows: 336 against 400), from 64 rows 1.16–1.48× (Qwen3
+/// T = 1024, 64 rows: 511 against 441; DeepSeek T = 4096, 96 rows: 3142 against 2123). 48 rows
+/// (DeepSeek T = 2048) is not cleanly measured yet.
+///
+/// The split's first measurement, against the mma.sync tile (then the tile below it), on the H200 (`bench-results/2026-12-06-h200-f/call2`, bench `b1`, one job, both tiles
 /// forced at the same T): below 64 rows per expert the mma.sync tile is 1.06–1.11× faster
 /// (DeepSeek-V4-Flash T = 1024 / 2048: 24 / 48 rows, 2180 / 2319 µs against 2408 / 2514;
 /// gpt-oss-120b T = 1024: 32 rows, 2225 against 2366); from 64 rows the wgmma tile is
@@ -868,6 +877,15 @@ pub enum TileKernel {
     /// SM90 only: the wgmma body (`b12x_bsgemm_wg_*`'s), 128-row slots (`wn` 8, 2..4 stages, no
     /// split tail) — the default there.
     Wgmma(WgConfig),
+    /// SM90 only: the same wgmma body at N = 64 — 64-row slots (the mma.sync tile's grouping),
+    /// `m64n64k16` — with a ring of `stages` (2..=4) stages of 34 KB: SM90's default below
+    /// [`Query::wgmma_from`], where experts have fewer rows than 128-row slots fill (measured on
+    /// an H100, `bench-results/2026-12-07-h200-c/call1`, forced rows of one job: 0.67–0.69× the
+    /// mma.sync tile's time at 24–32 rows per expert, 1.16–1.48× the 128-row tile's from 64).
+    Wgmma64 {
+        /// Ring depth, 2..=4.
+        stages: usize,
+    },
 }
 
 impl TileKernel {
@@ -879,18 +897,26 @@ impl TileKernel {
             .map(|stages| TileKernel::Mma(TileConfig { w8: false, wm: GROUPED_WM, wn: GROUPED_WN, stages, splits: 1 }))
             .find(|t| t.fits(smem_optin, Arch::Other(0, 0)))
     }
-    /// The config's id (`gemm.blockscaled`'s: `tile_w4_wm2_wn8_s6_k1`, `wg_w4_wn8_s2`).
+    /// The config's id (`gemm.blockscaled`'s: `tile_w4_wm2_wn8_s6_k1`, `wg_w4_wn8_s2`; this
+    /// op's `wg64_w4_wn8_s4`).
     pub fn id(&self) -> String {
         match self {
             TileKernel::Mma(t) => t.id(),
             TileKernel::Wgmma(w) => w.id(),
+            TileKernel::Wgmma64 { stages } => format!("wg64_w4_wn8_s{stages}"),
         }
+    }
+    /// One stage of the 64-row wgmma tile: the mma.sync tile's at BM = 64 (x 16 KB, the codes
+    /// 16 KB, the scales 2 KB).
+    fn wg64_stage() -> u32 {
+        TileConfig { w8: false, wm: 2, wn: 8, stages: 2, splits: 1 }.stage_bytes()
     }
     /// `(BM, BN)`: rows per slot (the grouping's R) and weight rows per CTA.
     pub fn tile(&self) -> (usize, usize) {
         match self {
             TileKernel::Mma(t) => t.tile(),
             TileKernel::Wgmma(w) => w.tile().tile(),
+            TileKernel::Wgmma64 { .. } => (64, 256),
         }
     }
     /// Ring depth.
@@ -898,6 +924,7 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => t.stages,
             TileKernel::Wgmma(w) => w.stages,
+            TileKernel::Wgmma64 { stages } => *stages,
         }
     }
     /// Dynamic shared memory of one CTA (the ring and its alignment slack).
@@ -905,6 +932,8 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => t.dynamic_smem(),
             TileKernel::Wgmma(w) => w.dynamic_smem(),
+            // The ring plus wgmma's 1024 bytes of alignment slack.
+            TileKernel::Wgmma64 { stages } => *stages as u32 * Self::wg64_stage() + 1024,
         }
     }
     /// Whether this op builds the kernel and one CTA fits a device of `arch` with `smem_optin`
@@ -914,6 +943,10 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => !t.w8 && t.wm == GROUPED_WM && t.wn == GROUPED_WN && t.splits == 1 && t.fits(optin),
             TileKernel::Wgmma(w) => arch == Arch::Sm90 && !w.w8 && w.wn == 8 && !w.tail && w.fits(optin),
+            // The kernel traps outside 2..=4 stages (its epilogue-params ring holds 4 tiles).
+            TileKernel::Wgmma64 { stages } => {
+                arch == Arch::Sm90 && (2..=4).contains(stages) && self.dynamic_smem() + BS_STATIC_SMEM <= optin
+            }
         }
     }
     /// The kernel symbol for weights of format `f` (`nvfp4` / `mxfp4`).
@@ -921,6 +954,7 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => format!("b12x_fused_moe_tile_{f}_wm{}", t.wm),
             TileKernel::Wgmma(_) => format!("b12x_fused_moe_tile_wg_{f}"),
+            TileKernel::Wgmma64 { .. } => format!("b12x_fused_moe_tile_wg64_{f}"),
         }
     }
 }
@@ -965,15 +999,20 @@ pub struct PlanOptions {
     /// grouped GEMV bucket (the tile from T = 17, the layout before session 46). Either way at
     /// most the T whose pairs the route's shared memory holds (`(optin/4 − E) / 3` pairs).
     pub gemv_up_to: Option<usize>,
-    /// Packed layout: the tiled path's kernel at every tiled T. `None`: on SM90 the mma.sync
-    /// body (64-row slots) below [`PlanOptions::wgmma_from`] and the wgmma body (128-row slots)
-    /// from it, the mma.sync body elsewhere; `Some` forces one (a typed error where it does not
-    /// exist or fit: wgmma off SM90). The GPU suite runs both on SM90.
+    /// Packed layout: the tiled path's kernel at every tiled T. `None`: on SM90 the 64-row wgmma
+    /// tile below [`PlanOptions::wgmma_from`] and the 128-row one from it, the mma.sync body
+    /// elsewhere; `Some` forces one (a typed error where it does not exist or fit: wgmma off
+    /// SM90). The GPU suite runs all three on SM90.
     pub tile: Option<TileKernel>,
     /// Packed layout, SM90 with `tile: None`: the smallest T of the wgmma tile (the tiled path's
     /// own bucket from there). `None`: [`Query::wgmma_from`]; `Some(0)`: wgmma at every tiled T;
     /// `Some(usize::MAX)`: never.
     pub wgmma_from: Option<usize>,
+    /// Packed layout, SM90's wgmma tile: the most CTAs of its persistent launches (each walks the
+    /// live (slot, N tile) tiles with one ring). `None`: one per SM; `Some(n)`, `n ≥ 1`: at
+    /// most `n` (fewer SMs for this op, e.g. beside a concurrent stream; the GPU suite makes each
+    /// CTA walk many tiles this way). `Some(0)` is [`Error::InvalidQuery`].
+    pub tile_ctas: Option<usize>,
 }
 
 /// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
@@ -985,6 +1024,16 @@ pub(crate) fn decode_gemv_config(rows: usize, smem_optin: u32) -> Option<GemvCon
     b12x_gemm::blockscaled::gemv::configs(rows, smem_optin.saturating_sub(EARLY_SMEM), false)
         .into_iter()
         .find(|c| c.kb == 1 && c.ctas as u32 * (c.dynamic_smem() + GEMV_STATIC_SMEM + 1024) <= smem_optin + 1024)
+}
+
+/// SM90's default tile below [`Query::wgmma_from`]: the 64-row wgmma tile with the deepest ring
+/// of 2..=[`GROUPED_WG_STAGES`] stages that fits, else the mma.sync tile's ([`TileKernel::mma`]).
+pub(crate) fn small_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKernel> {
+    (2..=GROUPED_WG_STAGES)
+        .rev()
+        .map(|stages| TileKernel::Wgmma64 { stages })
+        .find(|t| t.fits(smem_optin, arch))
+        .or_else(|| TileKernel::mma(smem_optin))
 }
 
 /// The grouped path's default tile kernel on `arch`: SM90 the wgmma tile (128-row slots) with
@@ -1025,9 +1074,10 @@ impl Decode {
                             t.id()
                         )))
                     }
-                    // Below the split (SM90's wgmma default, the mma.sync tile fitting too): mma.sync.
+                    // Below the split (SM90's wgmma default, the mma.sync tile fitting too): the
+                    // 64-row wgmma tile.
                     None => match split {
-                        Some(from) if b.hi < from => TileKernel::mma(device.smem_optin()),
+                        Some(from) if b.hi < from => small_tile_config(device.smem_optin(), device.arch()),
                         _ => grouped_tile_config(device.smem_optin(), device.arch()),
                     }
                     .ok_or_else(|| unsupported("no grouped tile config fits this device's shared memory".into()))?,
@@ -1048,7 +1098,23 @@ impl Decode {
             configs.push(c);
         }
         let rbs = (s.fc1_rows().div_ceil(packed::ROW_BLOCK), s.hidden.div_ceil(packed::ROW_BLOCK));
-        Ok(Decode { paths: paths.to_vec(), configs, tiles, rbs, max_slots, decode_slots, sm_count: device.sm_count() })
+        let tile_ctas = match options.tile_ctas {
+            None => device.sm_count() as usize,
+            Some(0) => {
+                return Err(Error::InvalidQuery { op: OP, field: "tile_ctas", reason: "must be at least 1".into() })
+            }
+            Some(n) => n,
+        };
+        Ok(Decode {
+            paths: paths.to_vec(),
+            configs,
+            tiles,
+            rbs,
+            max_slots,
+            decode_slots,
+            sm_count: device.sm_count(),
+            tile_ctas,
+        })
     }
 
     /// The kernel of a tiled bucket (`None` for a GEMV bucket).
@@ -1114,7 +1180,7 @@ pub struct Plan {
 /// Validates `query` and picks the packed layout's configs (decode path: T ≤ 8 8-row slots, T ≤
 /// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`], 16-row slots;
 /// tiled path above, 128-row slots with SM90's wgmma tile (from [`Query::wgmma_from`]), 64-row
-/// slots with the mma.sync one (below it on SM90, every tiled T elsewhere)).
+/// slots with SM90's 64-row wgmma tile below it and the mma.sync tile elsewhere).
 /// Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     plan_with(query, device, PlanOptions::default())
@@ -1131,7 +1197,7 @@ pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
 /// assert_eq!((plan.path(1024), plan.path(1025)), (Path::GroupedGemv, Path::GroupedTile));
 /// assert_eq!(plan.slot_rows(1024), 16);
 /// // The tiled path's slots: 128 rows with SM90's wgmma tile (from `Query::wgmma_from`, 1024
-/// // here), 64 with the mma.sync tile (below it on SM90, everywhere else).
+/// // here), 64 below it (SM90's 64-row wgmma tile) and everywhere else (the mma.sync tile).
 /// let sm90 = dev.arch() == b12x_core::Arch::Sm90;
 /// assert_eq!(plan.slot_rows(1025), if sm90 { 128 } else { 64 });
 /// let plan = fused_moe::plan_with(&query, &dev, PlanOptions { gemv_up_to: Some(256), ..Default::default() })?;
@@ -1147,7 +1213,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             let route_pairs =
                 ((device.smem_optin() as usize).saturating_sub(64) / 4).saturating_sub(query.shape.experts) / 3;
             let up_to = options.gemv_up_to.unwrap_or(query.gemv_up_to()).min(route_pairs / query.shape.top_k);
-            // SM90's default: the mma.sync tile below `wgmma_from`, the wgmma tile from it.
+            // SM90's default: the 64-row wgmma tile below `wgmma_from`, the 128-row one from it.
             let optin = device.smem_optin();
             let split = match (options.tile, grouped_tile_config(optin, device.arch())) {
                 (None, Some(TileKernel::Wgmma(_))) if TileKernel::mma(optin).is_some() => {
@@ -1167,7 +1233,7 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
 /// up to `gemv_up_to` tokens: `{1..8}`, `{9..16}` decode, `{17..gemv_up_to}` grouped GEMV, the
 /// rest tiled (each only where the capacity reaches it) — in two tiled buckets where
 /// `tile_split` falls inside the tiled range (`{..tile_split − 1}`, `{tile_split..}`: SM90's
-/// mma.sync and wgmma tiles).
+/// 64- and 128-row wgmma tiles).
 pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize, tile_split: Option<usize>) -> (Vec<Bucket>, Vec<Path>) {
     let mut b = vec![Bucket { lo: 1, hi: max_tokens.min(8) }];
     let mut paths = vec![Path::Decode];
@@ -1224,7 +1290,7 @@ impl Plan {
     }
     /// The packed layout's rows per slot at `tokens` (the grouping's R: 8 or 16 on the decode
     /// and grouped-GEMV paths; on the tiled path 128 with SM90's wgmma kernel, 64 with the
-    /// mma.sync one; 0 on the simple path).
+    /// mma.sync one and SM90's 64-row wgmma kernel; 0 on the simple path).
     pub fn slot_rows(&self, tokens: usize) -> usize {
         match &self.decode {
             None => 0,
@@ -1597,7 +1663,7 @@ fn grouped_call(
     let bound = layout.bind(scratch)?;
     let (e, k, hd, i, r1) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows());
     let (bm, bn) = tile.tile();
-    let wgmma = matches!(tile, TileKernel::Wgmma(_));
+    let wgmma = matches!(tile, TileKernel::Wgmma(_) | TileKernel::Wgmma64 { .. });
     let pairs = t * k;
     let quant = quant_code(s.recipe);
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
@@ -1671,7 +1737,7 @@ fn grouped_call(
         };
         let mut p = MoeTileTmaParams { t, ..bytemuck::Zeroable::zeroed() };
         if wgmma {
-            // x: this call's T·k rows (zeros past them), 64-k boxes of the tile's 128 rows.
+            // x: this call's T·k rows (zeros past them), 64-k boxes of the tile's 128 or 64 rows.
             let xmap = Tma2d {
                 base: x,
                 dtype: DType::BF16,
@@ -1716,7 +1782,12 @@ fn grouped_call(
         reserved: 0,
     };
     let rows = rows_params(q, args, &bound, t, a2)?;
-    let grids = ((max_slots * r1.div_ceil(bn)) as u32, (max_slots * hd.div_ceil(bn)) as u32);
+    // The mma.sync tile: one CTA per (slot, N tile) of the plan's most slots (those past the live
+    // slots exit). The wgmma tile is persistent: one CTA per SM by default (its 512 threads at 127
+    // registers hold the whole register file), each walking the live tiles.
+    let tiles = |n: usize| max_slots * n.div_ceil(bn);
+    let grid = |n: usize| if wgmma { tiles(n).min(d.tile_ctas) } else { tiles(n) } as u32;
+    let grids = (grid(r1), grid(hd));
     let call = GroupedCall { topk, group, fc1, act, fc2, wgmma, rows, grids, tile_smem: tile.dynamic_smem() };
     Ok((t, bucket, call))
 }
@@ -1765,7 +1836,7 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
     // scratch was bound at the plan's sizes (counts and row starts for E, ranks and rows for T·k
     // pairs, slots for the most a call can have with the tile's slot rows, x̂, gate/up, h and y rows for
     // T·k rows). The kernels mask ids outside [0, E) and read what the chain wrote only after
-    // their PDL waits; grids past the live slots / rows exit.
+    // their PDL waits; grids past the live slots / rows exit (the wgmma tile's persistent CTAs walk the live tiles).
     unsafe {
         zero.launch_ex(stream, blocks(g.experts as usize, 256), g, first)?;
         count.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
@@ -2063,6 +2134,14 @@ mod tests {
             }
         }
         assert_eq!(TileKernel::mma(232_448).map(|t| t.id()).as_deref(), Some("tile_w4_wm2_wn8_s6_k1"));
+        // The 64-row wgmma tile: SM90 only, 2..=4 stages of 34 KB plus 1 KB of alignment slack.
+        let wg64 = TileKernel::Wgmma64 { stages: 4 };
+        assert_eq!((wg64.id().as_str(), wg64.tile(), wg64.dynamic_smem()), ("wg64_w4_wn8_s4", (64, 256), 140_288));
+        assert!(wg64.fits(232_448, Arch::Sm90) && !wg64.fits(232_448, Arch::Sm120) && !wg64.fits(101_376, Arch::Sm90));
+        for stages in [1, 5] {
+            assert!(!TileKernel::Wgmma64 { stages }.fits(232_448, Arch::Sm90), "{stages} stages");
+        }
+        assert!(TileKernel::Wgmma64 { stages: 2 }.fits(101_376, Arch::Sm90));
         assert_eq!(decode_gemv_config(8, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt1_kb1_s3_c3"));
         assert_eq!(decode_gemv_config(GROUPED_ABOVE, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt2_kb1_s4_c2"));
     }

@@ -234,7 +234,7 @@ pub struct MoeTileParams {
 pub struct MoeTileTmaParams {
     pub t: MoeTileParams,
     pub pad: [u64; 7],
-    /// The call's rows (x̂ or h) `[T·k, K]` bf16: boxes of 64 k × 128 rows, 128-byte swizzle.
+    /// The call's rows (x̂ or h) `[T·k, K]` bf16: boxes of 64 k × the slot's rows (128, or 64 for the 64-row tile), 128-byte swizzle.
     pub xmap: [u64; 16],
     /// The stacked codes `[E·rbs·128, K/2]` bytes as bf16 pairs: boxes of 32 × 256 rows,
     /// 64-byte swizzle.
