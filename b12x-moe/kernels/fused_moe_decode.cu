@@ -732,18 +732,6 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // shared ring for the epilogue (s_p). Other targets build a trapping body (Rust lists it on SM90 only).
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
-#if B12X_SM90_FEATURES
-// D[64 x 64] += A[64 x 16] B[16 x 64]: wg::mma_m64n128k16_rs's operands and layout at N = 64
-// (d[4 j + e], columns 8 j + 2 t + (e & 1), j < 8), always accumulating.
-__device__ __forceinline__ void wg_mma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-#endif
 template <bsgemv::Fmt F, int kBm>
 __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 #if B12X_SM90_FEATURES
@@ -911,7 +899,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
         if constexpr (BM == 128) {
           wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
         } else {
-          wg_mma_m64n64k16_rs(reinterpret_cast<float(&)[32]>(acc[i]), ab[i], db);
+          wg::mma_m64n64k16_rs(reinterpret_cast<float(&)[32]>(acc[i]), ab[i], db, true);
         }
       }
       wg::commit();
