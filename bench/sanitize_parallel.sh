@@ -18,6 +18,9 @@
 # device's free memory (`run_allocates_nothing`) see the other processes' allocations come and
 # go. Writes OUTDIR/TOOL.txt (one line per trial: name, rc, passed count, the tool's summary,
 # seconds), OUTDIR/TOOL_fail_*.log for failures, and prints a one-line summary last.
+# Killed (SIGTERM / SIGINT, e.g. by an outer `timeout`), it stops its running trials too — left
+# running, their sanitizers kept the GPU busy under whatever the caller timed next (session 59) —
+# and still writes TOOL.txt and a summary of the trials that finished.
 # The caller's environment passes through (B12X_TEST_PROFILE=reduced for the sanitizer profile;
 # each worker gets its own B12X_CACHE_DIR: a copy of $B12X_CACHE_DIR when that is set, else
 # a fresh one under $TMPDIR, so no race run here lands in the shared default cache).
@@ -43,6 +46,20 @@ else
 fi
 PRE=()
 [ "$TOOL" != none ] && PRE=(compute-sanitizer --tool "$TOOL" --error-exitcode 1)
+# The running trials' `timeout` processes (each forwards a TERM to its trial), for on_term.
+PIDS=$OUT/.pids
+: > "$PIDS"
+on_term() {
+  trap - TERM INT
+  [ -s "$PIDS" ] && kill $(cat "$PIDS") 2>/dev/null
+  kill $(jobs -p) 2>/dev/null
+  wait 2>/dev/null
+  cat "$OUT"/"$TOOL".w*.txt > "$OUT/$TOOL.txt" 2>/dev/null
+  rm -f "$OUT"/"$TOOL".w*.txt "$OUT"/.w*.log "$PIDS"
+  echo "$TOOL $(basename "$BIN"): $(wc -l < "$LIST") trials, cut off after $((SECONDS - START)) s with $(grep -cE " rc=0 passed=1 " "$OUT/$TOOL.txt") passed clean; the rest did not finish"
+  exit 143
+}
+trap on_term TERM INT
 
 # run_one NAME WORKER LIMIT_S: one trial, one line in $OUT/$TOOL.w$WORKER.txt.
 run_one() {
@@ -59,7 +76,10 @@ run_one() {
     mkdir -p "$cache"
   fi
   local envv=("B12X_CACHE_DIR=$cache")
-  env ${envv[@]+"${envv[@]}"} timeout "$lim" ${PRE[@]+"${PRE[@]}"} "$BIN" --exact "$t" --test-threads 1 > "$log" 2>&1
+  env ${envv[@]+"${envv[@]}"} timeout "$lim" ${PRE[@]+"${PRE[@]}"} "$BIN" --exact "$t" --test-threads 1 > "$log" 2>&1 &
+  local pid=$!
+  echo "$pid" >> "$PIDS"
+  wait "$pid"
   local rc=$?
   local summary
   summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY|INITCHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')
@@ -102,6 +122,7 @@ grep -E " rc=[1-9][0-9]* " "$OUT/$TOOL.txt" | grep -E "$clean" | cut -d' ' -f1 |
   rm -f "$OUT/$TOOL.walone.txt" "$OUT/.walone.log"
 done
 
+rm -f "$PIDS"
 total=$(wc -l < "$LIST")
 ok=$(grep -v '(in parallel)' "$OUT/$TOOL.txt" | grep -cE " rc=0 passed=1 ")
 skipped=$(grep -c ' SKIPPED$' "$OUT/$TOOL.txt")
