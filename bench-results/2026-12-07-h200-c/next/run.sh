@@ -12,7 +12,7 @@
 # 4. decode rows T = 1 / 8 (criterion 2's numbers on this card);
 # 5. with .gpu/bz_b10 (built from branch wip/wg64-producer, faf3eea): its 64-row trials, memcheck,
 #    and its `fused_moe_tile_wg64` rows against b9's in one job (T 512 / 1024 / 2048).
-END=${END:-420}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
+END=${END:-600}; ROOT=$PWD; R=$OUT/r; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 mkdir -p .gpu/b9 && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/bz_b9/bundle.tar.xz .gpu/b9
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r.tgz r); }
@@ -26,7 +26,7 @@ B12X_MOE_TOKENS=256,2048 B12X_BENCH_FILTER=/T B12X_BENCH_OUT=$R/bench_b9 timeout
 echo "bench T256/2048 rc=$? t=$SECONDS" >> $R/summary.txt; save
 left=$((END - 10 - SECONDS)); [ $left -gt 25 ] && { B12X_MOE_TOKENS=1,8 B12X_BENCH_FILTER=fused_moe/ B12X_BENCH_OUT=$R/bench_b9_decode timeout $(( left < 40 ? left : 40 )) ./bench_fused_moe > $R/bench_b9_decode.txt 2>&1
 echo "bench T1/8 rc=$? t=$SECONDS" >> $R/summary.txt; save; }
-if [ -f $ROOT/.gpu/bz_b10/bundle.tar.xz ]; then
+if [ -f $ROOT/.gpu/bz_b10/bundle.tar.xz ] && [ $((END - SECONDS)) -gt 200 ]; then
   mkdir -p $ROOT/.gpu/b10 && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_b10/bundle.tar.xz $ROOT/.gpu/b10
   cd $ROOT/.gpu/b10/bundle/bin; export B12X_COMMIT=$(cat ../COMMIT)
   timeout 60 bash $S ./gpu_fused_moe none $R/fm10 8 40 '^packed_tile_wg64::[^m]' > $R/fm10.txt 2>&1
