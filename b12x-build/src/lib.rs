@@ -51,6 +51,11 @@ pub struct KernelResources {
     pub stack_bytes: u32,
     pub spill_store_bytes: u32,
     pub spill_load_bytes: u32,
+    /// ptxas serialized the kernel's `wgmma.mma_async` instructions (its C75xx "Potential
+    /// Performance Loss" notes, sm_90a): each wgmma then waits for the previous one, which
+    /// undoes the overlap a wgmma kernel is written for, while the kernel still runs correctly.
+    #[serde(default)]
+    pub wgmma_serialized: bool,
 }
 
 /// One translation unit's build record.
@@ -122,20 +127,40 @@ pub fn find_nvcc(start: &Path, env: &dyn Fn(&str) -> Option<String>) -> Option<P
     std::env::split_paths(&path).map(|d| d.join("nvcc")).find(|c| c.is_file())
 }
 
+/// The function a ptxas note of wgmma serialization names (`... are serialized due to ... in the
+/// function 'NAME'`), if `line` is one.
+fn wgmma_serialized_fn(line: &str) -> Option<&str> {
+    if !line.contains("wgmma.mma_async instructions are serialized") {
+        return None;
+    }
+    line.rsplit("function '").next().filter(|_| line.contains("function '"))?.split('\'').next()
+}
+
 /// Parses ptxas `-v` output into kernel -> arch -> resources.
+///
+/// ptxas prints its wgmma serialization notes before the entry functions of the same arch's run,
+/// so a note marks the next entry of the function it names (or, printed after every entry of
+/// the function, its sm_90 entries: wgmma exists there only).
 pub fn parse_ptxas(log: &str) -> BTreeMap<String, BTreeMap<String, KernelResources>> {
     let mut out: BTreeMap<String, BTreeMap<String, KernelResources>> = BTreeMap::new();
     let mut current: Option<(String, String)> = None;
+    let mut serialized: Vec<String> = Vec::new();
     let num_before = |line: &str, unit: &str| -> Option<u32> {
         let idx = line.find(unit)?;
         line[..idx].split_whitespace().last()?.parse().ok()
     };
     for line in log.lines() {
+        if let Some(name) = wgmma_serialized_fn(line) {
+            serialized.push(name.to_string());
+            continue;
+        }
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let mut parts = rest.split('\'');
             let name = parts.next().unwrap_or_default().to_string();
             let arch = parts.nth(1).unwrap_or_default().to_string();
-            out.entry(name.clone()).or_default().insert(arch.clone(), KernelResources::default());
+            let pending = serialized.iter().position(|s| *s == name).map(|i| serialized.swap_remove(i));
+            let res = KernelResources { wgmma_serialized: pending.is_some(), ..Default::default() };
+            out.entry(name.clone()).or_default().insert(arch.clone(), res);
             current = Some((name, arch));
             continue;
         }
@@ -148,6 +173,13 @@ pub fn parse_ptxas(log: &str) -> BTreeMap<String, BTreeMap<String, KernelResourc
         } else if line.contains("Used") && line.contains("registers") {
             res.registers = num_before(line, "registers").unwrap_or(0);
             res.smem_bytes = num_before(line, "bytes smem").unwrap_or(0);
+        }
+    }
+    for name in serialized {
+        for (arch, res) in out.get_mut(&name).into_iter().flatten() {
+            if arch.starts_with("sm_90") {
+                res.wgmma_serialized = true;
+            }
         }
     }
     out
@@ -446,11 +478,45 @@ ptxas info    : Used 38 registers, used 0 barriers
                 smem_bytes: 128,
                 stack_bytes: 8,
                 spill_store_bytes: 4,
-                spill_load_bytes: 4
+                spill_load_bytes: 4,
+                wgmma_serialized: false,
             }
         );
         assert_eq!(k["sm_120a"].registers, 38);
         assert_eq!(k["sm_120a"].smem_bytes, 0);
+    }
+
+    /// ptxas 13.0's notes as it printed them for a kernel whose wgmmas it serialized: before the
+    /// entry functions of that arch's run (one note after the entries, in a made-up order, too).
+    #[test]
+    fn parses_wgmma_serialization_notes() {
+        let log = "ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions defining input registers of a wgmma between start and end of the pipeline stage in the function 'k_wg'
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k_other' for 'sm_90a'
+ptxas info    : Used 30 registers, used 0 barriers
+ptxas info    : Compiling entry function 'k_wg' for 'sm_90a'
+ptxas info    : Function properties for k_wg
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 96 registers, used 1 barriers, 1792 bytes smem
+ptxas info    : Compiling entry function 'k_wg' for 'sm_120a'
+ptxas info    : Used 20 registers, used 0 barriers
+ptxas info    : Compiling entry function 'k_late' for 'sm_90a'
+ptxas info    : Used 128 registers, used 1 barriers
+ptxas info    : Compiling entry function 'k_late' for 'sm_120a'
+ptxas info    : Used 20 registers, used 0 barriers
+ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions are serialized due to the presence of Extern calls in the function 'k_late'
+";
+        let m = parse_ptxas(log);
+        assert!(m["k_wg"]["sm_90a"].wgmma_serialized);
+        assert_eq!(m["k_wg"]["sm_90a"].registers, 96);
+        assert!(!m["k_wg"]["sm_120a"].wgmma_serialized);
+        assert!(!m["k_other"]["sm_90a"].wgmma_serialized);
+        assert!(m["k_late"]["sm_90a"].wgmma_serialized);
+        assert!(!m["k_late"]["sm_120a"].wgmma_serialized);
+        assert_eq!(wgmma_serialized_fn("ptxas info    : Used 96 registers"), None);
+        // Manifests written before the field existed still read.
+        let old: KernelResources = serde_json::from_str(r#"{"registers":1,"smem_bytes":0,"stack_bytes":0,"spill_store_bytes":0,"spill_load_bytes":0}"#).unwrap();
+        assert!(!old.wgmma_serialized);
     }
 
     #[test]

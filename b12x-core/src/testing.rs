@@ -457,8 +457,10 @@ pub mod shapes {
 pub const REQUIRED_ARCHS: &[&str] = &["sm_90a", "sm_120a", "sm_121a"];
 
 /// Checks a crate's `KERNEL_MANIFEST` (from `b12x-build`): the kernels were built, every symbol
-/// in `symbols` exists for every required arch, and no kernel spills registers or uses a stack
-/// frame for spills. Set `B12X_ALLOW_PARTIAL_ARCHS=1` for bundles built for one arch only.
+/// in `symbols` exists for every required arch, no kernel spills registers or uses a stack
+/// frame for spills, and ptxas serialized no kernel's wgmma instructions (a wgmma kernel that
+/// loses its overlap still passes every GPU test, only slower). Set `B12X_ALLOW_PARTIAL_ARCHS=1`
+/// for bundles built for one arch only.
 pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), String> {
     let m: serde_json::Value = serde_json::from_str(manifest_json).map_err(|e| format!("manifest: {e}"))?;
     if m["built"] != serde_json::Value::Bool(true) {
@@ -492,6 +494,9 @@ pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), Str
             let spill = r["spill_store_bytes"].as_u64().unwrap_or(0) + r["spill_load_bytes"].as_u64().unwrap_or(0);
             if spill > 0 {
                 errs.push(format!("{k} spills {spill} bytes on {arch}"));
+            }
+            if r["wgmma_serialized"].as_bool() == Some(true) {
+                errs.push(format!("ptxas serialized {k}'s wgmma instructions on {arch}"));
             }
         }
     }
@@ -794,12 +799,16 @@ mod tests {
     }
 
     #[test]
-    fn manifest_check_finds_missing_and_spilling_kernels() {
+    fn manifest_check_finds_missing_spilling_and_serialized_kernels() {
         let ok = r#"{"built":true,"archs":["sm_90a","sm_120a","sm_121a","compute_120"],"units":{"u":{"hash":"h","kernels":{
             "k1":{"sm_90a":{"spill_store_bytes":0,"spill_load_bytes":0},"sm_120a":{"spill_store_bytes":0,"spill_load_bytes":0},"sm_121a":{"spill_store_bytes":0,"spill_load_bytes":0}},
-            "k2":{"sm_90a":{"spill_store_bytes":8,"spill_load_bytes":8}}}}}}"#;
+            "k2":{"sm_90a":{"spill_store_bytes":8,"spill_load_bytes":8}},
+            "k4":{"sm_90a":{"spill_store_bytes":0,"spill_load_bytes":0,"wgmma_serialized":true},"sm_120a":{"wgmma_serialized":false}}}}}}"#;
         let e = check_manifest(ok, &["k1".into(), "k2".into(), "k3".into()]).unwrap_err();
         assert!(e.contains("k2 spills 16 bytes on sm_90a"), "{e}");
+        assert!(e.contains("ptxas serialized k4's wgmma instructions on sm_90a"), "{e}");
+        assert!(!e.contains("k4's wgmma instructions on sm_120a"), "{e}");
+        assert!(!e.contains("k1"), "{e}");
         assert!(e.contains("k3 missing for sm_120a"), "{e}");
         assert!(e.contains("k2 missing for sm_121a"), "{e}");
         assert!(check_manifest(r#"{"built":false,"archs":[],"units":{}}"#, &[]).is_err());
