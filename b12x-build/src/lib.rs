@@ -515,7 +515,10 @@ ptxas info    : (C7510) Potential Performance Loss: wgmma.mma_async instructions
         assert!(!m["k_late"]["sm_120a"].wgmma_serialized);
         assert_eq!(wgmma_serialized_fn("ptxas info    : Used 96 registers"), None);
         // Manifests written before the field existed still read.
-        let old: KernelResources = serde_json::from_str(r#"{"registers":1,"smem_bytes":0,"stack_bytes":0,"spill_store_bytes":0,"spill_load_bytes":0}"#).unwrap();
+        let old: KernelResources = serde_json::from_str(
+            r#"{"registers":1,"smem_bytes":0,"stack_bytes":0,"spill_store_bytes":0,"spill_load_bytes":0}"#,
+        )
+        .unwrap();
         assert!(!old.wgmma_serialized);
     }
 
