@@ -48,12 +48,13 @@ bench() {  # bundle, tag, tokens, filter, timeout
 if [ $STEP = 1 ]; then
   for b in b9 b13 b12 b11; do bench $b t4096 4096 fused_moe/ 45; done
   for b in b9 b13 b12 b11 b10; do bench $b wg64 512,1024 fused_moe_tile_wg64/ 40; done
-  trials b13 "tiled trials" 90 60 '^packed_tile(_wg64)?::'
+  trials b13 "packed trials" 120 80 '^packed'  # b13 / b12 also reschedule the decode path's route / quant_rows
   trials b12 "tiled trials" 90 60 '^packed_tile(_wg64)?::'
   trials b11 "tiled trials" 90 60 '^packed_tile(_wg64)?::'
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
 elif [ $STEP = 2 ]; then
   trials b9 suite 170 140 .
+  trials b12 "decode / grouped GEMV trials" 60 40 '^packed(_gemv)?::'
   for b in b13 b12 b11 b10; do san $b memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'; done
   san b13 racecheck 100 8 70 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
 else
