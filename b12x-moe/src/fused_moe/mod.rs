@@ -2091,6 +2091,41 @@ impl BenchCase for RaceCase {
 mod tests {
     use super::*;
 
+    /// The threads the host launches each tile / decode GEMV kernel with fit the registers ptxas
+    /// gave it: registers are allocated per warp (in steps of 8 per thread) from each of the SM's
+    /// four 16K-register quarters, which a CTA's warps share round-robin, so a CTA of W warps
+    /// needs ceil(W / 4) warps' registers in one quarter (ptxas caps `__launch_bounds__(544, 1)`
+    /// at 96, not 65536 / 544; a `__maxnreg__` past that compiles and then fails to launch).
+    #[test]
+    fn kernels_fit_the_threads_they_are_launched_with() {
+        let fits = |threads: u32, regs: u64| {
+            let per_warp = 32 * regs.div_ceil(8) * 8;
+            u64::from(threads / 32).div_ceil(4) * per_warp <= 16384
+        };
+        assert!(fits(512, 128) && fits(544, 96) && !fits(544, 104) && !fits(544, 120));
+        let m: serde_json::Value = serde_json::from_str(crate::KERNEL_MANIFEST).unwrap();
+        let mut checked = 0;
+        for unit in m["units"].as_object().into_iter().flat_map(|u| u.values()) {
+            for (k, per_arch) in unit["kernels"].as_object().into_iter().flatten() {
+                let threads = if k.starts_with("b12x_fused_moe_tile_wg") {
+                    WG_TILE_THREADS
+                } else if k.starts_with("b12x_fused_moe_tile_") {
+                    TILE_THREADS
+                } else if k.starts_with("b12x_fused_moe_decode_gemv") {
+                    GEMV_THREADS
+                } else {
+                    continue;
+                };
+                for (arch, r) in per_arch.as_object().into_iter().flatten() {
+                    let regs = r["registers"].as_u64().unwrap();
+                    assert!(fits(threads, regs), "{k} on {arch}: {regs} registers x {threads} threads");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 8, "{checked} kernels checked");
+    }
+
     /// The plan counts [`GEMV_STATIC_SMEM`] of static shared memory for the decode GEMV and tile
     /// kernels beside their dynamic rings (`fits`, `dynamic_smem`): every such kernel's static
     /// shared memory as ptxas reported it, on every arch built, stays within it (a kernel past it
