@@ -133,7 +133,7 @@ fn wgmma_serialized_fn(line: &str) -> Option<&str> {
     if !line.contains("wgmma.mma_async instructions are serialized") {
         return None;
     }
-    line.rsplit("function '").next().filter(|_| line.contains("function '"))?.split('\'').next()
+    line.rsplit_once("function '")?.1.split('\'').next()
 }
 
 /// Parses ptxas `-v` output into kernel -> arch -> resources.

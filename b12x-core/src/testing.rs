@@ -456,6 +456,26 @@ pub mod shapes {
 /// Target archs every shipped kernel must be built for.
 pub const REQUIRED_ARCHS: &[&str] = &["sm_90a", "sm_120a", "sm_121a"];
 
+/// Every (kernel, arch, resources) a crate's `KERNEL_MANIFEST` records, in kernel order: ptxas's
+/// per-arch resources as `b12x-build` wrote them (`registers`, `smem_bytes`, spills,
+/// `wgmma_serialized`). Empty for an unparsable manifest.
+pub fn manifest_resources(manifest_json: &str) -> Vec<(String, String, serde_json::Value)> {
+    let m: serde_json::Value = serde_json::from_str(manifest_json).unwrap_or_default();
+    let mut kernels: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+    for unit in m["units"].as_object().into_iter().flat_map(|u| u.values()) {
+        for (k, v) in unit["kernels"].as_object().into_iter().flatten() {
+            kernels.insert(k.clone(), v.clone());
+        }
+    }
+    let mut out = Vec::new();
+    for (k, per_arch) in kernels {
+        for (arch, r) in per_arch.as_object().into_iter().flatten() {
+            out.push((k.clone(), arch.clone(), r.clone()));
+        }
+    }
+    out
+}
+
 /// Checks a crate's `KERNEL_MANIFEST` (from `b12x-build`): the kernels were built, every symbol
 /// in `symbols` exists for every required arch, no kernel spills registers or uses a stack
 /// frame for spills, and ptxas serialized no kernel's wgmma instructions (a wgmma kernel that
@@ -475,29 +495,22 @@ pub fn check_manifest(manifest_json: &str, symbols: &[String]) -> Result<(), Str
         .collect();
     let partial = std::env::var("B12X_ALLOW_PARTIAL_ARCHS").is_ok_and(|v| v == "1");
     let required: Vec<&str> = if partial { built.clone() } else { REQUIRED_ARCHS.to_vec() };
-    let mut kernels: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
-    for unit in m["units"].as_object().into_iter().flat_map(|u| u.values()) {
-        for (k, v) in unit["kernels"].as_object().into_iter().flatten() {
-            kernels.insert(k.clone(), v.clone());
-        }
-    }
+    let resources = manifest_resources(manifest_json);
     let mut errs = Vec::new();
     for sym in symbols {
         for arch in &required {
-            if kernels.get(sym).and_then(|k| k.get(*arch)).is_none() {
+            if !resources.iter().any(|(k, a, _)| k == sym && a == arch) {
                 errs.push(format!("{sym} missing for {arch}"));
             }
         }
     }
-    for (k, per_arch) in &kernels {
-        for (arch, r) in per_arch.as_object().into_iter().flatten() {
-            let spill = r["spill_store_bytes"].as_u64().unwrap_or(0) + r["spill_load_bytes"].as_u64().unwrap_or(0);
-            if spill > 0 {
-                errs.push(format!("{k} spills {spill} bytes on {arch}"));
-            }
-            if r["wgmma_serialized"].as_bool() == Some(true) {
-                errs.push(format!("ptxas serialized {k}'s wgmma instructions on {arch}"));
-            }
+    for (k, arch, r) in &resources {
+        let spill = r["spill_store_bytes"].as_u64().unwrap_or(0) + r["spill_load_bytes"].as_u64().unwrap_or(0);
+        if spill > 0 {
+            errs.push(format!("{k} spills {spill} bytes on {arch}"));
+        }
+        if r["wgmma_serialized"].as_bool() == Some(true) {
+            errs.push(format!("ptxas serialized {k}'s wgmma instructions on {arch}"));
         }
     }
     if errs.is_empty() {

@@ -2103,25 +2103,20 @@ mod tests {
             u64::from(threads / 32).div_ceil(4) * per_warp <= 16384
         };
         assert!(fits(512, 128) && fits(544, 96) && !fits(544, 104) && !fits(544, 120));
-        let m: serde_json::Value = serde_json::from_str(crate::KERNEL_MANIFEST).unwrap();
         let mut checked = 0;
-        for unit in m["units"].as_object().into_iter().flat_map(|u| u.values()) {
-            for (k, per_arch) in unit["kernels"].as_object().into_iter().flatten() {
-                let threads = if k.starts_with("b12x_fused_moe_tile_wg") {
-                    WG_TILE_THREADS
-                } else if k.starts_with("b12x_fused_moe_tile_") {
-                    TILE_THREADS
-                } else if k.starts_with("b12x_fused_moe_decode_gemv") {
-                    GEMV_THREADS
-                } else {
-                    continue;
-                };
-                for (arch, r) in per_arch.as_object().into_iter().flatten() {
-                    let regs = r["registers"].as_u64().unwrap();
-                    assert!(fits(threads, regs), "{k} on {arch}: {regs} registers x {threads} threads");
-                    checked += 1;
-                }
-            }
+        for (k, arch, r) in b12x_core::testing::manifest_resources(crate::KERNEL_MANIFEST) {
+            let threads = if k.starts_with("b12x_fused_moe_tile_wg") {
+                WG_TILE_THREADS
+            } else if k.starts_with("b12x_fused_moe_tile_") {
+                TILE_THREADS
+            } else if k.starts_with("b12x_fused_moe_decode_gemv") {
+                GEMV_THREADS
+            } else {
+                continue;
+            };
+            let regs = r["registers"].as_u64().unwrap();
+            assert!(fits(threads, regs), "{k} on {arch}: {regs} registers x {threads} threads");
+            checked += 1;
         }
         assert!(checked >= 8, "{checked} kernels checked");
     }
@@ -2135,17 +2130,13 @@ mod tests {
         let m: serde_json::Value = serde_json::from_str(crate::KERNEL_MANIFEST).unwrap();
         assert_eq!(m["built"], serde_json::Value::Bool(true), "kernels not built");
         let mut checked = 0;
-        for unit in m["units"].as_object().into_iter().flat_map(|u| u.values()) {
-            for (k, per_arch) in unit["kernels"].as_object().into_iter().flatten() {
-                if !(k.starts_with("b12x_fused_moe_tile") || k.starts_with("b12x_fused_moe_decode_gemv")) {
-                    continue;
-                }
-                for (arch, r) in per_arch.as_object().into_iter().flatten() {
-                    let smem = r["smem_bytes"].as_u64().unwrap();
-                    assert!(smem <= u64::from(GEMV_STATIC_SMEM), "{k} on {arch}: {smem} bytes of static shared memory");
-                    checked += 1;
-                }
+        for (k, arch, r) in b12x_core::testing::manifest_resources(crate::KERNEL_MANIFEST) {
+            if !(k.starts_with("b12x_fused_moe_tile") || k.starts_with("b12x_fused_moe_decode_gemv")) {
+                continue;
             }
+            let smem = r["smem_bytes"].as_u64().unwrap();
+            assert!(smem <= u64::from(GEMV_STATIC_SMEM), "{k} on {arch}: {smem} bytes of static shared memory");
+            checked += 1;
         }
         assert!(checked >= 8, "{checked} kernels checked");
     }
