@@ -9,12 +9,14 @@
 #   b15 = wip/cand = main + wip/wg-combined (b11 + b12 + a producer path from a shared-memory
 #         tile table) + wip/gemv-nodiv (the decode GEMV body with no division per unit);
 #         carries gpu_blockscaled_gemv (the same GEMV body's dense kernels).
-# STEP=1 END=590: bench rows in one job (T = 4096 defaults b9 / b15; the 64-row tile forced at
-#   T = 512 / 1024 b9 / b15 / b10; decode T = 1 / 8 b9 / b15), then b15's whole gpu_fused_moe
-#   suite and gpu_blockscaled_gemv, b10's 64-row trials, then b11 / b12 T = 4096 if time is left.
-# STEP=2 END=590: sanitizers — memcheck of b15's ring / persistent / decode trials and its dense
-#   GEMV, racecheck of b15's ring trials, b10's memcheck / racecheck, b9's three unfinished
-#   racecheck trials; T = 256 / 2048 rows b9 / b15.
+# STEP=1 END=590 (one call may be all the budget allows: device starts kept failing): bench rows
+#   in one job (T = 4096 defaults b9 / b15; decode T = 1 / 8 b9 / b15; the 64-row tile forced at
+#   T = 512 / 1024 b9 / b15 / b10), then b15's whole gpu_fused_moe suite and
+#   gpu_blockscaled_gemv, memcheck of b15's ring / persistent trials, racecheck of its ring
+#   trials, b10's 64-row trials — each skipped when the time left is too short.
+# STEP=2 END=590: memcheck of b15's decode / grouped GEMV trials and dense GEMV, b10's memcheck /
+#   racecheck, T = 256 / 2048 rows b9 / b15, b11 / b12 T = 4096 (attribution), b9's three
+#   unfinished racecheck trials.
 END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
@@ -39,20 +41,20 @@ bench() {  # bundle, tag, tokens, filter, timeout
 }
 if [ $STEP = 1 ]; then
   for b in b9 b15; do bench $b t4096 4096 fused_moe/ 45; done
-  for b in b9 b15 b10; do bench $b wg64 512,1024 fused_moe_tile_wg64/ 40; done
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
+  for b in b9 b15 b10; do bench $b wg64 512,1024 fused_moe_tile_wg64/ 40; done
   trials b15 suite 170 140 .
   trials b15 "dense gemv trials" 60 40 . gpu_blockscaled_gemv
+  san b15 memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'
+  san b15 racecheck 80 8 55 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
-  for b in b12 b11; do bench $b t4096 4096 fused_moe/ 45; done
 else
-  san b15 memcheck 70 8 45 '^packed_tile(_wg64)?::(ring|persist)'
-  san b15 racecheck 100 8 70 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
   san b15 memcheck 60 8 40 '^packed(_gemv)?::'
   san b15 memcheck 60 8 40 . gpu_blockscaled_gemv
   san b10 memcheck 50 8 35 '^packed_tile_wg64::(ring|persist)'
   san b10 racecheck 80 8 55 '^packed_tile_wg64::ring::(s2|s3|c3)'
   for b in b9 b15; do bench $b t256_2048 256,2048 /T 50; done
+  for b in b12 b11; do bench $b t4096 4096 fused_moe/ 45; done
   san b9 racecheck 130 3 20 '^packed_tile(_wg64)?::(persist::c1::h1088_s4|persist::c3::h1088_s2|ring::c3::s4)::t300'
 fi
 for f in $R/bench_*/fused_moe.md; do [ -f $f ] && { echo "== $f"; grep -E "/T[0-9]" $f | grep -v read_probe | cut -d'|' -f2-4,7-8; }; done
