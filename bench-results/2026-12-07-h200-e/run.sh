@@ -42,8 +42,8 @@ bench() {  # bundle, tag, tokens, filter, timeout
 if [ $STEP = 1 ]; then
   for b in b9 b15; do bench $b t4096 4096 fused_moe/ 45; done
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
-  for b in b9 b15 b10; do bench $b wg64 512,1024 fused_moe_tile_wg64/ 40; done
   trials b15 suite 170 140 .
+  for b in b9 b15 b10; do bench $b wg64 512,1024 fused_moe_tile_wg64/ 40; done
   trials b15 "dense gemv trials" 60 40 . gpu_blockscaled_gemv
   san b15 memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'
   san b15 racecheck 80 8 55 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
