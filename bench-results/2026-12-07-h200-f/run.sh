@@ -1,0 +1,54 @@
+#!/bin/bash
+# Session 62 (issue 7): the GPU trials and sanitizers that decide whether `wip/cand` (b15) merges,
+# then session 61's unrun STEP=2 rows. Bundles as in ../2026-12-07-h200-e/run.sh:
+#   b9 = main's kernels (c7d41b0), b10 = wip/wg64-producer, b11 = wip/wg-last-release,
+#   b12 = wip/wg-kperm, b15 = wip/cand 7a326e8 (main + wip/wg-combined + wip/gemv-nodiv).
+# STEP=1 END=590: b15's whole gpu_fused_moe suite and gpu_blockscaled_gemv trials, memcheck of its
+#   ring / persistent / decode / grouped-GEMV trials and dense GEMV, racecheck of its ring trials,
+#   then T = 4096 rows b9 / b15 (the issue's card when the call lands on an H200).
+# STEP=2 END=590: decode T = 1 / 8 rows b9 / b15, b10's 64-row trials / memcheck / racecheck,
+#   T = 256 / 2048 rows b9 / b15, b11 / b12 T = 4096 (attribution), b9's three unfinished racecheck
+#   trials.
+END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
+export B12X_ALLOW_PARTIAL_ARCHS=1
+save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
+have() { [ -f $ROOT/.gpu/bz_$1/bundle.tar.xz ]; }
+for b in b9 b10 b11 b12 b15; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
+into() { cd $ROOT/.gpu/$1/bundle/bin && export B12X_COMMIT=$(cat ../COMMIT); }
+left() { echo $((END - 10 - SECONDS)); }
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
+trials() {  # bundle, name, timeout, per-trial deadline, filter[, binary]
+  local bin=${6:-gpu_fused_moe}
+  have $1 && [ $(left) -gt 40 ] && { into $1; l=$(left); timeout $(( l < $3 ? l : $3 )) bash $S ./$bin none $R/fm_$1_$bin 16 $4 "$5" > $R/fm_$1_$bin.txt 2>&1
+    echo "$1 $2: $(tail -1 $R/fm_$1_$bin.txt) t=$SECONDS" >> $R/summary.txt; save; }
+}
+san() {  # bundle, tool, timeout, workers, per-trial deadline, filter[, binary]
+  local bin=${7:-gpu_fused_moe}
+  have $1 && [ $(left) -gt 30 ] && { into $1; l=$(left); B12X_TEST_PROFILE=reduced timeout $(( l < $3 ? l : $3 )) bash $S ./$bin $2 $R/$2_$1_$bin $4 $5 "$6" > $R/$2_$1_$bin.txt 2>&1
+    echo "$1 $2 $bin: $(tail -1 $R/$2_$1_$bin.txt) t=$SECONDS" >> $R/summary.txt; save; }
+}
+bench() {  # bundle, tag, tokens, filter, timeout
+  have $1 && [ $(left) -gt 30 ] && { into $1; l=$(left); B12X_MOE_TOKENS=$3 B12X_BENCH_FILTER=$4 B12X_BENCH_OUT=$R/bench_$1_$2 timeout $(( l < $5 ? l : $5 )) ./bench_fused_moe > $R/bench_$1_$2.txt 2>&1
+    echo "bench $1 $2 rc=$? t=$SECONDS" >> $R/summary.txt; save; }
+}
+if [ $STEP = 1 ]; then
+  trials b15 suite 170 140 .
+  trials b15 "dense gemv trials" 60 40 . gpu_blockscaled_gemv
+  san b15 memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'
+  san b15 racecheck 80 8 55 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
+  san b15 memcheck 60 8 40 '^packed(_gemv)?::'
+  san b15 memcheck 50 8 30 . gpu_blockscaled_gemv
+  for b in b9 b15; do bench $b t4096 4096 fused_moe/ 45; done
+else
+  for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
+  trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
+  san b10 memcheck 50 8 35 '^packed_tile_wg64::(ring|persist)'
+  san b10 racecheck 80 8 55 '^packed_tile_wg64::ring::(s2|s3|c3)'
+  for b in b9 b15; do bench $b t256_2048 256,2048 /T 50; done
+  for b in b12 b11; do bench $b t4096 4096 fused_moe/ 45; done
+  san b9 racecheck 130 3 20 '^packed_tile(_wg64)?::(persist::c1::h1088_s4|persist::c3::h1088_s2|ring::c3::s4)::t300'
+fi
+for f in $R/bench_*/fused_moe.md; do [ -f $f ] && { echo "== $f"; grep -E "/T[0-9]" $f | grep -v read_probe | cut -d'|' -f2-4,7-8; }; done
+cat $R/gpu.txt $R/summary.txt
+for f in $R/*/*fail*.log; do [ -f $f ] && { echo "== $f"; tail -6 $f; }; done 2>/dev/null | head -40
+cd $OUT && tar czf r$STEP.tgz r$STEP && rm -rf r$STEP
