@@ -9,11 +9,13 @@
 # STEP=2 END=590: decode T = 1 / 8 rows b9 / b15, b10's 64-row trials / memcheck / racecheck,
 #   T = 256 / 2048 rows b9 / b15, b11 / b12 T = 4096 (attribution), b9's three unfinished racecheck
 #   trials.
-END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
+# C=b16 runs STEP=1's candidate rows on b16 = wip/gemv12 (b15 + SM90's grouped GEMV up to 12
+#   rows per expert: a plan change, the kernels b15's) instead of b15.
+END=${END:-590}; STEP=${STEP:-1}; C=${C:-b15}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
 have() { [ -f $ROOT/.gpu/bz_$1/bundle.tar.xz ]; }
-for b in b9 b10 b11 b12 b15; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
+for b in b9 b10 b11 b12 b15 b16; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
 into() { cd $ROOT/.gpu/$1/bundle/bin && export B12X_COMMIT=$(cat ../COMMIT); }
 left() { echo $((END - 10 - SECONDS)); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
@@ -32,13 +34,13 @@ bench() {  # bundle, tag, tokens, filter, timeout
     echo "bench $1 $2 rc=$? t=$SECONDS" >> $R/summary.txt; save; }
 }
 if [ $STEP = 1 ]; then
-  trials b15 suite 170 140 .
-  trials b15 "dense gemv trials" 60 40 . gpu_blockscaled_gemv
-  san b15 memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'
-  san b15 racecheck 80 8 55 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
-  san b15 memcheck 60 8 40 '^packed(_gemv)?::'
-  san b15 memcheck 50 8 30 . gpu_blockscaled_gemv
-  for b in b9 b15; do bench $b t4096 4096 fused_moe/ 45; done
+  trials $C suite 170 140 .
+  trials $C "dense gemv trials" 60 40 . gpu_blockscaled_gemv
+  san $C memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'
+  san $C racecheck 80 8 55 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
+  san $C memcheck 60 8 40 '^packed(_gemv)?::'
+  san $C memcheck 50 8 30 . gpu_blockscaled_gemv
+  for b in b9 $C; do bench $b t4096 4096 fused_moe/ 45; done
 else
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
