@@ -41,6 +41,14 @@ if [ $STEP = 1 ]; then
   san $C memcheck 60 8 40 '^packed(_gemv)?::'
   san $C memcheck 50 8 30 . gpu_blockscaled_gemv
   for b in b9 $C; do bench $b t4096 4096 fused_moe/ 45; done
+elif [ $STEP = 3 ]; then  # call 1's unfinished trials (rest_*.txt: names), then STEP=2's rows that decide b16
+  rx() { echo "^($(sed 's/[][().*+?^$|\\]/\\&/g' $ROOT/bench-results/2026-12-07-h200-f/$1 | paste -sd'|'))\$"; }
+  trials $C "suite rest" 150 100 "$(rx rest_suite.txt)"
+  trials $C "dense gemv trials" 90 70 . gpu_blockscaled_gemv
+  san $C memcheck 70 8 45 "$(rx rest_memcheck.txt)"
+  for b in b9 $C; do bench $b t256_2048 256,2048 /T 50; done
+  san $C memcheck 110 8 80 . gpu_blockscaled_gemv
+  for b in b9 $C; do bench $b decode 1,8 fused_moe/ 40; done
 else
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
