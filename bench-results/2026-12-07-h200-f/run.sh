@@ -49,6 +49,11 @@ elif [ $STEP = 3 ]; then  # call 1's unfinished trials (rest_*.txt: names), then
   for b in b9 $C; do bench $b t256_2048 256,2048 /T 50; done
   san $C memcheck 110 8 80 . gpu_blockscaled_gemv
   for b in b9 $C; do bench $b decode 1,8 fused_moe/ 40; done
+elif [ $STEP = 4 ]; then  # call 3's leftovers: memcheck names never started, b16's cut-off rows, b9's racecheck trials
+  rx() { echo "^($(sed 's/[][().*+?^$|\\]/\\&/g' $ROOT/bench-results/2026-12-07-h200-f/$1 | paste -sd'|'))\$"; }
+  san $C memcheck 70 9 50 "$(rx rest_memcheck2.txt)"
+  bench $C t256_2048 256,2048 /T 75
+  san $C racecheck 130 3 20 '^packed_tile(_wg64)?::(persist::c1::h1088_s4|persist::c3::h1088_s2|ring::c3::s4)::t300'
 else
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
