@@ -106,6 +106,49 @@ __device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float
   }
 }
 
+// SM90's wgmma tiles read their x operand (x^ for FC1, h for FC2) in the fragment order of each
+// 32-k group (`kperm`): stored bf16 pair P = 8 h2 + 4 u + t holds the pair a = 4 t + 2 h2 + u
+// of the row's k order, so that a lane t of the tile finds every weight code of its k16 steps
+// 2c + h2 in one layout-v2 word (8 consecutive k of group c: word t) and converts it with
+// pair<Q> (the decode GEMV's 9-ALU form) instead of a lane-dependent pair. Both operands take
+// the same permutation of k, so the MMA's sum is over the same products. In 16-byte vectors:
+// output vector V holds word V of each input vector (a 4 x 4 transpose of words).
+__device__ __forceinline__ void moe_store_group(bf16* dst, const uint32_t (&w)[16], bool kperm) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const uint4 o = kperm ? make_uint4(w[v], w[4 + v], w[8 + v], w[12 + v])
+                          : make_uint4(w[4 * v], w[4 * v + 1], w[4 * v + 2], w[4 * v + 3]);
+    *reinterpret_cast<uint4*>(dst + 8 * v) = o;
+  }
+}
+// The B values v[0..B) as bf16 pairs into words w[o .. o + B / 2).
+template <int B>
+__device__ __forceinline__ void moe_pack_words(const float (&v)[B], uint32_t (&w)[16], int o) {
+#pragma unroll
+  for (int i = 0; i < B / 2; ++i) w[o + i] = moe_pack_bf16x2(v[2 * i], v[2 * i + 1]);
+}
+// qdq_bf16_block's arithmetic into words w[o .. o + B / 2) instead of memory.
+template <int B>
+__device__ __forceinline__ void qdq_bf16_words(const bf16* src, float enc, uint32_t (&w)[16], int o) {
+  float v[B];
+#pragma unroll
+  for (int i = 0; i < B; i += 8) {
+    const uint4 x = *reinterpret_cast<const uint4*>(src + i);
+    const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      v[i + 2 * j] = __uint_as_float(xs[j] << 16);
+      v[i + 2 * j + 1] = __uint_as_float(xs[j] & 0xFFFF0000u);
+    }
+  }
+  if constexpr (B == 32) {
+    mxfp8_qdq_block(v);
+  } else {
+    nvfp4_qdq_block<false>(v, enc);
+  }
+  moe_pack_words<B>(v, w, o);
+}
+
 // Grouping, identical in every CTA (each recomputes it from ids: no grid-wide synchronization);
 // CTA 0 writes the metadata, every CTA its share of x^ rows. Dynamic shared memory:
 // 4 (E + 3 P) bytes.
@@ -536,7 +579,7 @@ struct MoeGroupParams {
   int32_t slot_rows;      // R = BM
   int32_t quant;          // 0: copy (W4A16), 1: MXFP8, 2: NVFP4
   int32_t max_rows;       // the call's P (a bound on meta[1])
-  int32_t reserved;
+  int32_t kperm;          // x^ rows in the wgmma tiles' fragment order (moe_store_group)
 };
 static_assert(sizeof(MoeGroupParams) == 160, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeGroupParams, ldx) == 120, "offset must match params.rs");
@@ -617,10 +660,35 @@ __device__ __forceinline__ void moe_group_place(const MoeGroupParams& p) {
   }
 }
 
-// x^ rows: one thread per block of B values (8: a copy; 32: MXFP8; 16: NVFP4), grid-stride.
+// x^ rows: one thread per block of B values (8: a copy; 32: MXFP8; 16: NVFP4), grid-stride;
+// with kperm one thread per 32-k group (its 32 / B blocks), stored in fragment order.
 __device__ __forceinline__ void moe_group_gather(const MoeGroupParams& p) {
   pdl_wait_then_release();
   const int rows = min(p.meta[1], p.max_rows);
+  if (p.kperm) {
+    const int ng = p.hidden / 32;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * ng;
+         idx += (long long)gridDim.x * blockDim.x) {
+      const int row = int(idx / ng), b = int(idx % ng);
+      const bf16* src = p.x + (long long)p.row_token[row] * p.ldx + b * 32;
+      uint32_t w[16];
+      if (p.quant == 0) {
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const uint4 x = *reinterpret_cast<const uint4*>(src + 8 * v);
+          w[4 * v] = x.x, w[4 * v + 1] = x.y, w[4 * v + 2] = x.z, w[4 * v + 3] = x.w;
+        }
+      } else if (p.quant == 1) {
+        qdq_bf16_words<32>(src, 1.0f, w, 0);
+      } else {
+        const float enc = p.a1_enc[p.row_expert[row]];
+        qdq_bf16_words<16>(src, enc, w, 0);
+        qdq_bf16_words<16>(src + 16, enc, w, 8);
+      }
+      moe_store_group(p.xq + (long long)row * p.hidden + b * 32, w, true);
+    }
+    return;
+  }
   const int B = p.quant == 0 ? 8 : p.quant == 1 ? 32 : 16, nb = p.hidden / B;
   for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
        idx += (long long)gridDim.x * blockDim.x) {
@@ -824,13 +892,19 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   const int nrow0 = 64 * MT * wgi + 16 * wl;
   const uint32_t sc_blk = uint32_t(nrow0 >> 7);
   auto sc_off = [&](int i, int h) { return bsgemm::wg_scale_off(nrow0 + 64 * i + g + 8 * h); };
-  const bsgemm::Fp4LanePair pair_t(t);
+  const int tsh = 8 * (t >> 1);  // NVFP4: the scale byte of the lane's 8 k within a 32-k group
 
   constexpr int XT = BM / 8;  // the wgmma's n8 column tiles (x rows)
   float acc[MT][XT][4];
   constexpr int kAb = 3;  // A buffers: kAb - 1 MMA groups in flight while the next step dequantizes
   static_assert(kAb == 2 || kAb == 3, "two or three A buffers");
   uint32_t a[kAb][MT][4];  // [buffer][m64 tile][register]: buffer s % kAb at k16 step s of every k-tile
+  // Steps 2c and 2c + 1 read x in the fragment order of 32-k group c (moe_store_group): lane t's
+  // MMA slots (2t, 2t + 1) and (2t + 8, 2t + 9) are k 32c + 8t + 4 h2 + (0, 1) and + (2, 3) of
+  // step 2c + h2 — pairs 2 h2 and 2 h2 + 1 of the layout-v2 word of 8 k at 32c + 8t. wq: that
+  // word of rows g and g + 8 of each m64 tile; sq: its block scale (NVFP4 16-k block 2c + t / 2,
+  // MXFP4 32-k block c) as bf16x2.
+  uint32_t wq[MT][2], sq[MT][2];
   int st = 0, phase = 0, n = 0;  // n: the CTA's k-tile being read (stage st)
   for (int j = 0; j < mine; ++j) {
 #pragma unroll
@@ -872,23 +946,26 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
         }
         __syncwarp();  // warp 0 converged again before the warpgroup's .aligned wgmma instructions
       }
-      const int blk = F == bsgemv::Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile (16 / 32 k)
+      if ((s & 1) == 0) {  // group c = s / 2: the lane's words (conflict free: rows g = 0..7 x words t
+                           // cover the 32 banks under the 64-byte swizzle) and their scales
+        const int c = s >> 1;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            wq[i][h] = bsgemv::ld_shared_u32(ws + bsgemm::w_pos<false>(nrow0 + 64 * i + g + 8 * h, c) + 4u * uint32_t(t));
+            const uint32_t word = scw[i][h][kTw == 2 ? c >> 1 : 0];
+            const int shift = F == bsgemv::Fmt::Nvfp4 ? 16 * (c & 1) + tsh : 8 * c;
+            sq[i][h] = s_tab[(word >> shift) & 0xFF];
+          }
+      }
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        const int r = nrow0 + 64 * i + g;
-        uint32_t w[2][2];  // [row g, g + 8][k 2t.. / 2t + 8..]
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint2 v = bsgemv::ld_shared_v2(ws + bsgemm::w_pos<false>(r + 8 * h, s >> 1) + 8u * (s & 1));
-          w[h][0] = v.x;
-          w[h][1] = v.y;
-        }
-        const uint32_t sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-        const uint32_t sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-        ab[i][0] = bsgemv::hmul2_bf16(pair_t(w[0][0]), sl);
-        ab[i][1] = bsgemv::hmul2_bf16(pair_t(w[1][0]), sh);
-        ab[i][2] = bsgemv::hmul2_bf16(pair_t(w[0][1]), sl);
-        ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
+        const bool h2 = (s & 1) != 0;
+        ab[i][0] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<2>(wq[i][0]) : bsgemv::pair<0>(wq[i][0]), sq[i][0]);
+        ab[i][1] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<2>(wq[i][1]) : bsgemv::pair<0>(wq[i][1]), sq[i][1]);
+        ab[i][2] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<3>(wq[i][0]) : bsgemv::pair<1>(wq[i][0]), sq[i][0]);
+        ab[i][3] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<3>(wq[i][1]) : bsgemv::pair<1>(wq[i][1]), sq[i][1]);
       }
       wg::fence();
       // The step's x descriptor: the k-tile's base plus the step's offset in 16-byte units (the
@@ -934,15 +1011,15 @@ struct MoeActParams {
   float limit;
   int32_t quant;           // 0 none, 1 MXFP8, 2 NVFP4
   int32_t max_rows;
-  int32_t reserved;
+  int32_t kperm;           // h rows in the wgmma tiles' fragment order (moe_store_group)
 };
 static_assert(sizeof(MoeActParams) == 80, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeActParams, gu_cols) == 48, "offset must match params.rs");
 static_assert(offsetof(MoeActParams, limit) == 64, "offset must match params.rs");
 
+// h[row, j0 .. j0 + B) (after the recipe's quantize-then-dequantize) into v.
 template <int B>
-__device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, int j0) {
-  float v[B];
+__device__ __forceinline__ void moe_act_values(const MoeActParams& p, int row, int j0, float (&v)[B]) {
   const bf16* gu = p.gu + (long long)row * p.gu_cols;
   const float w = p.row_weight[row];
   // 16-byte loads (rows and j0 are multiples of 8): gated, j0 + 8 q's gate run of 8 at 16 (j0 / 8
@@ -967,6 +1044,12 @@ __device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, in
   } else if constexpr (B == 16) {
     nvfp4_qdq_block<false>(v, p.a2_enc[p.row_expert[row]]);
   }
+}
+
+template <int B>
+__device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, int j0) {
+  float v[B];
+  moe_act_values<B>(p, row, j0, v);
   bf16* dst = p.h + (long long)row * p.inter + j0;
 #pragma unroll
   for (int i = 0; i < B; i += 8) {
@@ -979,9 +1062,37 @@ __device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, in
   }
 }
 
+// kperm: the 32 j of group j0 / 32 (its 32 / B blocks), stored in fragment order.
+template <int B>
+__device__ __forceinline__ void moe_act_group(const MoeActParams& p, int row, int j0) {
+  uint32_t w[16];
+#pragma unroll
+  for (int q = 0; q < 32 / B; ++q) {
+    float v[B];
+    moe_act_values<B>(p, row, j0 + B * q, v);
+    moe_pack_words<B>(v, w, q * (B / 2));
+  }
+  moe_store_group(p.h + (long long)row * p.inter + j0, w, true);
+}
+
 __device__ __forceinline__ void moe_act_rows(const MoeActParams& p) {
   pdl_wait_then_release();
   const int rows = min(p.meta[1], p.max_rows);
+  if (p.kperm) {
+    const int ng = p.inter / 32;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * ng;
+         idx += (long long)gridDim.x * blockDim.x) {
+      const int row = int(idx / ng), j0 = int(idx % ng) * 32;
+      if (p.quant == 0) {
+        moe_act_group<8>(p, row, j0);
+      } else if (p.quant == 1) {
+        moe_act_group<32>(p, row, j0);
+      } else {
+        moe_act_group<16>(p, row, j0);
+      }
+    }
+    return;
+  }
   const int B = p.quant == 0 ? 8 : p.quant == 1 ? 32 : 16, nb = p.inter / B;
   for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
        idx += (long long)gridDim.x * blockDim.x) {
