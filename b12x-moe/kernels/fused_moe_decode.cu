@@ -775,8 +775,10 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // 256 weight rows in 4 / MT warpgroups of MT
 // m64 weight tiles (kMoeWgMT; src/fused_moe/mod.rs launches WG_TILE_THREADS = kMoeWgThreads) —
 // the math of bsgemm::wgemm (bsgemm_wgmma.cuh: the A fragment, the weight, dequantized from
-// shared memory into registers, x from shared memory by descriptor; the same scale words, lane
-// pairs and epilogue), with its own ring:
+// shared memory into registers, x from shared memory by descriptor; the same scale words and
+// epilogue) with x in each 32-k group's fragment order (moe_store_group: the gather and the
+// activation kernel write it so, kperm), which lets a lane convert whole words with the decode
+// GEMV's pair<Q> instead of bsgemm::wgemm's lane-dependent Fp4LanePair, and with its own ring:
 // - one thread (tid 0) fills a stage with TMA / bulk copies — x's two 64-k slabs (the 128-byte
 //   swizzle wgmma reads), the codes box (the 64-byte swizzle, which is w_pos<false>'s chunk
 //   order), the scale tiles of the live 128-row blocks — completing on the stage's `full`

@@ -1014,9 +1014,9 @@ fn wgmma_fragment_order_keeps_the_dot_product() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(60);
     for nvfp4 in [false, true] {
         // One 128-k tile: 16 weight rows (a warp's g / g + 8 rows), scales per 16-k block.
-        let w: Vec<Vec<i64>> = (0..16).map(|_| (0..128).map(|_| rng.gen_range(-6..=6)).collect()).collect();
-        let sc: Vec<Vec<i64>> = (0..16).map(|_| (0..8).map(|_| rng.gen_range(1..=9)).collect()).collect();
-        let x: Vec<i64> = (0..128).map(|_| rng.gen_range(-9..=9)).collect();
+        let w: Vec<Vec<i64>> = (0..16).map(|_| (0..128).map(|_| rng.random_range(-6..=6)).collect()).collect();
+        let sc: Vec<Vec<i64>> = (0..16).map(|_| (0..8).map(|_| rng.random_range(1..=9)).collect()).collect();
+        let x: Vec<i64> = (0..128).map(|_| rng.random_range(-9..=9)).collect();
         // The weight's block of k: NVFP4 16-k blocks; MXFP4 32-k blocks (entry 2 (k / 32)).
         let block = |k: usize| if nvfp4 { k / 16 } else { k / 32 * 2 };
         let stored = |pos: usize, kperm: bool| {
