@@ -33,7 +33,8 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_tile_wg{,64}_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
+//   b12x_fused_moe_tile_wg{,64}_{nvfp4,mxfp4} (SM90: the gather and act_rows then write x^ / h
+//   in each 32-k group's fragment order, moe_store_group), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -999,7 +1000,8 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 
 // Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from
 // FC1's interleaved BF16 rows (gate j at 16 (j / 8) + j % 8, up j 8 further; non-gated: g = gu[j]),
-// then h^ for W4A8 / NVFP4: one thread per block of B j (8, 32 MXFP8, 16 NVFP4), grid-stride.
+// then h^ for W4A8 / NVFP4: one thread per block of B j (8, 32 MXFP8, 16 NVFP4), grid-stride; with
+// kperm (the wgmma tiles) one thread per 32 j, stored in fragment order (moe_store_group).
 struct MoeActParams {
   const int32_t* meta;
   const int32_t* row_expert;

@@ -1822,9 +1822,12 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
     };
     let g = &c.group;
     let pairs = c.rows.max_rows as usize;
-    let xb = match g.quant {
-        0 => 8,
-        1 => 32,
+    // Values per thread of the gather / activation kernels: a recipe block, or a 32-k group in
+    // the wgmma tiles' fragment order.
+    let xb = match (g.kperm, g.quant) {
+        (1, _) => 32,
+        (_, 0) => 8,
+        (_, 1) => 32,
         _ => 16,
     };
     let threads = if c.wgmma { WG_TILE_THREADS } else { TILE_THREADS };
