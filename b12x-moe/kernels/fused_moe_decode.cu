@@ -881,6 +881,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
           mbar_arrive(empty0 + 8 * prev);
           last = (atomicAdd(&s_rel[prev], 1u) & (kWarps - 1)) == kWarps - 1;
         }
+        __syncwarp();  // converged before the step's .aligned wgmma instructions
       }
       if (s == 3 && n > 0) {
         // The last warp to leave k-tile n - 1 refills its stage with k-tile n - 1 + S (no warp
