@@ -780,15 +780,19 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // epilogue) with x in each 32-k group's fragment order (moe_store_group: the gather and the
 // activation kernel write it so, kperm), which lets a lane convert whole words with the decode
 // GEMV's pair<Q> instead of bsgemm::wgemm's lane-dependent Fp4LanePair, and with its own ring:
-// - one thread (tid 0) fills a stage with TMA / bulk copies — x's two 64-k slabs (the 128-byte
+// - one thread at a time fills a stage with TMA / bulk copies — x's two 64-k slabs (the 128-byte
 //   swizzle wgmma reads), the codes box (the 64-byte swizzle, which is w_pos<false>'s chunk
 //   order), the scale tiles of the live 128-row blocks — completing on the stage's `full`
 //   barrier; no other thread computes a load address (bsgemm::load_stage's per-thread cp.async
 //   addressing was ~37% of wgemm's k loop);
 // - wgmma groups stay in flight across k-tiles (no wait_group 0 and no block barrier per
 //   k-tile): kAb A-register buffers, each warp arriving on the stage's `empty` barrier at step 1
-//   of the next k-tile, once wait_group says its warpgroup's MMAs of the stage are complete; tid
-//   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read;
+//   of the next k-tile, once wait_group says its warpgroup's MMAs of the stage are complete, and
+//   counting itself in s_rel; the warp that completes the count (the last to leave the stage)
+//   refills it at its step 3, S - 1 k-tiles ahead of the one being read. (Until session 60 tid 0
+//   refilled every stage, first waiting for all 16 warps' arrivals: its warpgroup stalled on
+//   the slowest warp each k-tile. A 17th producer warp does not fit the 128-register consumers:
+//   544 threads cap ptxas at 96 registers.)
 // - persistent CTAs (the host launches min(tiles, PlanOptions::tile_ctas or one per SM)): CTA b
 //   walks the live tiles b, b + grid, ... (tile = slot ntiles + N tile; the live count is read on
 //   the device, so a captured graph serves any routing) as one stream of k-tiles through the
@@ -817,15 +821,20 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
     const unsigned char* scales;  // the tile's first 128-row block's scale tiles
     int xrow0, wrow0, blocks, scale_tiles;
   };
-  // The epilogue params of the CTA's tiles j (pointers moved to the tile's slot) at j % kPr. tid 0
-  // writes tile j's before it issues the tile's first k-tile n = j ktiles (so the consumers'
-  // full-barrier waits acquire it); for n >= S it has first waited until every warp arrived on
+  // The epilogue params of the CTA's tiles j (pointers moved to the tile's slot) at j % kPr. The
+  // producing thread writes tile j's before it issues the tile's first k-tile n = j ktiles (so the
+  // consumers' full-barrier waits acquire it); for n >= S it has first waited until every warp arrived on
   // the empty barrier of k-tile n - S, which a warp does in k-tile n - S + 1, of tile >= j - (S -
   // 1) > j - kPr: every warp has finished the epilogue of tile j - kPr, the entry's last reader.
   constexpr int kPr = 4;
   __shared__ BsGemmParams s_p[kPr];
   __shared__ Producer s_prod;
   __shared__ __align__(8) uint64_t s_full[bsgemm::kMaxStages], s_empty[bsgemm::kMaxStages];
+  // Per stage, the releases so far (every warp adds one per k-tile it leaves): the warp whose add
+  // completes a round of kWarps refills the stage (see the k loop).
+  __shared__ uint32_t s_rel[bsgemm::kMaxStages];
+  constexpr int kWarps = kThreads / 32;
+  static_assert((kWarps & (kWarps - 1)) == 0, "a round of releases is the counter's low bits");
   __shared__ uint32_t s_tab[256];
   extern __shared__ __align__(16) unsigned char s_dyn[];
   const MoeTileParams& mp = mpt.t;
@@ -850,15 +859,19 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, kThreads / 32);
+      mbar_init(empty0 + 8 * s, kWarps);
+      s_rel[s] = 0;
     }
     mbar_fence_init();
   }
   bsgemv::fill_scale_table<F>(s_tab, mp.g.scale_bias, tid, kThreads);
   __syncthreads();
 
-  // tid 0: the CTA's k-tile n (k-tile kt = n % ktiles of its tile j = n / ktiles) into stage st; at
-  // a tile's first k-tile, the tile's producer fields and epilogue params first.
+  // The CTA's k-tile n (k-tile kt = n % ktiles of its tile j = n / ktiles) into stage st, by tid 0
+  // for the first S, then by lane 0 of the last warp to release stage st; at a tile's first
+  // k-tile, the tile's producer fields and epilogue params first (s_prod passes from one producing
+  // thread to the next through the empty barrier: the writer's warp arrives after writing, the
+  // next producer waits on it).
   auto produce = [&](int n, int st) {
     const int j = n / ktiles, kt = n - j * ktiles;
     if (kt == 0) {
@@ -909,6 +922,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   // MXFP4 32-k block c) as bf16x2.
   uint32_t wq[MT][2], sq[MT][2];
   int st = 0, phase = 0, n = 0;  // n: the CTA's k-tile being read (stage st)
+  bool last = false;             // lane 0: its warp was the last to leave k-tile n - 1
   for (int j = 0; j < mine; ++j) {
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -940,14 +954,22 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
       }
       if (s == 1 && n > 0) {  // k-tile n - 1's MMAs and the warp's reads of its stage are done
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8 * prev);
+        if (lane == 0) {
+          mbar_arrive(empty0 + 8 * prev);
+          last = (atomicAdd(&s_rel[prev], 1u) & (kWarps - 1)) == kWarps - 1;
+        }
+        __syncwarp();  // converged before the step's .aligned wgmma instructions
       }
       if (s == 3 && n > 0) {
-        if (tid == 0 && n - 1 + S < total) {
+        // The last warp to leave k-tile n - 1 refills its stage with k-tile n - 1 + S (no warp
+        // waits for the slowest one). The count only elects: the refill is ordered after every
+        // warp's reads by the empty barrier's wait, which returns at once here.
+        if (last && n - 1 + S < total) {
           mbar_wait(empty0 + 8 * prev, uint32_t(((n - 1) / S) & 1));
           produce(n - 1 + S, prev);
         }
-        __syncwarp();  // warp 0 converged again before the warpgroup's .aligned wgmma instructions
+        last = false;
+        __syncwarp();  // converged again before the warpgroup's .aligned wgmma instructions
       }
       if ((s & 1) == 0) {  // group c = s / 2: the lane's words (conflict free: rows g = 0..7 x words t
                            // cover the 32 banks under the 64-byte swizzle) and their scales
