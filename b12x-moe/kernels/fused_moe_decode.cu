@@ -750,6 +750,40 @@ __device__ __forceinline__ BsGemmParams moe_tile_params(const MoeTileParams& mp,
   return p;
 }
 
+// The wgmma tiles' per-tile table entry (kept in shared memory for the CTA's first kMoeTileTab
+// tiles, so that the producing thread's tile start reads no global memory and divides nothing):
+// x = the slot's expert | N tile << 12 (E <= 4096), y = its first row, z = its rows, w = the
+// epilogue's out_scale (moe_tile_params') as f32 bits.
+constexpr int kMoeTileTab = 64;
+__device__ __forceinline__ int4 moe_tile_entry(const MoeTileParams& mp, int tile) {
+  const int slot = tile / mp.ntiles, nt = tile - slot * mp.ntiles;
+  const int4 s = mp.slots[slot];
+  float os = mp.g.out_scale;
+  if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
+  if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
+  return make_int4(s.x | (nt << 12), s.y, s.z, __float_as_int(os));
+}
+// moe_tile_params<BN>(mp, tile / ntiles) from the tile's entry (the same fields, bit for bit).
+template <int BN>
+__device__ __forceinline__ BsGemmParams moe_tile_params_of(const MoeTileParams& mp, int tile, int4 en) {
+  static_assert(BN % 128 == 0, "the shift stays on 128-row scale blocks");
+  const int e = en.x & 0xFFF, nt = en.x >> 12;
+  BsGemmParams p = mp.g;
+  const long long shift = (long long)(tile - nt) * BN;  // slot * ntiles * BN
+  const long long wrow = (long long)e * mp.rbs * bsgemv::kRows - shift;
+  p.codes = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.codes) +
+                                                   uintptr_t(wrow * mp.g.row_bytes));
+  p.scales = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.scales) +
+                                                    uintptr_t(wrow / bsgemv::kRows * mp.g.scale_tiles * 512));
+  p.x = mp.g.x + (long long)en.y * mp.g.ldx;
+  p.y = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(mp.g.y) +
+                                uintptr_t(((long long)en.y * mp.g.ldy - shift) * (long long)sizeof(bf16)));
+  p.n = int(shift) + mp.g.n;
+  p.m = en.z;
+  p.out_scale = __int_as_float(en.w);
+  return p;
+}
+
 // The mma.sync tiled body (bsgemm_tile.cuh): BM = 32 WM slot rows by BN = 32 WN weight rows.
 template <bsgemv::Fmt F, int WM, int WN>
 __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
@@ -820,6 +854,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   struct Producer {
     const unsigned char* scales;  // the tile's first 128-row block's scale tiles
     int xrow0, wrow0, blocks, scale_tiles;
+    int j, kt;                    // the next k-tile to produce: k-tile kt of the CTA's tile j
   };
   // The epilogue params of the CTA's tiles j (pointers moved to the tile's slot) at j % kPr. The
   // producing thread writes tile j's before it issues the tile's first k-tile n = j ktiles (so the
@@ -856,6 +891,9 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   // host plans 2..4).
   if (S < 2 || S > kPr) __trap();
   const int mine = (tiles - tile0 + tstride - 1) / tstride, total = mine * ktiles;  // the CTA's tiles, k-tiles
+  __shared__ int4 s_tiles[kMoeTileTab];  // moe_tile_entry of the CTA's tiles j < kMoeTileTab
+  for (int j = tid; j < min(mine, kMoeTileTab); j += kThreads) s_tiles[j] = moe_tile_entry(mp, tile0 + j * tstride);
+  if (tid == 0) s_prod.j = 0, s_prod.kt = 0;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(full0 + 8 * s, 1);
@@ -872,21 +910,31 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   // k-tile, the tile's producer fields and epilogue params first (s_prod passes from one producing
   // thread to the next through the empty barrier: the writer's warp arrives after writing, the
   // next producer waits on it).
-  auto produce = [&](int n, int st) {
-    const int j = n / ktiles, kt = n - j * ktiles;
+  // Called for n = 0, 1, ... in order (one producing thread at a time, each after the previous
+  // one's release through the empty barriers), so the k-tile's place comes from s_prod (j, kt)
+  // with no division, and the tile's slot from s_tiles (no global load) for j < kMoeTileTab.
+  auto produce = [&](int, int st) {
+    const int j = s_prod.j, kt = s_prod.kt;
     if (kt == 0) {
-      const int tile = tile0 + j * tstride, slot = tile / mp.ntiles, nt = tile - slot * mp.ntiles;
-      const int4 sl = mp.slots[slot];
-      s_p[j % kPr] = moe_tile_params<BN>(mp, slot);
+      const int tile = tile0 + j * tstride;
+      const int4 en = j < kMoeTileTab ? s_tiles[j] : moe_tile_entry(mp, tile);
+      const int e = en.x & 0xFFF, nt = en.x >> 12;
+      s_p[j % kPr] = moe_tile_params_of<BN>(mp, tile, en);
       Producer pr;
-      pr.xrow0 = sl.y;
-      pr.wrow0 = (sl.x * mp.rbs) * bsgemv::kRows + nt * BN;
+      pr.xrow0 = en.y;
+      pr.wrow0 = (e * mp.rbs) * bsgemv::kRows + nt * BN;
       pr.blocks = nt * BN + 128 < mp.g.n ? 2 : 1;
       pr.scale_tiles = mp.g.scale_tiles;
-      pr.scales = mp.g.scales + (long long)(sl.x * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
+      pr.scales = mp.g.scales + (long long)(e * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
+      pr.j = j, pr.kt = 0;
       s_prod = pr;
     }
     const Producer pr = s_prod;
+    if (kt + 1 == ktiles) {
+      s_prod.j = j + 1, s_prod.kt = 0;
+    } else {
+      s_prod.kt = kt + 1;
+    }
     const uint32_t xs = ring + uint32_t(st) * T::kStage, bar = full0 + 8 * st;
     const int nsc = min(kTw, pr.scale_tiles - kt * kTw);  // scale tiles of this k-tile (none past K)
     const uint32_t sbytes = nsc > 0 ? uint32_t(pr.blocks * nsc * 512) : 0u;
@@ -965,7 +1013,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
         // waits for the slowest one). The count only elects: the refill is ordered after every
         // warp's reads by the empty barrier's wait, which returns at once here.
         if (last && n - 1 + S < total) {
-          mbar_wait(empty0 + 8 * prev, uint32_t(((n - 1) / S) & 1));
+          mbar_wait(empty0 + 8 * prev, uint32_t(st == 0 ? phase ^ 1 : phase));  // k-tile n - 1's round
           produce(n - 1 + S, prev);
         }
         last = false;
