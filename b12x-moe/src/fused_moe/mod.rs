@@ -2095,6 +2095,30 @@ impl BenchCase for RaceCase {
 mod tests {
     use super::*;
 
+    /// The plan counts [`GEMV_STATIC_SMEM`] of static shared memory for the decode GEMV and tile
+    /// kernels beside their dynamic rings (`fits`, `dynamic_smem`): every such kernel's static
+    /// shared memory as ptxas reported it, on every arch built, stays within it (a kernel past it
+    /// would ask the launch for more than the plan checked). Needs the kernels built.
+    #[test]
+    fn kernels_static_smem_fits_the_plans_budget() {
+        let m: serde_json::Value = serde_json::from_str(crate::KERNEL_MANIFEST).unwrap();
+        assert_eq!(m["built"], serde_json::Value::Bool(true), "kernels not built");
+        let mut checked = 0;
+        for unit in m["units"].as_object().into_iter().flat_map(|u| u.values()) {
+            for (k, per_arch) in unit["kernels"].as_object().into_iter().flatten() {
+                if !(k.starts_with("b12x_fused_moe_tile") || k.starts_with("b12x_fused_moe_decode_gemv")) {
+                    continue;
+                }
+                for (arch, r) in per_arch.as_object().into_iter().flatten() {
+                    let smem = r["smem_bytes"].as_u64().unwrap();
+                    assert!(smem <= u64::from(GEMV_STATIC_SMEM), "{k} on {arch}: {smem} bytes of static shared memory");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 8, "{checked} kernels checked");
+    }
+
     /// Every config the plan would pick fits the device's opt-in limit with this op's static
     /// shared memory counted (the kernels' `MoeEarlySmem` beside `gemm.blockscaled`'s), at every
     /// limit from SM120's 99 KB to past SM90's 227 KB — including the limits just above a ring
