@@ -905,7 +905,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   bsgemv::fill_scale_table<F>(s_tab, mp.g.scale_bias, tid, kThreads);
   __syncthreads();
 
-  // The CTA's k-tile n (k-tile kt = n % ktiles of its tile j = n / ktiles) into stage st, by tid 0
+  // The CTA's next k-tile n (k-tile kt of its tile j: s_prod's counters) into stage st, by tid 0
   // for the first S, then by lane 0 of the last warp to release stage st; at a tile's first
   // k-tile, the tile's producer fields and epilogue params first (s_prod passes from one producing
   // thread to the next through the empty barrier: the writer's warp arrives after writing, the
