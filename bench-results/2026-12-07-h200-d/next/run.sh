@@ -8,21 +8,24 @@
 #   b10 = branch `wip/wg64-producer` (the 64-row kernel with a producer warp; session 60 fixed
 #         its serialized wgmmas);
 #   b11 = branch `wip/wg-last-release` (both wgmma tiles: the last warp to leave a stage refills it);
-#   b12 = branch `wip/wg-kperm` (both wgmma tiles: x̂ / h in fragment order, pair<Q> conversion).
-# Carry .gpu/bz_b9 .gpu/bz_b10 .gpu/bz_b11 .gpu/bz_b12 (a missing bundle's steps are skipped).
+#   b12 = branch `wip/wg-kperm` (both wgmma tiles: x̂ / h in fragment order, pair<Q> conversion);
+#   b13 = branch `wip/wg-combined` (b12 + b11 + a producing path with no global loads or
+#         divisions per k-tile: the merge candidate).
+# (A bundle's COMMIT may name a pre-rebase id of its branch: the same code.)
+# Carry .gpu/bz_b9 .. .gpu/bz_b13 (~2 MB each; a missing bundle's steps are skipped).
 # STEP=1 END=590: the bench rows that decide the merges, all bundles in one job (T = 4096
-#   defaults: b9 / b11 / b12 — b10 leaves the 128-row kernel as it is; the 64-row tile forced at
-#   T = 512 / 1024: all four), then the branches' tiled trials (a branch whose trials fail: its
-#   rows do not count).
+#   defaults: b9 / b13 / b12 / b11 — b10 leaves the 128-row kernel as it is; the 64-row tile
+#   forced at T = 512 / 1024: all five), then the branches' tiled trials (a branch whose trials
+#   fail: its rows do not count).
 # STEP=2 END=590: the whole gpu_fused_moe suite on b9; memcheck of the branches' ring /
-#   persistent trials; racecheck of b11's and b12's ring trials.
-# STEP=3 END=400 (if the budget allows): decode rows T = 1 / 8 and T = 256 / 2048 on b9; b10's
-#   racecheck; b9's three unfinished racecheck trials.
+#   persistent trials; racecheck of b13's ring trials.
+# STEP=3 END=400 (if the budget allows): decode rows T = 1 / 8 and T = 256 / 2048 on b9; the
+#   other branches' racecheck; b9's three unfinished racecheck trials.
 END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
 have() { [ -f $ROOT/.gpu/bz_$1/bundle.tar.xz ]; }
-for b in b9 b10 b11 b12; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
+for b in b9 b10 b11 b12 b13; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
 into() { cd $ROOT/.gpu/$1/bundle/bin && export B12X_COMMIT=$(cat ../COMMIT); }
 left() { echo $((END - 10 - SECONDS)); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
@@ -39,18 +42,20 @@ bench() {  # bundle, tag, tokens, filter, timeout
     echo "bench $1 $2 rc=$? t=$SECONDS" >> $R/summary.txt; save; }
 }
 if [ $STEP = 1 ]; then
-  for b in b9 b11 b12; do bench $b t4096 4096 fused_moe/ 45; done
-  for b in b9 b10 b11 b12; do bench $b wg64 512,1024 fused_moe_tile_wg64/ 40; done
-  trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
-  trials b11 "tiled trials" 90 60 '^packed_tile(_wg64)?::'
+  for b in b9 b13 b12 b11; do bench $b t4096 4096 fused_moe/ 45; done
+  for b in b9 b13 b12 b11 b10; do bench $b wg64 512,1024 fused_moe_tile_wg64/ 40; done
+  trials b13 "tiled trials" 90 60 '^packed_tile(_wg64)?::'
   trials b12 "tiled trials" 90 60 '^packed_tile(_wg64)?::'
+  trials b11 "tiled trials" 90 60 '^packed_tile(_wg64)?::'
+  trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
 elif [ $STEP = 2 ]; then
   trials b9 suite 170 140 .
-  for b in b10 b11 b12; do san $b memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'; done
-  for b in b11 b12; do san $b racecheck 100 8 70 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'; done
+  for b in b13 b12 b11 b10; do san $b memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'; done
+  san b13 racecheck 100 8 70 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
 else
   bench b9 decode 1,8 fused_moe/ 40
   bench b9 t256_2048 256,2048 /T 70
+  for b in b12 b11; do san $b racecheck 100 8 70 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'; done
   san b10 racecheck 100 8 70 '^packed_tile_wg64::ring::(s2|s3|c3)'
   san b9 racecheck 130 3 20 '^packed_tile(_wg64)?::(persist::c1::h1088_s4|persist::c3::h1088_s2|ring::c3::s4)::t300'
 fi
