@@ -76,59 +76,15 @@ static_assert(sizeof(MoeRouteParams) == 136, "size must match src/fused_moe/para
 static_assert(offsetof(MoeRouteParams, ldx) == 96, "offset must match params.rs");
 static_assert(offsetof(MoeRouteParams, slot_rows) == 120, "offset must match params.rs");
 
-// B bf16 values at src (16-byte aligned) through the recipe's quantize-then-dequantize (B = 32:
-// MXFP8; B = 16: NVFP4 with encode scale enc, left as e2m1 * UE4M3) to dst (may equal src).
-template <int B>
-__device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float enc) {
-  float v[B];
-#pragma unroll
-  for (int i = 0; i < B; i += 8) {
-    const uint4 w = *reinterpret_cast<const uint4*>(src + i);
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[i + 2 * j] = __uint_as_float(ws[j] << 16);
-      v[i + 2 * j + 1] = __uint_as_float(ws[j] & 0xFFFF0000u);
-    }
-  }
-  if constexpr (B == 32) {
-    mxfp8_qdq_block(v);
-  } else {
-    nvfp4_qdq_block<false>(v, enc);
-  }
-#pragma unroll
-  for (int i = 0; i < B; i += 8) {
-    uint4 w;
-    w.x = moe_pack_bf16x2(v[i], v[i + 1]);
-    w.y = moe_pack_bf16x2(v[i + 2], v[i + 3]);
-    w.z = moe_pack_bf16x2(v[i + 4], v[i + 5]);
-    w.w = moe_pack_bf16x2(v[i + 6], v[i + 7]);
-    *reinterpret_cast<uint4*>(dst + i) = w;
-  }
-}
-
-// SM90's wgmma tiles read their x operand (x^ for FC1, h for FC2) in the fragment order of each
-// 32-k group (`kperm`): stored bf16 pair P = 8 h2 + 4 u + t holds the pair a = 4 t + 2 h2 + u
-// of the row's k order, so that a lane t of the tile finds every weight code of its k16 steps
-// 2c + h2 in one layout-v2 word (8 consecutive k of group c: word t) and converts it with
-// pair<Q> (the decode GEMV's 9-ALU form) instead of a lane-dependent pair. Both operands take
-// the same permutation of k, so the MMA's sum is over the same products. In 16-byte vectors:
-// output vector V holds word V of each input vector (a 4 x 4 transpose of words).
-__device__ __forceinline__ void moe_store_group(bf16* dst, const uint32_t (&w)[16], bool kperm) {
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    const uint4 o = kperm ? make_uint4(w[v], w[4 + v], w[8 + v], w[12 + v])
-                          : make_uint4(w[4 * v], w[4 * v + 1], w[4 * v + 2], w[4 * v + 3]);
-    *reinterpret_cast<uint4*>(dst + 8 * v) = o;
-  }
-}
 // The B values v[0..B) as bf16 pairs into words w[o .. o + B / 2).
 template <int B>
 __device__ __forceinline__ void moe_pack_words(const float (&v)[B], uint32_t (&w)[16], int o) {
 #pragma unroll
   for (int i = 0; i < B / 2; ++i) w[o + i] = moe_pack_bf16x2(v[2 * i], v[2 * i + 1]);
 }
-// qdq_bf16_block's arithmetic into words w[o .. o + B / 2) instead of memory.
+// B bf16 values at src (16-byte aligned) through the recipe's quantize-then-dequantize (B = 32:
+// MXFP8; B = 16: NVFP4 with encode scale enc, left as e2m1 * UE4M3), as bf16 pairs into words
+// w[o .. o + B / 2).
 template <int B>
 __device__ __forceinline__ void qdq_bf16_words(const bf16* src, float enc, uint32_t (&w)[16], int o) {
   float v[B];
@@ -150,6 +106,31 @@ __device__ __forceinline__ void qdq_bf16_words(const bf16* src, float enc, uint3
   moe_pack_words<B>(v, w, o);
 }
 
+// qdq_bf16_words to dst (may equal src), in k order.
+template <int B>
+__device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float enc) {
+  uint32_t w[16];
+  qdq_bf16_words<B>(src, enc, w, 0);
+#pragma unroll
+  for (int i = 0; i < B / 8; ++i)
+    *reinterpret_cast<uint4*>(dst + 8 * i) = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+}
+
+// SM90's wgmma tiles read their x operand (x^ for FC1, h for FC2) in the fragment order of each
+// 32-k group (`kperm`): stored bf16 pair P = 8 h2 + 4 u + t holds the pair a = 4 t + 2 h2 + u
+// of the row's k order, so that a lane t of the tile finds every weight code of its k16 steps
+// 2c + h2 in one layout-v2 word (8 consecutive k of group c: word t) and converts it with
+// pair<Q> (the decode GEMV's 9-ALU form) instead of a lane-dependent pair. Both operands take
+// the same permutation of k, so the MMA's sum is over the same products. In 16-byte vectors:
+// output vector V holds word V of each input vector (a 4 x 4 transpose of words).
+__device__ __forceinline__ void moe_store_group(bf16* dst, const uint32_t (&w)[16], bool kperm) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const uint4 o = kperm ? make_uint4(w[v], w[4 + v], w[8 + v], w[12 + v])
+                          : make_uint4(w[4 * v], w[4 * v + 1], w[4 * v + 2], w[4 * v + 3]);
+    *reinterpret_cast<uint4*>(dst + 8 * v) = o;
+  }
+}
 // Grouping, identical in every CTA (each recomputes it from ids: no grid-wide synchronization);
 // CTA 0 writes the metadata, every CTA its share of x^ rows. Dynamic shared memory:
 // 4 (E + 3 P) bytes.
