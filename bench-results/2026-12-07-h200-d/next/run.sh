@@ -11,27 +11,31 @@
 #   b12 = branch `wip/wg-kperm` (both wgmma tiles: x̂ / h in fragment order, pair<Q> conversion);
 #   b13 = branch `wip/wg-combined` (b12 + b11 + a producing path with no global loads or
 #         divisions per k-tile: the merge candidate).
+#   b14 = branch `wip/gemv-nodiv` (the decode GEMV body without a division per unit; also
+#         carries gpu_blockscaled_gemv: the same body's dense kernels).
 # (A bundle's COMMIT may name a pre-rebase id of its branch: the same code.)
-# Carry .gpu/bz_b9 .. .gpu/bz_b13 (~2 MB each; a missing bundle's steps are skipped).
+# Carry .gpu/bz_b9 .. .gpu/bz_b14 (~2 MB each; a missing bundle's steps are skipped).
 # STEP=1 END=590: the bench rows that decide the merges, all bundles in one job (T = 4096
 #   defaults: b9 / b13 / b12 / b11 — b10 leaves the 128-row kernel as it is; the 64-row tile
 #   forced at T = 512 / 1024: all five), then the branches' tiled trials (a branch whose trials
 #   fail: its rows do not count).
 # STEP=2 END=590: the whole gpu_fused_moe suite on b9; memcheck of the branches' ring /
 #   persistent trials; racecheck of b13's ring trials.
-# STEP=3 END=400 (if the budget allows): decode rows T = 1 / 8 and T = 256 / 2048 on b9; the
+# STEP=3 END=400 (if the budget allows): decode rows T = 1 / 8 on b9 and b14 in one job, b14's
+#   packed (decode / grouped GEMV) trials and gpu_blockscaled_gemv; T = 256 / 2048 on b9; the
 #   other branches' racecheck; b9's three unfinished racecheck trials.
 END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
 have() { [ -f $ROOT/.gpu/bz_$1/bundle.tar.xz ]; }
-for b in b9 b10 b11 b12 b13; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
+for b in b9 b10 b11 b12 b13 b14; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
 into() { cd $ROOT/.gpu/$1/bundle/bin && export B12X_COMMIT=$(cat ../COMMIT); }
 left() { echo $((END - 10 - SECONDS)); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
-trials() {  # bundle, name, timeout, per-trial deadline, filter
-  have $1 && [ $(left) -gt 40 ] && { into $1; l=$(left); timeout $(( l < $3 ? l : $3 )) bash $S ./gpu_fused_moe none $R/fm_$1 16 $4 "$5" > $R/fm_$1.txt 2>&1
-    echo "$1 $2: $(tail -1 $R/fm_$1.txt) t=$SECONDS" >> $R/summary.txt; save; }
+trials() {  # bundle, name, timeout, per-trial deadline, filter[, binary]
+  local bin=${6:-gpu_fused_moe}
+  have $1 && [ $(left) -gt 40 ] && { into $1; l=$(left); timeout $(( l < $3 ? l : $3 )) bash $S ./$bin none $R/fm_$1_$bin 16 $4 "$5" > $R/fm_$1_$bin.txt 2>&1
+    echo "$1 $2: $(tail -1 $R/fm_$1_$bin.txt) t=$SECONDS" >> $R/summary.txt; save; }
 }
 san() {  # bundle, tool, timeout, workers, per-trial deadline, filter
   have $1 && [ $(left) -gt 30 ] && { into $1; l=$(left); B12X_TEST_PROFILE=reduced timeout $(( l < $3 ? l : $3 )) bash $S ./gpu_fused_moe $2 $R/$2_$1 $4 $5 "$6" > $R/$2_$1.txt 2>&1
@@ -53,7 +57,9 @@ elif [ $STEP = 2 ]; then
   for b in b13 b12 b11 b10; do san $b memcheck 60 8 40 '^packed_tile(_wg64)?::(ring|persist)'; done
   san b13 racecheck 100 8 70 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'
 else
-  bench b9 decode 1,8 fused_moe/ 40
+  for b in b9 b14; do bench $b decode 1,8 fused_moe/ 40; done
+  trials b14 "packed trials" 90 60 '^packed(_gemv)?::'
+  trials b14 "dense gemv trials" 90 60 . gpu_blockscaled_gemv
   bench b9 t256_2048 256,2048 /T 70
   for b in b12 b11; do san $b racecheck 100 8 70 '^packed_tile(_wg64)?::ring::(s2|s3|c3)'; done
   san b10 racecheck 100 8 70 '^packed_tile_wg64::ring::(s2|s3|c3)'
