@@ -704,47 +704,26 @@ static_assert(sizeof(MoeTileParams) == 200, "size must match src/fused_moe/param
 static_assert(offsetof(MoeTileParams, slots) == 152, "offset must match params.rs");
 static_assert(offsetof(MoeTileParams, ntiles) == 184, "offset must match params.rs");
 
-// CTA blockIdx.x = slot * ntiles + N tile. The tiled bodies compute n0 = blockIdx.x * BN (mtiles
-// = 1: m0 = 0), so the weight, scale and output bases are moved back by slot * ntiles * BN rows
-// (a multiple of 128) and forward to the slot's expert and rows; its bounds (row < n, m) then
-// hold exactly the slot's expert's rows and the slot's rows.
-template <int BN>
-__device__ __forceinline__ BsGemmParams moe_tile_params(const MoeTileParams& mp, int slot) {
-  static_assert(BN % 128 == 0, "the shift stays on 128-row scale blocks");
-  const int4 s = mp.slots[slot];
-  BsGemmParams p = mp.g;
-  const long long shift = (long long)slot * mp.ntiles * BN;
-  const long long wrow = (long long)s.x * mp.rbs * bsgemv::kRows - shift;
-  p.codes = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.codes) +
-                                                   uintptr_t(wrow * mp.g.row_bytes));
-  p.scales = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.scales) +
-                                                    uintptr_t(wrow / bsgemv::kRows * mp.g.scale_tiles * 512));
-  p.x = mp.g.x + (long long)s.y * mp.g.ldx;
-  p.y = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(mp.g.y) +
-                                uintptr_t(((long long)s.y * mp.g.ldy - shift) * (long long)sizeof(bf16)));
-  p.n = int(shift) + mp.g.n;
-  p.m = s.z;
-  float os = mp.g.out_scale;
-  if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
-  if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
-  p.out_scale = os;
-  return p;
-}
-
-// The wgmma tiles' per-tile table entry (kept in shared memory for the CTA's first kMoeTileTab
-// tiles, so that the producing thread's tile start reads no global memory and divides nothing):
-// x = the slot's expert | N tile << 12 (E <= 4096), y = its first row, z = its rows, w = the
-// epilogue's out_scale (moe_tile_params') as f32 bits.
+// A tile's entry (the wgmma tiles keep the CTA's first kMoeTileTab in shared memory, so that the
+// producing thread's tile start reads no global memory and divides nothing): x = the slot's
+// expert | N tile nt << 12 (E <= 4096), y = its first row, z = its rows, w = the epilogue's
+// out_scale (alpha over the NVFP4 weight and activation encode scales) as f32 bits.
 constexpr int kMoeTileTab = 64;
-__device__ __forceinline__ int4 moe_tile_entry(const MoeTileParams& mp, int tile) {
-  const int slot = tile / mp.ntiles, nt = tile - slot * mp.ntiles;
+__device__ __forceinline__ int4 moe_slot_entry(const MoeTileParams& mp, int slot, int nt) {
   const int4 s = mp.slots[slot];
   float os = mp.g.out_scale;
   if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
   if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
   return make_int4(s.x | (nt << 12), s.y, s.z, __float_as_int(os));
 }
-// moe_tile_params<BN>(mp, tile / ntiles) from the tile's entry (the same fields, bit for bit).
+__device__ __forceinline__ int4 moe_tile_entry(const MoeTileParams& mp, int tile) {
+  const int slot = tile / mp.ntiles;
+  return moe_slot_entry(mp, slot, tile - slot * mp.ntiles);
+}
+// Tile `tile` (= slot * ntiles + N tile) of entry en. The tiled bodies compute n0 = tile * BN
+// (mtiles = 1: m0 = 0), so the weight, scale and output bases are moved back by slot * ntiles * BN
+// rows (a multiple of 128) and forward to the slot's expert and rows; its bounds (row < n, m)
+// then hold exactly the slot's expert's rows and the slot's rows.
 template <int BN>
 __device__ __forceinline__ BsGemmParams moe_tile_params_of(const MoeTileParams& mp, int tile, int4 en) {
   static_assert(BN % 128 == 0, "the shift stays on 128-row scale blocks");
@@ -763,6 +742,11 @@ __device__ __forceinline__ BsGemmParams moe_tile_params_of(const MoeTileParams& 
   p.m = en.z;
   p.out_scale = __int_as_float(en.w);
   return p;
+}
+// The mma.sync tile's: CTA blockIdx.x = slot * ntiles + N tile.
+template <int BN>
+__device__ __forceinline__ BsGemmParams moe_tile_params(const MoeTileParams& mp, int slot) {
+  return moe_tile_params_of<BN>(mp, slot * mp.ntiles, moe_slot_entry(mp, slot, 0));
 }
 
 // The mma.sync tiled body (bsgemm_tile.cuh): BM = 32 WM slot rows by BN = 32 WN weight rows.
