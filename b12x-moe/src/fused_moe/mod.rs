@@ -1692,7 +1692,8 @@ fn grouped_call(
         slot_rows: bm as i32,
         quant,
         max_rows: pairs as i32,
-        reserved: 0,
+        // The wgmma tiles read their x operand in each 32-k group's fragment order.
+        kperm: i32::from(wgmma),
     };
     // `names`: the rows' and the codes' names in TMA errors.
     let tile_params = |m: &packed::PackedMatrix,
@@ -1779,7 +1780,7 @@ fn grouped_call(
         limit: q.limit(),
         quant,
         max_rows: pairs as i32,
-        reserved: 0,
+        kperm: i32::from(wgmma),
     };
     let rows = rows_params(q, args, &bound, t, a2)?;
     // The mma.sync tile: one CTA per (slot, N tile) of the plan's most slots (those past the live
@@ -1821,9 +1822,12 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
     };
     let g = &c.group;
     let pairs = c.rows.max_rows as usize;
-    let xb = match g.quant {
-        0 => 8,
-        1 => 32,
+    // Values per thread of the gather / activation kernels: a recipe block, or a 32-k group in
+    // the wgmma tiles' fragment order.
+    let xb = match (g.kperm, g.quant) {
+        (1, _) => 32,
+        (_, 0) => 8,
+        (_, 1) => 32,
         _ => 16,
     };
     let threads = if c.wgmma { WG_TILE_THREADS } else { TILE_THREADS };
