@@ -895,7 +895,9 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
 /// expert's expected rows (T·k / E) at most GEMV_ROWS_PER_EXPERT.
 #[test]
 fn packed_buckets_choose_the_path() {
-    use b12x_moe::fused_moe::{packed_buckets, Path, Query, WeightLayout, GEMV_ROWS_PER_EXPERT};
+    use b12x_moe::fused_moe::{
+        packed_buckets, Path, Query, WeightLayout, GEMV_ROWS_PER_EXPERT, GEMV_ROWS_PER_EXPERT_WG64,
+    };
     let spans = |max: usize, up: usize| {
         let (b, p) = packed_buckets(max, up, None);
         b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
@@ -936,6 +938,12 @@ fn packed_buckets_choose_the_path() {
     assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to(), 512);
     assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to(), 256);
     assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to(), 1024);
+    // SM90's bound, where the 64-row wgmma tile takes the tiled T below `wgmma_from`.
+    assert_eq!(GEMV_ROWS_PER_EXPERT_WG64, 12);
+    assert_eq!(q(Shape::deepseek_v4_flash_tp2()).gemv_up_to_wg64(), 512);
+    assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to_wg64(), 384);
+    assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to_wg64(), 192);
+    assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to_wg64(), 768);
     // SM90's wgmma tile from T · k / E ≥ 64 (rounded up).
     assert_eq!(b12x_moe::fused_moe::WGMMA_ROWS_PER_EXPERT, 64);
     assert_eq!(q(Shape::deepseek_v4_flash_tp2()).wgmma_from(), 2731);
