@@ -33,7 +33,8 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_tile_wg{,64}_{nvfp4,mxfp4} (SM90), b12x_fused_moe_act_rows;
+//   b12x_fused_moe_tile_wg{,64}_{nvfp4,mxfp4} (SM90: the gather and act_rows then write x^ / h
+//   in each 32-k group's fragment order, moe_store_group), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -75,19 +76,26 @@ static_assert(sizeof(MoeRouteParams) == 136, "size must match src/fused_moe/para
 static_assert(offsetof(MoeRouteParams, ldx) == 96, "offset must match params.rs");
 static_assert(offsetof(MoeRouteParams, slot_rows) == 120, "offset must match params.rs");
 
-// B bf16 values at src (16-byte aligned) through the recipe's quantize-then-dequantize (B = 32:
-// MXFP8; B = 16: NVFP4 with encode scale enc, left as e2m1 * UE4M3) to dst (may equal src).
+// The B values v[0..B) as bf16 pairs into words w[o .. o + B / 2).
 template <int B>
-__device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float enc) {
+__device__ __forceinline__ void moe_pack_words(const float (&v)[B], uint32_t (&w)[16], int o) {
+#pragma unroll
+  for (int i = 0; i < B / 2; ++i) w[o + i] = moe_pack_bf16x2(v[2 * i], v[2 * i + 1]);
+}
+// B bf16 values at src (16-byte aligned) through the recipe's quantize-then-dequantize (B = 32:
+// MXFP8; B = 16: NVFP4 with encode scale enc, left as e2m1 * UE4M3), as bf16 pairs into words
+// w[o .. o + B / 2).
+template <int B>
+__device__ __forceinline__ void qdq_bf16_words(const bf16* src, float enc, uint32_t (&w)[16], int o) {
   float v[B];
 #pragma unroll
   for (int i = 0; i < B; i += 8) {
-    const uint4 w = *reinterpret_cast<const uint4*>(src + i);
-    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+    const uint4 x = *reinterpret_cast<const uint4*>(src + i);
+    const uint32_t xs[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      v[i + 2 * j] = __uint_as_float(ws[j] << 16);
-      v[i + 2 * j + 1] = __uint_as_float(ws[j] & 0xFFFF0000u);
+      v[i + 2 * j] = __uint_as_float(xs[j] << 16);
+      v[i + 2 * j + 1] = __uint_as_float(xs[j] & 0xFFFF0000u);
     }
   }
   if constexpr (B == 32) {
@@ -95,17 +103,34 @@ __device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float
   } else {
     nvfp4_qdq_block<false>(v, enc);
   }
-#pragma unroll
-  for (int i = 0; i < B; i += 8) {
-    uint4 w;
-    w.x = moe_pack_bf16x2(v[i], v[i + 1]);
-    w.y = moe_pack_bf16x2(v[i + 2], v[i + 3]);
-    w.z = moe_pack_bf16x2(v[i + 4], v[i + 5]);
-    w.w = moe_pack_bf16x2(v[i + 6], v[i + 7]);
-    *reinterpret_cast<uint4*>(dst + i) = w;
-  }
+  moe_pack_words<B>(v, w, o);
 }
 
+// qdq_bf16_words to dst (may equal src), in k order.
+template <int B>
+__device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float enc) {
+  uint32_t w[16];
+  qdq_bf16_words<B>(src, enc, w, 0);
+#pragma unroll
+  for (int i = 0; i < B / 8; ++i)
+    *reinterpret_cast<uint4*>(dst + 8 * i) = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+}
+
+// SM90's wgmma tiles read their x operand (x^ for FC1, h for FC2) in the fragment order of each
+// 32-k group (`kperm`): stored bf16 pair P = 8 h2 + 4 u + t holds the pair a = 4 t + 2 h2 + u
+// of the row's k order, so that a lane t of the tile finds every weight code of its k16 steps
+// 2c + h2 in one layout-v2 word (8 consecutive k of group c: word t) and converts it with
+// pair<Q> (the decode GEMV's 9-ALU form) instead of a lane-dependent pair. Both operands take
+// the same permutation of k, so the MMA's sum is over the same products. In 16-byte vectors:
+// output vector V holds word V of each input vector (a 4 x 4 transpose of words).
+__device__ __forceinline__ void moe_store_group(bf16* dst, const uint32_t (&w)[16], bool kperm) {
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const uint4 o = kperm ? make_uint4(w[v], w[4 + v], w[8 + v], w[12 + v])
+                          : make_uint4(w[4 * v], w[4 * v + 1], w[4 * v + 2], w[4 * v + 3]);
+    *reinterpret_cast<uint4*>(dst + 8 * v) = o;
+  }
+}
 // Grouping, identical in every CTA (each recomputes it from ids: no grid-wide synchronization);
 // CTA 0 writes the metadata, every CTA its share of x^ rows. Dynamic shared memory:
 // 4 (E + 3 P) bytes.
@@ -536,7 +561,7 @@ struct MoeGroupParams {
   int32_t slot_rows;      // R = BM
   int32_t quant;          // 0: copy (W4A16), 1: MXFP8, 2: NVFP4
   int32_t max_rows;       // the call's P (a bound on meta[1])
-  int32_t reserved;
+  int32_t kperm;          // x^ rows in the wgmma tiles' fragment order (moe_store_group)
 };
 static_assert(sizeof(MoeGroupParams) == 160, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeGroupParams, ldx) == 120, "offset must match params.rs");
@@ -617,10 +642,35 @@ __device__ __forceinline__ void moe_group_place(const MoeGroupParams& p) {
   }
 }
 
-// x^ rows: one thread per block of B values (8: a copy; 32: MXFP8; 16: NVFP4), grid-stride.
+// x^ rows: one thread per block of B values (8: a copy; 32: MXFP8; 16: NVFP4), grid-stride;
+// with kperm one thread per 32-k group (its 32 / B blocks), stored in fragment order.
 __device__ __forceinline__ void moe_group_gather(const MoeGroupParams& p) {
   pdl_wait_then_release();
   const int rows = min(p.meta[1], p.max_rows);
+  if (p.kperm) {
+    const int ng = p.hidden / 32;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * ng;
+         idx += (long long)gridDim.x * blockDim.x) {
+      const int row = int(idx / ng), b = int(idx % ng);
+      const bf16* src = p.x + (long long)p.row_token[row] * p.ldx + b * 32;
+      uint32_t w[16];
+      if (p.quant == 0) {
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const uint4 x = *reinterpret_cast<const uint4*>(src + 8 * v);
+          w[4 * v] = x.x, w[4 * v + 1] = x.y, w[4 * v + 2] = x.z, w[4 * v + 3] = x.w;
+        }
+      } else if (p.quant == 1) {
+        qdq_bf16_words<32>(src, 1.0f, w, 0);
+      } else {
+        const float enc = p.a1_enc[p.row_expert[row]];
+        qdq_bf16_words<16>(src, enc, w, 0);
+        qdq_bf16_words<16>(src + 16, enc, w, 8);
+      }
+      moe_store_group(p.xq + (long long)row * p.hidden + b * 32, w, true);
+    }
+    return;
+  }
   const int B = p.quant == 0 ? 8 : p.quant == 1 ? 32 : 16, nb = p.hidden / B;
   for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
        idx += (long long)gridDim.x * blockDim.x) {
@@ -654,31 +704,49 @@ static_assert(sizeof(MoeTileParams) == 200, "size must match src/fused_moe/param
 static_assert(offsetof(MoeTileParams, slots) == 152, "offset must match params.rs");
 static_assert(offsetof(MoeTileParams, ntiles) == 184, "offset must match params.rs");
 
-// CTA blockIdx.x = slot * ntiles + N tile. The tiled bodies compute n0 = blockIdx.x * BN (mtiles
-// = 1: m0 = 0), so the weight, scale and output bases are moved back by slot * ntiles * BN rows
-// (a multiple of 128) and forward to the slot's expert and rows; its bounds (row < n, m) then
-// hold exactly the slot's expert's rows and the slot's rows.
-template <int BN>
-__device__ __forceinline__ BsGemmParams moe_tile_params(const MoeTileParams& mp, int slot) {
-  static_assert(BN % 128 == 0, "the shift stays on 128-row scale blocks");
+// A tile's entry (the wgmma tiles keep the CTA's first kMoeTileTab in shared memory, so that the
+// producing thread's tile start reads no global memory and divides nothing): x = the slot's
+// expert | N tile nt << 12 (E <= 4096), y = its first row, z = its rows, w = the epilogue's
+// out_scale (alpha over the NVFP4 weight and activation encode scales) as f32 bits.
+constexpr int kMoeTileTab = 64;
+__device__ __forceinline__ int4 moe_slot_entry(const MoeTileParams& mp, int slot, int nt) {
   const int4 s = mp.slots[slot];
+  float os = mp.g.out_scale;
+  if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
+  if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
+  return make_int4(s.x | (nt << 12), s.y, s.z, __float_as_int(os));
+}
+__device__ __forceinline__ int4 moe_tile_entry(const MoeTileParams& mp, int tile) {
+  const int slot = tile / mp.ntiles;
+  return moe_slot_entry(mp, slot, tile - slot * mp.ntiles);
+}
+// Tile `tile` (= slot * ntiles + N tile) of entry en. The tiled bodies compute n0 = tile * BN
+// (mtiles = 1: m0 = 0), so the weight, scale and output bases are moved back by slot * ntiles * BN
+// rows (a multiple of 128) and forward to the slot's expert and rows; its bounds (row < n, m)
+// then hold exactly the slot's expert's rows and the slot's rows.
+template <int BN>
+__device__ __forceinline__ BsGemmParams moe_tile_params_of(const MoeTileParams& mp, int tile, int4 en) {
+  static_assert(BN % 128 == 0, "the shift stays on 128-row scale blocks");
+  const int e = en.x & 0xFFF, nt = en.x >> 12;
   BsGemmParams p = mp.g;
-  const long long shift = (long long)slot * mp.ntiles * BN;
-  const long long wrow = (long long)s.x * mp.rbs * bsgemv::kRows - shift;
+  const long long shift = (long long)(tile - nt) * BN;  // slot * ntiles * BN
+  const long long wrow = (long long)e * mp.rbs * bsgemv::kRows - shift;
   p.codes = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.codes) +
                                                    uintptr_t(wrow * mp.g.row_bytes));
   p.scales = reinterpret_cast<const unsigned char*>(reinterpret_cast<uintptr_t>(mp.g.scales) +
                                                     uintptr_t(wrow / bsgemv::kRows * mp.g.scale_tiles * 512));
-  p.x = mp.g.x + (long long)s.y * mp.g.ldx;
+  p.x = mp.g.x + (long long)en.y * mp.g.ldx;
   p.y = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(mp.g.y) +
-                                uintptr_t(((long long)s.y * mp.g.ldy - shift) * (long long)sizeof(bf16)));
+                                uintptr_t(((long long)en.y * mp.g.ldy - shift) * (long long)sizeof(bf16)));
   p.n = int(shift) + mp.g.n;
-  p.m = s.z;
-  float os = mp.g.out_scale;
-  if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
-  if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
-  p.out_scale = os;
+  p.m = en.z;
+  p.out_scale = __int_as_float(en.w);
   return p;
+}
+// The mma.sync tile's: CTA blockIdx.x = slot * ntiles + N tile.
+template <int BN>
+__device__ __forceinline__ BsGemmParams moe_tile_params(const MoeTileParams& mp, int slot) {
+  return moe_tile_params_of<BN>(mp, slot * mp.ntiles, moe_slot_entry(mp, slot, 0));
 }
 
 // The mma.sync tiled body (bsgemm_tile.cuh): BM = 32 WM slot rows by BN = 32 WN weight rows.
@@ -707,17 +775,23 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // 256 weight rows in 4 / MT warpgroups of MT
 // m64 weight tiles (kMoeWgMT; src/fused_moe/mod.rs launches WG_TILE_THREADS = kMoeWgThreads) —
 // the math of bsgemm::wgemm (bsgemm_wgmma.cuh: the A fragment, the weight, dequantized from
-// shared memory into registers, x from shared memory by descriptor; the same scale words, lane
-// pairs and epilogue), with its own ring:
-// - one thread (tid 0) fills a stage with TMA / bulk copies — x's two 64-k slabs (the 128-byte
+// shared memory into registers, x from shared memory by descriptor; the same scale words and
+// epilogue) with x in each 32-k group's fragment order (moe_store_group: the gather and the
+// activation kernel write it so, kperm), which lets a lane convert whole words with the decode
+// GEMV's pair<Q> instead of bsgemm::wgemm's lane-dependent Fp4LanePair, and with its own ring:
+// - one thread at a time fills a stage with TMA / bulk copies — x's two 64-k slabs (the 128-byte
 //   swizzle wgmma reads), the codes box (the 64-byte swizzle, which is w_pos<false>'s chunk
 //   order), the scale tiles of the live 128-row blocks — completing on the stage's `full`
 //   barrier; no other thread computes a load address (bsgemm::load_stage's per-thread cp.async
 //   addressing was ~37% of wgemm's k loop);
 // - wgmma groups stay in flight across k-tiles (no wait_group 0 and no block barrier per
 //   k-tile): kAb A-register buffers, each warp arriving on the stage's `empty` barrier at step 1
-//   of the next k-tile, once wait_group says its warpgroup's MMAs of the stage are complete; tid
-//   0 refills the stage at step 3, S - 1 k-tiles ahead of the one being read;
+//   of the next k-tile, once wait_group says its warpgroup's MMAs of the stage are complete, and
+//   counting itself in s_rel; the warp that completes the count (the last to leave the stage)
+//   refills it at its step 3, S - 1 k-tiles ahead of the one being read. (Until session 60 tid 0
+//   refilled every stage, first waiting for all 16 warps' arrivals: its warpgroup stalled on
+//   the slowest warp each k-tile. A 17th producer warp does not fit the 128-register consumers:
+//   544 threads cap ptxas at 96 registers.)
 // - persistent CTAs (the host launches min(tiles, PlanOptions::tile_ctas or one per SM)): CTA b
 //   walks the live tiles b, b + grid, ... (tile = slot ntiles + N tile; the live count is read on
 //   the device, so a captured graph serves any routing) as one stream of k-tiles through the
@@ -745,16 +819,22 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   struct Producer {
     const unsigned char* scales;  // the tile's first 128-row block's scale tiles
     int xrow0, wrow0, blocks, scale_tiles;
+    int j, kt;                    // the next k-tile to produce: k-tile kt of the CTA's tile j
   };
-  // The epilogue params of the CTA's tiles j (pointers moved to the tile's slot) at j % kPr. tid 0
-  // writes tile j's before it issues the tile's first k-tile n = j ktiles (so the consumers'
-  // full-barrier waits acquire it); for n >= S it has first waited until every warp arrived on
+  // The epilogue params of the CTA's tiles j (pointers moved to the tile's slot) at j % kPr. The
+  // producing thread writes tile j's before it issues the tile's first k-tile n = j ktiles (so the
+  // consumers' full-barrier waits acquire it); for n >= S it has first waited until every warp arrived on
   // the empty barrier of k-tile n - S, which a warp does in k-tile n - S + 1, of tile >= j - (S -
   // 1) > j - kPr: every warp has finished the epilogue of tile j - kPr, the entry's last reader.
   constexpr int kPr = 4;
   __shared__ BsGemmParams s_p[kPr];
   __shared__ Producer s_prod;
   __shared__ __align__(8) uint64_t s_full[bsgemm::kMaxStages], s_empty[bsgemm::kMaxStages];
+  // Per stage, the releases so far (every warp adds one per k-tile it leaves): the warp whose add
+  // completes a round of kWarps refills the stage (see the k loop).
+  __shared__ uint32_t s_rel[bsgemm::kMaxStages];
+  constexpr int kWarps = kThreads / 32;
+  static_assert((kWarps & (kWarps - 1)) == 0, "a round of releases is the counter's low bits");
   __shared__ uint32_t s_tab[256];
   extern __shared__ __align__(16) unsigned char s_dyn[];
   const MoeTileParams& mp = mpt.t;
@@ -776,33 +856,50 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   // host plans 2..4).
   if (S < 2 || S > kPr) __trap();
   const int mine = (tiles - tile0 + tstride - 1) / tstride, total = mine * ktiles;  // the CTA's tiles, k-tiles
+  __shared__ int4 s_tiles[kMoeTileTab];  // moe_tile_entry of the CTA's tiles j < kMoeTileTab
+  for (int j = tid; j < min(mine, kMoeTileTab); j += kThreads) s_tiles[j] = moe_tile_entry(mp, tile0 + j * tstride);
+  if (tid == 0) s_prod.j = 0, s_prod.kt = 0;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(full0 + 8 * s, 1);
-      mbar_init(empty0 + 8 * s, kThreads / 32);
+      mbar_init(empty0 + 8 * s, kWarps);
+      s_rel[s] = 0;
     }
     mbar_fence_init();
   }
   bsgemv::fill_scale_table<F>(s_tab, mp.g.scale_bias, tid, kThreads);
   __syncthreads();
 
-  // tid 0: the CTA's k-tile n (k-tile kt = n % ktiles of its tile j = n / ktiles) into stage st; at
-  // a tile's first k-tile, the tile's producer fields and epilogue params first.
-  auto produce = [&](int n, int st) {
-    const int j = n / ktiles, kt = n - j * ktiles;
+  // The CTA's next k-tile n (k-tile kt of its tile j: s_prod's counters) into stage st, by tid 0
+  // for the first S, then by lane 0 of the last warp to release stage st; at a tile's first
+  // k-tile, the tile's producer fields and epilogue params first (s_prod passes from one producing
+  // thread to the next through the empty barrier: the writer's warp arrives after writing, the
+  // next producer waits on it).
+  // Called for n = 0, 1, ... in order (one producing thread at a time, each after the previous
+  // one's release through the empty barriers), so the k-tile's place comes from s_prod (j, kt)
+  // with no division, and the tile's slot from s_tiles (no global load) for j < kMoeTileTab.
+  auto produce = [&](int, int st) {
+    const int j = s_prod.j, kt = s_prod.kt;
     if (kt == 0) {
-      const int tile = tile0 + j * tstride, slot = tile / mp.ntiles, nt = tile - slot * mp.ntiles;
-      const int4 sl = mp.slots[slot];
-      s_p[j % kPr] = moe_tile_params<BN>(mp, slot);
+      const int tile = tile0 + j * tstride;
+      const int4 en = j < kMoeTileTab ? s_tiles[j] : moe_tile_entry(mp, tile);
+      const int e = en.x & 0xFFF, nt = en.x >> 12;
+      s_p[j % kPr] = moe_tile_params_of<BN>(mp, tile, en);
       Producer pr;
-      pr.xrow0 = sl.y;
-      pr.wrow0 = (sl.x * mp.rbs) * bsgemv::kRows + nt * BN;
+      pr.xrow0 = en.y;
+      pr.wrow0 = (e * mp.rbs) * bsgemv::kRows + nt * BN;
       pr.blocks = nt * BN + 128 < mp.g.n ? 2 : 1;
       pr.scale_tiles = mp.g.scale_tiles;
-      pr.scales = mp.g.scales + (long long)(sl.x * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
+      pr.scales = mp.g.scales + (long long)(e * mp.rbs + 2 * nt) * mp.g.scale_tiles * 512;
+      pr.j = j, pr.kt = 0;
       s_prod = pr;
     }
     const Producer pr = s_prod;
+    if (kt + 1 == ktiles) {
+      s_prod.j = j + 1, s_prod.kt = 0;
+    } else {
+      s_prod.kt = kt + 1;
+    }
     const uint32_t xs = ring + uint32_t(st) * T::kStage, bar = full0 + 8 * st;
     const int nsc = min(kTw, pr.scale_tiles - kt * kTw);  // scale tiles of this k-tile (none past K)
     const uint32_t sbytes = nsc > 0 ? uint32_t(pr.blocks * nsc * 512) : 0u;
@@ -824,14 +921,21 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   const int nrow0 = 64 * MT * wgi + 16 * wl;
   const uint32_t sc_blk = uint32_t(nrow0 >> 7);
   auto sc_off = [&](int i, int h) { return bsgemm::wg_scale_off(nrow0 + 64 * i + g + 8 * h); };
-  const bsgemm::Fp4LanePair pair_t(t);
+  const int tsh = 8 * (t >> 1);  // NVFP4: the scale byte of the lane's 8 k within a 32-k group
 
   constexpr int XT = BM / 8;  // the wgmma's n8 column tiles (x rows)
   float acc[MT][XT][4];
   constexpr int kAb = 3;  // A buffers: kAb - 1 MMA groups in flight while the next step dequantizes
   static_assert(kAb == 2 || kAb == 3, "two or three A buffers");
   uint32_t a[kAb][MT][4];  // [buffer][m64 tile][register]: buffer s % kAb at k16 step s of every k-tile
+  // Steps 2c and 2c + 1 read x in the fragment order of 32-k group c (moe_store_group): lane t's
+  // MMA slots (2t, 2t + 1) and (2t + 8, 2t + 9) are k 32c + 8t + 4 h2 + (0, 1) and + (2, 3) of
+  // step 2c + h2 — pairs 2 h2 and 2 h2 + 1 of the layout-v2 word of 8 k at 32c + 8t. wq: that
+  // word of rows g and g + 8 of each m64 tile; sq: its block scale (NVFP4 16-k block 2c + t / 2,
+  // MXFP4 32-k block c) as bf16x2.
+  uint32_t wq[MT][2], sq[MT][2];
   int st = 0, phase = 0, n = 0;  // n: the CTA's k-tile being read (stage st)
+  bool last = false;             // lane 0: its warp was the last to leave k-tile n - 1
   for (int j = 0; j < mine; ++j) {
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -863,32 +967,43 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
       }
       if (s == 1 && n > 0) {  // k-tile n - 1's MMAs and the warp's reads of its stage are done
         __syncwarp();
-        if (lane == 0) mbar_arrive(empty0 + 8 * prev);
+        if (lane == 0) {
+          mbar_arrive(empty0 + 8 * prev);
+          last = (atomicAdd(&s_rel[prev], 1u) & (kWarps - 1)) == kWarps - 1;
+        }
+        __syncwarp();  // converged before the step's .aligned wgmma instructions
       }
       if (s == 3 && n > 0) {
-        if (tid == 0 && n - 1 + S < total) {
-          mbar_wait(empty0 + 8 * prev, uint32_t(((n - 1) / S) & 1));
+        // The last warp to leave k-tile n - 1 refills its stage with k-tile n - 1 + S (no warp
+        // waits for the slowest one). The count only elects: the refill is ordered after every
+        // warp's reads by the empty barrier's wait, which returns at once here.
+        if (last && n - 1 + S < total) {
+          mbar_wait(empty0 + 8 * prev, uint32_t(st == 0 ? phase ^ 1 : phase));  // k-tile n - 1's round
           produce(n - 1 + S, prev);
         }
-        __syncwarp();  // warp 0 converged again before the warpgroup's .aligned wgmma instructions
+        last = false;
+        __syncwarp();  // converged again before the warpgroup's .aligned wgmma instructions
       }
-      const int blk = F == bsgemv::Fmt::Nvfp4 ? s : s >> 1;  // the step's scale block in the k-tile (16 / 32 k)
+      if ((s & 1) == 0) {  // group c = s / 2: the lane's words (conflict free: rows g = 0..7 x words t
+                           // cover the 32 banks under the 64-byte swizzle) and their scales
+        const int c = s >> 1;
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            wq[i][h] = bsgemv::ld_shared_u32(ws + bsgemm::w_pos<false>(nrow0 + 64 * i + g + 8 * h, c) + 4u * uint32_t(t));
+            const uint32_t word = scw[i][h][kTw == 2 ? c >> 1 : 0];
+            const int shift = F == bsgemv::Fmt::Nvfp4 ? 16 * (c & 1) + tsh : 8 * c;
+            sq[i][h] = s_tab[(word >> shift) & 0xFF];
+          }
+      }
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        const int r = nrow0 + 64 * i + g;
-        uint32_t w[2][2];  // [row g, g + 8][k 2t.. / 2t + 8..]
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint2 v = bsgemv::ld_shared_v2(ws + bsgemm::w_pos<false>(r + 8 * h, s >> 1) + 8u * (s & 1));
-          w[h][0] = v.x;
-          w[h][1] = v.y;
-        }
-        const uint32_t sl = s_tab[(scw[i][0][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-        const uint32_t sh = s_tab[(scw[i][1][kTw == 2 ? blk >> 2 : 0] >> (8 * (blk & 3))) & 0xFF];
-        ab[i][0] = bsgemv::hmul2_bf16(pair_t(w[0][0]), sl);
-        ab[i][1] = bsgemv::hmul2_bf16(pair_t(w[1][0]), sh);
-        ab[i][2] = bsgemv::hmul2_bf16(pair_t(w[0][1]), sl);
-        ab[i][3] = bsgemv::hmul2_bf16(pair_t(w[1][1]), sh);
+        const bool h2 = (s & 1) != 0;
+        ab[i][0] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<2>(wq[i][0]) : bsgemv::pair<0>(wq[i][0]), sq[i][0]);
+        ab[i][1] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<2>(wq[i][1]) : bsgemv::pair<0>(wq[i][1]), sq[i][1]);
+        ab[i][2] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<3>(wq[i][0]) : bsgemv::pair<1>(wq[i][0]), sq[i][0]);
+        ab[i][3] = bsgemv::hmul2_bf16(h2 ? bsgemv::pair<3>(wq[i][1]) : bsgemv::pair<1>(wq[i][1]), sq[i][1]);
       }
       wg::fence();
       // The step's x descriptor: the k-tile's base plus the step's offset in 16-byte units (the
@@ -920,7 +1035,8 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 
 // Mirrored by src/fused_moe/params.rs (MoeActParams): h[row, j] = bf16(w_row * act(g, u)) from
 // FC1's interleaved BF16 rows (gate j at 16 (j / 8) + j % 8, up j 8 further; non-gated: g = gu[j]),
-// then h^ for W4A8 / NVFP4: one thread per block of B j (8, 32 MXFP8, 16 NVFP4), grid-stride.
+// then h^ for W4A8 / NVFP4: one thread per block of B j (8, 32 MXFP8, 16 NVFP4), grid-stride; with
+// kperm (the wgmma tiles) one thread per 32 j, stored in fragment order (moe_store_group).
 struct MoeActParams {
   const int32_t* meta;
   const int32_t* row_expert;
@@ -934,15 +1050,15 @@ struct MoeActParams {
   float limit;
   int32_t quant;           // 0 none, 1 MXFP8, 2 NVFP4
   int32_t max_rows;
-  int32_t reserved;
+  int32_t kperm;           // h rows in the wgmma tiles' fragment order (moe_store_group)
 };
 static_assert(sizeof(MoeActParams) == 80, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeActParams, gu_cols) == 48, "offset must match params.rs");
 static_assert(offsetof(MoeActParams, limit) == 64, "offset must match params.rs");
 
+// h[row, j0 .. j0 + B) (after the recipe's quantize-then-dequantize) into v.
 template <int B>
-__device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, int j0) {
-  float v[B];
+__device__ __forceinline__ void moe_act_values(const MoeActParams& p, int row, int j0, float (&v)[B]) {
   const bf16* gu = p.gu + (long long)row * p.gu_cols;
   const float w = p.row_weight[row];
   // 16-byte loads (rows and j0 are multiples of 8): gated, j0 + 8 q's gate run of 8 at 16 (j0 / 8
@@ -967,6 +1083,12 @@ __device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, in
   } else if constexpr (B == 16) {
     nvfp4_qdq_block<false>(v, p.a2_enc[p.row_expert[row]]);
   }
+}
+
+template <int B>
+__device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, int j0) {
+  float v[B];
+  moe_act_values<B>(p, row, j0, v);
   bf16* dst = p.h + (long long)row * p.inter + j0;
 #pragma unroll
   for (int i = 0; i < B; i += 8) {
@@ -979,9 +1101,37 @@ __device__ __forceinline__ void moe_act_block(const MoeActParams& p, int row, in
   }
 }
 
+// kperm: the 32 j of group j0 / 32 (its 32 / B blocks), stored in fragment order.
+template <int B>
+__device__ __forceinline__ void moe_act_group(const MoeActParams& p, int row, int j0) {
+  uint32_t w[16];
+#pragma unroll
+  for (int q = 0; q < 32 / B; ++q) {
+    float v[B];
+    moe_act_values<B>(p, row, j0 + B * q, v);
+    moe_pack_words<B>(v, w, q * (B / 2));
+  }
+  moe_store_group(p.h + (long long)row * p.inter + j0, w, true);
+}
+
 __device__ __forceinline__ void moe_act_rows(const MoeActParams& p) {
   pdl_wait_then_release();
   const int rows = min(p.meta[1], p.max_rows);
+  if (p.kperm) {
+    const int ng = p.inter / 32;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * ng;
+         idx += (long long)gridDim.x * blockDim.x) {
+      const int row = int(idx / ng), j0 = int(idx % ng) * 32;
+      if (p.quant == 0) {
+        moe_act_group<8>(p, row, j0);
+      } else if (p.quant == 1) {
+        moe_act_group<32>(p, row, j0);
+      } else {
+        moe_act_group<16>(p, row, j0);
+      }
+    }
+    return;
+  }
   const int B = p.quant == 0 ? 8 : p.quant == 1 ? 32 : 16, nb = p.inter / B;
   for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < (long long)rows * nb;
        idx += (long long)gridDim.x * blockDim.x) {

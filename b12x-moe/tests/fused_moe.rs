@@ -895,7 +895,9 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
 /// expert's expected rows (T·k / E) at most GEMV_ROWS_PER_EXPERT.
 #[test]
 fn packed_buckets_choose_the_path() {
-    use b12x_moe::fused_moe::{packed_buckets, Path, Query, WeightLayout, GEMV_ROWS_PER_EXPERT};
+    use b12x_moe::fused_moe::{
+        packed_buckets, Path, Query, WeightLayout, GEMV_ROWS_PER_EXPERT, GEMV_ROWS_PER_EXPERT_WG64,
+    };
     let spans = |max: usize, up: usize| {
         let (b, p) = packed_buckets(max, up, None);
         b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
@@ -936,6 +938,12 @@ fn packed_buckets_choose_the_path() {
     assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to(), 512);
     assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to(), 256);
     assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to(), 1024);
+    // SM90's bound, where the 64-row wgmma tile takes the tiled T below `wgmma_from`.
+    assert_eq!(GEMV_ROWS_PER_EXPERT_WG64, 12);
+    assert_eq!(q(Shape::deepseek_v4_flash_tp2()).gemv_up_to_wg64(), 512);
+    assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to_wg64(), 384);
+    assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to_wg64(), 192);
+    assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to_wg64(), 768);
     // SM90's wgmma tile from T · k / E ≥ 64 (rounded up).
     assert_eq!(b12x_moe::fused_moe::WGMMA_ROWS_PER_EXPERT, 64);
     assert_eq!(q(Shape::deepseek_v4_flash_tp2()).wgmma_from(), 2731);
@@ -998,6 +1006,59 @@ fn grouped_activation_reads_the_interleave() {
             let gate = 16 * (j / 8) + j % 8;
             assert_eq!(source_row(gate, 2 * i, true), Some(j));
             assert_eq!(source_row(gate + 8, 2 * i, true), Some(i + j));
+        }
+    }
+}
+
+/// SM90's wgmma tiles read x̂ / h in each 32-k group's fragment order (`kperm`,
+/// `kernels/fused_moe_decode.cu`): `moe_store_group` stores bf16 pair 4 V + t of a group from
+/// pair 4 t + V of the row, and a lane t of the tile takes its A registers for k16 step 2c + h2
+/// from word t of group c (8 consecutive k) — pair<2 h2> for MMA slots (2t, 2t + 1), pair<2 h2 + 1>
+/// for (2t + 8, 2t + 9) — times the block scale at byte 2 (c & 1) + t / 2 of scale word c / 2
+/// (NVFP4) or byte c (MXFP4). Emulated per MMA slot with integers: the group's two steps sum to
+/// its k-order dot product, scales included; x in k order (no permutation) does not.
+#[test]
+fn wgmma_fragment_order_keeps_the_dot_product() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(60);
+    for nvfp4 in [false, true] {
+        // One 128-k tile: 16 weight rows (a warp's g / g + 8 rows), scales per 16-k block.
+        let w: Vec<Vec<i64>> = (0..16).map(|_| (0..128).map(|_| rng.random_range(-6..=6)).collect()).collect();
+        let sc: Vec<Vec<i64>> = (0..16).map(|_| (0..8).map(|_| rng.random_range(1..=9)).collect()).collect();
+        let x: Vec<i64> = (0..128).map(|_| rng.random_range(-9..=9)).collect();
+        // The weight's block of k: NVFP4 16-k blocks; MXFP4 32-k blocks (entry 2 (k / 32)).
+        let block = |k: usize| if nvfp4 { k / 16 } else { k / 32 * 2 };
+        let stored = |pos: usize, kperm: bool| {
+            let (group, pair, half) = (pos / 32 * 32, pos % 32 / 2, pos % 2);
+            let src = if kperm { 4 * (pair % 4) + pair / 4 } else { pair };
+            x[group + 2 * src + half]
+        };
+        for kperm in [true, false] {
+            let mut mismatches = 0;
+            for c in 0..4 {
+                for (r, (wr, sr)) in w.iter().zip(&sc).enumerate() {
+                    let want: i64 = (32 * c..32 * c + 32).map(|k| wr[k] * sr[block(k)] * x[k]).sum();
+                    let mut got = 0;
+                    for h2 in 0..2 {
+                        for slot in 0..16 {
+                            let (t, e, q) = (slot % 8 / 2, slot % 2, 2 * h2 + slot / 8);
+                            let k = 32 * c + 8 * t + 2 * q + e;
+                            let b = if nvfp4 {
+                                let (word, byte) = (c >> 1, (16 * (c & 1) + 8 * (t >> 1)) / 8);
+                                4 * word + byte
+                            } else {
+                                2 * c
+                            };
+                            got += wr[k] * sr[b] * stored(32 * c + 16 * h2 + slot, kperm);
+                        }
+                    }
+                    if kperm {
+                        assert_eq!(got, want, "row {r}, group {c}, nvfp4 {nvfp4}");
+                    } else if got != want {
+                        mismatches += 1;
+                    }
+                }
+            }
+            assert!(kperm || mismatches > 0, "x in k order must not match the fragment order");
         }
     }
 }

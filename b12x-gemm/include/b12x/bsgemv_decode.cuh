@@ -470,9 +470,24 @@ __device__ __forceinline__ void gemv(const BsGemvParams& p, const Rows& rows) {
   };
   zero(acc);
   int s = 0, round = 0;
-  for (int i = 0; i < n_units; ++i) {
-    const int rb = unit_at(i) / kstages;
-    const bool ends_block = !(i + 1 < n_units && unit_at(i + 1) / kstages == rb);
+  // The walk's row block and k-stage, advanced per unit: unit_at is consecutive inside each of
+  // its three runs (tail, middle, head), so only a run's first unit needs the division (it cost
+  // two divisions per unit, ~50 instructions, beside ~300 of dequantization and MMA).
+  auto place = [&](int i, int& rb_, int& ks_) {
+    const int u = unit_at(i);
+    rb_ = u / kstages;
+    ks_ = u - rb_ * kstages;
+  };
+  int rb = 0, ks = 0, next_rb = 0, next_ks = 0;  // unit i's, unit i + 1's (when it exists)
+  if (n_units > 0) place(0, rb, ks);
+  for (int i = 0; i < n_units; ++i, rb = next_rb, ks = next_ks) {
+    next_rb = rb, next_ks = ks + 1;
+    if (i + 1 == tail || i + 1 == n_units - head) {
+      place(i + 1, next_rb, next_ks);  // the next run's first unit
+    } else if (next_ks == kstages) {
+      next_rb = rb + 1, next_ks = 0;
+    }
+    const bool ends_block = !(i + 1 < n_units && next_rb == rb);
     const uint32_t st = ring + s * kStageBytes;
 #pragma unroll
     for (int j = 0; j < KB; ++j) {

@@ -45,7 +45,8 @@
 //!       for their first ring of weights before their PDL waits (FC1 computes the route's slots
 //!       from the ids itself), so that streaming starts while the previous kernel still runs;
 //!     - the **grouped GEMV** (T above, up to [`Query::gemv_up_to`] — by default while an
-//!       expert's expected rows `T·k/E` are at most [`GEMV_ROWS_PER_EXPERT`]; [`plan_with`]'s
+//!       expert's expected rows `T·k/E` are at most [`GEMV_ROWS_PER_EXPERT`], on SM90
+//!       [`Query::gemv_up_to_wg64`]'s [`GEMV_ROWS_PER_EXPERT_WG64`]; [`plan_with`]'s
 //!       [`PlanOptions`] move the boundary): the decode path's kernels with 16-row slots (each
 //!       touched expert's weights streamed once per 16 of its rows), up to the T·k the route's
 //!       one CTA holds in shared memory;
@@ -681,6 +682,14 @@ impl Query {
         GEMV_ROWS_PER_EXPERT * self.shape.experts / self.shape.top_k.max(1)
     }
 
+    /// SM90's default largest T of the grouped GEMV, where the 64-row wgmma tile serves the tiled
+    /// T below [`Query::wgmma_from`]: while `T · k / E ≤` [`GEMV_ROWS_PER_EXPERT_WG64`]. A plan
+    /// takes this one wherever its tiled path splits into SM90's two wgmma tiles (the default
+    /// tile choice there), [`Query::gemv_up_to`] elsewhere.
+    pub fn gemv_up_to_wg64(&self) -> usize {
+        GEMV_ROWS_PER_EXPERT_WG64 * self.shape.experts / self.shape.top_k.max(1)
+    }
+
     /// The default smallest T of SM90's wgmma tile ([`PlanOptions::wgmma_from`] overrides it):
     /// from `T · k / E ≥` [`WGMMA_ROWS_PER_EXPERT`] (an expert's expected rows fill half a
     /// 128-row slot); the tiled T below it take the 64-row wgmma tile's 64-row slots. Other
@@ -974,6 +983,18 @@ const SCAN_THREADS: u32 = 1024;
 /// T = 4096.
 pub const GEMV_ROWS_PER_EXPERT: usize = 16;
 
+/// SM90's default [`Query::gemv_up_to_wg64`]: there the tiled T below [`Query::wgmma_from`] run
+/// the 64-row wgmma tile, which overtakes the grouped GEMV at fewer rows per expert than the
+/// mma.sync tile does.
+///
+/// Measured on an H100 (`bench-results/2026-12-07-h200-c/call1/r/bench_b8`, one job, each path
+/// forced at the same T), µs, grouped GEMV against the 64-row wgmma tile: DeepSeek-V4-Flash TP2
+/// T = 512 (12 rows per expert) 1384 against 1440 (the GEMV 0.96× the tile's time); gpt-oss-120b
+/// T = 512 (16 rows) 1948 against 1465 (1.33×); T = 1024 (24 / 32 rows) 2452 / 3361 against
+/// 1485 / 1505. The GEMV's time grows with the rows (each expert's weights streamed once per 16
+/// of its rows, more often where routing puts more rows on it), the tile's barely.
+pub const GEMV_ROWS_PER_EXPERT_WG64: usize = 12;
+
 /// The kernels that serve a call (per T bucket of a plan: [`Plan::path`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
@@ -982,7 +1003,8 @@ pub enum Path {
     /// Packed, T ≤ [`GROUPED_ABOVE`]: the route kernel (one CTA groups the pairs, stable order)
     /// and the decode GEMV over 8- (T ≤ 8) or 16-row slots.
     Decode,
-    /// Packed, [`GROUPED_ABOVE`] < T ≤ the plan's [`Query::gemv_up_to`]: the decode path's
+    /// Packed, [`GROUPED_ABOVE`] < T ≤ the plan's [`Query::gemv_up_to`] (SM90:
+    /// [`Query::gemv_up_to_wg64`]): the decode path's
     /// kernels with 16-row slots at any T the route's shared memory holds (one CTA, stable order,
     /// 4 (E + 3 T·k) bytes): each touched expert's weights streamed once per 16 of its rows.
     GroupedGemv,
@@ -995,7 +1017,8 @@ pub enum Path {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlanOptions {
     /// Packed layout: the largest T the grouped GEMV ([`Path::GroupedGemv`]) serves; the tiled
-    /// path above it. `None`: [`Query::gemv_up_to`]; `Some(t)` with `t ≤ GROUPED_ABOVE`: no
+    /// path above it. `None`: [`Query::gemv_up_to`] (SM90 with its default wgmma tiles:
+    /// [`Query::gemv_up_to_wg64`]); `Some(t)` with `t ≤ GROUPED_ABOVE`: no
     /// grouped GEMV bucket (the tile from T = 17, the layout before session 46). Either way at
     /// most the T whose pairs the route's shared memory holds (`(optin/4 − E) / 3` pairs).
     pub gemv_up_to: Option<usize>,
@@ -1178,7 +1201,8 @@ pub struct Plan {
 }
 
 /// Validates `query` and picks the packed layout's configs (decode path: T ≤ 8 8-row slots, T ≤
-/// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`], 16-row slots;
+/// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`] (SM90:
+/// [`Query::gemv_up_to_wg64`]), 16-row slots;
 /// tiled path above, 128-row slots with SM90's wgmma tile (from [`Query::wgmma_from`]), 64-row
 /// slots with SM90's 64-row wgmma tile below it and the mma.sync tile elsewhere).
 /// Allocates, compiles and launches nothing.
@@ -1212,7 +1236,6 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             // The route groups a call in one CTA's shared memory: 4 (E + 3 T·k) bytes.
             let route_pairs =
                 ((device.smem_optin() as usize).saturating_sub(64) / 4).saturating_sub(query.shape.experts) / 3;
-            let up_to = options.gemv_up_to.unwrap_or(query.gemv_up_to()).min(route_pairs / query.shape.top_k);
             // SM90's default: the 64-row wgmma tile below `wgmma_from`, the 128-row one from it.
             let optin = device.smem_optin();
             let split = match (options.tile, grouped_tile_config(optin, device.arch())) {
@@ -1221,6 +1244,9 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
                 }
                 _ => None,
             };
+            // The grouped GEMV hands over to the 64-row wgmma tile sooner than to the mma.sync one.
+            let default_up_to = if split.is_some() { query.gemv_up_to_wg64() } else { query.gemv_up_to() };
+            let up_to = options.gemv_up_to.unwrap_or(default_up_to).min(route_pairs / query.shape.top_k);
             let (b, paths) = packed_buckets(query.max_tokens, up_to, split);
             let d = Decode::new(query, &b, &paths, device, &options, split)?;
             (b, Some(d))
@@ -1692,7 +1718,8 @@ fn grouped_call(
         slot_rows: bm as i32,
         quant,
         max_rows: pairs as i32,
-        reserved: 0,
+        // The wgmma tiles read their x operand in each 32-k group's fragment order.
+        kperm: i32::from(wgmma),
     };
     // `names`: the rows' and the codes' names in TMA errors.
     let tile_params = |m: &packed::PackedMatrix,
@@ -1779,7 +1806,7 @@ fn grouped_call(
         limit: q.limit(),
         quant,
         max_rows: pairs as i32,
-        reserved: 0,
+        kperm: i32::from(wgmma),
     };
     let rows = rows_params(q, args, &bound, t, a2)?;
     // The mma.sync tile: one CTA per (slot, N tile) of the plan's most slots (those past the live
@@ -1821,9 +1848,12 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
     };
     let g = &c.group;
     let pairs = c.rows.max_rows as usize;
-    let xb = match g.quant {
-        0 => 8,
-        1 => 32,
+    // Values per thread of the gather / activation kernels: a recipe block, or a 32-k group in
+    // the wgmma tiles' fragment order.
+    let xb = match (g.kperm, g.quant) {
+        (1, _) => 32,
+        (_, 0) => 8,
+        (_, 1) => 32,
         _ => 16,
     };
     let threads = if c.wgmma { WG_TILE_THREADS } else { TILE_THREADS };

@@ -208,7 +208,8 @@ pub struct MoeGroupParams {
     /// 0 copy (W4A16), 1 MXFP8, 2 NVFP4.
     pub quant: i32,
     pub max_rows: i32,
-    pub reserved: i32,
+    /// 1: x̂ rows in SM90's wgmma tiles' fragment order (`moe_store_group`), 0: k order.
+    pub kperm: i32,
 }
 
 /// The grouped path's tile kernels (`b12x_fused_moe_tile_*`): `gemm.blockscaled`'s tiled
@@ -258,7 +259,8 @@ pub struct MoeActParams {
     pub limit: f32,
     pub quant: i32,
     pub max_rows: i32,
-    pub reserved: i32,
+    /// 1: h rows in SM90's wgmma tiles' fragment order (`moe_store_group`), 0: k order.
+    pub kperm: i32,
 }
 
 const _: () = {
