@@ -939,11 +939,11 @@ fn packed_buckets_choose_the_path() {
     assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to(), 256);
     assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to(), 1024);
     // SM90's bound, where the 64-row wgmma tile takes the tiled T below `wgmma_from`.
-    assert_eq!(GEMV_ROWS_PER_EXPERT_WG64, 12);
-    assert_eq!(q(Shape::deepseek_v4_flash_tp2()).gemv_up_to_wg64(), 512);
-    assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to_wg64(), 384);
-    assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to_wg64(), 192);
-    assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to_wg64(), 768);
+    assert_eq!(GEMV_ROWS_PER_EXPERT_WG64, 8);
+    assert_eq!(q(Shape::deepseek_v4_flash_tp2()).gemv_up_to_wg64(), 341);
+    assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to_wg64(), 256);
+    assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to_wg64(), 128);
+    assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to_wg64(), 512);
     // SM90's wgmma tile from T · k / E ≥ 64 (rounded up).
     assert_eq!(b12x_moe::fused_moe::WGMMA_ROWS_PER_EXPERT, 64);
     assert_eq!(q(Shape::deepseek_v4_flash_tp2()).wgmma_from(), 2731);

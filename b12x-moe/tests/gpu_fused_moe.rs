@@ -21,9 +21,9 @@
 //! layout b12x-quant's structs hold; NVFP4 activation scales `reference::ActScales::random`.
 //! Cases: tiny shapes for every activation (SiLU with and without a limit, SwiGLU-OAI, ReLU²)
 //! and recipe (W4A16 NVFP4 / MXFP4, W4A8 MX, NVFP4 × NVFP4 with per-expert activation scales)
-//! at T ∈ {1, 2, 5, 8, 48} (the decode path's two buckets: 8- and 16-row slots; T = 48 the
-//! grouped GEMV's largest default T on every architecture, 12 rows per expert; with shared
-//! routing each expert's 48 rows take three slots); the model shapes with their activations and recipes at
+//! at T ∈ {1, 2, 5, 8, 32} (the decode path's two buckets: 8- and 16-row slots; T = 32 the
+//! grouped GEMV's largest default T on every architecture, 8 rows per expert; with shared
+//! routing each expert's 32 rows take two slots); the model shapes with their activations and recipes at
 //! T ∈ {1, 8} (DeepSeek-V4-Flash TP2 and V4.1-Flash TP4 W4A8 MX, Qwen3-30B-A3B W4A16 NVFP4 and
 //! NVFP4 × NVFP4, gpt-oss-120b W4A16 MXFP4); routings from
 //! every token on the same experts to all distinct, experts no token picks; ids outside
@@ -452,7 +452,7 @@ fn trials() -> Vec<GpuTrial> {
     for (path, layout) in LAYOUTS {
         for (fname, recipe) in recipes {
             for (aname, act) in acts {
-                for t in [1usize, 2, 5, 8, 48] {
+                for t in [1usize, 2, 5, 8, 32] {
                     let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
                     out.push(GpuTrial::new(format!("{path}::tiny::{fname}_{aname}::t{t}"), move |dev| {
                         check(dev, layout, sh, t, Workload::Random, &[], t as u64)
@@ -469,7 +469,7 @@ fn trials() -> Vec<GpuTrial> {
         }
         for (name, how) in [("shared", Workload::Shared), ("distinct", Workload::Distinct)] {
             let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
-            for t in [8usize, 48] {
+            for t in [8usize, 32] {
                 out.push(GpuTrial::new(format!("{path}::routing::{name}::t{t}"), move |dev| {
                     check(dev, layout, sh, t, how, &[], 5)
                 }));
@@ -486,14 +486,15 @@ fn trials() -> Vec<GpuTrial> {
             let bad: Vec<(usize, i32)> = (0..2 * sh.top_k).map(|i| (i, -1 - i as i32)).collect();
             check(dev, layout, sh, 2, Workload::Random, &bad, 9)
         }));
-        // The grouped path's boundary and masking (T 17, 40), and its graph replay.
-        for t in [17usize, 40] {
+        // The grouped path's boundary and masking (T 17, 32: the grouped GEMV on every
+        // architecture), and its graph replay.
+        for t in [17usize, 32] {
             out.push(GpuTrial::new(format!("{path}::bad_ids_masked::t{t}"), move |dev| {
                 let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
                 check(dev, layout, sh, t, Workload::Random, &[(0, 16), (5, -1), (19, i32::MAX)], 8)
             }));
         }
-        for t in [8usize, 40] {
+        for t in [8usize, 32] {
             out.push(GpuTrial::new(format!("{path}::graph_replay_with_new_routing_equals_eager::t{t}"), move |dev| {
                 graph_replay(dev, layout, t, PlanOptions::default())
             }));
@@ -510,7 +511,7 @@ fn trials() -> Vec<GpuTrial> {
         }));
     }
     // Each grouped path where the default takes the other one ([`Path::GroupedGemv`] up to
-    // `Query::gemv_up_to`, e.g. T ≤ 64 on the tiny shape, 48 on SM90): the tiled path forced from T = 17
+    // `Query::gemv_up_to`, e.g. T ≤ 64 on the tiny shape, 32 on SM90): the tiled path forced from T = 17
     // (every recipe and activation at T = 64, masking and graph replay at T = 40, the model
     // shapes at T 64 and 512), the grouped GEMV forced beyond its default (the model shapes at
     // T = 1024, DeepSeek-V4.1-Flash TP4 at 2048).
@@ -597,8 +598,8 @@ fn trials() -> Vec<GpuTrial> {
         want(512, default, false)?;
         want(512, PlanOptions { wgmma_from: Some(0), ..default }, sm90)?;
         want(4096, PlanOptions { wgmma_from: Some(usize::MAX), ..default }, false)?;
-        // The grouped GEMV's largest default T: 192 on SM90 (12 rows per expert; the 64-row
-        // wgmma tile from 193), 256 elsewhere (16 rows; the mma.sync tile from 257).
+        // The grouped GEMV's largest default T: 128 on SM90 (8 rows per expert; the 64-row
+        // wgmma tile from 129), 256 elsewhere (16 rows; the mma.sync tile from 257).
         let gemv_hi = if sm90 { q.gemv_up_to_wg64() } else { q.gemv_up_to() };
         if choice(default, gemv_hi)?.0.is_some() {
             return Err(format!("T = {gemv_hi} is the grouped GEMV's, yet a tile kernel is named"));
@@ -710,7 +711,7 @@ fn trials() -> Vec<GpuTrial> {
             check_in(dev, packed, opts, Some(Path::GroupedTile), 300, sh, t, Workload::SharedPct(50), &[], 31)
         }));
     }
-    out.push(GpuTrial::new("packed::routing::shared_pct50::t48", move |dev| {
+    out.push(GpuTrial::new("packed::routing::shared_pct50::t32", move |dev| {
         let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
         check_opts(
             dev,
@@ -718,7 +719,7 @@ fn trials() -> Vec<GpuTrial> {
             PlanOptions::default(),
             Some(Path::GroupedGemv),
             sh,
-            48,
+            32,
             Workload::SharedPct(50),
             &[],
             3,

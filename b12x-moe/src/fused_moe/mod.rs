@@ -987,13 +987,17 @@ pub const GEMV_ROWS_PER_EXPERT: usize = 16;
 /// the 64-row wgmma tile, which overtakes the grouped GEMV at fewer rows per expert than the
 /// mma.sync tile does.
 ///
-/// Measured on an H100 (`bench-results/2026-12-07-h200-c/call1/r/bench_b8`, one job, each path
-/// forced at the same T), µs, grouped GEMV against the 64-row wgmma tile: DeepSeek-V4-Flash TP2
-/// T = 512 (12 rows per expert) 1384 against 1440 (the GEMV 0.96× the tile's time); gpt-oss-120b
-/// T = 512 (16 rows) 1948 against 1465 (1.33×); T = 1024 (24 / 32 rows) 2452 / 3361 against
-/// 1485 / 1505. The GEMV's time grows with the rows (each expert's weights streamed once per 16
-/// of its rows, more often where routing puts more rows on it), the tile's barely.
-pub const GEMV_ROWS_PER_EXPERT_WG64: usize = 12;
+/// Measured on an H100 (`bench-results/2026-12-07-h200-f/`, calls 3 and 4: one bundle, each path
+/// forced at the same T), µs, grouped GEMV against the 64-row wgmma tile, rows per expert
+/// `T·k/E` in brackets: DeepSeek-V4-Flash TP2 T = 128 (3) 960 / 1073, 256 (6) 1124 / 1141,
+/// 512 (12) 1321 / 1190; gpt-oss-120b T = 128 (4) 1119 / 1134, 256 (8) 1257 / 1185, 512 (16)
+/// 1880 / 1213; Qwen3-30B-A3B T = 128 (8) 256 / 274, 256 (16) 394 / 283, 512 (32) 665 / 303.
+/// The crossover lies near 8 rows (at 8 the tile is 6% faster on gpt-oss-120b, the GEMV 7% on
+/// Qwen3-30B-A3B); with 8 every measured T is within 6% of the faster path. The GEMV's time
+/// grows with the rows (each expert's weights streamed once per 16 of its rows, more often where
+/// routing puts more on it), the tile's barely. Not measured on the H200, whose higher bandwidth
+/// may move the crossover.
+pub const GEMV_ROWS_PER_EXPERT_WG64: usize = 8;
 
 /// The kernels that serve a call (per T bucket of a plan: [`Plan::path`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
