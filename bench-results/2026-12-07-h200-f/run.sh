@@ -15,7 +15,7 @@ END=${END:-590}; STEP=${STEP:-1}; C=${C:-b15}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
 have() { [ -f $ROOT/.gpu/bz_$1/bundle.tar.xz ]; }
-for b in b9 b10 b11 b12 b15 b16; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
+for b in b9 b10 b11 b12 b15 b16 b17; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
 into() { cd $ROOT/.gpu/$1/bundle/bin && export B12X_COMMIT=$(cat ../COMMIT); }
 left() { echo $((END - 10 - SECONDS)); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
@@ -54,6 +54,10 @@ elif [ $STEP = 4 ]; then  # call 3's leftovers: memcheck names never started, b1
   san $C memcheck 70 9 50 "$(rx rest_memcheck2.txt)"
   bench $C t256_2048 256,2048 /T 75
   san $C racecheck 130 3 20 '^packed_tile(_wg64)?::(persist::c1::h1088_s4|persist::c3::h1088_s2|ring::c3::s4)::t300'
+elif [ $STEP = 5 ]; then  # b17 = main with SM90's grouped-GEMV bound at 8 rows: the trials it moved
+  F='^packed(_tile)?::(tiny::.*::t32|routing::.*::t32|bad_ids_masked::t(17|32)|graph_replay_with_new_routing_equals_eager::t32|kernel_choice|split::.*|models::deepseek_v4_flash_tp2::t512)$'
+  trials $C "moved trials" 100 60 "$F"
+  san $C memcheck 80 16 50 "$F"
 else
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
