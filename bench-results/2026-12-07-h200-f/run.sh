@@ -56,8 +56,9 @@ elif [ $STEP = 4 ]; then  # call 3's leftovers: memcheck names never started, b1
   san $C racecheck 130 3 20 '^packed_tile(_wg64)?::(persist::c1::h1088_s4|persist::c3::h1088_s2|ring::c3::s4)::t300'
 elif [ $STEP = 5 ]; then  # b17 = main with SM90's grouped-GEMV bound at 8 rows: the trials it moved
   F='^packed(_tile)?::(tiny::.*::t32|routing::.*::t32|bad_ids_masked::t(17|32)|graph_replay_with_new_routing_equals_eager::t32|kernel_choice|split::.*|models::deepseek_v4_flash_tp2::t512)$'
-  trials $C "moved trials" 100 60 "$F"
-  san $C memcheck 80 16 50 "$F"
+  trials $C "moved trials" 75 30 "$F"
+  # memcheck of the merged wgmma tiles on every recipe / activation, bad ids, graph replay, split
+  san $C memcheck 90 16 50 '^packed_tile(_wg64)?::(tiny|bad_ids|graph_replay|split|routing)'
 else
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
