@@ -9,6 +9,9 @@
 # STEP=2 END=590: decode T = 1 / 8 rows b9 / b15, b10's 64-row trials / memcheck / racecheck,
 #   T = 256 / 2048 rows b9 / b15, b11 / b12 T = 4096 (attribution), b9's three unfinished racecheck
 #   trials.
+# STEP=5 / 6 (C=b17 = main a696f43's code, the 8-row grouped-GEMV bound): the trials that bound
+#   moved and memcheck of the merged tiles' tiny / bad-id / replay / split trials; then the
+#   issue's bench rows (decode T 1..64 with the separate GEMVs, T = 512 / 4096).
 # C=b16 runs STEP=1's candidate rows on b16 = wip/gemv12 (b15 + SM90's grouped GEMV up to 12
 #   rows per expert: a plan change, the kernels b15's) instead of b15.
 END=${END:-590}; STEP=${STEP:-1}; C=${C:-b15}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
@@ -59,6 +62,9 @@ elif [ $STEP = 5 ]; then  # b17 = main with SM90's grouped-GEMV bound at 8 rows:
   trials $C "moved trials" 75 30 "$F"
   # memcheck of the merged wgmma tiles on every recipe / activation, bad ids, graph replay, split
   san $C memcheck 90 16 50 '^packed_tile(_wg64)?::(tiny|bad_ids|graph_replay|split|routing)'
+elif [ $STEP = 6 ]; then  # the issue's rows on today's main (b17), for the card the call lands on (the H200 is the issue's)
+  bench $C decode 1,2,5,8,64 fused_moe 60
+  bench $C t512_4096 512,4096 fused_moe/ 60
 else
   for b in b9 b15; do bench $b decode 1,8 fused_moe/ 40; done
   trials b10 "wg64 trials" 60 40 '^packed_tile_wg64::'
