@@ -123,13 +123,10 @@ __device__ __forceinline__ void qdq_bf16_block(const bf16* src, bf16* dst, float
 // pair<Q> (the decode GEMV's 9-ALU form) instead of a lane-dependent pair. Both operands take
 // the same permutation of k, so the MMA's sum is over the same products. In 16-byte vectors:
 // output vector V holds word V of each input vector (a 4 x 4 transpose of words).
-__device__ __forceinline__ void moe_store_group(bf16* dst, const uint32_t (&w)[16], bool kperm) {
+__device__ __forceinline__ void moe_store_group(bf16* dst, const uint32_t (&w)[16]) {
 #pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    const uint4 o = kperm ? make_uint4(w[v], w[4 + v], w[8 + v], w[12 + v])
-                          : make_uint4(w[4 * v], w[4 * v + 1], w[4 * v + 2], w[4 * v + 3]);
-    *reinterpret_cast<uint4*>(dst + 8 * v) = o;
-  }
+  for (int v = 0; v < 4; ++v)
+    *reinterpret_cast<uint4*>(dst + 8 * v) = make_uint4(w[v], w[4 + v], w[8 + v], w[12 + v]);
 }
 // Grouping, identical in every CTA (each recomputes it from ids: no grid-wide synchronization);
 // CTA 0 writes the metadata, every CTA its share of x^ rows. Dynamic shared memory:
@@ -667,7 +664,7 @@ __device__ __forceinline__ void moe_group_gather(const MoeGroupParams& p) {
         qdq_bf16_words<16>(src, enc, w, 0);
         qdq_bf16_words<16>(src + 16, enc, w, 8);
       }
-      moe_store_group(p.xq + (long long)row * p.hidden + b * 32, w, true);
+      moe_store_group(p.xq + (long long)row * p.hidden + b * 32, w);
     }
     return;
   }
@@ -878,7 +875,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   // Called for n = 0, 1, ... in order (one producing thread at a time, each after the previous
   // one's release through the empty barriers), so the k-tile's place comes from s_prod (j, kt)
   // with no division, and the tile's slot from s_tiles (no global load) for j < kMoeTileTab.
-  auto produce = [&](int, int st) {
+  auto produce = [&](int st) {
     const int j = s_prod.j, kt = s_prod.kt;
     if (kt == 0) {
       const int tile = tile0 + j * tstride;
@@ -912,7 +909,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
                     pr.scales + ((long long)rb * pr.scale_tiles + kt * kTw) * 512, uint32_t(nsc * 512), bar);
   };
   if (tid == 0)
-    for (int s = 0; s < S && s < total; ++s) produce(s, s);
+    for (int s = 0; s < S && s < total; ++s) produce(s);
   __syncwarp();  // warp 0 converged before the warpgroup's .aligned wgmma instructions
 
   // Warpgroup wgi owns weight rows 64 MT wgi .. as MT m64 tiles i; its warp wl rows 64 i + 16 wl
@@ -979,7 +976,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
         // warp's reads by the empty barrier's wait, which returns at once here.
         if (last && n - 1 + S < total) {
           mbar_wait(empty0 + 8 * prev, uint32_t(st == 0 ? phase ^ 1 : phase));  // k-tile n - 1's round
-          produce(n - 1 + S, prev);
+          produce(prev);  // k-tile n - 1 + S
         }
         last = false;
         __syncwarp();  // converged again before the warpgroup's .aligned wgmma instructions
@@ -1111,7 +1108,7 @@ __device__ __forceinline__ void moe_act_group(const MoeActParams& p, int row, in
     moe_act_values<B>(p, row, j0 + B * q, v);
     moe_pack_words<B>(v, w, q * (B / 2));
   }
-  moe_store_group(p.h + (long long)row * p.inter + j0, w, true);
+  moe_store_group(p.h + (long long)row * p.inter + j0, w);
 }
 
 __device__ __forceinline__ void moe_act_rows(const MoeActParams& p) {
