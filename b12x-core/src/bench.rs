@@ -104,9 +104,15 @@ pub fn quick() -> bool {
 }
 
 /// `B12X_BENCH_FILTER=SUBSTRING`: benchmarks run only the cases whose name contains it (for
-/// profiling one case, e.g. under ncu); unset, every case runs.
+/// profiling one case, e.g. under ncu); `A|B` runs those containing either; unset, every case
+/// runs.
 pub fn selected(case: &str) -> bool {
-    std::env::var("B12X_BENCH_FILTER").map_or(true, |f| case.contains(&f))
+    std::env::var("B12X_BENCH_FILTER").map_or(true, |f| filter_matches(&f, case))
+}
+
+/// Whether `case` contains one of the `|`-separated substrings of `filter`.
+pub fn filter_matches(filter: &str, case: &str) -> bool {
+    filter.split('|').any(|p| case.contains(p))
 }
 
 /// Samples per benchmark row (≥ 20; `B12X_BENCH_SAMPLES` overrides).
@@ -377,5 +383,19 @@ impl BenchReport {
         let mdp = dir.join(format!("{}.md", self.name));
         std::fs::write(&mdp, md).map_err(|e| io(&mdp, e))?;
         Ok(json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filter_matches;
+
+    #[test]
+    fn filter_takes_alternatives() {
+        assert!(filter_matches("fused_moe/", "fused_moe/gpt_oss_120b/T4096"));
+        assert!(!filter_matches("fused_moe/", "fused_moe_notail/gpt_oss_120b/T4096"));
+        assert!(filter_matches("fused_moe/|fused_moe_notail/", "fused_moe_notail/gpt_oss_120b/T4096"));
+        assert!(!filter_matches("fused_moe/|fused_moe_notail/", "fused_moe_tile_wg64/gpt_oss_120b/T4096"));
+        assert!(filter_matches("", "anything"));
     }
 }

@@ -21,11 +21,14 @@
 //! the combine are not in it, so it is a lower bound for an unfused layer.
 //! `fused_moe_tile_wg/<case>`, `fused_moe_tile_mma/<case>`, `fused_moe_gemv/<case>` (T > 16): the
 //! grouped paths and tile kernels forced with `PlanOptions` — the tiled path from T = 17 with
-//! SM90's wgmma tile (128-row slots) or the mma.sync tile (64-row slots, the kernel of every
+//! SM90's wgmma tile (128-row slots, no tail slots) or the mma.sync tile (64-row slots, the kernel of every
 //! other architecture, SM90's below `Query::wgmma_from`), the grouped GEMV up to the T·k its
 //! route holds — each beside the default row where it differs from it and from the rows before.
 //! `fused_moe_tile_wg64/<case>` (SM90, T > 16): the 64-row wgmma tile (`TileKernel::Wgmma64`, the
 //! mma.sync tile's 64-row slots at wgmma's N = 64) forced at every tiled T.
+//! `fused_moe_notail/<case>` (SM90, where the default has tail slots: T from `Query::wgmma_from`):
+//! the default plan with `PlanOptions::no_tail_slots` (every expert's last rows in a 128-row
+//! slot of the 128-row tile instead of a 64-row tail slot of the 64-row one).
 //! `B12X_MOE_WG_STAGES=2,3` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
 //! the wgmma tile: forced with an n-stage ring (2..4) instead of the default four.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
@@ -205,8 +208,9 @@ fn main() -> Result<()> {
         };
         // (any row of the shape: the packed rows' prefixes, `fused_moe_simple` and the separate
         // GEMMs at T = 1)
-        const ROWS: [&str; 7] = [
+        const ROWS: [&str; 8] = [
             "fused_moe",
+            "fused_moe_notail",
             "fused_moe_tile_wg",
             "fused_moe_tile_wg64",
             "fused_moe_tile_mma",
@@ -230,18 +234,24 @@ fn main() -> Result<()> {
         drop((st1, st2));
         let a = (s.clone_htod(&act.fc1)?, s.clone_htod(&act.fc2)?);
         let packed = PackedExperts::new(&sh, &experts, s)?;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
         let mut w1 = Some(w1);
         let mut w2 = Some(w2);
         let mut a = Some(a);
         let mut packed = Some(packed);
         // Above GROUPED_ABOVE: the plan's default, then each tile kernel and the grouped GEMV
         // forced (a row repeating an earlier one is skipped below).
-        let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), wgmma_from: Some(0), ..Default::default() };
+        // (the 128-row wgmma tile alone: `fused_moe_tile_wg` rows as before tail slots)
+        let tile = PlanOptions {
+            gemv_up_to: Some(GROUPED_ABOVE),
+            wgmma_from: Some(0),
+            no_tail_slots: true,
+            ..Default::default()
+        };
         let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
         let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
         let sm90 = dev.arch() == b12x_core::Arch::Sm90;
         let wg64 = PlanOptions { tile: Some(TileKernel::Wgmma64 { stages: 4 }), ..tile };
+        let notail = PlanOptions { no_tail_slots: true, ..Default::default() };
         let stages = std::env::var("B12X_MOE_WG_STAGES").unwrap_or_default();
         let wanted: Vec<usize> = stages.split(',').filter_map(|n| n.trim().parse().ok()).collect();
         let wg_stages: Vec<(&'static str, PlanOptions)> = WG_STAGE_ROWS
@@ -254,6 +264,9 @@ fn main() -> Result<()> {
             .collect();
         let runs = tokens.iter().flat_map(|&t| {
             let mut r = vec![(t, WeightLayout::Packed, None)];
+            if t > GROUPED_ABOVE && sm90 {
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_notail", notail))));
+            }
             if t > GROUPED_ABOVE {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg", tile))));
                 r.extend(wg_stages.iter().map(|&(n, o)| (t, WeightLayout::Packed, Some((n, o)))));
@@ -267,7 +280,7 @@ fn main() -> Result<()> {
         });
         // (T, path, tile kernel) of the rows measured so far: a forced row that repeats one is
         // skipped.
-        let mut seen: Vec<(usize, Path, Option<TileKernel>)> = Vec::new();
+        let mut seen: Vec<(usize, Path, Option<TileKernel>, Option<TileKernel>)> = Vec::new();
         let runs: Vec<_> = runs.chain([(1, WeightLayout::RowMajor, None)]).collect();
         for (t, layout, forced) in runs {
             let path = match (layout, forced) {
@@ -282,6 +295,8 @@ fn main() -> Result<()> {
             }
             let (e, k, hd) = (sh.experts, sh.top_k, sh.hidden);
             let x_h: Vec<bf16> = uniform(t as u64, t * hd, -2.0, 2.0).into_iter().map(bf16::from_f32).collect();
+            // The same routing for every row of (shape, T).
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9 ^ ((t as u64) << 8));
             let mut ids_h = Vec::with_capacity(t * k);
             for _ in 0..t {
                 let mut pick: Vec<i32> = (0..e as i32).collect();
@@ -294,7 +309,15 @@ fn main() -> Result<()> {
             let w_h: Vec<f32> = (0..t * k).map(|_| rng.random_range(0.05f32..1.0)).collect();
             let q = Query { shape: sh, max_tokens: t, layout, router: None };
             let plan = fused_moe::plan_with(&q, &dev, options)?;
-            let want = if path.starts_with("fused_moe_tile") { Path::GroupedTile } else { Path::GroupedGemv };
+            let want = match path {
+                "fused_moe_gemv" => Path::GroupedGemv,
+                // (the default's path, without tail slots: a row only where the default has them)
+                "fused_moe_notail" => fused_moe::plan(&q, &dev)?.path(t),
+                _ => Path::GroupedTile,
+            };
+            if path == "fused_moe_notail" && fused_moe::plan(&q, &dev)?.tail_kernel(t).is_none() {
+                continue;
+            }
             // A forced row only where it took hold and differs from the rows before (the grouped
             // GEMV is capped where the route's shared memory ends; off SM90 the wgmma row is the
             // mma.sync one).
@@ -304,7 +327,7 @@ fn main() -> Result<()> {
             {
                 continue;
             }
-            let key = (t, plan.path(t), plan.tile_kernel(t));
+            let key = (t, plan.path(t), plan.tile_kernel(t), plan.tail_kernel(t));
             if layout == WeightLayout::Packed {
                 if forced.is_some() && (plan.path(t) != want || seen.contains(&key)) {
                     continue;

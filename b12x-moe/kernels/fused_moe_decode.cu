@@ -546,7 +546,7 @@ struct MoeGroupParams {
   int32_t* rank;          // [P] scratch: rank of pair p in its expert, -1 masked
   int32_t* row_start;     // [E] scratch
   int4* slots;            // [max_slots]
-  int32_t* meta;          // [2]: slots, rows
+  int32_t* meta;          // [3]: slots, rows, tail slots
   int32_t* row_token;     // [P]
   int32_t* row_expert;    // [P]
   float* row_weight;      // [P]
@@ -559,8 +559,13 @@ struct MoeGroupParams {
   int32_t quant;          // 0: copy (W4A16), 1: MXFP8, 2: NVFP4
   int32_t max_rows;       // the call's P (a bound on meta[1])
   int32_t kperm;          // x^ rows in the wgmma tiles' fragment order (moe_store_group)
+  int4* tail_slots;       // [E] (tail_rows > 0): the experts' tail slots, meta[2] of them
+  int32_t tail_rows;      // 0, or the tail slots' rows (< R): an expert's last c % R rows go to a
+                          // tail slot when 0 < c % R <= tail_rows (the 64-row tile runs them)
+  int32_t reserved;
 };
-static_assert(sizeof(MoeGroupParams) == 160, "size must match src/fused_moe/params.rs");
+static_assert(sizeof(MoeGroupParams) == 176, "size must match src/fused_moe/params.rs");
+static_assert(offsetof(MoeGroupParams, tail_slots) == 160, "offset must match params.rs");
 static_assert(offsetof(MoeGroupParams, ldx) == 120, "offset must match params.rs");
 static_assert(offsetof(MoeGroupParams, slot_rows) == 144, "offset must match params.rs");
 
@@ -584,16 +589,29 @@ __device__ __forceinline__ void moe_group_count(const MoeGroupParams& p) {
 }
 
 // One CTA of 1024 threads: exclusive scan of (rows << 32 | slots) over the experts (thread i
-// takes a contiguous run of ceil(E / 1024)), the slots of each expert, meta.
+// takes a contiguous run of ceil(E / 1024)), the slots of each expert, meta (slots, rows, tail
+// slots). With tail slots (tail_rows > 0) the low word packs (tail slots << 16 | slots): an
+// expert of c rows has c / R full slots, then its last c % R rows in one more R-row slot when
+// c % R > tail_rows, else (when nonzero) in a tail slot; both totals stay below 2^16 (the plan
+// checks its slot capacity). Rows stay in expert order either way: a tail slot's rows follow its
+// expert's last full slot's.
 __device__ __forceinline__ void moe_group_scan(const MoeGroupParams& p) {
   __shared__ unsigned long long s_wsum[32];
   pdl_wait_then_release();
   const int E = p.experts, R = p.slot_rows, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int TR = p.tail_rows;
   const int per = (E + blockDim.x - 1) / blockDim.x;
   const int lo = min(tid * per, E), hi = min(lo + per, E);
+  // (full slots incl. a last partial one, tail slots) of c rows
+  auto split = [&](int c) {
+    const int rem = c % R;
+    const bool tail = TR > 0 && rem > 0 && rem <= TR;
+    return make_int2(c / R + (rem > 0 && !tail ? 1 : 0), tail ? 1 : 0);
+  };
   auto packed = [&](int e) {
-    const unsigned long long c = unsigned(p.counts[e]);
-    return (c << 32) | ((c + R - 1) / R);
+    const int c = p.counts[e];
+    const int2 s = split(c);
+    return (static_cast<unsigned long long>(unsigned(c)) << 32) | ((unsigned(s.y) << 16) + unsigned(s.x));
   };
   unsigned long long sum = 0;
   for (int e = lo; e < hi; ++e) sum += packed(e);
@@ -610,15 +628,20 @@ __device__ __forceinline__ void moe_group_scan(const MoeGroupParams& p) {
     if (w < warp) run += s_wsum[w];
     total += s_wsum[w];
   }
+  // Without tail slots the low word is the slot count alone (it may pass 2^16).
+  const unsigned long long smask = TR > 0 ? 0xFFFFull : 0xFFFFFFFFull;
   for (int e = lo; e < hi; ++e) {
-    const int c = p.counts[e], r0 = int(run >> 32), s0 = int(run & 0xFFFFFFFFull);
+    const int c = p.counts[e], r0 = int(run >> 32), s0 = int(run & smask);
+    const int2 s = split(c);
     p.row_start[e] = r0;
-    for (int j = 0; j * R < c; ++j) p.slots[s0 + j] = make_int4(e, r0 + j * R, min(R, c - j * R), 0);
+    for (int j = 0; j < s.x; ++j) p.slots[s0 + j] = make_int4(e, r0 + j * R, min(R, c - j * R), 0);
+    if (s.y) p.tail_slots[int((run >> 16) & 0xFFFFull)] = make_int4(e, r0 + s.x * R, c - s.x * R, 0);
     run += packed(e);
   }
   if (tid == 0) {
-    p.meta[0] = int(total & 0xFFFFFFFFull);
+    p.meta[0] = int(total & smask);
     p.meta[1] = int(total >> 32);
+    p.meta[2] = TR > 0 ? int((total >> 16) & 0xFFFFull) : 0;
   }
 }
 
@@ -695,7 +718,15 @@ struct MoeTileParams {
   int32_t ntiles;          // N tiles per slot: ceil(n / BN)
   int32_t rbs;             // 128-row blocks per expert of the stacked weight
   int32_t max_slots;
-  int32_t reserved;
+  // 1: the tail slots' launch (the wgmma tiles only): it neither waits for the kernel before it
+  // (the 128-row tile on the same rows) nor reads what that kernel writes, and CTA 0 waits for
+  // it at exit instead, so that the launch starts on SMs the big tile's CTAs leave while the
+  // rest finish, and the next kernel's wait (on this grid's completion) still covers both. What
+  // it reads was complete before the big tile's CTAs passed their waits, all of which preceded
+  // this grid's launch (their pdl_launch_dependents follow the wait): x^ / h by TMA and the
+  // scales by bulk copy (through L2), the slots and meta with ld.global.cg (no L1 line left by
+  // an earlier call).
+  int32_t late_wait;
 };
 static_assert(sizeof(MoeTileParams) == 200, "size must match src/fused_moe/params.rs");
 static_assert(offsetof(MoeTileParams, slots) == 152, "offset must match params.rs");
@@ -706,8 +737,10 @@ static_assert(offsetof(MoeTileParams, ntiles) == 184, "offset must match params.
 // expert | N tile nt << 12 (E <= 4096), y = its first row, z = its rows, w = the epilogue's
 // out_scale (alpha over the NVFP4 weight and activation encode scales) as f32 bits.
 constexpr int kMoeTileTab = 64;
+// (Slots and meta are read past L1 (ld.global.cg): the tail slots' launch reads them before any
+// grid-dependency wait — see MoeTileParams::late_wait.)
 __device__ __forceinline__ int4 moe_slot_entry(const MoeTileParams& mp, int slot, int nt) {
-  const int4 s = mp.slots[slot];
+  const int4 s = __ldcg(mp.slots + slot);
   float os = mp.g.out_scale;
   if (mp.w_enc != nullptr) os = os / mp.w_enc[s.x];
   if (mp.a_enc != nullptr) os = os / mp.a_enc[s.x];
@@ -842,12 +875,22 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
     tma_prefetch_descriptor(&mpt.xmap);
     tma_prefetch_descriptor(&mpt.wmap);
   }
-  pdl_wait_then_release();
+  // The tail slots' launch (late_wait) waits for the big tile at exit — CTA 0, whether it has
+  // tiles or not, so that this grid completes only after that one; the others leave when done.
+  const bool late = mp.late_wait != 0, waits_last = late && blockIdx.x == 0;
+  if (late) {
+    pdl_launch_dependents();
+  } else {
+    pdl_wait_then_release();
+  }
   // Persistent: CTA b takes the live tiles (slot, N tile) = b, b + grid, ... (tile = slot ntiles + N
   // tile) as one stream of k-tiles through one ring, so a tile's first stages load under the
   // previous tile's last k-tiles and epilogue.
-  const int tiles = min(mp.meta[0], mp.max_slots) * mp.ntiles, tile0 = int(blockIdx.x), tstride = int(gridDim.x);
-  if (tile0 >= tiles) return;  // CTA-uniform, before any barrier
+  const int tiles = min(__ldcg(mp.meta), mp.max_slots) * mp.ntiles, tile0 = int(blockIdx.x), tstride = int(gridDim.x);
+  if (tile0 >= tiles) {  // CTA-uniform, before any barrier
+    if (waits_last) pdl_wait();
+    return;
+  }
   const int S = mp.g.stages, ktiles = mp.g.ktiles;
   // S >= 2: a refill would otherwise overwrite the stage being read; S <= kPr: s_p's reuse (the
   // host plans 2..4).
@@ -1025,6 +1068,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   // would not meet (the moe launches never split).
   bsgemm::finish<MT, XT, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
   }
+  if (waits_last) pdl_wait();
 #else
   __trap();
 #endif

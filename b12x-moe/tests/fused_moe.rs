@@ -545,7 +545,7 @@ fn random_experts_stack_in_order(#[case] s: Shape) {
 // ---- the decode path's host side: packed experts, grouping, the kernels' index math ------------
 
 use b12x_gemm::blockscaled::pack::sm90_unpermute_word;
-use b12x_moe::fused_moe::packed::{self, group, max_slots, source_row, PackedExpertsHost};
+use b12x_moe::fused_moe::packed::{self, group, group_tail, max_slots, source_row, PackedExpertsHost};
 use b12x_moe::fused_moe::{
     MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileParams, GROUPED_ABOVE, MAX_PAIRS,
 };
@@ -646,6 +646,54 @@ fn grouping_is_stable_and_bounded() {
             assert!((0..s[2]).all(|i| g.row_expert[(s[1] + i) as usize] == s[0]));
         }
         assert_eq!(next as usize, g.row_token.len());
+    }
+}
+
+/// Tail slots (SM90's 128-row wgmma tile with the 64-row one): an expert's last `c mod R` rows
+/// form a tail slot when at most the tail's rows, else one more R-row slot; every row is in
+/// exactly one slot of its expert, in order, and the rest of the grouping is `group`'s.
+#[test]
+fn tail_slots_take_an_experts_short_remainder() {
+    // Expert 0: 5 rows, expert 2: 3 rows, expert 3: 1 row (R = 4, tail rows 2): expert 0 → a
+    // full slot and a tail of 1; expert 2 → a slot of 3 (3 > 2); expert 3 → a tail of 1.
+    let ids = [0, 2, 0, 0, 2, 3, 0, 2, 0, 1, 1, 1, 1];
+    let g = group_tail(&ids, 4, 1, 4, 2);
+    assert_eq!(g.slots, [[0, 0, 4, 0], [1, 5, 4, 0], [2, 9, 3, 0]]);
+    assert_eq!(g.tail_slots, [[0, 4, 1, 0], [3, 12, 1, 0]]);
+    let plain = group(&ids, 4, 1, 4);
+    assert_eq!((&g.pair_row, &g.row_token, &g.row_expert), (&plain.pair_row, &plain.row_token, &plain.row_expert));
+    assert!(plain.tail_slots.is_empty());
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    for _ in 0..300 {
+        let (e, k) = (rng.random_range(1..40), rng.random_range(1..9));
+        let (r, tr) = [(128, 64), (8, 4), (4, 3), (16, 0)][rng.random_range(0..4)];
+        let t = rng.random_range(0..200);
+        let ids: Vec<i32> = (0..t * k).map(|_| rng.random_range(-2..e as i32 + 2)).collect();
+        let g = group_tail(&ids, e, k, r, tr);
+        let plain = group(&ids, e, k, r);
+        assert_eq!(g.pair_row, plain.pair_row);
+        assert!(g.slots.len() <= max_slots(e, t * k, r) && g.tail_slots.len() <= e);
+        assert!(g.tail_slots.iter().all(|s| s[2] >= 1 && s[2] as usize <= tr));
+        assert!(g.tail_slots.windows(2).all(|w| w[0][0] < w[1][0]), "one tail per expert, ascending");
+        let mut all: Vec<[i32; 4]> = g.slots.iter().chain(&g.tail_slots).copied().collect();
+        all.sort_by_key(|s| s[1]);
+        let mut next = 0;
+        for s in &all {
+            assert!(s[2] >= 1 && s[2] as usize <= r && s[1] == next);
+            next += s[2];
+            assert!((0..s[2]).all(|i| g.row_expert[(s[1] + i) as usize] == s[0]));
+        }
+        assert_eq!(next as usize, g.row_token.len());
+        // A tail holds an expert's last rows, short of R and at most the tail's rows; a full
+        // slot's remainder above them stays an R-row slot.
+        for s in &g.tail_slots {
+            let rows = g.row_expert.iter().filter(|&&x| x == s[0]).count() as i32;
+            assert_eq!(s[2], rows % r as i32);
+            assert_eq!(s[1] + s[2], g.row_expert.iter().rposition(|&x| x == s[0]).unwrap() as i32 + 1);
+        }
+        if tr == 0 {
+            assert_eq!(g, plain);
+        }
     }
 }
 
@@ -803,7 +851,7 @@ fn decode_params_mirror_the_kernels() {
     assert_eq!(std::mem::size_of::<MoeGemvParams>(), 384);
     assert_eq!(std::mem::align_of::<MoeGemvParams>(), 64);
     assert_eq!(std::mem::size_of::<MoeRowsParams>(), 88);
-    assert_eq!(std::mem::size_of::<MoeGroupParams>(), 160);
+    assert_eq!(std::mem::size_of::<MoeGroupParams>(), 176);
     assert_eq!(std::mem::size_of::<MoeTileParams>(), 200);
     assert_eq!(std::mem::size_of::<MoeActParams>(), 80);
 }
@@ -867,8 +915,15 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
             TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false }),
             TileKernel::Wgmma64 { stages: 4 },
         ] {
-            symbols.extend(q.grouped_symbols(&tile));
+            symbols.extend(q.grouped_symbols(&tile, None));
         }
+        // SM90's 128-row wgmma tile with its tail slots on the 64-row one: the same kernels,
+        // the tail's last.
+        let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 4, tail: false });
+        let wg64 = TileKernel::Wgmma64 { stages: 4 };
+        let with_tail = q.grouped_symbols(&wg, Some(&wg64));
+        assert_eq!(with_tail[..with_tail.len() - 1], q.grouped_symbols(&wg, None)[..]);
+        assert_eq!(with_tail.last(), Some(&wg64.symbol(if recipe.weights() == Fp4::Nvfp4 { "nvfp4" } else { "mxfp4" })));
     }
     symbols.sort();
     symbols.dedup();

@@ -249,7 +249,7 @@ fn compare(hd: usize, got: &[bf16], want: &[bf16]) -> TrialResult {
 fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: &Arc<CudaStream>) -> TrialResult {
     let t = ids.len() / sh.top_k;
     let grouped = plan.path(t) == Path::GroupedTile;
-    let want = packed::group(ids, sh.experts, sh.top_k, plan.slot_rows(t));
+    let want = packed::group_tail(ids, sh.experts, sh.top_k, plan.slot_rows(t), plan.tail_rows(t));
     let bytes = s.clone_dtoh(&c.scratch).map_err(err)?;
     let layout = plan.scratch_layout();
     let region = |name: &str| {
@@ -268,6 +268,14 @@ fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: 
         slots.chunks_exact(4).take(want.slots.len()).map(|c| [c[0], c[1], c[2], c[3]]).collect();
     if got_slots != want.slots {
         return Err(format!("grouping: slots {got_slots:?}, want {:?}", want.slots));
+    }
+    // Tail slots (SM90's 128-row wgmma tile): meta[2] of them in their own region.
+    if plan.tail_rows(t) > 0 || !want.tail_slots.is_empty() {
+        let tails = region("tail_slots");
+        let got: Vec<[i32; 4]> = tails.chunks_exact(4).take(meta[2].max(0) as usize).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+        if got != want.tail_slots {
+            return Err(format!("grouping: tail slots {got:?}, want {:?}", want.tail_slots));
+        }
     }
     if grouped {
         // Rows inside an expert in no fixed order: every valid pair on its own row of its
@@ -316,6 +324,8 @@ fn check(
 #[derive(Clone, Copy, PartialEq)]
 enum Tiles {
     Own,
+    /// The device's own without tail slots (SM90: every 128-row slot from the 128-row tile).
+    OwnNoTail,
     Mma,
     Wg64,
 }
@@ -325,12 +335,18 @@ enum Tiles {
 /// SM90's 64-row wgmma tile (4 stages; elsewhere the device's own: the trials stay runnable).
 fn tile_opts(dev: &Arc<Device>, kind: Tiles) -> PlanOptions {
     let tile = match kind {
-        Tiles::Own => None,
+        Tiles::Own | Tiles::OwnNoTail => None,
         Tiles::Mma => TileKernel::mma(dev.smem_optin()),
         Tiles::Wg64 if dev.arch() == b12x_core::Arch::Sm90 => Some(TileKernel::Wgmma64 { stages: 4 }),
         Tiles::Wg64 => None,
     };
-    PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), tile, wgmma_from: Some(0), ..Default::default() }
+    PlanOptions {
+        gemv_up_to: Some(fused_moe::GROUPED_ABOVE),
+        tile,
+        wgmma_from: Some(0),
+        no_tail_slots: kind == Tiles::OwnNoTail,
+        ..Default::default()
+    }
 }
 
 /// [`check`] on a plan made with `opts`, asserting that T takes `path` (and the forced tile
@@ -515,15 +531,20 @@ fn trials() -> Vec<GpuTrial> {
     // (every recipe and activation at T = 64, masking and graph replay at T = 40, the model
     // shapes at T 64 and 512), the grouped GEMV forced beyond its default (the model shapes at
     // T = 1024, DeepSeek-V4.1-Flash TP4 at 2048).
-    // The tiled trials run twice: `packed_tile` with the device's default tile kernel (SM90: the
-    // wgmma body, 128-row slots), `packed_tile_mma` with the mma.sync body forced (64-row
-    // slots: the kernel every other architecture runs, validated here on SM90 too) and
-    // `packed_tile_wg64` with SM90's 64-row wgmma tile forced (the device's own elsewhere).
+    // The tiled trials run four times: `packed_tile` with the device's default tile kernel (SM90:
+    // the wgmma body, 128-row slots, an expert's last ≤ 64 rows in tail slots that the 64-row
+    // wgmma tile runs), `packed_tile_notail` the same without tail slots, `packed_tile_mma` with
+    // the mma.sync body forced (64-row slots: the kernel every other architecture runs, validated
+    // here on SM90 too) and `packed_tile_wg64` with SM90's 64-row wgmma tile forced (the device's
+    // own elsewhere).
     let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
     let packed = WeightLayout::Packed;
-    for (prefix, mma) in
-        [("packed_tile", Tiles::Own), ("packed_tile_mma", Tiles::Mma), ("packed_tile_wg64", Tiles::Wg64)]
-    {
+    for (prefix, mma) in [
+        ("packed_tile", Tiles::Own),
+        ("packed_tile_notail", Tiles::OwnNoTail),
+        ("packed_tile_mma", Tiles::Mma),
+        ("packed_tile_wg64", Tiles::Wg64),
+    ] {
         for (fname, recipe) in recipes {
             for (aname, act) in acts {
                 let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
@@ -543,14 +564,25 @@ fn trials() -> Vec<GpuTrial> {
                 check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(pct), &[], 21)
             }));
         }
+        // 256 tokens all on the same 4 experts: 256 rows each, whole 128-row slots and no tail
+        // slot (a plan with tail slots meeting none).
+        out.push(GpuTrial::new(format!("{prefix}::tiny::shared_100::t256"), move |dev| {
+            let sh = tiny(Fp4::Mxfp4, Activation::SwigluOai { limit: 7.0 });
+            let tile = tile_opts(dev, mma);
+            check_opts(dev, packed, tile, Some(Path::GroupedTile), sh, 256, Workload::SharedPct(100), &[], 23)
+        }));
         out.push(GpuTrial::new(format!("{prefix}::bad_ids_masked::t40"), move |dev| {
             let sh = tiny(Fp4::Mxfp4, Activation::Silu { limit: Some(10.0) });
             let bad = [(0, 16), (5, -1), (19, i32::MAX)];
             check_opts(dev, packed, tile_opts(dev, mma), Some(Path::GroupedTile), sh, 40, Workload::Random, &bad, 8)
         }));
-        out.push(GpuTrial::new(format!("{prefix}::graph_replay_with_new_routing_equals_eager::t40"), move |dev| {
-            graph_replay(dev, packed, 40, tile_opts(dev, mma))
-        }));
+        // (T = 300: captured on shared routing — 4 experts of 300 rows, two full 128-row slots and
+        // a 44-row tail each on SM90 — replayed on random routing: both of SM90's kernels work)
+        for t in [40usize, 300] {
+            out.push(GpuTrial::new(format!("{prefix}::graph_replay_with_new_routing_equals_eager::t{t}"), move |dev| {
+                graph_replay(dev, packed, t, tile_opts(dev, mma))
+            }));
+        }
         for (name, sh) in
             [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
         {
@@ -592,6 +624,26 @@ fn trials() -> Vec<GpuTrial> {
             }
         };
         let default = PlanOptions::default();
+        // Tail slots: SM90's 128-row wgmma buckets only, on the 64-row wgmma tile (4 stages),
+        // off with `no_tail_slots`.
+        let tail = |opts: PlanOptions, t: usize| -> Result<(Option<TileKernel>, usize), String> {
+            let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
+            Ok((plan.tail_kernel(t), plan.tail_rows(t)))
+        };
+        let wg64_s4 = Some(TileKernel::Wgmma64 { stages: 4 });
+        for (t, opts, want_tail) in [
+            (4096, default, sm90),
+            (1024, default, sm90),
+            (1023, default, false),
+            (4096, PlanOptions { no_tail_slots: true, ..default }, false),
+            (512, PlanOptions { wgmma_from: Some(0), ..default }, sm90),
+        ] {
+            match tail(opts, t)? {
+                (k, 64) if want_tail && k == wg64_s4 => {}
+                (None, 0) if !want_tail => {}
+                got => return Err(format!("tail slots at T = {t} with {opts:?}: {got:?}")),
+            }
+        }
         want(4096, default, sm90)?;
         want(1024, default, sm90)?;
         want(1023, default, false)?;
@@ -652,12 +704,19 @@ fn trials() -> Vec<GpuTrial> {
     // experts, the epilogue params' ring wrapping, tiles with fewer k-tiles than stages (the tiny
     // shape's FC2: K = 128, one k-tile) and with more (the ring shape: 9 and 5). Off SM90 the
     // option is accepted and unused (the mma.sync tile).
-    for (ctas, hidden, inter, stages) in
-        [(1usize, 1088usize, 576usize, 4usize), (3, 256, 128, 4), (3, 1088, 576, 2), (2, 256, 128, 3)]
-    {
-        out.push(GpuTrial::new(format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}::t300"), move |dev| {
+    // (`notail`: every remainder in the 128-row tile's partial slots, as before tail slots.)
+    for (ctas, hidden, inter, stages, tail) in [
+        (1usize, 1088usize, 576usize, 4usize, true),
+        (3, 256, 128, 4, true),
+        (3, 1088, 576, 2, true),
+        (2, 256, 128, 3, true),
+        (3, 1088, 576, 2, false),
+    ] {
+        let name = format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}{}::t300", if tail { "" } else { "_notail" });
+        out.push(GpuTrial::new(name, move |dev| {
             let sh = Shape { hidden, inter, ..tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) }) };
-            let mut opts = PlanOptions { tile_ctas: Some(ctas), ..tile_opts(dev, Tiles::Own) };
+            let kind = if tail { Tiles::Own } else { Tiles::OwnNoTail };
+            let mut opts = PlanOptions { tile_ctas: Some(ctas), ..tile_opts(dev, kind) };
             if dev.arch() == b12x_core::Arch::Sm90 {
                 opts.tile = Some(TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages, tail: false }));
             }

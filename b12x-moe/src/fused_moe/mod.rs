@@ -699,8 +699,9 @@ impl Query {
     }
 
     /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
-    /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine.
-    pub fn grouped_symbols(&self, tile: &TileKernel) -> Vec<String> {
+    /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine,
+    /// then the tail slots' tile GEMM (FC1 and FC2) when there is one.
+    pub fn grouped_symbols(&self, tile: &TileKernel, tail: Option<&TileKernel>) -> Vec<String> {
         let f = match self.shape.recipe.weights() {
             Fp4::Nvfp4 => "nvfp4",
             Fp4::Mxfp4 => "mxfp4",
@@ -708,6 +709,7 @@ impl Query {
         let mut out: Vec<String> = self.route_symbol().into_iter().collect();
         out.extend(["zero", "count", "scan", "place", "gather"].map(|k| format!("b12x_fused_moe_group_{k}")));
         out.extend([tile.symbol(f), "b12x_fused_moe_act_rows".into(), "b12x_fused_moe_combine_rows".into()]);
+        out.extend(tail.map(|t| t.symbol(f)));
         out
     }
 
@@ -832,6 +834,11 @@ struct Decode {
     /// Per tiled bucket (they come last, in bucket order), its kernel: on SM90 by default the
     /// 64-row wgmma tile below [`PlanOptions::wgmma_from`] and the 128-row one from it.
     tiles: Vec<TileKernel>,
+    /// Per tiled bucket, the kernel of its tail slots ([`PlanOptions::no_tail_slots`]: SM90's 64-row
+    /// wgmma tile beside the 128-row one), if any.
+    tails: Vec<Option<TileKernel>>,
+    /// Tail slots capacity: E where a bucket has tail slots, else 0.
+    tail_slots: usize,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
     /// Slots capacity (the largest over the buckets), and over the GEMV buckets only (the
@@ -1040,7 +1047,17 @@ pub struct PlanOptions {
     /// most `n` (fewer SMs for this op, e.g. beside a concurrent stream; the GPU suite makes each
     /// CTA walk many tiles this way). `Some(0)` is [`Error::InvalidQuery`].
     pub tile_ctas: Option<usize>,
+    /// Packed layout, buckets of SM90's 128-row wgmma tile: **tail slots** — an expert's last
+    /// `c mod 128` rows, when at most [`TAIL_ROWS`], go to a 64-row slot that the 64-row wgmma
+    /// tile runs (a second launch per FC, started on the SMs the 128-row tile's CTAs leave)
+    /// instead of a mostly empty 128-row slot, wherever the 64-row tile fits beside the 128-row
+    /// one. `true` turns them off (one 128-row slot per started 128 rows, the layout before
+    /// session 63).
+    pub no_tail_slots: bool,
 }
+
+/// The rows of a tail slot (see [`PlanOptions::no_tail_slots`]): the 64-row wgmma tile's.
+pub const TAIL_ROWS: usize = 64;
 
 /// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
 /// ring plus **this op's** static shared memory ([`GEMV_STATIC_SMEM`]: `gemm.blockscaled`'s and
@@ -1075,6 +1092,17 @@ pub(crate) fn grouped_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKer
     wg.or_else(|| TileKernel::mma(smem_optin))
 }
 
+/// The tail slots' kernel of a tiled bucket whose tile is `tile` with `slots` slots at most
+/// ([`PlanOptions::no_tail_slots`]): SM90's 64-row wgmma tile (the deepest ring that fits)
+/// beside the 128-row one, where the grouping's packed counts hold the slots (both below 2^16:
+/// `moe_group_scan`).
+fn tail_config(tile: TileKernel, slots: usize, device: &Device) -> Option<TileKernel> {
+    match (tile, small_tile_config(device.smem_optin(), device.arch())) {
+        (TileKernel::Wgmma(_), Some(small @ TileKernel::Wgmma64 { .. })) if slots < 1 << 16 => Some(small),
+        _ => None,
+    }
+}
+
 impl Decode {
     fn new(
         query: &Query,
@@ -1088,6 +1116,7 @@ impl Decode {
         let mut configs = Vec::new();
         let mut max_slots = 0;
         let mut tiles = Vec::new();
+        let mut tails = Vec::new();
         let mut decode_slots = 0;
         for (b, path) in buckets.iter().zip(paths) {
             if *path == Path::GroupedTile {
@@ -1109,7 +1138,9 @@ impl Decode {
                     }
                     .ok_or_else(|| unsupported("no grouped tile config fits this device's shared memory".into()))?,
                 };
-                max_slots = max_slots.max(packed::max_slots(s.experts, b.hi * s.top_k, t.tile().0));
+                let slots = packed::max_slots(s.experts, b.hi * s.top_k, t.tile().0);
+                max_slots = max_slots.max(slots);
+                tails.push(if options.no_tail_slots { None } else { tail_config(t, slots, device) });
                 tiles.push(t);
                 continue;
             }
@@ -1132,10 +1163,13 @@ impl Decode {
             }
             Some(n) => n,
         };
+        let tail_slots = if tails.iter().any(Option::is_some) { s.experts } else { 0 };
         Ok(Decode {
             paths: paths.to_vec(),
             configs,
             tiles,
+            tails,
+            tail_slots,
             rbs,
             max_slots,
             decode_slots,
@@ -1147,6 +1181,11 @@ impl Decode {
     /// The kernel of a tiled bucket (`None` for a GEMV bucket).
     fn tile_of(&self, bucket: usize) -> Option<TileKernel> {
         bucket.checked_sub(self.configs.len()).and_then(|i| self.tiles.get(i)).copied()
+    }
+
+    /// The tail slots' kernel of a tiled bucket (`None`: no tail slots there).
+    fn tail_of(&self, bucket: usize) -> Option<TileKernel> {
+        bucket.checked_sub(self.configs.len()).and_then(|i| self.tails.get(i)).copied().flatten()
     }
 
     /// `(grid, units)` of one FC launch at `tokens` with `c` on a matrix of `rbs` row blocks and
@@ -1173,6 +1212,7 @@ impl Decode {
         query.add_topk_regions(&mut l);
         l.add("slots", 16 * self.max_slots);
         l.add("meta", 16);
+        l.add("tail_slots", 16 * self.tail_slots);
         l.add("row_token", 4 * pairs);
         l.add("row_expert", 4 * pairs);
         l.add("row_weight", 4 * pairs);
@@ -1317,6 +1357,16 @@ impl Plan {
     /// tiled path does not serve).
     pub fn tile_kernel(&self, tokens: usize) -> Option<TileKernel> {
         self.decode.as_ref().and_then(|d| d.tile_of(self.bucket_of(tokens)))
+    }
+    /// The packed layout's tail slots' kernel at `tokens` ([`PlanOptions::no_tail_slots`]; `None`:
+    /// no tail slots there).
+    pub fn tail_kernel(&self, tokens: usize) -> Option<TileKernel> {
+        self.decode.as_ref().and_then(|d| d.tail_of(self.bucket_of(tokens)))
+    }
+    /// The packed layout's tail slots' rows at `tokens`: [`TAIL_ROWS`] where it has tail slots,
+    /// else 0.
+    pub fn tail_rows(&self, tokens: usize) -> usize {
+        self.tail_kernel(tokens).map_or(0, |t| t.tile().0)
     }
     /// The packed layout's rows per slot at `tokens` (the grouping's R: 8 or 16 on the decode
     /// and grouped-GEMV paths; on the tiled path 128 with SM90's wgmma kernel, 64 with the
@@ -1673,6 +1723,10 @@ struct GroupedCall {
     rows: MoeRowsParams,
     grids: (u32, u32),
     tile_smem: u32,
+    /// The tail slots' launches (FC1, FC2; SM90's 64-row wgmma tile), their grids and ring.
+    tail: Option<(MoeTileTmaParams, MoeTileTmaParams)>,
+    tail_grids: (u32, u32),
+    tail_smem: u32,
 }
 
 fn grouped_call(
@@ -1689,6 +1743,7 @@ fn grouped_call(
     let Some(tile) = d.tile_of(bucket) else {
         return Err(Error::UnknownConfig { op: OP, bucket: format!("T = {t}"), config: "grouped".into() });
     };
+    let tail = d.tail_of(bucket);
     let layout = plan.scratch_layout();
     let bound = layout.bind(scratch)?;
     let (e, k, hd, i, r1) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows());
@@ -1724,9 +1779,15 @@ fn grouped_call(
         max_rows: pairs as i32,
         // The wgmma tiles read their x operand in each 32-k group's fragment order.
         kperm: i32::from(wgmma),
+        tail_slots: bound.ptr("tail_slots"),
+        tail_rows: tail.map_or(0, |k| k.tile().0 as i32),
+        reserved: 0,
     };
-    // `names`: the rows' and the codes' names in TMA errors.
-    let tile_params = |m: &packed::PackedMatrix,
+    // The launch of `kern` on the slots at `slots` (`meta[0]` of them, at most `max_slots`; the
+    // tail slots': `meta[2]`, E, late_wait). `names`: the rows' and the codes' names in TMA errors.
+    let tile_params = |kern: TileKernel,
+                       (slots, meta, max_slots, late): (u64, u64, usize, bool),
+                       m: &packed::PackedMatrix,
                        kdim: usize,
                        n: usize,
                        x: u64,
@@ -1748,23 +1809,24 @@ fn grouped_call(
             row_bytes: (kdim / 2) as i32,
             ktiles: kdim.div_ceil(128) as i32,
             mtiles: 1,
-            stages: tile.stages() as i32,
+            stages: kern.stages() as i32,
             scale_tiles: (kdim / f.block()).div_ceil(4) as i32,
             scale_bias: m.scale_bias,
             out_scale: m.out_scale,
             kt_per: kdim.div_ceil(128) as i32,
             ..BsGemmParams::default()
         };
+        let (kbm, kbn) = kern.tile();
         let t = MoeTileParams {
             g,
-            slots: bound.ptr("slots"),
-            meta: bound.ptr("meta"),
+            slots,
+            meta,
             w_enc: if f == Fp4::Nvfp4 { m.enc.device_ptr(m.enc.stream()).0 } else { 0 },
             a_enc,
-            ntiles: n.div_ceil(bn) as i32,
+            ntiles: n.div_ceil(kbn) as i32,
             rbs: m.rbs as i32,
             max_slots: max_slots as i32,
-            reserved: 0,
+            late_wait: i32::from(late),
         };
         let mut p = MoeTileTmaParams { t, ..bytemuck::Zeroable::zeroed() };
         if wgmma {
@@ -1775,7 +1837,7 @@ fn grouped_call(
                 rows: pairs,
                 cols: kdim,
                 row_stride_bytes: 2 * ldx,
-                box_rows: bm as u32,
+                box_rows: kbm as u32,
                 box_cols: 64,
             };
             // codes: the stacked experts' rows, K/2 bytes as bf16 pairs, 128-k (64-byte) boxes of
@@ -1786,7 +1848,7 @@ fn grouped_call(
                 rows: e * m.rbs * packed::ROW_BLOCK,
                 cols: kdim / 4,
                 row_stride_bytes: kdim / 2,
-                box_rows: bn as u32,
+                box_rows: kbn as u32,
                 box_cols: 32,
             };
             p.xmap = xmap.encode(names.0)?;
@@ -1794,8 +1856,18 @@ fn grouped_call(
         }
         Ok::<_, Error>(p)
     };
-    let fc1 = tile_params(&w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
-    let fc2 = tile_params(&w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
+    let big = (bound.ptr("slots"), bound.ptr("meta"), max_slots, false);
+    let fc1 = tile_params(tile, big, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
+    let fc2 = tile_params(tile, big, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
+    // The tail slots: `meta[2]` of them (8 bytes into `meta`), at most one per expert.
+    let tails = (bound.ptr("tail_slots"), bound.ptr("meta") + 8, e, true);
+    let tail_params = tail
+        .map(|k| {
+            let fc1 = tile_params(k, tails, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
+            let fc2 = tile_params(k, tails, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
+            Ok::<_, Error>((fc1, fc2))
+        })
+        .transpose()?;
     let act = MoeActParams {
         meta: bound.ptr("meta"),
         row_expert: bound.ptr("row_expert"),
@@ -1819,7 +1891,22 @@ fn grouped_call(
     let tiles = |n: usize| max_slots * n.div_ceil(bn);
     let grid = |n: usize| if wgmma { tiles(n).min(d.tile_ctas) } else { tiles(n) } as u32;
     let grids = (grid(r1), grid(hd));
-    let call = GroupedCall { topk, group, fc1, act, fc2, wgmma, rows, grids, tile_smem: tile.dynamic_smem() };
+    // The tail slots' persistent launches: at most one slot per expert with rows.
+    let tail_grid = |n: usize| tail.map_or(0, |k| (e.min(pairs) * n.div_ceil(k.tile().1)).clamp(1, d.tile_ctas)) as u32;
+    let call = GroupedCall {
+        topk,
+        group,
+        fc1,
+        act,
+        fc2,
+        wgmma,
+        rows,
+        grids,
+        tile_smem: tile.dynamic_smem(),
+        tail: tail_params,
+        tail_grids: (tail_grid(r1), tail_grid(hd)),
+        tail_smem: tail.map_or(0, |k| k.dynamic_smem()),
+    };
     Ok((t, bucket, call))
 }
 
@@ -1839,9 +1926,16 @@ fn run_grouped(
 
 fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let [zero, count, scan, place, gather, tile, act, combine] = router_then(selected, c.topk.as_ref(), 8, stream)?
+    let n = if c.tail.is_some() { 9 } else { 8 };
+    let (&[ref zero, ref count, ref scan, ref place, ref gather, ref tile, ref act, ref combine], tail) =
+        router_then(selected, c.topk.as_ref(), n, stream)?.split_at_checked(8).ok_or_else(unknown)?
     else {
         return Err(unknown());
+    };
+    let tail = match (tail, &c.tail) {
+        ([], None) => None,
+        ([k], Some(p)) => Some((k, p)),
+        _ => return Err(unknown()),
     };
     let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
     let first = LaunchOpts { pdl: c.topk.is_some(), cluster_x: 0 };
@@ -1863,14 +1957,20 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
     let threads = if c.wgmma { WG_TILE_THREADS } else { TILE_THREADS };
     let tile_dims =
         |grid: u32| LaunchDims { grid: (grid.max(1), 1, 1), block: (threads, 1, 1), smem_bytes: c.tile_smem };
+    let tail_dims =
+        |grid: u32| LaunchDims { grid: (grid.max(1), 1, 1), block: (WG_TILE_THREADS, 1, 1), smem_bytes: c.tail_smem };
     // SAFETY (all): each params struct mirrors its kernel's (asserted on both sides);
     // `grouped_call` checked every tensor and the packed experts against the plan (the tile
     // kernels' bases move within the stacked codes, scales and the scratch's rows by the slot's
     // expert and first row, and their bounds are the expert's rows and the slot's rows); the
     // scratch was bound at the plan's sizes (counts and row starts for E, ranks and rows for T·k
-    // pairs, slots for the most a call can have with the tile's slot rows, x̂, gate/up, h and y rows for
-    // T·k rows). The kernels mask ids outside [0, E) and read what the chain wrote only after
-    // their PDL waits; grids past the live slots / rows exit (the wgmma tile's persistent CTAs walk the live tiles).
+    // pairs, slots for the most a call can have with the tile's slot rows, tail slots for one per
+    // expert, x̂, gate/up, h and y rows for T·k rows). The kernels mask ids outside [0, E) and
+    // read what the chain wrote only after their PDL waits — except the tail slots' launches
+    // (late_wait), which start once every CTA of the 128-row tile before them has passed its
+    // wait (so the grouping and x̂ / h they read are complete), write only their own slots' rows
+    // and wait for that tile before they exit; grids past the live slots / rows exit (the wgmma
+    // tiles' persistent CTAs walk the live tiles).
     unsafe {
         zero.launch_ex(stream, blocks(g.experts as usize, 256), g, first)?;
         count.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
@@ -1882,11 +1982,19 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
         } else {
             tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1.t, pdl)?;
         }
+        // The tail slots (late_wait: they start without waiting for the tile above, whose
+        // inputs they share and whose rows they do not touch, and wait for it at exit).
+        if let Some((k, (fc1, _))) = tail {
+            k.launch_ex(stream, tail_dims(c.tail_grids.0), fc1, pdl)?;
+        }
         act.launch_ex(stream, blocks(pairs * (c.act.inter as usize / xb), 256), &c.act, pdl)?;
         if c.wgmma {
             tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2, pdl)?;
         } else {
             tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2.t, pdl)?;
+        }
+        if let Some((k, (_, fc2))) = tail {
+            k.launch_ex(stream, tail_dims(c.tail_grids.1), fc2, pdl)?;
         }
         let dims = LaunchDims {
             grid: ((c.rows.hidden as u32 / 8).div_ceil(128), c.rows.tokens as u32, 1),
@@ -2014,7 +2122,10 @@ impl OpPlan for Plan {
             Some(d) => match (d.paths.get(bucket), d.configs.get(bucket), d.tile_of(bucket)) {
                 (Some(Path::GroupedGemv), Some(c), _) => vec![format!("grouped_gemv_{}", c.id())],
                 (_, Some(c), _) => vec![c.id()],
-                (_, None, Some(t)) => vec![format!("grouped_{}", t.id())],
+                (_, None, Some(t)) => vec![match d.tail_of(bucket) {
+                    None => format!("grouped_{}", t.id()),
+                    Some(tail) => format!("grouped_{}_tail_{}", t.id(), tail.id()),
+                }],
                 _ => Vec::new(),
             },
         }
@@ -2024,7 +2135,7 @@ impl OpPlan for Plan {
             (None, 0) => self.query.symbols(),
             (Some(d), 0) => match (d.configs.get(bucket), d.tile_of(bucket)) {
                 (Some(c), _) => self.query.decode_symbols(c.nt),
-                (None, Some(t)) => self.query.grouped_symbols(&t),
+                (None, Some(t)) => self.query.grouped_symbols(&t, d.tail_of(bucket).as_ref()),
                 _ => Vec::new(),
             },
             _ => Vec::new(),

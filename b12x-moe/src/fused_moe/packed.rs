@@ -289,11 +289,15 @@ impl PackedExperts {
 
 /// The decode path's grouping of a call's pairs, as its route kernel writes it (the GPU suite
 /// compares the scratch with this): pairs with an id in `[0, E)` sorted stably by expert into
-/// rows; each expert's rows in runs of at most `slot_rows` (one slot each).
+/// rows; each expert's rows in runs of at most `slot_rows` (one slot each). With tail slots
+/// ([`group_tail`]) an expert's last `c mod R` rows, when at most the tail's rows, form a tail
+/// slot instead (SM90's 128-row wgmma tile: `moe_group_scan`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grouping {
     /// `{expert, first row, rows, 0}` per slot, experts ascending.
     pub slots: Vec<[i32; 4]>,
+    /// The tail slots, `{expert, first row, rows, 0}`, experts ascending (empty without them).
+    pub tail_slots: Vec<[i32; 4]>,
     /// Per pair its row, -1 for an id outside `[0, E)`.
     pub pair_row: Vec<i32>,
     /// Per row its token and expert.
@@ -305,11 +309,19 @@ pub struct Grouping {
 
 /// Groups `ids [T, k]` (the decode path's route kernel, on the CPU).
 pub fn group(ids: &[i32], experts: usize, top_k: usize, slot_rows: usize) -> Grouping {
+    group_tail(ids, experts, top_k, slot_rows, 0)
+}
+
+/// [`group`] with tail slots of `tail_rows` (0: none): an expert of `c` rows has `c / R` full
+/// slots, then its last `c mod R` rows in a tail slot when `0 < c mod R ≤ tail_rows`, else in
+/// one more slot (the grouped path's scan kernel, on the CPU).
+pub fn group_tail(ids: &[i32], experts: usize, top_k: usize, slot_rows: usize, tail_rows: usize) -> Grouping {
     let valid = |e: i32| e >= 0 && (e as usize) < experts;
     let mut order: Vec<usize> = (0..ids.len()).filter(|&p| valid(ids[p])).collect();
     order.sort_by_key(|&p| ids[p]); // stable: pair order within an expert
     let mut g = Grouping {
         slots: Vec::new(),
+        tail_slots: Vec::new(),
         pair_row: vec![-1; ids.len()],
         row_token: Vec::with_capacity(order.len()),
         row_expert: Vec::with_capacity(order.len()),
@@ -327,7 +339,8 @@ pub fn group(ids: &[i32], experts: usize, top_k: usize, slot_rows: usize) -> Gro
         let mut s = r;
         while s < end {
             let n = slot_rows.min(end - s);
-            g.slots.push([e, s as i32, n as i32, 0]);
+            let slots = if n < slot_rows && n <= tail_rows { &mut g.tail_slots } else { &mut g.slots };
+            slots.push([e, s as i32, n as i32, 0]);
             s += n;
         }
         r = end;

@@ -210,6 +210,12 @@ pub struct MoeGroupParams {
     pub max_rows: i32,
     /// 1: x̂ rows in SM90's wgmma tiles' fragment order (`moe_store_group`), 0: k order.
     pub kperm: i32,
+    /// `[E]` tail slots (`meta[2]` of them) when `tail_rows > 0`.
+    pub tail_slots: u64,
+    /// 0, or the tail slots' rows: an expert's last `c mod R` rows, when `0 < c mod R ≤
+    /// tail_rows`, go to a tail slot instead of an R-row slot.
+    pub tail_rows: i32,
+    pub reserved: i32,
 }
 
 /// The grouped path's tile kernels (`b12x_fused_moe_tile_*`): `gemm.blockscaled`'s tiled
@@ -225,7 +231,9 @@ pub struct MoeTileParams {
     pub ntiles: i32,
     pub rbs: i32,
     pub max_slots: i32,
-    pub reserved: i32,
+    /// 1: the tail slots' launch (SM90's wgmma tiles): it starts without waiting for the 128-row
+    /// tile before it and waits for it at exit (`late_wait` in the kernel).
+    pub late_wait: i32,
 }
 
 /// SM90's wgmma tile kernels (`b12x_fused_moe_tile_wg_*`): the tile's parameters and the TMA
@@ -264,7 +272,8 @@ pub struct MoeActParams {
 }
 
 const _: () = {
-    assert!(size_of::<MoeGroupParams>() == 160);
+    assert!(size_of::<MoeGroupParams>() == 176);
+    assert!(offset_of!(MoeGroupParams, tail_slots) == 160);
     assert!(offset_of!(MoeGroupParams, ldx) == 120);
     assert!(offset_of!(MoeGroupParams, slot_rows) == 144);
     assert!(size_of::<MoeTileParams>() == 200);
