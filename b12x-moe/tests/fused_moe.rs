@@ -923,7 +923,10 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
         let wg64 = TileKernel::Wgmma64 { stages: 4 };
         let with_tail = q.grouped_symbols(&wg, Some(&wg64));
         assert_eq!(with_tail[..with_tail.len() - 1], q.grouped_symbols(&wg, None)[..]);
-        assert_eq!(with_tail.last(), Some(&wg64.symbol(if recipe.weights() == Fp4::Nvfp4 { "nvfp4" } else { "mxfp4" })));
+        assert_eq!(
+            with_tail.last(),
+            Some(&wg64.symbol(if recipe.weights() == Fp4::Nvfp4 { "nvfp4" } else { "mxfp4" }))
+        );
     }
     symbols.sort();
     symbols.dedup();

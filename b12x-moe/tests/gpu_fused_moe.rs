@@ -272,7 +272,8 @@ fn check_grouping(plan: &fused_moe::Plan, sh: &Shape, c: &Call, ids: &[i32], s: 
     // Tail slots (SM90's 128-row wgmma tile): meta[2] of them in their own region.
     if plan.tail_rows(t) > 0 || !want.tail_slots.is_empty() {
         let tails = region("tail_slots");
-        let got: Vec<[i32; 4]> = tails.chunks_exact(4).take(meta[2].max(0) as usize).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+        let got: Vec<[i32; 4]> =
+            tails.chunks_exact(4).take(meta[2].max(0) as usize).map(|c| [c[0], c[1], c[2], c[3]]).collect();
         if got != want.tail_slots {
             return Err(format!("grouping: tail slots {got:?}, want {:?}", want.tail_slots));
         }
@@ -579,9 +580,10 @@ fn trials() -> Vec<GpuTrial> {
         // (T = 300: captured on shared routing — 4 experts of 300 rows, two full 128-row slots and
         // a 44-row tail each on SM90 — replayed on random routing: both of SM90's kernels work)
         for t in [40usize, 300] {
-            out.push(GpuTrial::new(format!("{prefix}::graph_replay_with_new_routing_equals_eager::t{t}"), move |dev| {
-                graph_replay(dev, packed, t, tile_opts(dev, mma))
-            }));
+            out.push(GpuTrial::new(
+                format!("{prefix}::graph_replay_with_new_routing_equals_eager::t{t}"),
+                move |dev| graph_replay(dev, packed, t, tile_opts(dev, mma)),
+            ));
         }
         for (name, sh) in
             [("deepseek_v4_flash_tp2", Shape::deepseek_v4_flash_tp2()), ("gpt_oss_120b", Shape::gpt_oss_120b())]
@@ -712,7 +714,8 @@ fn trials() -> Vec<GpuTrial> {
         (2, 256, 128, 3, true),
         (3, 1088, 576, 2, false),
     ] {
-        let name = format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}{}::t300", if tail { "" } else { "_notail" });
+        let name =
+            format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}{}::t300", if tail { "" } else { "_notail" });
         out.push(GpuTrial::new(name, move |dev| {
             let sh = Shape { hidden, inter, ..tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) }) };
             let kind = if tail { Tiles::Own } else { Tiles::OwnNoTail };

@@ -1863,8 +1863,10 @@ fn grouped_call(
     let tails = (bound.ptr("tail_slots"), bound.ptr("meta") + 8, e, true);
     let tail_params = tail
         .map(|k| {
-            let fc1 = tile_params(k, tails, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
-            let fc2 = tile_params(k, tails, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
+            let fc1 =
+                tile_params(k, tails, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
+            let fc2 =
+                tile_params(k, tails, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
             Ok::<_, Error>((fc1, fc2))
         })
         .transpose()?;
@@ -1927,7 +1929,7 @@ fn run_grouped(
 fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
     let n = if c.tail.is_some() { 9 } else { 8 };
-    let (&[ref zero, ref count, ref scan, ref place, ref gather, ref tile, ref act, ref combine], tail) =
+    let ([zero, count, scan, place, gather, tile, act, combine], tail) =
         router_then(selected, c.topk.as_ref(), n, stream)?.split_at_checked(8).ok_or_else(unknown)?
     else {
         return Err(unknown());
