@@ -44,6 +44,9 @@ elif [ $STEP = 1 ]; then  # (the moved trials run on b18: its grouped GEMV is b1
   san b18 memcheck tail 80 16 45 '^packed_tile::(tiny::(w4a16|w4a8|nvfp4)_.*_(silu|oai7)|tiny::shared|bad_ids|graph_replay|split|persist|ring)'
   san b18 racecheck tail 90 4 40 '^packed_tile::(persist::c1::h1088_s4|ring::s2|tiny::shared_50)::t300'
   bench b17 decode 1,2,5,8,64 'fused_moe' 90
+elif [ $STEP = 3 ]; then  # little budget left: b18's tiled trials, its T = 2048 / 4096 rows with and without tails
+  trials b18 tiled 100 60 "$TILED"
+  bench b18 big 2048,4096 'fused_moe/|fused_moe_notail/' 100
 elif [ $STEP = 2 ]; then
   rx() { echo "^($(sed 's/[][().*+?^$|\\]/\\&/g' $1 | paste -sd'|'))\$"; }
   trials b18 rest 200 150 "${REST:-.}"
