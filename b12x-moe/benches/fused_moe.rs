@@ -305,15 +305,17 @@ fn main() -> Result<()> {
             let plan = fused_moe::plan_with(&q, &dev, options)?;
             let want = match path {
                 "fused_moe_gemv" => Path::GroupedGemv,
-                // (the default's path, without tail slots: a row only where the default has them)
-                "fused_moe_tail" => fused_moe::plan(&q, &dev)?.path(t),
+                // (the default plus tail slots: a row only where the default runs the 128-row
+                // wgmma tile)
+                "fused_moe_tail" => {
+                    let default = fused_moe::plan(&q, &dev)?;
+                    if !matches!(default.tile_kernel(t), Some(TileKernel::Wgmma(_))) {
+                        continue;
+                    }
+                    default.path(t)
+                }
                 _ => Path::GroupedTile,
             };
-            if path == "fused_moe_tail"
-                && !matches!(fused_moe::plan(&q, &dev)?.tile_kernel(t), Some(TileKernel::Wgmma(_)))
-            {
-                continue;
-            }
             // A forced row only where it took hold and differs from the rows before (the grouped
             // GEMV is capped where the route's shared memory ends; off SM90 the wgmma row is the
             // mma.sync one).

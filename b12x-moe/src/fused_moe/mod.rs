@@ -1856,20 +1856,15 @@ fn grouped_call(
         }
         Ok::<_, Error>(p)
     };
-    let big = (bound.ptr("slots"), bound.ptr("meta"), max_slots, false);
-    let fc1 = tile_params(tile, big, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
-    let fc2 = tile_params(tile, big, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
+    // FC1 and FC2 of `kern` on the slots `at` (as `tile_params`).
+    let fcs = |kern: TileKernel, at: (u64, u64, usize, bool)| {
+        let fc1 = tile_params(kern, at, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
+        let fc2 = tile_params(kern, at, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
+        Ok::<_, Error>((fc1, fc2))
+    };
+    let (fc1, fc2) = fcs(tile, (bound.ptr("slots"), bound.ptr("meta"), max_slots, false))?;
     // The tail slots: `meta[2]` of them (8 bytes into `meta`), at most one per expert.
-    let tails = (bound.ptr("tail_slots"), bound.ptr("meta") + 8, e, true);
-    let tail_params = tail
-        .map(|k| {
-            let fc1 =
-                tile_params(k, tails, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
-            let fc2 =
-                tile_params(k, tails, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
-            Ok::<_, Error>((fc1, fc2))
-        })
-        .transpose()?;
+    let tail_params = tail.map(|k| fcs(k, (bound.ptr("tail_slots"), bound.ptr("meta") + 8, e, true))).transpose()?;
     let act = MoeActParams {
         meta: bound.ptr("meta"),
         row_expert: bound.ptr("row_expert"),
