@@ -25,6 +25,10 @@
 //!
 //! Compilation is parallel (one nvcc per translation unit) and content-hash cached in
 //! `<target>/b12x-kernels/`, shared by every profile, so an unchanged file is never rebuilt.
+//! `B12X_KERNEL_CACHE=<dir>` puts the cache elsewhere: `cargo xtask gpu-bundle` points its own
+//! target folder's build at the host build's cache, so a kernel compiled for the same archs by
+//! one is not compiled again by the other (the key covers the source, headers, flags, archs and
+//! the compiler).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -236,8 +240,11 @@ pub fn build_kernels() {
     let env = |k: &str| std::env::var(k).ok();
     let crate_dir = PathBuf::from(env("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env("OUT_DIR").expect("OUT_DIR"));
-    // OUT_DIR is <target>/<profile>/build/<pkg>/out: share one cache across profiles.
-    let cache_dir = out_dir.ancestors().nth(4).map(|t| t.join("b12x-kernels")).unwrap_or_else(|| out_dir.join("cache"));
+    // OUT_DIR is <target>/<profile>/build/<pkg>/out: share one cache across profiles, or across
+    // target folders with B12X_KERNEL_CACHE (entries are keyed by everything that goes into them).
+    let cache_dir = env("B12X_KERNEL_CACHE").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
+        out_dir.ancestors().nth(4).map(|t| t.join("b12x-kernels")).unwrap_or_else(|| out_dir.join("cache"))
+    });
     let mut include_dirs = vec![crate_dir.join("kernels")];
     let own_include = crate_dir.join("include");
     if own_include.is_dir() {
@@ -263,6 +270,7 @@ pub fn build_kernels() {
         "NVCC_APPEND_FLAGS",
         "B12X_CUDA_ARCHS",
         "B12X_PRINT_COMPILE_PROGRESS",
+        "B12X_KERNEL_CACHE",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }

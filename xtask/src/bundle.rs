@@ -63,13 +63,37 @@ fn target_args(targets: &[String]) -> Result<Vec<String>> {
 
 /// Builds the bundle; `packages` (empty: the whole workspace) limits it to those packages and
 /// `targets` (empty: every test and bench) to those binaries.
+/// `targets` given without `packages`: the packages that own them (so that the build compiles
+/// those packages' kernels and their dependencies' only), and no xtask binary (`run.sh` then
+/// skips its `prepare` step).
 pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets: &[String]) -> Result {
     let target_args = target_args(targets)?;
     toolchain::ensure(None, false)?;
     let r = root();
     let num = arch.trim_start_matches("sm_").trim_end_matches('a');
+    let host_target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| r.join("target"));
     let target_dir = r.join("target").join(format!("bundle-sm{num}"));
     let out = out.unwrap_or_else(|| r.join(".gpu/bundle"));
+    let owners;
+    let packages = if packages.is_empty() && !targets.is_empty() {
+        let mut meta = cargo();
+        meta.args(["metadata", "--no-deps", "--format-version", "1"]).current_dir(&r);
+        let o = meta.output()?;
+        if !o.status.success() {
+            return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&o.stderr)).into());
+        }
+        owners = owning_packages(&serde_json::from_slice(&o.stdout)?, targets)?;
+        &owners[..]
+    } else {
+        packages
+    };
+    // The kernel cache of the host build (`cargo xtask` itself compiles every op crate's kernels):
+    // with `B12X_CUDA_ARCHS` set to the bundle's arch for that build too, the bundle compiles
+    // none of them again.
+    let cache = std::env::var_os("B12X_KERNEL_CACHE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| host_target.join("b12x-kernels"));
 
     println!(
         "\n==> B12X_CUDA_ARCHS={arch} cargo build --profile bundle {} {} (target {})",
@@ -92,6 +116,7 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets
     cmd.args(&target_args)
         .arg("--message-format=json-render-diagnostics")
         .env("B12X_CUDA_ARCHS", arch)
+        .env("B12X_KERNEL_CACHE", &cache)
         .env("CARGO_TARGET_DIR", &target_dir)
         .current_dir(&r)
         .stdout(Stdio::piped());
@@ -133,15 +158,18 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets
 
     // The xtask binary itself: its `prepare-gpu` command is the GPU half of `cargo xtask prepare`
     // (run twice by run.sh to show the second process reuses the cached selections).
-    let mut xt = cargo();
-    xt.args(["build", "--profile", "bundle", "-p", "xtask", "--bin", "xtask"])
-        .env("B12X_CUDA_ARCHS", arch)
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .current_dir(&r);
-    if !xt.status()?.success() {
-        return Err("bundle build of xtask failed".into());
+    if targets.is_empty() {
+        let mut xt = cargo();
+        xt.args(["build", "--profile", "bundle", "-p", "xtask", "--bin", "xtask"])
+            .env("B12X_CUDA_ARCHS", arch)
+            .env("B12X_KERNEL_CACHE", &cache)
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .current_dir(&r);
+        if !xt.status()?.success() {
+            return Err("bundle build of xtask failed".into());
+        }
+        artifacts.push(Artifact { name: "b12x-xtask".into(), exe: target_dir.join("bundle").join("xtask") });
     }
-    artifacts.push(Artifact { name: "b12x-xtask".into(), exe: target_dir.join("bundle").join("xtask") });
 
     // Every kernel built for the bundle's arch, none spilling.
     let manifests = manifest::collect(&target_dir.join("bundle"))?;
@@ -207,6 +235,33 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets
     Ok(())
 }
 
+/// The workspace packages (from `cargo metadata --no-deps`) that own the bundle names `targets`
+/// (`gpu_<op>`: a test target, `bench_<name>`: a bench target), in first-named order; a name no
+/// package owns is an error.
+fn owning_packages(metadata: &serde_json::Value, targets: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for t in targets {
+        let (kind, name) = match t.strip_prefix("bench_") {
+            Some(b) => ("bench", b),
+            None => ("test", t.as_str()),
+        };
+        let owner = metadata["packages"].as_array().into_iter().flatten().find(|p| {
+            p["targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|tg| tg["name"] == name && tg["kind"].as_array().into_iter().flatten().any(|k| k == kind))
+        });
+        let Some(pkg) = owner.and_then(|p| p["name"].as_str()) else {
+            return Err(format!("no workspace package has the {kind} target `{name}` (bundle name `{t}`)").into());
+        };
+        if !out.iter().any(|o| o == pkg) {
+            out.push(pkg.to_string());
+        }
+    }
+    Ok(out)
+}
+
 fn write_exec(path: &Path, text: &str) -> Result {
     std::fs::write(path, text)?;
     #[cfg(unix)]
@@ -236,7 +291,7 @@ fn sizes_of(dir: &Path) -> Result<Vec<(String, u64)>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{classify, target_args};
+    use super::{classify, owning_packages, target_args};
 
     fn k(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
@@ -251,6 +306,27 @@ mod tests {
             names(&["--test", "gpu_kv_append", "--bench", "kv_append"])
         );
         assert!(target_args(&names(&["cpu_b12x-norm_lib"])).is_err());
+    }
+
+    #[test]
+    fn targets_name_their_packages() {
+        let meta = serde_json::json!({"packages": [
+            {"name": "b12x-norm", "targets": [
+                {"name": "b12x_norm", "kind": ["lib"]},
+                {"name": "gpu_rmsnorm", "kind": ["test"]},
+                {"name": "rmsnorm", "kind": ["bench"]}]},
+            {"name": "b12x-moe", "targets": [
+                {"name": "gpu_fused_moe", "kind": ["test"]},
+                {"name": "fused_moe", "kind": ["bench"]},
+                {"name": "rmsnorm", "kind": ["test"]}]}
+        ]});
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let owners = |v: &[&str]| owning_packages(&meta, &names(v));
+        assert_eq!(owners(&["gpu_fused_moe", "bench_fused_moe"]).unwrap(), names(&["b12x-moe"]));
+        // (the bench `rmsnorm` is b12x-norm's; b12x-moe's `rmsnorm` is a test)
+        assert_eq!(owners(&["bench_rmsnorm", "gpu_fused_moe"]).unwrap(), names(&["b12x-norm", "b12x-moe"]));
+        assert!(owners(&["gpu_nothing"]).is_err());
+        assert!(owners(&["bench_gpu_rmsnorm"]).is_err());
     }
 
     #[test]

@@ -73,7 +73,9 @@ enum Cmd {
         packages: Vec<String>,
         /// Only these binaries, by their bundle names (comma-separated, e.g.
         /// `gpu_kv_append,bench_kv_append`): a build of just those targets, for one op's
-        /// suite and bench (minutes less on a 2-core machine than every test and bench).
+        /// suite and bench (minutes less on a 2-core machine than every test and bench), built
+        /// in the packages that own them (unless `--packages` names others), without the
+        /// xtask binary (`run.sh` skips `prepare`).
         #[arg(long, value_delimiter = ',')]
         targets: Vec<String>,
     },
