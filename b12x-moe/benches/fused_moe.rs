@@ -25,7 +25,8 @@
 //! other architecture, SM90's below `Query::wgmma_from`), the grouped GEMV up to the T·k its
 //! route holds — each beside the default row where it differs from it and from the rows before.
 //! `fused_moe_tile_wg64/<case>` (SM90, T > 16): the 64-row wgmma tile (`TileKernel::Wgmma64`, the
-//! mma.sync tile's 64-row slots at wgmma's N = 64) forced at every tiled T.
+//! mma.sync tile's 64-row slots at wgmma's N = 64) forced at every tiled T;
+//! `fused_moe_tile_wg32/<case>` the same at N = 32 (`TileKernel::Wgmma32`, 32-row slots).
 //! `fused_moe_tail/<case>` (SM90, where the default runs the 128-row wgmma tile: T from
 //! `Query::wgmma_from`): the default plan with `PlanOptions::tail_slots` (an expert's last ≤ 64
 //! rows in a 64-row tail slot of the 64-row tile instead of a 128-row slot of the 128-row one).
@@ -208,11 +209,12 @@ fn main() -> Result<()> {
         };
         // (any row of the shape: the packed rows' prefixes, `fused_moe_simple` and the separate
         // GEMMs at T = 1)
-        const ROWS: [&str; 8] = [
+        const ROWS: [&str; 9] = [
             "fused_moe",
             "fused_moe_tail",
             "fused_moe_tile_wg",
             "fused_moe_tile_wg64",
+            "fused_moe_tile_wg32",
             "fused_moe_tile_mma",
             "fused_moe_gemv",
             "fused_moe_simple",
@@ -245,6 +247,7 @@ fn main() -> Result<()> {
         let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
         let sm90 = dev.arch() == b12x_core::Arch::Sm90;
         let wg64 = PlanOptions { tile: Some(TileKernel::Wgmma64 { stages: 4 }), ..tile };
+        let wg32 = PlanOptions { tile: Some(TileKernel::Wgmma32 { stages: 4 }), ..tile };
         let tails = PlanOptions { tail_slots: true, ..Default::default() };
         let stages = std::env::var("B12X_MOE_WG_STAGES").unwrap_or_default();
         let wanted: Vec<usize> = stages.split(',').filter_map(|n| n.trim().parse().ok()).collect();
@@ -266,6 +269,7 @@ fn main() -> Result<()> {
                 r.extend(wg_stages.iter().map(|&(n, o)| (t, WeightLayout::Packed, Some((n, o)))));
                 if sm90 {
                     r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg64", wg64))));
+                    r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg32", wg32))));
                 }
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_mma", mma))));
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_gemv", gemv))));

@@ -33,7 +33,7 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_tile_wg{,64}_{nvfp4,mxfp4} (SM90: the gather and act_rows then write x^ / h
+//   b12x_fused_moe_tile_wg{,64,32}_{nvfp4,mxfp4} (SM90: the gather and act_rows then write x^ / h
 //   in each 32-k group's fragment order, moe_store_group), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
@@ -793,7 +793,7 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
 // mma.sync tile's plus two TMA descriptors.
 struct MoeTileTmaParams {
   MoeTileParams t;
-  TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x BM (128 or 64) rows, 128-byte swizzle
+  TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x BM (128, 64 or 32) rows, 128-byte swizzle
   TmaDescriptor wmap;  // the stacked codes [E rbs 128 rows, K / 2 bytes] as bf16 pairs: boxes 32 x 256 rows,
                        // 64-byte swizzle
 };
@@ -801,7 +801,7 @@ static_assert(offsetof(MoeTileTmaParams, xmap) == 256, "offset must match params
 static_assert(offsetof(MoeTileTmaParams, wmap) == 384, "offset must match params.rs");
 static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 
-// SM90: the wgmma tile, BM = 128 (or, the wg64 kernels, 64) slot rows — the wgmma's N — by BN =
+// SM90: the wgmma tile, BM = 128 (or, the wg64 / wg32 kernels, 64 / 32) slot rows — the wgmma's N — by BN =
 // 256 weight rows in 4 / MT warpgroups of MT
 // m64 weight tiles (kMoeWgMT; src/fused_moe/mod.rs launches WG_TILE_THREADS = kMoeWgThreads) —
 // the math of bsgemm::wgemm (bsgemm_wgmma.cuh: the A fragment, the weight, dequantized from
@@ -834,6 +834,22 @@ static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
 // weight rows past n, which the epilogue does not store either (s_tab, indexed by a byte, holds
 // no Inf or NaN). Each tile's params (pointers moved to its slot, as the mma.sync tile's) live in a
 // shared ring for the epilogue (s_p). Other targets build a trapping body (Rust lists it on SM90 only).
+#if B12X_SM90_FEATURES
+namespace wg {
+// D[64 x 32] += A[64 x 16] B[16 x 32]: wg::mma_m64n64k16_rs's operands and layout at N = 32
+// (d[4 j + e], j < 4), for the wg32 tiles only (kept here so that b12x-core's header, which every
+// crate's kernels hash, stays as it was).
+__device__ __forceinline__ void mma_m64n32k16_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+        "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(int(accumulate)));
+}
+}  // namespace wg
+#endif
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
 template <bsgemv::Fmt F, int kBm>
@@ -844,7 +860,7 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   constexpr int BM = T::BM, BN = T::BN, MT = kMoeWgMT;
   constexpr int kTw = F == bsgemv::Fmt::Nvfp4 ? 2 : 1;  // scale tiles per k-tile and 128-row block
   static_assert(F == bsgemv::Fmt::Nvfp4 || F == bsgemv::Fmt::Mxfp4, "FP4 weights");
-  static_assert((BM == 128 || BM == 64) && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
+  static_assert((BM == 128 || BM == 64 || BM == 32) && BN == 256 && T::kX == 2 * BM * 128 && T::kW == BN * 64, "the stage's boxes");
   static_assert(T::kStage % 1024 == 0, "1024-byte aligned stages");
   struct Producer {
     const unsigned char* scales;  // the tile's first 128-row block's scale tiles
@@ -1053,8 +1069,10 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
       for (int i = 0; i < MT; ++i) {
         if constexpr (BM == 128) {
           wg::mma_m64n128k16_rs(reinterpret_cast<float(&)[64]>(acc[i]), ab[i], db, true);
-        } else {
+        } else if constexpr (BM == 64) {
           wg::mma_m64n64k16_rs(reinterpret_cast<float(&)[32]>(acc[i]), ab[i], db, true);
+        } else {
+          wg::mma_m64n32k16_rs(reinterpret_cast<float(&)[16]>(acc[i]), ab[i], db, true);
         }
       }
       wg::commit();
@@ -1210,7 +1228,8 @@ B12X_MOE_GROUP(gather, 256)
 B12X_MOE_TILE(Nvfp4, nvfp4, 2)
 B12X_MOE_TILE(Mxfp4, mxfp4, 2)
 
-// SM90: the wgmma tiles, BM = 128 (wg) or 64 (wg64) slot rows by BN = 256 weight rows, persistent.
+// SM90: the wgmma tiles, BM = 128 (wg), 64 (wg64) or 32 (wg32) slot rows by BN = 256 weight rows,
+// persistent.
 #define B12X_MOE_TILE_WG(FMT, FMTNAME, NAME, BM)                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kMoeWgThreads, 1)                             \
       b12x_fused_moe_tile_##NAME##_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) {    \
@@ -1220,6 +1239,8 @@ B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg, 128)
 B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg, 128)
 B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg64, 64)
 B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg64, 64)
+B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg32, 32)
+B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg32, 32)
 
 extern "C" __global__ void __launch_bounds__(256) b12x_fused_moe_act_rows(const __grid_constant__ b12x::MoeActParams p) {
   b12x::moe_act_rows(p);

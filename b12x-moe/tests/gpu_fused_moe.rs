@@ -4,7 +4,7 @@
 //! `simple::…`, `packed::…`; `packed_tile::…` / `packed_gemv::…` force the tiled path from T = 17
 //! or the grouped GEMV beyond its default T with `PlanOptions`; `packed_tile_mma::…` the tiled
 //! path with the mma.sync tile, which SM90 replaces by its wgmma tiles by default;
-//! `packed_tile_wg64::…` with SM90's 64-row wgmma tile) —
+//! `packed_tile_wg64::…` / `packed_tile_wg32::…` with SM90's 64- / 32-row wgmma tiles) —
 //! against its CPU oracle (`fused_moe::reference`; libtest-mimic, listed as ignored without a
 //! CUDA device). The packed grouping in the scratch (slot count, slots, rows per pair, token and
 //! expert per row) must equal `packed::group` exactly (the grouped path: rows within an expert
@@ -329,6 +329,8 @@ enum Tiles {
     OwnTail,
     Mma,
     Wg64,
+    /// SM90's 32-row wgmma tile (session 64, not yet run on a GPU).
+    Wg32,
 }
 
 /// The tiled path from T = 17 with the device's own tile kernel at every tiled T (SM90: the
@@ -340,6 +342,8 @@ fn tile_opts(dev: &Arc<Device>, kind: Tiles) -> PlanOptions {
         Tiles::Mma => TileKernel::mma(dev.smem_optin()),
         Tiles::Wg64 if dev.arch() == b12x_core::Arch::Sm90 => Some(TileKernel::Wgmma64 { stages: 4 }),
         Tiles::Wg64 => None,
+        Tiles::Wg32 if dev.arch() == b12x_core::Arch::Sm90 => Some(TileKernel::Wgmma32 { stages: 4 }),
+        Tiles::Wg32 => None,
     };
     PlanOptions {
         gemv_up_to: Some(fused_moe::GROUPED_ABOVE),
@@ -536,8 +540,9 @@ fn trials() -> Vec<GpuTrial> {
     // the wgmma body, 128-row slots), `packed_tile_tail` the same with tail slots (SM90: an
     // expert's last ≤ 64 rows on the 64-row wgmma tile), `packed_tile_mma` with
     // the mma.sync body forced (64-row slots: the kernel every other architecture runs, validated
-    // here on SM90 too) and `packed_tile_wg64` with SM90's 64-row wgmma tile forced (the device's
-    // own elsewhere).
+    // here on SM90 too), `packed_tile_wg64` with SM90's 64-row wgmma tile forced (the device's
+    // own elsewhere) and `packed_tile_wg32` with its 32-row one (slots of 32 rows: at T = 300 on
+    // shared routing ten slots per expert, the last of 12 rows).
     let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
     let packed = WeightLayout::Packed;
     for (prefix, mma) in [
@@ -545,6 +550,7 @@ fn trials() -> Vec<GpuTrial> {
         ("packed_tile_tail", Tiles::OwnTail),
         ("packed_tile_mma", Tiles::Mma),
         ("packed_tile_wg64", Tiles::Wg64),
+        ("packed_tile_wg32", Tiles::Wg32),
     ] {
         for (fname, recipe) in recipes {
             for (aname, act) in acts {
@@ -674,9 +680,16 @@ fn trials() -> Vec<GpuTrial> {
             (false, Err(Error::Unsupported { .. })) => {}
             (_, r) => return Err(format!("wg64 forced on {:?}: {:?}", dev.arch(), r.map(|p| p.tile_kernel(512)))),
         }
-        let wg64_s5 = TileKernel::Wgmma64 { stages: 5 };
-        if let Ok(p) = fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg64_s5), ..Default::default() }) {
-            return Err(format!("a 5-stage wg64 tile was planned: {:?}", p.tile_kernel(512)));
+        let wg32 = TileKernel::Wgmma32 { stages: 3 };
+        match (sm90, fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg32), ..Default::default() })) {
+            (true, Ok(p)) if p.tile_kernel(512) == Some(wg32) && p.slot_rows(512) == 32 => {}
+            (false, Err(Error::Unsupported { .. })) => {}
+            (_, r) => return Err(format!("wg32 forced on {:?}: {:?}", dev.arch(), r.map(|p| p.tile_kernel(512)))),
+        }
+        for bad in [TileKernel::Wgmma64 { stages: 5 }, TileKernel::Wgmma32 { stages: 5 }] {
+            if let Ok(p) = fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(bad), ..Default::default() }) {
+                return Err(format!("a 5-stage tile was planned: {:?}", p.tile_kernel(512)));
+            }
         }
         let wm4 = TileKernel::Mma(TileConfig { w8: false, wm: 4, wn: 8, stages: 2, splits: 1 });
         match fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wm4), ..Default::default() }) {
@@ -727,24 +740,27 @@ fn trials() -> Vec<GpuTrial> {
             check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 37)
         }));
     }
-    // SM90's 64-row wgmma tile (m64n64k16) on the ring shape at 2, 3 and 4 stages (each recipe
-    // once: its x̂ rows), and persistent with its grid capped at 3 CTAs — ~75 rows per expert at
-    // T = 300: full and partial 64-row slots. Off SM90: the device's own tile.
-    for (stages, recipe, act, ctas) in [
-        (2usize, Recipe::W4a8Mx, Activation::Silu { limit: Some(10.0) }, None),
-        (3, Recipe::W4a16(Fp4::Mxfp4), Activation::SwigluOai { limit: 7.0 }, None),
-        (4, Recipe::Nvfp4, Activation::Relu2, None),
-        (4, Recipe::W4a16(Fp4::Nvfp4), Activation::Silu { limit: None }, Some(3usize)),
-    ] {
-        let c = ctas.map_or(String::new(), |c| format!("c{c}::"));
-        out.push(GpuTrial::new(format!("packed_tile_wg64::ring::{c}s{stages}::t300"), move |dev| {
-            let sh = Shape { hidden: 1088, inter: 576, recipe, ..tiny(Fp4::Nvfp4, act) };
-            let mut opts = PlanOptions { tile_ctas: ctas, ..tile_opts(dev, Tiles::Own) };
-            if dev.arch() == b12x_core::Arch::Sm90 {
-                opts.tile = Some(TileKernel::Wgmma64 { stages });
-            }
-            check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 41)
-        }));
+    // SM90's 64- and 32-row wgmma tiles (m64n64k16, m64n32k16) on the ring shape at 2, 3 and 4
+    // stages (each recipe once: its x̂ rows), and persistent with the grid capped at 3 CTAs — ~75
+    // rows per expert at T = 300: full and partial slots. Off SM90: the device's own tile.
+    for (name, rows) in [("packed_tile_wg64", 64usize), ("packed_tile_wg32", 32)] {
+        for (stages, recipe, act, ctas) in [
+            (2usize, Recipe::W4a8Mx, Activation::Silu { limit: Some(10.0) }, None),
+            (3, Recipe::W4a16(Fp4::Mxfp4), Activation::SwigluOai { limit: 7.0 }, None),
+            (4, Recipe::Nvfp4, Activation::Relu2, None),
+            (4, Recipe::W4a16(Fp4::Nvfp4), Activation::Silu { limit: None }, Some(3usize)),
+        ] {
+            let c = ctas.map_or(String::new(), |c| format!("c{c}::"));
+            out.push(GpuTrial::new(format!("{name}::ring::{c}s{stages}::t300"), move |dev| {
+                let sh = Shape { hidden: 1088, inter: 576, recipe, ..tiny(Fp4::Nvfp4, act) };
+                let mut opts = PlanOptions { tile_ctas: ctas, ..tile_opts(dev, Tiles::Own) };
+                if dev.arch() == b12x_core::Arch::Sm90 {
+                    opts.tile =
+                        Some(if rows == 64 { TileKernel::Wgmma64 { stages } } else { TileKernel::Wgmma32 { stages } });
+                }
+                check_opts(dev, packed, opts, Some(Path::GroupedTile), sh, 300, Workload::SharedPct(50), &[], 41)
+            }));
+        }
     }
     out.push(GpuTrial::new("packed_tile::persist::zero_ctas", move |dev| {
         let q = Query { shape: tiny(Fp4::Nvfp4, Activation::Relu2), max_tokens: 300, layout: packed, router: None };

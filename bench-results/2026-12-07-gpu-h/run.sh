@@ -1,8 +1,10 @@
 #!/bin/bash
 # Session 64 (issue 7): tail slots' first GPU run. One bundle (sm_90a, gitignored, built on the CPU
 # machine into .gpu/bz_bm/bundle.tar.xz with `cargo xtask gpu-bundle --targets
-# gpu_fused_moe,bench_fused_moe`): bm = main 546a14e (tail slots opt-in: trials `packed_tile_tail::*`,
-# `packed_tile::persist::*_tail`, bench rows `fused_moe_tail/<case>` next to the default `fused_moe/`).
+# gpu_fused_moe,bench_fused_moe`): bm = main (tail slots opt-in: trials `packed_tile_tail::*`,
+# `packed_tile::persist::*_tail`, bench rows `fused_moe_tail/<case>` next to the default `fused_moe/`;
+# from session 64's second commit also the 32-row wgmma tile, forced: `packed_tile_wg32::*`,
+# `fused_moe_tile_wg32/<case>` beside `fused_moe_tile_wg64/<case>`).
 # STEP=1: tiled trials with and without tails + the trials session 62's 8-row bound moved; T = 512 /
 #   2048 / 4096 rows with and without tails (one job); memcheck / racecheck of the tail trials;
 #   decode rows T 1..64.
@@ -31,10 +33,11 @@ bench() {  # bundle, tag, tokens, filter, timeout
 MOVED='^packed(_tile)?::(tiny::.*::t32|routing::.*::t32|bad_ids_masked::t(17|32)|graph_replay_with_new_routing_equals_eager::t32|kernel_choice|models::deepseek_v4_flash_tp2::t512)$'
 TAILSAN='^packed_tile_tail::(tiny::(w4a16|w4a8|nvfp4)_.*_(silu|oai7)|tiny::shared|bad_ids|graph_replay)|^packed_tile::(persist::.*_tail|split)'
 if [ $STEP = 1 ]; then
-  trials bm tiled 120 75 "^packed_tile(_tail)?::|$MOVED"
+  trials bm tiled 130 80 "^packed_tile(_tail|_wg32)?::|$MOVED"
   bench bm big 512,2048,4096 'fused_moe/|fused_moe_tail/' 130
-  san bm memcheck tail 80 16 45 "$TAILSAN"
-  san bm racecheck tail 80 4 35 '^packed_tile::persist::c1::h1088_s4_tail::t300$|^packed_tile_tail::tiny::shared_50::t300$'
+  bench bm wg32 512,1024 'fused_moe/|fused_moe_tile_wg64/|fused_moe_tile_wg32/' 90
+  san bm memcheck tail 80 16 45 "$TAILSAN|^packed_tile_wg32::(ring|tiny::shared|bad_ids|graph_replay)"
+  san bm racecheck tail 80 4 35 '^packed_tile::persist::c1::h1088_s4_tail::t300$|^packed_tile_tail::tiny::shared_50::t300$|^packed_tile_wg32::ring::s2::t300$'
   bench bm decode 1,2,5,8,64 'fused_moe' 90
   # where a T = 512 call goes (never profiled since the grouped GEMV / 64-row tile split): one eager
   # call, caches flushed per kernel, duration / SOL / occupancy per kernel

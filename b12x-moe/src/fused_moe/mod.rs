@@ -902,6 +902,15 @@ pub enum TileKernel {
         /// Ring depth, 2..=4.
         stages: usize,
     },
+    /// SM90 only: the same wgmma body at N = 32 — 32-row slots, `m64n32k16`, stages of 26 KB
+    /// (2..=4) — for experts of ~8–24 rows, where a 64-row slot's x rows are mostly empty (x
+    /// streams as many bytes as the weights there) and its tensor work mostly wasted. Written in
+    /// session 64, **not yet run on a GPU**: no plan picks it by default; [`PlanOptions::tile`]
+    /// forces it (ptxas, sm_90a: 92 / 94 registers, no spills).
+    Wgmma32 {
+        /// Ring depth, 2..=4.
+        stages: usize,
+    },
 }
 
 impl TileKernel {
@@ -920,6 +929,7 @@ impl TileKernel {
             TileKernel::Mma(t) => t.id(),
             TileKernel::Wgmma(w) => w.id(),
             TileKernel::Wgmma64 { stages } => format!("wg64_w4_wn8_s{stages}"),
+            TileKernel::Wgmma32 { stages } => format!("wg32_w4_wn8_s{stages}"),
         }
     }
     /// One stage of the 64-row wgmma tile: the mma.sync tile's at BM = 64 (x 16 KB, the codes
@@ -927,12 +937,17 @@ impl TileKernel {
     fn wg64_stage() -> u32 {
         TileConfig { w8: false, wm: 2, wn: 8, stages: 2, splits: 1 }.stage_bytes()
     }
+    /// One stage of the 32-row wgmma tile: x 8 KB, the codes 16 KB, the scales 2 KB.
+    fn wg32_stage() -> u32 {
+        TileConfig { w8: false, wm: 1, wn: 8, stages: 2, splits: 1 }.stage_bytes()
+    }
     /// `(BM, BN)`: rows per slot (the grouping's R) and weight rows per CTA.
     pub fn tile(&self) -> (usize, usize) {
         match self {
             TileKernel::Mma(t) => t.tile(),
             TileKernel::Wgmma(w) => w.tile().tile(),
             TileKernel::Wgmma64 { .. } => (64, 256),
+            TileKernel::Wgmma32 { .. } => (32, 256),
         }
     }
     /// Ring depth.
@@ -940,7 +955,7 @@ impl TileKernel {
         match self {
             TileKernel::Mma(t) => t.stages,
             TileKernel::Wgmma(w) => w.stages,
-            TileKernel::Wgmma64 { stages } => *stages,
+            TileKernel::Wgmma64 { stages } | TileKernel::Wgmma32 { stages } => *stages,
         }
     }
     /// Dynamic shared memory of one CTA (the ring and its alignment slack).
@@ -950,6 +965,7 @@ impl TileKernel {
             TileKernel::Wgmma(w) => w.dynamic_smem(),
             // The ring plus wgmma's 1024 bytes of alignment slack.
             TileKernel::Wgmma64 { stages } => *stages as u32 * Self::wg64_stage() + 1024,
+            TileKernel::Wgmma32 { stages } => *stages as u32 * Self::wg32_stage() + 1024,
         }
     }
     /// Whether this op builds the kernel and one CTA fits a device of `arch` with `smem_optin`
@@ -960,7 +976,7 @@ impl TileKernel {
             TileKernel::Mma(t) => !t.w8 && t.wm == GROUPED_WM && t.wn == GROUPED_WN && t.splits == 1 && t.fits(optin),
             TileKernel::Wgmma(w) => arch == Arch::Sm90 && !w.w8 && w.wn == 8 && !w.tail && w.fits(optin),
             // The kernel traps outside 2..=4 stages (its epilogue-params ring holds 4 tiles).
-            TileKernel::Wgmma64 { stages } => {
+            TileKernel::Wgmma64 { stages } | TileKernel::Wgmma32 { stages } => {
                 arch == Arch::Sm90 && (2..=4).contains(stages) && self.dynamic_smem() + BS_STATIC_SMEM <= optin
             }
         }
@@ -971,6 +987,7 @@ impl TileKernel {
             TileKernel::Mma(t) => format!("b12x_fused_moe_tile_{f}_wm{}", t.wm),
             TileKernel::Wgmma(_) => format!("b12x_fused_moe_tile_wg_{f}"),
             TileKernel::Wgmma64 { .. } => format!("b12x_fused_moe_tile_wg64_{f}"),
+            TileKernel::Wgmma32 { .. } => format!("b12x_fused_moe_tile_wg32_{f}"),
         }
     }
 }
@@ -1748,7 +1765,7 @@ fn grouped_call(
     let bound = layout.bind(scratch)?;
     let (e, k, hd, i, r1) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows());
     let (bm, bn) = tile.tile();
-    let wgmma = matches!(tile, TileKernel::Wgmma(_) | TileKernel::Wgmma64 { .. });
+    let wgmma = matches!(tile, TileKernel::Wgmma(_) | TileKernel::Wgmma64 { .. } | TileKernel::Wgmma32 { .. });
     let pairs = t * k;
     let quant = quant_code(s.recipe);
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
@@ -2334,6 +2351,15 @@ mod tests {
             assert!(!TileKernel::Wgmma64 { stages }.fits(232_448, Arch::Sm90), "{stages} stages");
         }
         assert!(TileKernel::Wgmma64 { stages: 2 }.fits(101_376, Arch::Sm90));
+        // The 32-row wgmma tile: the same at 26 KB stages (x 8 KB).
+        let wg32 = TileKernel::Wgmma32 { stages: 4 };
+        assert_eq!((wg32.id().as_str(), wg32.tile(), wg32.dynamic_smem()), ("wg32_w4_wn8_s4", (32, 256), 107_520));
+        assert_eq!(wg32.symbol("nvfp4"), "b12x_fused_moe_tile_wg32_nvfp4");
+        assert!(wg32.fits(232_448, Arch::Sm90) && !wg32.fits(232_448, Arch::Sm120) && !wg32.fits(101_376, Arch::Sm90));
+        for stages in [1, 5] {
+            assert!(!TileKernel::Wgmma32 { stages }.fits(232_448, Arch::Sm90), "{stages} stages");
+        }
+        assert!(TileKernel::Wgmma32 { stages: 3 }.fits(101_376, Arch::Sm90));
         assert_eq!(decode_gemv_config(8, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt1_kb1_s3_c3"));
         assert_eq!(decode_gemv_config(GROUPED_ABOVE, 232_448).map(|c| c.id()).as_deref(), Some("w4a16_nt2_kb1_s4_c2"));
     }
