@@ -63,9 +63,9 @@ fn target_args(targets: &[String]) -> Result<Vec<String>> {
 
 /// Builds the bundle; `packages` (empty: the whole workspace) limits it to those packages and
 /// `targets` (empty: every test and bench) to those binaries.
-/// `targets` given without `packages`: the packages that own them (so that the build compiles
-/// those packages' kernels and their dependencies' only), and no xtask binary (`run.sh` then
-/// skips its `prepare` step).
+/// With `targets`, no xtask binary (`run.sh` then skips its `prepare` step) and, without
+/// `packages`, only the packages that own them (so that the build compiles those packages'
+/// kernels and their dependencies' only).
 pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets: &[String]) -> Result {
     let target_args = target_args(targets)?;
     toolchain::ensure(None, false)?;
