@@ -25,7 +25,7 @@
 //!
 //! Compilation is parallel (one nvcc per translation unit) and content-hash cached in
 //! `<target>/b12x-kernels/`, shared by every profile, so an unchanged file is never rebuilt.
-//! `B12X_KERNEL_CACHE=<dir>` puts the cache elsewhere: `cargo xtask gpu-bundle` points its own
+//! `B12X_KERNEL_CACHE=<absolute dir>` puts the cache elsewhere: `cargo xtask gpu-bundle` points its own
 //! target folder's build at the host build's cache, so a kernel compiled for the same archs by
 //! one is not compiled again by the other (the key covers the source, headers, flags, archs and
 //! the compiler).
@@ -242,7 +242,13 @@ pub fn build_kernels() {
     let out_dir = PathBuf::from(env("OUT_DIR").expect("OUT_DIR"));
     // OUT_DIR is <target>/<profile>/build/<pkg>/out: share one cache across profiles, or across
     // target folders with B12X_KERNEL_CACHE (entries are keyed by everything that goes into them).
-    let cache_dir = env("B12X_KERNEL_CACHE").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
+    // (An absolute path: a build script runs in its crate's folder, so a relative one would put
+    // a cache in every crate; it is ignored with a warning.)
+    let shared = env("B12X_KERNEL_CACHE").filter(|v| !v.is_empty()).map(PathBuf::from);
+    if shared.as_ref().is_some_and(|d| d.is_relative()) {
+        println!("cargo:warning=b12x: B12X_KERNEL_CACHE must be an absolute path; using the target folder's cache");
+    }
+    let cache_dir = shared.filter(|d| d.is_absolute()).unwrap_or_else(|| {
         out_dir.ancestors().nth(4).map(|t| t.join("b12x-kernels")).unwrap_or_else(|| out_dir.join("cache"))
     });
     let mut include_dirs = vec![crate_dir.join("kernels")];
@@ -451,7 +457,11 @@ fn compile_unit(
         let _ = fs::remove_file(&tmp);
         return Err(format!("nvcc failed on {}:\n{log}", src.display()));
     }
-    fs::write(&log_path, &log).map_err(|e| e.to_string())?;
+    // Both land by rename, the log first: another build sharing the cache (B12X_KERNEL_CACHE)
+    // that finds the fatbin finds a whole log beside it.
+    let log_tmp = cache.join(format!("{stem}-{hash}.ptxas.{}.tmp", std::process::id()));
+    fs::write(&log_tmp, &log).map_err(|e| e.to_string())?;
+    fs::rename(&log_tmp, &log_path).map_err(|e| e.to_string())?;
     fs::rename(&tmp, &fatbin).map_err(|e| e.to_string())?;
     if progress {
         println!("cargo:warning=b12x: compiled {stem}.cu in {:.1}s", start.elapsed().as_secs_f32());

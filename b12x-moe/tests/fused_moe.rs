@@ -914,6 +914,7 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
             TileKernel::Mma(TileConfig { w8: false, wm: 2, wn: 8, stages: 6, splits: 1 }),
             TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false }),
             TileKernel::Wgmma64 { stages: 4 },
+            TileKernel::Wgmma32 { stages: 4 },
         ] {
             symbols.extend(q.grouped_symbols(&tile, None));
         }
@@ -931,10 +932,10 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
     symbols.sort();
     symbols.dedup();
     // route, 4 GEMVs, quant_rows, combine_rows, 3 routers; the simple path's FC1 / FC2 / combine
-    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 mma.sync tiles, 4
-    // wgmma tiles (128- and 64-row; a trapping body off SM90) and act_rows (the grouped GEMV
+    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 mma.sync tiles, 6
+    // wgmma tiles (128-, 64- and 32-row; a trapping body off SM90) and act_rows (the grouped GEMV
     // runs the decode path's).
-    assert_eq!(symbols.len(), 25);
+    assert_eq!(symbols.len(), 27);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
     // Each path's kernels are in the unit its plan loads (FUSED_MOE_DECODE_MODULE /
     // FUSED_MOE_MODULE).

@@ -321,7 +321,7 @@ fn check(
 }
 
 /// The tiled trials' kernel: the device's own at every tiled T, the mma.sync tile, or SM90's
-/// 64-row wgmma tile.
+/// 64- or 32-row wgmma tile.
 #[derive(Clone, Copy, PartialEq)]
 enum Tiles {
     Own,
@@ -335,7 +335,8 @@ enum Tiles {
 
 /// The tiled path from T = 17 with the device's own tile kernel at every tiled T (SM90: the
 /// wgmma one, which it takes by default from `Query::wgmma_from` only), the mma.sync one, or
-/// SM90's 64-row wgmma tile (4 stages; elsewhere the device's own: the trials stay runnable).
+/// SM90's 64- or 32-row wgmma tile (4 stages; elsewhere the device's own: the trials stay
+/// runnable).
 fn tile_opts(dev: &Arc<Device>, kind: Tiles) -> PlanOptions {
     let tile = match kind {
         Tiles::Own | Tiles::OwnTail => None,

@@ -71,7 +71,11 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets
     toolchain::ensure(None, false)?;
     let r = root();
     let num = arch.trim_start_matches("sm_").trim_end_matches('a');
-    let host_target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| r.join("target"));
+    // (absolute: the build scripts that read B12X_KERNEL_CACHE run in their crates' folders)
+    let host_target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => std::path::absolute(d)?,
+        None => r.join("target"),
+    };
     let target_dir = r.join("target").join(format!("bundle-sm{num}"));
     let out = out.unwrap_or_else(|| r.join(".gpu/bundle"));
     let owners;
@@ -92,7 +96,8 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets
     // none of them again.
     let cache = std::env::var_os("B12X_KERNEL_CACHE")
         .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+        .map(std::path::absolute)
+        .transpose()?
         .unwrap_or_else(|| host_target.join("b12x-kernels"));
 
     println!(

@@ -1387,7 +1387,7 @@ impl Plan {
     }
     /// The packed layout's rows per slot at `tokens` (the grouping's R: 8 or 16 on the decode
     /// and grouped-GEMV paths; on the tiled path 128 with SM90's wgmma kernel, 64 with the
-    /// mma.sync one and SM90's 64-row wgmma kernel; 0 on the simple path).
+    /// mma.sync one and SM90's 64-row wgmma kernel, 32 with its 32-row one; 0 on the simple path).
     pub fn slot_rows(&self, tokens: usize) -> usize {
         match &self.decode {
             None => 0,
@@ -1847,7 +1847,7 @@ fn grouped_call(
         };
         let mut p = MoeTileTmaParams { t, ..bytemuck::Zeroable::zeroed() };
         if wgmma {
-            // x: this call's T·k rows (zeros past them), 64-k boxes of the tile's 128 or 64 rows.
+            // x: this call's T·k rows (zeros past them), 64-k boxes of the tile's 128, 64 or 32 rows.
             let xmap = Tma2d {
                 base: x,
                 dtype: DType::BF16,
