@@ -127,12 +127,21 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets
         .stdout(Stdio::piped());
     let mut child = cmd.spawn()?;
     let mut artifacts: Vec<Artifact> = Vec::new();
+    // This build's build scripts' OUT_DIRs: its kernel manifests (not older builds' of other
+    // packages or commits that the same target folder still holds).
+    let mut out_dirs: Vec<PathBuf> = Vec::new();
     let stdout = child.stdout.take().ok_or("no stdout from cargo")?;
     for line in std::io::BufReader::new(stdout).lines() {
         let line = line?;
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
+        if msg["reason"] == "build-script-executed" {
+            if let Some(dir) = msg["out_dir"].as_str() {
+                out_dirs.push(PathBuf::from(dir));
+            }
+            continue;
+        }
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
@@ -177,7 +186,7 @@ pub fn gpu_bundle(arch: &str, out: Option<PathBuf>, packages: &[String], targets
     }
 
     // Every kernel built for the bundle's arch, none spilling.
-    let manifests = manifest::collect(&target_dir.join("bundle"))?;
+    let manifests = manifest::collect_from(&out_dirs)?;
     let problems = manifest::print_and_check(&manifests, Some(&[arch.to_string()]));
     if !problems.is_empty() {
         return Err(format!("kernel manifest check failed:\n  {}", problems.join("\n  ")).into());

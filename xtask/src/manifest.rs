@@ -12,10 +12,23 @@ pub const FILE: &str = "b12x_kernel_manifest.json";
 /// The newest manifest of each crate under `profile_dir/build/`: crate name -> (path, manifest).
 pub fn collect(profile_dir: &Path) -> Result<BTreeMap<String, (PathBuf, Manifest)>> {
     let build = profile_dir.join("build");
-    let mut newest: BTreeMap<String, (SystemTime, PathBuf)> = BTreeMap::new();
+    let mut outs = Vec::new();
     for entry in std::fs::read_dir(&build).map_err(|e| format!("{}: {e} (nothing built yet?)", build.display()))? {
-        let dir = entry?.path();
-        let path = dir.join("out").join(FILE);
+        outs.push(entry?.path().join("out"));
+    }
+    collect_from(&outs).map_err(|e| format!("{e} under {}", build.display()).into())
+}
+
+/// The newest manifest of each crate among the build scripts' `OUT_DIR`s `out_dirs`
+/// (`<profile>/build/<pkg>-<hash>/out`; those without one are skipped): crate name -> (path,
+/// manifest).
+pub fn collect_from(out_dirs: &[PathBuf]) -> Result<BTreeMap<String, (PathBuf, Manifest)>> {
+    let mut newest: BTreeMap<String, (SystemTime, PathBuf)> = BTreeMap::new();
+    for out in out_dirs {
+        let Some(dir) = out.parent() else {
+            continue;
+        };
+        let path = out.join(FILE);
         let Ok(meta) = std::fs::metadata(&path) else {
             continue;
         };
@@ -33,7 +46,7 @@ pub fn collect(profile_dir: &Path) -> Result<BTreeMap<String, (PathBuf, Manifest
         out.insert(krate, (path, m));
     }
     if out.is_empty() {
-        return Err(format!("no {FILE} under {}", build.display()).into());
+        return Err(format!("no {FILE}").into());
     }
     Ok(out)
 }
