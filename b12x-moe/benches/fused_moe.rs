@@ -27,9 +27,9 @@
 //! `fused_moe_tile_wg64/<case>` (SM90, T > 16): the 64-row wgmma tile (`TileKernel::Wgmma64`, the
 //! mma.sync tile's 64-row slots at wgmma's N = 64) forced at every tiled T;
 //! `fused_moe_tile_wg32/<case>` the same at N = 32 (`TileKernel::Wgmma32`, 32-row slots).
-//! `fused_moe_tail/<case>` (SM90, where the default runs the 128-row wgmma tile: T from
-//! `Query::wgmma_from`): the default plan with `PlanOptions::tail_slots` (an expert's last ≤ 64
-//! rows in a 64-row tail slot of the 64-row tile instead of a 128-row slot of the 128-row one).
+//! `fused_moe_notail/<case>` (SM90, where the default has tail slots: T from `Query::wgmma_from`):
+//! the default plan with `PlanOptions::no_tail_slots` (every expert's last rows in a 128-row
+//! slot of the 128-row tile instead of a 64-row tail slot of the 64-row one).
 //! `B12X_MOE_WG_STAGES=2,3` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
 //! the wgmma tile: forced with an n-stage ring (2..4) instead of the default four.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
@@ -211,7 +211,7 @@ fn main() -> Result<()> {
         // GEMMs at T = 1)
         const ROWS: [&str; 9] = [
             "fused_moe",
-            "fused_moe_tail",
+            "fused_moe_notail",
             "fused_moe_tile_wg",
             "fused_moe_tile_wg64",
             "fused_moe_tile_wg32",
@@ -242,13 +242,19 @@ fn main() -> Result<()> {
         let mut packed = Some(packed);
         // Above GROUPED_ABOVE: the plan's default, then each tile kernel and the grouped GEMV
         // forced (a row repeating an earlier one is skipped below).
-        let tile = PlanOptions { gemv_up_to: Some(GROUPED_ABOVE), wgmma_from: Some(0), ..Default::default() };
+        // (the 128-row wgmma tile alone: `fused_moe_tile_wg` rows as before tail slots)
+        let tile = PlanOptions {
+            gemv_up_to: Some(GROUPED_ABOVE),
+            wgmma_from: Some(0),
+            no_tail_slots: true,
+            ..Default::default()
+        };
         let gemv = PlanOptions { gemv_up_to: Some(usize::MAX), ..Default::default() };
         let mma = PlanOptions { tile: TileKernel::mma(dev.smem_optin()), ..tile };
         let sm90 = dev.arch() == b12x_core::Arch::Sm90;
         let wg64 = PlanOptions { tile: Some(TileKernel::Wgmma64 { stages: 4 }), ..tile };
         let wg32 = PlanOptions { tile: Some(TileKernel::Wgmma32 { stages: 4 }), ..tile };
-        let tails = PlanOptions { tail_slots: true, ..Default::default() };
+        let notail = PlanOptions { no_tail_slots: true, ..Default::default() };
         let stages = std::env::var("B12X_MOE_WG_STAGES").unwrap_or_default();
         let wanted: Vec<usize> = stages.split(',').filter_map(|n| n.trim().parse().ok()).collect();
         let wg_stages: Vec<(&'static str, PlanOptions)> = WG_STAGE_ROWS
@@ -262,7 +268,7 @@ fn main() -> Result<()> {
         let runs = tokens.iter().flat_map(|&t| {
             let mut r = vec![(t, WeightLayout::Packed, None)];
             if t > GROUPED_ABOVE && sm90 {
-                r.push((t, WeightLayout::Packed, Some(("fused_moe_tail", tails))));
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_notail", notail))));
             }
             if t > GROUPED_ABOVE {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg", tile))));
@@ -309,11 +315,10 @@ fn main() -> Result<()> {
             let plan = fused_moe::plan_with(&q, &dev, options)?;
             let want = match path {
                 "fused_moe_gemv" => Path::GroupedGemv,
-                // (the default plus tail slots: a row only where the default runs the 128-row
-                // wgmma tile)
-                "fused_moe_tail" => {
+                // (the default's path without tail slots: a row only where the default has them)
+                "fused_moe_notail" => {
                     let default = fused_moe::plan(&q, &dev)?;
-                    if !matches!(default.tile_kernel(t), Some(TileKernel::Wgmma(_))) {
+                    if default.tail_kernel(t).is_none() {
                         continue;
                     }
                     default.path(t)

@@ -325,8 +325,8 @@ fn check(
 #[derive(Clone, Copy, PartialEq)]
 enum Tiles {
     Own,
-    /// The device's own with tail slots (SM90: an expert's last ≤ 64 rows on the 64-row tile).
-    OwnTail,
+    /// The device's own without tail slots (SM90: every 128-row slot from the 128-row tile).
+    OwnNoTail,
     Mma,
     Wg64,
     /// SM90's 32-row wgmma tile (session 64, not yet run on a GPU).
@@ -339,7 +339,7 @@ enum Tiles {
 /// runnable).
 fn tile_opts(dev: &Arc<Device>, kind: Tiles) -> PlanOptions {
     let tile = match kind {
-        Tiles::Own | Tiles::OwnTail => None,
+        Tiles::Own | Tiles::OwnNoTail => None,
         Tiles::Mma => TileKernel::mma(dev.smem_optin()),
         Tiles::Wg64 if dev.arch() == b12x_core::Arch::Sm90 => Some(TileKernel::Wgmma64 { stages: 4 }),
         Tiles::Wg64 => None,
@@ -350,7 +350,7 @@ fn tile_opts(dev: &Arc<Device>, kind: Tiles) -> PlanOptions {
         gemv_up_to: Some(fused_moe::GROUPED_ABOVE),
         tile,
         wgmma_from: Some(0),
-        tail_slots: kind == Tiles::OwnTail,
+        no_tail_slots: kind == Tiles::OwnNoTail,
         ..Default::default()
     }
 }
@@ -538,8 +538,8 @@ fn trials() -> Vec<GpuTrial> {
     // shapes at T 64 and 512), the grouped GEMV forced beyond its default (the model shapes at
     // T = 1024, DeepSeek-V4.1-Flash TP4 at 2048).
     // The tiled trials run four times: `packed_tile` with the device's default tile kernel (SM90:
-    // the wgmma body, 128-row slots), `packed_tile_tail` the same with tail slots (SM90: an
-    // expert's last ≤ 64 rows on the 64-row wgmma tile), `packed_tile_mma` with
+    // the wgmma body, 128-row slots, an expert's last ≤ 64 rows in tail slots that the 64-row
+    // wgmma tile runs), `packed_tile_notail` the same without tail slots, `packed_tile_mma` with
     // the mma.sync body forced (64-row slots: the kernel every other architecture runs, validated
     // here on SM90 too), `packed_tile_wg64` with SM90's 64-row wgmma tile forced (the device's
     // own elsewhere) and `packed_tile_wg32` with its 32-row one (slots of 32 rows: at T = 300 on
@@ -548,7 +548,7 @@ fn trials() -> Vec<GpuTrial> {
     let packed = WeightLayout::Packed;
     for (prefix, mma) in [
         ("packed_tile", Tiles::Own),
-        ("packed_tile_tail", Tiles::OwnTail),
+        ("packed_tile_notail", Tiles::OwnNoTail),
         ("packed_tile_mma", Tiles::Mma),
         ("packed_tile_wg64", Tiles::Wg64),
         ("packed_tile_wg32", Tiles::Wg32),
@@ -633,20 +633,19 @@ fn trials() -> Vec<GpuTrial> {
             }
         };
         let default = PlanOptions::default();
-        // Tail slots (opt-in, `tail_slots`): SM90's 128-row wgmma buckets only, on the 64-row
-        // wgmma tile (4 stages).
+        // Tail slots: SM90's 128-row wgmma buckets only, on the 64-row wgmma tile (4 stages),
+        // off with `no_tail_slots`.
         let tail = |opts: PlanOptions, t: usize| -> Result<(Option<TileKernel>, usize), String> {
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
             Ok((plan.tail_kernel(t), plan.tail_rows(t)))
         };
         let wg64_s4 = Some(TileKernel::Wgmma64 { stages: 4 });
-        let with_tails = PlanOptions { tail_slots: true, ..default };
         for (t, opts, want_tail) in [
-            (4096, with_tails, sm90),
-            (1024, with_tails, sm90),
-            (1023, with_tails, false),
-            (4096, default, false),
-            (512, PlanOptions { wgmma_from: Some(0), ..with_tails }, sm90),
+            (4096, default, sm90),
+            (1024, default, sm90),
+            (1023, default, false),
+            (4096, PlanOptions { no_tail_slots: true, ..default }, false),
+            (512, PlanOptions { wgmma_from: Some(0), ..default }, sm90),
         ] {
             match tail(opts, t)? {
                 (k, 64) if want_tail && k == wg64_s4 => {}
@@ -721,7 +720,7 @@ fn trials() -> Vec<GpuTrial> {
     // experts, the epilogue params' ring wrapping, tiles with fewer k-tiles than stages (the tiny
     // shape's FC2: K = 128, one k-tile) and with more (the ring shape: 9 and 5). Off SM90 the
     // option is accepted and unused (the mma.sync tile).
-    // (`tail`: an expert's last ≤ 64 rows in tail slots on the 64-row tile, the rest as before.)
+    // (`notail`: every remainder in the 128-row tile's partial slots, as before tail slots.)
     for (ctas, hidden, inter, stages, tail) in [
         (1usize, 1088usize, 576usize, 4usize, true),
         (3, 256, 128, 4, true),
@@ -730,10 +729,10 @@ fn trials() -> Vec<GpuTrial> {
         (3, 1088, 576, 2, false),
     ] {
         let name =
-            format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}{}::t300", if tail { "_tail" } else { "" });
+            format!("packed_tile::persist::c{ctas}::h{hidden}_s{stages}{}::t300", if tail { "" } else { "_notail" });
         out.push(GpuTrial::new(name, move |dev| {
             let sh = Shape { hidden, inter, ..tiny(Fp4::Nvfp4, Activation::Silu { limit: Some(10.0) }) };
-            let kind = if tail { Tiles::OwnTail } else { Tiles::Own };
+            let kind = if tail { Tiles::Own } else { Tiles::OwnNoTail };
             let mut opts = PlanOptions { tile_ctas: Some(ctas), ..tile_opts(dev, kind) };
             if dev.arch() == b12x_core::Arch::Sm90 {
                 opts.tile = Some(TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages, tail: false }));

@@ -834,7 +834,7 @@ struct Decode {
     /// Per tiled bucket (they come last, in bucket order), its kernel: on SM90 by default the
     /// 64-row wgmma tile below [`PlanOptions::wgmma_from`] and the 128-row one from it.
     tiles: Vec<TileKernel>,
-    /// Per tiled bucket, the kernel of its tail slots ([`PlanOptions::tail_slots`]: SM90's 64-row
+    /// Per tiled bucket, the kernel of its tail slots ([`PlanOptions::no_tail_slots`]: SM90's 64-row
     /// wgmma tile beside the 128-row one), if any.
     tails: Vec<Option<TileKernel>>,
     /// Tail slots capacity: E where a bucket has tail slots, else 0.
@@ -1068,12 +1068,12 @@ pub struct PlanOptions {
     /// `c mod 128` rows, when at most [`TAIL_ROWS`], go to a 64-row slot that the 64-row wgmma
     /// tile runs (a second launch per FC, started on the SMs the 128-row tile's CTAs leave)
     /// instead of a mostly empty 128-row slot, wherever the 64-row tile fits beside the 128-row
-    /// one. Opt-in (`true`) and **not yet run on a GPU** (session 63: written, CPU-tested; its GPU
-    /// trials are `packed_tile_tail::*`); `false`: one 128-row slot per started 128 rows.
-    pub tail_slots: bool,
+    /// one. `true` turns them off (one 128-row slot per started 128 rows, the layout before
+    /// session 63).
+    pub no_tail_slots: bool,
 }
 
-/// The rows of a tail slot (see [`PlanOptions::tail_slots`]): the 64-row wgmma tile's.
+/// The rows of a tail slot (see [`PlanOptions::no_tail_slots`]): the 64-row wgmma tile's.
 pub const TAIL_ROWS: usize = 64;
 
 /// The decode GEMV's config for `rows` token rows (the first `kb = 1` candidate) whose dynamic
@@ -1110,7 +1110,7 @@ pub(crate) fn grouped_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKer
 }
 
 /// The tail slots' kernel of a tiled bucket whose tile is `tile` with `slots` slots at most
-/// ([`PlanOptions::tail_slots`]): SM90's 64-row wgmma tile (the deepest ring that fits)
+/// ([`PlanOptions::no_tail_slots`]): SM90's 64-row wgmma tile (the deepest ring that fits)
 /// beside the 128-row one, where the grouping's packed counts hold the slots (both below 2^16:
 /// `moe_group_scan`).
 fn tail_config(tile: TileKernel, slots: usize, device: &Device) -> Option<TileKernel> {
@@ -1157,7 +1157,7 @@ impl Decode {
                 };
                 let slots = packed::max_slots(s.experts, b.hi * s.top_k, t.tile().0);
                 max_slots = max_slots.max(slots);
-                tails.push(if options.tail_slots { tail_config(t, slots, device) } else { None });
+                tails.push(if options.no_tail_slots { None } else { tail_config(t, slots, device) });
                 tiles.push(t);
                 continue;
             }
@@ -1375,7 +1375,7 @@ impl Plan {
     pub fn tile_kernel(&self, tokens: usize) -> Option<TileKernel> {
         self.decode.as_ref().and_then(|d| d.tile_of(self.bucket_of(tokens)))
     }
-    /// The packed layout's tail slots' kernel at `tokens` ([`PlanOptions::tail_slots`]; `None`:
+    /// The packed layout's tail slots' kernel at `tokens` ([`PlanOptions::no_tail_slots`]; `None`:
     /// no tail slots there).
     pub fn tail_kernel(&self, tokens: usize) -> Option<TileKernel> {
         self.decode.as_ref().and_then(|d| d.tail_of(self.bucket_of(tokens)))
