@@ -329,7 +329,7 @@ enum Tiles {
     OwnNoTail,
     Mma,
     Wg64,
-    /// SM90's 32-row wgmma tile (session 64, not yet run on a GPU).
+    /// SM90's 32-row wgmma tile (session 64).
     Wg32,
 }
 

@@ -904,9 +904,10 @@ pub enum TileKernel {
     },
     /// SM90 only: the same wgmma body at N = 32 — 32-row slots, `m64n32k16`, stages of 26 KB
     /// (2..=4) — for experts of ~8–24 rows, where a 64-row slot's x rows are mostly empty (x
-    /// streams as many bytes as the weights there) and its tensor work mostly wasted. Written in
-    /// session 64, **not yet run on a GPU**: no plan picks it by default; [`PlanOptions::tile`]
-    /// forces it (ptxas, sm_90a: 92 / 94 registers, no spills).
+    /// streams as many bytes as the weights there) and its tensor work mostly wasted. Session 64
+    /// (H100, forced against the 64-row tile in one job): 0.95× its time at DeepSeek-V4-Flash
+    /// T = 512, 0.96× at gpt-oss-120b T = 512, 1.29–1.36× at 32 rows per expert; no plan picks it
+    /// by default, [`PlanOptions::tile`] forces it.
     Wgmma32 {
         /// Ring depth, 2..=4.
         stages: usize,
