@@ -933,14 +933,10 @@ impl TileKernel {
             TileKernel::Wgmma32 { stages } => format!("wg32_w4_wn8_s{stages}"),
         }
     }
-    /// One stage of the 64-row wgmma tile: the mma.sync tile's at BM = 64 (x 16 KB, the codes
-    /// 16 KB, the scales 2 KB).
-    fn wg64_stage() -> u32 {
-        TileConfig { w8: false, wm: 2, wn: 8, stages: 2, splits: 1 }.stage_bytes()
-    }
-    /// One stage of the 32-row wgmma tile: x 8 KB, the codes 16 KB, the scales 2 KB.
-    fn wg32_stage() -> u32 {
-        TileConfig { w8: false, wm: 1, wn: 8, stages: 2, splits: 1 }.stage_bytes()
+    /// One stage of the 64- or 32-row wgmma tile (`rows`): the mma.sync tiled body's at BM =
+    /// `rows` (x 16 / 8 KB, the codes 16 KB, the scales 2 KB).
+    fn wg_small_stage(rows: usize) -> u32 {
+        TileConfig { w8: false, wm: rows / 32, wn: 8, stages: 2, splits: 1 }.stage_bytes()
     }
     /// `(BM, BN)`: rows per slot (the grouping's R) and weight rows per CTA.
     pub fn tile(&self) -> (usize, usize) {
@@ -965,8 +961,9 @@ impl TileKernel {
             TileKernel::Mma(t) => t.dynamic_smem(),
             TileKernel::Wgmma(w) => w.dynamic_smem(),
             // The ring plus wgmma's 1024 bytes of alignment slack.
-            TileKernel::Wgmma64 { stages } => *stages as u32 * Self::wg64_stage() + 1024,
-            TileKernel::Wgmma32 { stages } => *stages as u32 * Self::wg32_stage() + 1024,
+            TileKernel::Wgmma64 { stages } | TileKernel::Wgmma32 { stages } => {
+                *stages as u32 * Self::wg_small_stage(self.tile().0) + 1024
+            }
         }
     }
     /// Whether this op builds the kernel and one CTA fits a device of `arch` with `smem_optin`
