@@ -1,0 +1,53 @@
+#!/bin/bash
+# Session 65 (issue 7): the default-on tail-slot bundle's first GPU run (session 64's STEP=2), plus
+# where the time goes at T = 4096 (every kernel of one eager call) and the decode GEMV at T = 8.
+# One bundle (sm_90a, gitignored, built on the CPU machine at eb2d097 into .gpu/bz_bt/bundle.tar.xz:
+# `B12X_CUDA_ARCHS=sm_90a cargo xtask gpu-bundle --targets gpu_fused_moe,bench_fused_moe`, then
+# `tar cJf .gpu/bz_bt/bundle.tar.xz -C .gpu bundle`).
+# STEP=1: tiled trials (tails by default, without, the 32-row tile), memcheck of the default-tail
+#   trials, T 2048 / 4096 rows with and without tails, ncu per kernel at T = 4096 (Qwen3-30B-A3B,
+#   gpt-oss-120b) and of the decode GEMV at T = 8 (DeepSeek-V4-Flash).
+# Run: STEP=1 END=570 bash bench-results/2026-12-07-gpu-i/run.sh   (carry .gpu/bz_bt)
+END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
+export B12X_ALLOW_PARTIAL_ARCHS=1
+save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
+have() { [ -f $ROOT/.gpu/bz_$1/bundle.tar.xz ]; }
+for b in bt; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
+into() { cd $ROOT/.gpu/$1/bundle/bin && export B12X_COMMIT=$(cat ../COMMIT); }
+left() { echo $((END - 10 - SECONDS)); }
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
+trials() {  # bundle, tag, timeout, per-trial deadline, filter
+  have $1 && [ $(left) -gt 40 ] && { into $1; l=$(left); timeout $(( l < $3 ? l : $3 )) bash $S ./gpu_fused_moe none $R/fm_$1_$2 16 $4 "$5" > $R/fm_$1_$2.txt 2>&1
+    echo "$1 $2: $(tail -1 $R/fm_$1_$2.txt) t=$SECONDS" >> $R/summary.txt; save; }
+}
+san() {  # bundle, tool, tag, timeout, workers, per-trial deadline, filter
+  have $1 && [ $(left) -gt 30 ] && { into $1; l=$(left); B12X_TEST_PROFILE=reduced timeout $(( l < $4 ? l : $4 )) bash $S ./gpu_fused_moe $2 $R/$2_$1_$3 $5 $6 "$7" > $R/$2_$1_$3.txt 2>&1
+    echo "$1 $2 $3: $(tail -1 $R/$2_$1_$3.txt) t=$SECONDS" >> $R/summary.txt; save; }
+}
+bench() {  # bundle, tag, tokens, filter, timeout
+  have $1 && [ $(left) -gt 30 ] && { into $1; l=$(left); B12X_MOE_TOKENS=$3 B12X_BENCH_FILTER=$4 B12X_BENCH_OUT=$R/bench_$1_$2 timeout $(( l < $5 ? l : $5 )) ./bench_fused_moe > $R/bench_$1_$2.txt 2>&1
+    echo "bench $1 $2 rc=$? t=$SECONDS" >> $R/summary.txt; save; }
+}
+ncu_call() {  # tag, filter, tokens, launches, sections...
+  local tag=$1 f=$2 tok=$3 n=$4; shift 4; [ $(left) -gt 50 ] || return; into bt; l=$(left)
+  B12X_BENCH_FILTER=$f B12X_MOE_TOKENS=$tok B12X_BENCH_SAMPLES=3 B12X_BENCH_OUT=$R/ncu_bench_$tag \
+    timeout $(( l < 90 ? l : 90 )) ncu --clock-control none --kernel-name regex:b12x_fused_moe --launch-count $n \
+    "$@" -o $R/ncu_$tag ./bench_fused_moe > $R/ncu_$tag.txt 2>&1
+  echo "ncu $tag rc=$? t=$SECONDS" >> $R/summary.txt
+  ncu --import $R/ncu_$tag.ncu-rep --page details > $R/ncu_${tag}_details.txt 2>&1; save
+}
+if [ $STEP = 1 ]; then
+  trials bt tiled 150 75 "^packed_tile(_notail|_wg32)?::"
+  san bt memcheck tail 80 16 45 '^packed_tile::(tiny::(w4a16|w4a8|nvfp4)_.*_(silu|oai7)|tiny::shared|bad_ids|graph_replay|split|persist)'
+  bench bt big 2048,4096 'fused_moe/|fused_moe_notail/' 110
+  for c in qwen3_30b_a3b gpt_oss_120b; do
+    ncu_call t4096_$c fused_moe/$c/T4096 4096 11 --section SpeedOfLight --section LaunchStats --section Occupancy
+  done
+  ncu_call t8_deepseek fused_moe/deepseek_v4_flash_tp2/T8 8 7 --section SpeedOfLight --section LaunchStats \
+    --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
+fi
+for f in $R/bench_*/fused_moe.md; do [ -f $f ] && { echo "== $f"; grep -E "/T[0-9]" $f | grep -v read_probe | cut -d'|' -f2-4,7-8; }; done
+for f in $R/ncu_*_details.txt; do echo "== $f"; grep -E "^  b12x_fused_moe|Duration  " $f | paste - - | awk '{print $1, $(NF-1), $NF}'; done
+cat $R/gpu.txt $R/summary.txt
+for f in $R/*/*fail*.log; do [ -f $f ] && { echo "== $f"; tail -6 $f; }; done 2>/dev/null | head -40
+cd $OUT && tar czf r$STEP.tgz r$STEP && rm -rf r$STEP
