@@ -30,6 +30,9 @@
 //! `fused_moe_notail/<case>` (SM90, where the default has tail slots: T from `Query::wgmma_from`):
 //! the default plan with `PlanOptions::no_tail_slots` (every expert's last rows in a 128-row
 //! slot of the 128-row tile instead of a 64-row tail slot of the 64-row one).
+//! `fused_moe_unfused_act/<case>` (SM90, where the default fuses the activation into FC1's
+//! epilogue: W4A16, gated, the wgmma tiles — config `…_fact`): the default plan with
+//! `PlanOptions::unfused_activation` (FC1's gate/up rows, then the activation kernel).
 //! `B12X_MOE_WG_STAGES=2,3` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
 //! the wgmma tile: forced with an n-stage ring (2..4) instead of the default four.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
@@ -209,9 +212,10 @@ fn main() -> Result<()> {
         };
         // (any row of the shape: the packed rows' prefixes, `fused_moe_simple` and the separate
         // GEMMs at T = 1)
-        const ROWS: [&str; 9] = [
+        const ROWS: [&str; 10] = [
             "fused_moe",
             "fused_moe_notail",
+            "fused_moe_unfused_act",
             "fused_moe_tile_wg",
             "fused_moe_tile_wg64",
             "fused_moe_tile_wg32",
@@ -255,6 +259,7 @@ fn main() -> Result<()> {
         let wg64 = PlanOptions { tile: Some(TileKernel::Wgmma64 { stages: 4 }), ..tile };
         let wg32 = PlanOptions { tile: Some(TileKernel::Wgmma32 { stages: 4 }), ..tile };
         let notail = PlanOptions { no_tail_slots: true, ..Default::default() };
+        let unfused = PlanOptions { unfused_activation: true, ..Default::default() };
         let stages = std::env::var("B12X_MOE_WG_STAGES").unwrap_or_default();
         let wanted: Vec<usize> = stages.split(',').filter_map(|n| n.trim().parse().ok()).collect();
         let wg_stages: Vec<(&'static str, PlanOptions)> = WG_STAGE_ROWS
@@ -269,6 +274,7 @@ fn main() -> Result<()> {
             let mut r = vec![(t, WeightLayout::Packed, None)];
             if t > GROUPED_ABOVE && sm90 {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_notail", notail))));
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_unfused_act", unfused))));
             }
             if t > GROUPED_ABOVE {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg", tile))));
@@ -284,7 +290,7 @@ fn main() -> Result<()> {
         });
         // (T, path, tile kernel) of the rows measured so far: a forced row that repeats one is
         // skipped.
-        let mut seen: Vec<(usize, Path, Option<TileKernel>, Option<TileKernel>)> = Vec::new();
+        let mut seen: Vec<(usize, Path, Option<TileKernel>, Option<TileKernel>, bool)> = Vec::new();
         let runs: Vec<_> = runs.chain([(1, WeightLayout::RowMajor, None)]).collect();
         for (t, layout, forced) in runs {
             let path = match (layout, forced) {
@@ -323,6 +329,14 @@ fn main() -> Result<()> {
                     }
                     default.path(t)
                 }
+                // (the default with the activation kernel: a row only where the default fuses it)
+                "fused_moe_unfused_act" => {
+                    let default = fused_moe::plan(&q, &dev)?;
+                    if !default.fused_activation(t) {
+                        continue;
+                    }
+                    default.path(t)
+                }
                 _ => Path::GroupedTile,
             };
             // A forced row only where it took hold and differs from the rows before (the grouped
@@ -334,7 +348,7 @@ fn main() -> Result<()> {
             {
                 continue;
             }
-            let key = (t, plan.path(t), plan.tile_kernel(t), plan.tail_kernel(t));
+            let key = (t, plan.path(t), plan.tile_kernel(t), plan.tail_kernel(t), plan.fused_activation(t));
             if layout == WeightLayout::Packed {
                 if forced.is_some() && (plan.path(t) != want || seen.contains(&key)) {
                     continue;
@@ -342,7 +356,10 @@ fn main() -> Result<()> {
                 seen.push(key);
             }
             let mut session = PreparationSession::new(&dev)?;
-            let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
+            let mut config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
+            if plan.fused_activation(t) {
+                config.push_str("_fact");  // FC1's epilogue applies the activation
+            }
             let mut b = Bufs {
                 x: s.clone_htod(&x_h)?,
                 ids: s.clone_htod(&ids_h)?,

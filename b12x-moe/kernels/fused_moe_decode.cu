@@ -791,12 +791,26 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
 
 // Mirrored by src/fused_moe/params.rs (MoeTileTmaParams): the wgmma tile's parameters, the
 // mma.sync tile's plus two TMA descriptors.
+// FC1's activation in the wgmma tiles' epilogue (`fused` set: W4A16 recipes, gated activations):
+// h[row, j] = bf16(w_row act(bf16(g), bf16(u))) from the tile's gate / up accumulators, stored in
+// the fragment order of h's 32-j groups — the values act_rows would write from gu (not launched).
+struct MoeTileAct {
+  bf16* h;                   // [T k rows, inter]
+  const float* row_weight;   // [T k rows]
+  int32_t inter, act;
+  float limit;
+  int32_t fused;
+};
+static_assert(sizeof(MoeTileAct) == 32, "size must match src/fused_moe/params.rs");
+
 struct MoeTileTmaParams {
   MoeTileParams t;
+  MoeTileAct act;      // FC1 only (zeros elsewhere)
   TmaDescriptor xmap;  // the call's rows (x^ / h) [T k rows, K] bf16: boxes 64 k x BM (128, 64 or 32) rows, 128-byte swizzle
   TmaDescriptor wmap;  // the stacked codes [E rbs 128 rows, K / 2 bytes] as bf16 pairs: boxes 32 x 256 rows,
                        // 64-byte swizzle
 };
+static_assert(offsetof(MoeTileTmaParams, act) == 200, "offset must match params.rs");
 static_assert(offsetof(MoeTileTmaParams, xmap) == 256, "offset must match params.rs");
 static_assert(offsetof(MoeTileTmaParams, wmap) == 384, "offset must match params.rs");
 static_assert(sizeof(MoeTileTmaParams) == 512, "size must match params.rs");
@@ -852,6 +866,44 @@ __device__ __forceinline__ void mma_m64n32k16_rs(float (&d)[16], const uint32_t 
 #endif
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
+
+// FC1's epilogue with the activation fused (MoeTileAct::fused; the wgmma tiles, MT = 1): the
+// warp's weight rows r + g and r + 8 + g (r: its first expert-local FC1 row, a multiple of 16) are
+// the gate and the up row of j = r / 2 + g (FC1's interleave: gate j at 16 (j / 8) + j % 8, up 8
+// further). Each value is finish's bf16 output (acc times out_scale, rounded) taken back to f32,
+// as act_rows reads gu; h = bf16(w_row act(g, u)) as act_rows computes it. Lanes g and g ^ 1
+// (lane ^ 4) hold j and j ^ 1 of tokens 2t and 2t + 1: after one exchange the even lane stores
+// token 2t's pair (j, j + 1), the odd lane token 2t + 1's — pair a = j / 2 % 16 of the 32-j group
+// r / 64 at word 4 (a % 4) + a / 4 (moe_store_group's order; a / 4 is the warp's (r / 16) % 4).
+template <int ACT, int XT>
+__device__ __forceinline__ void moe_act_epilogue(const MoeTileTmaParams& mpt, const BsGemmParams& p, int n0, int nrow0,
+                                                 const float (&acc)[XT][4]) {
+  const MoeTileParams& mp = mpt.t;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int r = n0 - (p.n - mp.g.n) + nrow0;  // p.n = the tile's row shift + n
+  if (r >= mp.g.n) return;                    // warp-uniform: n = 2 inter, a multiple of 64
+  const long long row0 = (p.x - mp.g.x) / mp.g.ldx;  // the slot's first row
+  const long long inter = mpt.act.inter;
+  bf16* h = mpt.act.h + row0 * inter + (r >> 6) * 32 + 2 * (4 * (g >> 1) + ((r >> 4) & 3));
+  const float* rw = mpt.act.row_weight + row0;
+  const float os = p.out_scale, limit = mpt.act.limit;
+  const bool odd = (g & 1) != 0;
+#pragma unroll
+  for (int jt = 0; jt < XT; ++jt) {
+    float v[2];
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int tok = 8 * jt + 2 * t + b;
+      const float gv = __bfloat162float(__float2bfloat16_rn(acc[jt][b] * os));
+      const float uv = __bfloat162float(__float2bfloat16_rn(acc[jt][2 + b] * os));
+      v[b] = tok < p.m ? rw[tok] * moe_act<ACT>(gv, uv, limit) : 0.0f;
+    }
+    const float other = __shfl_xor_sync(0xffffffffu, odd ? v[0] : v[1], 4);
+    const int tok = 8 * jt + 2 * t + (odd ? 1 : 0);
+    if (tok < p.m)
+      *reinterpret_cast<uint32_t*>(h + tok * inter) = odd ? moe_pack_bf16x2(other, v[1]) : moe_pack_bf16x2(v[0], other);
+  }
+}
 template <bsgemv::Fmt F, int kBm>
 __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 #if B12X_SM90_FEATURES
@@ -1084,7 +1136,14 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   cw.m0 = 0, cw.n0 = (tile0 + j * tstride) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
   // kSplit = false: finish's split-K merge has block barriers, which warps in different tiles
   // would not meet (the moe launches never split).
-  bsgemm::finish<MT, XT, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
+  if (mpt.act.fused == 0) {
+    bsgemm::finish<MT, XT, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
+  } else if (mpt.act.act == kActSilu) {
+    static_assert(MT == 1, "the fused epilogue takes one m64 tile per warp");
+    moe_act_epilogue<kActSilu, XT>(mpt, s_p[j % kPr], cw.n0, nrow0, acc[0]);
+  } else {
+    moe_act_epilogue<kActSwigluOai, XT>(mpt, s_p[j % kPr], cw.n0, nrow0, acc[0]);
+  }
   }
   if (waits_last) pdl_wait();
 #else

@@ -1121,3 +1121,50 @@ fn wgmma_fragment_order_keeps_the_dot_product() {
         }
     }
 }
+
+/// FC1's fused activation epilogue (SM90's wgmma tiles, `moe_act_epilogue` in
+/// `kernels/fused_moe_decode.cu`): warp wl of warpgroup wgi in N tile nt holds FC1 rows r + g and
+/// r + 8 + g (r = 256 nt + 64 wgi + 16 wl), lane (g, t) tokens 8 jt + 2t + b; after the lane ^ 4
+/// exchange the even lane stores token 2t's pair, the odd lane token 2t + 1's, at element
+/// 32 (r / 64) + 2 (4 (g / 2) + (r / 16) % 4) of the token's h row. Emulated over a slot's whole
+/// (token, j) set: the lane's rows are the gate and the up row of one j, and every word the
+/// activation kernel stores (`moe_store_group`: word 4 (a % 4) + a / 4 of group G holds pair a of
+/// the group's k order) is stored exactly once, with that pair's two j.
+#[test]
+fn fused_activation_epilogue_stores_the_activation_kernels_words() {
+    use std::collections::HashMap;
+    for inter in [32usize, 96, 768, 2880] {
+        let (n, rows) = (2 * inter, 32usize);
+        let mut stored: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
+        for nt in 0..n.div_ceil(256) {
+            for (wgi, wl) in (0..4).flat_map(|a| (0..4).map(move |b| (a, b))) {
+                let r = 256 * nt + 64 * wgi + 16 * wl;
+                if r >= n {
+                    continue;
+                }
+                for lane in 0..32 {
+                    let (g, t, odd) = (lane / 4, lane % 4, lane / 4 % 2 == 1);
+                    let j = source_row(r + g, n, true).unwrap();
+                    assert_eq!(source_row(r + 8 + g, n, true), Some(inter + j), "up row of j {j}");
+                    let other = source_row(r + (g ^ 1), n, true).unwrap();
+                    for jt in 0..rows / 8 {
+                        let tok = 8 * jt + 2 * t + usize::from(odd);
+                        let pair = if odd { (other, j) } else { (j, other) };
+                        let elem = 32 * (r / 64) + 2 * (4 * (g / 2) + (r / 16) % 4);
+                        assert!(stored.insert((tok, elem), pair).is_none(), "inter {inter}: ({tok}, {elem}) twice");
+                    }
+                }
+            }
+        }
+        for tok in 0..rows {
+            for group in 0..inter / 32 {
+                for pos in 0..16 {
+                    let a = 4 * (pos % 4) + pos / 4;
+                    let want = (32 * group + 2 * a, 32 * group + 2 * a + 1);
+                    assert_eq!(stored.remove(&(tok, 32 * group + 2 * pos)), Some(want), "inter {inter}, token {tok}");
+                }
+            }
+        }
+        assert!(stored.is_empty(), "inter {inter}: {} words outside h", stored.len());
+    }
+}

@@ -611,6 +611,32 @@ fn trials() -> Vec<GpuTrial> {
             }));
         }
     }
+    // FC1's fused activation against the unfused plan, bit for bit: every W4A16 recipe and
+    // activation (ReLU² and the quantizing recipes: both plans unfused) on each of SM90's tiles —
+    // T = 64: only 64-row tail slots with the default tiles; shared_50 at T = 300: full 128-row
+    // slots and tails; the 64- and 32-row tiles forced — and the models at T = 512 (the 64-row
+    // tile) and 1024 (the 128-row tile and tails).
+    for (tname, kind) in [("own", Tiles::Own), ("wg64", Tiles::Wg64), ("wg32", Tiles::Wg32), ("mma", Tiles::Mma)] {
+        for (fname, recipe) in recipes {
+            for (aname, act) in acts {
+                let sh = Shape { recipe, ..tiny(Fp4::Mxfp4, act) };
+                out.push(GpuTrial::new(format!("fused_act::{tname}::tiny::{fname}_{aname}::t64"), move |dev| {
+                    fused_act_equals_unfused(dev, tile_opts(dev, kind), sh, 64, Workload::Random, 31)
+                }));
+            }
+        }
+        out.push(GpuTrial::new(format!("fused_act::{tname}::tiny::shared_50::t300"), move |dev| {
+            let sh = tiny(Fp4::Nvfp4, Activation::SwigluOai { limit: 7.0 });
+            fused_act_equals_unfused(dev, tile_opts(dev, kind), sh, 300, Workload::SharedPct(50), 33)
+        }));
+    }
+    for (name, sh) in [("qwen3_30b_a3b", Shape::qwen3_30b_a3b()), ("gpt_oss_120b", Shape::gpt_oss_120b())] {
+        for t in [512usize, 1024] {
+            out.push(GpuTrial::new(format!("fused_act::models::{name}::t{t}"), move |dev| {
+                fused_act_equals_unfused(dev, PlanOptions::default(), sh, t, Workload::Random, 35)
+            }));
+        }
+    }
     // The tile kernel a plan picks: SM90 the wgmma body (128-row slots) from `Query::wgmma_from`
     // (1024 on Qwen3-30B-A3B) and the 64-row wgmma tile (64-row slots) below it, elsewhere the
     // mma.sync body (64-row slots); `PlanOptions::wgmma_from` moves the boundary; wgmma forced off SM90, or an
@@ -651,6 +677,21 @@ fn trials() -> Vec<GpuTrial> {
                 (k, 64) if want_tail && k == wg64_s4 => {}
                 (None, 0) if !want_tail => {}
                 got => return Err(format!("tail slots at T = {t} with {opts:?}: {got:?}")),
+            }
+        }
+        // FC1's fused activation: wherever a wgmma tile runs a W4A16 recipe with a gated
+        // activation (Qwen3-30B-A3B: W4A16 NVFP4, SiLU), not on the GEMV paths, not when turned off.
+        let unfused = PlanOptions { unfused_activation: true, ..default };
+        for (t, opts, want_fused) in [(4096, default, sm90), (512, default, sm90), (8, default, false), (4096, unfused, false)] {
+            let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
+            if plan.fused_activation(t) != want_fused {
+                return Err(format!("fused activation at T = {t} with {opts:?}: {}", plan.fused_activation(t)));
+            }
+        }
+        for sh in [Shape { recipe: Recipe::W4a8Mx, ..q.shape }, Shape { activation: Activation::Relu2, ..q.shape }] {
+            let plan = fused_moe::plan_with(&Query { shape: sh, ..q }, dev, default).map_err(|e| e.to_string())?;
+            if plan.fused_activation(4096) {
+                return Err(format!("fused activation planned for {:?} / {:?}", sh.recipe, sh.activation));
             }
         }
         want(4096, default, sm90)?;
@@ -994,6 +1035,49 @@ fn graph_replay(dev: &Arc<Device>, layout: WeightLayout, t: usize, opts: PlanOpt
         return Err("the replay on a new routing differs from an eager call on it".into());
     }
     compare(sh.hidden, &replayed, &fused_moe(&sh, &experts, &x, &ids1, &w1, Some(&d.act)).map_err(err)?.y)
+}
+
+/// FC1's fused activation (SM90's wgmma tiles, W4A16 recipes, gated activations): y equal bit for
+/// bit to the plan with `PlanOptions::unfused_activation` (FC1's gate/up rows, then the
+/// activation kernel) on the same inputs — the fused plans are checked against the oracle by the
+/// `packed_tile*` trials — and each plan reports what it runs (`Plan::fused_activation`: SM90,
+/// a W4A16 recipe, a gated activation, not turned off).
+fn fused_act_equals_unfused(
+    dev: &Arc<Device>,
+    opts: PlanOptions,
+    sh: Shape,
+    t: usize,
+    how: Workload,
+    seed: u64,
+) -> TrialResult {
+    let s = dev.stream();
+    let q = Query { shape: sh, max_tokens: t, layout: WeightLayout::Packed, router: None };
+    let experts = Experts::random(&sh, seed);
+    let d = upload_experts(&sh, &experts, WeightLayout::Packed, s)?;
+    let x: Vec<bf16> = uniform(seed ^ 0xabc, t * sh.hidden, -2.0, 2.0).into_iter().map(bf16::from_f32).collect();
+    let (ids, w) = route(&sh, t, how, seed);
+    let fusable = dev.arch() == b12x_core::Arch::Sm90
+        && matches!(sh.recipe, Recipe::W4a16(_))
+        && sh.activation.gated()
+        && opts.tile.is_none_or(|k| k.is_wgmma());
+    let mut ys = Vec::new();
+    for unfused in [false, true] {
+        let (plan, _session) = prepared_with(dev, &q, PlanOptions { unfused_activation: unfused, ..opts })?;
+        if plan.path(t) != Path::GroupedTile {
+            return Err(format!("T = {t} takes {:?}, the trial is for the tiled path", plan.path(t)));
+        }
+        if plan.fused_activation(t) != (fusable && !unfused) {
+            return Err(format!("unfused_activation {unfused}: fused_activation(T = {t}) = {}", plan.fused_activation(t)));
+        }
+        let mut c = new_call(&plan, &x, &ids, &w, s)?;
+        run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;
+        ys.push(s.clone_dtoh(&c.y).map_err(err)?);
+    }
+    let differ = ys[0].iter().zip(&ys[1]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+    if differ > 0 {
+        return Err(format!("{differ} of {} outputs differ between the fused and the unfused activation", ys[0].len()));
+    }
+    Ok(())
 }
 
 fn bad_inputs(dev: &Arc<Device>) -> TrialResult {

@@ -121,7 +121,7 @@ pub mod reference;
 pub use packed::PackedExperts;
 pub use params::{
     FusedMoeParams, MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileParams,
-    MoeTileTmaParams, EARLY_LOCAL, EARLY_NONE, EARLY_PAIRS, EARLY_ROUTE,
+    MoeTileAct, MoeTileTmaParams, EARLY_LOCAL, EARLY_NONE, EARLY_PAIRS, EARLY_ROUTE,
 };
 
 use crate::route_topk::{self, RouteTopkParams, Router, ScoreFn};
@@ -839,6 +839,9 @@ struct Decode {
     tails: Vec<Option<TileKernel>>,
     /// Tail slots capacity: E where a bucket has tail slots, else 0.
     tail_slots: usize,
+    /// FC1's epilogue applies the activation wherever a bucket runs a wgmma tile
+    /// ([`PlanOptions::unfused_activation`]: W4A16, gated activations).
+    fused_act: bool,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
     /// Slots capacity (the largest over the buckets), and over the GEMV buckets only (the
@@ -937,6 +940,10 @@ impl TileKernel {
     /// `rows` (x 16 / 8 KB, the codes 16 KB, the scales 2 KB).
     fn wg_small_stage(rows: usize) -> u32 {
         TileConfig { w8: false, wm: rows / 32, wn: 8, stages: 2, splits: 1 }.stage_bytes()
+    }
+    /// SM90's wgmma tiles (128-, 64- or 32-row slots; their x operands in fragment order).
+    pub fn is_wgmma(&self) -> bool {
+        !matches!(self, TileKernel::Mma(_))
     }
     /// `(BM, BN)`: rows per slot (the grouping's R) and weight rows per CTA.
     pub fn tile(&self) -> (usize, usize) {
@@ -1069,6 +1076,12 @@ pub struct PlanOptions {
     /// one. `true` turns them off (one 128-row slot per started 128 rows, the layout before
     /// session 63).
     pub no_tail_slots: bool,
+    /// Packed layout, SM90's wgmma tiles, W4A16 recipes with a gated activation: FC1's epilogue
+    /// applies the activation and the routing weight and writes h directly (the values the
+    /// activation kernel would write from FC1's gate/up rows, bit for bit), so the call has no
+    /// activation launch and FC1 writes I instead of 2·I values per row. `true` turns this off
+    /// (FC1 writes gate/up rows and the activation kernel follows: the layout before session 65).
+    pub unfused_activation: bool,
 }
 
 /// The rows of a tail slot (see [`PlanOptions::no_tail_slots`]): the 64-row wgmma tile's.
@@ -1179,12 +1192,15 @@ impl Decode {
             Some(n) => n,
         };
         let tail_slots = if tails.iter().any(Option::is_some) { s.experts } else { 0 };
+        let fused_act =
+            !options.unfused_activation && quant_code(s.recipe) == 0 && s.activation.gated();
         Ok(Decode {
             paths: paths.to_vec(),
             configs,
             tiles,
             tails,
             tail_slots,
+            fused_act,
             rbs,
             max_slots,
             decode_slots,
@@ -1201,6 +1217,12 @@ impl Decode {
     /// The tail slots' kernel of a tiled bucket (`None`: no tail slots there).
     fn tail_of(&self, bucket: usize) -> Option<TileKernel> {
         bucket.checked_sub(self.configs.len()).and_then(|i| self.tails.get(i)).copied().flatten()
+    }
+
+    /// Whether FC1's epilogue applies the activation in `bucket` (a wgmma tile's bucket of a
+    /// plan with [`Decode::fused_act`]).
+    fn act_fused_in(&self, bucket: usize) -> bool {
+        self.fused_act && self.tile_of(bucket).is_some_and(|t| t.is_wgmma())
     }
 
     /// `(grid, units)` of one FC launch at `tokens` with `c` on a matrix of `rbs` row blocks and
@@ -1377,6 +1399,12 @@ impl Plan {
     /// no tail slots there).
     pub fn tail_kernel(&self, tokens: usize) -> Option<TileKernel> {
         self.decode.as_ref().and_then(|d| d.tail_of(self.bucket_of(tokens)))
+    }
+    /// Whether FC1's epilogue applies the activation at `tokens` (no activation launch; see
+    /// [`PlanOptions::unfused_activation`]): the tiled path with SM90's wgmma tiles, a W4A16
+    /// recipe and a gated activation, unless the plan's options turn it off.
+    pub fn fused_activation(&self, tokens: usize) -> bool {
+        self.decode.as_ref().is_some_and(|d| d.act_fused_in(self.bucket_of(tokens)))
     }
     /// The packed layout's tail slots' rows at `tokens`: [`TAIL_ROWS`] where it has tail slots,
     /// else 0.
@@ -1733,6 +1761,8 @@ struct GroupedCall {
     /// with its TMA descriptors).
     fc1: MoeTileTmaParams,
     act: MoeActParams,
+    /// FC1's epilogue applies the activation (`fc1.act`): no activation launch.
+    fused_act: bool,
     fc2: MoeTileTmaParams,
     wgmma: bool,
     rows: MoeRowsParams,
@@ -1763,7 +1793,8 @@ fn grouped_call(
     let bound = layout.bind(scratch)?;
     let (e, k, hd, i, r1) = (s.experts, s.top_k, s.hidden, s.inter, s.fc1_rows());
     let (bm, bn) = tile.tile();
-    let wgmma = matches!(tile, TileKernel::Wgmma(_) | TileKernel::Wgmma64 { .. } | TileKernel::Wgmma32 { .. });
+    let wgmma = tile.is_wgmma();
+    let fused_act = d.act_fused_in(bucket);
     let pairs = t * k;
     let quant = quant_code(s.recipe);
     let (ids_ptr, weights_ptr, topk) = routing_for(q, args, t, &bound)?;
@@ -1872,8 +1903,21 @@ fn grouped_call(
         Ok::<_, Error>(p)
     };
     // FC1 and FC2 of `kern` on the slots `at` (as `tile_params`).
+    // FC1's fused activation (the wgmma tiles, `fused_act`): h and the rows' weights.
+    let fc1_act = MoeTileAct {
+        h: bound.ptr("h"),
+        row_weight: bound.ptr("row_weight"),
+        inter: i as i32,
+        act: act_code(s.activation),
+        limit: q.limit(),
+        fused: 1,
+    };
     let fcs = |kern: TileKernel, at: (u64, u64, usize, bool)| {
-        let fc1 = tile_params(kern, at, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
+        let mut fc1 =
+            tile_params(kern, at, &w.fc1, hd, r1, bound.ptr("xq"), hd, bound.ptr("gu"), a1, ("xq", "fc1.codes"))?;
+        if fused_act {
+            fc1.act = fc1_act;
+        }
         let fc2 = tile_params(kern, at, &w.fc2, i, hd, bound.ptr("h"), i, bound.ptr("y_rows"), a2, ("h", "fc2.codes"))?;
         Ok::<_, Error>((fc1, fc2))
     };
@@ -1910,6 +1954,7 @@ fn grouped_call(
         group,
         fc1,
         act,
+        fused_act,
         fc2,
         wgmma,
         rows,
@@ -1999,7 +2044,10 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
         if let Some((k, (fc1, _))) = tail {
             k.launch_ex(stream, tail_dims(c.tail_grids.0), fc1, pdl)?;
         }
-        act.launch_ex(stream, blocks(pairs * (c.act.inter as usize / xb), 256), &c.act, pdl)?;
+        // (With the activation in FC1's epilogue, FC2 waits on FC1's launches directly.)
+        if !c.fused_act {
+            act.launch_ex(stream, blocks(pairs * (c.act.inter as usize / xb), 256), &c.act, pdl)?;
+        }
         if c.wgmma {
             tile.launch_ex(stream, tile_dims(c.grids.1), &c.fc2, pdl)?;
         } else {

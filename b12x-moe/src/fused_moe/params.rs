@@ -242,12 +242,29 @@ pub struct MoeTileParams {
 #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct MoeTileTmaParams {
     pub t: MoeTileParams,
-    pub pad: [u64; 7],
+    /// FC1's activation in the epilogue (zeros: FC2, or FC1 writing gate/up rows).
+    pub act: MoeTileAct,
+    pub pad: [u64; 3],
     /// The call's rows (x̂ or h) `[T·k, K]` bf16: boxes of 64 k × the slot's rows (128, or 64 for the 64-row tile), 128-byte swizzle.
     pub xmap: [u64; 16],
     /// The stacked codes `[E·rbs·128, K/2]` bytes as bf16 pairs: boxes of 32 × 256 rows,
     /// 64-byte swizzle.
     pub wmap: [u64; 16],
+}
+
+/// FC1's activation fused into SM90's wgmma tiles' epilogue (`MoeTileAct` in the kernel): with
+/// `fused` set, FC1 writes `h` (the activation kernel's output, in the tiles' fragment order)
+/// instead of gate/up rows, and the activation kernel is not launched. W4A16 recipes, gated
+/// activations (`act`: SiLU 0 or SwiGLU-OAI 1).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct MoeTileAct {
+    pub h: u64,
+    pub row_weight: u64,
+    pub inter: i32,
+    pub act: i32,
+    pub limit: f32,
+    pub fused: i32,
 }
 
 /// The grouped path's activation kernel (`b12x_fused_moe_act_rows`).
@@ -280,6 +297,8 @@ const _: () = {
     assert!(offset_of!(MoeTileParams, slots) == 152);
     assert!(offset_of!(MoeTileParams, ntiles) == 184);
     assert!(size_of::<MoeTileTmaParams>() == 512);
+    assert!(size_of::<MoeTileAct>() == 32);
+    assert!(offset_of!(MoeTileTmaParams, act) == 200);
     assert!(offset_of!(MoeTileTmaParams, xmap) == 256);
     assert!(offset_of!(MoeTileTmaParams, wmap) == 384);
     assert!(std::mem::align_of::<MoeTileTmaParams>() == 64);
