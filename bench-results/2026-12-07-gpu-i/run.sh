@@ -1,18 +1,21 @@
 #!/bin/bash
 # Session 65 (issue 7): the default-on tail-slot bundle's first GPU run (session 64's STEP=2), plus
 # where the time goes at T = 4096 (every kernel of one eager call) and the decode GEMV at T = 8.
-# One bundle (sm_90a, gitignored, built on the CPU machine at eb2d097 into .gpu/bz_bt/bundle.tar.xz:
-# `B12X_CUDA_ARCHS=sm_90a cargo xtask gpu-bundle --targets gpu_fused_moe,bench_fused_moe`, then
-# `tar cJf .gpu/bz_bt/bundle.tar.xz -C .gpu bundle`).
-# STEP=1: tiled trials (tails by default, without, the 32-row tile), memcheck of the default-tail
-#   trials, T 2048 / 4096 rows with and without tails, ncu per kernel at T = 4096 (Qwen3-30B-A3B,
-#   gpt-oss-120b) and of the decode GEMV at T = 8 (DeepSeek-V4-Flash).
-# Run: STEP=1 END=570 bash bench-results/2026-12-07-gpu-i/run.sh   (carry .gpu/bz_bt)
+# Two bundles (sm_90a, gitignored, built on the CPU machine with `B12X_CUDA_ARCHS=sm_90a cargo xtask
+# gpu-bundle --targets gpu_fused_moe,bench_fused_moe`, then `tar cJf .gpu/bz_<b>/bundle.tar.xz -C
+# .gpu bundle`): bt = eb2d097 (tails by default, session 64's kernels), bf = ad89b9e (FC1's
+# activation fused into the wgmma tiles' epilogue for W4A16 gated: trials `fused_act::*`, bench rows
+# `fused_moe_unfused_act/<case>`; its k loops' registers moved, so bt's default rows are the A/B).
+# STEP=1: bf's tiled trials (tails by default, without, the 64- / 32-row tiles) + fused_act trials,
+#   memcheck of the fused / default-tail trials, T 512 / 2048 / 4096 rows (bf: default, unfused,
+#   no tails; bt: default), ncu per kernel at T = 4096 (Qwen3-30B-A3B, gpt-oss-120b) and of the
+#   decode GEMV at T = 8 (DeepSeek-V4-Flash).
+# Run: STEP=1 END=570 bash bench-results/2026-12-07-gpu-i/run.sh   (carry .gpu/bz_bt .gpu/bz_bf)
 END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1
 save() { (cd $OUT && tar czf r$STEP.tgz r$STEP); }
 have() { [ -f $ROOT/.gpu/bz_$1/bundle.tar.xz ]; }
-for b in bt; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
+for b in bt bf; do have $b && { mkdir -p $ROOT/.gpu/$b && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" $ROOT/.gpu/bz_$b/bundle.tar.xz $ROOT/.gpu/$b; }; done
 into() { cd $ROOT/.gpu/$1/bundle/bin && export B12X_COMMIT=$(cat ../COMMIT); }
 left() { echo $((END - 10 - SECONDS)); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
@@ -29,7 +32,7 @@ bench() {  # bundle, tag, tokens, filter, timeout
     echo "bench $1 $2 rc=$? t=$SECONDS" >> $R/summary.txt; save; }
 }
 ncu_call() {  # tag, filter, tokens, launches, sections...
-  local tag=$1 f=$2 tok=$3 n=$4; shift 4; [ $(left) -gt 50 ] || return; into bt; l=$(left)
+  local tag=$1 f=$2 tok=$3 n=$4; shift 4; [ $(left) -gt 50 ] || return; into bf; l=$(left)
   B12X_BENCH_FILTER=$f B12X_MOE_TOKENS=$tok B12X_BENCH_SAMPLES=3 B12X_BENCH_OUT=$R/ncu_bench_$tag \
     timeout $(( l < 90 ? l : 90 )) ncu --clock-control none --kernel-name regex:b12x_fused_moe --launch-count $n \
     "$@" -o $R/ncu_$tag ./bench_fused_moe > $R/ncu_$tag.txt 2>&1
@@ -37,9 +40,10 @@ ncu_call() {  # tag, filter, tokens, launches, sections...
   ncu --import $R/ncu_$tag.ncu-rep --page details > $R/ncu_${tag}_details.txt 2>&1; save
 }
 if [ $STEP = 1 ]; then
-  trials bt tiled 150 75 "^packed_tile(_notail|_wg32)?::"
-  san bt memcheck tail 80 16 45 '^packed_tile::(tiny::(w4a16|w4a8|nvfp4)_.*_(silu|oai7)|tiny::shared|bad_ids|graph_replay|split|persist)'
-  bench bt big 2048,4096 'fused_moe/|fused_moe_notail/' 110
+  trials bf tiled 150 75 "^packed_tile(_notail|_wg64|_wg32)?::|^fused_act::"
+  san bf memcheck fused 70 16 45 '^fused_act::(own|wg32)::tiny::w4a16_.*_(silu_limit1|oai7)|^fused_act::own::tiny::shared_50|^packed_tile::(tiny::(w4a16|w4a8|nvfp4)_.*_(silu|oai7)|tiny::shared|bad_ids|graph_replay|split|persist)'
+  bench bf big 512,2048,4096 'fused_moe/|fused_moe_unfused_act/|fused_moe_notail/' 130
+  bench bt big 512,2048,4096 'fused_moe/' 80
   for c in qwen3_30b_a3b gpt_oss_120b; do
     ncu_call t4096_$c fused_moe/$c/T4096 4096 11 --section SpeedOfLight --section LaunchStats --section Occupancy
   done
