@@ -45,7 +45,8 @@ if [ $STEP = 1 ]; then
   bench bf big 512,2048,4096 'fused_moe/|fused_moe_unfused_act/|fused_moe_notail/' 130
   bench bt big 512,2048,4096 'fused_moe/' 80
   for c in qwen3_30b_a3b gpt_oss_120b; do
-    ncu_call t4096_$c fused_moe/$c/T4096 4096 11 --section SpeedOfLight --section LaunchStats --section Occupancy
+    ncu_call t4096_$c fused_moe/$c/T4096 4096 11 --section SpeedOfLight --section LaunchStats --section Occupancy \
+      --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
   done
   ncu_call t8_deepseek fused_moe/deepseek_v4_flash_tp2/T8 8 7 --section SpeedOfLight --section LaunchStats \
     --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
