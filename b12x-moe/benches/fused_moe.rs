@@ -358,7 +358,7 @@ fn main() -> Result<()> {
             let mut session = PreparationSession::new(&dev)?;
             let mut config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
             if plan.fused_activation(t) {
-                config.push_str("_fact");  // FC1's epilogue applies the activation
+                config.push_str("_fact"); // FC1's epilogue applies the activation
             }
             let mut b = Bufs {
                 x: s.clone_htod(&x_h)?,

@@ -682,7 +682,9 @@ fn trials() -> Vec<GpuTrial> {
         // FC1's fused activation: wherever a wgmma tile runs a W4A16 recipe with a gated
         // activation (Qwen3-30B-A3B: W4A16 NVFP4, SiLU), not on the GEMV paths, not when turned off.
         let unfused = PlanOptions { unfused_activation: true, ..default };
-        for (t, opts, want_fused) in [(4096, default, sm90), (512, default, sm90), (8, default, false), (4096, unfused, false)] {
+        for (t, opts, want_fused) in
+            [(4096, default, sm90), (512, default, sm90), (8, default, false), (4096, unfused, false)]
+        {
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
             if plan.fused_activation(t) != want_fused {
                 return Err(format!("fused activation at T = {t} with {opts:?}: {}", plan.fused_activation(t)));
@@ -1067,7 +1069,10 @@ fn fused_act_equals_unfused(
             return Err(format!("T = {t} takes {:?}, the trial is for the tiled path", plan.path(t)));
         }
         if plan.fused_activation(t) != (fusable && !unfused) {
-            return Err(format!("unfused_activation {unfused}: fused_activation(T = {t}) = {}", plan.fused_activation(t)));
+            return Err(format!(
+                "unfused_activation {unfused}: fused_activation(T = {t}) = {}",
+                plan.fused_activation(t)
+            ));
         }
         let mut c = new_call(&plan, &x, &ids, &w, s)?;
         run_call(&plan, &sh, &d, &mut c, s).map_err(err)?;

@@ -120,8 +120,8 @@ pub mod reference;
 
 pub use packed::PackedExperts;
 pub use params::{
-    FusedMoeParams, MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileParams,
-    MoeTileAct, MoeTileTmaParams, EARLY_LOCAL, EARLY_NONE, EARLY_PAIRS, EARLY_ROUTE,
+    FusedMoeParams, MoeActParams, MoeGemvParams, MoeGroupParams, MoeRouteParams, MoeRowsParams, MoeTileAct,
+    MoeTileParams, MoeTileTmaParams, EARLY_LOCAL, EARLY_NONE, EARLY_PAIRS, EARLY_ROUTE,
 };
 
 use crate::route_topk::{self, RouteTopkParams, Router, ScoreFn};
@@ -1192,8 +1192,7 @@ impl Decode {
             Some(n) => n,
         };
         let tail_slots = if tails.iter().any(Option::is_some) { s.experts } else { 0 };
-        let fused_act =
-            !options.unfused_activation && quant_code(s.recipe) == 0 && s.activation.gated();
+        let fused_act = !options.unfused_activation && quant_code(s.recipe) == 0 && s.activation.gated();
         Ok(Decode {
             paths: paths.to_vec(),
             configs,
