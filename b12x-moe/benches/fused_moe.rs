@@ -57,6 +57,8 @@ use std::sync::Arc;
 
 const TOKENS: [usize; 6] = [1, 2, 8, 64, 512, 4096];
 const QUICK_TOKENS: [usize; 2] = [1, 8];
+/// What a packed row runs: (T, path, tile kernel, tail kernel, activation fused into FC1).
+type RowKey = (usize, Path, Option<TileKernel>, Option<TileKernel>, bool);
 /// `B12X_MOE_WG_STAGES`'s ring depths and their rows.
 const WG_STAGE_ROWS: [(usize, &str); 3] =
     [(2, "fused_moe_tile_wg_s2"), (3, "fused_moe_tile_wg_s3"), (4, "fused_moe_tile_wg_s4")];
@@ -290,7 +292,7 @@ fn main() -> Result<()> {
         });
         // (T, path, tile kernel) of the rows measured so far: a forced row that repeats one is
         // skipped.
-        let mut seen: Vec<(usize, Path, Option<TileKernel>, Option<TileKernel>, bool)> = Vec::new();
+        let mut seen: Vec<RowKey> = Vec::new();
         let runs: Vec<_> = runs.chain([(1, WeightLayout::RowMajor, None)]).collect();
         for (t, layout, forced) in runs {
             let path = match (layout, forced) {
