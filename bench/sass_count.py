@@ -47,7 +47,8 @@ def ensure_cuobjdump():
 def build(tree, source, arch, out):
     """Compiles tree/source to the cubin `out`; returns {entry: (registers, spill bytes)}."""
     cmd = [NVCC, "-cubin", f"-arch={arch}", "-std=c++17", "-O3", "--expt-relaxed-constexpr", "-Xptxas", "-v",
-           "-I", os.path.join(tree, "b12x-core/include"), "-o", out, os.path.join(tree, source)]
+           "-I", os.path.join(tree, "b12x-core/include"), "-I", os.path.join(tree, "b12x-gemm/include"),
+           "-I", os.path.join(tree, "b12x-quant/include"), "-o", out, os.path.join(tree, source)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(res.stderr)

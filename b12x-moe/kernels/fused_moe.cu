@@ -4,7 +4,8 @@
 //   h[p, j] = bf16(w * act(g, u))          y_pairs[p, o] = bf16(sum_j h[p, j] * W2_e[o, j])
 //   y[t, o] = bf16(sum over valid slots, in slot order, of f32(y_pairs[p, o]))
 //   W = e2m1 * scale (MXFP4: UE8M0 per 32, exact; NVFP4: (e2m1 * UE4M3 per 16) / enc, the IEEE
-//   division b12x-quant's dequantizer does), f32 accumulation in c / j order, precise expf.
+//   division b12x-quant's dequantizer does), f32 accumulation in c / j order, the activation of
+//   moe_math.cuh (the SFU's exp and reciprocal).
 //   W4A8 MX / NVFP4 recipes: x's row (FC1) and h's row (FC2) are replaced by b12x-quant's
 //   quantize-then-dequantize (MXFP8: E4M3, UE8M0 per 32, CeilPow2; NVFP4: E2M1, UE4M3 per 16 with
 //   the expert's calibrated encode scale a1[e] / a2[e]) before the dot products.

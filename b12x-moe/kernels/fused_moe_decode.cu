@@ -885,6 +885,9 @@ __device__ __forceinline__ void moe_act_epilogue(const MoeTileTmaParams& mpt, co
   const long long row0 = (p.x - mp.g.x) / mp.g.ldx;  // the slot's first row
   const long long inter = mpt.act.inter;
   bf16* h = mpt.act.h + row0 * inter + (r >> 6) * 32 + 2 * (4 * (g >> 1) + ((r >> 4) & 3));
+  // Row weights: written by the grouping, whose grid completed before any CTA of the 128-row
+  // launch passed its wait, so before this grid began even as the tail slots' launch
+  // (late_wait). (Loads with .cg, as the slots, made ptxas spill the 128-row tile: plain loads.)
   const float* rw = mpt.act.row_weight + row0;
   const float os = p.out_scale, limit = mpt.act.limit;
   const bool odd = (g & 1) != 0;

@@ -1,6 +1,6 @@
 // moe_math.cuh — moe.fused_moe's element math, shared by its simple and decode kernels.  crate: b12x-moe
 //   moe_act<ACT>(g, u, L): the expert activation on FC1's BF16 outputs taken to f32 (SiLU-gated
-//     with DeepSeek's limit, gpt-oss's SwiGLU-OAI, ReLU^2), precise expf.
+//     with DeepSeek's limit, gpt-oss's SwiGLU-OAI, ReLU^2), the SFU's exp and reciprocal.
 //   mxfp8_qdq_block(x): b12x-quant's MXFP8 quantize-then-dequantize of 32 values in place.
 //   nvfp4_qdq_block<kDivEnc>(x, enc): b12x-quant's NVFP4 quantize-then-dequantize of 16 values
 //     with encode scale enc; kDivEnc = false leaves out the final division by enc (the values
@@ -8,7 +8,6 @@
 //     instead).
 // Oracle: src/fused_moe/reference.rs (activate, act_operand).
 #pragma once
-#include "b12x/activation.cuh"
 #include "b12x/common.cuh"
 #include "b12x/e2m1.cuh"
 #include "b12x/quant.cuh"
@@ -19,15 +18,40 @@ constexpr int kActSilu = 0;
 constexpr int kActSwigluOai = 1;
 constexpr int kActRelu2 = 2;
 
+// 2^x and 1 / x by the SFU (ex2.approx.ftz, rcp.approx.ftz: relative errors ~2^-22, a few f32
+// ulp). 2^x of a large x is +Inf and 1 / Inf is 0, so a sigmoid of a very negative argument is 0.
+__device__ __forceinline__ float moe_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float moe_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1 / (1 + e^-z) with the SFU's 2^x and reciprocal.
+__device__ __forceinline__ float moe_sigmoid(float z) {
+  return moe_rcp(1.0f + moe_ex2(z * -1.4426950408889634f));
+}
+
+// Session 65: the SFU's exp and reciprocal (~10 instructions per value) instead of the precise
+// expf and IEEE division (~60 with their slow paths) — the activation now runs in FC1's epilogue
+// on SM90's wgmma tiles, where every instruction is time the tensor cores wait. Its error (a few
+// f32 ulp) is far inside the BF16 rounding that follows; the oracle (f64) is unchanged and every
+// path of the op (simple, decode, grouped, fused or not) uses this one function, so they agree
+// bit for bit with each other.
 template <int ACT>
 __device__ __forceinline__ float moe_act(float g, float u, float limit) {
   if constexpr (ACT == kActSilu) {
-    return silu_mul_f32(g, u, limit);
+    // silu(min(g, L)) * clamp(u, -L, L); the clamps as comparisons, so a NaN passes through.
+    const float a = g > limit ? limit : g;
+    const float b = u > limit ? limit : (u < -limit ? -limit : u);
+    return (a * moe_sigmoid(a)) * b;
   } else if constexpr (ACT == kActSwigluOai) {
     const float gg = g > limit ? limit : g;
     const float uu = u > limit ? limit : (u < -limit ? -limit : u);
-    const float e = expf(-(1.702f * gg));
-    return (uu + 1.0f) * (gg * (1.0f / (1.0f + e)));
+    return (uu + 1.0f) * (gg * moe_sigmoid(1.702f * gg));
   } else {
     const float r = g > 0.0f ? g : 0.0f;
     return r * r;
