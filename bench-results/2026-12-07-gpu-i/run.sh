@@ -3,10 +3,11 @@
 # where the time goes at T = 4096 (every kernel of one eager call) and the decode GEMV at T = 8.
 # Two bundles (sm_90a, gitignored, built on the CPU machine with `B12X_CUDA_ARCHS=sm_90a cargo xtask
 # gpu-bundle --targets gpu_fused_moe,bench_fused_moe`, then `tar cJf .gpu/bz_<b>/bundle.tar.xz -C
-# .gpu bundle`): bt = eb2d097 (tails by default, session 64's kernels), bf = ad89b9e (FC1's
+# .gpu bundle`): bt = eb2d097 (tails by default, session 64's kernels), bf = cf3e4b3 (FC1's
 # activation fused into the wgmma tiles' epilogue for W4A16 gated: trials `fused_act::*`, bench rows
-# `fused_moe_unfused_act/<case>`; its k loops' registers moved, so bt's default rows are the A/B).
-# STEP=1: bf's tiled trials (tails by default, without, the 64- / 32-row tiles) + fused_act trials,
+# `fused_moe_unfused_act/<case>`; its k loops' registers moved, so bt's default rows are the A/B;
+# the activation with the SFU's exp / reciprocal on every path: the whole suite runs).
+# STEP=1: bf's whole suite (tails by default, fused_act, every path's new activation math),
 #   memcheck of the fused / default-tail trials, T 512 / 2048 / 4096 rows (bf: default, unfused,
 #   no tails; bt: default), ncu per kernel at T = 4096 (Qwen3-30B-A3B, gpt-oss-120b) and of the
 #   decode GEMV at T = 8 (DeepSeek-V4-Flash).
@@ -40,7 +41,7 @@ ncu_call() {  # tag, filter, tokens, launches, sections...
   ncu --import $R/ncu_$tag.ncu-rep --page details > $R/ncu_${tag}_details.txt 2>&1; save
 }
 if [ $STEP = 1 ]; then
-  trials bf tiled 150 75 "^packed_tile(_notail|_wg64|_wg32)?::|^fused_act::"
+  trials bf all 230 75 ""
   san bf memcheck fused 70 16 45 '^fused_act::(own|wg32)::tiny::w4a16_.*_(silu_limit1|oai7)|^fused_act::own::tiny::shared_50|^packed_tile::(tiny::(w4a16|w4a8|nvfp4)_.*_(silu|oai7)|tiny::shared|bad_ids|graph_replay|split|persist)'
   bench bf big 512,2048,4096 'fused_moe/|fused_moe_unfused_act/|fused_moe_notail/' 130
   bench bt big 512,2048,4096 'fused_moe/' 80
