@@ -956,13 +956,18 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
 fn packed_buckets_choose_the_path() {
     use b12x_moe::fused_moe::{
         packed_buckets, Path, Query, WeightLayout, GEMV_ROWS_PER_EXPERT, GEMV_ROWS_PER_EXPERT_WG64,
+        WG32_ROWS_PER_EXPERT,
     };
     let spans = |max: usize, up: usize| {
-        let (b, p) = packed_buckets(max, up, None);
+        let (b, p) = packed_buckets(max, up, &[]);
         b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
     };
     let split = |max: usize, up: usize, from: usize| {
-        let (b, p) = packed_buckets(max, up, Some(from));
+        let (b, p) = packed_buckets(max, up, &[from]);
+        b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
+    };
+    let splits = |max: usize, up: usize, starts: &[usize]| {
+        let (b, p) = packed_buckets(max, up, starts);
         b.iter().zip(p).map(|(b, p)| (b.lo, b.hi, p)).collect::<Vec<_>>()
     };
     use Path::{Decode, GroupedGemv, GroupedTile};
@@ -991,6 +996,15 @@ fn packed_buckets_choose_the_path() {
         assert_eq!(split(4096, 256, from)[3..], [(257, 4096, GroupedTile)], "split at {from}");
     }
     assert_eq!(split(100, 16, 64)[2..], [(17, 63, GroupedTile), (64, 100, GroupedTile)]);
+    // SM90's three tiled buckets (the 32-, 64- and 128-row wgmma tiles), each start only where it
+    // falls strictly inside the tiled range and after the previous bucket's first T.
+    assert_eq!(
+        splits(4096, 341, &[683, 2731])[3..],
+        [(342, 682, GroupedTile), (683, 2730, GroupedTile), (2731, 4096, GroupedTile)]
+    );
+    assert_eq!(splits(4096, 341, &[342, 2731])[3..], [(342, 2730, GroupedTile), (2731, 4096, GroupedTile)]);
+    assert_eq!(splits(1000, 341, &[683, 2731])[3..], [(342, 682, GroupedTile), (683, 1000, GroupedTile)]);
+    assert_eq!(splits(600, 341, &[683, 2731])[3..], [(342, 600, GroupedTile)]);
     let q = |shape: Shape| Query { shape, max_tokens: 4096, layout: WeightLayout::Packed, router: None };
     assert_eq!(GEMV_ROWS_PER_EXPERT, 16);
     assert_eq!(q(Shape::deepseek_v4_flash_tp2()).gemv_up_to(), 682);
@@ -1003,6 +1017,12 @@ fn packed_buckets_choose_the_path() {
     assert_eq!(q(Shape::gpt_oss_120b()).gemv_up_to_wg64(), 256);
     assert_eq!(q(Shape::qwen3_30b_a3b()).gemv_up_to_wg64(), 128);
     assert_eq!(q(Shape::deepseek_v41_flash_tp4()).gemv_up_to_wg64(), 512);
+    // SM90's 32-row wgmma tile while T · k / E ≤ 16 (above the grouped GEMV's 8).
+    assert_eq!(WG32_ROWS_PER_EXPERT, 16);
+    assert_eq!(q(Shape::deepseek_v4_flash_tp2()).wg32_up_to(), 682);
+    assert_eq!(q(Shape::gpt_oss_120b()).wg32_up_to(), 512);
+    assert_eq!(q(Shape::qwen3_30b_a3b()).wg32_up_to(), 256);
+    assert_eq!(q(Shape::deepseek_v41_flash_tp4()).wg32_up_to(), 1024);
     // SM90's wgmma tile from T · k / E ≥ 64 (rounded up).
     assert_eq!(b12x_moe::fused_moe::WGMMA_ROWS_PER_EXPERT, 64);
     assert_eq!(q(Shape::deepseek_v4_flash_tp2()).wgmma_from(), 2731);

@@ -702,13 +702,26 @@ fn trials() -> Vec<GpuTrial> {
         want(512, default, false)?;
         want(512, PlanOptions { wgmma_from: Some(0), ..default }, sm90)?;
         want(4096, PlanOptions { wgmma_from: Some(usize::MAX), ..default }, false)?;
-        // The grouped GEMV's largest default T: 128 on SM90 (8 rows per expert; the 64-row
-        // wgmma tile from 129), 256 elsewhere (16 rows; the mma.sync tile from 257).
+        // The grouped GEMV's largest default T: 128 on SM90 (8 rows per expert; the 32-row
+        // wgmma tile from 129 up to `Query::wg32_up_to`, 256: 16 rows, the 64-row one above),
+        // 256 elsewhere (16 rows; the mma.sync tile from 257).
         let gemv_hi = if sm90 { q.gemv_up_to_wg64() } else { q.gemv_up_to() };
         if choice(default, gemv_hi)?.0.is_some() {
             return Err(format!("T = {gemv_hi} is the grouped GEMV's, yet a tile kernel is named"));
         }
-        want(gemv_hi + 1, default, false)?;
+        let want32 = |t: usize, opts: PlanOptions, wg32: bool| -> TrialResult {
+            match choice(opts, t)? {
+                (Some(TileKernel::Wgmma32 { stages: 4 }), 32) if wg32 && sm90 => Ok(()),
+                (Some(TileKernel::Wgmma64 { stages: 4 }), 64) if !wg32 && sm90 => Ok(()),
+                (Some(TileKernel::Mma(_)), 64) if !sm90 => Ok(()),
+                got => Err(format!("{:?} T = {t} with {opts:?}: {got:?}", dev.arch())),
+            }
+        };
+        want32(gemv_hi + 1, default, true)?;
+        want32(q.wg32_up_to(), default, true)?;
+        want32(q.wg32_up_to() + 1, default, false)?;
+        want32(200, PlanOptions { wg32_up_to: Some(0), ..default }, false)?;
+        want32(300, PlanOptions { wg32_up_to: Some(300), ..default }, true)?;
         let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false });
         let forced = fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg), ..Default::default() });
         match (sm90, forced) {
@@ -812,21 +825,21 @@ fn trials() -> Vec<GpuTrial> {
             r => Err(format!("tile_ctas = 0: {:?}", r.map(|p| p.tile_kernel(300)))),
         }
     }));
-    // One plan of capacity 300 on the tiny shape (wgmma from T = 256 on SM90) run at T = 200 (the
-    // 64-row slots' bucket: SM90's 64-row wgmma tile, the mma.sync tile elsewhere) and T = 300
-    // (the 128-row wgmma bucket): each T launches its own bucket's kernel and scratch sized for
-    // both.
-    for t in [200usize, 300] {
+    // One plan of capacity 300 on the tiny shape (on SM90 the 32-row wgmma tile up to T = 64, the
+    // 64-row one up to 255, the 128-row one from 256) run at T = 40, 200 (the mma.sync tile
+    // elsewhere) and 300: each T launches its own bucket's kernel and scratch sized for all three.
+    for t in [40usize, 200, 300] {
         out.push(GpuTrial::new(format!("packed_tile::split::t{t}"), move |dev| {
             let sh = tiny(Fp4::Mxfp4, Activation::SwigluOai { limit: 7.0 });
             let opts = PlanOptions { gemv_up_to: Some(fused_moe::GROUPED_ABOVE), ..Default::default() };
             let q = Query { shape: sh, max_tokens: 300, layout: packed, router: None };
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
             let sm90 = dev.arch() == b12x_core::Arch::Sm90;
-            let wgmma = sm90 && t >= q.wgmma_from();
+            let (wg32, wgmma) = (sm90 && t <= q.wg32_up_to(), sm90 && t >= q.wgmma_from());
             match plan.tile_kernel(t) {
                 Some(TileKernel::Wgmma(_)) if wgmma => {}
-                Some(TileKernel::Wgmma64 { .. }) if !wgmma && sm90 => {}
+                Some(TileKernel::Wgmma32 { .. }) if wg32 => {}
+                Some(TileKernel::Wgmma64 { .. }) if !wgmma && !wg32 && sm90 => {}
                 Some(TileKernel::Mma(_)) if !wgmma && !sm90 => {}
                 k => return Err(format!("T = {t}: {k:?}")),
             }

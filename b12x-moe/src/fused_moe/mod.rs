@@ -55,10 +55,12 @@
 //!       x̂ rows gathered, then FC1 and FC2 as `gemm.blockscaled`'s tiled kernel body per (slot,
 //!       256 weight rows) — on SM90 its wgmma body with 128-row slots from
 //!       [`Query::wgmma_from`] (an expert's expected rows `T·k/E` ≥ [`WGMMA_ROWS_PER_EXPERT`])
-//!       and at N = 64 with 64-row slots below that, the mma.sync body with 64-row slots on
-//!       every other architecture ([`TileKernel`]; [`PlanOptions::tile`] forces one) — the
-//!       activation between them as its own launch, the combine; nine launches chained with
-//!       PDL. [`Plan::path`] says which path a T takes.
+//!       and at N = 64 with 64-row slots below that (at N = 32 with 32-row slots up to
+//!       [`Query::wg32_up_to`]: `T·k/E` ≤ [`WG32_ROWS_PER_EXPERT`]), the mma.sync body with
+//!       64-row slots on every other architecture ([`TileKernel`]; [`PlanOptions::tile`] forces
+//!       one) — the activation between them as its own launch (on SM90 for W4A16 recipes with a
+//!       gated activation in FC1's epilogue instead: [`PlanOptions::unfused_activation`]), the
+//!       combine; up to nine launches chained with PDL. [`Plan::path`] says which path a T takes.
 //!
 //!     Hd and I multiples of 32, T·k ≤ [`MAX_PAIRS`].
 //!
@@ -690,6 +692,14 @@ impl Query {
         GEMV_ROWS_PER_EXPERT_WG64 * self.shape.experts / self.shape.top_k.max(1)
     }
 
+    /// SM90's default largest T of the 32-row wgmma tile ([`PlanOptions::wg32_up_to`] overrides
+    /// it): while `T · k / E ≤` [`WG32_ROWS_PER_EXPERT`]. Its bucket holds the tiled T up to
+    /// here (above the grouped GEMV's [`Query::gemv_up_to_wg64`]); the 64-row wgmma tile takes
+    /// the T above.
+    pub fn wg32_up_to(&self) -> usize {
+        WG32_ROWS_PER_EXPERT * self.shape.experts / self.shape.top_k.max(1)
+    }
+
     /// The default smallest T of SM90's wgmma tile ([`PlanOptions::wgmma_from`] overrides it):
     /// from `T · k / E ≥` [`WGMMA_ROWS_PER_EXPERT`] (an expert's expected rows fill half a
     /// 128-row slot); the tiled T below it take the 64-row wgmma tile's 64-row slots. Other
@@ -1028,6 +1038,17 @@ pub const GEMV_ROWS_PER_EXPERT: usize = 16;
 /// may move the crossover.
 pub const GEMV_ROWS_PER_EXPERT_WG64: usize = 8;
 
+/// SM90's default [`Query::wg32_up_to`]: the tiled T while `T · k / E ≤` this run the 32-row wgmma
+/// tile ([`TileKernel::Wgmma32`], 32-row slots) instead of the 64-row one — between the grouped
+/// GEMV (up to [`GEMV_ROWS_PER_EXPERT_WG64`]) and the 64-row tile.
+///
+/// Measured on an H100 (session 64, `bench-results/2026-12-07-gpu-h/r1/bench_bm_wg32`, one job,
+/// the 32-row tile forced against the default 64-row one), µs, rows per expert in brackets:
+/// DeepSeek-V4-Flash TP2 T = 512 (12) 1112.2 / 1168.2 (0.95×), gpt-oss-120b T = 512 (16)
+/// 1134.8 / 1185.4 (0.96×), DeepSeek-V4-Flash T = 1024 (24) level, 32 rows 1.29–1.36× slower
+/// (experts past 32 rows spill into a second slot). 16 keeps every measured T on the faster tile.
+pub const WG32_ROWS_PER_EXPERT: usize = 16;
+
 /// The kernels that serve a call (per T bucket of a plan: [`Plan::path`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Path {
@@ -1041,8 +1062,9 @@ pub enum Path {
     /// kernels with 16-row slots at any T the route's shared memory holds (one CTA, stable order,
     /// 4 (E + 3 T·k) bytes): each touched expert's weights streamed once per 16 of its rows.
     GroupedGemv,
-    /// Packed, T above: the grouping into slots of the tile's rows (SM90's wgmma tile 128, the
-    /// mma.sync tile 64) and `gemm.blockscaled`'s tiled kernel body per slot ([`TileKernel`]).
+    /// Packed, T above: the grouping into slots of the tile's rows (SM90's wgmma tiles 128, 64
+    /// or 32, the mma.sync tile 64) and `gemm.blockscaled`'s tiled kernel body per slot
+    /// ([`TileKernel`]).
     GroupedTile,
 }
 
@@ -1082,6 +1104,11 @@ pub struct PlanOptions {
     /// activation launch and FC1 writes I instead of 2·I values per row. `true` turns this off
     /// (FC1 writes gate/up rows and the activation kernel follows: the layout before session 65).
     pub unfused_activation: bool,
+    /// Packed layout, SM90 with `tile: None`: the largest T of the 32-row wgmma tile's bucket
+    /// (the tiled T from the grouped GEMV's last up to here; the 64-row tile above). `None`:
+    /// [`Query::wg32_up_to`]; `Some(0)` (or any T the grouped GEMV covers): no such bucket (the
+    /// layout before session 65).
+    pub wg32_up_to: Option<usize>,
 }
 
 /// The rows of a tail slot (see [`PlanOptions::no_tail_slots`]): the 64-row wgmma tile's.
@@ -1106,6 +1133,12 @@ pub(crate) fn small_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKerne
         .map(|stages| TileKernel::Wgmma64 { stages })
         .find(|t| t.fits(smem_optin, arch))
         .or_else(|| TileKernel::mma(smem_optin))
+}
+
+/// SM90's default tile up to [`Query::wg32_up_to`]: the 32-row wgmma tile with the deepest ring of
+/// 2..=[`GROUPED_WG_STAGES`] stages that fits (`None` elsewhere).
+pub(crate) fn wg32_tile_config(smem_optin: u32, arch: Arch) -> Option<TileKernel> {
+    (2..=GROUPED_WG_STAGES).rev().map(|stages| TileKernel::Wgmma32 { stages }).find(|t| t.fits(smem_optin, arch))
 }
 
 /// The grouped path's default tile kernel on `arch`: SM90 the wgmma tile (128-row slots) with
@@ -1139,6 +1172,7 @@ impl Decode {
         device: &Device,
         options: &PlanOptions,
         split: Option<usize>,
+        wg32_hi: Option<usize>,
     ) -> Result<Decode> {
         let s = &query.shape;
         let mut configs = Vec::new();
@@ -1161,6 +1195,10 @@ impl Decode {
                     // Below the split (SM90's wgmma default, the mma.sync tile fitting too): the
                     // 64-row wgmma tile.
                     None => match split {
+                        Some(_) if wg32_hi.is_some_and(|h| b.hi <= h) => {
+                            wg32_tile_config(device.smem_optin(), device.arch())
+                                .or_else(|| small_tile_config(device.smem_optin(), device.arch()))
+                        }
                         Some(from) if b.hi < from => small_tile_config(device.smem_optin(), device.arch()),
                         _ => grouped_tile_config(device.smem_optin(), device.arch()),
                     }
@@ -1284,7 +1322,8 @@ pub struct Plan {
 /// [`GROUPED_ABOVE`] 16-row slots; grouped GEMV up to [`Query::gemv_up_to`] (SM90:
 /// [`Query::gemv_up_to_wg64`]), 16-row slots;
 /// tiled path above, 128-row slots with SM90's wgmma tile (from [`Query::wgmma_from`]), 64-row
-/// slots with SM90's 64-row wgmma tile below it and the mma.sync tile elsewhere).
+/// slots with SM90's 64-row wgmma tile below it — 32-row slots with its 32-row one up to
+/// [`Query::wg32_up_to`] — and the mma.sync tile elsewhere).
 /// Allocates, compiles and launches nothing.
 pub fn plan(query: &Query, device: &Arc<Device>) -> Result<Plan> {
     plan_with(query, device, PlanOptions::default())
@@ -1327,8 +1366,11 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             // The grouped GEMV hands over to the 64-row wgmma tile sooner than to the mma.sync one.
             let default_up_to = if split.is_some() { query.gemv_up_to_wg64() } else { query.gemv_up_to() };
             let up_to = options.gemv_up_to.unwrap_or(default_up_to).min(route_pairs / query.shape.top_k);
-            let (b, paths) = packed_buckets(query.max_tokens, up_to, split);
-            let d = Decode::new(query, &b, &paths, device, &options, split)?;
+            // SM90's default also puts the 32-row wgmma tile below the 64-row one.
+            let wg32_hi = split.map(|_| options.wg32_up_to.unwrap_or(query.wg32_up_to()));
+            let starts: Vec<usize> = [wg32_hi.map(|h| h.saturating_add(1)), split].into_iter().flatten().collect();
+            let (b, paths) = packed_buckets(query.max_tokens, up_to, &starts);
+            let d = Decode::new(query, &b, &paths, device, &options, split, wg32_hi)?;
             (b, Some(d))
         }
     };
@@ -1337,10 +1379,10 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
 
 /// A packed plan's buckets and their paths for a capacity of `max_tokens` with the grouped GEMV
 /// up to `gemv_up_to` tokens: `{1..8}`, `{9..16}` decode, `{17..gemv_up_to}` grouped GEMV, the
-/// rest tiled (each only where the capacity reaches it) — in two tiled buckets where
-/// `tile_split` falls inside the tiled range (`{..tile_split − 1}`, `{tile_split..}`: SM90's
-/// 64- and 128-row wgmma tiles).
-pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize, tile_split: Option<usize>) -> (Vec<Bucket>, Vec<Path>) {
+/// rest tiled (each only where the capacity reaches it) — split into more tiled buckets at each
+/// T of `tile_starts` (ascending) that falls strictly inside the tiled range: SM90's 32-row wgmma
+/// tile's, 64-row tile's and 128-row tile's buckets.
+pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize, tile_starts: &[usize]) -> (Vec<Bucket>, Vec<Path>) {
     let mut b = vec![Bucket { lo: 1, hi: max_tokens.min(8) }];
     let mut paths = vec![Path::Decode];
     if max_tokens > 8 {
@@ -1354,10 +1396,12 @@ pub fn packed_buckets(max_tokens: usize, gemv_up_to: usize, tile_split: Option<u
     }
     if max_tokens > gemv_hi {
         let mut lo = gemv_hi + 1;
-        if let Some(from) = tile_split.filter(|&f| f > lo && f <= max_tokens) {
-            b.push(Bucket { lo, hi: from - 1 });
-            paths.push(Path::GroupedTile);
-            lo = from;
+        for &from in tile_starts {
+            if from > lo && from <= max_tokens {
+                b.push(Bucket { lo, hi: from - 1 });
+                paths.push(Path::GroupedTile);
+                lo = from;
+            }
         }
         b.push(Bucket { lo, hi: max_tokens });
         paths.push(Path::GroupedTile);
