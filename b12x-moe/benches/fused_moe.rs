@@ -358,10 +358,7 @@ fn main() -> Result<()> {
                 seen.push(key);
             }
             let mut session = PreparationSession::new(&dev)?;
-            let mut config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
-            if plan.fused_activation(t) {
-                config.push_str("_fact"); // FC1's epilogue applies the activation
-            }
+            let config = session.prepare(&[&plan])?.last().map(|x| x.config.clone()).unwrap_or_default();
             let mut b = Bufs {
                 x: s.clone_htod(&x_h)?,
                 ids: s.clone_htod(&ids_h)?,

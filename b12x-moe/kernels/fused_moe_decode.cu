@@ -33,8 +33,9 @@
 // Entry points: b12x_fused_moe_route, b12x_fused_moe_decode_gemv_{nvfp4,mxfp4}_nt{1,2},
 //   b12x_fused_moe_quant_rows, b12x_fused_moe_combine_rows; the grouped path (end of file):
 //   b12x_fused_moe_group_{zero,count,scan,place,gather}, b12x_fused_moe_tile_{nvfp4,mxfp4}_wm2,
-//   b12x_fused_moe_tile_wg{,64,32}_{nvfp4,mxfp4} (SM90: the gather and act_rows then write x^ / h
-//   in each 32-k group's fragment order, moe_store_group), b12x_fused_moe_act_rows;
+//   b12x_fused_moe_tile_wg{,64,32}{,_act}_{nvfp4,mxfp4} (SM90: the gather and act_rows — or FC1's
+//   epilogue, the _act kernels — then write x^ / h in each 32-k group's fragment order,
+//   moe_store_group), b12x_fused_moe_act_rows;
 //   b12x_fused_moe_route_topk_{softmax,sigmoid,sqrtsoftplus} (router logits in the op).
 // Oracle: src/fused_moe/reference.rs; the grouping: src/fused_moe/packed.rs (group).
 #include <stddef.h>
@@ -791,7 +792,7 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
 
 // Mirrored by src/fused_moe/params.rs (MoeTileTmaParams): the wgmma tile's parameters, the
 // mma.sync tile's plus two TMA descriptors.
-// FC1's activation in the wgmma tiles' epilogue (`fused` set: W4A16 recipes, gated activations):
+// FC1's activation in the wgmma tiles' epilogue (the `_act` kernels: W4A16 recipes, gated activations):
 // h[row, j] = bf16(w_row act(bf16(g), bf16(u))) from the tile's gate / up accumulators, stored in
 // the fragment order of h's 32-j groups — the values act_rows would write from gu (not launched).
 struct MoeTileAct {
@@ -799,7 +800,7 @@ struct MoeTileAct {
   const float* row_weight;   // [T k rows]
   int32_t inter, act;
   float limit;
-  int32_t fused;
+  int32_t fused;             // 1 in the `_act` kernels' params (the kernel decides; for debuggers)
 };
 static_assert(sizeof(MoeTileAct) == 32, "size must match src/fused_moe/params.rs");
 
@@ -907,7 +908,9 @@ __device__ __forceinline__ void moe_act_epilogue(const MoeTileTmaParams& mpt, co
       *reinterpret_cast<uint32_t*>(h + tok * inter) = odd ? moe_pack_bf16x2(other, v[1]) : moe_pack_bf16x2(v[0], other);
   }
 }
-template <bsgemv::Fmt F, int kBm>
+// kAct: FC1 with the activation in the epilogue (the `_act` kernels; the others' code is as
+// before the fused epilogue existed).
+template <bsgemv::Fmt F, int kBm, bool kAct>
 __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
 #if B12X_SM90_FEATURES
   constexpr int kThreads = kMoeWgThreads;
@@ -1139,13 +1142,15 @@ __device__ __forceinline__ void moe_tile_wg(const MoeTileTmaParams& mpt) {
   cw.m0 = 0, cw.n0 = (tile0 + j * tstride) * BN, cw.kt0 = 0, cw.ktiles = ktiles;
   // kSplit = false: finish's split-K merge has block barriers, which warps in different tiles
   // would not meet (the moe launches never split).
-  if (mpt.act.fused == 0) {
+  if constexpr (!kAct) {
     bsgemm::finish<MT, XT, BM, BN, bf16, 64, false>(s_p[j % kPr], cw, acc, 0, nrow0);
-  } else if (mpt.act.act == kActSilu) {
-    static_assert(MT == 1, "the fused epilogue takes one m64 tile per warp");
-    moe_act_epilogue<kActSilu, XT>(mpt, s_p[j % kPr], cw.n0, nrow0, acc[0]);
   } else {
-    moe_act_epilogue<kActSwigluOai, XT>(mpt, s_p[j % kPr], cw.n0, nrow0, acc[0]);
+    static_assert(MT == 1, "the fused epilogue takes one m64 tile per warp");
+    if (mpt.act.act == kActSilu) {
+      moe_act_epilogue<kActSilu, XT>(mpt, s_p[j % kPr], cw.n0, nrow0, acc[0]);
+    } else {
+      moe_act_epilogue<kActSwigluOai, XT>(mpt, s_p[j % kPr], cw.n0, nrow0, acc[0]);
+    }
   }
   }
   if (waits_last) pdl_wait();
@@ -1291,11 +1296,15 @@ B12X_MOE_TILE(Nvfp4, nvfp4, 2)
 B12X_MOE_TILE(Mxfp4, mxfp4, 2)
 
 // SM90: the wgmma tiles, BM = 128 (wg), 64 (wg64) or 32 (wg32) slot rows by BN = 256 weight rows,
-// persistent.
+// persistent; the `_act` kernels are FC1 with the activation in the epilogue (MoeTileAct).
 #define B12X_MOE_TILE_WG(FMT, FMTNAME, NAME, BM)                                                   \
   extern "C" __global__ void __launch_bounds__(b12x::kMoeWgThreads, 1)                             \
       b12x_fused_moe_tile_##NAME##_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) {    \
-    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT, BM>(p);                                              \
+    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT, BM, false>(p);                                       \
+  }                                                                                                \
+  extern "C" __global__ void __launch_bounds__(b12x::kMoeWgThreads, 1)                             \
+      b12x_fused_moe_tile_##NAME##_act_##FMTNAME(const __grid_constant__ b12x::MoeTileTmaParams p) { \
+    b12x::moe_tile_wg<b12x::bsgemv::Fmt::FMT, BM, true>(p);                                        \
   }
 B12X_MOE_TILE_WG(Nvfp4, nvfp4, wg, 128)
 B12X_MOE_TILE_WG(Mxfp4, mxfp4, wg, 128)

@@ -916,26 +916,38 @@ fn decode_symbols_are_built_for_every_arch_without_spills() {
             TileKernel::Wgmma64 { stages: 4 },
             TileKernel::Wgmma32 { stages: 4 },
         ] {
-            symbols.extend(q.grouped_symbols(&tile, None));
+            symbols.extend(q.grouped_symbols(&tile, None, false));
+            // FC1 with the activation in its epilogue: the wgmma tiles' `_act` kernels, last.
+            let fused = q.grouped_symbols(&tile, None, true);
+            match tile.act_symbol(if recipe.weights() == Fp4::Nvfp4 { "nvfp4" } else { "mxfp4" }) {
+                Some(a) => assert_eq!(
+                    (&fused[..fused.len() - 1], fused.last()),
+                    (&q.grouped_symbols(&tile, None, false)[..], Some(&a))
+                ),
+                None => assert_eq!(fused, q.grouped_symbols(&tile, None, false)),
+            }
+            symbols.extend(fused);
         }
         // SM90's 128-row wgmma tile with its tail slots on the 64-row one: the same kernels,
         // the tail's last.
         let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 4, tail: false });
         let wg64 = TileKernel::Wgmma64 { stages: 4 };
-        let with_tail = q.grouped_symbols(&wg, Some(&wg64));
-        assert_eq!(with_tail[..with_tail.len() - 1], q.grouped_symbols(&wg, None)[..]);
-        assert_eq!(
-            with_tail.last(),
-            Some(&wg64.symbol(if recipe.weights() == Fp4::Nvfp4 { "nvfp4" } else { "mxfp4" }))
-        );
+        let f = if recipe.weights() == Fp4::Nvfp4 { "nvfp4" } else { "mxfp4" };
+        let with_tail = q.grouped_symbols(&wg, Some(&wg64), false);
+        assert_eq!(with_tail[..with_tail.len() - 1], q.grouped_symbols(&wg, None, false)[..]);
+        assert_eq!(with_tail.last(), Some(&wg64.symbol(f)));
+        // Fused: then the two `_act` kernels, the tile's and the tail's.
+        let fused = q.grouped_symbols(&wg, Some(&wg64), true);
+        assert_eq!(fused[..with_tail.len()], with_tail[..]);
+        assert_eq!(fused[with_tail.len()..], [wg.act_symbol(f).unwrap(), wg64.act_symbol(f).unwrap()]);
     }
     symbols.sort();
     symbols.dedup();
     // route, 4 GEMVs, quant_rows, combine_rows, 3 routers; the simple path's FC1 / FC2 / combine
-    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 mma.sync tiles, 6
-    // wgmma tiles (128-, 64- and 32-row; a trapping body off SM90) and act_rows (the grouped GEMV
-    // runs the decode path's).
-    assert_eq!(symbols.len(), 27);
+    // for W4A16 NVFP4 with ReLU²; the grouped path's 5 grouping kernels, 2 mma.sync tiles, 12
+    // wgmma tiles (128-, 64- and 32-row, each also as `_act`; a trapping body off SM90) and
+    // act_rows (the grouped GEMV runs the decode path's).
+    assert_eq!(symbols.len(), 33);
     b12x_core::testing::check_manifest(b12x_moe::KERNEL_MANIFEST, &symbols).unwrap();
     // Each path's kernels are in the unit its plan loads (FUSED_MOE_DECODE_MODULE /
     // FUSED_MOE_MODULE).

@@ -710,8 +710,9 @@ impl Query {
 
     /// The grouped path's kernel symbols: the router (a query with one), the grouping (zero,
     /// count, scan, place, gather), the tile GEMM (FC1 and FC2), the activation, the combine,
-    /// then the tail slots' tile GEMM (FC1 and FC2) when there is one.
-    pub fn grouped_symbols(&self, tile: &TileKernel, tail: Option<&TileKernel>) -> Vec<String> {
+    /// then the tail slots' tile GEMM (FC1 and FC2) when there is one; with `fused_act` (SM90's
+    /// wgmma tiles) then FC1's kernel with the activation in its epilogue, and the tail slots'.
+    pub fn grouped_symbols(&self, tile: &TileKernel, tail: Option<&TileKernel>, fused_act: bool) -> Vec<String> {
         let f = match self.shape.recipe.weights() {
             Fp4::Nvfp4 => "nvfp4",
             Fp4::Mxfp4 => "mxfp4",
@@ -720,6 +721,10 @@ impl Query {
         out.extend(["zero", "count", "scan", "place", "gather"].map(|k| format!("b12x_fused_moe_group_{k}")));
         out.extend([tile.symbol(f), "b12x_fused_moe_act_rows".into(), "b12x_fused_moe_combine_rows".into()]);
         out.extend(tail.map(|t| t.symbol(f)));
+        if fused_act {
+            out.extend(tile.act_symbol(f));
+            out.extend(tail.and_then(|t| t.act_symbol(f)));
+        }
         out
     }
 
@@ -994,6 +999,16 @@ impl TileKernel {
             TileKernel::Wgmma64 { stages } | TileKernel::Wgmma32 { stages } => {
                 arch == Arch::Sm90 && (2..=4).contains(stages) && self.dynamic_smem() + BS_STATIC_SMEM <= optin
             }
+        }
+    }
+    /// SM90's wgmma tiles' FC1 kernel with the activation in its epilogue
+    /// ([`PlanOptions::unfused_activation`]), for weights of format `f`; `None` for the mma.sync tile.
+    pub fn act_symbol(&self, f: &str) -> Option<String> {
+        match self {
+            TileKernel::Mma(_) => None,
+            TileKernel::Wgmma(_) => Some(format!("b12x_fused_moe_tile_wg_act_{f}")),
+            TileKernel::Wgmma64 { .. } => Some(format!("b12x_fused_moe_tile_wg64_act_{f}")),
+            TileKernel::Wgmma32 { .. } => Some(format!("b12x_fused_moe_tile_wg32_act_{f}")),
         }
     }
     /// The kernel symbol for weights of format `f` (`nvfp4` / `mxfp4`).
@@ -2026,15 +2041,18 @@ fn run_grouped(
 
 fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> Result<()> {
     let unknown = || Error::UnknownConfig { op: OP, bucket: String::new(), config: selected.config.clone() };
-    let n = if c.tail.is_some() { 9 } else { 8 };
-    let ([zero, count, scan, place, gather, tile, act, combine], tail) =
+    // The base eight, the tail slots' kernel, then FC1's activation kernels (tile, tail).
+    let n = 8 + usize::from(c.tail.is_some()) * (1 + usize::from(c.fused_act)) + usize::from(c.fused_act);
+    let ([zero, count, scan, place, gather, tile, act, combine], rest) =
         router_then(selected, c.topk.as_ref(), n, stream)?.split_at_checked(8).ok_or_else(unknown)?
     else {
         return Err(unknown());
     };
-    let tail = match (tail, &c.tail) {
-        ([], None) => None,
-        ([k], Some(p)) => Some((k, p)),
+    let (tail, tile_act, tail_act) = match (rest, &c.tail, c.fused_act) {
+        ([], None, false) => (None, tile, None),
+        ([k], Some(p), false) => (Some((k, p)), tile, Some(k)),
+        ([a], None, true) => (None, a, None),
+        ([k, a, ka], Some(p), true) => (Some((k, p)), a, Some(ka)),
         _ => return Err(unknown()),
     };
     let pdl = LaunchOpts { pdl: true, cluster_x: 0 };
@@ -2078,13 +2096,13 @@ fn launch_grouped(selected: &Selected, c: &GroupedCall, stream: &CudaStream) -> 
         place.launch_ex(stream, blocks(pairs, 256), g, pdl)?;
         gather.launch_ex(stream, blocks(pairs * (g.hidden as usize / xb), 256), g, pdl)?;
         if c.wgmma {
-            tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
+            tile_act.launch_ex(stream, tile_dims(c.grids.0), &c.fc1, pdl)?;
         } else {
             tile.launch_ex(stream, tile_dims(c.grids.0), &c.fc1.t, pdl)?;
         }
         // The tail slots (late_wait: they start without waiting for the tile above, whose
         // inputs they share and whose rows they do not touch, and wait for it at exit).
-        if let Some((k, (fc1, _))) = tail {
+        if let (Some((_, (fc1, _))), Some(k)) = (tail, tail_act) {
             k.launch_ex(stream, tail_dims(c.tail_grids.0), fc1, pdl)?;
         }
         // (With the activation in FC1's epilogue, FC2 waits on FC1's launches directly.)
@@ -2225,10 +2243,14 @@ impl OpPlan for Plan {
             Some(d) => match (d.paths.get(bucket), d.configs.get(bucket), d.tile_of(bucket)) {
                 (Some(Path::GroupedGemv), Some(c), _) => vec![format!("grouped_gemv_{}", c.id())],
                 (_, Some(c), _) => vec![c.id()],
-                (_, None, Some(t)) => vec![match d.tail_of(bucket) {
-                    None => format!("grouped_{}", t.id()),
-                    Some(tail) => format!("grouped_{}_tail_{}", t.id(), tail.id()),
-                }],
+                (_, None, Some(t)) => {
+                    let id = match d.tail_of(bucket) {
+                        None => format!("grouped_{}", t.id()),
+                        Some(tail) => format!("grouped_{}_tail_{}", t.id(), tail.id()),
+                    };
+                    // `_fact`: FC1's epilogue applies the activation (its own kernels).
+                    vec![if d.act_fused_in(bucket) { id + "_fact" } else { id }]
+                }
                 _ => Vec::new(),
             },
         }
@@ -2238,7 +2260,7 @@ impl OpPlan for Plan {
             (None, 0) => self.query.symbols(),
             (Some(d), 0) => match (d.configs.get(bucket), d.tile_of(bucket)) {
                 (Some(c), _) => self.query.decode_symbols(c.nt),
-                (None, Some(t)) => self.query.grouped_symbols(&t, d.tail_of(bucket).as_ref()),
+                (None, Some(t)) => self.query.grouped_symbols(&t, d.tail_of(bucket).as_ref(), d.act_fused_in(bucket)),
                 _ => Vec::new(),
             },
             _ => Vec::new(),
