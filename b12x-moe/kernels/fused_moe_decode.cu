@@ -886,9 +886,8 @@ __device__ __forceinline__ void moe_act_epilogue(const MoeTileTmaParams& mpt, co
   const long long row0 = (p.x - mp.g.x) / mp.g.ldx;  // the slot's first row
   const long long inter = mpt.act.inter;
   bf16* h = mpt.act.h + row0 * inter + (r >> 6) * 32 + 2 * (4 * (g >> 1) + ((r >> 4) & 3));
-  // Row weights: written by the grouping, whose grid completed before any CTA of the 128-row
-  // launch passed its wait, so before this grid began even as the tail slots' launch
-  // (late_wait). (Loads with .cg, as the slots, made ptxas spill the 128-row tile: plain loads.)
+  // Row weights past L1, as the slots and meta: the tail slots' launch (late_wait) reads them
+  // before any grid-dependency wait.
   const float* rw = mpt.act.row_weight + row0;
   const float os = p.out_scale, limit = mpt.act.limit;
   const bool odd = (g & 1) != 0;
@@ -900,7 +899,7 @@ __device__ __forceinline__ void moe_act_epilogue(const MoeTileTmaParams& mpt, co
       const int tok = 8 * jt + 2 * t + b;
       const float gv = __bfloat162float(__float2bfloat16_rn(acc[jt][b] * os));
       const float uv = __bfloat162float(__float2bfloat16_rn(acc[jt][2 + b] * os));
-      v[b] = tok < p.m ? rw[tok] * moe_act<ACT>(gv, uv, limit) : 0.0f;
+      v[b] = tok < p.m ? __ldcg(rw + tok) * moe_act<ACT>(gv, uv, limit) : 0.0f;
     }
     const float other = __shfl_xor_sync(0xffffffffu, odd ? v[0] : v[1], 4);
     const int tok = 8 * jt + 2 * t + (odd ? 1 : 0);

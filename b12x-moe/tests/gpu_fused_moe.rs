@@ -722,6 +722,10 @@ fn trials() -> Vec<GpuTrial> {
         want32(q.wg32_up_to() + 1, default, false)?;
         want32(200, PlanOptions { wg32_up_to: Some(0), ..default }, false)?;
         want32(300, PlanOptions { wg32_up_to: Some(300), ..default }, true)?;
+        // `wgmma_from` wins over the 32-row bucket: `Some(0)` is the 128-row tile at every tiled T.
+        want(gemv_hi + 1, PlanOptions { wgmma_from: Some(0), ..default }, sm90)?;
+        want(200, PlanOptions { wgmma_from: Some(200), ..default }, sm90)?;
+        want32(199, PlanOptions { wgmma_from: Some(200), ..default }, true)?;
         let wg = TileKernel::Wgmma(WgConfig { w8: false, wn: 8, stages: 2, tail: false });
         let forced = fused_moe::plan_with(&q, dev, PlanOptions { tile: Some(wg), ..Default::default() });
         match (sm90, forced) {

@@ -1122,7 +1122,8 @@ pub struct PlanOptions {
     /// Packed layout, SM90 with `tile: None`: the largest T of the 32-row wgmma tile's bucket
     /// (the tiled T from the grouped GEMV's last up to here; the 64-row tile above). `None`:
     /// [`Query::wg32_up_to`]; `Some(0)` (or any T the grouped GEMV covers): no such bucket (the
-    /// layout before session 65).
+    /// layout before session 65). Never past [`PlanOptions::wgmma_from`]: the 128-row tile's
+    /// bucket wins (`wgmma_from: Some(0)` is the 128-row tile at every tiled T).
     pub wg32_up_to: Option<usize>,
 }
 
@@ -1382,7 +1383,9 @@ pub fn plan_with(query: &Query, device: &Arc<Device>, options: PlanOptions) -> R
             let default_up_to = if split.is_some() { query.gemv_up_to_wg64() } else { query.gemv_up_to() };
             let up_to = options.gemv_up_to.unwrap_or(default_up_to).min(route_pairs / query.shape.top_k);
             // SM90's default also puts the 32-row wgmma tile below the 64-row one.
-            let wg32_hi = split.map(|_| options.wg32_up_to.unwrap_or(query.wg32_up_to()));
+            // (below the 128-row tile's first T: `wgmma_from` wins, `Some(0)` is wgmma everywhere)
+            let wg32_hi =
+                split.map(|from| options.wg32_up_to.unwrap_or(query.wg32_up_to()).min(from.saturating_sub(1)));
             let starts: Vec<usize> = [wg32_hi.map(|h| h.saturating_add(1)), split].into_iter().flatten().collect();
             let (b, paths) = packed_buckets(query.max_tokens, up_to, &starts);
             let d = Decode::new(query, &b, &paths, device, &options, split, wg32_hi)?;
