@@ -3,7 +3,7 @@
 # where the time goes at T = 4096 (every kernel of one eager call) and the decode GEMV at T = 8.
 # Two bundles (sm_90a, gitignored, built on the CPU machine with `B12X_CUDA_ARCHS=sm_90a cargo xtask
 # gpu-bundle --targets gpu_fused_moe,bench_fused_moe`, then `tar cJf .gpu/bz_<b>/bundle.tar.xz -C
-# .gpu bundle`): bt = eb2d097 (tails by default, session 64's kernels), bf = 0ada371 (FC1's
+# .gpu bundle`): bt = eb2d097 (tails by default, session 64's kernels), bf = 886d259 (FC1's
 # activation fused into the wgmma tiles' epilogue for W4A16 gated: trials `fused_act::*`, bench rows
 # `fused_moe_unfused_act/<case>`, its own `_act` kernels: the plain tiles' SASS is eb2d097's;
 # the activation with the SFU's exp / reciprocal on every path: the whole suite runs; the 32-row
