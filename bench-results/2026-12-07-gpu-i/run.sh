@@ -13,6 +13,7 @@
 #   memcheck of the fused / default-tail trials, T 512 / 2048 / 4096 rows (bf: default, unfused,
 #   no tails; bt: default), ncu per kernel at T = 4096 (Qwen3-30B-A3B, gpt-oss-120b) and of the
 #   decode GEMV at T = 8 (DeepSeek-V4-Flash).
+# STEP=2: a short call (~400 s): bf's A/B rows at T 512 / 4096, the whole suite, memcheck, bt's rows.
 # Run: STEP=1 END=570 bash bench-results/2026-12-07-gpu-i/run.sh   (carry .gpu/bz_bt .gpu/bz_bf)
 END=${END:-590}; STEP=${STEP:-1}; ROOT=$PWD; R=$OUT/r$STEP; mkdir -p $R; S=$ROOT/bench/sanitize_parallel.sh
 export B12X_ALLOW_PARTIAL_ARCHS=1
@@ -53,6 +54,12 @@ if [ $STEP = 1 ]; then
   done
   ncu_call t8_deepseek fused_moe/deepseek_v4_flash_tp2/T8 8 7 --section SpeedOfLight --section LaunchStats \
     --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
+elif [ $STEP = 2 ]; then
+  # (a short call: the A/B rows first, then the whole suite, then memcheck)
+  bench bf ab 512,4096 'fused_moe/|fused_moe_unfused_act/|fused_moe_tile_wg64/' 120
+  trials bf all 200 60 ""
+  san bf memcheck fused 60 16 40 '^fused_act::(own|wg32)::tiny::w4a16_.*_(silu_limit1|oai7)|^fused_act::own::tiny::shared_50|^packed_tile::(tiny::(w4a16|nvfp4)_.*_(silu|oai7)|bad_ids|graph_replay|split)'
+  bench bt ab 512,4096 'fused_moe/' 60
 fi
 for f in $R/bench_*/fused_moe.md; do [ -f $f ] && { echo "== $f"; grep -E "/T[0-9]" $f | grep -v read_probe | cut -d'|' -f2-4,7-8; }; done
 for f in $R/ncu_*_details.txt; do echo "== $f"; grep -E "^  b12x_fused_moe|Duration  " $f | paste - - | awk '{print $1, $(NF-1), $NF}'; done
