@@ -30,9 +30,9 @@
 //! `fused_moe_notail/<case>` (SM90, where the default has tail slots: T from `Query::wgmma_from`):
 //! the default plan with `PlanOptions::no_tail_slots` (every expert's last rows in a 128-row
 //! slot of the 128-row tile instead of a 64-row tail slot of the 64-row one).
-//! `fused_moe_unfused_act/<case>` (SM90, where the default fuses the activation into FC1's
-//! epilogue: W4A16, gated, the wgmma tiles — config `…_fact`): the default plan with
-//! `PlanOptions::unfused_activation` (FC1's gate/up rows, then the activation kernel).
+//! `fused_moe_fused_act/<case>` (SM90, where `PlanOptions::fused_activation` takes hold: W4A16,
+//! gated, the wgmma tiles — config `…_fact`): the default plan with FC1's epilogue applying the
+//! activation (no activation kernel).
 //! `B12X_MOE_WG_STAGES=2,3` (SM90) adds `fused_moe_tile_wg_s<n>/<case>` where the default takes
 //! the wgmma tile: forced with an n-stage ring (2..4) instead of the default four.
 //! `B12X_BENCH_FILTER` selects cases by substring (e.g. `/T4096`); `B12X_MOE_TOKENS=64,512`
@@ -217,7 +217,7 @@ fn main() -> Result<()> {
         const ROWS: [&str; 10] = [
             "fused_moe",
             "fused_moe_notail",
-            "fused_moe_unfused_act",
+            "fused_moe_fused_act",
             "fused_moe_tile_wg",
             "fused_moe_tile_wg64",
             "fused_moe_tile_wg32",
@@ -261,7 +261,7 @@ fn main() -> Result<()> {
         let wg64 = PlanOptions { tile: Some(TileKernel::Wgmma64 { stages: 4 }), ..tile };
         let wg32 = PlanOptions { tile: Some(TileKernel::Wgmma32 { stages: 4 }), ..tile };
         let notail = PlanOptions { no_tail_slots: true, ..Default::default() };
-        let unfused = PlanOptions { unfused_activation: true, ..Default::default() };
+        let fused = PlanOptions { fused_activation: true, ..Default::default() };
         let stages = std::env::var("B12X_MOE_WG_STAGES").unwrap_or_default();
         let wanted: Vec<usize> = stages.split(',').filter_map(|n| n.trim().parse().ok()).collect();
         let wg_stages: Vec<(&'static str, PlanOptions)> = WG_STAGE_ROWS
@@ -276,7 +276,7 @@ fn main() -> Result<()> {
             let mut r = vec![(t, WeightLayout::Packed, None)];
             if t > GROUPED_ABOVE && sm90 {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_notail", notail))));
-                r.push((t, WeightLayout::Packed, Some(("fused_moe_unfused_act", unfused))));
+                r.push((t, WeightLayout::Packed, Some(("fused_moe_fused_act", fused))));
             }
             if t > GROUPED_ABOVE {
                 r.push((t, WeightLayout::Packed, Some(("fused_moe_tile_wg", tile))));
@@ -331,13 +331,12 @@ fn main() -> Result<()> {
                     }
                     default.path(t)
                 }
-                // (the default with the activation kernel: a row only where the default fuses it)
-                "fused_moe_unfused_act" => {
-                    let default = fused_moe::plan(&q, &dev)?;
-                    if !default.fused_activation(t) {
+                // (the default with FC1's fused activation: a row only where it takes hold)
+                "fused_moe_fused_act" => {
+                    if !plan.fused_activation(t) {
                         continue;
                     }
-                    default.path(t)
+                    plan.path(t)
                 }
                 _ => Path::GroupedTile,
             };

@@ -679,11 +679,11 @@ fn trials() -> Vec<GpuTrial> {
                 got => return Err(format!("tail slots at T = {t} with {opts:?}: {got:?}")),
             }
         }
-        // FC1's fused activation: wherever a wgmma tile runs a W4A16 recipe with a gated
-        // activation (Qwen3-30B-A3B: W4A16 NVFP4, SiLU), not on the GEMV paths, not when turned off.
-        let unfused = PlanOptions { unfused_activation: true, ..default };
+        // FC1's fused activation (opt-in): wherever a wgmma tile runs a W4A16 recipe with a gated
+        // activation (Qwen3-30B-A3B: W4A16 NVFP4, SiLU), not on the GEMV paths, not by default.
+        let fused = PlanOptions { fused_activation: true, ..default };
         for (t, opts, want_fused) in
-            [(4096, default, sm90), (512, default, sm90), (8, default, false), (4096, unfused, false)]
+            [(4096, fused, sm90), (512, fused, sm90), (8, fused, false), (4096, default, false)]
         {
             let plan = fused_moe::plan_with(&q, dev, opts).map_err(|e| e.to_string())?;
             if plan.fused_activation(t) != want_fused {
@@ -691,7 +691,7 @@ fn trials() -> Vec<GpuTrial> {
             }
         }
         for sh in [Shape { recipe: Recipe::W4a8Mx, ..q.shape }, Shape { activation: Activation::Relu2, ..q.shape }] {
-            let plan = fused_moe::plan_with(&Query { shape: sh, ..q }, dev, default).map_err(|e| e.to_string())?;
+            let plan = fused_moe::plan_with(&Query { shape: sh, ..q }, dev, fused).map_err(|e| e.to_string())?;
             if plan.fused_activation(4096) {
                 return Err(format!("fused activation planned for {:?} / {:?}", sh.recipe, sh.activation));
             }
@@ -1056,11 +1056,11 @@ fn graph_replay(dev: &Arc<Device>, layout: WeightLayout, t: usize, opts: PlanOpt
     compare(sh.hidden, &replayed, &fused_moe(&sh, &experts, &x, &ids1, &w1, Some(&d.act)).map_err(err)?.y)
 }
 
-/// FC1's fused activation (SM90's wgmma tiles, W4A16 recipes, gated activations): y equal bit for
-/// bit to the plan with `PlanOptions::unfused_activation` (FC1's gate/up rows, then the
-/// activation kernel) on the same inputs — the fused plans are checked against the oracle by the
-/// `packed_tile*` trials — and each plan reports what it runs (`Plan::fused_activation`: SM90,
-/// a W4A16 recipe, a gated activation, not turned off).
+/// FC1's fused activation (`PlanOptions::fused_activation`; SM90's wgmma tiles, W4A16 recipes,
+/// gated activations): y equal bit for bit to the plan without it (FC1's gate/up rows, then the
+/// activation kernel; checked against the oracle by the `packed_tile*` trials) on the same
+/// inputs, and each plan reports what it runs (`Plan::fused_activation`: asked for, SM90, a
+/// W4A16 recipe, a gated activation).
 fn fused_act_equals_unfused(
     dev: &Arc<Device>,
     opts: PlanOptions,
@@ -1080,14 +1080,14 @@ fn fused_act_equals_unfused(
         && sh.activation.gated()
         && opts.tile.is_none_or(|k| k.is_wgmma());
     let mut ys = Vec::new();
-    for unfused in [false, true] {
-        let (plan, _session) = prepared_with(dev, &q, PlanOptions { unfused_activation: unfused, ..opts })?;
+    for fused in [true, false] {
+        let (plan, _session) = prepared_with(dev, &q, PlanOptions { fused_activation: fused, ..opts })?;
         if plan.path(t) != Path::GroupedTile {
             return Err(format!("T = {t} takes {:?}, the trial is for the tiled path", plan.path(t)));
         }
-        if plan.fused_activation(t) != (fusable && !unfused) {
+        if plan.fused_activation(t) != (fusable && fused) {
             return Err(format!(
-                "unfused_activation {unfused}: fused_activation(T = {t}) = {}",
+                "fused_activation {fused}: Plan::fused_activation(T = {t}) = {}",
                 plan.fused_activation(t)
             ));
         }

@@ -59,7 +59,7 @@
 //!       [`Query::wg32_up_to`]: `T·k/E` ≤ [`WG32_ROWS_PER_EXPERT`]), the mma.sync body with
 //!       64-row slots on every other architecture ([`TileKernel`]; [`PlanOptions::tile`] forces
 //!       one) — the activation between them as its own launch (on SM90 for W4A16 recipes with a
-//!       gated activation in FC1's epilogue instead: [`PlanOptions::unfused_activation`]), the
+//!       gated activation optionally in FC1's epilogue instead: [`PlanOptions::fused_activation`]), the
 //!       combine; up to nine launches chained with PDL. [`Plan::path`] says which path a T takes.
 //!
 //!     Hd and I multiples of 32, T·k ≤ [`MAX_PAIRS`].
@@ -855,7 +855,7 @@ struct Decode {
     /// Tail slots capacity: E where a bucket has tail slots, else 0.
     tail_slots: usize,
     /// FC1's epilogue applies the activation wherever a bucket runs a wgmma tile
-    /// ([`PlanOptions::unfused_activation`]: W4A16, gated activations).
+    /// ([`PlanOptions::fused_activation`]: W4A16, gated activations).
     fused_act: bool,
     /// 128-row blocks per expert of FC1 and FC2.
     rbs: (usize, usize),
@@ -1002,7 +1002,7 @@ impl TileKernel {
         }
     }
     /// SM90's wgmma tiles' FC1 kernel with the activation in its epilogue
-    /// ([`PlanOptions::unfused_activation`]), for weights of format `f`; `None` for the mma.sync tile.
+    /// ([`PlanOptions::fused_activation`]), for weights of format `f`; `None` for the mma.sync tile.
     pub fn act_symbol(&self, f: &str) -> Option<String> {
         match self {
             TileKernel::Mma(_) => None,
@@ -1113,12 +1113,14 @@ pub struct PlanOptions {
     /// one. `true` turns them off (one 128-row slot per started 128 rows, the layout before
     /// session 63).
     pub no_tail_slots: bool,
-    /// Packed layout, SM90's wgmma tiles, W4A16 recipes with a gated activation: FC1's epilogue
-    /// applies the activation and the routing weight and writes h directly (the values the
+    /// Packed layout, SM90's wgmma tiles, W4A16 recipes with a gated activation: `true` has FC1's
+    /// epilogue apply the activation and the routing weight and write h directly (the values the
     /// activation kernel would write from FC1's gate/up rows, bit for bit), so the call has no
-    /// activation launch and FC1 writes I instead of 2·I values per row. `true` turns this off
-    /// (FC1 writes gate/up rows and the activation kernel follows: the layout before session 65).
-    pub unfused_activation: bool,
+    /// activation launch and FC1 writes I instead of 2·I values per row. Opt-in until it is
+    /// measured on a GPU (written in session 65, when no device call started; a similar epilogue
+    /// measured slower in session 54); `false`: FC1 writes gate/up rows and the activation kernel
+    /// follows.
+    pub fused_activation: bool,
     /// Packed layout, SM90 with `tile: None`: the largest T of the 32-row wgmma tile's bucket
     /// (the tiled T from the grouped GEMV's last up to here; the 64-row tile above). `None`:
     /// [`Query::wg32_up_to`]; `Some(0)` (or any T the grouped GEMV covers): no such bucket (the
@@ -1246,7 +1248,7 @@ impl Decode {
             Some(n) => n,
         };
         let tail_slots = if tails.iter().any(Option::is_some) { s.experts } else { 0 };
-        let fused_act = !options.unfused_activation && quant_code(s.recipe) == 0 && s.activation.gated();
+        let fused_act = options.fused_activation && quant_code(s.recipe) == 0 && s.activation.gated();
         Ok(Decode {
             paths: paths.to_vec(),
             configs,
@@ -1462,8 +1464,8 @@ impl Plan {
         self.decode.as_ref().and_then(|d| d.tail_of(self.bucket_of(tokens)))
     }
     /// Whether FC1's epilogue applies the activation at `tokens` (no activation launch; see
-    /// [`PlanOptions::unfused_activation`]): the tiled path with SM90's wgmma tiles, a W4A16
-    /// recipe and a gated activation, unless the plan's options turn it off.
+    /// [`PlanOptions::fused_activation`]): the tiled path with SM90's wgmma tiles, a W4A16
+    /// recipe and a gated activation, where the plan's options ask for it.
     pub fn fused_activation(&self, tokens: usize) -> bool {
         self.decode.as_ref().is_some_and(|d| d.act_fused_in(self.bucket_of(tokens)))
     }
