@@ -3,12 +3,14 @@
 # where the time goes at T = 4096 (every kernel of one eager call) and the decode GEMV at T = 8.
 # Two bundles (sm_90a, gitignored, built on the CPU machine with `B12X_CUDA_ARCHS=sm_90a cargo xtask
 # gpu-bundle --targets gpu_fused_moe,bench_fused_moe`, then `tar cJf .gpu/bz_<b>/bundle.tar.xz -C
-# .gpu bundle`): bt = eb2d097 (tails by default, session 64's kernels), bf = 886d259 (FC1's
-# activation fused into the wgmma tiles' epilogue for W4A16 gated: trials `fused_act::*`, bench rows
-# `fused_moe_unfused_act/<case>`, its own `_act` kernels: the plain tiles' SASS is eb2d097's;
-# the activation with the SFU's exp / reciprocal on every path: the whole suite runs; the 32-row
-# wgmma tile by default from the grouped GEMV up to 16 rows per expert: T = 512 of DeepSeek-V4-Flash
-# and gpt-oss-120b, `fused_moe_tile_wg64/` their A/B).
+# .gpu bundle`): bt = eb2d097 (tails by default, session 64's kernels), bf = main at 6543f15 —
+# FC1's activation in the wgmma tiles' epilogue, opt-in (`PlanOptions::fused_activation`: trials
+# `fused_act::*` compare it with the default bit for bit, bench rows `fused_moe_fused_act/<case>`;
+# its own `_act` kernels, the plain tiles' SASS is eb2d097's); the activation with the SFU's exp /
+# reciprocal on every path (the whole suite runs); the 32-row wgmma tile by default from the
+# grouped GEMV up to 16 rows per expert (T = 512 of DeepSeek-V4-Flash and gpt-oss-120b:
+# `fused_moe_tile_wg64/` their A/B). A later session: rebuild both bundles (bt from eb2d097 in a
+# worktree, bf from main) before the call.
 # STEP=1: bf's whole suite (tails by default, fused_act, every path's new activation math),
 #   memcheck of the fused / default-tail trials, T 512 / 2048 / 4096 rows (bf: default, unfused,
 #   no tails; bt: default), ncu per kernel at T = 4096 (Qwen3-30B-A3B, gpt-oss-120b) and of the
@@ -46,7 +48,7 @@ ncu_call() {  # tag, filter, tokens, launches, sections...
 if [ $STEP = 1 ]; then
   trials bf all 230 75 ""
   san bf memcheck fused 70 16 45 '^fused_act::(own|wg32)::tiny::w4a16_.*_(silu_limit1|oai7)|^fused_act::own::tiny::shared_50|^packed_tile::(tiny::(w4a16|w4a8|nvfp4)_.*_(silu|oai7)|tiny::shared|bad_ids|graph_replay|split|persist)'
-  bench bf big 512,2048,4096 'fused_moe/|fused_moe_unfused_act/|fused_moe_notail/' 130
+  bench bf big 512,2048,4096 'fused_moe/|fused_moe_fused_act/|fused_moe_notail/' 130
   bench bt big 512,2048,4096 'fused_moe/' 80
   for c in qwen3_30b_a3b gpt_oss_120b; do
     ncu_call t4096_$c fused_moe/$c/T4096 4096 11 --section SpeedOfLight --section LaunchStats --section Occupancy \
@@ -56,7 +58,7 @@ if [ $STEP = 1 ]; then
     --section Occupancy --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
 elif [ $STEP = 2 ]; then
   # (a short call: the A/B rows first, then the whole suite, then memcheck)
-  bench bf ab 512,4096 'fused_moe/|fused_moe_unfused_act/|fused_moe_tile_wg64/' 120
+  bench bf ab 512,4096 'fused_moe/|fused_moe_fused_act/|fused_moe_tile_wg64/' 120
   trials bf all 200 60 ""
   san bf memcheck fused 60 16 40 '^fused_act::(own|wg32)::tiny::w4a16_.*_(silu_limit1|oai7)|^fused_act::own::tiny::shared_50|^packed_tile::(tiny::(w4a16|nvfp4)_.*_(silu|oai7)|bad_ids|graph_replay|split)'
   bench bt ab 512,4096 'fused_moe/' 60
