@@ -12,7 +12,7 @@
 # `fused_moe_tile_wg64/` their A/B). A later session: rebuild both bundles (bt from eb2d097 in a
 # worktree, bf from main) before the call.
 # STEP=1: bf's whole suite (tails by default, fused_act, every path's new activation math),
-#   memcheck of the fused / default-tail trials, T 512 / 2048 / 4096 rows (bf: default, unfused,
+#   memcheck of the fused / default-tail trials, T 512 / 2048 / 4096 rows (bf: default, fused,
 #   no tails; bt: default), ncu per kernel at T = 4096 (Qwen3-30B-A3B, gpt-oss-120b) and of the
 #   decode GEMV at T = 8 (DeepSeek-V4-Flash).
 # STEP=2: a short call (~400 s): bf's A/B rows at T 512 / 4096, the whole suite, memcheck, bt's rows.
