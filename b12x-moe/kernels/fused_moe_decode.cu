@@ -790,9 +790,8 @@ __device__ __forceinline__ void moe_tile(const MoeTileParams& mp) {
   bsgemm::gemm<F, WM, WN, bf16>(p);
 }
 
-// Mirrored by src/fused_moe/params.rs (MoeTileTmaParams): the wgmma tile's parameters, the
-// mma.sync tile's plus two TMA descriptors.
-// FC1's activation in the wgmma tiles' epilogue (the `_act` kernels: W4A16 recipes, gated activations):
+// Mirrored by src/fused_moe/params.rs (MoeTileAct): FC1's activation in the wgmma tiles' epilogue
+// (the `_act` kernels: W4A16 recipes, gated activations, PlanOptions::fused_activation):
 // h[row, j] = bf16(w_row act(bf16(g), bf16(u))) from the tile's gate / up accumulators, stored in
 // the fragment order of h's 32-j groups — the values act_rows would write from gu (not launched).
 struct MoeTileAct {
@@ -804,6 +803,8 @@ struct MoeTileAct {
 };
 static_assert(sizeof(MoeTileAct) == 32, "size must match src/fused_moe/params.rs");
 
+// Mirrored by src/fused_moe/params.rs (MoeTileTmaParams): the wgmma tile's parameters, the
+// mma.sync tile's plus FC1's activation and two TMA descriptors.
 struct MoeTileTmaParams {
   MoeTileParams t;
   MoeTileAct act;      // FC1 only (zeros elsewhere)
@@ -868,7 +869,7 @@ __device__ __forceinline__ void mma_m64n32k16_rs(float (&d)[16], const uint32_t 
 constexpr int kMoeWgMT = 1;
 constexpr int kMoeWgThreads = 128 * 4 / kMoeWgMT;
 
-// FC1's epilogue with the activation fused (MoeTileAct::fused; the wgmma tiles, MT = 1): the
+// FC1's epilogue with the activation fused (the `_act` kernels, MT = 1): the
 // warp's weight rows r + g and r + 8 + g (r: its first expert-local FC1 row, a multiple of 16) are
 // the gate and the up row of j = r / 2 + g (FC1's interleave: gate j at 16 (j / 8) + j % 8, up 8
 // further). Each value is finish's bf16 output (acc times out_scale, rounded) taken back to f32,

@@ -19,7 +19,9 @@ constexpr int kActSwigluOai = 1;
 constexpr int kActRelu2 = 2;
 
 // 2^x and 1 / x by the SFU (ex2.approx.ftz, rcp.approx.ftz: relative errors ~2^-22, a few f32
-// ulp). 2^x of a large x is +Inf and 1 / Inf is 0, so a sigmoid of a very negative argument is 0.
+// ulp). 2^x of a large x is +Inf and 1 / Inf is 0, so a sigmoid of a very negative argument is 0;
+// .ftz flushes subnormal results, so SiLU is -0 for g in about (-88.7, -87.3) where precise math
+// gave ~-1e-36 u (SwiGLU-OAI: gg in about (-52.1, -51.3)).
 __device__ __forceinline__ float moe_ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -36,11 +38,12 @@ __device__ __forceinline__ float moe_sigmoid(float z) {
 }
 
 // Session 65: the SFU's exp and reciprocal (~10 instructions per value) instead of the precise
-// expf and IEEE division (~60 with their slow paths) — the activation now runs in FC1's epilogue
-// on SM90's wgmma tiles, where every instruction is time the tensor cores wait. Its error (a few
-// f32 ulp) is far inside the BF16 rounding that follows; the oracle (f64) is unchanged and every
-// path of the op (simple, decode, grouped, fused or not) uses this one function, so they agree
-// bit for bit with each other.
+// expf and IEEE division (~60 with their slow paths) — the activation can run in FC1's epilogue
+// on SM90's wgmma tiles (PlanOptions::fused_activation), where every instruction is time the
+// tensor cores wait, and act_rows is compute-heavy too. Its error (a few f32 ulp) is far inside
+// the BF16 rounding that follows; the oracle (f64) is unchanged and every path of the op
+// (simple, decode, grouped, fused or not) uses this one function, so they agree bit for bit
+// with each other.
 template <int ACT>
 __device__ __forceinline__ float moe_act(float g, float u, float limit) {
   if constexpr (ACT == kActSilu) {
