@@ -799,7 +799,7 @@ struct MoeTileAct {
   const float* row_weight;   // [T k rows]
   int32_t inter, act;
   float limit;
-  int32_t fused;             // 1 in the `_act` kernels' params (the kernel decides; for debuggers)
+  int32_t reserved;
 };
 static_assert(sizeof(MoeTileAct) == 32, "size must match src/fused_moe/params.rs");
 

@@ -1004,12 +1004,8 @@ impl TileKernel {
     /// SM90's wgmma tiles' FC1 kernel with the activation in its epilogue
     /// ([`PlanOptions::fused_activation`]), for weights of format `f`; `None` for the mma.sync tile.
     pub fn act_symbol(&self, f: &str) -> Option<String> {
-        match self {
-            TileKernel::Mma(_) => None,
-            TileKernel::Wgmma(_) => Some(format!("b12x_fused_moe_tile_wg_act_{f}")),
-            TileKernel::Wgmma64 { .. } => Some(format!("b12x_fused_moe_tile_wg64_act_{f}")),
-            TileKernel::Wgmma32 { .. } => Some(format!("b12x_fused_moe_tile_wg32_act_{f}")),
-        }
+        // `b12x_fused_moe_tile_wg{,64,32}_act_{f}`: the plain kernel's name with `act_` before the format.
+        self.is_wgmma().then(|| self.symbol(&format!("act_{f}")))
     }
     /// The kernel symbol for weights of format `f` (`nvfp4` / `mxfp4`).
     pub fn symbol(&self, f: &str) -> String {
@@ -1973,7 +1969,7 @@ fn grouped_call(
         inter: i as i32,
         act: act_code(s.activation),
         limit: q.limit(),
-        fused: 1,
+        reserved: 0,
     };
     let fcs = |kern: TileKernel, at: (u64, u64, usize, bool)| {
         let mut fc1 =

@@ -252,9 +252,9 @@ pub struct MoeTileTmaParams {
     pub wmap: [u64; 16],
 }
 
-/// FC1's activation fused into SM90's wgmma tiles' epilogue (`MoeTileAct` in the kernel): with
-/// `fused` set, FC1 writes `h` (the activation kernel's output, in the tiles' fragment order)
-/// instead of gate/up rows, and the activation kernel is not launched. W4A16 recipes, gated
+/// FC1's activation fused into SM90's wgmma tiles' epilogue (`MoeTileAct` in the kernel): the
+/// `_act` kernels read it and write `h` (the activation kernel's output, in the tiles' fragment
+/// order) instead of gate/up rows, and the activation kernel is not launched. W4A16 recipes, gated
 /// activations (`act`: SiLU 0 or SwiGLU-OAI 1).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -264,7 +264,7 @@ pub struct MoeTileAct {
     pub inter: i32,
     pub act: i32,
     pub limit: f32,
-    pub fused: i32,
+    pub reserved: i32,
 }
 
 /// The grouped path's activation kernel (`b12x_fused_moe_act_rows`).
